@@ -1,0 +1,30 @@
+# Everything a fresh clone needs is installed here: `make test` and `make demo`
+# work on a machine with only python3 (3.11+) and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check layers functions infra tests
+	$(BIN)/ruff format --check layers functions infra tests
+	$(BIN)/mypy layers/runplane
+
+# Regenerate documents derived from code (tests fail while they are stale).
+docs: $(STAMP)
+	$(BIN)/python -m runplane.docs
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Runplane: a managed OpenTofu run control plane."""

@@ -1,0 +1,1 @@
+"""Edges to AWS and the operating system: clocks, IDs, S3, KMS, Step Functions, ECS."""

@@ -1,0 +1,98 @@
+"""Render the parts of the documentation that are derived from code.
+
+A document keeps hand-written prose around generated blocks::
+
+    <!-- generated:NAME -->
+    ...replaced on every run...
+    <!-- end generated:NAME -->
+
+``python -m runplane.docs`` (``make docs``) rewrites every block; a test fails
+while any block is stale.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from runplane.domain.run import RunStatus
+from runplane.domain.transitions import TRANSITIONS, WRITER_ON_ENTRY, Requires
+
+
+def statuses_table() -> str:
+    lines = [
+        "| Status | Meaning | Ends the run | Writer reservation on entry |",
+        "| --- | --- | --- | --- |",
+    ]
+    for status in RunStatus:
+        ends = (
+            "intervention" if status.needs_intervention else ("yes" if status.is_terminal else "")
+        )
+        lines.append(
+            f"| `{status}` | {status.meaning} | {ends} | {WRITER_ON_ENTRY[status].value} |"
+        )
+    return "\n".join(lines)
+
+
+def transitions_table() -> str:
+    lines = [
+        "| From | To | Allowed when | Audit event | Stages |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in TRANSITIONS:
+        when = "" if row.requires is Requires.NOTHING else row.requires.value
+        stages = ", ".join(f"{stage} → {status}" for stage, status in row.stages.items())
+        lines.append(f"| `{row.source}` | `{row.target}` | {when} | `{row.event}` | {stages} |")
+    return "\n".join(lines)
+
+
+def state_diagram() -> str:
+    lines = ["```mermaid", "stateDiagram-v2", "    [*] --> dispatch_pending"]
+    for row in TRANSITIONS:
+        lines.append(f"    {row.source} --> {row.target}")
+    for status in RunStatus:
+        if status.is_terminal:
+            lines.append(f"    {status} --> [*]")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "run-statuses": statuses_table,
+    "run-transitions": transitions_table,
+    "run-diagram": state_diagram,
+}
+
+DOCUMENTS = ("docs/run-lifecycle.md",)
+
+_BLOCK = re.compile(
+    r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated:(?P=name) -->)",
+    re.DOTALL,
+)
+
+
+def render(text: str) -> str:
+    """``text`` with every generated block rewritten from code."""
+
+    def replace(match: re.Match[str]) -> str:
+        body = BLOCKS[match["name"]]()
+        return f"{match[1]}{body}\n{match[4]}"
+
+    return _BLOCK.sub(replace, text)
+
+
+def main(root: Path) -> int:
+    for name in DOCUMENTS:
+        path = root / name
+        text = path.read_text(encoding="utf-8")
+        rendered = render(text)
+        if rendered != text:
+            path.write_text(rendered, encoding="utf-8")
+            print(f"updated {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path.cwd()))

@@ -1,0 +1,87 @@
+"""Plain snapshots of durable entities, as services see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.transitions import RunFacts
+
+
+@dataclass(frozen=True)
+class Organization:
+    id: str
+    name: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Workspace:
+    id: str
+    organization_id: str
+    name: str
+    created_at: datetime
+    fence: int
+    writer_run_id: str | None
+    lock_id: str | None
+    lock_run_id: str | None
+    queue_length: int
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    organization_id: str
+    workspace_id: str
+    kind: RunKind
+    status: RunStatus
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    plan_has_changes: bool | None = None
+    status_reason: str | None = None
+
+    @property
+    def facts(self) -> RunFacts:
+        return RunFacts(kind=self.kind, plan_has_changes=self.plan_has_changes)
+
+
+@dataclass(frozen=True)
+class RunStage:
+    run_id: str
+    stage: Stage
+    status: StageStatus
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: str
+    organization_id: str
+    subject_id: str
+    type: str
+    actor: str
+    at: datetime
+    details: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ApplyLock:
+    """The workspace lock an apply holds: every authorized write names both values."""
+
+    workspace_id: str
+    lock_id: str
+    fence: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A run queued for the writer reservation; ``token`` resumes its workflow."""
+
+    workspace_id: str
+    run_id: str
+    token: str
+    position: int

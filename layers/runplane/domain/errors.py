@@ -1,0 +1,118 @@
+"""Typed errors. Each carries a machine-readable code, an HTTP status and a
+sentence a person can act on. Messages name public IDs only, never secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class RunplaneError(Exception):
+    code = "RUNPLANE_ERROR"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_body(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+class NotFound(RunplaneError):
+    code = "NOT_FOUND"
+    http_status = 404
+
+    def __init__(self, kind: str, public_id: str) -> None:
+        super().__init__(f"{kind} {public_id} was not found")
+        self.kind = kind
+        self.public_id = public_id
+
+
+class AlreadyExists(RunplaneError):
+    code = "ALREADY_EXISTS"
+    http_status = 409
+
+
+class Conflict(RunplaneError):
+    """A conditional write lost to another writer: the request was not applied."""
+
+    code = "CONFLICT"
+    http_status = 409
+
+
+class ConcurrentChange(Conflict):
+    """A fact the request was built on changed meanwhile; rebuilding it may succeed."""
+
+    code = "CONCURRENT_CHANGE"
+
+
+class IllegalTransition(Conflict):
+    """The transition table has no row for this move (or its guard is false)."""
+
+    code = "ILLEGAL_TRANSITION"
+
+    def __init__(self, source: object, target: object, why: str) -> None:
+        super().__init__(f"a run cannot move from {source} to {target}: {why}")
+        self.source = source
+        self.target = target
+
+
+class TransitionRejected(Conflict):
+    """The run was not in the expected status and version; nothing was written.
+
+    ``current`` is the run as the database holds it now (None if it is gone).
+    """
+
+    code = "TRANSITION_REJECTED"
+
+    def __init__(self, run_id: str, expected: str, current: Mapping[str, Any] | None) -> None:
+        if current is None:
+            now = "it does not exist"
+        else:
+            now = f"it is {current.get('status')} at version {current.get('version')}"
+        super().__init__(f"run {run_id} was expected {expected}, but {now}")
+        self.run_id = run_id
+        self.current = dict(current) if current is not None else None
+
+
+class StaleFence(Conflict):
+    """The caller's workspace lock or fence is no longer the current one."""
+
+    code = "STALE_FENCE"
+
+    def __init__(self, workspace_id: str, fence: int, current_fence: int | None) -> None:
+        super().__init__(
+            f"workspace {workspace_id}: fence {fence} is stale "
+            f"(current fence is {current_fence}); this writer no longer has authority"
+        )
+        self.workspace_id = workspace_id
+        self.fence = fence
+        self.current_fence = current_fence
+
+
+class NotWriter(Conflict):
+    """The run does not hold the workspace writer reservation it tried to use."""
+
+    code = "NOT_WRITER"
+
+    def __init__(self, workspace_id: str, run_id: str, holder: str | None) -> None:
+        held = f"held by run {holder}" if holder else "not held by any run"
+        super().__init__(
+            f"run {run_id} does not hold the writer reservation of workspace "
+            f"{workspace_id} (it is {held})"
+        )
+        self.workspace_id = workspace_id
+        self.run_id = run_id
+        self.holder = holder
+
+
+class WorkspaceLocked(Conflict):
+    code = "WORKSPACE_LOCKED"
+
+
+class TooMuchContention(RunplaneError):
+    """Optimistic retries ran out; safe to retry the whole request later."""
+
+    code = "CONTENTION"
+    http_status = 503

@@ -1,0 +1,38 @@
+"""Public identifiers: a type prefix and 128 random bits, so they are unguessable."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Protocol
+
+
+class IdKind(StrEnum):
+    ORGANIZATION = "org"
+    WORKSPACE = "ws"
+    RUN = "run"
+    STATE_VERSION = "sv"
+    AUDIT_EVENT = "evt"
+    LOCK = "lck"
+    WAITER = "wtr"
+
+
+# 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).
+PUBLIC_ID_PATTERN = re.compile(r"^(?P<kind>[a-z]+)-(?P<body>[a-z2-7]{26})$")
+
+
+class IdGenerator(Protocol):
+    def new(self, kind: IdKind) -> str:
+        """A fresh public ID such as ``run-3xk...``."""
+        ...
+
+
+def kind_of(public_id: str) -> IdKind | None:
+    """The kind a well-formed public ID names, or None for anything else."""
+    match = PUBLIC_ID_PATTERN.match(public_id)
+    if match is None:
+        return None
+    try:
+        return IdKind(match["kind"])
+    except ValueError:
+        return None

@@ -1,0 +1,45 @@
+"""Make each moto request atomic, as each AWS request is.
+
+moto's backends are not thread-safe: concurrent conditional writes to one
+DynamoDB item can both "win" or crash mid-iteration. Serializing request
+handling per service restores DynamoDB's per-request atomicity while races
+*between* requests stay real. One lock per service, never one across
+services: a Step Functions request runs Lambda handlers that call DynamoDB.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_PATCHED: dict[str, threading.RLock] = {}
+_GUARD = threading.Lock()
+
+
+def _handler_class(service: str) -> type[Any]:
+    if service == "dynamodb":
+        from moto.dynamodb.responses import DynamoHandler
+
+        return DynamoHandler  # type: ignore[no-any-return, unused-ignore]
+    raise ValueError(f"no request serialization is defined for {service}")
+
+
+def serialize_requests(service: str) -> threading.RLock:
+    """Serialize ``service``'s request handling (idempotent); returns its lock."""
+    with _GUARD:
+        if service in _PATCHED:
+            return _PATCHED[service]
+        handler = _handler_class(service)
+        lock = threading.RLock()
+        original: Callable[..., Any] = handler.call_action
+
+        @functools.wraps(original)
+        def call_action(self: Any) -> Any:
+            with lock:
+                return original(self)
+
+        handler.call_action = call_action
+        _PATCHED[service] = lock
+        return lock

@@ -1,0 +1,100 @@
+"""Moving runs through the lifecycle, with the writer reservation kept consistent.
+
+Every move is one transaction (see ``RunRepository.transition``). When the
+target status releases the workspace writer reservation, the release (and the
+hand-off to the oldest waiter) is part of that same transaction, so no status
+is ever visible with a reservation it should not have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runplane.domain.clock import Clock
+from runplane.domain.entities import ApplyLock, Run
+from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
+from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
+from runplane.store import workspaces as workspace_store
+from runplane.store.runs import FIRST_VERSION, RunRepository, Transitioned
+from runplane.store.transaction import Transaction
+
+
+@dataclass(frozen=True)
+class Moved:
+    transition: Transitioned
+    handoff: Handoff | None
+
+
+class RunLifecycle:
+    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+        self._clock = clock
+        self._ids = ids
+        self.runs = RunRepository(clock, ids)
+        self.writer = WriterAuthority(clock, ids)
+
+    def create(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
+        workspace = workspace_store.get_workspace(workspace_id)
+        if workspace.organization_id != organization_id:
+            raise NotFound("workspace", workspace_id)
+        now = self._clock.now()
+        run = Run(
+            id=self._ids.new(IdKind.RUN),
+            organization_id=organization_id,
+            workspace_id=workspace_id,
+            kind=kind,
+            status=RunStatus.DISPATCH_PENDING,
+            version=FIRST_VERSION,
+            created_at=now,
+            updated_at=now,
+        )
+        self.runs.create(run, actor=actor)
+        return run
+
+    def move(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        state_published: bool = False,
+        lock: ApplyLock | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        extra_writes: Iterable[Transaction] = (),
+    ) -> Moved:
+        """Move ``run`` (a snapshot) to ``target``; see the module docstring.
+
+        ``state_published`` says an apply published state, which makes
+        ``apply_failed`` keep the writer authority for recovery. ``lock`` is the
+        apply lock the caller holds, released exactly (or ``StaleFence``).
+        """
+        extra = list(extra_writes)
+        for _ in range(MAX_ATTEMPTS):
+            release = self._release_on_entry(run, target, state_published, lock)
+            writes = [*extra, release.writes] if release else extra
+            try:
+                moved = self.runs.transition(
+                    run, target, writes, actor=actor, reason=reason, run_updates=run_updates
+                )
+            except ConcurrentChange:
+                # Only the queue can move under us here: a changed run raises
+                # TransitionRejected, which is final.
+                continue
+            return Moved(moved, release.handoff if release else None)
+        raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
+
+    def _release_on_entry(
+        self, run: Run, target: RunStatus, state_published: bool, lock: ApplyLock | None
+    ) -> Release | None:
+        effect = WRITER_ON_ENTRY[target]
+        releases = effect is WriterEffect.RELEASE or (
+            effect is WriterEffect.RELEASE_UNLESS_STATE_PUBLISHED and not state_published
+        )
+        if not releases or not run.kind.needs_writer_reservation:
+            return None
+        return self.writer.release_writes_if_involved(run.workspace_id, run.id, lock)

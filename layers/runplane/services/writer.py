@@ -1,0 +1,171 @@
+"""Workspace writer authority: the FIFO reservation, the apply lock, and the fence.
+
+A ``plan_and_apply`` run holds the workspace's writer reservation from before
+it plans until it ends (or, when its outcome is uncertain, until recovery).
+Runs that find it held wait in a per-workspace FIFO queue with an opaque
+token (a Step Functions task token); whoever releases the reservation hands it
+to the oldest waiter in the same write and gets that waiter's token back to
+resume it. Apply takes the workspace lock with the next fence value; every
+write made with that authority is conditioned on the exact lock and fence.
+
+Reads here only build conditional writes: when a condition is refused because
+the queue moved, the write is rebuilt from a fresh read, a bounded number of
+times. No decision is ever taken on a read alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runplane.domain.clock import Clock
+from runplane.domain.entities import ApplyLock, Run, Waiter
+from runplane.domain.errors import ConcurrentChange, NotWriter, RunplaneError, TooMuchContention
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.store import workspaces as store
+from runplane.store.transaction import Transaction
+
+MAX_ATTEMPTS = 8
+
+
+class ReservationNotNeeded(RunplaneError):
+    code = "RESERVATION_NOT_NEEDED"
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The outcome of asking for the reservation: held now, or waiting at ``position``."""
+
+    workspace_id: str
+    run_id: str
+    held: bool
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """The reservation passed to ``run_id``; ``token`` resumes that run's wait."""
+
+    workspace_id: str
+    run_id: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Writes that release a run's hold on the workspace, and who gets it next."""
+
+    writes: Transaction
+    handoff: Handoff | None
+
+
+class WriterAuthority:
+    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+        self._clock = clock
+        self._ids = ids
+
+    # -- reservation ----------------------------------------------------------------
+
+    def reserve(self, run: Run, token: str) -> Reservation:
+        """Take the reservation for ``run`` or queue it FIFO; safe to repeat.
+
+        A repeat by the holder reports it held; a repeat by a waiter keeps its
+        place and stores the new token (a retried wait carries a new one).
+        """
+        if not run.kind.needs_writer_reservation:
+            raise ReservationNotNeeded(
+                f"run {run.id} is {run.kind}: only plan_and_apply runs take the writer reservation"
+            )
+        for _ in range(MAX_ATTEMPTS):
+            workspace, seq, waiters = store.queue_state(run.workspace_id)
+            if workspace.writer_run_id == run.id:
+                return Reservation(workspace.id, run.id, held=True)
+            mine = next((w for w in waiters if w.run_id == run.id), None)
+            now = self._clock.now()
+            if mine is not None:
+                writes = store.replace_waiter_token(mine, token)
+                position = waiters.index(mine) + 1
+            elif workspace.writer_run_id is None and workspace.queue_length == 0:
+                writes = store.take_free_reservation(workspace.id, run.id, now)
+                position = None
+            else:
+                writes = store.enqueue_waiter(workspace.id, run.id, token, seq, now)
+                position = len(waiters) + 1
+            try:
+                writes.commit()
+            except ConcurrentChange:
+                continue
+            return Reservation(workspace.id, run.id, held=position is None, position=position)
+        raise TooMuchContention(f"workspace {run.workspace_id}: the writer queue kept moving")
+
+    def release_writes(
+        self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
+    ) -> Release:
+        """Writes that end ``run_id``'s hold or its place in the queue, to be
+        committed in the caller's transaction.
+
+        A holder's apply lock is released too: exactly ``lock`` when the caller
+        has one (refused with ``StaleFence`` if it is no longer current), else
+        whatever lock the run holds now. Raises ``NotWriter`` if the run neither
+        holds nor waits for the reservation.
+        """
+        release = self.release_writes_if_involved(workspace_id, run_id, lock)
+        if release is None:
+            holder = store.get_workspace(workspace_id).writer_run_id
+            raise NotWriter(workspace_id, run_id, holder)
+        return release
+
+    def release_writes_if_involved(
+        self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
+    ) -> Release | None:
+        """Like ``release_writes``, but None when the run neither holds nor waits."""
+        workspace, _, waiters = store.queue_state(workspace_id)
+        if workspace.writer_run_id != run_id:
+            mine = next((w for w in waiters if w.run_id == run_id), None)
+            return Release(store.remove_waiter(mine), None) if mine else None
+        if lock is None and workspace.lock_run_id == run_id and workspace.lock_id is not None:
+            lock = ApplyLock(workspace_id, workspace.lock_id, workspace.fence, run_id)
+        oldest: Waiter | None = waiters[0] if waiters else None
+        writes = store.release_reservation(workspace_id, run_id, oldest, self._clock.now(), lock)
+        handoff = Handoff(workspace_id, oldest.run_id, oldest.token) if oldest else None
+        return Release(writes, handoff)
+
+    def release(
+        self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
+    ) -> Handoff | None:
+        """Release on its own (outside a run transition); returns who got it next."""
+        for _ in range(MAX_ATTEMPTS):
+            release = self.release_writes(workspace_id, run_id, lock)
+            try:
+                release.writes.commit()
+            except ConcurrentChange:
+                continue
+            return release.handoff
+        raise TooMuchContention(f"workspace {workspace_id}: the writer queue kept moving")
+
+    # -- apply lock and fence -----------------------------------------------------------
+
+    def acquire_apply_lock(self, run: Run) -> ApplyLock:
+        """Lock the workspace for ``run``'s apply, advancing the fence. Safe to repeat."""
+        for _ in range(MAX_ATTEMPTS):
+            workspace = store.get_workspace(run.workspace_id)
+            if workspace.lock_run_id == run.id and workspace.lock_id is not None:
+                return ApplyLock(workspace.id, workspace.lock_id, workspace.fence, run.id)
+            lock = ApplyLock(workspace.id, self._ids.new(IdKind.LOCK), workspace.fence + 1, run.id)
+            try:
+                store.acquire_apply_lock(
+                    workspace.id, run.id, lock.lock_id, workspace.fence, self._clock.now()
+                ).commit()
+            except ConcurrentChange:
+                continue
+            return lock
+        raise TooMuchContention(f"workspace {run.workspace_id}: the fence kept moving")
+
+    @staticmethod
+    def require_authority(lock: ApplyLock) -> Transaction:
+        """Add to any write that needs apply authority; refused with ``StaleFence``."""
+        return store.require_authority(lock)
+
+    @staticmethod
+    def release_apply_lock(lock: ApplyLock) -> Transaction:
+        return store.release_apply_lock(lock)

@@ -1,0 +1,1 @@
+"""DynamoDB persistence: one table, pynamodb models, conditional transactions."""

@@ -1,0 +1,183 @@
+"""pynamodb models of the single table. Keys are built only by the helpers here."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    MapAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+    UTCDateTimeAttribute,
+)
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from runplane.store.table import GSI1, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+
+_Item = TypeVar("_Item", bound="TableItem")
+
+
+class Gsi1(GlobalSecondaryIndex[_Item]):  # type: ignore[no-untyped-call]
+    class Meta:
+        index_name = GSI1.name
+        projection = AllProjection()
+
+    gsi1pk = UnicodeAttribute(hash_key=True, attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(range_key=True, attr_name=GSI1.sort_key)
+
+
+class TableItem(Model):
+    """Every item of the table: the key schema and the TTL attribute."""
+
+    class Meta:
+        table_name = "runplane"
+        region = "us-east-1"
+        host: str | None = None
+        billing_mode = "PAY_PER_REQUEST"
+
+    pk = UnicodeAttribute(hash_key=True, attr_name=PARTITION_KEY)
+    sk = UnicodeAttribute(range_key=True, attr_name=SORT_KEY)
+    expires_at = TTLAttribute(null=True, attr_name=TTL_ATTRIBUTE)
+
+
+def bind(table_name: str, region: str, host: str | None = None) -> None:
+    """Point every model at a table. Called once by the settings factory or a test."""
+    TableItem.Meta.table_name = table_name
+    TableItem.Meta.region = region
+    TableItem.Meta.host = host
+    for model in _all_models():
+        model._connection = None
+
+
+def _all_models() -> list[type[TableItem]]:
+    found: list[type[TableItem]] = [TableItem]
+    for model in found:
+        found.extend(model.__subclasses__())
+    return found
+
+
+# -- keys ---------------------------------------------------------------------
+
+
+def org_key(org_id: str) -> tuple[str, str]:
+    return f"ORG#{org_id}", "ORG"
+
+
+def org_name_key(name: str) -> tuple[str, str]:
+    return f"ORGNAME#{name}", "ORGNAME"
+
+
+def workspace_key(workspace_id: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", "WS"
+
+
+def workspace_name_key(org_id: str, name: str) -> tuple[str, str]:
+    return f"ORG#{org_id}", f"WSNAME#{name}"
+
+
+def waiter_key(workspace_id: str, seq: int) -> tuple[str, str]:
+    return f"WS#{workspace_id}", f"WAIT#{seq:012d}"
+
+
+WAITER_PREFIX = "WAIT#"
+
+
+def run_key(run_id: str) -> tuple[str, str]:
+    return f"RUN#{run_id}", "RUN"
+
+
+def stage_key(run_id: str, stage: str) -> tuple[str, str]:
+    return f"RUN#{run_id}", f"STAGE#{stage}"
+
+
+STAGE_PREFIX = "STAGE#"
+AUDIT_PREFIX = "AUDIT#"
+
+
+def run_audit_key(run_id: str, version: int) -> tuple[str, str]:
+    """A run's audit events are keyed by the run version they produced: one per move."""
+    return f"RUN#{run_id}", f"{AUDIT_PREFIX}{version:010d}"
+
+
+# -- items --------------------------------------------------------------------
+
+
+class OrganizationItem(TableItem):
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+
+
+class NameClaimItem(TableItem):
+    """Makes a name unique within its scope: put only if absent."""
+
+    owner_id = UnicodeAttribute()
+
+
+class WorkspaceItem(TableItem):
+    gsi1: Gsi1[WorkspaceItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+    # Writer authority. The fence only ever grows.
+    fence = NumberAttribute(default=0)
+    writer_run_id = UnicodeAttribute(null=True)
+    writer_since = UTCDateTimeAttribute(null=True)
+    lock_id = UnicodeAttribute(null=True)
+    lock_run_id = UnicodeAttribute(null=True)
+    locked_at = UTCDateTimeAttribute(null=True)
+    # FIFO queue of runs waiting for the reservation: seq numbers the next
+    # waiter, length counts those still waiting.
+    queue_seq = NumberAttribute(default=0)
+    queue_length = NumberAttribute(default=0)
+
+
+class WaiterItem(TableItem):
+    workspace_id = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    seq = NumberAttribute()
+    token = UnicodeAttribute()
+    enqueued_at = UTCDateTimeAttribute()
+
+
+class RunItem(TableItem):
+    gsi1: Gsi1[RunItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    run_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    workspace_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    status = UnicodeAttribute()
+    version = NumberAttribute()
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute()
+    plan_has_changes = BooleanAttribute(null=True)
+    status_reason = UnicodeAttribute(null=True)
+
+
+class RunStageItem(TableItem):
+    run_id = UnicodeAttribute()
+    stage = UnicodeAttribute()
+    status = UnicodeAttribute()
+    started_at = UTCDateTimeAttribute(null=True)
+    finished_at = UTCDateTimeAttribute(null=True)
+
+
+class AuditEventItem(TableItem):
+    gsi1: Gsi1[AuditEventItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    event_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    subject_id = UnicodeAttribute()
+    type = UnicodeAttribute()
+    actor = UnicodeAttribute()
+    at = UTCDateTimeAttribute()
+    details: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]

@@ -1,0 +1,334 @@
+"""Organizations, workspaces, and the workspace writer state (reservation, queue, lock, fence).
+
+Every method either reads, or builds writes whose conditions name the exact
+facts they were built on; services compose them into one transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+
+from runplane.domain.entities import ApplyLock, Organization, Waiter, Workspace
+from runplane.domain.errors import (
+    AlreadyExists,
+    ConcurrentChange,
+    NotFound,
+    NotWriter,
+    StaleFence,
+    WorkspaceLocked,
+)
+from runplane.store.models import (
+    WAITER_PREFIX,
+    NameClaimItem,
+    OrganizationItem,
+    WaiterItem,
+    WorkspaceItem,
+    org_key,
+    org_name_key,
+    waiter_key,
+    workspace_key,
+    workspace_name_key,
+)
+from runplane.store.transaction import Item, OnRefused, Transaction
+
+
+def workspaces_partition(org_id: str) -> str:
+    return f"ORG#{org_id}#WS"
+
+
+# -- organizations --------------------------------------------------------------
+
+
+def create_organization(org: Organization) -> Transaction:
+    def taken(current: Item | None) -> Exception:
+        return AlreadyExists(f"organization name {org.name!r} is already taken")
+
+    return (
+        Transaction()
+        .put_new(NameClaimItem(*org_name_key(org.name), owner_id=org.id), on_refused=taken)
+        .put_new(
+            OrganizationItem(
+                *org_key(org.id), org_id=org.id, name=org.name, created_at=org.created_at
+            )
+        )
+    )
+
+
+def get_organization(org_id: str) -> Organization:
+    try:
+        item = OrganizationItem.get(*org_key(org_id), consistent_read=True)
+    except OrganizationItem.DoesNotExist:
+        raise NotFound("organization", org_id) from None
+    return Organization(id=item.org_id, name=item.name, created_at=item.created_at)
+
+
+# -- workspaces -------------------------------------------------------------------
+
+
+def create_workspace(workspace: Workspace) -> Transaction:
+    def taken(current: Item | None) -> Exception:
+        return AlreadyExists(f"workspace name {workspace.name!r} is already taken")
+
+    return (
+        Transaction()
+        .put_new(
+            NameClaimItem(
+                *workspace_name_key(workspace.organization_id, workspace.name),
+                owner_id=workspace.id,
+            ),
+            on_refused=taken,
+        )
+        .put_new(
+            WorkspaceItem(
+                *workspace_key(workspace.id),
+                gsi1pk=workspaces_partition(workspace.organization_id),
+                gsi1sk=workspace.name,
+                workspace_id=workspace.id,
+                org_id=workspace.organization_id,
+                name=workspace.name,
+                created_at=workspace.created_at,
+                fence=0,
+                queue_seq=0,
+                queue_length=0,
+            )
+        )
+    )
+
+
+def get_workspace(workspace_id: str) -> Workspace:
+    return to_workspace(_workspace_item(workspace_id))
+
+
+def list_workspaces(org_id: str) -> list[Workspace]:
+    index = WorkspaceItem.gsi1
+    return [to_workspace(item) for item in index.query(workspaces_partition(org_id))]
+
+
+def _workspace_item(workspace_id: str) -> WorkspaceItem:
+    try:
+        return WorkspaceItem.get(*workspace_key(workspace_id), consistent_read=True)
+    except WorkspaceItem.DoesNotExist:
+        raise NotFound("workspace", workspace_id) from None
+
+
+def to_workspace(item: WorkspaceItem) -> Workspace:
+    return Workspace(
+        id=item.workspace_id,
+        organization_id=item.org_id,
+        name=item.name,
+        created_at=item.created_at,
+        fence=int(item.fence),
+        writer_run_id=item.writer_run_id,
+        lock_id=item.lock_id,
+        lock_run_id=item.lock_run_id,
+        queue_length=int(item.queue_length),
+    )
+
+
+def _ws(workspace_id: str) -> WorkspaceItem:
+    return WorkspaceItem(*workspace_key(workspace_id))
+
+
+# -- writer reservation and FIFO queue ---------------------------------------------
+
+
+def queue_state(workspace_id: str) -> tuple[Workspace, int, list[Waiter]]:
+    """The workspace, its queue sequence, and its waiters oldest first (consistent reads)."""
+    item = _workspace_item(workspace_id)
+    waiters = [
+        Waiter(workspace_id, w.run_id, w.token, int(w.seq))
+        for w in WaiterItem.query(
+            workspace_key(workspace_id)[0],
+            WaiterItem.sk.startswith(WAITER_PREFIX),
+            consistent_read=True,
+        )
+    ]
+    return to_workspace(item), int(item.queue_seq), waiters
+
+
+def take_free_reservation(workspace_id: str, run_id: str, now: datetime) -> Transaction:
+    """Take the reservation if nobody holds it and nobody waits for it."""
+    return Transaction().update(
+        _ws(workspace_id),
+        [WorkspaceItem.writer_run_id.set(run_id), WorkspaceItem.writer_since.set(now)],
+        condition=WorkspaceItem.writer_run_id.does_not_exist() & (WorkspaceItem.queue_length == 0),
+        on_refused=lambda current: ConcurrentChange(f"workspace {workspace_id} writer changed"),
+    )
+
+
+def enqueue_waiter(
+    workspace_id: str, run_id: str, token: str, observed_seq: int, now: datetime
+) -> Transaction:
+    """Append a waiter behind the current holder; refused if the queue moved meanwhile."""
+    seq = observed_seq + 1
+    return (
+        Transaction()
+        .update(
+            _ws(workspace_id),
+            [WorkspaceItem.queue_seq.set(seq), WorkspaceItem.queue_length.add(1)],
+            condition=(WorkspaceItem.queue_seq == observed_seq)
+            & (WorkspaceItem.writer_run_id.exists() | (WorkspaceItem.queue_length > 0)),
+            on_refused=lambda current: ConcurrentChange(f"workspace {workspace_id} queue moved"),
+        )
+        .put_new(
+            WaiterItem(
+                *waiter_key(workspace_id, seq),
+                workspace_id=workspace_id,
+                run_id=run_id,
+                seq=seq,
+                token=token,
+                enqueued_at=now,
+            )
+        )
+    )
+
+
+def replace_waiter_token(waiter: Waiter, token: str) -> Transaction:
+    """A retried wait gets a new token: the waiter keeps its place in the queue."""
+    return Transaction().update(
+        WaiterItem(*waiter_key(waiter.workspace_id, waiter.position)),
+        [WaiterItem.token.set(token)],
+        condition=WaiterItem.run_id == waiter.run_id,
+        on_refused=lambda current: ConcurrentChange(f"run {waiter.run_id} left the queue"),
+    )
+
+
+def remove_waiter(waiter: Waiter) -> Transaction:
+    return (
+        Transaction()
+        .delete(
+            WaiterItem(*waiter_key(waiter.workspace_id, waiter.position)),
+            condition=WaiterItem.run_id == waiter.run_id,
+            on_refused=lambda current: ConcurrentChange(f"run {waiter.run_id} left the queue"),
+        )
+        .update(
+            _ws(waiter.workspace_id),
+            [WorkspaceItem.queue_length.add(-1)],
+            condition=WorkspaceItem.queue_length > 0,
+        )
+    )
+
+
+def release_reservation(
+    workspace_id: str,
+    run_id: str,
+    handoff_to: Waiter | None,
+    now: datetime,
+    lock: ApplyLock | None = None,
+) -> Transaction:
+    """Release ``run_id``'s reservation (and its apply ``lock``, exactly, if given),
+    handing the reservation to ``handoff_to``, the oldest waiter.
+
+    With no waiter the write requires the queue to still be empty, so a waiter
+    that arrived meanwhile is never stranded behind a free reservation. One
+    update carries everything: a transaction may touch the workspace item once.
+    """
+
+    def refused(current: Item | None) -> Exception:
+        current = current or {}
+        holder = current.get("writer_run_id")
+        if holder != run_id:
+            return NotWriter(workspace_id, run_id, holder)
+        if lock is not None and (
+            current.get("lock_id") != lock.lock_id or current.get("fence") != lock.fence
+        ):
+            return StaleFence(workspace_id, lock.fence, current.get("fence"))
+        return ConcurrentChange(f"workspace {workspace_id} queue moved")
+
+    condition = WorkspaceItem.writer_run_id == run_id
+    actions: list[Action] = []
+    if lock is not None:
+        condition &= _is_held_by(lock)
+        actions += _UNLOCK
+    tx = Transaction()
+    if handoff_to is None:
+        actions += [WorkspaceItem.writer_run_id.remove(), WorkspaceItem.writer_since.remove()]
+        return tx.update(
+            _ws(workspace_id),
+            actions,
+            condition=condition & (WorkspaceItem.queue_length == 0),
+            on_refused=refused,
+        )
+    actions += [
+        WorkspaceItem.writer_run_id.set(handoff_to.run_id),
+        WorkspaceItem.writer_since.set(now),
+        WorkspaceItem.queue_length.add(-1),
+    ]
+    return tx.update(_ws(workspace_id), actions, condition=condition, on_refused=refused).delete(
+        WaiterItem(*waiter_key(workspace_id, handoff_to.position)),
+        condition=WaiterItem.run_id == handoff_to.run_id,
+        on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
+    )
+
+
+# -- apply lock and fence ----------------------------------------------------------
+
+
+def acquire_apply_lock(
+    workspace_id: str, run_id: str, lock_id: str, observed_fence: int, now: datetime
+) -> Transaction:
+    """Lock the workspace for ``run_id``'s apply with the next fence value."""
+
+    def refused(current: Item | None) -> Exception:
+        current = current or {}
+        holder = current.get("writer_run_id")
+        if holder != run_id:
+            return NotWriter(workspace_id, run_id, holder)
+        if current.get("lock_id"):
+            return WorkspaceLocked(
+                f"workspace {workspace_id} is locked by run {current.get('lock_run_id')}"
+            )
+        return ConcurrentChange(f"workspace {workspace_id} fence moved")
+
+    return Transaction().update(
+        _ws(workspace_id),
+        [
+            WorkspaceItem.lock_id.set(lock_id),
+            WorkspaceItem.lock_run_id.set(run_id),
+            WorkspaceItem.locked_at.set(now),
+            WorkspaceItem.fence.set(observed_fence + 1),
+        ],
+        condition=(WorkspaceItem.writer_run_id == run_id)
+        & WorkspaceItem.lock_id.does_not_exist()
+        & (WorkspaceItem.fence == observed_fence),
+        on_refused=refused,
+    )
+
+
+_UNLOCK: tuple[Action, ...] = (
+    WorkspaceItem.lock_id.remove(),
+    WorkspaceItem.lock_run_id.remove(),
+    WorkspaceItem.locked_at.remove(),
+)
+
+
+def _stale_fence(lock: ApplyLock) -> OnRefused:
+    def refused(current: Item | None) -> Exception:
+        return StaleFence(lock.workspace_id, lock.fence, (current or {}).get("fence"))
+
+    return refused
+
+
+def _is_held_by(lock: ApplyLock) -> Condition:
+    held: Condition = (WorkspaceItem.lock_id == lock.lock_id) & (WorkspaceItem.fence == lock.fence)
+    return held
+
+
+def require_authority(lock: ApplyLock) -> Transaction:
+    """A condition check: the workspace is still locked by exactly this lock and fence."""
+    return Transaction().check(
+        WorkspaceItem, workspace_key(lock.workspace_id), _is_held_by(lock), _stale_fence(lock)
+    )
+
+
+def release_apply_lock(lock: ApplyLock) -> Transaction:
+    """Unlock; the fence stays where it is, so the old lock can never be valid again."""
+    return Transaction().update(
+        _ws(lock.workspace_id),
+        list(_UNLOCK),
+        condition=_is_held_by(lock),
+        on_refused=_stale_fence(lock),
+    )
