@@ -18,8 +18,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers functions infra tests
-	$(BIN)/ruff format --check layers functions infra tests
+	$(BIN)/ruff check layers functions infra tests benchmarks
+	$(BIN)/ruff format --check layers functions infra tests benchmarks
 	$(BIN)/mypy layers/runplane
 
 # Regenerate documents derived from code (tests fail while they are stale).

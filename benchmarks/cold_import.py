@@ -1,0 +1,60 @@
+"""Cold import time of Runplane modules, each in a fresh interpreter.
+
+    python -m benchmarks.cold_import [--runs N]
+
+Reports the median wall time of ``python -c "import X"`` minus that of a bare
+``python -c pass`` measured in the same run, and which SDKs each import loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+MODULES = {
+    "domain": "runplane.domain.transitions, runplane.domain.entities, runplane.domain.errors",
+    "store": "runplane.store.runs, runplane.store.workspaces",
+    "services": "runplane.services.lifecycle",
+}
+SDKS = ("boto3", "botocore", "pynamodb", "pydantic")
+
+
+def _median_seconds(code: str, runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _sdks_loaded(modules: str) -> list[str]:
+    loaded = f"{{m.split('.')[0] for m in sys.modules}} & set({SDKS!r})"
+    code = f"import sys, {modules}; print(','.join(sorted({loaded})))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return [name for name in out.stdout.strip().split(",") if name]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    baseline = _median_seconds("pass", args.runs)
+    results = {"baseline_interpreter_ms": round(baseline * 1000, 1), "runs": args.runs}
+    print(f"{'import':<10} {'ms over bare python':>20}  SDKs loaded")
+    for name, modules in MODULES.items():
+        extra = _median_seconds(f"import {modules}", args.runs) - baseline
+        sdks = _sdks_loaded(modules)
+        results[f"{name}_ms"] = round(extra * 1000, 1)
+        results[f"{name}_sdks"] = sdks
+        print(f"{name:<10} {extra * 1000:>20.1f}  {', '.join(sdks) or '-'}")
+    print(f"bare interpreter: {baseline * 1000:.1f} ms")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
