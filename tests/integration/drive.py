@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from runplane.domain.entities import Run
-from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run import RunStatus
+from runplane.domain.transitions import MAIN_PATH
 from runplane.services.lifecycle import RunLifecycle
 
 S = RunStatus
-MAIN_PATH = (
-    S.QUEUED,
-    S.PLANNING,
-    S.PLAN_COMPLETE,
-    S.POLICY_EVALUATING,
-    S.POLICY_PASSED,
-    S.AWAITING_APPROVAL,
-    S.APPLYING,
-)
 
 
 def walk(lifecycle: RunLifecycle, run: Run, until: RunStatus, *, changes: bool = True) -> Run:
     """Move ``run`` along the main path until it rests in ``until``."""
-    for target in MAIN_PATH:
+    for target in MAIN_PATH[1:]:
         if run.status is until:
             break
         updates = {"plan_has_changes": changes} if target is S.PLAN_COMPLETE else None
@@ -30,4 +22,4 @@ def walk(lifecycle: RunLifecycle, run: Run, until: RunStatus, *, changes: bool =
     return run
 
 
-__all__ = ["MAIN_PATH", "RunKind", "walk"]
+__all__ = ["walk"]

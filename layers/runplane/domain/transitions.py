@@ -121,7 +121,7 @@ def _row(
     return Transition(source, target, event, requires, MappingProxyType(dict(stages or {})))
 
 
-_PRE_APPLY = (
+MAIN_PATH: tuple[RunStatus, ...] = (
     S.DISPATCH_PENDING,
     S.QUEUED,
     S.PLANNING,
@@ -129,7 +129,10 @@ _PRE_APPLY = (
     S.POLICY_EVALUATING,
     S.POLICY_PASSED,
     S.AWAITING_APPROVAL,
+    S.APPLYING,
+    S.SUCCEEDED,
 )
+_PRE_APPLY = MAIN_PATH[: MAIN_PATH.index(S.APPLYING)]
 
 RUNNING, DONE, FAILED = StageStatus.RUNNING, StageStatus.COMPLETED, StageStatus.FAILED
 
