@@ -7,15 +7,24 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from runplane.adapters.keys import DataKeys
+from runplane.adapters.object_store import ObjectStore
+from runplane.domain.artifacts import ArtifactStatus
 from runplane.domain.entities import Organization, Workspace
 from runplane.local.moto_serial import serialize_requests
+from runplane.services.artifacts import ArtifactStore, SandboxTransfers
+from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.tenancy import Tenancy
+from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
 from tests.fakes import FakeClock, SeededIds
 
 TABLE = "runplane-test"
+
+
+BUCKET = "runplane-artifacts-test"
 
 
 @dataclass
@@ -25,6 +34,20 @@ class Stack:
     tenancy: Tenancy
     lifecycle: RunLifecycle
     dynamodb: object
+    s3: object
+    objects: ObjectStore
+    keys: DataKeys
+    artifacts: ArtifactStore
+    transfers: SandboxTransfers
+    capabilities: Capabilities
+    sessions: RunnerSessions
+
+    def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
+        return artifact_store.get(artifact_id).artifact.status
+
+    def bucket_keys(self) -> list[str]:
+        listed = self.s3.list_objects_v2(Bucket=BUCKET)  # type: ignore[attr-defined]
+        return sorted(entry["Key"] for entry in listed.get("Contents", []))
 
     def scan(self) -> list[dict[str, object]]:
         """Every item of the table, in key order: a byte-for-byte snapshot."""
@@ -46,8 +69,26 @@ def stack() -> Iterator[Stack]:
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, TABLE)
         models.bind(TABLE, "us-east-1")
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        kms = boto3.client("kms", region_name="us-east-1")
+        key_id = kms.create_key(Description="runplane test key")["KeyMetadata"]["KeyId"]
         clock, ids = FakeClock(), SeededIds()
-        yield Stack(clock, ids, Tenancy(clock, ids), RunLifecycle(clock, ids), client)
+        objects, keys = ObjectStore(s3, BUCKET), DataKeys(kms, key_id)
+        yield Stack(
+            clock,
+            ids,
+            Tenancy(clock, ids),
+            RunLifecycle(clock, ids),
+            client,
+            s3,
+            objects,
+            keys,
+            ArtifactStore(clock, ids, objects, keys),
+            SandboxTransfers(clock, ids, objects, keys),
+            Capabilities(clock, ids),
+            RunnerSessions(clock, ids),
+        )
 
 
 @pytest.fixture

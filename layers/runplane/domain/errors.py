@@ -116,3 +116,100 @@ class TooMuchContention(RunplaneError):
 
     code = "CONTENTION"
     http_status = 503
+
+
+# -- artifacts ------------------------------------------------------------------------
+
+
+class ArtifactTooLarge(RunplaneError):
+    code = "ARTIFACT_TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the artifact exceeds the {limit:,}-byte limit; nothing was stored")
+        self.limit = limit
+
+
+class ArtifactCorrupt(RunplaneError):
+    """Ciphertext that does not decrypt to exactly what was recorded.
+
+    ``reason`` says which check failed; the message never includes content.
+    """
+
+    code = "ARTIFACT_CORRUPT"
+    http_status = 422
+
+    def __init__(self, artifact_id: str, reason: str, detail: str) -> None:
+        super().__init__(f"artifact {artifact_id} failed verification ({reason}): {detail}")
+        self.artifact_id = artifact_id
+        self.reason = reason
+
+
+# -- capabilities and runner sessions --------------------------------------------------
+
+
+class CapabilityRefused(RunplaneError):
+    """Base of every refused redemption; none of them writes anything."""
+
+    code = "CAPABILITY_REFUSED"
+    http_status = 403
+
+
+class UnknownCapability(CapabilityRefused):
+    code = "CAPABILITY_UNKNOWN"
+    http_status = 401
+
+    def __init__(self) -> None:
+        super().__init__("the capability handle is not valid")
+
+
+class CapabilityExpired(CapabilityRefused):
+    code = "CAPABILITY_EXPIRED"
+    http_status = 401
+
+    def __init__(self, jti: str) -> None:
+        super().__init__(f"capability {jti} has expired")
+        self.jti = jti
+
+
+class CapabilityWrongBinding(CapabilityRefused):
+    """Presented for another attempt, phase or sandbox than the one it is bound to."""
+
+    code = "CAPABILITY_WRONG_BINDING"
+    field = "binding"
+
+    def __init__(self, jti: str) -> None:
+        super().__init__(f"capability {jti} is bound to another {self.field}")
+        self.jti = jti
+
+
+class CapabilityWrongAttempt(CapabilityWrongBinding):
+    code = "CAPABILITY_WRONG_ATTEMPT"
+    field = "attempt"
+
+
+class CapabilityWrongPhase(CapabilityWrongBinding):
+    code = "CAPABILITY_WRONG_PHASE"
+    field = "phase"
+
+
+class CapabilityWrongSandbox(CapabilityWrongBinding):
+    code = "CAPABILITY_WRONG_SANDBOX"
+    field = "sandbox"
+
+
+class CapabilityConsumed(CapabilityRefused):
+    code = "CAPABILITY_CONSUMED"
+    http_status = 409
+
+    def __init__(self, jti: str, why: str = "it was already redeemed") -> None:
+        super().__init__(f"capability {jti} cannot be redeemed again: {why}")
+        self.jti = jti
+
+
+class SessionRefused(RunplaneError):
+    code = "SESSION_INVALID"
+    http_status = 401
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the runner session is not valid: {why}")

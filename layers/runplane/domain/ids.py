@@ -15,6 +15,12 @@ class IdKind(StrEnum):
     AUDIT_EVENT = "evt"
     LOCK = "lck"
     WAITER = "wtr"
+    ARTIFACT = "art"
+    UPLOAD = "upl"
+    CAPABILITY = "cap"
+    SESSION = "ses"
+    SANDBOX = "sbx"
+    ATTEMPT = "att"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

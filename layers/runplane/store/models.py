@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pynamodb.attributes import (
+    BinaryAttribute,
     BooleanAttribute,
+    JSONAttribute,
+    ListAttribute,
     MapAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -181,3 +184,76 @@ class AuditEventItem(TableItem):
     actor = UnicodeAttribute()
     at = UTCDateTimeAttribute()
     details: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
+
+
+def artifact_key(artifact_id: str) -> tuple[str, str]:
+    return f"ART#{artifact_id}", "ART"
+
+
+def capability_key(handle_hash: str) -> tuple[str, str]:
+    return f"CAP#{handle_hash}", "CAP"
+
+
+def session_key(secret_hash: str) -> tuple[str, str]:
+    return f"SESSION#{secret_hash}", "SESSION"
+
+
+def jti_claim_key(jti: str) -> tuple[str, str]:
+    return f"JTI#{jti}", "JTI"
+
+
+class ArtifactItem(TableItem):
+    artifact_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    status = UnicodeAttribute()
+    object_key = UnicodeAttribute()
+    # The KMS-wrapped data key; KMS unwraps it only with the artifact's context.
+    wrapped_key = BinaryAttribute(legacy_encoding=False)
+    chunk_size = NumberAttribute()
+    size = NumberAttribute(null=True)
+    sha256 = UnicodeAttribute(null=True)
+    etag = UnicodeAttribute(null=True)
+    created_at = UTCDateTimeAttribute()
+    registered_at = UTCDateTimeAttribute(null=True)
+    # Set when a runner session was granted the upload: only it may register.
+    session_id = UnicodeAttribute(null=True)
+
+
+class CapabilityItem(TableItem):
+    jti = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    attempt_id = UnicodeAttribute()
+    phase = UnicodeAttribute()
+    sandbox_id = UnicodeAttribute()
+    inputs: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    created_at = UTCDateTimeAttribute()
+    valid_until = UTCDateTimeAttribute()
+    redeemed_at = UTCDateTimeAttribute(null=True)
+    request_digest = UnicodeAttribute(null=True)
+    result = JSONAttribute(null=True)
+
+
+class RunnerSessionItem(TableItem):
+    gsi1: Gsi1[RunnerSessionItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    session_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    jti = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    attempt_id = UnicodeAttribute()
+    phase = UnicodeAttribute()
+    sandbox_id = UnicodeAttribute()
+    inputs: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    created_at = UTCDateTimeAttribute()
+    valid_until = UTCDateTimeAttribute()
+    revoked_at = UTCDateTimeAttribute(null=True)
+
+
+class JtiClaimItem(TableItem):
+    """The runner-session store consumes each bootstrap JTI exactly once."""
+
+    session_id = UnicodeAttribute()

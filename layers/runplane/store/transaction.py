@@ -8,7 +8,7 @@ to that error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
@@ -86,13 +86,13 @@ class Transaction:
     def update(
         self,
         item: TableItem,
-        actions: list[Action],
+        actions: Sequence[Action],
         *,
         condition: Condition | None = None,
         on_refused: OnRefused | None = None,
     ) -> Transaction:
         request = item.get_update_kwargs_from_instance(
-            actions=actions,
+            actions=list(actions),
             condition=condition,
             return_values_on_condition_failure="ALL_OLD",
             add_version_condition=False,

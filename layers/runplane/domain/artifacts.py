@@ -1,0 +1,36 @@
+"""Artifacts: the encrypted inputs and outputs of runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+# The seed's launch artifact limit: 100 MB of plaintext.
+MAX_LAUNCH_ARTIFACT_BYTES = 100_000_000
+
+
+class ArtifactKind(StrEnum):
+    CONFIGURATION = "configuration"
+    LOCK_FILE = "lock_file"
+    PREDECESSOR_STATE = "predecessor_state"
+    PLAN = "plan"
+    PLAN_JSON = "plan_json"
+    LOGS = "logs"
+    STATE = "state"
+
+
+class ArtifactStatus(StrEnum):
+    PENDING = "pending"  # a sandbox was granted an upload; nothing verified yet
+    REGISTERED = "registered"  # verified and readable
+
+
+@dataclass(frozen=True)
+class Artifact:
+    id: str
+    organization_id: str
+    kind: ArtifactKind
+    status: ArtifactStatus
+    size: int | None
+    sha256: str | None
+    created_at: datetime

@@ -1,0 +1,326 @@
+"""Envelope-encrypted artifacts: stored and read as streams, never whole in memory.
+
+Each artifact has its own KMS data key, bound by encryption context to the
+artifact and its organization; the ciphertext format is in
+``runplane.adapters.envelope``. Two ways in:
+
+- ``ArtifactStore.put`` encrypts a plaintext stream server-side (user uploads
+  come through an inbox object, since API Gateway cannot carry 100 MB);
+- ``SandboxTransfers`` lets a runner session upload ciphertext it encrypted
+  with a data key released to it; the artifact becomes readable only after
+  ``register`` re-reads the object and proves it decrypts, chunk by chunk, to
+  exactly the size and SHA-256 the session reported.
+
+Reads pin the verified object version (ETag) and re-verify the SHA-256
+through EOF, so an object replaced in the bucket is never served as the
+artifact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption, Read, sealed_size
+from runplane.adapters.keys import DataKeys, KeyUnavailable
+from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore
+from runplane.domain.artifacts import (
+    MAX_LAUNCH_ARTIFACT_BYTES,
+    Artifact,
+    ArtifactKind,
+    ArtifactStatus,
+)
+from runplane.domain.capabilities import RunnerSession
+from runplane.domain.clock import Clock
+from runplane.domain.errors import ArtifactCorrupt, ArtifactTooLarge, NotFound
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.store import artifacts as store
+from runplane.store.artifacts import ArtifactRecord
+
+
+def key_context(artifact_id: str, organization_id: str) -> dict[str, str]:
+    """KMS unwraps an artifact's data key only when asked for exactly this artifact."""
+    return {"runplane:artifact": artifact_id, "runplane:organization": organization_id}
+
+
+def object_key(organization_id: str, artifact_id: str) -> str:
+    return f"artifacts/{organization_id}/{artifact_id}"
+
+
+def inbox_key(organization_id: str, upload_id: str) -> str:
+    return f"inbox/{organization_id}/{upload_id}"
+
+
+@dataclass(frozen=True)
+class InboxUpload:
+    upload_id: str
+    url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class DownloadGrant:
+    artifact_id: str
+    url: str
+    sha256: str
+    size: int
+    data_key: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class UploadGrant:
+    artifact_id: str
+    url: str
+    chunk_size: int
+    max_size: int
+    data_key: bytes = field(repr=False)
+
+
+class _Keys:
+    def __init__(self, keys: DataKeys) -> None:
+        self._keys = keys
+
+    def unwrap(self, record: ArtifactRecord) -> bytes:
+        artifact = record.artifact
+        try:
+            return self._keys.unwrap(
+                record.wrapped_key, key_context(artifact.id, artifact.organization_id)
+            )
+        except KeyUnavailable:
+            raise ArtifactCorrupt(
+                artifact.id, "key_unavailable", "KMS refused the data key"
+            ) from None
+
+
+class ArtifactStore:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        objects: ObjectStore,
+        keys: DataKeys,
+        *,
+        limit: int = MAX_LAUNCH_ARTIFACT_BYTES,
+        url_seconds: int = 300,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._objects = objects
+        self._keys = keys
+        self._unwrap = _Keys(keys).unwrap
+        self._limit = limit
+        self._url_seconds = url_seconds
+
+    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+        """Encrypt and store a plaintext stream; over the limit, nothing is stored."""
+        artifact_id = self._ids.new(IdKind.ARTIFACT)
+        data_key = self._keys.generate(key_context(artifact_id, organization_id))
+        encryption = Encryption(data_key.plaintext, artifact_id, limit=self._limit)
+        key = object_key(organization_id, artifact_id)
+        stored = self._objects.upload_stream(key, encryption.stream(plaintext))
+        artifact = Artifact(
+            id=artifact_id,
+            organization_id=organization_id,
+            kind=kind,
+            status=ArtifactStatus.REGISTERED,
+            size=encryption.size,
+            sha256=encryption.sha256,
+            created_at=self._clock.now(),
+        )
+        try:
+            store.put_registered(
+                artifact,
+                object_key=key,
+                wrapped_key=data_key.wrapped,
+                chunk_size=CHUNK_SIZE,
+                etag=stored.etag,
+            ).commit()
+        except BaseException:
+            self._objects.delete(key)
+            raise
+        return artifact
+
+    def describe(self, organization_id: str, artifact_id: str) -> Artifact:
+        record = store.get(artifact_id)
+        if record.artifact.organization_id != organization_id:
+            raise NotFound("artifact", artifact_id)
+        return record.artifact
+
+    @contextmanager
+    def open(self, organization_id: str, artifact_id: str) -> Iterator[Iterator[bytes]]:
+        """The artifact's plaintext as a stream of verified chunks.
+
+        The stream raises ``ArtifactCorrupt`` on tampering and, at its end, if
+        the size or SHA-256 differ from the record: use nothing unless it ended
+        cleanly.
+        """
+        record = store.get(artifact_id)
+        artifact = record.artifact
+        if (
+            artifact.organization_id != organization_id
+            or artifact.status is not ArtifactStatus.REGISTERED
+        ):
+            raise NotFound("artifact", artifact_id)
+        data_key = self._unwrap(record)
+        with _verified_object(self._objects, record) as read:
+            yield Decryption(
+                data_key, artifact.id, expected_sha256=artifact.sha256, expected_size=artifact.size
+            ).stream(read)
+
+    def new_inbox_upload(self, organization_id: str) -> InboxUpload:
+        """A single-purpose URL to PUT one plaintext upload to, short-lived."""
+        upload_id = self._ids.new(IdKind.UPLOAD)
+        url = self._objects.presign("PUT", inbox_key(organization_id, upload_id), self._url_seconds)
+        expires_at = self._clock.now() + timedelta(seconds=self._url_seconds)
+        return InboxUpload(upload_id, url, expires_at)
+
+    def ingest(self, organization_id: str, kind: ArtifactKind, upload_id: str) -> Artifact:
+        """Stream an inbox upload through envelope encryption into the artifact store.
+
+        The inbox object is deleted whatever happens: plaintext never lingers.
+        """
+        key = inbox_key(organization_id, upload_id)
+        try:
+            with self._objects.open(key) as read:
+                return self.put(organization_id, kind, iter(lambda: read(CHUNK_SIZE), b""))
+        except ObjectMissing:
+            raise NotFound("upload", upload_id) from None
+        finally:
+            self._objects.delete(key)
+
+
+@contextmanager
+def _verified_object(objects: ObjectStore, record: ArtifactRecord) -> Iterator[Read]:
+    try:
+        with objects.open(record.object_key, record.etag) as read:
+            yield read
+    except ObjectChanged:
+        raise ArtifactCorrupt(
+            record.artifact.id, "replaced", "the stored object is not the verified one"
+        ) from None
+    except ObjectMissing:
+        raise ArtifactCorrupt(record.artifact.id, "missing", "the stored object is gone") from None
+
+
+class SandboxTransfers:
+    """What a runner session may move, through URLs that carry no authority of their own.
+
+    A URL only moves ciphertext. Plaintext needs the data key, released here
+    only to the bound session; an uploaded object counts only once
+    ``register`` has verified it.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        objects: ObjectStore,
+        keys: DataKeys,
+        *,
+        limit: int = MAX_LAUNCH_ARTIFACT_BYTES,
+        url_seconds: int = 300,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._objects = objects
+        self._keys = keys
+        self._unwrap = _Keys(keys).unwrap
+        self._limit = limit
+        self._url_seconds = url_seconds
+
+    def download(self, session: RunnerSession, artifact_id: str) -> DownloadGrant:
+        """A transfer URL and the data key for one of the session's inputs."""
+        if artifact_id not in session.inputs:
+            raise NotFound("artifact", artifact_id)
+        record = store.get(artifact_id)
+        artifact = record.artifact
+        if (
+            artifact.status is not ArtifactStatus.REGISTERED
+            or artifact.organization_id != session.organization_id
+            or artifact.sha256 is None
+            or artifact.size is None
+        ):
+            raise NotFound("artifact", artifact_id)
+        url = self._objects.presign("GET", record.object_key, self._url_seconds)
+        return DownloadGrant(artifact.id, url, artifact.sha256, artifact.size, self._unwrap(record))
+
+    def begin_upload(self, session: RunnerSession, kind: ArtifactKind) -> UploadGrant:
+        artifact_id = self._ids.new(IdKind.ARTIFACT)
+        data_key = self._keys.generate(key_context(artifact_id, session.organization_id))
+        key = object_key(session.organization_id, artifact_id)
+        pending = Artifact(
+            id=artifact_id,
+            organization_id=session.organization_id,
+            kind=kind,
+            status=ArtifactStatus.PENDING,
+            size=None,
+            sha256=None,
+            created_at=self._clock.now(),
+        )
+        store.put_pending(
+            pending,
+            object_key=key,
+            wrapped_key=data_key.wrapped,
+            chunk_size=CHUNK_SIZE,
+            session_id=session.id,
+        ).commit()
+        url = self._objects.presign("PUT", key, self._url_seconds)
+        return UploadGrant(artifact_id, url, CHUNK_SIZE, self._limit, data_key.plaintext)
+
+    def register(
+        self, session: RunnerSession, artifact_id: str, *, size: int, sha256: str
+    ) -> Artifact:
+        """Make an uploaded artifact readable, after proving it is what the session says.
+
+        The object must be exactly the ciphertext of ``size`` bytes under this
+        artifact's key, every chunk must authenticate, and the plaintext must
+        hash to ``sha256``. On any failure the object is deleted and the
+        artifact stays unreadable.
+        """
+        record = store.get(artifact_id)
+        artifact = record.artifact
+        if artifact.status is not ArtifactStatus.PENDING or record.session_id != session.id:
+            raise NotFound("artifact", artifact_id)
+        try:
+            if size > self._limit:
+                raise ArtifactTooLarge(self._limit)
+            stored = self._objects.head(record.object_key)
+            if stored.size != sealed_size(artifact_id, size, record.chunk_size):
+                raise ArtifactCorrupt(
+                    artifact_id, "size_mismatch", "the object's length does not match the report"
+                )
+            data_key = self._unwrap(record)
+            pinned = ArtifactRecord(
+                artifact,
+                record.object_key,
+                record.wrapped_key,
+                record.chunk_size,
+                stored.etag,
+                session.id,
+            )
+            with _verified_object(self._objects, pinned) as read:
+                decryption = Decryption(
+                    data_key, artifact_id, expected_sha256=sha256, expected_size=size
+                )
+                for _ in decryption.stream(read):  # verify every chunk through EOF
+                    pass
+        except ObjectMissing:
+            raise ArtifactCorrupt(artifact_id, "missing", "nothing was uploaded") from None
+        except (ArtifactCorrupt, ArtifactTooLarge):
+            self._objects.delete(record.object_key)
+            raise
+        now = self._clock.now()
+        store.register(
+            artifact_id, session_id=session.id, size=size, sha256=sha256, etag=stored.etag, now=now
+        ).commit()
+        return Artifact(
+            id=artifact_id,
+            organization_id=artifact.organization_id,
+            kind=artifact.kind,
+            status=ArtifactStatus.REGISTERED,
+            size=size,
+            sha256=sha256,
+            created_at=artifact.created_at,
+        )

@@ -1,0 +1,258 @@
+"""Minting and redeeming capabilities; runner sessions that bootstrap handles create.
+
+The rules are in ``runplane.domain.capabilities``. Every redemption is one
+conditional write; a refusal is explained from the item DynamoDB returns, and
+none of the refused paths writes anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from runplane.domain.capabilities import (
+    Binding,
+    CapabilityKind,
+    RunnerSession,
+    handle_hash,
+    request_digest,
+)
+from runplane.domain.clock import Clock
+from runplane.domain.errors import (
+    CapabilityConsumed,
+    ConcurrentChange,
+    RunplaneError,
+    SessionRefused,
+    TooMuchContention,
+    UnknownCapability,
+)
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.store import capabilities as store
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger(__name__)
+
+HANDLE_PREFIX = "rpc_"
+SESSION_PREFIX = "rps_"
+MAX_SESSION = timedelta(hours=4)
+
+
+def new_handle() -> str:
+    """256 bits from the operating system's CSPRNG."""
+    return HANDLE_PREFIX + secrets.token_urlsafe(32)
+
+
+def session_secret(handle: str, jti: str) -> str:
+    """The session secret a bootstrap handle yields, derived rather than stored:
+    a replay with the same handle recovers the same session, and only the
+    hash of either secret is ever persisted."""
+    mac = hmac.new(handle.encode("ascii"), f"runplane/session/v1/{jti}".encode(), hashlib.sha256)
+    return SESSION_PREFIX + base64.urlsafe_b64encode(mac.digest()).decode("ascii").rstrip("=")
+
+
+@contextmanager
+def _audited(action: str, binding: Binding) -> Iterator[None]:
+    """Log a redemption's outcome by code and binding: never the handle."""
+    try:
+        yield
+    except RunplaneError as refused:
+        logger.warning(
+            f"{action} refused",
+            extra={
+                "code": refused.code,
+                "attempt_id": binding.attempt_id,
+                "phase": binding.phase.value,
+                "sandbox_id": binding.sandbox_id,
+            },
+        )
+        raise
+    logger.info(f"{action} accepted", extra={"attempt_id": binding.attempt_id})
+
+
+@dataclass(frozen=True)
+class Minted:
+    """A new capability. ``handle`` is the secret: shown once, never stored or logged."""
+
+    jti: str
+    valid_until: datetime
+    handle: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SessionGrant:
+    session: RunnerSession
+    token: str = field(repr=False)
+
+
+class Capabilities:
+    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+        self._clock = clock
+        self._ids = ids
+
+    def mint(
+        self,
+        kind: CapabilityKind,
+        binding: Binding,
+        *,
+        lifetime: timedelta,
+        organization_id: str,
+        inputs: Sequence[str] = (),
+    ) -> Minted:
+        now = self._clock.now()
+        handle = new_handle()
+        minted = Minted(self._ids.new(IdKind.CAPABILITY), now + lifetime, handle)
+        store.mint(
+            handle_hash(handle),
+            jti=minted.jti,
+            organization_id=organization_id,
+            kind=kind,
+            binding=binding,
+            inputs=inputs,
+            now=now,
+            valid_until=minted.valid_until,
+        ).commit()
+        logger.info(
+            "capability minted",
+            extra={"jti": minted.jti, "kind": kind.value, "attempt_id": binding.attempt_id},
+        )
+        return minted
+
+    def redeem_once(self, handle: str, kind: CapabilityKind, binding: Binding) -> None:
+        """Redeem a strictly one-time capability (a secret): a second use is refused."""
+        with _audited(f"{kind} redemption", binding):
+            try:
+                store.redeem(
+                    handle_hash(handle), kind=kind, binding=binding, now=self._clock.now()
+                ).commit()
+            except store.AlreadyRedeemed as redeemed:
+                raise CapabilityConsumed(redeemed.jti) from None
+
+    def redeem_apply_start(
+        self,
+        handle: str,
+        binding: Binding,
+        request: dict[str, str],
+        result: dict[str, str],
+        extra_writes: Iterable[Transaction] = (),
+    ) -> dict[str, str]:
+        """Redeem the apply-start capability for ``request``, storing ``result``.
+
+        ``extra_writes`` (the run entering ``applying``) commit in the same
+        transaction. A retry with the identical request returns the stored
+        result without writing; a retry with any changed input is refused.
+        """
+        with _audited("apply-start redemption", binding):
+            return self._redeem_apply_start(handle, binding, request, result, extra_writes)
+
+    def _redeem_apply_start(
+        self,
+        handle: str,
+        binding: Binding,
+        request: dict[str, str],
+        result: dict[str, str],
+        extra_writes: Iterable[Transaction],
+    ) -> dict[str, str]:
+        digest = request_digest(request)
+        try:
+            store.redeem(
+                handle_hash(handle),
+                kind=CapabilityKind.APPLY_START,
+                binding=binding,
+                now=self._clock.now(),
+                request_digest=digest,
+                result=result,
+            ).extend(extra_writes).commit()
+        except store.AlreadyRedeemed as redeemed:
+            if redeemed.request_digest != digest:
+                raise CapabilityConsumed(
+                    redeemed.jti, "it was redeemed for a different request"
+                ) from None
+            return redeemed.result
+        return result
+
+
+class RunnerSessions:
+    """Sessions a sandbox authenticates with after redeeming its bootstrap handle."""
+
+    def __init__(
+        self, clock: Clock, ids: IdGenerator, *, lifetime: timedelta = MAX_SESSION
+    ) -> None:
+        if lifetime > MAX_SESSION:
+            raise ValueError("runner sessions last at most the four-hour authority window")
+        self._clock = clock
+        self._ids = ids
+        self._lifetime = lifetime
+
+    def start(self, handle: str, binding: Binding) -> SessionGrant:
+        """Redeem a bootstrap handle for a session; an exact replay returns the same one."""
+        with _audited("bootstrap redemption", binding):
+            return self._start(handle, binding)
+
+    def _start(self, handle: str, binding: Binding) -> SessionGrant:
+        token_hash = handle_hash(handle)
+        for _ in range(3):
+            now = self._clock.now()
+            try:
+                redeem = store.redeem(
+                    token_hash, kind=CapabilityKind.BOOTSTRAP, binding=binding, now=now
+                )
+                # The redemption's refusal is what explains an invalid handle, so
+                # the session is created from the handle's own record only on success.
+                return self._create(handle, binding, redeem, now)
+            except store.AlreadyRedeemed as redeemed:
+                return self._replay(handle, redeemed.jti)
+            except ConcurrentChange:
+                continue
+        raise TooMuchContention("the bootstrap handle is being redeemed concurrently")
+
+    def _create(
+        self, handle: str, binding: Binding, redeem: Transaction, now: datetime
+    ) -> SessionGrant:
+        # The record only supplies the session's contents; whether the handle may
+        # be redeemed is decided by the conditional write below.
+        record = store.get_capability(handle_hash(handle))
+        if record is None or record.kind is not CapabilityKind.BOOTSTRAP:
+            raise UnknownCapability()
+        secret = session_secret(handle, record.jti)
+        session = RunnerSession(
+            id=self._ids.new(IdKind.SESSION),
+            organization_id=record.organization_id,
+            jti=record.jti,
+            binding=binding,
+            inputs=record.inputs,
+            expires_at=now + self._lifetime,
+        )
+        redeem.extend([store.create_session(handle_hash(secret), session, now)]).commit()
+        return SessionGrant(session, secret)
+
+    def _replay(self, handle: str, jti: str) -> SessionGrant:
+        secret = session_secret(handle, jti)
+        session = store.get_session(handle_hash(secret))
+        if session is None:
+            raise CapabilityConsumed(jti, "it was redeemed without creating a session")
+        if session.revoked:
+            raise SessionRefused("it was revoked")
+        return SessionGrant(session, secret)
+
+    def authenticate(self, token: str) -> RunnerSession:
+        """The session a runner call presents; refused when unknown, expired or revoked."""
+        if not token.startswith(SESSION_PREFIX):
+            raise SessionRefused("malformed token")
+        session = store.get_session(handle_hash(token))
+        if session is None:
+            raise SessionRefused("unknown token")
+        if session.revoked:
+            raise SessionRefused("it was revoked")
+        if session.expires_at <= self._clock.now():
+            raise SessionRefused("it expired")
+        return session
+
+    def revoke_attempt(self, attempt_id: str) -> int:
+        return store.revoke_attempt_sessions(attempt_id, self._clock.now())

@@ -1,0 +1,41 @@
+"""Runtime settings: one pydantic model, read from the environment once."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, Field
+
+_PREFIX = "RUNPLANE_"
+
+
+class Settings(BaseModel):
+    table_name: str = "runplane"
+    artifact_bucket: str = "runplane-artifacts"
+    kms_key_id: str = "alias/runplane"
+    region: str = "us-east-1"
+    # Endpoints are set only for the embedded stack (moto on loopback).
+    aws_endpoint_url: str | None = None
+    # Transfer URLs live minutes, not hours: a sandbox fetches right away.
+    transfer_url_seconds: int = Field(default=300, ge=30, le=3600)
+    # The runner authority window: no session outlives it.
+    runner_session_seconds: int = Field(default=4 * 3600, ge=60, le=4 * 3600)
+    bootstrap_seconds: int = Field(default=900, ge=30, le=3600)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, str] = {
+            name: env[_PREFIX + name.upper()]
+            for name in cls.model_fields
+            if _PREFIX + name.upper() in env
+        }
+        if "region" not in values and "AWS_REGION" in env:
+            values["region"] = env["AWS_REGION"]
+        return cls.model_validate(values)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()

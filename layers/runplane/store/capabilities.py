@@ -1,0 +1,227 @@
+"""Capability and runner-session items: minting, the one conditional redemption, sessions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from runplane.domain.capabilities import (
+    Binding,
+    CapabilityKind,
+    CapabilityRecord,
+    Phase,
+    RunnerSession,
+)
+from runplane.domain.errors import (
+    CapabilityConsumed,
+    CapabilityExpired,
+    CapabilityWrongAttempt,
+    CapabilityWrongPhase,
+    CapabilityWrongSandbox,
+    ConcurrentChange,
+    UnknownCapability,
+)
+from runplane.store.models import (
+    CapabilityItem,
+    JtiClaimItem,
+    RunnerSessionItem,
+    capability_key,
+    jti_claim_key,
+    session_key,
+)
+from runplane.store.transaction import Item, Transaction
+
+# Records outlive their validity a little, so a late replay is told "expired"
+# rather than "unknown"; DynamoDB TTL then removes them.
+RETENTION = timedelta(days=1)
+
+
+class AlreadyRedeemed(Exception):
+    """The handle is valid and exactly bound but was redeemed before, as recorded here."""
+
+    def __init__(self, current: Item) -> None:
+        super().__init__("already redeemed")
+        self.jti = str(current["jti"])
+        self.request_digest: str | None = current.get("request_digest")
+        stored = current.get("result")
+        self.result: dict[str, str] = json.loads(stored) if stored else {}
+
+
+def mint(
+    handle_hash: str,
+    *,
+    jti: str,
+    organization_id: str,
+    kind: CapabilityKind,
+    binding: Binding,
+    inputs: Sequence[str],
+    now: datetime,
+    valid_until: datetime,
+) -> Transaction:
+    return Transaction().put_new(
+        CapabilityItem(
+            *capability_key(handle_hash),
+            jti=jti,
+            org_id=organization_id,
+            kind=kind.value,
+            run_id=binding.run_id,
+            attempt_id=binding.attempt_id,
+            phase=binding.phase.value,
+            sandbox_id=binding.sandbox_id,
+            inputs=list(inputs),
+            created_at=now,
+            valid_until=valid_until,
+            expires_at=valid_until + RETENTION,
+        )
+    )
+
+
+def get_capability(handle_hash: str) -> CapabilityRecord | None:
+    try:
+        item = CapabilityItem.get(*capability_key(handle_hash), consistent_read=True)
+    except CapabilityItem.DoesNotExist:
+        return None
+    return CapabilityRecord(
+        jti=item.jti,
+        kind=CapabilityKind(item.kind),
+        organization_id=item.org_id,
+        binding=Binding(item.run_id, item.attempt_id, Phase(item.phase), item.sandbox_id),
+        inputs=tuple(item.inputs or ()),
+        valid_until=item.valid_until,
+    )
+
+
+def _instant(serialized: str) -> datetime:
+    """pynamodb's UTCDateTimeAttribute format, as found in a returned raw item."""
+    return datetime.strptime(serialized, "%Y-%m-%dT%H:%M:%S.%f%z")
+
+
+def _refusal(kind: CapabilityKind, binding: Binding, now: datetime) -> Any:
+    """Explain a refused redemption from the item DynamoDB returned (no second read)."""
+
+    def refused(current: Item | None) -> Exception:
+        if current is None or current.get("kind") != kind.value:
+            return UnknownCapability()
+        jti = str(current["jti"])
+        if _instant(str(current["valid_until"])) <= now:
+            return CapabilityExpired(jti)
+        if current["attempt_id"] != binding.attempt_id or current["run_id"] != binding.run_id:
+            return CapabilityWrongAttempt(jti)
+        if current["phase"] != binding.phase.value:
+            return CapabilityWrongPhase(jti)
+        if current["sandbox_id"] != binding.sandbox_id:
+            return CapabilityWrongSandbox(jti)
+        if current.get("redeemed_at"):
+            return AlreadyRedeemed(current)
+        return ConcurrentChange("the capability changed during redemption")
+
+    return refused
+
+
+def redeem(
+    handle_hash: str,
+    *,
+    kind: CapabilityKind,
+    binding: Binding,
+    now: datetime,
+    request_digest: str | None = None,
+    result: dict[str, str] | None = None,
+) -> Transaction:
+    """Mark the capability redeemed, iff it exists, is of ``kind``, is exactly
+    bound to ``binding``, is unexpired and was never redeemed. A refusal raises
+    the specific error (or ``AlreadyRedeemed`` for the caller's replay rules)."""
+    item = CapabilityItem(*capability_key(handle_hash))
+    actions = [CapabilityItem.redeemed_at.set(now)]
+    if request_digest is not None:
+        actions.append(CapabilityItem.request_digest.set(request_digest))
+    if result is not None:
+        actions.append(CapabilityItem.result.set(result))
+    return Transaction().update(
+        item,
+        actions,
+        condition=(CapabilityItem.kind == kind.value)
+        & (CapabilityItem.run_id == binding.run_id)
+        & (CapabilityItem.attempt_id == binding.attempt_id)
+        & (CapabilityItem.phase == binding.phase.value)
+        & (CapabilityItem.sandbox_id == binding.sandbox_id)
+        & (CapabilityItem.valid_until > now)
+        & CapabilityItem.redeemed_at.does_not_exist(),
+        on_refused=_refusal(kind, binding, now),
+    )
+
+
+def attempt_sessions_partition(attempt_id: str) -> str:
+    return f"ATTEMPT#{attempt_id}#SESSIONS"
+
+
+def create_session(secret_hash: str, session: RunnerSession, now: datetime) -> Transaction:
+    """The session and the claim that consumes its bootstrap JTI, both put only if new."""
+    binding = session.binding
+    return (
+        Transaction()
+        .put_new(
+            JtiClaimItem(
+                *jti_claim_key(session.jti),
+                session_id=session.id,
+                expires_at=session.expires_at + RETENTION,
+            ),
+            on_refused=lambda current: CapabilityConsumed(
+                session.jti, "its runner session was already created"
+            ),
+        )
+        .put_new(
+            RunnerSessionItem(
+                *session_key(secret_hash),
+                gsi1pk=attempt_sessions_partition(binding.attempt_id),
+                gsi1sk=session.id,
+                session_id=session.id,
+                org_id=session.organization_id,
+                jti=session.jti,
+                run_id=binding.run_id,
+                attempt_id=binding.attempt_id,
+                phase=binding.phase.value,
+                sandbox_id=binding.sandbox_id,
+                inputs=list(session.inputs),
+                created_at=now,
+                valid_until=session.expires_at,
+                expires_at=session.expires_at + RETENTION,
+            )
+        )
+    )
+
+
+def get_session(secret_hash: str) -> RunnerSession | None:
+    try:
+        item = RunnerSessionItem.get(*session_key(secret_hash), consistent_read=True)
+    except RunnerSessionItem.DoesNotExist:
+        return None
+    return _to_session(item)
+
+
+def _to_session(item: RunnerSessionItem) -> RunnerSession:
+    return RunnerSession(
+        id=item.session_id,
+        organization_id=item.org_id,
+        jti=item.jti,
+        binding=Binding(item.run_id, item.attempt_id, Phase(item.phase), item.sandbox_id),
+        inputs=tuple(item.inputs or ()),
+        expires_at=item.valid_until,
+        revoked=item.revoked_at is not None,
+    )
+
+
+def revoke_attempt_sessions(attempt_id: str, now: datetime) -> int:
+    """Revoke every session of an attempt; effective on the sessions' next call."""
+    revoked = 0
+    for item in RunnerSessionItem.gsi1.query(attempt_sessions_partition(attempt_id)):
+        if item.revoked_at is None:
+            Transaction().update(
+                RunnerSessionItem(item.pk, item.sk),
+                [RunnerSessionItem.revoked_at.set(now)],
+                condition=RunnerSessionItem.revoked_at.does_not_exist(),
+                on_refused=lambda current: ConcurrentChange("session revoked concurrently"),
+            ).commit()
+            revoked += 1
+    return revoked
