@@ -88,6 +88,7 @@ class Encryption:
         yield self._header
         pending = bytearray()
         index = 0
+        size = self._chunk_size
         for piece in plaintext:
             self.size += len(piece)
             if self._limit is not None and self.size > self._limit:
@@ -95,14 +96,18 @@ class Encryption:
             self._digest.update(piece)
             pending += piece
             # Keep at least one byte back: only the end of input says which chunk is final.
-            while len(pending) > self._chunk_size:
-                yield self._seal(index, bytes(pending[: self._chunk_size]), final=False)
-                del pending[: self._chunk_size]
-                index += 1
-        yield self._seal(index, bytes(pending), final=True)
+            if len(pending) > size:
+                sealed = 0
+                with memoryview(pending) as view:
+                    while len(pending) - sealed > size:
+                        yield self._seal(index, view[sealed : sealed + size], final=False)
+                        sealed += size
+                        index += 1
+                del pending[:sealed]
+        yield self._seal(index, pending, final=True)
         self.sha256 = self._digest.hexdigest()
 
-    def _seal(self, index: int, chunk: bytes, *, final: bool) -> bytes:
+    def _seal(self, index: int, chunk: bytes | bytearray | memoryview, *, final: bool) -> bytes:
         return self._aead.encrypt(_nonce(index, final), chunk, _aad(self._header, index, final))
 
 
