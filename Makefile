@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint docs clean
+.PHONY: test lint docs clean engine
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -14,13 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) engine
 	$(BIN)/python -m pytest -q
 
+# The pinned engine binary the tests run (see docs/engine.md).
+engine: $(STAMP)
+	$(BIN)/python -m tools.fetch_engine --dest $(VENV)/engine
+
 lint: $(STAMP)
-	$(BIN)/ruff check layers functions infra tests benchmarks
-	$(BIN)/ruff format --check layers functions infra tests benchmarks
-	$(BIN)/mypy layers/runplane
+	$(BIN)/ruff check layers functions infra tests benchmarks tools
+	$(BIN)/ruff format --check layers functions infra tests benchmarks tools
+	$(BIN)/mypy layers/runplane functions tools
 
 # Regenerate documents derived from code (tests fail while they are stale).
 docs: $(STAMP)

@@ -22,6 +22,10 @@ class Settings(BaseModel):
     # The runner authority window: no session outlives it.
     runner_session_seconds: int = Field(default=4 * 3600, ge=60, le=4 * 3600)
     bootstrap_seconds: int = Field(default=900, ge=30, le=3600)
+    # User sign-in: a Cognito user pool (or any RS256 issuer with Cognito claims).
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_jwks: str | None = None  # the issuer's JWKS document, as JSON
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

@@ -18,6 +18,7 @@ class ArtifactKind(StrEnum):
     PLAN_JSON = "plan_json"
     LOGS = "logs"
     STATE = "state"
+    STATE_JSON = "state_json"
 
 
 class ArtifactStatus(StrEnum):

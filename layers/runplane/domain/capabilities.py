@@ -24,7 +24,7 @@ from enum import StrEnum
 class CapabilityKind(StrEnum):
     BOOTSTRAP = "bootstrap"
     APPLY_START = "apply_start"
-    SECRET = "secret"  # noqa: S105 - a capability kind, not a credential
+    SECRET = "secret"
 
 
 class Phase(StrEnum):

@@ -27,6 +27,20 @@ class Workspace:
     lock_id: str | None
     lock_run_id: str | None
     queue_length: int
+    lock_holder: str | None = None
+    lock_holder_display: str | None = None
+    lock_reason: str | None = None
+    locked_at: datetime | None = None
+    current_state_version_id: str | None = None
+    current_serial: int | None = None
+    current_lineage: str | None = None
+    terraform_version: str | None = None
+    description: str | None = None
+    tag_names: tuple[str, ...] = ()
+
+    @property
+    def locked(self) -> bool:
+        return self.lock_id is not None
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,19 @@ class ApplyLock:
     lock_id: str
     fence: int
     run_id: str
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a workspace lock: a principal reference, and a name for people."""
+
+    ref: str
+    display: str
+    run_id: str | None = None
+
+    @classmethod
+    def for_run(cls, run_id: str) -> LockHolder:
+        return cls(f"run:{run_id}", f"Run {run_id}", run_id)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,38 @@ class WorkspaceLocked(Conflict):
     code = "WORKSPACE_LOCKED"
 
 
+class WorkspaceNotLocked(Conflict):
+    code = "WORKSPACE_NOT_LOCKED"
+
+    def __init__(self, workspace_id: str) -> None:
+        super().__init__(f"workspace {workspace_id} is not locked")
+        self.workspace_id = workspace_id
+
+
+class WorkspaceHeldByRun(WorkspaceLocked):
+    """A run holds the workspace's writer authority: native clients must wait or recover."""
+
+    code = "WORKSPACE_HELD_BY_RUN"
+
+    def __init__(
+        self,
+        workspace_id: str,
+        run_id: str,
+        status: str | None = None,
+        needs_recovery: bool = False,
+    ) -> None:
+        held = f"workspace {workspace_id} is held by run {run_id}"
+        if status:
+            held += f" (status {status})"
+        if needs_recovery:
+            advice = "complete that run's recovery before retrying"
+        else:
+            advice = "wait for that run to finish, or cancel it, before retrying"
+        super().__init__(f"{held}; {advice}")
+        self.workspace_id = workspace_id
+        self.run_id = run_id
+
+
 class TooMuchContention(RunplaneError):
     """Optimistic retries ran out; safe to retry the whole request later."""
 
@@ -213,3 +245,34 @@ class SessionRefused(RunplaneError):
 
     def __init__(self, why: str) -> None:
         super().__init__(f"the runner session is not valid: {why}")
+
+
+# -- state ------------------------------------------------------------------------------
+
+
+class UploadUrlUsed(Conflict):
+    code = "UPLOAD_URL_USED"
+
+    def __init__(self) -> None:
+        super().__init__("this upload URL was already used; create a new state version")
+
+
+class UploadUrlExpired(Conflict):
+    code = "UPLOAD_URL_EXPIRED"
+    http_status = 410
+
+    def __init__(self) -> None:
+        super().__init__("this upload URL has expired; create a new state version")
+
+
+class StateRejected(RunplaneError):
+    """The uploaded state is not what its declaration says (checksum, serial, lineage)."""
+
+    code = "STATE_REJECTED"
+    http_status = 422
+
+
+class StateConflict(Conflict):
+    """The state cannot follow the current one (lineage or serial)."""
+
+    code = "STATE_CONFLICT"

@@ -21,6 +21,8 @@ class IdKind(StrEnum):
     SESSION = "ses"
     SANDBOX = "sbx"
     ATTEMPT = "att"
+    API_TOKEN = "tok"
+    USER = "user"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

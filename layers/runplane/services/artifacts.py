@@ -142,6 +142,12 @@ class ArtifactStore:
             raise
         return artifact
 
+    def discard(self, artifact_id: str) -> None:
+        """Remove an artifact nothing refers to (a write that failed after storing it)."""
+        record = store.get(artifact_id)
+        store.delete(artifact_id).commit()
+        self._objects.delete(record.object_key)
+
     def describe(self, organization_id: str, artifact_id: str) -> Artifact:
         record = store.get(artifact_id)
         if record.artifact.organization_id != organization_id:

@@ -113,3 +113,7 @@ def get(artifact_id: str) -> ArtifactRecord:
         etag=item.etag,
         session_id=item.session_id,
     )
+
+
+def delete(artifact_id: str) -> Transaction:
+    return Transaction().delete(ArtifactItem(*artifact_key(artifact_id)))

@@ -135,6 +135,18 @@ class WorkspaceItem(TableItem):
     lock_id = UnicodeAttribute(null=True)
     lock_run_id = UnicodeAttribute(null=True)
     locked_at = UTCDateTimeAttribute(null=True)
+    # Who holds the lock (a principal reference such as "token:tok-..." or
+    # "run:run-..."), how to name them to a person, and why they locked.
+    lock_holder = UnicodeAttribute(null=True)
+    lock_holder_display = UnicodeAttribute(null=True)
+    lock_reason = UnicodeAttribute(null=True)
+    # The current state version: moved only by a conditional write naming it.
+    current_sv_id = UnicodeAttribute(null=True)
+    current_serial = NumberAttribute(null=True)
+    current_lineage = UnicodeAttribute(null=True)
+    terraform_version = UnicodeAttribute(null=True)
+    description = UnicodeAttribute(null=True)
+    tag_names: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     # FIFO queue of runs waiting for the reservation: seq numbers the next
     # waiter, length counts those still waiting.
     queue_seq = NumberAttribute(default=0)
@@ -257,3 +269,65 @@ class JtiClaimItem(TableItem):
     """The runner-session store consumes each bootstrap JTI exactly once."""
 
     session_id = UnicodeAttribute()
+
+
+def api_token_key(token_hash: str) -> tuple[str, str]:
+    return f"TOKEN#{token_hash}", "TOKEN"
+
+
+def state_version_key(sv_id: str) -> tuple[str, str]:
+    return f"SV#{sv_id}", "SV"
+
+
+def upload_token_key(token_hash: str) -> tuple[str, str]:
+    return f"UPLOAD#{token_hash}", "UPLOAD"
+
+
+def org_event_key(org_id: str, at_and_id: str) -> tuple[str, str]:
+    return f"ORG#{org_id}", f"{AUDIT_PREFIX}{at_and_id}"
+
+
+class ApiTokenItem(TableItem):
+    gsi1: Gsi1[ApiTokenItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    token_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    permissions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    created_at = UTCDateTimeAttribute()
+    created_by = UnicodeAttribute()
+    revoked_at = UTCDateTimeAttribute(null=True)
+
+
+class StateVersionItem(TableItem):
+    gsi1: Gsi1[StateVersionItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    sv_id = UnicodeAttribute()
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    serial = NumberAttribute()
+    lineage = UnicodeAttribute()
+    md5 = UnicodeAttribute()
+    sha256 = UnicodeAttribute(null=True)
+    size = NumberAttribute(null=True)
+    artifact_id = UnicodeAttribute(null=True)
+    json_artifact_id = UnicodeAttribute(null=True)
+    status = UnicodeAttribute()
+    forced = BooleanAttribute(default=False)
+    created_at = UTCDateTimeAttribute()
+    finalized_at = UTCDateTimeAttribute(null=True)
+    created_by = UnicodeAttribute()
+    predecessor_id = UnicodeAttribute(null=True)
+    # Provenance when a runner session published it.
+    provenance = JSONAttribute(null=True)
+
+
+class UploadTokenItem(TableItem):
+    """A single-purpose, short-lived upload URL's secret (hashed)."""
+
+    sv_id = UnicodeAttribute()
+    purpose = UnicodeAttribute()
+    valid_until = UTCDateTimeAttribute()
+    used_at = UTCDateTimeAttribute(null=True)

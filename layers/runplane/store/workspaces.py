@@ -11,14 +11,16 @@ from datetime import datetime
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from runplane.domain.entities import ApplyLock, Organization, Waiter, Workspace
+from runplane.domain.entities import ApplyLock, LockHolder, Organization, Waiter, Workspace
 from runplane.domain.errors import (
     AlreadyExists,
     ConcurrentChange,
     NotFound,
     NotWriter,
     StaleFence,
+    WorkspaceHeldByRun,
     WorkspaceLocked,
+    WorkspaceNotLocked,
 )
 from runplane.store.models import (
     WAITER_PREFIX,
@@ -93,8 +95,51 @@ def create_workspace(workspace: Workspace) -> Transaction:
                 fence=0,
                 queue_seq=0,
                 queue_length=0,
+                terraform_version=workspace.terraform_version,
+                description=workspace.description,
+                tag_names=list(workspace.tag_names),
             )
         )
+    )
+
+
+def find_workspace_id(org_id: str, name: str) -> str | None:
+    try:
+        claim = NameClaimItem.get(*workspace_name_key(org_id, name), consistent_read=True)
+    except NameClaimItem.DoesNotExist:
+        return None
+    return claim.owner_id
+
+
+def find_organization_id(name: str) -> str | None:
+    try:
+        claim = NameClaimItem.get(*org_name_key(name), consistent_read=True)
+    except NameClaimItem.DoesNotExist:
+        return None
+    return claim.owner_id
+
+
+def update_settings(
+    workspace_id: str,
+    *,
+    terraform_version: str | None = None,
+    description: str | None = None,
+    tag_names: tuple[str, ...] | None = None,
+) -> Transaction:
+    actions: list[Action] = []
+    if terraform_version is not None:
+        actions.append(WorkspaceItem.terraform_version.set(terraform_version))
+    if description is not None:
+        actions.append(WorkspaceItem.description.set(description))
+    if tag_names is not None:
+        actions.append(WorkspaceItem.tag_names.set(list(tag_names)))
+    if not actions:
+        return Transaction()
+    return Transaction().update(
+        _ws(workspace_id),
+        actions,
+        condition=WorkspaceItem.workspace_id == workspace_id,
+        on_refused=lambda current: NotFound("workspace", workspace_id),
     )
 
 
@@ -125,6 +170,16 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         lock_id=item.lock_id,
         lock_run_id=item.lock_run_id,
         queue_length=int(item.queue_length),
+        lock_holder=item.lock_holder,
+        lock_holder_display=item.lock_holder_display,
+        lock_reason=item.lock_reason,
+        locked_at=item.locked_at,
+        current_state_version_id=item.current_sv_id,
+        current_serial=None if item.current_serial is None else int(item.current_serial),
+        current_lineage=item.current_lineage,
+        terraform_version=item.terraform_version,
+        description=item.description,
+        tag_names=tuple(item.tag_names or ()),
     )
 
 
@@ -267,34 +322,101 @@ def release_reservation(
 # -- apply lock and fence ----------------------------------------------------------
 
 
+def acquire_lock(
+    workspace_id: str,
+    holder: LockHolder,
+    *,
+    lock_id: str,
+    observed_fence: int,
+    reason: str | None,
+    now: datetime,
+) -> Transaction:
+    """Lock the workspace for ``holder`` with the next fence value.
+
+    A run may lock only while it holds the writer reservation; anyone else only
+    while no run holds it: writer authority always wins.
+    """
+
+    def refused(current: Item | None) -> Exception:
+        current = current or {}
+        writer = current.get("writer_run_id")
+        if holder.run_id is not None and writer != holder.run_id:
+            return NotWriter(workspace_id, holder.run_id, writer)
+        if holder.run_id is None and writer is not None:
+            return WorkspaceHeldByRun(workspace_id, str(writer))
+        if current.get("lock_id"):
+            return WorkspaceLocked(
+                f"workspace {workspace_id} is already locked by "
+                f"{current.get('lock_holder_display') or current.get('lock_holder')}"
+            )
+        return ConcurrentChange(f"workspace {workspace_id} fence moved")
+
+    writer_ok = (
+        WorkspaceItem.writer_run_id == holder.run_id
+        if holder.run_id is not None
+        else WorkspaceItem.writer_run_id.does_not_exist()
+    )
+    actions: list[Action] = [
+        WorkspaceItem.lock_id.set(lock_id),
+        WorkspaceItem.lock_holder.set(holder.ref),
+        WorkspaceItem.lock_holder_display.set(holder.display),
+        WorkspaceItem.locked_at.set(now),
+        WorkspaceItem.fence.set(observed_fence + 1),
+        WorkspaceItem.lock_reason.set(reason) if reason else WorkspaceItem.lock_reason.remove(),
+        WorkspaceItem.lock_run_id.set(holder.run_id)
+        if holder.run_id
+        else WorkspaceItem.lock_run_id.remove(),
+    ]
+    return Transaction().update(
+        _ws(workspace_id),
+        actions,
+        condition=writer_ok
+        & WorkspaceItem.lock_id.does_not_exist()
+        & (WorkspaceItem.fence == observed_fence),
+        on_refused=refused,
+    )
+
+
 def acquire_apply_lock(
     workspace_id: str, run_id: str, lock_id: str, observed_fence: int, now: datetime
 ) -> Transaction:
     """Lock the workspace for ``run_id``'s apply with the next fence value."""
+    return acquire_lock(
+        workspace_id,
+        LockHolder.for_run(run_id),
+        lock_id=lock_id,
+        observed_fence=observed_fence,
+        reason="apply",
+        now=now,
+    )
+
+
+def release_lock(workspace_id: str, lock_id: str, *, holder_ref: str | None) -> Transaction:
+    """Unlock exactly ``lock_id``: as its holder (``holder_ref``), or by force
+    (``holder_ref=None``), which never releases a run's lock."""
 
     def refused(current: Item | None) -> Exception:
         current = current or {}
-        holder = current.get("writer_run_id")
-        if holder != run_id:
-            return NotWriter(workspace_id, run_id, holder)
-        if current.get("lock_id"):
+        if not current.get("lock_id"):
+            return WorkspaceNotLocked(workspace_id)
+        if current.get("lock_run_id"):
             return WorkspaceLocked(
-                f"workspace {workspace_id} is locked by run {current.get('lock_run_id')}"
+                f"workspace {workspace_id} is locked by Run {current.get('lock_run_id')}"
             )
-        return ConcurrentChange(f"workspace {workspace_id} fence moved")
+        if current.get("lock_id") != lock_id or holder_ref is not None:
+            return WorkspaceLocked(
+                f"workspace {workspace_id} is locked by "
+                f"{current.get('lock_holder_display') or current.get('lock_holder')}"
+            )
+        return ConcurrentChange(f"workspace {workspace_id} lock changed")
 
+    condition: Condition = WorkspaceItem.lock_id == lock_id
+    if holder_ref is not None:
+        condition &= WorkspaceItem.lock_holder == holder_ref
+    else:
+        condition &= WorkspaceItem.lock_run_id.does_not_exist()
     return Transaction().update(
-        _ws(workspace_id),
-        [
-            WorkspaceItem.lock_id.set(lock_id),
-            WorkspaceItem.lock_run_id.set(run_id),
-            WorkspaceItem.locked_at.set(now),
-            WorkspaceItem.fence.set(observed_fence + 1),
-        ],
-        condition=(WorkspaceItem.writer_run_id == run_id)
-        & WorkspaceItem.lock_id.does_not_exist()
-        & (WorkspaceItem.fence == observed_fence),
-        on_refused=refused,
+        _ws(workspace_id), list(_UNLOCK), condition=condition, on_refused=refused
     )
 
 
@@ -302,6 +424,9 @@ _UNLOCK: tuple[Action, ...] = (
     WorkspaceItem.lock_id.remove(),
     WorkspaceItem.lock_run_id.remove(),
     WorkspaceItem.locked_at.remove(),
+    WorkspaceItem.lock_holder.remove(),
+    WorkspaceItem.lock_holder_display.remove(),
+    WorkspaceItem.lock_reason.remove(),
 )
 
 

@@ -1,0 +1,38 @@
+"""API Gateway REQUEST authorizer: the caller's credentials become a principal.
+
+Results must not be cached by the gateway (TTL 0): revoking a token or a
+runner session takes effect on the next request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runplane.domain.identity import Unauthenticated
+from runplane.services.identity import encode_principal
+from runplane.wiring import services
+
+
+def _header(event: dict[str, Any], name: str) -> str | None:
+    for key, value in (event.get("headers") or {}).items():
+        if key.lower() == name.lower():
+            return str(value)
+    return None
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        principal = services().identity.authenticate(_header(event, "Authorization"))
+    except Unauthenticated:
+        # API Gateway turns exactly this message into a 401.
+        raise Exception("Unauthorized") from None
+    return {
+        "principalId": principal.ref,
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": event["methodArn"]}
+            ],
+        },
+        "context": encode_principal(principal),
+    }

@@ -1,0 +1,330 @@
+"""The TFE-compatible Cloud API: the subset native OpenTofu/Terraform clients use for
+state and locking, on Powertools' REST resolver. Handlers parse, call one
+service, and map the result; every rule lives in ``runplane.services``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from pydantic import BaseModel, ValidationError
+
+from functions.cloud_api import jsonapi
+from runplane.domain.errors import RunplaneError
+from runplane.domain.identity import Principal
+from runplane.services.identity import decode_principal
+from runplane.services.state import PendingUpload
+from runplane.services.workspaces import InvalidInput
+from runplane.wiring import services
+
+API_VERSION = "2.5"
+Reply = Response[str]
+
+
+def _json(status: int, body: Any, content_type: str = jsonapi.JSONAPI) -> Reply:
+    return Response(status_code=status, content_type=content_type, body=json.dumps(body))
+
+
+def _document(data: Any, status: int = 200, **top: Any) -> Reply:
+    return _json(status, {"data": data, **top})
+
+
+def build_app() -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver()
+
+    def principal() -> Principal:
+        return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
+
+    def base_url() -> str:
+        """Absolute URLs for clients, as they reached us (stage prefix included)."""
+        event = app.current_event
+        host = event.get_header_value("Host", default_value="localhost") or "localhost"
+        proto = event.get_header_value("X-Forwarded-Proto", default_value="https") or "https"
+        full_path = str(event.request_context.raw_event.get("path") or event.path)
+        prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
+        return f"{proto}://{host}{prefix}"
+
+    def body(model: type[BaseModel]) -> Any:
+        raw = app.current_event.body
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            raise InvalidInput("the request body is not valid JSON", "/") from None
+        try:
+            return model.model_validate(parsed)
+        except ValidationError as invalid:
+            pointer, message = jsonapi.pointer_of(invalid)
+            raise InvalidInput(message, pointer) from None
+
+    def raw_body() -> bytes:
+        event = app.current_event
+        if event.is_base64_encoded:
+            return base64.b64decode(event.body or "")
+        return (event.body or "").encode("utf-8")
+
+    def org_name_of(org_id: str) -> str:
+        return services().workspaces.organization_name(org_id)
+
+    # -- discovery and handshake ----------------------------------------------------------
+
+    @app.get("/.well-known/terraform.json")
+    def discovery() -> Reply:
+        api = "/api/v2/"
+        return _json(
+            200,
+            {"tfe.v2": api, "tfe.v2.1": api, "tfe.v2.2": api, "state.v2": api},
+            content_type="application/json",
+        )
+
+    @app.get("/api/v2/ping")
+    def ping() -> Reply:
+        return Response(status_code=204, headers={"X-RateLimit-Limit": "30"})
+
+    @app.get("/api/v2/account/details")
+    def account_details() -> Reply:
+        return _document(jsonapi.account(principal()))
+
+    @app.get("/api/v2/organizations/<org>")
+    def read_organization(org: str) -> Reply:
+        return _document(jsonapi.organization(services().workspaces.organization(principal(), org)))
+
+    @app.get("/api/v2/organizations/<org>/entitlement-set")
+    def entitlement_set(org: str) -> Reply:
+        found = services().workspaces.organization(principal(), org)
+        return _document(jsonapi.entitlements(found))
+
+    # -- workspaces -------------------------------------------------------------------------
+
+    @app.get("/api/v2/organizations/<org>/workspaces")
+    def list_workspaces(org: str) -> Reply:
+        query = app.current_event.get_query_string_value
+        tags = tuple(t for t in (query("search[tags]") or "").split(",") if t)
+        try:
+            number = int(query("page[number]") or 1)
+            size = int(query("page[size]") or 20)
+        except ValueError:
+            raise InvalidInput("page[number] and page[size] must be integers") from None
+        who = principal()
+        page = services().workspaces.search(
+            who, org, search=query("search[name]"), tags=tags, page=number, size=size
+        )
+        return _document(
+            [jsonapi.workspace(w, org, who) for w in page.items],
+            meta={
+                "pagination": {
+                    "current-page": page.number,
+                    "page-size": page.size,
+                    "prev-page": page.number - 1 if page.number > 1 else None,
+                    "next-page": page.number + 1 if page.number < page.pages else None,
+                    "total-pages": page.pages,
+                    "total-count": page.total,
+                }
+            },
+        )
+
+    @app.get("/api/v2/organizations/<org>/workspaces/<name>")
+    def read_workspace_by_name(org: str, name: str) -> Reply:
+        who = principal()
+        return _document(jsonapi.workspace(services().workspaces.by_name(who, org, name), org, who))
+
+    @app.post("/api/v2/organizations/<org>/workspaces")
+    def create_workspace(org: str) -> Reply:
+        who = principal()
+        attributes = body(jsonapi.WorkspaceBody).data.attributes
+        if not attributes.name:
+            raise InvalidInput("a workspace needs a name", "/data/attributes/name")
+        _only_local(attributes.execution_mode)
+        created = services().workspaces.create(
+            who,
+            org,
+            attributes.name,
+            terraform_version=attributes.terraform_version,
+            description=attributes.description,
+            tags=tuple(attributes.tag_names or ()),
+        )
+        return _document(jsonapi.workspace(created, org, who), status=201)
+
+    def _update(who: Principal, ws_id: str) -> Reply:
+        attributes = body(jsonapi.WorkspaceBody).data.attributes
+        _only_local(attributes.execution_mode)
+        ws = services().workspaces.by_id(who, ws_id)
+        if attributes.name and attributes.name != ws.name:
+            raise InvalidInput("renaming a workspace is not supported", "/data/attributes/name")
+        updated = services().workspaces.update(
+            who,
+            ws,
+            terraform_version=attributes.terraform_version,
+            description=attributes.description,
+            tags=tuple(attributes.tag_names) if attributes.tag_names is not None else None,
+        )
+        return _document(jsonapi.workspace(updated, org_name_of(updated.organization_id), who))
+
+    @app.get("/api/v2/workspaces/<ws_id>")
+    def read_workspace(ws_id: str) -> Reply:
+        who = principal()
+        ws = services().workspaces.by_id(who, ws_id)
+        return _document(jsonapi.workspace(ws, org_name_of(ws.organization_id), who))
+
+    @app.patch("/api/v2/workspaces/<ws_id>")
+    def update_workspace(ws_id: str) -> Reply:
+        return _update(principal(), ws_id)
+
+    @app.patch("/api/v2/organizations/<org>/workspaces/<name>")
+    def update_workspace_by_name(org: str, name: str) -> Reply:
+        who = principal()
+        return _update(who, services().workspaces.by_name(who, org, name).id)
+
+    # -- locking ----------------------------------------------------------------------------
+
+    def _lock_reason() -> str | None:
+        raw = app.current_event.body
+        if not raw:
+            return None
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            raise InvalidInput("the request body is not valid JSON", "/") from None
+        if not isinstance(parsed, dict):
+            return None
+        # The CLI wraps the reason in JSON:API; pytfe sends it bare.
+        data = parsed.get("data")
+        if isinstance(data, dict):
+            reason = (data.get("attributes") or {}).get("reason")
+        else:
+            reason = parsed.get("reason")
+        return str(reason)[:500] if reason else None
+
+    def _workspace_response(who: Principal, action: Callable[[], Any]) -> Reply:
+        ws = action()
+        return _document(jsonapi.workspace(ws, org_name_of(ws.organization_id), who))
+
+    @app.post("/api/v2/workspaces/<ws_id>/actions/lock")
+    def lock(ws_id: str) -> Reply:
+        who = principal()
+        reason = _lock_reason()
+        return _workspace_response(who, lambda: services().workspaces.lock(who, ws_id, reason))
+
+    @app.post("/api/v2/workspaces/<ws_id>/actions/unlock")
+    def unlock(ws_id: str) -> Reply:
+        who = principal()
+        return _workspace_response(who, lambda: services().workspaces.unlock(who, ws_id))
+
+    @app.post("/api/v2/workspaces/<ws_id>/actions/force-unlock")
+    def force_unlock(ws_id: str) -> Reply:
+        who = principal()
+        return _workspace_response(who, lambda: services().workspaces.force_unlock(who, ws_id))
+
+    # -- state --------------------------------------------------------------------------------
+
+    @app.get("/api/v2/workspaces/<ws_id>/current-state-version")
+    def current_state_version(ws_id: str) -> Reply:
+        return _document(
+            jsonapi.state_version(services().state.current(principal(), ws_id), base_url())
+        )
+
+    @app.get("/api/v2/workspaces/<ws_id>/current-state-version-outputs")
+    def current_outputs(ws_id: str) -> Reply:
+        version, outputs = services().state.outputs(principal(), ws_id)
+        return _document([jsonapi.output(version, out) for out in outputs])
+
+    @app.get("/api/v2/workspaces/<ws_id>/state-versions")
+    def list_state_versions(ws_id: str) -> Reply:
+        versions = services().state.history(principal(), ws_id)
+        base = base_url()
+        return _document(
+            [jsonapi.state_version(v, base) for v in reversed(versions)],
+            meta={
+                "pagination": {
+                    "current-page": 1,
+                    "total-pages": 1,
+                    "total-count": len(versions),
+                    "page-size": len(versions),
+                    "prev-page": None,
+                    "next-page": None,
+                }
+            },
+        )
+
+    @app.post("/api/v2/workspaces/<ws_id>/state-versions")
+    def create_state_version(ws_id: str) -> Reply:
+        attributes = body(jsonapi.StateVersionBody).data.attributes
+        created = services().state.create(
+            principal(),
+            ws_id,
+            serial=attributes.serial,
+            md5=attributes.md5,
+            lineage=attributes.lineage,
+            state_b64=attributes.state,
+            force=attributes.force,
+        )
+        base = base_url()
+        if isinstance(created, PendingUpload):
+            urls = (
+                f"{base}/_archivist/{created.state_token}",
+                f"{base}/_archivist/{created.json_token}",
+            )
+            return _document(
+                jsonapi.state_version(created.version, base, upload_urls=urls), status=201
+            )
+        return _document(jsonapi.state_version(created, base), status=201)
+
+    @app.get("/api/v2/state-versions/<sv_id>")
+    def read_state_version(sv_id: str) -> Reply:
+        return _document(
+            jsonapi.state_version(services().state.get(principal(), sv_id), base_url())
+        )
+
+    @app.get("/api/v2/state-versions/<sv_id>/download")
+    def download_state(sv_id: str) -> Reply:
+        raw = services().state.download(principal(), sv_id)
+        return Response(status_code=200, content_type="application/json", body=raw.decode("utf-8"))
+
+    @app.put("/_archivist/<token>")
+    def upload_state(token: str) -> Reply:
+        services().state.upload(token, raw_body())
+        return Response(status_code=200, content_type="application/json", body="{}")
+
+    # -- errors -------------------------------------------------------------------------------
+
+    @app.exception_handler(RunplaneError)  # type: ignore[untyped-decorator]
+    def runplane_error(error: RunplaneError) -> Reply:
+        pointer = getattr(error, "pointer", None)
+        return _json(
+            error.http_status,
+            jsonapi.error(
+                error.http_status, error.code.lower().replace("_", " "), error.message, pointer
+            ),
+        )
+
+    @app.not_found
+    def not_found(_: Exception) -> Reply:
+        return _json(404, jsonapi.error(404, "not found", "no such endpoint"))
+
+    return app
+
+
+def _only_local(mode: str | None) -> None:
+    if mode not in (None, "local"):
+        raise InvalidInput(
+            "Runplane runs plans and applies itself; a workspace's execution mode is always "
+            "'local' for clients of this API",
+            "/data/attributes/execution-mode",
+        )
+
+
+@lru_cache(maxsize=1)
+def app() -> APIGatewayRestResolver:
+    return build_app()
+
+
+def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve one API Gateway proxy event; every response carries TFP-API-Version."""
+    response: dict[str, Any] = app().resolve(event, context)
+    response.setdefault("headers", {})["TFP-API-Version"] = API_VERSION
+    if response.get("multiValueHeaders") is not None:
+        response["multiValueHeaders"]["TFP-API-Version"] = [API_VERSION]
+    return response

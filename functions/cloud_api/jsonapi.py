@@ -1,0 +1,243 @@
+"""JSON:API documents in the shapes TFE clients (go-tfe, pytfe) decode, and request bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runplane.domain.entities import Organization, Workspace
+from runplane.domain.identity import Permission, Principal
+from runplane.services.state import Output
+from runplane.store.state_versions import FINALIZED, StateVersion
+
+JSONAPI = "application/vnd.api+json"
+
+
+def timestamp(value: datetime) -> str:
+    """go-tfe's JSON:API decoder accepts exactly ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- documents --------------------------------------------------------------------------
+
+
+def organization(org: Organization) -> dict[str, Any]:
+    return {
+        "id": org.name,
+        "type": "organizations",
+        "attributes": {
+            "name": org.name,
+            "external-id": org.id,
+            "created-at": timestamp(org.created_at),
+            "email": "",
+            "collaborator-auth-policy": "password",
+        },
+    }
+
+
+def entitlements(org: Organization) -> dict[str, Any]:
+    return {
+        "id": org.id,
+        "type": "entitlement-sets",
+        "attributes": {
+            # Runplane runs plans and applies itself; clients only store state here.
+            "operations": False,
+            "state-storage": True,
+            "audit-logging": True,
+            "private-module-registry": False,
+            "sentinel": False,
+            "teams": False,
+            "vcs-integrations": False,
+            "cost-estimation": False,
+            "run-tasks": False,
+            "configuration-designer": False,
+            "agents": False,
+            "sso": False,
+        },
+    }
+
+
+def account(principal: Principal) -> dict[str, Any]:
+    return {
+        "id": principal.id,
+        "type": "users",
+        "attributes": {
+            "username": principal.display.removeprefix("User "),
+            "email": "",
+            "is-service-account": principal.kind.value != "user",
+            "two-factor": {"enabled": False, "verified": False},
+        },
+    }
+
+
+def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, Any]:
+    can = principal.permissions.__contains__
+    relationships: dict[str, Any] = {
+        "organization": {"data": {"id": org_name, "type": "organizations"}},
+        "current-state-version": {
+            "data": {"id": ws.current_state_version_id, "type": "state-versions"}
+            if ws.current_state_version_id
+            else None
+        },
+    }
+    if ws.lock_holder:
+        kind = "runs" if ws.lock_run_id else "users"
+        holder = ws.lock_run_id or ws.lock_holder.split(":", 1)[-1]
+        relationships["locked-by"] = {"data": {"id": holder, "type": kind}}
+    return {
+        "id": ws.id,
+        "type": "workspaces",
+        "attributes": {
+            "name": ws.name,
+            "description": ws.description or "",
+            "locked": ws.locked,
+            "execution-mode": "local",
+            "operations": False,
+            "auto-apply": False,
+            "terraform-version": ws.terraform_version or "",
+            "tag-names": list(ws.tag_names),
+            "created-at": timestamp(ws.created_at),
+            "updated-at": timestamp(ws.created_at),
+            "working-directory": "",
+            "resource-count": 0,
+            "global-remote-state": False,
+            "actions": {"is-destroyable": False},
+            "permissions": {
+                "can-update": can(Permission.WORKSPACE_UPDATE),
+                "can-destroy": False,
+                "can-queue-run": can(Permission.RUN_CREATE),
+                "can-queue-apply": False,
+                "can-queue-destroy": False,
+                "can-lock": can(Permission.WORKSPACE_LOCK),
+                "can-unlock": can(Permission.WORKSPACE_LOCK),
+                "can-force-unlock": can(Permission.WORKSPACE_FORCE_UNLOCK),
+                "can-read-settings": can(Permission.WORKSPACE_READ),
+                "can-read-state-versions": can(Permission.STATE_READ),
+                "can-create-state-versions": can(Permission.STATE_WRITE),
+                "can-update-variable": False,
+            },
+        },
+        "relationships": relationships,
+    }
+
+
+def state_version(
+    sv: StateVersion,
+    base_url: str,
+    *,
+    upload_urls: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "serial": sv.serial,
+        "lineage": sv.lineage,
+        "md5": sv.md5,
+        "size": sv.size or 0,
+        "status": sv.status,
+        "created-at": timestamp(sv.created_at),
+        "resources-processed": sv.status == FINALIZED,
+        "state-version": 4,
+    }
+    if sv.status == FINALIZED:
+        attributes["hosted-state-download-url"] = (
+            f"{base_url}/api/v2/state-versions/{sv.id}/download"
+        )
+    if sv.json_artifact_id:
+        attributes["hosted-json-state-download-url"] = (
+            f"{base_url}/api/v2/state-versions/{sv.id}/json-download"
+        )
+    if upload_urls is not None:
+        attributes["hosted-state-upload-url"] = upload_urls[0]
+        attributes["hosted-json-state-upload-url"] = upload_urls[1]
+    relationships: dict[str, Any] = {
+        "workspace": {"data": {"id": sv.workspace_id, "type": "workspaces"}},
+    }
+    provenance = sv.provenance or {}
+    if provenance.get("run_id"):
+        relationships["run"] = {"data": {"id": provenance["run_id"], "type": "runs"}}
+    return {
+        "id": sv.id,
+        "type": "state-versions",
+        "attributes": attributes,
+        "relationships": relationships,
+    }
+
+
+def output(sv: StateVersion, out: Output) -> dict[str, Any]:
+    return {
+        "id": f"wsout-{sv.id.removeprefix('sv-')}-{out.name}",
+        "type": "state-version-outputs",
+        "attributes": {
+            "name": out.name,
+            "sensitive": out.sensitive,
+            "type": out.type if isinstance(out.type, str) else "",
+            "detailed-type": out.type,
+            "value": out.value,
+        },
+    }
+
+
+def error(status: int, title: str, detail: str, pointer: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"status": str(status), "title": title, "detail": detail}
+    if pointer:
+        item["source"] = {"pointer": pointer}
+    return {"errors": [item]}
+
+
+# -- request bodies ---------------------------------------------------------------------
+
+
+class _Attributes(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+
+class WorkspaceAttributes(_Attributes):
+    name: str | None = Field(default=None, min_length=1, max_length=90)
+    terraform_version: str | None = Field(default=None, alias="terraform-version", max_length=40)
+    description: str | None = Field(default=None, max_length=1000)
+    tag_names: list[str] | None = Field(default=None, alias="tag-names", max_length=50)
+    execution_mode: str | None = Field(default=None, alias="execution-mode")
+
+
+class WorkspaceData(BaseModel):
+    type: str | None = None
+    attributes: WorkspaceAttributes
+
+
+class WorkspaceBody(BaseModel):
+    data: WorkspaceData
+
+
+class StateVersionAttributes(_Attributes):
+    serial: int = Field(ge=0)
+    md5: str = Field(min_length=32, max_length=32)
+    lineage: str = Field(min_length=1, max_length=200)
+    state: str | None = None
+    force: bool = False
+    json_state: str | None = Field(default=None, alias="json-state")
+
+
+class StateVersionData(BaseModel):
+    type: str | None = None
+    attributes: StateVersionAttributes
+
+
+class StateVersionBody(BaseModel):
+    data: StateVersionData
+
+
+def pointer_of(error: ValidationError) -> tuple[str, str]:
+    """The JSON pointer and message of the first problem, for a 422 body."""
+    first = error.errors()[0]
+    parts = []
+    for part in first["loc"]:
+        parts.append(str(part))
+    aliases = {
+        "terraform_version": "terraform-version",
+        "tag_names": "tag-names",
+        "json_state": "json-state",
+        "execution_mode": "execution-mode",
+    }
+    pointer = "/" + "/".join(aliases.get(p, p) for p in parts)
+    return pointer, str(first["msg"])

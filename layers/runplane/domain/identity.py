@@ -1,0 +1,119 @@
+"""Who is calling and what they may do: principals, named permissions, roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from runplane.domain.errors import RunplaneError
+
+
+class Permission(StrEnum):
+    ORGANIZATION_READ = "organization:read"
+    WORKSPACE_READ = "workspace:read"
+    WORKSPACE_CREATE = "workspace:create"
+    WORKSPACE_UPDATE = "workspace:update"
+    WORKSPACE_LOCK = "workspace:lock"
+    WORKSPACE_FORCE_UNLOCK = "workspace:force-unlock"
+    STATE_READ = "state:read"
+    STATE_WRITE = "state:write"
+    RUN_READ = "run:read"
+    RUN_CREATE = "run:create"
+    RUN_APPROVE = "run:approve"
+    RUN_CANCEL = "run:cancel"
+    RUN_RECOVER = "run:recover"
+    STATE_RECOVER = "state:recover"
+    POLICY_OVERRIDE = "policy:override"
+    TOKEN_MANAGE = "token:manage"
+
+
+P = Permission
+_READER = frozenset({P.ORGANIZATION_READ, P.WORKSPACE_READ, P.STATE_READ, P.RUN_READ})
+_DEVELOPER = _READER | {
+    P.WORKSPACE_CREATE,
+    P.WORKSPACE_UPDATE,
+    P.WORKSPACE_LOCK,
+    P.STATE_WRITE,
+    P.RUN_CREATE,
+    P.RUN_CANCEL,
+}
+_OPERATOR = _DEVELOPER | {
+    P.RUN_APPROVE,
+    P.WORKSPACE_FORCE_UNLOCK,
+    P.RUN_RECOVER,
+    P.STATE_RECOVER,
+    P.POLICY_OVERRIDE,
+}
+
+ROLES: dict[str, frozenset[Permission]] = {
+    "reader": _READER,
+    "developer": _DEVELOPER,
+    "operator": _OPERATOR,
+    "admin": frozenset(Permission),
+}
+
+# What a runner session may do, within its own run's workspace only.
+RUNNER_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.STATE_READ, P.STATE_WRITE})
+
+# Recovery needs a recent sign-in, not only the permission.
+STEP_UP_WINDOW = timedelta(minutes=15)
+
+
+class PrincipalKind(StrEnum):
+    USER = "user"
+    API_TOKEN = "token"
+    RUNNER = "runner"
+
+
+class Unauthenticated(RunplaneError):
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+    def __init__(self, why: str = "missing or invalid credentials") -> None:
+        super().__init__(why)
+
+
+class Forbidden(RunplaneError):
+    code = "FORBIDDEN"
+    http_status = 403
+
+    def __init__(self, permission: Permission) -> None:
+        super().__init__(f"this action needs the {permission} permission")
+        self.permission = permission
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: PrincipalKind
+    id: str
+    organization_id: str
+    permissions: frozenset[Permission]
+    display: str
+    auth_time: datetime | None = None
+    # A runner session is confined to its run's workspace.
+    run_id: str | None = None
+    workspace_id: str | None = None
+    attempt_id: str | None = None
+    sandbox_id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+    def require(self, permission: Permission) -> None:
+        if permission not in self.permissions:
+            raise Forbidden(permission)
+
+    def can_see_workspace(self, organization_id: str, workspace_id: str) -> bool:
+        if organization_id != self.organization_id:
+            return False
+        return self.workspace_id is None or self.workspace_id == workspace_id
+
+
+def permissions_for_roles(roles: list[str] | tuple[str, ...]) -> frozenset[Permission]:
+    granted: frozenset[Permission] = frozenset()
+    for role in roles:
+        granted |= ROLES.get(role, frozenset())
+    return granted

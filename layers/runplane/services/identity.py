@@ -1,0 +1,192 @@
+"""Authentication: API tokens, JWTs (Cognito-compatible) and runner sessions become principals.
+
+Every principal belongs to exactly one organization; every lookup a service
+makes on a principal's behalf is scoped to it, and another organization's
+object is reported exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runplane.adapters.jwt import JwtRejected, JwtVerifier
+from runplane.domain.capabilities import handle_hash
+from runplane.domain.clock import Clock
+from runplane.domain.errors import NotFound, SessionRefused
+from runplane.domain.identity import (
+    RUNNER_PERMISSIONS,
+    Permission,
+    Principal,
+    PrincipalKind,
+    Unauthenticated,
+    permissions_for_roles,
+)
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
+from runplane.store import identity as store
+from runplane.store.runs import RunRepository
+
+TOKEN_PREFIX = "rpt_"
+# The JWT claim that names the caller's organization (a Cognito custom attribute).
+ORGANIZATION_CLAIM = "custom:organization"
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    record: store.ApiTokenRecord
+    token: str = field(repr=False)
+
+
+class Identity:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        sessions: RunnerSessions,
+        runs: RunRepository,
+        verifier: JwtVerifier | None = None,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._sessions = sessions
+        self._runs = runs
+        self._verifier = verifier
+
+    # -- API tokens ---------------------------------------------------------------------
+
+    def issue_token(
+        self,
+        organization_id: str,
+        name: str,
+        permissions: Iterable[Permission],
+        *,
+        created_by: str,
+    ) -> IssuedToken:
+        """A new organization token; its secret is returned here and never again."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        record = store.ApiTokenRecord(
+            id=self._ids.new(IdKind.API_TOKEN),
+            organization_id=organization_id,
+            name=name,
+            permissions=frozenset(permissions),
+            created_at=self._clock.now(),
+            created_by=created_by,
+            revoked=False,
+        )
+        store.put_token(handle_hash(token), record).commit()
+        return IssuedToken(record, token)
+
+    def revoke_token(self, principal: Principal, token_id: str) -> None:
+        principal.require(Permission.TOKEN_MANAGE)
+        store.revoke_token(principal.organization_id, token_id, self._clock.now())
+
+    # -- authentication -------------------------------------------------------------------
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal behind an ``Authorization: Bearer ...`` header, or ``Unauthenticated``."""
+        if not authorization or not authorization.startswith("Bearer "):
+            raise Unauthenticated()
+        credential = authorization.removeprefix("Bearer ").strip()
+        if credential.startswith(TOKEN_PREFIX):
+            return self._token_principal(credential)
+        if credential.startswith(SESSION_PREFIX):
+            return self._runner_principal(credential)
+        if credential.count(".") == 2 and self._verifier is not None:
+            return self._user_principal(credential)
+        raise Unauthenticated()
+
+    def _token_principal(self, token: str) -> Principal:
+        record = store.get_token(handle_hash(token))
+        if record is None or record.revoked:
+            raise Unauthenticated()
+        return Principal(
+            kind=PrincipalKind.API_TOKEN,
+            id=record.id,
+            organization_id=record.organization_id,
+            permissions=record.permissions,
+            display=f"User {record.name}",
+        )
+
+    def _runner_principal(self, secret: str) -> Principal:
+        try:
+            session = self._sessions.authenticate(secret)
+        except SessionRefused:
+            raise Unauthenticated("the runner session is not valid") from None
+        try:
+            run = self._runs.get(session.binding.run_id)
+        except NotFound:
+            raise Unauthenticated("the runner session's run is gone") from None
+        return Principal(
+            kind=PrincipalKind.RUNNER,
+            id=session.id,
+            organization_id=session.organization_id,
+            permissions=RUNNER_PERMISSIONS,
+            display=f"Run {run.id}",
+            run_id=run.id,
+            workspace_id=run.workspace_id,
+            attempt_id=session.binding.attempt_id,
+            sandbox_id=session.binding.sandbox_id,
+        )
+
+    def _user_principal(self, token: str) -> Principal:
+        assert self._verifier is not None
+        try:
+            claims = self._verifier.verify(token, self._clock.now())
+        except JwtRejected:
+            raise Unauthenticated() from None
+        organization_id = claims.claims.get(ORGANIZATION_CLAIM)
+        if not isinstance(organization_id, str):
+            raise Unauthenticated("the token names no organization")
+        return Principal(
+            kind=PrincipalKind.USER,
+            id=claims.subject,
+            organization_id=organization_id,
+            permissions=permissions_for_roles(list(claims.groups)),
+            display=f"User {claims.username or claims.email or claims.subject}",
+            auth_time=claims.auth_time,
+        )
+
+
+# -- the principal as an API Gateway authorizer passes it to handlers --------------------
+
+
+def encode_principal(principal: Principal) -> dict[str, str]:
+    """Authorizer context values must be strings: the principal travels as JSON."""
+    body: dict[str, Any] = {
+        "kind": principal.kind.value,
+        "id": principal.id,
+        "organization_id": principal.organization_id,
+        "permissions": sorted(p.value for p in principal.permissions),
+        "display": principal.display,
+        "auth_time": principal.auth_time.isoformat() if principal.auth_time else None,
+        "run_id": principal.run_id,
+        "workspace_id": principal.workspace_id,
+        "attempt_id": principal.attempt_id,
+        "sandbox_id": principal.sandbox_id,
+    }
+    return {"principal": json.dumps(body, sort_keys=True)}
+
+
+def decode_principal(context: Mapping[str, Any] | None) -> Principal:
+    """The principal an authorizer put in ``requestContext.authorizer``; none is 401."""
+    if not context or "principal" not in context:
+        raise Unauthenticated()
+    body = json.loads(context["principal"])
+    auth_time = body.get("auth_time")
+    return Principal(
+        kind=PrincipalKind(body["kind"]),
+        id=body["id"],
+        organization_id=body["organization_id"],
+        permissions=frozenset(Permission(p) for p in body["permissions"]),
+        display=body["display"],
+        auth_time=datetime.fromisoformat(auth_time) if auth_time else None,
+        run_id=body.get("run_id"),
+        workspace_id=body.get("workspace_id"),
+        attempt_id=body.get("attempt_id"),
+        sandbox_id=body.get("sandbox_id"),
+    )

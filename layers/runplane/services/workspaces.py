@@ -1,0 +1,243 @@
+"""Workspaces as callers see them: scoped reads, settings, and the workspace lock.
+
+Native OpenTofu clients lock a workspace around every state change. A run
+holding the workspace's writer authority always wins: while it does, nobody
+else can lock, and the refusal says which run holds it and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from runplane.domain.clock import Clock
+from runplane.domain.entities import LockHolder, Organization, Workspace
+from runplane.domain.errors import (
+    ConcurrentChange,
+    NotFound,
+    RunplaneError,
+    TooMuchContention,
+    WorkspaceHeldByRun,
+    WorkspaceLocked,
+    WorkspaceNotLocked,
+)
+from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.store import workspaces as store
+from runplane.store.runs import RunRepository
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,90}$")
+MAX_PAGE_SIZE = 100
+_ATTEMPTS = 5
+
+
+class InvalidInput(RunplaneError):
+    code = "INVALID_INPUT"
+    http_status = 422
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
+def valid_name(kind: str, name: str, pointer: str | None = None) -> str:
+    if not _NAME.match(name):
+        raise InvalidInput(
+            f"{kind} name {name!r} must be 1-90 letters, digits, '-' or '_'", pointer
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Workspace]
+    number: int
+    size: int
+    total: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+
+class Workspaces:
+    def __init__(self, clock: Clock, ids: IdGenerator, runs: RunRepository) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._runs = runs
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def organization(self, principal: Principal, name: str) -> Organization:
+        """The caller's own organization by name; any other is 'not found'."""
+        org_id = store.find_organization_id(name)
+        if org_id is None or org_id != principal.organization_id:
+            raise NotFound("organization", name)
+        return store.get_organization(org_id)
+
+    def organization_name(self, organization_id: str) -> str:
+        return store.get_organization(organization_id).name
+
+    def by_id(self, principal: Principal, workspace_id: str) -> Workspace:
+        principal.require(Permission.WORKSPACE_READ)
+        try:
+            workspace = store.get_workspace(workspace_id)
+        except NotFound:
+            raise NotFound("workspace", workspace_id) from None
+        if not principal.can_see_workspace(workspace.organization_id, workspace.id):
+            raise NotFound("workspace", workspace_id)
+        return workspace
+
+    def by_name(self, principal: Principal, org_name: str, name: str) -> Workspace:
+        org = self.organization(principal, org_name)
+        workspace_id = store.find_workspace_id(org.id, name)
+        if workspace_id is None:
+            raise NotFound("workspace", name)
+        return self.by_id(principal, workspace_id)
+
+    def search(
+        self,
+        principal: Principal,
+        org_name: str,
+        *,
+        search: str | None = None,
+        tags: tuple[str, ...] = (),
+        page: int = 1,
+        size: int = 20,
+    ) -> Page:
+        principal.require(Permission.WORKSPACE_READ)
+        org = self.organization(principal, org_name)
+        if page < 1 or not 1 <= size <= MAX_PAGE_SIZE:
+            raise InvalidInput(f"page[number] >= 1 and 1 <= page[size] <= {MAX_PAGE_SIZE}")
+        found = [
+            w
+            for w in store.list_workspaces(org.id)
+            if (not search or search.lower() in w.name.lower())
+            and set(tags) <= set(w.tag_names)
+            and principal.can_see_workspace(w.organization_id, w.id)
+        ]
+        start = (page - 1) * size
+        return Page(found[start : start + size], page, size, len(found))
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(
+        self,
+        principal: Principal,
+        org_name: str,
+        name: str,
+        *,
+        terraform_version: str | None = None,
+        description: str | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> Workspace:
+        principal.require(Permission.WORKSPACE_CREATE)
+        org = self.organization(principal, org_name)
+        workspace = Workspace(
+            id=self._ids.new(IdKind.WORKSPACE),
+            organization_id=org.id,
+            name=valid_name("workspace", name, "/data/attributes/name"),
+            created_at=self._clock.now(),
+            fence=0,
+            writer_run_id=None,
+            lock_id=None,
+            lock_run_id=None,
+            queue_length=0,
+            terraform_version=terraform_version,
+            description=description,
+            tag_names=tags,
+        )
+        store.create_workspace(workspace).commit()
+        return workspace
+
+    def update(
+        self,
+        principal: Principal,
+        workspace: Workspace,
+        *,
+        terraform_version: str | None = None,
+        description: str | None = None,
+        tags: tuple[str, ...] | None = None,
+    ) -> Workspace:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        store.update_settings(
+            workspace.id,
+            terraform_version=terraform_version,
+            description=description,
+            tag_names=tags,
+        ).commit()
+        return store.get_workspace(workspace.id)
+
+    # -- locking --------------------------------------------------------------------------
+
+    def lock(self, principal: Principal, workspace_id: str, reason: str | None) -> Workspace:
+        principal.require(Permission.WORKSPACE_READ)
+        workspace = self.by_id(principal, workspace_id)
+        if principal.kind is PrincipalKind.RUNNER:
+            # The workflow locked the workspace for this run; the engine's own
+            # lock call only confirms it.
+            if workspace.lock_run_id != principal.run_id:
+                raise WorkspaceLocked(f"workspace {workspace.id} is not locked for this run")
+            return workspace
+        principal.require(Permission.WORKSPACE_LOCK)
+        holder = LockHolder(principal.ref, principal.display)
+        for _ in range(_ATTEMPTS):
+            if workspace.lock_holder == holder.ref:
+                return workspace  # a re-lock by the same holder succeeds
+            if workspace.writer_run_id is not None:
+                raise self.held_by_run(workspace.id, workspace.writer_run_id)
+            try:
+                store.acquire_lock(
+                    workspace.id,
+                    holder,
+                    lock_id=self._ids.new(IdKind.LOCK),
+                    observed_fence=workspace.fence,
+                    reason=reason,
+                    now=self._clock.now(),
+                ).commit()
+            except WorkspaceHeldByRun as held:
+                raise self.held_by_run(workspace.id, held.run_id) from None
+            except ConcurrentChange:
+                workspace = store.get_workspace(workspace.id)
+                continue
+            return store.get_workspace(workspace.id)
+        raise TooMuchContention(f"workspace {workspace_id}: the lock kept changing")
+
+    def unlock(self, principal: Principal, workspace_id: str) -> Workspace:
+        workspace = self.by_id(principal, workspace_id)
+        if principal.kind is PrincipalKind.RUNNER:
+            # A run's lock is released by the control plane when it commits the
+            # apply's result, never by the engine.
+            if workspace.lock_run_id != principal.run_id:
+                raise WorkspaceNotLocked(workspace.id)
+            return workspace
+        principal.require(Permission.WORKSPACE_LOCK)
+        if workspace.lock_id is None:
+            raise WorkspaceNotLocked(workspace.id)
+        if workspace.lock_holder != principal.ref:
+            raise WorkspaceLocked(
+                f"workspace {workspace.id} is locked by {workspace.lock_holder_display}"
+            )
+        store.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
+        return store.get_workspace(workspace.id)
+
+    def force_unlock(self, principal: Principal, workspace_id: str) -> Workspace:
+        workspace = self.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_FORCE_UNLOCK)
+        if workspace.lock_id is None:
+            raise WorkspaceNotLocked(workspace.id)
+        if workspace.lock_run_id is not None:
+            raise self.held_by_run(workspace.id, workspace.lock_run_id)
+        store.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
+        return store.get_workspace(workspace.id)
+
+    def held_by_run(self, workspace_id: str, run_id: str) -> WorkspaceHeldByRun:
+        try:
+            status: RunStatus | None = self._runs.get(run_id).status
+        except NotFound:
+            status = None
+        recovering = status in INTERVENTION_STATUSES or status is RunStatus.APPLY_FAILED
+        return WorkspaceHeldByRun(
+            workspace_id, run_id, status.value if status else None, needs_recovery=recovering
+        )

@@ -1,0 +1,77 @@
+"""Organization API tokens: only their hash is stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from runplane.domain.errors import NotFound
+from runplane.domain.identity import Permission
+from runplane.store.models import ApiTokenItem, api_token_key
+from runplane.store.transaction import Transaction
+
+
+@dataclass(frozen=True)
+class ApiTokenRecord:
+    id: str
+    organization_id: str
+    name: str
+    permissions: frozenset[Permission]
+    created_at: datetime
+    created_by: str
+    revoked: bool
+
+
+def tokens_partition(org_id: str) -> str:
+    return f"ORG#{org_id}#TOKENS"
+
+
+def put_token(token_hash: str, record: ApiTokenRecord) -> Transaction:
+    return Transaction().put_new(
+        ApiTokenItem(
+            *api_token_key(token_hash),
+            gsi1pk=tokens_partition(record.organization_id),
+            gsi1sk=record.id,
+            token_id=record.id,
+            org_id=record.organization_id,
+            name=record.name,
+            permissions=sorted(p.value for p in record.permissions),
+            created_at=record.created_at,
+            created_by=record.created_by,
+        )
+    )
+
+
+def _record(item: ApiTokenItem) -> ApiTokenRecord:
+    return ApiTokenRecord(
+        id=item.token_id,
+        organization_id=item.org_id,
+        name=item.name,
+        permissions=frozenset(Permission(p) for p in item.permissions or ()),
+        created_at=item.created_at,
+        created_by=item.created_by,
+        revoked=item.revoked_at is not None,
+    )
+
+
+def get_token(token_hash: str) -> ApiTokenRecord | None:
+    try:
+        return _record(ApiTokenItem.get(*api_token_key(token_hash), consistent_read=True))
+    except ApiTokenItem.DoesNotExist:
+        return None
+
+
+def list_tokens(org_id: str) -> list[ApiTokenRecord]:
+    return [_record(item) for item in ApiTokenItem.gsi1.query(tokens_partition(org_id))]
+
+
+def revoke_token(org_id: str, token_id: str, now: datetime) -> None:
+    for item in ApiTokenItem.gsi1.query(tokens_partition(org_id), ApiTokenItem.gsi1sk == token_id):
+        Transaction().update(
+            ApiTokenItem(item.pk, item.sk),
+            [ApiTokenItem.revoked_at.set(now)],
+            condition=ApiTokenItem.org_id == org_id,
+            on_refused=lambda current: NotFound("token", token_id),
+        ).commit()
+        return
+    raise NotFound("token", token_id)

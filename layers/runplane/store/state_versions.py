@@ -1,0 +1,318 @@
+"""State versions, upload tokens, and the one conditional write that moves a workspace's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pynamodb.expressions.condition import Condition
+
+from runplane.domain.errors import (
+    Conflict,
+    NotFound,
+    UploadUrlExpired,
+    UploadUrlUsed,
+    WorkspaceHeldByRun,
+    WorkspaceLocked,
+)
+from runplane.store import audit
+from runplane.store.models import (
+    StateVersionItem,
+    UploadTokenItem,
+    WorkspaceItem,
+    org_event_key,
+    state_version_key,
+    upload_token_key,
+    workspace_key,
+)
+from runplane.store.transaction import Item, Transaction
+
+PENDING = "pending"
+FINALIZED = "finalized"
+RETENTION = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class StateVersion:
+    id: str
+    workspace_id: str
+    organization_id: str
+    serial: int
+    lineage: str
+    md5: str
+    status: str
+    created_at: datetime
+    created_by: str
+    predecessor_id: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    artifact_id: str | None = None
+    json_artifact_id: str | None = None
+    forced: bool = False
+    provenance: dict[str, Any] | None = None
+    lock_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Authority:
+    """The exact workspace facts a state write was authorized under."""
+
+    workspace_id: str
+    holder_ref: str
+    lock_id: str
+    predecessor_id: str | None
+    fence: int | None = None  # required for runner sessions
+    run_id: str | None = None
+
+
+def versions_partition(workspace_id: str) -> str:
+    return f"WS#{workspace_id}#SV"
+
+
+def _item(version: StateVersion) -> StateVersionItem:
+    return StateVersionItem(
+        *state_version_key(version.id),
+        gsi1pk=versions_partition(version.workspace_id),
+        gsi1sk=f"{version.serial:012d}#{version.id}",
+        sv_id=version.id,
+        workspace_id=version.workspace_id,
+        org_id=version.organization_id,
+        serial=version.serial,
+        lineage=version.lineage,
+        md5=version.md5,
+        sha256=version.sha256,
+        size=version.size,
+        artifact_id=version.artifact_id,
+        status=version.status,
+        forced=version.forced,
+        created_at=version.created_at,
+        finalized_at=version.created_at if version.status == FINALIZED else None,
+        created_by=version.created_by,
+        predecessor_id=version.predecessor_id,
+        provenance=dict(version.provenance or {}, lock_id=version.lock_id),
+    )
+
+
+def to_version(item: StateVersionItem) -> StateVersion:
+    provenance = dict(item.provenance or {})
+    lock_id = provenance.pop("lock_id", None)
+    return StateVersion(
+        id=item.sv_id,
+        workspace_id=item.workspace_id,
+        organization_id=item.org_id,
+        serial=int(item.serial),
+        lineage=item.lineage,
+        md5=item.md5,
+        status=item.status,
+        created_at=item.created_at,
+        created_by=item.created_by,
+        predecessor_id=item.predecessor_id,
+        sha256=item.sha256,
+        size=None if item.size is None else int(item.size),
+        artifact_id=item.artifact_id,
+        json_artifact_id=item.json_artifact_id,
+        forced=bool(item.forced),
+        provenance=provenance or None,
+        lock_id=lock_id,
+    )
+
+
+def get(sv_id: str) -> StateVersion:
+    try:
+        return to_version(StateVersionItem.get(*state_version_key(sv_id), consistent_read=True))
+    except StateVersionItem.DoesNotExist:
+        raise NotFound("state version", sv_id) from None
+
+
+def list_for_workspace(workspace_id: str) -> list[StateVersion]:
+    return [
+        to_version(item)
+        for item in StateVersionItem.gsi1.query(versions_partition(workspace_id))
+        if item.status == FINALIZED
+    ]
+
+
+def _move_pointer(version: StateVersion, authority: Authority) -> Transaction:
+    """Make ``version`` current, iff the workspace is exactly as authorized."""
+    ws = WorkspaceItem(*workspace_key(authority.workspace_id))
+    condition: Condition = (WorkspaceItem.lock_id == authority.lock_id) & (
+        WorkspaceItem.lock_holder == authority.holder_ref
+    )
+    if authority.predecessor_id is None:
+        condition &= WorkspaceItem.current_sv_id.does_not_exist()
+    else:
+        condition &= WorkspaceItem.current_sv_id == authority.predecessor_id
+    if authority.run_id is None:
+        condition &= WorkspaceItem.writer_run_id.does_not_exist()
+    else:
+        condition &= WorkspaceItem.writer_run_id == authority.run_id
+    if authority.fence is not None:
+        condition &= WorkspaceItem.fence == authority.fence
+
+    def refused(current: Item | None) -> Exception:
+        current = current or {}
+        writer = current.get("writer_run_id")
+        if writer and writer != authority.run_id:
+            return WorkspaceHeldByRun(authority.workspace_id, str(writer))
+        if current.get("lock_id") != authority.lock_id or (
+            authority.fence is not None and current.get("fence") != authority.fence
+        ):
+            return WorkspaceLocked(
+                f"workspace {authority.workspace_id} is no longer locked by this writer; "
+                "it only accepts state uploads from the lock holder"
+            )
+        return Conflict(
+            f"the state of workspace {authority.workspace_id} changed meanwhile "
+            f"(current version {current.get('current_sv_id')}); pull it and retry"
+        )
+
+    return Transaction().update(
+        ws,
+        [
+            WorkspaceItem.current_sv_id.set(version.id),
+            WorkspaceItem.current_serial.set(version.serial),
+            WorkspaceItem.current_lineage.set(version.lineage),
+        ],
+        condition=condition,
+        on_refused=refused,
+    )
+
+
+def _event(version: StateVersion, event_id: str, now: datetime, type: str) -> Transaction:
+    return Transaction().put_new(
+        audit.audit_item(
+            key=org_event_key(version.organization_id, f"{now.isoformat()}#{event_id}"),
+            event_id=event_id,
+            org_id=version.organization_id,
+            subject_id=version.workspace_id,
+            type=type,
+            actor=version.created_by,
+            at=now,
+            details={
+                "state_version": version.id,
+                "serial": str(version.serial),
+                "predecessor": version.predecessor_id or "",
+                "forced": str(version.forced).lower(),
+            },
+        )
+    )
+
+
+def publish(version: StateVersion, authority: Authority, event_id: str) -> Transaction:
+    """A finalized version and the pointer move, with its audit event: one transaction."""
+    return (
+        Transaction()
+        .put_new(_item(version))
+        .extend(
+            [
+                _move_pointer(version, authority),
+                _event(version, event_id, version.created_at, "state.published"),
+            ]
+        )
+    )
+
+
+def put_pending(version: StateVersion) -> Transaction:
+    return Transaction().put_new(_item(version))
+
+
+def put_upload_token(
+    token_hash: str, sv_id: str, purpose: str, valid_until: datetime
+) -> Transaction:
+    return Transaction().put_new(
+        UploadTokenItem(
+            *upload_token_key(token_hash),
+            sv_id=sv_id,
+            purpose=purpose,
+            valid_until=valid_until,
+            expires_at=valid_until + RETENTION,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class UploadToken:
+    sv_id: str
+    purpose: str
+    valid_until: datetime
+    used: bool
+
+
+def get_upload_token(token_hash: str) -> UploadToken | None:
+    try:
+        item = UploadTokenItem.get(*upload_token_key(token_hash), consistent_read=True)
+    except UploadTokenItem.DoesNotExist:
+        return None
+    return UploadToken(item.sv_id, item.purpose, item.valid_until, item.used_at is not None)
+
+
+def use_upload_token(token_hash: str, now: datetime) -> Transaction:
+    def refused(current: Item | None) -> Exception:
+        if current is None:
+            return NotFound("upload", "this URL")
+        if current.get("used_at"):
+            return UploadUrlUsed()
+        return UploadUrlExpired()
+
+    return Transaction().update(
+        UploadTokenItem(*upload_token_key(token_hash)),
+        [UploadTokenItem.used_at.set(now)],
+        condition=UploadTokenItem.used_at.does_not_exist() & (UploadTokenItem.valid_until > now),
+        on_refused=refused,
+    )
+
+
+def finalize(
+    version: StateVersion,
+    authority: Authority,
+    *,
+    artifact_id: str,
+    sha256: str,
+    size: int,
+    event_id: str,
+    now: datetime,
+) -> Transaction:
+    finalized = StateVersion(
+        **{
+            **version.__dict__,
+            "status": FINALIZED,
+            "artifact_id": artifact_id,
+            "sha256": sha256,
+            "size": size,
+            "predecessor_id": authority.predecessor_id,
+        }
+    )
+    return (
+        Transaction()
+        .update(
+            StateVersionItem(*state_version_key(version.id)),
+            [
+                StateVersionItem.status.set(FINALIZED),
+                StateVersionItem.artifact_id.set(artifact_id),
+                StateVersionItem.sha256.set(sha256),
+                StateVersionItem.size.set(size),
+                StateVersionItem.finalized_at.set(now),
+                StateVersionItem.predecessor_id.set(authority.predecessor_id)
+                if authority.predecessor_id
+                else StateVersionItem.predecessor_id.remove(),
+            ],
+            condition=StateVersionItem.status == PENDING,
+            on_refused=lambda current: Conflict(f"state version {version.id} is not pending"),
+        )
+        .extend(
+            [
+                _move_pointer(finalized, authority),
+                _event(finalized, event_id, now, "state.published"),
+            ]
+        )
+    )
+
+
+def attach_json(sv_id: str, artifact_id: str) -> Transaction:
+    return Transaction().update(
+        StateVersionItem(*state_version_key(sv_id)),
+        [StateVersionItem.json_artifact_id.set(artifact_id)],
+        condition=StateVersionItem.json_artifact_id.does_not_exist(),
+        on_refused=lambda current: Conflict(f"state version {sv_id} already has its JSON state"),
+    )
