@@ -14,11 +14,10 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import BaseModel, ValidationError
 
 from functions.cloud_api import jsonapi
-from runplane.domain.errors import RunplaneError
+from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.services.identity import decode_principal
 from runplane.services.state import PendingUpload
-from runplane.services.workspaces import InvalidInput
 from runplane.wiring import services
 
 API_VERSION = "2.5"
@@ -42,8 +41,8 @@ def build_app() -> APIGatewayRestResolver:
     def base_url() -> str:
         """Absolute URLs for clients, as they reached us (stage prefix included)."""
         event = app.current_event
-        host = event.get_header_value("Host", default_value="localhost") or "localhost"
-        proto = event.get_header_value("X-Forwarded-Proto", default_value="https") or "https"
+        host = event.headers.get("Host") or "localhost"
+        proto = event.headers.get("X-Forwarded-Proto") or "https"
         full_path = str(event.request_context.raw_event.get("path") or event.path)
         prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
         return f"{proto}://{host}{prefix}"

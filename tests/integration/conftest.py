@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.artifacts import ArtifactStatus
@@ -14,8 +16,11 @@ from runplane.domain.entities import Organization, Workspace
 from runplane.local.moto_serial import serialize_requests
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
 from runplane.services.capabilities import Capabilities, RunnerSessions
+from runplane.services.identity import Identity
 from runplane.services.lifecycle import RunLifecycle
+from runplane.services.state import StateVersions
 from runplane.services.tenancy import Tenancy
+from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
@@ -41,6 +46,10 @@ class Stack:
     transfers: SandboxTransfers
     capabilities: Capabilities
     sessions: RunnerSessions
+    identity: Identity
+    workspaces: Workspaces
+    state: StateVersions
+    issuer: LocalIssuer
 
     def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
         return artifact_store.get(artifact_id).artifact.status
@@ -75,20 +84,35 @@ def stack() -> Iterator[Stack]:
         key_id = kms.create_key(Description="runplane test key")["KeyMetadata"]["KeyId"]
         clock, ids = FakeClock(), SeededIds()
         objects, keys = ObjectStore(s3, BUCKET), DataKeys(kms, key_id)
+        lifecycle = RunLifecycle(clock, ids)
+        sessions = RunnerSessions(clock, ids)
+        artifacts = ArtifactStore(clock, ids, objects, keys)
+        workspaces = Workspaces(clock, ids, lifecycle.runs)
+        issuer = _issuer()
         yield Stack(
             clock,
             ids,
             Tenancy(clock, ids),
-            RunLifecycle(clock, ids),
+            lifecycle,
             client,
             s3,
             objects,
             keys,
-            ArtifactStore(clock, ids, objects, keys),
+            artifacts,
             SandboxTransfers(clock, ids, objects, keys),
             Capabilities(clock, ids),
-            RunnerSessions(clock, ids),
+            sessions,
+            Identity(clock, ids, sessions, lifecycle.runs, issuer.verifier(leeway_seconds=0)),
+            workspaces,
+            StateVersions(clock, ids, workspaces, artifacts),
+            issuer,
         )
+
+
+@lru_cache(maxsize=1)
+def _issuer() -> LocalIssuer:
+    # RSA key generation is slow: one issuer serves the whole session.
+    return LocalIssuer.create("https://issuer.test", "runplane-test")
 
 
 @pytest.fixture

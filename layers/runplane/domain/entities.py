@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from runplane.domain.errors import InvalidInput
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.transitions import RunFacts
+
+# The names TFE accepts for organizations and workspaces.
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,90}$")
+
+
+def valid_name(kind: str, name: str, pointer: str | None = None) -> str:
+    if not _NAME.match(name):
+        raise InvalidInput(
+            f"{kind} name {name!r} must be 1-90 letters, digits, '-' or '_'", pointer
+        )
+    return name
 
 
 @dataclass(frozen=True)

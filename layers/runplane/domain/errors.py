@@ -19,6 +19,17 @@ class RunplaneError(Exception):
         return {"code": self.code, "message": self.message}
 
 
+class InvalidInput(RunplaneError):
+    """A request that cannot be valid; ``pointer`` names the field (JSON pointer)."""
+
+    code = "INVALID_INPUT"
+    http_status = 422
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
 class NotFound(RunplaneError):
     code = "NOT_FOUND"
     http_status = 404

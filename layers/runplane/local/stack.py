@@ -24,6 +24,7 @@ from runplane.domain.identity import Permission
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.settings import Settings
+from runplane.store import models
 from runplane.store.provision import create_table
 from runplane.wiring import Services, build_services, install
 
@@ -100,7 +101,7 @@ class EmbeddedStack:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
         self.services = build_services(settings, verifier=self.issuer.verifier())
-        install(self.services)
+        self.activate()
 
         from functions.authorizer.handler import handler as authorizer
         from functions.cloud_api.handler import handler as cloud_api
@@ -115,6 +116,13 @@ class EmbeddedStack:
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
+
+    def activate(self) -> None:
+        """Point this process's handlers at this stack (again, if something else moved them)."""
+        assert self.services is not None
+        settings = self.services.settings
+        models.bind(settings.table_name, settings.region, settings.aws_endpoint_url)
+        install(self.services)
 
     def stop(self) -> None:
         if self._server is not None:

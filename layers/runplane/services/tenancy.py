@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import NotFound, RunplaneError
+from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import workspaces as store
-
-# The names TFE accepts for organizations and workspaces.
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,90}$")
-
-
-class InvalidName(RunplaneError):
-    code = "INVALID_NAME"
-    http_status = 422
-
-
-def _valid(kind: str, name: str) -> str:
-    if not _NAME.match(name):
-        raise InvalidName(f"{kind} name {name!r} must be 1-90 letters, digits, '-' or '_'")
-    return name
 
 
 class Tenancy:
@@ -33,7 +16,7 @@ class Tenancy:
     def create_organization(self, name: str) -> Organization:
         org = Organization(
             id=self._ids.new(IdKind.ORGANIZATION),
-            name=_valid("organization", name),
+            name=valid_name("organization", name),
             created_at=self._clock.now(),
         )
         store.create_organization(org).commit()
@@ -44,7 +27,7 @@ class Tenancy:
         workspace = Workspace(
             id=self._ids.new(IdKind.WORKSPACE),
             organization_id=organization_id,
-            name=_valid("workspace", name),
+            name=valid_name("workspace", name),
             created_at=self._clock.now(),
             fence=0,
             writer_run_id=None,
@@ -53,11 +36,4 @@ class Tenancy:
             queue_length=0,
         )
         store.create_workspace(workspace).commit()
-        return workspace
-
-    def workspace(self, organization_id: str, workspace_id: str) -> Workspace:
-        """Another organization's workspace is reported exactly like a missing one."""
-        workspace = store.get_workspace(workspace_id)
-        if workspace.organization_id != organization_id:
-            raise NotFound("workspace", workspace_id)
         return workspace

@@ -7,15 +7,14 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import LockHolder, Organization, Workspace
+from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name
 from runplane.domain.errors import (
     ConcurrentChange,
+    InvalidInput,
     NotFound,
-    RunplaneError,
     TooMuchContention,
     WorkspaceHeldByRun,
     WorkspaceLocked,
@@ -27,26 +26,8 @@ from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.store import workspaces as store
 from runplane.store.runs import RunRepository
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,90}$")
 MAX_PAGE_SIZE = 100
 _ATTEMPTS = 5
-
-
-class InvalidInput(RunplaneError):
-    code = "INVALID_INPUT"
-    http_status = 422
-
-    def __init__(self, message: str, pointer: str | None = None) -> None:
-        super().__init__(message)
-        self.pointer = pointer
-
-
-def valid_name(kind: str, name: str, pointer: str | None = None) -> str:
-    if not _NAME.match(name):
-        raise InvalidInput(
-            f"{kind} name {name!r} must be 1-90 letters, digits, '-' or '_'", pointer
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -75,6 +56,12 @@ class Workspaces:
         if org_id is None or org_id != principal.organization_id:
             raise NotFound("organization", name)
         return store.get_organization(org_id)
+
+    def organization_id_of(self, name: str) -> str:
+        org_id = store.find_organization_id(name)
+        if org_id is None:
+            raise NotFound("organization", name)
+        return org_id
 
     def organization_name(self, organization_id: str) -> str:
         return store.get_organization(organization_id).name

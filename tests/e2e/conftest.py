@@ -1,0 +1,81 @@
+"""One embedded stack per test session, served over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from runplane.domain.identity import Permission
+from runplane.local.stack import Credentials, EmbeddedStack, terraform_rc
+
+_names = itertools.count(1)
+
+
+@dataclass
+class Local:
+    stack: EmbeddedStack
+    credentials: Credentials
+
+    @property
+    def url(self) -> str:
+        return self.credentials.url
+
+    @property
+    def organization(self) -> str:
+        return self.credentials.organization
+
+    @property
+    def admin_token(self) -> str:
+        return self.credentials.token
+
+    def token(self, permissions: Iterable[Permission], name: str = "ci") -> str:
+        """A new token of the default organization with exactly ``permissions``."""
+        services = self.stack.services
+        assert services is not None
+        org_id = services.workspaces.organization_id_of(self.organization)
+        return services.identity.issue_token(
+            org_id, name, frozenset(permissions), created_by="tests"
+        ).token
+
+    def other_organization(self, name: str) -> tuple[str, str]:
+        """Another organization and an admin token of it."""
+        services = self.stack.services
+        assert services is not None
+        org = services.tenancy.create_organization(name)
+        token = services.identity.issue_token(
+            org.id, "admin", frozenset(Permission), created_by="tests"
+        ).token
+        return org.name, token
+
+    def cli_config(self, directory: Path, token: str | None = None) -> Path:
+        """A terraform.rc for this stack, authenticating with ``token`` (admin by default)."""
+        path = directory / "terraform.rc"
+        creds = Credentials(self.url, self.organization, token or self.admin_token)
+        path.write_text(terraform_rc(creds), encoding="utf-8")
+        return path
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    stack = EmbeddedStack(tmp_path_factory.mktemp("runplane-local"), port=0)
+    credentials = stack.start()
+    try:
+        yield Local(stack, credentials)
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def local(embedded: Local) -> Local:
+    embedded.stack.activate()
+    return embedded

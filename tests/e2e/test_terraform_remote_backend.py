@@ -1,0 +1,203 @@
+"""A native client (Terraform 1.0.3, the offline OpenTofu-compatible engine) uses a
+Runplane workspace as its `remote` backend, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from runplane.domain.identity import Permission
+from tests.e2e.conftest import Local, unique
+from tests.engine import engine_env, engine_path
+
+P = Permission
+
+
+def backend(local: Local, workspace: str) -> str:
+    host = local.url.split("://", 1)[1]
+    return f"""
+terraform {{
+  backend "remote" {{
+    hostname     = "{host}"
+    organization = "{local.organization}"
+    workspaces {{
+      name = "{workspace}"
+    }}
+  }}
+}}
+"""
+
+
+class Engine:
+    def __init__(self, directory: Path, cli_config: Path) -> None:
+        self.directory = directory
+        self.env = engine_env(directory, cli_config)
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(engine_path()), *args],
+            cwd=self.directory,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{args} failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+
+def configuration(
+    tmp_path: Path, name: str, text: str, local: Local, token: str | None = None
+) -> Engine:
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "main.tf").write_text(text, encoding="utf-8")
+    return Engine(directory, local.cli_config(directory, token))
+
+
+def api(local: Local, path: str, token: str | None = None) -> requests.Response:
+    return requests.get(
+        f"{local.url}/api/v2{path}",
+        headers={"Authorization": f"Bearer {token or local.admin_token}"},
+        timeout=30,
+    )
+
+
+def workspace_id(local: Local, name: str) -> str:
+    found = api(local, f"/organizations/{local.organization}/workspaces/{name}")
+    assert found.status_code == 200, found.text
+    return str(found.json()["data"]["id"])
+
+
+def current_state(local: Local, name: str) -> dict:  # type: ignore[type-arg]
+    found = api(local, f"/workspaces/{workspace_id(local, name)}/current-state-version")
+    assert found.status_code == 200, found.text
+    return found.json()["data"]  # type: ignore[no-any-return]
+
+
+def test_state_lives_in_the_workspace_across_applies_and_configurations(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a configuration whose state lives in a Runplane workspace
+    name = unique("network")
+    producer = configuration(
+        tmp_path,
+        "producer",
+        backend(local, name) + 'variable "v" {}\noutput "greeting" { value = "hello ${var.v}" }\n',
+        local,
+    )
+
+    # When it is applied twice with different values
+    producer.run("init", "-input=false")
+    producer.run("apply", "-auto-approve", "-input=false", "-var", "v=one")
+    first = current_state(local, name)
+    producer.run("apply", "-auto-approve", "-input=false", "-var", "v=two")
+    second = current_state(local, name)
+
+    # Then the serial moved forward and the lineage stayed
+    assert second["attributes"]["serial"] == first["attributes"]["serial"] + 1
+    assert second["attributes"]["lineage"] == first["attributes"]["lineage"]
+    assert second["id"] != first["id"]
+
+    # And `state pull` returns exactly the stored version
+    pulled = producer.run("state", "pull").stdout
+    stored = requests.get(
+        second["attributes"]["hosted-state-download-url"],
+        headers={"Authorization": f"Bearer {local.admin_token}"},
+        timeout=30,
+    )
+    assert json.loads(pulled) == json.loads(stored.content)
+    assert json.loads(stored.content)["outputs"]["greeting"]["value"] == "hello two"
+
+    # And another configuration reads its outputs through terraform_remote_state
+    host = local.url.split("://", 1)[1]
+    consumer = configuration(
+        tmp_path,
+        "consumer",
+        f"""
+data "terraform_remote_state" "network" {{
+  backend = "remote"
+  config = {{
+    hostname     = "{host}"
+    organization = "{local.organization}"
+    workspaces = {{ name = "{name}" }}
+  }}
+}}
+output "seen" {{ value = data.terraform_remote_state.network.outputs.greeting }}
+""",
+        local,
+    )
+    consumer.run("init", "-input=false")
+    consumer.run("apply", "-auto-approve", "-input=false")
+    seen = json.loads(consumer.run("output", "-json").stdout)
+    assert seen["seen"]["value"] == "hello two"
+
+
+def test_a_client_is_blocked_while_another_holds_the_lock(local: Local, tmp_path: Path) -> None:
+    # Given a workspace with state, locked by another principal
+    name = unique("locked")
+    engine = configuration(
+        tmp_path, "cfg", backend(local, name) + 'output "x" { value = 1 }\n', local
+    )
+    engine.run("init", "-input=false")
+    engine.run("apply", "-auto-approve", "-input=false")
+    other = local.token([P.WORKSPACE_READ, P.WORKSPACE_LOCK], name="colleague")
+    ws = workspace_id(local, name)
+    locked = requests.post(
+        f"{local.url}/api/v2/workspaces/{ws}/actions/lock",
+        headers={"Authorization": f"Bearer {other}"},
+        json={"reason": "maintenance"},
+        timeout=30,
+    )
+    assert locked.status_code == 200, locked.text
+    before = current_state(local, name)["id"]
+
+    # When this client applies
+    blocked = engine.run("apply", "-auto-approve", "-input=false", "-lock-timeout=0s", check=False)
+
+    # Then it fails on the lock and the state did not move
+    assert blocked.returncode != 0
+    assert "lock" in (blocked.stderr + blocked.stdout).lower()
+    assert current_state(local, name)["id"] == before
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_force_unlock_needs_the_permission(local: Local, tmp_path: Path, allowed: bool) -> None:
+    # Given a workspace locked by a colleague
+    name = unique("stuck")
+    engine = configuration(
+        tmp_path, "cfg", backend(local, name) + 'output "x" { value = 1 }\n', local
+    )
+    engine.run("init", "-input=false")
+    engine.run("apply", "-auto-approve", "-input=false")
+    colleague = local.token([P.WORKSPACE_READ, P.WORKSPACE_LOCK], name="colleague")
+    ws = workspace_id(local, name)
+    requests.post(
+        f"{local.url}/api/v2/workspaces/{ws}/actions/lock",
+        headers={"Authorization": f"Bearer {colleague}"},
+        timeout=30,
+    ).raise_for_status()
+
+    # When an operator with or without force-unlock uses the CLI
+    permissions = [P.WORKSPACE_READ, P.WORKSPACE_LOCK, P.STATE_READ]
+    if allowed:
+        permissions.append(P.WORKSPACE_FORCE_UNLOCK)
+    operator = configuration(
+        tmp_path,
+        "operator",
+        backend(local, name),
+        local,
+        token=local.token(permissions, "operator"),
+    )
+    operator.run("init", "-input=false")
+    result = operator.run("force-unlock", "-force", f"{local.organization}/{name}", check=False)
+
+    # Then only the permitted one unlocks the workspace
+    still_locked = api(local, f"/workspaces/{ws}").json()["data"]["attributes"]["locked"]
+    assert (result.returncode == 0) is allowed, result.stderr
+    assert still_locked is not allowed

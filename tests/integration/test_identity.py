@@ -1,0 +1,118 @@
+"""Credentials become principals: API tokens, JWTs, runner sessions; nothing else does."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runplane.domain.capabilities import CapabilityKind
+from runplane.domain.entities import Organization, Workspace
+from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
+from runplane.domain.run import RunKind
+from runplane.services.identity import decode_principal, encode_principal
+from tests.integration.conftest import Stack
+from tests.integration.sandbox import new_binding
+
+P = Permission
+
+
+def test_an_api_token_is_shown_once_stored_hashed_and_revocable(
+    stack: Stack, org: Organization
+) -> None:
+    issued = stack.identity.issue_token(org.id, "ci", [P.WORKSPACE_READ], created_by="user:ada")
+
+    principal = stack.identity.authenticate(f"Bearer {issued.token}")
+
+    assert principal.kind is PrincipalKind.API_TOKEN
+    assert principal.organization_id == org.id
+    assert principal.permissions == frozenset({P.WORKSPACE_READ})
+    assert issued.token not in str(stack.scan())
+    assert issued.token not in repr(issued)
+    admin = stack.identity.authenticate(
+        "Bearer "
+        + stack.identity.issue_token(org.id, "admin", list(P), created_by="user:ada").token
+    )
+    stack.identity.revoke_token(admin, issued.record.id)
+    with pytest.raises(Unauthenticated):
+        stack.identity.authenticate(f"Bearer {issued.token}")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "Basic abc", "Bearer ", "Bearer rpt_nope", "Bearer rps_nope", "Bearer a.b.c"],
+)
+def test_anything_else_is_unauthenticated(stack: Stack, header: str | None) -> None:
+    with pytest.raises(Unauthenticated):
+        stack.identity.authenticate(header)
+
+
+def test_a_jwt_user_gets_the_permissions_of_their_roles(stack: Stack, org: Organization) -> None:
+    signed_in = stack.clock.now() - timedelta(minutes=3)
+    token = stack.issuer.issue(
+        subject="user-123",
+        now=stack.clock.now(),
+        groups=["developer"],
+        auth_time=signed_in,
+        extra={"custom:organization": org.id},
+    )
+
+    principal = stack.identity.authenticate(f"Bearer {token}")
+
+    assert principal.kind is PrincipalKind.USER
+    assert principal.organization_id == org.id
+    assert P.STATE_WRITE in principal.permissions
+    assert P.RUN_RECOVER not in principal.permissions
+    assert principal.auth_time is not None
+    assert abs((principal.auth_time - signed_in).total_seconds()) < 1
+
+
+def test_an_expired_jwt_or_one_without_organization_is_refused(
+    stack: Stack, org: Organization
+) -> None:
+    expired = stack.issuer.issue(
+        subject="u",
+        now=stack.clock.now() - timedelta(hours=2),
+        lifetime=timedelta(hours=1),
+        extra={"custom:organization": org.id},
+    )
+    orphan = stack.issuer.issue(subject="u", now=stack.clock.now())
+    for token in (expired, orphan):
+        with pytest.raises(Unauthenticated):
+            stack.identity.authenticate(f"Bearer {token}")
+
+
+def test_a_runner_session_is_confined_to_its_runs_workspace(
+    stack: Stack, org: Organization, workspace: Workspace
+) -> None:
+    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    binding = new_binding(stack)
+    binding = type(binding)(run.id, binding.attempt_id, binding.phase, binding.sandbox_id)
+    minted = stack.capabilities.mint(
+        CapabilityKind.BOOTSTRAP, binding, lifetime=timedelta(minutes=5), organization_id=org.id
+    )
+    grant = stack.sessions.start(minted.handle, binding)
+
+    principal = stack.identity.authenticate(f"Bearer {grant.token}")
+
+    assert principal.kind is PrincipalKind.RUNNER
+    assert (principal.run_id, principal.workspace_id) == (run.id, workspace.id)
+    other = stack.tenancy.create_workspace(org.id, "elsewhere")
+    assert principal.can_see_workspace(org.id, workspace.id)
+    assert not principal.can_see_workspace(org.id, other.id)
+    assert P.WORKSPACE_FORCE_UNLOCK not in principal.permissions
+    stack.sessions.revoke_attempt(binding.attempt_id)
+    with pytest.raises(Unauthenticated):
+        stack.identity.authenticate(f"Bearer {grant.token}")
+
+
+def test_the_principal_survives_the_authorizer_context(stack: Stack, org: Organization) -> None:
+    issued = stack.identity.issue_token(org.id, "ci", [P.STATE_READ], created_by="user:ada")
+    principal = stack.identity.authenticate(f"Bearer {issued.token}")
+
+    context = encode_principal(principal)
+
+    assert all(isinstance(value, str) for value in context.values())
+    assert decode_principal(context) == principal
+    with pytest.raises(Unauthenticated):
+        decode_principal({})
