@@ -282,6 +282,11 @@ def build_app() -> APIGatewayRestResolver:
         raw = services().state.download(principal(), sv_id)
         return Response(status_code=200, content_type="application/json", body=raw.decode("utf-8"))
 
+    @app.get("/api/v2/state-versions/<sv_id>/json-download")
+    def download_json_state(sv_id: str) -> Reply:
+        raw = services().state.download_json(principal(), sv_id)
+        return Response(status_code=200, content_type="application/json", body=raw.decode("utf-8"))
+
     @app.put("/_archivist/<token>")
     def upload_state(token: str) -> Reply:
         services().state.upload(token, raw_body())

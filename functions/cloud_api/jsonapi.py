@@ -173,7 +173,9 @@ def output(sv: StateVersion, out: Output) -> dict[str, Any]:
             "sensitive": out.sensitive,
             "type": out.type if isinstance(out.type, str) else "",
             "detailed-type": out.type,
-            "value": out.value,
+            # As TFE does: sensitive values are withheld here (state readers can
+            # still download the full state).
+            "value": None if out.sensitive else out.value,
         },
     }
 

@@ -1,0 +1,113 @@
+"""Summarise a saved plan from the engine's ``show -json`` document (format 0.x and 1.x).
+
+Pure functions: no I/O. Missing or malformed parts of the document count as empty, so an
+empty plan (no ``resource_changes``, no ``output_changes``) summarises to no changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+OutputAction = Literal["create", "update", "delete", "no-op"]
+
+NO_CHANGE_ACTIONS: Final = frozenset({"no-op", "read"})
+"""Resource actions that change nothing: they are not counted and are not changes."""
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """Counts of planned resource actions, and the action planned for each output.
+
+    A replacement (``["delete", "create"]`` or ``["create", "delete"]``) counts as one
+    add, one destroy and one replace. ``has_changes`` is true iff some resource has an
+    action other than ``no-op``/``read`` (including actions not counted here, such as
+    OpenTofu's ``forget``) or some output's action is not ``no-op``.
+    """
+
+    adds: int = 0
+    changes: int = 0
+    destroys: int = 0
+    replaces: int = 0
+    output_changes: dict[str, OutputAction] = field(default_factory=dict)
+    has_changes: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping of the summary."""
+        return {
+            "adds": self.adds,
+            "changes": self.changes,
+            "destroys": self.destroys,
+            "replaces": self.replaces,
+            "output_changes": dict(self.output_changes),
+            "has_changes": self.has_changes,
+        }
+
+
+def _actions(change: object) -> tuple[str, ...]:
+    """The ``actions`` of a change object (``{"actions": [...], ...}``), or ``()``."""
+    if not isinstance(change, Mapping):
+        return ()
+    actions = change.get("actions")
+    if isinstance(actions, str) or not isinstance(actions, Sequence):
+        return ()
+    return tuple(action for action in actions if isinstance(action, str))
+
+
+def output_action(actions: Sequence[str]) -> OutputAction:
+    """The single action of an output change.
+
+    ``create``, ``update``, ``delete`` and ``no-op`` map to themselves, ``read`` and an
+    empty list to ``no-op``; any other shape (a replacement, an unknown action) is an
+    ``update``, so that it is never mistaken for no change.
+    """
+    shape = tuple(actions)
+    if shape in {(), ("no-op",), ("read",)}:
+        return "no-op"
+    if shape == ("create",):
+        return "create"
+    if shape == ("delete",):
+        return "delete"
+    return "update"
+
+
+def summarize(plan: Mapping[str, Any]) -> PlanSummary:
+    """Summarise a ``show -json`` plan document."""
+    adds = changes = destroys = replaces = 0
+    resource_changed = False
+    resource_changes = plan.get("resource_changes")
+    if not isinstance(resource_changes, Sequence) or isinstance(resource_changes, str):
+        resource_changes = ()
+    for entry in resource_changes:
+        actions = _actions(entry.get("change") if isinstance(entry, Mapping) else None)
+        if any(action not in NO_CHANGE_ACTIONS for action in actions):
+            resource_changed = True
+        kinds = set(actions)
+        if kinds == {"create", "delete"} and len(actions) == 2:
+            adds += 1
+            destroys += 1
+            replaces += 1
+        elif actions == ("create",):
+            adds += 1
+        elif actions == ("update",):
+            changes += 1
+        elif actions == ("delete",):
+            destroys += 1
+
+    output_changes: dict[str, OutputAction] = {}
+    raw_outputs = plan.get("output_changes")
+    if isinstance(raw_outputs, Mapping):
+        for name, entry in raw_outputs.items():
+            if isinstance(name, str):
+                output_changes[name] = output_action(_actions(entry))
+
+    outputs_changed = any(action != "no-op" for action in output_changes.values())
+    return PlanSummary(
+        adds=adds,
+        changes=changes,
+        destroys=destroys,
+        replaces=replaces,
+        output_changes=output_changes,
+        has_changes=resource_changed or outputs_changed,
+    )
