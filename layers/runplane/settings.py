@@ -26,6 +26,19 @@ class Settings(BaseModel):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_jwks: str | None = None  # the issuer's JWKS document, as JSON
+    # Orchestration.
+    state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
+    control_plane_url: str = "http://127.0.0.1:8700"
+    approval_window_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=30 * 24 * 3600)
+    definition_version: str = "unversioned"
+    build_sha: str = "unknown"
+    # Sandboxes: "ecs" in AWS, "local" for the embedded stack.
+    launcher: str = "ecs"
+    engine_path: str | None = None
+    ecs_cluster: str | None = None
+    ecs_task_definition: str | None = None
+    ecs_subnets: str | None = None  # comma-separated
+    ecs_security_groups: str | None = None  # comma-separated
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

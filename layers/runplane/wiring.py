@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import lru_cache
 
 from runplane.adapters import aws
@@ -11,18 +12,35 @@ from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
 from runplane.adapters.jwt import JwtVerifier
 from runplane.adapters.keys import DataKeys
+from runplane.adapters.launchers import EcsFargateLauncher, Launcher, LocalProcessLauncher
 from runplane.adapters.object_store import ObjectStore
+from runplane.adapters.workflow import Workflow
 from runplane.domain.clock import Clock
 from runplane.domain.ids import IdGenerator
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.identity import Identity
 from runplane.services.lifecycle import RunLifecycle
+from runplane.services.orchestration import Orchestration, Timing
+from runplane.services.runner_api import RunnerApi
+from runplane.services.runs import Runs
 from runplane.services.state import StateVersions
 from runplane.services.tenancy import Tenancy
 from runplane.services.workspaces import Workspaces
 from runplane.settings import Settings, get_settings
 from runplane.store import models
+
+
+def launcher_for(settings: Settings) -> Launcher:
+    if settings.launcher == "local":
+        return LocalProcessLauncher(engine=settings.engine_path)
+    return EcsFargateLauncher(
+        aws.ecs(settings),
+        cluster=settings.ecs_cluster or "",
+        task_definition=settings.ecs_task_definition or "",
+        subnets=[s for s in (settings.ecs_subnets or "").split(",") if s],
+        security_groups=[s for s in (settings.ecs_security_groups or "").split(",") if s],
+    )
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,11 @@ class Services:
     identity: Identity
     workspaces: Workspaces
     state: StateVersions
+    workflow: Workflow
+    runs: Runs
+    orchestration: Orchestration
+    runner_api: RunnerApi
+    launcher: Launcher
 
 
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
@@ -57,6 +80,7 @@ def build_services(
     clock: Clock | None = None,
     ids: IdGenerator | None = None,
     verifier: JwtVerifier | None = None,
+    launcher: Launcher | None = None,
 ) -> Services:
     clock = clock or SystemClock()
     ids = ids or RandomIds()
@@ -67,6 +91,22 @@ def build_services(
     lifecycle = RunLifecycle(clock, ids)
     sessions = RunnerSessions(clock, ids)
     workspaces = Workspaces(clock, ids, lifecycle.runs)
+    capabilities = Capabilities(clock, ids)
+    transfers = SandboxTransfers(
+        clock, ids, objects, keys, url_seconds=settings.transfer_url_seconds
+    )
+    workflow = Workflow(aws.stepfunctions(settings), settings.state_machine_arn)
+    launcher = launcher or launcher_for(settings)
+    orchestration = Orchestration(
+        clock,
+        ids,
+        lifecycle,
+        capabilities,
+        workflow,
+        launcher,
+        control_plane_url=settings.control_plane_url,
+        timing=Timing(approval_window=timedelta(seconds=settings.approval_window_seconds)),
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -74,14 +114,26 @@ def build_services(
         tenancy=Tenancy(clock, ids),
         lifecycle=lifecycle,
         artifacts=artifacts,
-        transfers=SandboxTransfers(
-            clock, ids, objects, keys, url_seconds=settings.transfer_url_seconds
-        ),
-        capabilities=Capabilities(clock, ids),
+        transfers=transfers,
+        capabilities=capabilities,
         sessions=sessions,
         identity=Identity(clock, ids, sessions, lifecycle.runs, verifier or jwt_verifier(settings)),
         workspaces=workspaces,
         state=StateVersions(clock, ids, workspaces, artifacts),
+        workflow=workflow,
+        runs=Runs(
+            clock,
+            ids,
+            lifecycle,
+            workspaces,
+            artifacts,
+            workflow,
+            definition_version=settings.definition_version,
+            build_sha=settings.build_sha,
+        ),
+        orchestration=orchestration,
+        runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
+        launcher=launcher,
     )
 
 

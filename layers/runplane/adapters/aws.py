@@ -12,8 +12,10 @@ from botocore.config import Config
 from runplane.settings import Settings
 
 if TYPE_CHECKING:
+    from mypy_boto3_ecs import ECSClient
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_stepfunctions import SFNClient
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[tuple[str, str, str | None], Any] = {}
@@ -40,6 +42,14 @@ def s3(settings: Settings) -> S3Client:
 
 def kms(settings: Settings) -> KMSClient:
     return _client("kms", settings)  # type: ignore[no-any-return]
+
+
+def stepfunctions(settings: Settings) -> SFNClient:
+    return _client("stepfunctions", settings)  # type: ignore[no-any-return]
+
+
+def ecs(settings: Settings) -> ECSClient:
+    return _client("ecs", settings)  # type: ignore[no-any-return]
 
 
 def forget_clients() -> None:

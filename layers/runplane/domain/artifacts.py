@@ -19,6 +19,7 @@ class ArtifactKind(StrEnum):
     LOGS = "logs"
     STATE = "state"
     STATE_JSON = "state_json"
+    VARIABLES = "variables"
 
 
 class ArtifactStatus(StrEnum):

@@ -68,6 +68,11 @@ class Run:
     updated_at: datetime
     plan_has_changes: bool | None = None
     status_reason: str | None = None
+    definition_version: str | None = None
+    build_sha: str | None = None
+    created_by: str | None = None
+    predecessor_sv_id: str | None = None
+    approval_expires_at: datetime | None = None
 
     @property
     def facts(self) -> RunFacts:

@@ -287,3 +287,14 @@ class StateConflict(Conflict):
     """The state cannot follow the current one (lineage or serial)."""
 
     code = "STATE_CONFLICT"
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+class ApprovalExpired(Conflict):
+    code = "APPROVAL_EXPIRED"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} expired before a decision was recorded; create a new run")
+        self.run_id = run_id

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -96,7 +96,8 @@ class Principal:
     workspace_id: str | None = None
     attempt_id: str | None = None
     sandbox_id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    phase: str | None = None
+    inputs: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

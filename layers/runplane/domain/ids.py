@@ -22,6 +22,8 @@ class IdKind(StrEnum):
     SANDBOX = "sbx"
     ATTEMPT = "att"
     API_TOKEN = "tok"
+    CONFIGURATION_VERSION = "cv"
+    POLICY_CHECK = "pol"
     USER = "user"
 
 

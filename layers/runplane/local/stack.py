@@ -9,9 +9,12 @@ data directory keeps only the sign-in key and the files clients read).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
+import subprocess
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,18 +23,89 @@ import boto3
 
 from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
+from runplane.adapters.launchers import LocalProcessLauncher
 from runplane.domain.identity import Permission
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
+from runplane.local.moto_stepfunctions import enable_step_functions
 from runplane.settings import Settings
 from runplane.store import models
 from runplane.store.provision import create_table
 from runplane.wiring import Services, build_services, install
 
 REGION = "us-east-1"
+ACCOUNT = "123456789012"
+ASL = Path(__file__).resolve().parents[3] / "statemachines" / "run.asl.json"
 DEFAULT_ORGANIZATION = "default"
 LOCAL_ISSUER = "https://runplane.local/issuer"
 LOCAL_AUDIENCE = "runplane-local"
+
+
+def _function_name(handler: str) -> str:
+    return f"runplane-{handler}"
+
+
+def _definition() -> str:
+    """The same ASL a deployment uses, with each function placeholder substituted."""
+    text = ASL.read_text(encoding="utf-8")
+    for name in task_handlers():
+        arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{_function_name(name)}"
+        text = text.replace(f"${{{name}FunctionArn}}", arn)
+    if "${" in text:
+        raise RuntimeError("the state machine definition has an unsubstituted placeholder")
+    return text
+
+
+def _configure_moto(endpoint: str) -> None:
+    body = json.dumps(
+        {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+    ).encode()
+    request = urllib.request.Request(  # noqa: S310 - loopback moto server
+        f"{endpoint}/moto-api/config",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=30).close()  # noqa: S310
+
+
+def _build_sha() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],  # noqa: S607
+            cwd=ASL.parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def task_handlers() -> dict[str, Any]:
+    from functions.tasks.handlers import HANDLERS
+
+    return dict(HANDLERS)
+
+
+def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """One gateway, two APIs: the run API under /api/v1, the Cloud API elsewhere."""
+    if str(event.get("path", "")).startswith("/api/v1/"):
+        from functions.api.app import handler as run_api
+
+        return run_api(event, context)
+    from functions.cloud_api.handler import handler as cloud_api
+
+    return cloud_api(event, context)
+
+
+def _is_public(method: str, path: str) -> bool:
+    from functions.api.routes import is_public as run_api_public
+    from functions.cloud_api.routes import is_public as cloud_public
+
+    return run_api_public(method, path) or cloud_public(method, path)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -70,10 +144,21 @@ def terraform_rc(credentials: Credentials) -> str:
 
 
 class EmbeddedStack:
-    def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 8700) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 8700,
+        *,
+        engine: str | None = None,
+        approval_window_seconds: int = 7 * 24 * 3600,
+    ) -> None:
         self.data_dir = data_dir
         self._host = host
         self._port = port
+        self._engine = engine
+        self._approval_window = approval_window_seconds
+        self.launcher: LocalProcessLauncher | None = None
         self._moto: Any = None
         self._server: GatewayServer | None = None
         self.services: Services | None = None
@@ -83,36 +168,47 @@ class EmbeddedStack:
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
 
+        from functions.authorizer.handler import handler as authorizer
+
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, "local")
         serialize_requests("dynamodb")
         moto_port = free_port()
+        # moto's Step Functions interpreter calls Lambda through this port.
+        os.environ["MOTO_PORT"] = str(moto_port)
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
         self._moto.start()
         endpoint = f"http://127.0.0.1:{moto_port}"
+        _configure_moto(endpoint)
+        enable_step_functions({_function_name(name): fn for name, fn in task_handlers().items()})
+        self._server = GatewayServer(Gateway(_api, authorizer, _is_public), self._host, self._port)
+        self._server.start()
+        host, port = self._server.address
+        url = f"http://{host}:{port}"
+        definition = _definition()
+        digest = hashlib.sha256(definition.encode()).hexdigest()[:12]
         settings = Settings(
             table_name="runplane",
             artifact_bucket="runplane-artifacts",
             kms_key_id="alias/runplane",
             region=REGION,
             aws_endpoint_url=endpoint,
+            control_plane_url=url,
+            launcher="local",
+            engine_path=self._engine,
+            approval_window_seconds=self._approval_window,
+            definition_version=f"run.asl.json#{digest}",
+            build_sha=_build_sha(),
         )
-        self._provision(settings)
+        arn = self._provision(settings, definition)
+        settings = settings.model_copy(update={"state_machine_arn": arn})
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
-        self.services = build_services(settings, verifier=self.issuer.verifier())
-        self.activate()
-
-        from functions.authorizer.handler import handler as authorizer
-        from functions.cloud_api.handler import handler as cloud_api
-        from functions.cloud_api.routes import is_public
-
-        self._server = GatewayServer(
-            Gateway(cloud_api, authorizer, is_public), self._host, self._port
+        self.launcher = LocalProcessLauncher(engine=self._engine)
+        self.services = build_services(
+            settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )
-        self._server.start()
-        host, port = self._server.address
-        url = f"http://{host}:{port}"
+        self.activate()
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
@@ -125,6 +221,8 @@ class EmbeddedStack:
         install(self.services)
 
     def stop(self) -> None:
+        if self.launcher is not None:
+            self.launcher.stop_all()
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -143,7 +241,7 @@ class EmbeddedStack:
     # -- internals ---------------------------------------------------------------------------
 
     @staticmethod
-    def _provision(settings: Settings) -> None:
+    def _provision(settings: Settings, definition: str) -> str:
         session = boto3.session.Session(region_name=settings.region)
         endpoint = settings.aws_endpoint_url
         create_table(session.client("dynamodb", endpoint_url=endpoint), settings.table_name)
@@ -151,6 +249,13 @@ class EmbeddedStack:
         kms = session.client("kms", endpoint_url=endpoint)
         key_id = kms.create_key(Description="Runplane embedded stack")["KeyMetadata"]["KeyId"]
         kms.create_alias(AliasName=settings.kms_key_id, TargetKeyId=key_id)
+        sfn = session.client("stepfunctions", endpoint_url=endpoint)
+        created = sfn.create_state_machine(
+            name="runplane-run",
+            definition=definition,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/runplane-run",
+        )
+        return str(created["stateMachineArn"])
 
     def _issuer(self) -> LocalIssuer:
         path = self.data_dir / "issuer.json"

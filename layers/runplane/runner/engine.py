@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,23 +168,72 @@ def _secret_forms(secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
+class _Tail:
+    """The most recent ``cap`` bytes of a stream, held as a queue of sealed chunks.
+
+    Small writes are coalesced into an open chunk of up to :data:`_READ_CHUNK` bytes;
+    bytes falling out of the window are skipped inside the oldest chunk until all of it
+    is out. So memory is ``cap`` plus at most two chunks, with no per-write copying of
+    the window.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.size = 0
+        self._sealed: deque[bytearray] = deque()
+        self._skip = 0  # bytes of the oldest sealed chunk already out of the window
+        self._open = bytearray()
+
+    def add(self, data: bytes) -> int:
+        """Append ``data``; return how many bytes fell out of the window."""
+        if self._open and len(self._open) + len(data) > _READ_CHUNK:
+            self._sealed.append(self._open)
+            self._open = bytearray()
+        self._open += data
+        self.size += len(data)
+        dropped = 0
+        while self.size > self.cap:
+            excess = self.size - self.cap
+            if self._sealed:
+                available = len(self._sealed[0]) - self._skip
+                step = min(excess, available)
+                self._skip += step
+                if self._skip == len(self._sealed[0]):
+                    self._sealed.popleft()
+                    self._skip = 0
+            else:
+                step = excess
+                del self._open[:step]
+            self.size -= step
+            dropped += step
+        return dropped
+
+    def value(self) -> bytes:
+        parts: list[bytes | bytearray] = [*self._sealed, self._open]
+        if self._sealed:
+            parts[0] = memoryview(self._sealed[0])[self._skip :].tobytes()
+        return b"".join(parts)
+
+
 class BoundedLog:
     """Engine output, capped at ``cap_bytes`` and with secrets redacted.
 
     Size: the first half of the cap is kept (the head), then only the most recent half
     (the tail); :meth:`bytes` joins them with one ``[... N bytes truncated ...]`` line
-    where N is the number of (redacted) bytes dropped. Memory stays at the cap plus one
-    read chunk plus the redaction carry, whatever the output size.
+    where N is the number of (redacted) bytes dropped. Memory stays at the cap plus a few
+    read chunks plus the redaction carry, whatever the output size.
 
     Redaction happens on the stream, before anything is stored, so neither the head, the
     tail nor the truncation point can expose a secret. A secret may be split across
     writes, so the last ``len(longest secret) - 1`` raw bytes are held back until more
     output (or :meth:`bytes`) shows whether they start a secret: a match that starts
     before the hold-back boundary is always complete in the buffer. Matches of all secrets
-    (overlaps included) are merged into runs and each run becomes one ``[redacted]``. A
-    run that crosses the boundary is emitted as a marker at once and its remainder is
-    remembered as already covered, so the raw bytes stay available for matching a secret
-    that overlaps it. Empty secrets are ignored.
+    (overlapping or adjacent ones too) are merged into runs and each run becomes one
+    ``[redacted]``. A run that crosses the boundary is emitted as a marker at once and its
+    remainder is remembered as already covered, so the raw bytes stay available for
+    matching a secret that overlaps it. The result is exactly that of redacting the whole
+    stream at once, however it was split into writes. Empty secrets are ignored; see
+    :func:`_secret_forms` for the spellings of a secret that are redacted.
     """
 
     def __init__(self, cap_bytes: int = DEFAULT_LOG_CAP, secrets: Iterable[str] = ()) -> None:
@@ -191,12 +241,11 @@ class BoundedLog:
             raise ValueError("a BoundedLog needs a cap of at least 2 bytes")
         self.cap_bytes = cap_bytes
         self._head_cap = cap_bytes // 2
-        self._tail_cap = cap_bytes - self._head_cap
         self._head = bytearray()
-        self._tail = bytearray()
+        self._tail = _Tail(cap_bytes - self._head_cap)
         self._dropped = 0
         self._total = 0
-        needles: set[bytes] = set()
+        needles: set[builtins.bytes] = set()
         for secret in secrets:
             if secret:
                 needles.update(form.encode("utf-8") for form in _secret_forms(secret))
@@ -205,6 +254,7 @@ class BoundedLog:
         # Raw bytes that may still start a secret, and how many of them a marker covers.
         self._pending: builtins.bytes = b""
         self._covered = 0
+        self._joined = False  # the last byte stored was the end of a marker
 
     @property
     def total_bytes(self) -> int:
@@ -214,7 +264,9 @@ class BoundedLog:
     @property
     def truncated(self) -> bool:
         """Whether output was dropped to stay within the cap."""
-        return self._snapshot()[2] > 0
+        rest = self._redact(self._pending, self._covered, self._joined, final=True)[0]
+        beyond_head = max(0, len(rest) - (self._head_cap - len(self._head)))
+        return self._dropped > 0 or self._tail.size + beyond_head > self._tail.cap
 
     def write(self, data: builtins.bytes | str) -> None:
         """Append engine output (``str`` is encoded as UTF-8)."""
@@ -222,49 +274,46 @@ class BoundedLog:
         for start in range(0, len(raw), _READ_CHUNK):
             piece = raw[start : start + _READ_CHUNK]
             self._total += len(piece)
-            out, self._pending, self._covered = self._redact(
-                self._pending + piece, self._covered, final=False
+            out, self._pending, self._covered, self._joined = self._redact(
+                self._pending + piece, self._covered, self._joined, final=False
             )
-            self._head, self._tail, self._dropped = self._store(
-                self._head, self._tail, self._dropped, out
-            )
+            room = self._head_cap - len(self._head)
+            if room > 0:
+                self._head += out[:room]
+                out = out[room:]
+            if out:
+                self._dropped += self._tail.add(out)
 
     def bytes(self) -> builtins.bytes:
         """The log as stored: head, a truncation marker if anything was dropped, tail."""
-        head, tail, dropped = self._snapshot()
+        rest = self._redact(self._pending, self._covered, self._joined, final=True)[0]
+        room = self._head_cap - len(self._head)
+        head = builtins.bytes(self._head) + rest[: max(room, 0)]
+        tail = self._tail.value() + rest[max(room, 0) :]
+        dropped = self._dropped + max(0, len(tail) - self._tail.cap)
         if dropped:
+            tail = tail[len(tail) - self._tail.cap :]
             marker = f"\n[... {dropped} bytes truncated ...]\n".encode()
-            return builtins.bytes(head) + marker + tail
-        return builtins.bytes(head + tail)
+            return head + marker + tail
+        return head + tail
 
     def text(self) -> str:
         """:meth:`bytes` decoded as UTF-8 (a character cut by truncation becomes U+FFFD)."""
         return self.bytes().decode("utf-8", errors="replace")
 
-    def _snapshot(self) -> tuple[bytearray, bytearray, int]:
-        out, _, _ = self._redact(self._pending, self._covered, final=True)
-        return self._store(bytearray(self._head), bytearray(self._tail), self._dropped, out)
-
-    def _store(
-        self, head: bytearray, tail: bytearray, dropped: int, out: builtins.bytes
-    ) -> tuple[bytearray, bytearray, int]:
-        room = self._head_cap - len(head)
-        if room > 0:
-            head += out[:room]
-            out = out[room:]
-        if out:
-            tail += out
-            excess = len(tail) - self._tail_cap
-            if excess > 0:
-                del tail[:excess]
-                dropped += excess
-        return head, tail, dropped
-
     def _redact(
-        self, buf: builtins.bytes, covered: int, *, final: bool
-    ) -> tuple[builtins.bytes, builtins.bytes, int]:
-        """Split ``buf`` into redacted output, raw bytes to hold back, and their cover."""
+        self, buf: builtins.bytes, covered: int, joined: bool, *, final: bool
+    ) -> tuple[builtins.bytes, builtins.bytes, int, bool]:
+        """Redact the part of ``buf`` that can be decided now.
+
+        ``covered`` leading bytes of ``buf`` are already inside an emitted marker, and
+        ``joined`` says the last emitted byte was a marker (so a run starting at 0
+        continues it). Returns the output, the raw bytes held back, and the new
+        ``covered`` and ``joined`` for them.
+        """
         limit = len(buf) if final else max(0, len(buf) - self._hold)
+        if limit == 0:
+            return b"", buf, covered, joined
         spans: list[tuple[int, int]] = [(0, covered)] if covered else []
         for needle in self._needles:
             at = buf.find(needle)
@@ -272,7 +321,7 @@ class BoundedLog:
                 spans.append((at, at + len(needle)))
                 at = buf.find(needle, at + 1)
         if not spans:
-            return buf[:limit], buf[limit:], 0
+            return buf[:limit], buf[limit:], 0, False
         spans.sort()
         runs: list[list[int]] = []
         for start, end in spans:
@@ -282,21 +331,17 @@ class BoundedLog:
                 runs.append([start, end])
         out = bytearray()
         pos = 0
-        new_cover = 0
         for start, end in runs:
             if start >= limit:
                 break
             out += buf[pos:start]
-            if not (start == 0 and covered):  # else: the marker was emitted last time
+            if not (start == 0 and (covered or joined)):  # else: continues the last marker
                 out += REDACTED
-            if end > limit:
-                new_cover = end - limit
-                pos = limit
-                break
+            if end >= limit:
+                return builtins.bytes(out), buf[limit:], end - limit, True
             pos = end
-        if pos < limit:
-            out += buf[pos:limit]
-        return builtins.bytes(out), buf[limit:], new_cover
+        out += buf[pos:limit]
+        return builtins.bytes(out), buf[limit:], 0, False
 
 
 # --------------------------------------------------------------------------- engine
@@ -480,15 +525,22 @@ class Engine:
             self.log.write(f"$ {self.binary.name} {' '.join(display)}\n")
         started = time.monotonic()
         deadline = started + self.timeout_seconds
-        with subprocess.Popen(  # noqa: S603 - a fixed argument list, no shell
-            [str(self.binary), *args],
-            cwd=self.workdir,
-            env=self._env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if stdout is not None else subprocess.STDOUT,
-            start_new_session=True,
-        ) as process:
+        try:
+            process = subprocess.Popen(  # noqa: S603 - a fixed argument list, no shell
+                [str(self.binary), *args],
+                cwd=self.workdir,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if stdout is not None else subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise EngineError(
+                f"cannot start the engine {str(self.binary)!r} in {str(self.workdir)!r}: "
+                f"{error.strerror or error}"
+            ) from error
+        with process:
             try:
                 self._pump(process, stdout or self.log.write, deadline, display)
             except BaseException:
@@ -654,25 +706,34 @@ def write_cli_config(path: Path, *, host: str, api_url: str, token: str) -> Path
 
 # --------------------------------------------------------------------------- classification
 
-# (provider, message) pairs: engine failures that mean "this plan needs cloud credentials
-# the sandbox does not have". Matched case-insensitively on whitespace-normalised text, as
-# the engine may wrap long diagnostics.
-_MISSING_CREDENTIALS: Final[tuple[tuple[str, str], ...]] = (
-    ("aws", "No valid credential sources found"),
-    ("aws", "NoCredentialProviders"),
-    ("aws", "no EC2 IMDS role found"),
-    ("aws", "failed to refresh cached credentials"),
-    ("google", "could not find default credentials"),
-    ("azurerm", "Authenticating using the Azure CLI is only supported as a User"),
-    ("azurerm", "Please run 'az login' to setup account"),
+# (provider, pattern) pairs: engine failures that mean "this plan needs cloud credentials
+# the sandbox does not have". Searched case-insensitively in whitespace-normalised text,
+# since the engine wraps long diagnostics at 78 columns. Invalid or expired credentials are
+# deliberately not here: those are ordinary plan failures.
+_MISSING_CREDENTIALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
+    (provider, re.compile(pattern, re.IGNORECASE))
+    for provider, pattern in (
+        # AWS provider v4+ ("No valid credential sources found") and v3 ("no valid
+        # credential sources for Terraform AWS Provider found"); the SDK's chain errors.
+        ("aws", r"no valid credential sources (?:for [\w ]{1,40} )?found"),
+        ("aws", r"NoCredentialProviders"),
+        ("aws", r"no EC2 IMDS role found"),
+        ("aws", r"failed to refresh cached credentials"),
+        # Google: application default credentials absent.
+        ("google", r"could not find default credentials"),
+        # AzureRM: no usable Azure CLI login in the sandbox.
+        ("azurerm", r"Authenticating using the Azure CLI is only supported as a User"),
+        ("azurerm", r"Please run 'az login' to set ?up account"),
+        ("azurerm", r"launching Azure CLI: exec: \W*az\W*: executable file not found"),
+    )
 )
 
 
 def missing_credentials_provider(log_text: str) -> str | None:
     """The provider whose missing credentials made the engine fail, if recognisable."""
-    normalised = " ".join(log_text.split()).casefold()
-    for provider, message in _MISSING_CREDENTIALS:
-        if message.casefold() in normalised:
+    normalised = " ".join(log_text.split())
+    for provider, pattern in _MISSING_CREDENTIALS:
+        if pattern.search(normalised):
             return provider
     return None
 

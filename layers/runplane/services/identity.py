@@ -131,6 +131,8 @@ class Identity:
             workspace_id=run.workspace_id,
             attempt_id=session.binding.attempt_id,
             sandbox_id=session.binding.sandbox_id,
+            phase=session.binding.phase.value,
+            inputs=session.inputs,
         )
 
     def _user_principal(self, token: str) -> Principal:
@@ -168,6 +170,8 @@ def encode_principal(principal: Principal) -> dict[str, str]:
         "workspace_id": principal.workspace_id,
         "attempt_id": principal.attempt_id,
         "sandbox_id": principal.sandbox_id,
+        "phase": principal.phase,
+        "inputs": list(principal.inputs),
     }
     return {"principal": json.dumps(body, sort_keys=True)}
 
@@ -189,4 +193,6 @@ def decode_principal(context: Mapping[str, Any] | None) -> Principal:
         workspace_id=body.get("workspace_id"),
         attempt_id=body.get("attempt_id"),
         sandbox_id=body.get("sandbox_id"),
+        phase=body.get("phase"),
+        inputs=tuple(body.get("inputs") or ()),
     )

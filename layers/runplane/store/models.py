@@ -175,6 +175,13 @@ class RunItem(TableItem):
     updated_at = UTCDateTimeAttribute()
     plan_has_changes = BooleanAttribute(null=True)
     status_reason = UnicodeAttribute(null=True)
+    # Recorded at creation: what ran it, not what is deployed now.
+    definition_version = UnicodeAttribute(null=True)
+    build_sha = UnicodeAttribute(null=True)
+    created_by = UnicodeAttribute(null=True)
+    # The state version the run planned against, pinned when planning starts.
+    predecessor_sv_id = UnicodeAttribute(null=True)
+    approval_expires_at = UTCDateTimeAttribute(null=True)
 
 
 class RunStageItem(TableItem):
@@ -331,3 +338,46 @@ class UploadTokenItem(TableItem):
     purpose = UnicodeAttribute()
     valid_until = UTCDateTimeAttribute()
     used_at = UTCDateTimeAttribute(null=True)
+
+
+PART_PREFIX = "PART#"
+
+
+def run_part_key(run_id: str, part: str) -> tuple[str, str]:
+    """The run's own facts live beside it: input, plan, policy, approval, apply, attempt#..."""
+    return f"RUN#{run_id}", f"{PART_PREFIX}{part}"
+
+
+def configuration_version_key(cv_id: str) -> tuple[str, str]:
+    return f"CV#{cv_id}", "CV"
+
+
+class ConfigurationVersionItem(TableItem):
+    cv_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    workspace_id = UnicodeAttribute()
+    status = UnicodeAttribute()
+    upload_id = UnicodeAttribute()
+    artifact_id = UnicodeAttribute(null=True)
+    sha256 = UnicodeAttribute(null=True)
+    size = NumberAttribute(null=True)
+    created_at = UTCDateTimeAttribute()
+    uploaded_at = UTCDateTimeAttribute(null=True)
+
+
+class RunPartItem(TableItem):
+    """One immutable or slowly changing fact of a run, as a JSON document.
+
+    Input snapshot, plan evidence, policy check, approval, apply record and
+    attempts are small documents read together with the run; each write is
+    conditioned on its own ``state`` attribute.
+    """
+
+    run_id = UnicodeAttribute()
+    part = UnicodeAttribute()
+    state = UnicodeAttribute()
+    body = JSONAttribute(default=dict)
+    # A workflow task token waiting on this part (attempts, approval): never logged.
+    token = UnicodeAttribute(null=True)
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute()

@@ -28,7 +28,7 @@ from runplane.store.models import (
 from runplane.store.transaction import Item, Transaction
 
 # Attributes a transition may set on the run besides status and version.
-_SETTABLE = frozenset({"plan_has_changes"})
+_SETTABLE = frozenset({"plan_has_changes", "predecessor_sv_id", "approval_expires_at"})
 
 FIRST_VERSION = 1
 
@@ -52,7 +52,7 @@ class RunRepository:
         self._clock = clock
         self._ids = ids
 
-    def create(self, run: Run, *, actor: str) -> None:
+    def create(self, run: Run, *, actor: str, extra_writes: Iterable[Transaction] = ()) -> None:
         """Persist a new run, its four pending stages and its creation event at once."""
         pk, sk = run_key(run.id)
         tx = Transaction().put_new(
@@ -69,6 +69,9 @@ class RunRepository:
                 version=run.version,
                 created_at=run.created_at,
                 updated_at=run.updated_at,
+                definition_version=run.definition_version,
+                build_sha=run.build_sha,
+                created_by=actor,
             )
         )
         for stage in Stage:
@@ -92,7 +95,7 @@ class RunRepository:
                 details={"kind": run.kind.value, "status": run.status.value},
             )
         )
-        tx.commit()
+        tx.extend(extra_writes).commit()
 
     def get(self, run_id: str) -> Run:
         try:
@@ -134,6 +137,25 @@ class RunRepository:
         run_updates: Mapping[str, Any] | None = None,
     ) -> Transitioned:
         """Move ``run`` from its snapshot status and version to ``target`` in ONE transaction.
+        See ``transition_writes`` for what the transaction holds."""
+        tx, moved = self.transition_writes(
+            run, target, extra_writes, actor=actor, reason=reason, run_updates=run_updates
+        )
+        tx.commit()
+        return moved
+
+    def transition_writes(
+        self,
+        run: Run,
+        target: RunStatus,
+        extra_writes: Iterable[Transaction] = (),
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+    ) -> tuple[Transaction, Transitioned]:
+        """The uncommitted transaction of a move, for a caller that must commit it
+        together with writes of its own (a capability redemption).
 
         The transaction holds the conditional status+version update, the stage
         changes the transition table prescribes, the audit event, and the
@@ -186,8 +208,7 @@ class RunRepository:
             on_refused=rejected,
         )
         tx.extend(extra_writes)
-        tx.commit()
-        return Transitioned(run.id, run.status, target, version, row.event, now)
+        return tx, Transitioned(run.id, run.status, target, version, row.event, now)
 
     @staticmethod
     def _stage_write(
@@ -229,4 +250,9 @@ def to_run(item: RunItem) -> Run:
         updated_at=item.updated_at,
         plan_has_changes=item.plan_has_changes,
         status_reason=item.status_reason,
+        definition_version=item.definition_version,
+        build_sha=item.build_sha,
+        created_by=item.created_by,
+        predecessor_sv_id=item.predecessor_sv_id,
+        approval_expires_at=item.approval_expires_at,
     )

@@ -1,0 +1,249 @@
+"""The run API (REST): workspaces, configuration uploads, runs, reviews, decisions,
+and the runner's endpoints. Handlers parse, call one service, map the result."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Literal
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
+
+from runplane.domain.errors import RunplaneError
+from runplane.domain.identity import Principal
+from runplane.domain.run import RunKind
+from runplane.services.identity import decode_principal
+from runplane.wiring import services
+
+Reply = Response[str]
+
+
+class WorkspaceCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=90)
+    terraform_version: str | None = Field(default=None, max_length=40)
+
+
+class RunCreate(BaseModel):
+    kind: Literal["plan_only", "speculative", "plan_and_apply"]
+    configuration_version_id: str = Field(min_length=1, max_length=64)
+    engine_version: str | None = Field(default=None, max_length=40)
+    variables: dict[str, str] = Field(default_factory=dict)
+
+
+class DecisionBody(BaseModel):
+    comment: str | None = Field(default=None, max_length=1000)
+
+
+class SessionStart(BaseModel):
+    bootstrap: str = Field(min_length=10, max_length=200)
+    run_id: str
+    attempt_id: str
+    phase: Literal["plan", "apply"]
+    sandbox_id: str
+
+
+class UploadStart(BaseModel):
+    kind: str
+
+
+class UploadRegister(BaseModel):
+    size: int = Field(ge=0)
+    sha256: str = Field(min_length=64, max_length=64)
+
+
+class ApplyStart(BaseModel):
+    handle: str = Field(min_length=10, max_length=200)
+    request: dict[str, str]
+
+
+class RunnerReport(BaseModel):
+    outcome: Literal["planned", "failed", "credentials_required", "applied"]
+    reason: str | None = Field(default=None, max_length=2000)
+    has_changes: bool | None = None
+    summary: dict[str, Any] | None = None
+    plan_artifact_id: str | None = None
+    plan_sha256: str | None = None
+    plan_json_artifact_id: str | None = None
+    plan_json_sha256: str | None = None
+    log_artifact_id: str | None = None
+    engine_version: str | None = None
+
+
+def _json(status: int, body: Any) -> Reply:
+    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+
+
+def build_app() -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    def principal() -> Principal:
+        return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
+
+    @app.get("/api/v1/openapi.json", include_in_schema=False)
+    def openapi() -> Reply:
+        schema = app.get_openapi_json_schema(title="Runplane run API", version="1")
+        return Response(status_code=200, content_type="application/json", body=schema)
+
+    # -- workspaces and configuration ------------------------------------------------------
+
+    @app.post("/api/v1/workspaces")
+    def create_workspace(body: WorkspaceCreate) -> Reply:
+        who = principal()
+        s = services()
+        org = s.workspaces.organization_name(who.organization_id)
+        ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
+        return _json(201, {"id": ws.id, "name": ws.name, "organization": org})
+
+    @app.post("/api/v1/workspaces/<workspace_id>/configuration-versions")
+    def new_configuration(workspace_id: str) -> Reply:
+        upload = services().runs.new_configuration_upload(principal(), workspace_id)
+        return _json(
+            201,
+            {
+                "id": upload.id,
+                "upload_url": upload.upload_url,
+                "expires_at": upload.expires_at.isoformat(),
+            },
+        )
+
+    @app.post("/api/v1/configuration-versions/<cv_id>/actions/finalize")
+    def finalize_configuration(cv_id: str) -> Reply:
+        return _json(200, services().runs.finalize_configuration(principal(), cv_id))
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    @app.post("/api/v1/workspaces/<workspace_id>/runs")
+    def create_run(workspace_id: str, body: RunCreate) -> Reply:
+        who = principal()
+        run = services().runs.create(
+            who,
+            workspace_id,
+            kind=RunKind(body.kind),
+            configuration_version_id=body.configuration_version_id,
+            engine_version=body.engine_version,
+            variables=body.variables,
+        )
+        return _json(201, services().runs.review(who, run.id))
+
+    @app.get("/api/v1/workspaces/<workspace_id>/runs")
+    def list_runs(workspace_id: str) -> Reply:
+        runs = services().runs.list(principal(), workspace_id)
+        return _json(
+            200,
+            {
+                "runs": [
+                    {
+                        "id": r.id,
+                        "kind": r.kind.value,
+                        "status": r.status.value,
+                        "created_at": r.created_at.isoformat(),
+                    }
+                    for r in runs
+                ]
+            },
+        )
+
+    @app.get("/api/v1/runs/<run_id>")
+    def review(run_id: str) -> Reply:
+        return _json(200, services().runs.review(principal(), run_id))
+
+    def _decide(run_id: str, decision: str, body: DecisionBody) -> Reply:
+        who = principal()
+        s = services()
+        decided = s.runs.decide(who, run_id, decision, body.comment)
+        if decided.token:
+            s.workflow.resume(decided.token, {"decision": decision})
+        return _json(200, s.runs.review(who, run_id))
+
+    @app.post("/api/v1/runs/<run_id>/actions/approve")
+    def approve(run_id: str, body: DecisionBody) -> Reply:
+        return _decide(run_id, "approve", body)
+
+    @app.post("/api/v1/runs/<run_id>/actions/reject")
+    def reject(run_id: str, body: DecisionBody) -> Reply:
+        return _decide(run_id, "reject", body)
+
+    # -- runner -------------------------------------------------------------------------------
+
+    @app.post("/api/v1/runner/sessions")
+    def runner_session(body: SessionStart) -> Reply:
+        started = services().runner_api.start(
+            body.bootstrap,
+            run_id=body.run_id,
+            attempt_id=body.attempt_id,
+            phase=body.phase,
+            sandbox_id=body.sandbox_id,
+        )
+        return _json(201, started)
+
+    @app.post("/api/v1/runner/downloads/<artifact_id>")
+    def runner_download(artifact_id: str) -> Reply:
+        return _json(200, services().runner_api.download(principal(), artifact_id))
+
+    @app.post("/api/v1/runner/uploads")
+    def runner_upload(body: UploadStart) -> Reply:
+        return _json(201, services().runner_api.begin_upload(principal(), body.kind))
+
+    @app.post("/api/v1/runner/uploads/<artifact_id>/register")
+    def runner_register(artifact_id: str, body: UploadRegister) -> Reply:
+        return _json(
+            200, services().runner_api.register(principal(), artifact_id, body.size, body.sha256)
+        )
+
+    @app.post("/api/v1/runner/apply-start")
+    def runner_apply_start(body: ApplyStart) -> Reply:
+        return _json(200, services().runner_api.apply_start(principal(), body.handle, body.request))
+
+    @app.get("/api/v1/runner/state-check")
+    def runner_state_check() -> Reply:
+        return _json(200, services().runner_api.state_check(principal()))
+
+    @app.post("/api/v1/runner/heartbeat")
+    def runner_heartbeat() -> Reply:
+        return _json(200, services().runner_api.heartbeat(principal()))
+
+    @app.post("/api/v1/runner/result")
+    def runner_result(body: RunnerReport) -> Reply:
+        report = body.model_dump(exclude_none=True)
+        return _json(200, services().runner_api.report(principal(), report))
+
+    # -- errors -------------------------------------------------------------------------------
+
+    @app.exception_handler(RunplaneError)  # type: ignore[untyped-decorator]
+    def runplane_error(error: RunplaneError) -> Reply:
+        body: dict[str, Any] = error.to_body()
+        pointer = getattr(error, "pointer", None)
+        if pointer:
+            body["pointer"] = pointer
+        return _json(error.http_status, body)
+
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+    def invalid(error: RequestValidationError) -> Reply:
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        location = [str(p) for p in first.get("loc", ()) if p != "body"]
+        return _json(
+            422,
+            {
+                "code": "INVALID_INPUT",
+                "message": str(first.get("msg")),
+                "pointer": "/" + "/".join(location),
+            },
+        )
+
+    @app.not_found
+    def not_found(_: Exception) -> Reply:
+        return _json(404, {"code": "NOT_FOUND", "message": "no such endpoint"})
+
+    return app
+
+
+@lru_cache(maxsize=1)
+def app() -> APIGatewayRestResolver:
+    return build_app()
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    result: dict[str, Any] = app().resolve(event, context)
+    return result

@@ -1,0 +1,18 @@
+"""The error names the run workflow (statemachines/run.asl.json) refers to.
+
+Task Lambdas raise these classes; the workflow's Retry and Catch match their
+names. A test checks that every name the ASL uses is defined here and that
+everything here is used.
+"""
+
+from __future__ import annotations
+
+from runplane.domain.errors import ConcurrentChange, TooMuchContention
+
+# Raised by tasks; safe to retry (the step is rebuilt from fresh reads).
+RETRYABLE: dict[str, type[Exception]] = {
+    cls.__name__: cls for cls in (ConcurrentChange, TooMuchContention)
+}
+
+# Raised by the workflow's own Fail states.
+FAIL_STATES = ("RunFailed", "ApprovalWaitFailed")

@@ -1,0 +1,61 @@
+"""Task Lambdas of the run workflow: one entry point per step, each a single call.
+
+Inputs carry the run ID (and, for waits, the task token); outputs carry only
+what the next Choice needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runplane.wiring import services
+
+
+def queue_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.queue(event["run_id"])
+
+
+def wait_for_writer(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.wait_for_writer(event["run_id"], event["token"])
+
+
+def start_runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.start_runner(event["run_id"], event["phase"], event["token"])
+
+
+def evaluate_policy(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.evaluate_policy(event["run_id"])
+
+
+def finish_plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.finish_plan(event["run_id"])
+
+
+def request_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.request_approval(event["run_id"])
+
+
+def wait_for_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.wait_for_approval(event["run_id"], event["token"])
+
+
+def arbitrate_expiry(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.arbitrate_expiry(event["run_id"])
+
+
+def fail_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return services().orchestration.fail(event["run_id"], event["phase"], str(event["error"]))
+
+
+# The ASL's ${<Name>FunctionArn} placeholders, by handler.
+HANDLERS = {
+    "QueueRun": queue_run,
+    "WaitForWriter": wait_for_writer,
+    "StartRunner": start_runner,
+    "EvaluatePolicy": evaluate_policy,
+    "FinishPlan": finish_plan,
+    "RequestApproval": request_approval,
+    "WaitForApproval": wait_for_approval,
+    "ArbitrateExpiry": arbitrate_expiry,
+    "FailRun": fail_run,
+}

@@ -1,0 +1,66 @@
+"""Step Functions: start a run's execution and resume its waits. Carries only IDs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+logger = logging.getLogger(__name__)
+
+
+class Workflow:
+    def __init__(self, client: SFNClient, state_machine_arn: str) -> None:
+        self._sfn = client
+        self._arn = state_machine_arn
+
+    def start(self, run_id: str) -> None:
+        """Start the run's execution, named by the run ID (so a retry cannot start two)."""
+        try:
+            self._sfn.start_execution(
+                stateMachineArn=self._arn, name=run_id, input=json.dumps({"run_id": run_id})
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                raise
+
+    def resume(self, token: str, output: Mapping[str, Any]) -> bool:
+        """Complete a wait; False if the wait is already over (timed out, or resumed)."""
+        try:
+            self._sfn.send_task_success(taskToken=token, output=json.dumps(dict(output)))
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code in {"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"}:
+                logger.info("wait already over", extra={"code": code})
+                return False
+            raise
+        return True
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        try:
+            self._sfn.send_task_failure(taskToken=token, error=error, cause=cause)
+        except ClientError as failure:
+            code = failure.response.get("Error", {}).get("Code")
+            if code in {"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"}:
+                return False
+            raise
+        return True
+
+    def heartbeat(self, token: str) -> bool:
+        try:
+            self._sfn.send_task_heartbeat(taskToken=token)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in {
+                "TaskTimedOut",
+                "InvalidToken",
+                "TaskDoesNotExist",
+            }:
+                return False
+            raise
+        return True

@@ -1,0 +1,5 @@
+import sys
+
+from runplane.runner.main import main
+
+sys.exit(main())

@@ -1,0 +1,251 @@
+"""The sandbox runner: one run phase (plan or apply) with only a one-time bootstrap handle.
+
+It redeems the handle for a session, downloads its inputs through transfer
+URLs and decrypts them with keys released to the session, runs the pinned
+engine with the workspace's state served by the control plane's Cloud API,
+uploads encrypted outputs, and reports the result. It holds no AWS credential.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
+from runplane.runner.engine import (
+    BoundedLog,
+    Engine,
+    EngineError,
+    credentials_missing,
+    resolve_engine,
+    write_backend_override,
+    write_cli_config,
+)
+from runplane.runner.plan_summary import summarize
+
+HEARTBEAT_SECONDS = 60
+
+
+class ControlPlane:
+    """The runner's HTTP client: the run API's runner endpoints, with the session."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.token: str | None = None
+
+    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        data = json.dumps(dict(body)).encode() if body is not None else None
+        request = urllib.request.Request(  # noqa: S310 - the control plane's own URL
+            f"{self.url}{path}", data=data, method=method
+        )
+        request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            detail = error.read()[:2000].decode("utf-8", "replace")
+            raise RuntimeError(f"{method} {path} failed with {error.code}: {detail}") from None
+
+
+def _transfer(method: str, url: str, body: bytes | None = None) -> bytes:
+    # Ciphertext is opaque bytes: never let a server try to parse it as a form.
+    headers = {"Content-Type": "application/octet-stream"} if body is not None else {}
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+    with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310
+        return bytes(response.read())
+
+
+class Runner:
+    def __init__(self, environ: Mapping[str, str], workdir: Path) -> None:
+        self.env = environ
+        self.workdir = workdir
+        self.api = ControlPlane(environ["RUNPLANE_CONTROL_PLANE_URL"])
+        self.run_id = environ["RUNPLANE_RUN_ID"]
+        self.attempt_id = environ["RUNPLANE_ATTEMPT_ID"]
+        self.phase = environ["RUNPLANE_PHASE"]
+        self.sandbox_id = environ["RUNPLANE_SANDBOX_ID"]
+        self.manifest: dict[str, Any] = {}
+        self.log = BoundedLog()
+
+    # -- transfers ------------------------------------------------------------------------
+
+    def download(self, artifact_id: str) -> bytes:
+        """An input's plaintext, verified through EOF before it is used."""
+        grant = self.api.call("POST", f"/api/v1/runner/downloads/{artifact_id}")
+        ciphertext = io.BytesIO(_transfer("GET", grant["url"]))
+        decryption = Decryption(
+            base64.b64decode(grant["data_key"]),
+            artifact_id,
+            expected_sha256=grant["sha256"],
+            expected_size=grant["size"],
+        )
+        return b"".join(decryption.stream(ciphertext.read))
+
+    def upload(self, kind: str, plaintext: bytes) -> tuple[str, str]:
+        grant = self.api.call("POST", "/api/v1/runner/uploads", {"kind": kind})
+        encryption = Encryption(
+            base64.b64decode(grant["data_key"]), grant["artifact_id"], limit=grant["max_size"]
+        )
+        pieces: Iterator[bytes] = (
+            plaintext[i : i + CHUNK_SIZE] for i in range(0, len(plaintext), CHUNK_SIZE)
+        )
+        body = b"".join(encryption.stream(pieces))
+        _transfer("PUT", grant["url"], body)
+        assert encryption.sha256 is not None
+        self.api.call(
+            "POST",
+            f"/api/v1/runner/uploads/{grant['artifact_id']}/register",
+            {"size": encryption.size, "sha256": encryption.sha256},
+        )
+        return str(grant["artifact_id"]), encryption.sha256
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        started = self.api.call(
+            "POST",
+            "/api/v1/runner/sessions",
+            {
+                "bootstrap": self.env["RUNPLANE_BOOTSTRAP"],
+                "run_id": self.run_id,
+                "attempt_id": self.attempt_id,
+                "phase": self.phase,
+                "sandbox_id": self.sandbox_id,
+            },
+        )
+        self.api.token = started["token"]
+        self.manifest = started["manifest"]
+        self.log = BoundedLog(secrets=[started["token"], self.env["RUNPLANE_BOOTSTRAP"]])
+
+    def prepare(self) -> tuple[Engine, dict[str, str]]:
+        config = self.workdir / "config"
+        config.mkdir()
+        archive = self.download(self.manifest["configuration_artifact_id"])
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+            tar.extractall(config, filter="data")
+        variables: dict[str, str] = {}
+        if self.manifest.get("variables_artifact_id"):
+            variables = json.loads(self.download(self.manifest["variables_artifact_id"]))
+            self.log = BoundedLog(secrets=[*variables.values(), self.api.token or ""])
+        host = self.api.url.split("://", 1)[1]
+        write_backend_override(
+            config,
+            hostname=host,
+            organization=self.manifest["organization"],
+            workspace=self.manifest["workspace"],
+        )
+        cli_config = write_cli_config(
+            self.workdir / "cli.tfrc",
+            host=host,
+            api_url=f"{self.api.url}/api/v2/",
+            token=self.api.token or "",
+        )
+        env = {
+            "PATH": self.env.get("PATH", os.defpath),
+            "HOME": str(self.workdir),
+            "TF_CLI_CONFIG_FILE": str(cli_config),
+            "TF_RUN_ID": self.run_id,
+        }
+        binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
+        return Engine(binary, config, env, self.log), variables
+
+    def plan(self) -> dict[str, Any]:
+        engine, variables = self.prepare()
+        init = engine.init(lock=False)
+        if not init.succeeded:
+            return self._failed("engine init failed")
+        planned = engine.plan(self.workdir / "plan.bin", lock=False, variables=variables)
+        if not planned.succeeded:
+            return self._failed("engine plan failed")
+        plan_json = engine.show_json(self.workdir / "plan.bin")
+        summary = summarize(plan_json)
+        plan_bytes = (self.workdir / "plan.bin").read_bytes()
+        plan_id, _ = self.upload("plan", plan_bytes)
+        json_bytes = json.dumps(plan_json, sort_keys=True).encode()
+        json_id, json_sha = self.upload("plan_json", json_bytes)
+        return {
+            "outcome": "planned",
+            "has_changes": summary.has_changes,
+            "summary": summary.as_dict(),
+            "plan_artifact_id": plan_id,
+            "plan_sha256": hashlib.sha256(plan_bytes).hexdigest(),
+            "plan_json_artifact_id": json_id,
+            "plan_json_sha256": json_sha,
+            "engine_version": engine.version(),
+            "log_artifact_id": self._upload_log(),
+        }
+
+    def apply(self) -> dict[str, Any]:
+        plan_bytes = self.download(self.manifest["plan_artifact_id"])
+        plan_sha = hashlib.sha256(plan_bytes).hexdigest()
+        self.api.call(
+            "POST",
+            "/api/v1/runner/apply-start",
+            {"handle": self.env["RUNPLANE_APPLY_START"], "request": {"plan_sha256": plan_sha}},
+        )
+        engine, _ = self.prepare()
+        (engine.workdir / "plan.bin").write_bytes(plan_bytes)
+        init = engine.init()
+        if not init.succeeded:
+            return self._failed("engine init failed")
+        applied = engine.apply(engine.workdir / "plan.bin")
+        if not applied.succeeded:
+            return self._failed("engine apply failed")
+        check = self.api.call("GET", "/api/v1/runner/state-check")
+        self.log.write(f"\nstate check: {json.dumps(check)}\n")
+        return {"outcome": "applied", "log_artifact_id": self._upload_log()}
+
+    def _failed(self, reason: str) -> dict[str, Any]:
+        text = self.log.text()
+        outcome = "credentials_required" if credentials_missing(text) else "failed"
+        return {"outcome": outcome, "reason": reason, "log_artifact_id": self._upload_log()}
+
+    def _upload_log(self) -> str:
+        artifact_id, _ = self.upload("logs", self.log.bytes())
+        return artifact_id
+
+    def run(self) -> int:
+        self.start()
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
+        beat.start()
+        try:
+            try:
+                result = self.plan() if self.phase == "plan" else self.apply()
+            except EngineError as error:
+                self.log.write(f"\n{error}\n")
+                result = self._failed(type(error).__name__)
+            self.api.call("POST", "/api/v1/runner/result", result)
+        finally:
+            stop.set()
+        return 0 if result["outcome"] in {"planned", "applied"} else 1
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self.api.call("POST", "/api/v1/runner/heartbeat")
+            except RuntimeError:
+                return
+
+
+def main() -> int:
+    workdir = Path.cwd() / "runner"
+    workdir.mkdir(exist_ok=True)
+    return Runner(os.environ, workdir).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

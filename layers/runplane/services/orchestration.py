@@ -1,0 +1,548 @@
+"""The steps of a run's workflow, and the runner reports that resume it.
+
+Each method is one workflow task (invoked by a task Lambda with the run ID and,
+for waits, the task token) or one runner report. Every status change goes
+through ``RunLifecycle.move``; the workflow only ever carries public IDs.
+Task tokens are stored on the part they wait for (attempt, approval, queue
+entry) and used by whoever completes that part.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from runplane.adapters.launchers import Launcher, LaunchRequest
+from runplane.adapters.workflow import Workflow
+from runplane.domain.capabilities import Binding, CapabilityKind, Phase
+from runplane.domain.clock import Clock
+from runplane.domain.entities import ApplyLock, Run
+from runplane.domain.errors import ConcurrentChange, Conflict, NotFound, TransitionRejected
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunStatus
+from runplane.services.capabilities import Capabilities
+from runplane.services.lifecycle import Moved, RunLifecycle
+from runplane.services.writer import Handoff
+from runplane.store import run_parts, state_versions
+from runplane.store import workspaces as workspace_store
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger(__name__)
+S = RunStatus
+WORKFLOW = "workflow"
+
+
+@dataclass(frozen=True)
+class Timing:
+    approval_window: timedelta = timedelta(days=7)
+    bootstrap_lifetime: timedelta = timedelta(minutes=15)
+    apply_start_lifetime: timedelta = timedelta(minutes=30)
+
+
+def attempt_part(phase: Phase) -> str:
+    return f"attempt#{phase.value}"
+
+
+class Orchestration:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        lifecycle: RunLifecycle,
+        capabilities: Capabilities,
+        workflow: Workflow,
+        launcher: Launcher,
+        *,
+        control_plane_url: str,
+        timing: Timing | None = None,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._lifecycle = lifecycle
+        self._capabilities = capabilities
+        self._workflow = workflow
+        self._launcher = launcher
+        self._url = control_plane_url
+        self._timing = timing or Timing()
+
+    # -- workflow tasks ------------------------------------------------------------------
+
+    def queue(self, run_id: str) -> dict[str, Any]:
+        run = self._lifecycle.runs.get(run_id)
+        if run.status is S.DISPATCH_PENDING:
+            self._lifecycle.move(run, S.QUEUED, actor=WORKFLOW)
+        return {"needs_writer": run.kind.needs_writer_reservation}
+
+    def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
+        """Take the writer reservation or queue for it; the token resumes the wait."""
+        run = self._lifecycle.runs.get(run_id)
+        reservation = self._lifecycle.writer.reserve(run, token)
+        if reservation.held:
+            self._workflow.resume(token, {"held": True})
+        return {"held": reservation.held, "position": reservation.position}
+
+    def start_runner(self, run_id: str, phase: str, token: str) -> dict[str, Any]:
+        """Start a runner phase: record the attempt with the wait's token, mint its
+        capabilities, launch the sandbox. A retry of the same phase stores the new
+        token and does not start a second sandbox."""
+        run = self._lifecycle.runs.get(run_id)
+        stage = Phase(phase)
+        existing = run_parts.get(run.id, attempt_part(stage))
+        now = self._clock.now()
+        if existing is not None:
+            run_parts.change(
+                run.id,
+                attempt_part(stage),
+                expected_state=("launching", "started"),
+                token=token,
+                now=now,
+            ).commit()
+            return {"attempt_id": existing.body["attempt_id"], "replayed": True}
+        snapshot = run_parts.require(run.id, "input").body
+        attempt_id = self._ids.new(IdKind.ATTEMPT)
+        sandbox_id = self._ids.new(IdKind.SANDBOX)
+        binding = Binding(run.id, attempt_id, stage, sandbox_id)
+        inputs = [snapshot["configuration_artifact_id"]]
+        if snapshot.get("variables_artifact_id"):
+            inputs.append(snapshot["variables_artifact_id"])
+        apply_start = None
+        attempt_body: dict[str, Any] = {
+            "attempt_id": attempt_id,
+            "sandbox_id": sandbox_id,
+            "phase": stage.value,
+            "launched_at": now.isoformat(),
+        }
+        if stage is Phase.PLAN:
+            workspace = workspace_store.get_workspace(run.workspace_id)
+            pinned = workspace.current_state_version_id
+            attempt = run_parts.put(
+                run.id,
+                attempt_part(stage),
+                state="launching",
+                body=attempt_body,
+                now=now,
+                token=token,
+            )
+            self._lifecycle.move(
+                run,
+                S.PLANNING,
+                actor=WORKFLOW,
+                run_updates={"predecessor_sv_id": pinned},
+                extra_writes=[attempt],
+            )
+        else:
+            plan = run_parts.require(run.id, "plan").body
+            inputs.append(plan["plan_artifact_id"])
+            lock = self._lifecycle.writer.acquire_apply_lock(run)
+            attempt_body.update({"lock_id": lock.lock_id, "fence": lock.fence})
+            minted_apply = self._capabilities.mint(
+                CapabilityKind.APPLY_START,
+                binding,
+                lifetime=self._timing.apply_start_lifetime,
+                organization_id=run.organization_id,
+            )
+            apply_start = minted_apply.handle
+            run_parts.put(
+                run.id,
+                attempt_part(stage),
+                state="launching",
+                body=attempt_body,
+                now=now,
+                token=token,
+            ).extend(
+                [
+                    run_parts.change(
+                        run.id,
+                        "apply",
+                        expected_state="pending",
+                        state="starting",
+                        body={
+                            "attempt_id": attempt_id,
+                            "lock_id": lock.lock_id,
+                            "fence": lock.fence,
+                            "resulting_state_version_id": None,
+                        },
+                        now=now,
+                    )
+                ]
+            ).commit()
+        bootstrap = self._capabilities.mint(
+            CapabilityKind.BOOTSTRAP,
+            binding,
+            lifetime=self._timing.bootstrap_lifetime,
+            organization_id=run.organization_id,
+            inputs=inputs,
+        )
+        reference = self._launcher.launch(
+            LaunchRequest(
+                run_id=run.id,
+                attempt_id=attempt_id,
+                phase=stage.value,
+                sandbox_id=sandbox_id,
+                control_plane_url=self._url,
+                bootstrap=bootstrap.handle,
+                apply_start=apply_start,
+            )
+        )
+        run_parts.change(
+            run.id,
+            attempt_part(stage),
+            expected_state="launching",
+            state="started",
+            body={**attempt_body, "sandbox_ref": reference},
+            now=self._clock.now(),
+        ).commit()
+        return {"attempt_id": attempt_id, "replayed": False}
+
+    def evaluate_policy(self, run_id: str) -> dict[str, Any]:
+        """Bind the reserved policy check to the plan's digest and evaluate it.
+
+        No policy sets exist yet, so the check passes explicitly and says so.
+        """
+        run = self._lifecycle.runs.get(run_id)
+        if run.status is S.PLAN_COMPLETE:
+            self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
+            run = self._lifecycle.runs.get(run_id)
+        if run.status is S.POLICY_EVALUATING:
+            plan = run_parts.require(run.id, "plan").body
+            now = self._clock.now()
+            result = run_parts.change(
+                run.id,
+                "policy",
+                expected_state="running",
+                state="passed",
+                body={
+                    "input_digest": plan["plan_json_sha256"],
+                    "policy_sets": [],
+                    "results": [],
+                    "note": "no policy sets are attached to this workspace",
+                },
+                now=now,
+            )
+            self._lifecycle.move(run, S.POLICY_PASSED, actor=WORKFLOW, extra_writes=[result])
+            run = self._lifecycle.runs.get(run_id)
+        apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
+        return {"next": "approval" if apply_next else "finish"}
+
+    def finish_plan(self, run_id: str) -> dict[str, Any]:
+        """Nothing to apply: succeed, skip approval and apply, close the apply record."""
+        run = self._lifecycle.runs.get(run_id)
+        if run.status is S.POLICY_PASSED:
+            extra = []
+            if run_parts.get(run.id, "apply") is not None:
+                extra.append(
+                    run_parts.change(
+                        run.id,
+                        "apply",
+                        expected_state="pending",
+                        state="closed",
+                        body={
+                            "reason": "the plan has no changes; nothing was applied",
+                            "resulting_state_version_id": None,
+                        },
+                        now=self._clock.now(),
+                    )
+                )
+            moved = self._lifecycle.move(run, S.SUCCEEDED, actor=WORKFLOW, extra_writes=extra)
+            self._hand_off(moved)
+        return {"status": self._lifecycle.runs.get(run_id).status.value}
+
+    def request_approval(self, run_id: str) -> dict[str, Any]:
+        run = self._lifecycle.runs.get(run_id)
+        if run.status is S.POLICY_PASSED:
+            now = self._clock.now()
+            expires_at = now + self._timing.approval_window
+            plan = run_parts.require(run.id, "plan").body
+            policy = run_parts.require(run.id, "policy").body
+            binding = {
+                "plan_sha256": plan["plan_sha256"],
+                "predecessor_state_version_id": run.predecessor_sv_id,
+                "policy_input_digest": policy.get("input_digest"),
+            }
+            approval = run_parts.put(
+                run.id,
+                "approval",
+                state="waiting",
+                body={"expires_at": expires_at.isoformat(), "binding": binding},
+                now=now,
+            )
+            self._lifecycle.move(
+                run,
+                S.AWAITING_APPROVAL,
+                actor=WORKFLOW,
+                run_updates={"approval_expires_at": expires_at},
+                extra_writes=[approval],
+            )
+            run = self._lifecycle.runs.get(run_id)
+        assert run.approval_expires_at is not None
+        remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
+        return {"timeout_seconds": max(1, int(remaining))}
+
+    def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
+        """Store the approval wait's token; a decision already recorded resumes at once."""
+        approval = run_parts.require(run_id, "approval")
+        if approval.state == "waiting":
+            try:
+                run_parts.change(
+                    run_id,
+                    "approval",
+                    expected_state="waiting",
+                    token=token,
+                    now=self._clock.now(),
+                ).commit()
+                return {"waiting": True}
+            except ConcurrentChange:
+                approval = run_parts.require(run_id, "approval")
+        self._workflow.resume(token, {"decision": approval.body.get("decision", approval.state)})
+        return {"waiting": False}
+
+    def arbitrate_expiry(self, run_id: str) -> dict[str, Any]:
+        """The approval wait timed out: the database decides what happened."""
+        run = self._lifecycle.runs.get(run_id)
+        approval = run_parts.require(run_id, "approval")
+        if approval.state in {"approved", "rejected"}:
+            return {"decision": approval.body["decision"]}
+        now = self._clock.now()
+        if run.approval_expires_at is not None and now < run.approval_expires_at:
+            return {"decision": "pending"}
+        expire = run_parts.change(
+            run_id,
+            "approval",
+            expected_state="waiting",
+            state="expired",
+            token=None,
+            now=now,
+        )
+        try:
+            moved = self._lifecycle.move(
+                run, S.EXPIRED, actor=WORKFLOW, reason="APPROVAL_EXPIRED", extra_writes=[expire]
+            )
+        except (ConcurrentChange, TransitionRejected):
+            approval = run_parts.require(run_id, "approval")
+            return {"decision": approval.body.get("decision", approval.state)}
+        self._hand_off(moved)
+        return {"decision": "expired"}
+
+    def fail(self, run_id: str, phase: str, error: str) -> dict[str, Any]:
+        """A workflow step failed or timed out: end the run without claiming success."""
+        run = self._lifecycle.runs.get(run_id)
+        reason = f"{phase}: {error}"[:200]
+        target = {
+            S.DISPATCH_PENDING: S.CANCELED,
+            S.QUEUED: S.CANCELED,
+            S.PLANNING: S.PLAN_FAILED,
+            S.PLAN_COMPLETE: S.CANCELED,
+            S.POLICY_EVALUATING: S.POLICY_FAILED,
+            S.POLICY_PASSED: S.CANCELED,
+            S.AWAITING_APPROVAL: S.APPLY_START_UNCERTAIN if phase == "apply" else S.CANCELED,
+            S.APPLYING: S.NEEDS_RECOVERY,
+        }.get(run.status)
+        if target is None:
+            return {"status": run.status.value}
+        moved = self._lifecycle.move(run, target, actor=WORKFLOW, reason=reason)
+        self._hand_off(moved)
+        return {"status": target.value}
+
+    def _hand_off(self, moved: Moved) -> None:
+        handoff: Handoff | None = moved.handoff
+        if handoff is not None:
+            self._workflow.resume(handoff.token, {"held": True})
+
+    # -- runner reports ---------------------------------------------------------------------
+
+    def heartbeat(self, run_id: str, phase: Phase, attempt_id: str) -> bool:
+        """The runner is alive: keep the workflow's wait for this attempt from timing out."""
+        attempt = run_parts.require(run_id, attempt_part(phase))
+        if attempt.body["attempt_id"] != attempt_id or attempt.token is None:
+            return False
+        return self._workflow.heartbeat(attempt.token)
+
+    def report_plan(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+        """Commit a plan attempt's authenticated result and resume the workflow."""
+        run = self._lifecycle.runs.get(run_id)
+        attempt = run_parts.require(run.id, attempt_part(Phase.PLAN))
+        if attempt.body["attempt_id"] != attempt_id:
+            raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
+        if run.status is not S.PLANNING:
+            raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
+        now = self._clock.now()
+        outcome = str(report.get("outcome"))
+        done = run_parts.change(
+            run.id,
+            attempt_part(Phase.PLAN),
+            expected_state="started",
+            state="succeeded" if outcome == "planned" else "failed",
+            body={
+                **attempt.body,
+                "finished_at": now.isoformat(),
+                "log_artifact_id": report.get("log_artifact_id"),
+            },
+            token=None,
+            now=now,
+        )
+        if outcome == "planned":
+            has_changes = bool(report["has_changes"])
+            evidence = {
+                "attempt_id": attempt_id,
+                "plan_artifact_id": report["plan_artifact_id"],
+                "plan_sha256": report["plan_sha256"],
+                "plan_json_artifact_id": report["plan_json_artifact_id"],
+                "plan_json_sha256": report["plan_json_sha256"],
+                "log_artifact_id": report.get("log_artifact_id"),
+                "summary": report["summary"],
+                "has_changes": has_changes,
+                "engine_version": report.get("engine_version"),
+                "predecessor_state_version_id": run.predecessor_sv_id,
+            }
+            writes = [
+                done,
+                run_parts.put(run.id, "plan", state="committed", body=evidence, now=now),
+                # Reserved atomically with the plan: clients never race its creation.
+                run_parts.put(
+                    run.id,
+                    "policy",
+                    state="running",
+                    body={"id": self._ids.new(IdKind.POLICY_CHECK), "input_digest": None},
+                    now=now,
+                ),
+            ]
+            if run.kind.may_apply:
+                writes.append(
+                    run_parts.put(
+                        run.id,
+                        "apply",
+                        state="pending",
+                        body={"resulting_state_version_id": None},
+                        now=now,
+                    )
+                )
+            self._lifecycle.move(
+                run,
+                S.PLAN_COMPLETE,
+                actor=f"runner:{attempt_id}",
+                run_updates={"plan_has_changes": has_changes},
+                extra_writes=writes,
+            )
+            target = S.PLAN_COMPLETE
+        else:
+            target = (
+                S.PLAN_CREDENTIALS_REQUIRED if outcome == "credentials_required" else S.PLAN_FAILED
+            )
+            moved = self._lifecycle.move(
+                run,
+                target,
+                actor=f"runner:{attempt_id}",
+                reason=str(report.get("reason") or outcome)[:200],
+                extra_writes=[done],
+            )
+            self._hand_off(moved)
+        if attempt.token:
+            self._workflow.resume(attempt.token, {"outcome": target.value})
+        return target.value
+
+    def apply_start_writes(self, run_id: str, attempt_id: str) -> Transaction:
+        """The uncommitted move to ``applying``, committed together with the runner's
+        apply-start redemption: the run applies only if both happen."""
+        run = self._lifecycle.runs.get(run_id)
+        attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
+        approval = run_parts.require(run.id, "approval")
+        if attempt.body["attempt_id"] != attempt_id or approval.state != "approved":
+            raise Conflict(f"run {run.id} is not approved for attempt {attempt_id}")
+        started = run_parts.change(
+            run.id, "apply", expected_state="starting", state="started", now=self._clock.now()
+        )
+        writes, _ = self._lifecycle.runs.transition_writes(
+            run, S.APPLYING, [started], actor=f"runner:{attempt_id}"
+        )
+        return writes
+
+    def report_apply(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+        """Commit an apply result. Success needs a confirmed publication: the current
+        state must carry this run's exact attempt, sandbox, lock and fence."""
+        run = self._lifecycle.runs.get(run_id)
+        attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
+        if attempt.body["attempt_id"] != attempt_id:
+            raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
+        if run.status is not S.APPLYING:
+            raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
+        now = self._clock.now()
+        confirmed, published, pointer = self._publication(run, attempt.body)
+        engine_ok = report.get("outcome") == "applied"
+        if engine_ok and confirmed:
+            target, reason = S.SUCCEEDED, None
+        elif engine_ok:
+            target, reason = S.NEEDS_RECOVERY, "the published state could not be confirmed"
+        else:
+            target, reason = S.APPLY_FAILED, str(report.get("reason") or "apply failed")[:200]
+        apply_state = {S.SUCCEEDED: "succeeded", S.NEEDS_RECOVERY: "uncertain"}.get(
+            target, "failed"
+        )
+        writes = [
+            run_parts.change(
+                run.id,
+                attempt_part(Phase.APPLY),
+                expected_state="started",
+                state="succeeded" if engine_ok else "failed",
+                body={
+                    **attempt.body,
+                    "finished_at": now.isoformat(),
+                    "log_artifact_id": report.get("log_artifact_id"),
+                },
+                token=None,
+                now=now,
+            ),
+            run_parts.change(
+                run.id,
+                "apply",
+                expected_state="started",
+                state=apply_state,
+                body={
+                    **run_parts.require(run.id, "apply").body,
+                    "resulting_state_version_id": pointer if published else None,
+                    "state_published": published,
+                    "reason": reason,
+                },
+                now=now,
+            ),
+        ]
+        # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
+        apply_lock = ApplyLock(
+            run.workspace_id, str(attempt.body["lock_id"]), int(attempt.body["fence"]), run.id
+        )
+        moved = self._lifecycle.move(
+            run,
+            target,
+            actor=f"runner:{attempt_id}",
+            reason=reason,
+            state_published=published,
+            lock=apply_lock,
+            extra_writes=writes,
+        )
+        self._hand_off(moved)
+        if attempt.token:
+            self._workflow.resume(attempt.token, {"outcome": target.value})
+        return target.value
+
+    def _publication(self, run: Run, attempt: Mapping[str, Any]) -> tuple[bool, bool, str | None]:
+        """(confirmed, published, pointer): did this attempt publish the current state?"""
+        workspace = workspace_store.get_workspace(run.workspace_id)
+        pointer = workspace.current_state_version_id
+        if pointer is None or pointer == run.predecessor_sv_id:
+            return False, False, pointer
+        try:
+            version = state_versions.get(pointer)
+        except NotFound:
+            return False, True, pointer
+        provenance = version.provenance or {}
+        confirmed = (
+            provenance.get("run_id") == run.id
+            and provenance.get("attempt_id") == attempt["attempt_id"]
+            and provenance.get("sandbox_id") == attempt["sandbox_id"]
+            and provenance.get("fence") == attempt["fence"]
+            and version.lock_id == attempt["lock_id"]
+        )
+        published = provenance.get("run_id") == run.id
+        return confirmed, published, pointer

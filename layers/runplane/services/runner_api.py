@@ -1,0 +1,182 @@
+"""What a sandbox runner may ask of the control plane, authenticated by its session."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.capabilities import Binding, Phase, RunnerSession
+from runplane.domain.errors import Conflict, InvalidInput
+from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.run import RunStatus
+from runplane.services.artifacts import SandboxTransfers
+from runplane.services.capabilities import Capabilities, RunnerSessions
+from runplane.services.orchestration import Orchestration
+from runplane.store import run_parts, state_versions
+from runplane.store import workspaces as workspace_store
+from runplane.store.runs import RunRepository
+
+# Artifacts a runner may upload, by phase.
+UPLOADS = {
+    Phase.PLAN: {ArtifactKind.PLAN, ArtifactKind.PLAN_JSON, ArtifactKind.LOGS},
+    Phase.APPLY: {ArtifactKind.LOGS},
+}
+
+
+def _session_of(principal: Principal) -> RunnerSession:
+    if principal.kind is not PrincipalKind.RUNNER or principal.run_id is None:
+        raise Forbidden(Permission.STATE_WRITE)
+    return RunnerSession(
+        id=principal.id,
+        organization_id=principal.organization_id,
+        jti="",
+        binding=Binding(
+            principal.run_id,
+            principal.attempt_id or "",
+            Phase(principal.phase or "plan"),
+            principal.sandbox_id or "",
+        ),
+        inputs=principal.inputs,
+        # The authorizer checked validity on this request; transfers do not re-read it.
+        expires_at=_UNCHECKED,
+    )
+
+
+_UNCHECKED = datetime.max.replace(tzinfo=UTC)
+
+
+class RunnerApi:
+    def __init__(
+        self,
+        sessions: RunnerSessions,
+        capabilities: Capabilities,
+        transfers: SandboxTransfers,
+        orchestration: Orchestration,
+        runs: RunRepository,
+    ) -> None:
+        self._sessions = sessions
+        self._capabilities = capabilities
+        self._transfers = transfers
+        self._orchestration = orchestration
+        self._runs = runs
+
+    def start(
+        self, bootstrap: str, *, run_id: str, attempt_id: str, phase: str, sandbox_id: str
+    ) -> dict[str, Any]:
+        """Redeem the bootstrap handle; returns the session secret and the manifest."""
+        try:
+            binding = Binding(run_id, attempt_id, Phase(phase), sandbox_id)
+        except ValueError:
+            raise InvalidInput("phase must be plan or apply", "/phase") from None
+        grant = self._sessions.start(bootstrap, binding)
+        return {"token": grant.token, "manifest": self._manifest(grant.session)}
+
+    def _manifest(self, session: RunnerSession) -> dict[str, Any]:
+        run = self._runs.get(session.binding.run_id)
+        snapshot = run_parts.require(run.id, "input").body
+        manifest: dict[str, Any] = {
+            "run_id": run.id,
+            "kind": run.kind.value,
+            "attempt_id": session.binding.attempt_id,
+            "phase": session.binding.phase.value,
+            "organization": snapshot["organization_name"],
+            "workspace": snapshot["workspace_name"],
+            "engine_version": snapshot.get("engine_version"),
+            "configuration_artifact_id": snapshot["configuration_artifact_id"],
+            "variables_artifact_id": snapshot.get("variables_artifact_id"),
+            "predecessor_state_version_id": run.predecessor_sv_id,
+        }
+        if session.binding.phase is Phase.APPLY:
+            plan = run_parts.require(run.id, "plan").body
+            manifest["plan_artifact_id"] = plan["plan_artifact_id"]
+            manifest["plan_sha256"] = plan["plan_sha256"]
+        return manifest
+
+    def download(self, principal: Principal, artifact_id: str) -> dict[str, Any]:
+        grant = self._transfers.download(_session_of(principal), artifact_id)
+        return {
+            "artifact_id": grant.artifact_id,
+            "url": grant.url,
+            "sha256": grant.sha256,
+            "size": grant.size,
+            "data_key": base64.b64encode(grant.data_key).decode("ascii"),
+        }
+
+    def begin_upload(self, principal: Principal, kind: str) -> dict[str, Any]:
+        session = _session_of(principal)
+        try:
+            wanted = ArtifactKind(kind)
+        except ValueError:
+            raise InvalidInput(f"unknown artifact kind {kind!r}", "/kind") from None
+        if wanted not in UPLOADS[session.binding.phase]:
+            raise InvalidInput(f"a {session.binding.phase} runner cannot upload {kind}", "/kind")
+        grant = self._transfers.begin_upload(session, wanted)
+        return {
+            "artifact_id": grant.artifact_id,
+            "url": grant.url,
+            "chunk_size": grant.chunk_size,
+            "max_size": grant.max_size,
+            "data_key": base64.b64encode(grant.data_key).decode("ascii"),
+        }
+
+    def register(
+        self, principal: Principal, artifact_id: str, size: int, sha256: str
+    ) -> dict[str, Any]:
+        artifact = self._transfers.register(
+            _session_of(principal), artifact_id, size=size, sha256=sha256
+        )
+        return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
+
+    def apply_start(
+        self, principal: Principal, handle: str, request: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Redeem the apply-start capability together with the move to ``applying``."""
+        session = _session_of(principal)
+        run = self._runs.get(session.binding.run_id)
+        plan = run_parts.require(run.id, "plan").body
+        if request.get("plan_sha256") != plan["plan_sha256"]:
+            raise Conflict("the plan presented is not the approved plan")
+        attempt = run_parts.require(run.id, "attempt#apply").body
+        result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
+        extra = []
+        if run.status is RunStatus.AWAITING_APPROVAL:
+            extra.append(self._orchestration.apply_start_writes(run.id, session.binding.attempt_id))
+        return self._capabilities.redeem_apply_start(
+            handle, session.binding, dict(request), result, extra_writes=extra
+        )
+
+    def state_check(self, principal: Principal) -> dict[str, Any]:
+        """What the current state of the run's workspace says about its publisher."""
+        session = _session_of(principal)
+        run = self._runs.get(session.binding.run_id)
+        workspace = workspace_store.get_workspace(run.workspace_id)
+        if workspace.current_state_version_id is None:
+            return {"state_version_id": None, "matches": False}
+        version = state_versions.get(workspace.current_state_version_id)
+        provenance = version.provenance or {}
+        return {
+            "state_version_id": version.id,
+            "serial": version.serial,
+            "sha256": version.sha256,
+            "matches": provenance.get("attempt_id") == session.binding.attempt_id
+            and provenance.get("sandbox_id") == session.binding.sandbox_id,
+        }
+
+    def heartbeat(self, principal: Principal) -> dict[str, bool]:
+        session = _session_of(principal)
+        alive = self._orchestration.heartbeat(
+            session.binding.run_id, session.binding.phase, session.binding.attempt_id
+        )
+        return {"alive": alive}
+
+    def report(self, principal: Principal, report: Mapping[str, Any]) -> dict[str, str]:
+        session = _session_of(principal)
+        binding = session.binding
+        if binding.phase is Phase.PLAN:
+            status = self._orchestration.report_plan(binding.run_id, binding.attempt_id, report)
+        else:
+            status = self._orchestration.report_apply(binding.run_id, binding.attempt_id, report)
+        return {"status": status}

@@ -1,0 +1,385 @@
+"""Runs as people and CI see them: configuration uploads, creation, reviews, decisions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from runplane.adapters.workflow import Workflow
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    ApprovalExpired,
+    ConcurrentChange,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    TransitionRejected,
+)
+from runplane.domain.identity import Permission, Principal
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
+from runplane.services.artifacts import ArtifactStore
+from runplane.services.lifecycle import RunLifecycle
+from runplane.services.workspaces import Workspaces
+from runplane.store import run_parts, state_versions
+from runplane.store import runs as run_store
+from runplane.store.models import ConfigurationVersionItem, configuration_version_key
+from runplane.store.transaction import Transaction
+
+# Platform-reserved: state publication cadence during apply is ours to set.
+RESERVED_VARIABLES = frozenset({"TF_STATE_PERSIST_INTERVAL"})
+MAX_VARIABLES = 200
+
+
+@dataclass(frozen=True)
+class ConfigurationUpload:
+    id: str
+    upload_url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Decision:
+    run_id: str
+    decision: str
+    token: str | None
+
+
+class Runs:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        lifecycle: RunLifecycle,
+        workspaces: Workspaces,
+        artifacts: ArtifactStore,
+        workflow: Workflow,
+        *,
+        definition_version: str,
+        build_sha: str,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._lifecycle = lifecycle
+        self._workspaces = workspaces
+        self._artifacts = artifacts
+        self._workflow = workflow
+        self._definition_version = definition_version
+        self._build_sha = build_sha
+
+    # -- configuration versions ----------------------------------------------------------
+
+    def new_configuration_upload(
+        self, principal: Principal, workspace_id: str
+    ) -> ConfigurationUpload:
+        principal.require(Permission.RUN_CREATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        upload = self._artifacts.new_inbox_upload(workspace.organization_id)
+        cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
+        Transaction().put_new(
+            ConfigurationVersionItem(
+                *configuration_version_key(cv_id),
+                cv_id=cv_id,
+                org_id=workspace.organization_id,
+                workspace_id=workspace.id,
+                status="pending",
+                upload_id=upload.upload_id,
+                created_at=self._clock.now(),
+                expires_at=upload.expires_at + timedelta(days=1),
+            )
+        ).commit()
+        return ConfigurationUpload(cv_id, upload.url, upload.expires_at)
+
+    def finalize_configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
+        """Stream the uploaded archive into an encrypted artifact (413 past 100 MB)."""
+        principal.require(Permission.RUN_CREATE)
+        item = self._configuration_item(principal, cv_id)
+        if item.status != "pending":
+            raise Conflict(f"configuration version {cv_id} was already uploaded")
+        artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
+        Transaction().update(
+            ConfigurationVersionItem(*configuration_version_key(cv_id)),
+            [
+                ConfigurationVersionItem.status.set("uploaded"),
+                ConfigurationVersionItem.artifact_id.set(artifact.id),
+                ConfigurationVersionItem.sha256.set(artifact.sha256 or ""),
+                ConfigurationVersionItem.size.set(artifact.size or 0),
+                ConfigurationVersionItem.uploaded_at.set(self._clock.now()),
+                ConfigurationVersionItem.expires_at.remove(),
+            ],
+            condition=ConfigurationVersionItem.status == "pending",
+            on_refused=lambda current: Conflict(f"configuration version {cv_id} changed"),
+        ).commit()
+        return self.configuration(principal, cv_id)
+
+    def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
+        item = self._configuration_item(principal, cv_id)
+        return {
+            "id": item.cv_id,
+            "workspace_id": item.workspace_id,
+            "status": item.status,
+            "sha256": item.sha256,
+            "size": None if item.size is None else int(item.size),
+            "artifact_id": item.artifact_id,
+        }
+
+    def _configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
+        try:
+            item = ConfigurationVersionItem.get(
+                *configuration_version_key(cv_id), consistent_read=True
+            )
+        except ConfigurationVersionItem.DoesNotExist:
+            raise NotFound("configuration version", cv_id) from None
+        if not principal.can_see_workspace(item.org_id, item.workspace_id):
+            raise NotFound("configuration version", cv_id)
+        return item
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def create(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        *,
+        kind: RunKind,
+        configuration_version_id: str,
+        engine_version: str | None,
+        variables: Mapping[str, str],
+    ) -> Run:
+        """Create the durable run (``dispatch_pending``) and start its workflow."""
+        principal.require(Permission.RUN_CREATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        configuration = self.configuration(principal, configuration_version_id)
+        if configuration["workspace_id"] != workspace.id:
+            raise NotFound("configuration version", configuration_version_id)
+        if configuration["status"] != "uploaded":
+            raise InvalidInput(
+                f"configuration version {configuration_version_id} has not been uploaded",
+                "/configuration_version_id",
+            )
+        _check_variables(variables)
+        now = self._clock.now()
+        run = Run(
+            id=self._ids.new(IdKind.RUN),
+            organization_id=workspace.organization_id,
+            workspace_id=workspace.id,
+            kind=kind,
+            status=RunStatus.DISPATCH_PENDING,
+            version=run_store.FIRST_VERSION,
+            created_at=now,
+            updated_at=now,
+            definition_version=self._definition_version,
+            build_sha=self._build_sha,
+        )
+        variables_artifact = None
+        if variables:
+            variables_artifact = self._artifacts.put(
+                workspace.organization_id,
+                ArtifactKind.VARIABLES,
+                [json.dumps(dict(variables), sort_keys=True).encode()],
+            ).id
+        snapshot = {
+            "configuration_version_id": configuration_version_id,
+            "configuration_artifact_id": configuration["artifact_id"],
+            "configuration_sha256": configuration["sha256"],
+            "variables_artifact_id": variables_artifact,
+            "variable_names": sorted(variables),
+            "engine_version": engine_version or workspace.terraform_version or "",
+            "workspace_name": workspace.name,
+            "organization_name": self._workspaces.organization_name(workspace.organization_id),
+        }
+        self._lifecycle.runs.create(
+            run,
+            actor=principal.ref,
+            extra_writes=[run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)],
+        )
+        # A failed dispatch leaves the run dispatch_pending; starting again is safe
+        # (the execution is named by the run ID).
+        self._workflow.start(run.id)
+        return run
+
+    def get(self, principal: Principal, run_id: str) -> Run:
+        principal.require(Permission.RUN_READ)
+        try:
+            run = self._lifecycle.runs.get(run_id)
+        except NotFound:
+            raise NotFound("run", run_id) from None
+        if not principal.can_see_workspace(run.organization_id, run.workspace_id):
+            raise NotFound("run", run_id)
+        return run
+
+    def list(self, principal: Principal, workspace_id: str) -> list[Run]:
+        principal.require(Permission.RUN_READ)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        return sorted(
+            self._lifecycle.runs.list_for_workspace(workspace.id),
+            key=lambda r: r.created_at,
+            reverse=True,
+        )
+
+    def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
+        run = self.get(principal, run_id)
+        return build_review(run, self._lifecycle)
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def decide(
+        self, principal: Principal, run_id: str, decision: str, comment: str | None
+    ) -> Decision:
+        """Record an approval or rejection before the deadline; the workflow is resumed
+        by the caller with the returned token."""
+        principal.require(Permission.RUN_APPROVE)
+        if decision not in {"approve", "reject"}:
+            raise InvalidInput("decision must be approve or reject", "/decision")
+        run = self.get(principal, run_id)
+        approval = run_parts.get(run.id, "approval")
+        if run.status is RunStatus.EXPIRED or (approval and approval.state == "expired"):
+            raise ApprovalExpired(run.id)
+        if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
+            raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
+        now = self._clock.now()
+        if run.approval_expires_at is not None and now >= run.approval_expires_at:
+            raise ApprovalExpired(run.id)
+        body = {
+            **approval.body,
+            "decision": decision,
+            "decided_by": principal.ref,
+            "decided_at": now.isoformat(),
+            "comment": (comment or "")[:1000],
+        }
+        state = "approved" if decision == "approve" else "rejected"
+        record = run_parts.change(
+            run.id, "approval", expected_state="waiting", state=state, body=body, now=now
+        )
+        try:
+            if decision == "approve":
+                record.commit()
+            else:
+                moved = self._lifecycle.move(
+                    run,
+                    RunStatus.REJECTED,
+                    actor=principal.ref,
+                    reason="rejected",
+                    extra_writes=[record],
+                )
+                self._hand_off(moved.handoff)
+        except (ConcurrentChange, TransitionRejected):
+            current = self._lifecycle.runs.get(run.id)
+            if current.status is RunStatus.EXPIRED:
+                raise ApprovalExpired(run.id) from None
+            raise Conflict(f"run {run.id} was decided meanwhile (now {current.status})") from None
+        return Decision(run.id, decision, approval.token)
+
+    def _hand_off(self, handoff: Any) -> None:
+        if handoff is not None:
+            self._workflow.resume(handoff.token, {"held": True})
+
+
+def _check_variables(variables: Mapping[str, str]) -> None:
+    if len(variables) > MAX_VARIABLES:
+        raise InvalidInput(f"at most {MAX_VARIABLES} variables", "/variables")
+    for name, value in variables.items():
+        if name in RESERVED_VARIABLES or name.upper() in RESERVED_VARIABLES:
+            raise InvalidInput(f"{name} is reserved by the platform", f"/variables/{name}")
+        if not name.replace("_", "").isalnum() or not isinstance(value, str):
+            raise InvalidInput(
+                f"variable {name!r} must be an identifier with a string value", f"/variables/{name}"
+            )
+
+
+def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
+    """The run review: every fact from the database, nothing inferred from the deployment."""
+    stages = lifecycle.runs.stages(run.id)
+    parts = run_parts.all_of(run.id)
+    snapshot = parts["input"].body if "input" in parts else {}
+    applied = Stage.APPLY in stages and stages[Stage.APPLY].status is StageStatus.COMPLETED
+    review: dict[str, Any] = {
+        "id": run.id,
+        "workspace_id": run.workspace_id,
+        "kind": run.kind.value,
+        "status": run.status.value,
+        "label": dashboard_label(run.status, applied=applied),
+        "status_reason": run.status_reason,
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+        "created_by": run.created_by,
+        "workflow": {
+            "execution_name": run.id,
+            "definition_version": run.definition_version,
+            "build_sha": run.build_sha,
+        },
+        "stages": [
+            {
+                "stage": stage.value,
+                "status": stages[stage].status.value if stage in stages else "pending",
+                "started_at": _iso(stages[stage].started_at) if stage in stages else None,
+                "finished_at": _iso(stages[stage].finished_at) if stage in stages else None,
+            }
+            for stage in Stage
+        ],
+        "input": {
+            "configuration_version_id": snapshot.get("configuration_version_id"),
+            "configuration_sha256": snapshot.get("configuration_sha256"),
+            "engine_version": snapshot.get("engine_version"),
+            "variable_names": snapshot.get("variable_names", []),
+            "predecessor_state_version_id": run.predecessor_sv_id,
+        },
+        "source": None,
+        "plan": None,
+        "policy": None,
+        "approval": None,
+        "apply": None,
+    }
+    if "plan" in parts:
+        plan = parts["plan"].body
+        review["plan"] = {
+            "has_changes": plan.get("has_changes"),
+            "summary": plan.get("summary"),
+            "plan_sha256": plan.get("plan_sha256"),
+            "engine_version": plan.get("engine_version"),
+        }
+    if "policy" in parts:
+        policy = parts["policy"]
+        review["policy"] = {"status": policy.state, **policy.body}
+    if "approval" in parts:
+        approval = parts["approval"]
+        review["approval"] = {
+            "status": approval.state,
+            **{k: v for k, v in approval.body.items() if k != "binding"},
+        }
+    if "apply" in parts:
+        review["apply"] = _apply_record(parts["apply"])
+    return review
+
+
+def _apply_record(part: run_parts.RunPart) -> dict[str, Any]:
+    """The apply record, reported independently from state publication."""
+    body = part.body
+    pointer = body.get("resulting_state_version_id")
+    record: dict[str, Any] = {"status": part.state, "reason": body.get("reason")}
+    if pointer is None:
+        record["resulting_state_version"] = {"status": "not_recorded"}
+        return record
+    try:
+        version = state_versions.get(pointer)
+    except NotFound:
+        record["resulting_state_version"] = {"status": "unavailable", "id": pointer}
+        return record
+    record["resulting_state_version"] = {
+        "status": "recorded",
+        "id": version.id,
+        "sha256": version.sha256,
+        "md5": version.md5,
+        "serial": version.serial,
+        "created_at": version.created_at.isoformat(),
+    }
+    return record
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

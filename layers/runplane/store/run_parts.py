@@ -1,0 +1,125 @@
+"""The facts of a run besides its status: each a small document with its own state.
+
+Every change names the state it expects, so two writers racing on a part
+(an approval and an expiry, a result and a timeout) cannot both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
+from runplane.store.transaction import Item, OnRefused, Transaction
+
+
+@dataclass(frozen=True)
+class RunPart:
+    run_id: str
+    name: str
+    state: str
+    body: dict[str, Any]
+    token: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _to_part(item: RunPartItem) -> RunPart:
+    return RunPart(
+        run_id=item.run_id,
+        name=item.part,
+        state=item.state,
+        body=dict(item.body or {}),
+        token=item.token,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def get(run_id: str, name: str) -> RunPart | None:
+    try:
+        return _to_part(RunPartItem.get(*run_part_key(run_id, name), consistent_read=True))
+    except RunPartItem.DoesNotExist:
+        return None
+
+
+def require(run_id: str, name: str) -> RunPart:
+    part = get(run_id, name)
+    if part is None:
+        raise NotFound(f"{name} of run", run_id)
+    return part
+
+
+def all_of(run_id: str) -> dict[str, RunPart]:
+    items = RunPartItem.query(
+        run_part_key(run_id, "")[0], RunPartItem.sk.startswith(PART_PREFIX), consistent_read=True
+    )
+    return {item.part: _to_part(item) for item in items}
+
+
+def put(
+    run_id: str,
+    name: str,
+    *,
+    state: str,
+    body: Mapping[str, Any],
+    now: datetime,
+    token: str | None = None,
+    on_refused: OnRefused | None = None,
+) -> Transaction:
+    """A new part: refused if it exists already (parts are created once)."""
+    return Transaction().put_new(
+        RunPartItem(
+            *run_part_key(run_id, name),
+            run_id=run_id,
+            part=name,
+            state=state,
+            body=dict(body),
+            token=token,
+            created_at=now,
+            updated_at=now,
+        ),
+        on_refused=on_refused
+        or (lambda current: ConcurrentChange(f"run {run_id} already has its {name}")),
+    )
+
+
+_KEEP = object()
+
+
+def change(
+    run_id: str,
+    name: str,
+    *,
+    expected_state: str | tuple[str, ...],
+    state: str | None = None,
+    body: Mapping[str, Any] | None = None,
+    token: str | object | None = _KEEP,
+    now: datetime,
+    on_refused: OnRefused | None = None,
+) -> Transaction:
+    """Change a part iff it is in ``expected_state``; ``body`` replaces the document."""
+    expected = (expected_state,) if isinstance(expected_state, str) else expected_state
+    actions = [RunPartItem.updated_at.set(now)]
+    if state is not None:
+        actions.append(RunPartItem.state.set(state))
+    if body is not None:
+        actions.append(RunPartItem.body.set(dict(body)))
+    if token is None:
+        actions.append(RunPartItem.token.remove())
+    elif token is not _KEEP:
+        actions.append(RunPartItem.token.set(str(token)))
+
+    def refused(current: Item | None) -> Exception:
+        held = current.get("state") if current else "missing"
+        return ConcurrentChange(f"run {run_id}: {name} is {held}, expected {'/'.join(expected)}")
+
+    return Transaction().update(
+        RunPartItem(*run_part_key(run_id, name)),
+        actions,
+        condition=RunPartItem.state.is_in(*expected),
+        on_refused=on_refused or refused,
+    )
