@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint docs clean engine
+.PHONY: test demo lint docs clean engine
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -20,6 +20,11 @@ test: $(STAMP) engine
 # The pinned engine binary the tests run (see docs/engine.md).
 engine: $(STAMP)
 	$(BIN)/python -m tools.fetch_engine --dest $(VENV)/engine
+
+# The whole lifecycle on the embedded stack: plan -> policy -> approve -> apply,
+# then a plan with no changes; prints the run reviews.
+demo: $(STAMP) engine
+	$(BIN)/python -m runplane.local.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests benchmarks tools

@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
+
+from runplane.client import ApiError, Client, Connection, render_review
+
+DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
 
 
 def _local_up(args: argparse.Namespace) -> int:
     from runplane.local.stack import EmbeddedStack
 
-    stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port)
+    stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port, engine=args.engine)
     credentials = stack.start()
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopped.set())
+    rc = stack.data_dir / "terraform.rc"
     print(f"Runplane embedded stack is up at {credentials.url}")
     print(f"  organization: {credentials.organization}")
     print(f"  admin token:  {credentials.token}")
-    print(
-        f"  client files: {stack.data_dir / 'credentials.json'}, {stack.data_dir / 'terraform.rc'}"
-    )
-    print(f"  use it with:  TF_CLI_CONFIG_FILE={stack.data_dir / 'terraform.rc'} terraform init")
+    print(f"  client files: {stack.data_dir / 'credentials.json'}, {rc}")
+    print(f"  use it with:  TF_CLI_CONFIG_FILE={rc} terraform init")
     print("The stack keeps its data in memory: stopping it (Ctrl-C) discards everything.")
     sys.stdout.flush()
     try:
@@ -34,22 +39,118 @@ def _local_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> Client:
+    if args.url and args.token:
+        return Client(Connection(args.url.rstrip("/"), args.token, args.organization))
+    path = Path(args.credentials)
+    if not path.exists():
+        raise SystemExit(
+            f"no credentials: pass --url and --token, or run `runplane local up` ({path} missing)"
+        )
+    return Client(Connection.from_file(path))
+
+
+def _show(review: dict[str, Any], as_json: bool) -> None:
+    print(json.dumps(review, indent=2) if as_json else render_review(review))
+
+
+def _workspace_create(args: argparse.Namespace) -> int:
+    created = _client(args).create_workspace(args.name)
+    print(f"{created['id']}  {created['name']}")
+    return 0
+
+
+def _run_create(args: argparse.Namespace) -> int:
+    variables = dict(item.split("=", 1) for item in args.var)
+    review = _client(args).create_run(
+        args.workspace, Path(args.dir), kind=args.kind, variables=variables
+    )
+    print(review["id"])
+    return 0
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    _show(_client(args).review(args.run), args.json)
+    return 0
+
+
+def _run_decide(args: argparse.Namespace) -> int:
+    _show(_client(args).decide(args.run, args.decision, args.comment), args.json)
+    return 0
+
+
+def _run_watch(args: argparse.Namespace) -> int:
+    def progress(review: dict[str, Any]) -> None:
+        stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
+        print(f"{review['status']:<20} {stages}", flush=True)
+
+    review = _client(args).watch(
+        args.run, until=args.until, timeout=args.timeout, on_change=progress
+    )
+    print(render_review(review))
+    return 0 if review["status"] in {"succeeded", *args.until} else 1
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="runplane", description="Runplane control plane")
     commands = root.add_subparsers(dest="command", required=True)
+
     local = commands.add_parser("local", help="the embedded stack on this machine")
     local_commands = local.add_subparsers(dest="local_command", required=True)
     up = local_commands.add_parser("up", help="start the embedded stack")
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8700)
     up.add_argument("--data-dir", default=".runplane")
+    up.add_argument("--engine", help="the engine binary sandboxes run (default: tofu, terraform)")
     up.set_defaults(run=_local_up)
+
+    def connected(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        command.add_argument("--credentials", default=str(DEFAULT_CREDENTIALS))
+        command.add_argument("--url")
+        command.add_argument("--token")
+        command.add_argument("--organization", default="default")
+        command.add_argument("--json", action="store_true", help="print JSON")
+        return command
+
+    workspace = commands.add_parser("workspace", help="workspaces")
+    workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
+    create_ws = connected(workspace_commands.add_parser("create", help="create a workspace"))
+    create_ws.add_argument("name")
+    create_ws.set_defaults(run=_workspace_create)
+
+    run = commands.add_parser("run", help="runs")
+    run_commands = run.add_subparsers(dest="run_command", required=True)
+    create = connected(run_commands.add_parser("create", help="upload a directory and run it"))
+    create.add_argument("--workspace", required=True, help="name or ws- ID")
+    create.add_argument("--dir", required=True)
+    create.add_argument(
+        "--kind", default="plan_and_apply", choices=["plan_only", "speculative", "plan_and_apply"]
+    )
+    create.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
+    create.set_defaults(run=_run_create)
+    show = connected(run_commands.add_parser("show", help="the run review"))
+    show.add_argument("run")
+    show.set_defaults(run=_run_show)
+    for decision in ("approve", "reject"):
+        decide = connected(run_commands.add_parser(decision, help=f"{decision} the plan"))
+        decide.add_argument("run")
+        decide.add_argument("--comment")
+        decide.set_defaults(run=_run_decide, decision=decision)
+    watch = connected(run_commands.add_parser("watch", help="follow a run until it ends"))
+    watch.add_argument("run")
+    watch.add_argument("--until", action="append", default=[], help="also stop at this status")
+    watch.add_argument("--timeout", type=float, default=1800)
+    watch.set_defaults(run=_run_watch)
     return root
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except ApiError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

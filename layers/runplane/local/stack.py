@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -172,6 +173,8 @@ class EmbeddedStack:
 
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, "local")
+        # moto's HTTP server logs every request; the stack reports its own state.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         serialize_requests("dynamodb")
         moto_port = free_port()
         # moto's Step Functions interpreter calls Lambda through this port.
