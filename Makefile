@@ -27,8 +27,8 @@ demo: $(STAMP) engine
 	$(BIN)/python -m runplane.local.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check layers functions infra tests benchmarks tools
-	$(BIN)/ruff format --check layers functions infra tests benchmarks tools
+	$(BIN)/ruff check layers functions infra tests benchmarks tools examples
+	$(BIN)/ruff format --check layers functions infra tests benchmarks tools examples
 	$(BIN)/mypy layers/runplane functions tools
 
 # Regenerate documents derived from code (tests fail while they are stale).

@@ -1,5 +1,15 @@
 # The demo configuration: plans and applies with the offline engine and no
-# cloud credentials. Its state lives in a Runplane workspace.
+# cloud credentials. Its state lives in a Runplane workspace; its one resource
+# comes from the repository's test provider (see docs/test-provider.md).
+
+terraform {
+  required_providers {
+    test = {
+      source  = "runplane/test"
+      version = "0.1.0"
+    }
+  }
+}
 
 variable "greeting" {
   type    = string
@@ -11,10 +21,15 @@ locals {
   message  = "${var.greeting}, ${local.audience}"
 }
 
+resource "test_thing" "greeting" {
+  name    = "greeting"
+  content = local.message
+}
+
 output "message" {
   value = local.message
 }
 
-output "length" {
-  value = length(local.message)
+output "thing_id" {
+  value = test_thing.greeting.id
 }

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from runplane.client import Client, Connection
 from runplane.domain.identity import Permission
 from runplane.local.stack import Credentials, EmbeddedStack, terraform_rc
+from tests.engine import engine_path
 
 _names = itertools.count(1)
 
@@ -32,6 +34,10 @@ class Local:
     @property
     def admin_token(self) -> str:
         return self.credentials.token
+
+    @property
+    def client(self) -> Client:
+        return Client(Connection(self.url, self.admin_token, self.organization))
 
     def token(self, permissions: Iterable[Permission], name: str = "ci") -> str:
         """A new token of the default organization with exactly ``permissions``."""
@@ -67,7 +73,9 @@ def unique(prefix: str) -> str:
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    stack = EmbeddedStack(tmp_path_factory.mktemp("runplane-local"), port=0)
+    stack = EmbeddedStack(
+        tmp_path_factory.mktemp("runplane-local"), port=0, engine=str(engine_path())
+    )
     credentials = stack.start()
     try:
         yield Local(stack, credentials)

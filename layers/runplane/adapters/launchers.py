@@ -50,9 +50,15 @@ class LocalProcessLauncher:
     """The embedded stack's sandbox: a subprocess in its own directory with a scrubbed
     environment (nothing of the control plane's credentials or settings)."""
 
-    def __init__(self, engine: str | None = None, work_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        engine: str | None = None,
+        work_root: Path | None = None,
+        provider_mirror: Path | None = None,
+    ) -> None:
         self._engine = engine
         self._work_root = work_root
+        self._provider_mirror = provider_mirror
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def launch(self, request: LaunchRequest) -> str:
@@ -66,6 +72,8 @@ class LocalProcessLauncher:
         }
         if self._engine:
             env["RUNPLANE_ENGINE"] = self._engine
+        if self._provider_mirror:
+            env["RUNPLANE_PROVIDER_MIRROR"] = str(self._provider_mirror)
         log = (workdir / "runner.log").open("wb")
         process = subprocess.Popen(
             [sys.executable, "-m", "runplane.runner"],

@@ -10,6 +10,7 @@ data directory keeps only the sign-in key and the files clients read).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -68,6 +69,18 @@ def _configure_moto(endpoint: str) -> None:
         headers={"Content-Type": "application/json"},
     )
     urllib.request.urlopen(request, timeout=30).close()  # noqa: S310
+
+
+def _provider_mirror(directory: Path) -> Path | None:
+    """The repository's offline test provider, when running from a clone."""
+    installer = ASL.parents[1] / "examples" / "providers" / "install.py"
+    spec = importlib.util.spec_from_file_location("runplane_test_provider_install", installer)
+    if spec is None or spec.loader is None or not installer.exists():
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    mirror: Path = module.install_mirror(directory)
+    return mirror
 
 
 def _build_sha() -> str:
@@ -207,7 +220,9 @@ class EmbeddedStack:
         settings = settings.model_copy(update={"state_machine_arn": arn})
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
-        self.launcher = LocalProcessLauncher(engine=self._engine)
+        self.launcher = LocalProcessLauncher(
+            engine=self._engine, provider_mirror=_provider_mirror(self.data_dir / "providers")
+        )
         self.services = build_services(
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )

@@ -665,7 +665,14 @@ def write_backend_override(
     return path
 
 
-def write_cli_config(path: Path, *, host: str, api_url: str, token: str) -> Path:
+def write_cli_config(
+    path: Path,
+    *,
+    host: str,
+    api_url: str,
+    token: str,
+    provider_mirror: Path | None = None,
+) -> Path:
     """Write an engine CLI configuration (mode 0o600) for the Cloud API at ``host``.
 
     The ``host`` block declares the ``tfe.v2``, ``tfe.v2.1`` and ``tfe.v2.2`` services at
@@ -673,6 +680,11 @@ def write_cli_config(path: Path, *, host: str, api_url: str, token: str) -> Path
     ``credentials`` block carries ``token``. Terraform 1.0.x has no ``TF_TOKEN_*``
     variables, so this file is how the engine authenticates. Point ``TF_CLI_CONFIG_FILE``
     at it.
+
+    With ``provider_mirror`` (an absolute directory path), a ``provider_installation``
+    block is added: providers of the ``registry.terraform.io/runplane`` namespace are
+    installed from that filesystem mirror only, every other provider directly as before
+    (see docs/test-provider.md).
     """
     if not _HOSTNAME.fullmatch(host):
         raise ValueError(f"not a hostname[:port]: {host!r}")
@@ -680,6 +692,27 @@ def write_cli_config(path: Path, *, host: str, api_url: str, token: str) -> Path
         raise ValueError(f"not an http(s) URL usable in a CLI configuration: {api_url!r}")
     if not _TOKEN.fullmatch(token):
         raise ValueError("the token has characters a CLI configuration cannot carry")
+    installation = ""
+    if provider_mirror is not None:
+        mirror = os.fspath(provider_mirror)
+        # No control characters, quotes, backslashes or template introducers in the string.
+        if not Path(mirror).is_absolute() or not re.fullmatch(r"/[^\x00-\x1f\x7f\"\\$%]*", mirror):
+            raise ValueError(
+                f"not an absolute path usable in a CLI configuration: {mirror!r} (provider_mirror)"
+            )
+        pattern = "registry.terraform.io/runplane/*"
+        installation = (
+            "\n"
+            "provider_installation {\n"
+            "  filesystem_mirror {\n"
+            f'    path    = "{mirror}"\n'
+            f'    include = ["{pattern}"]\n'
+            "  }\n"
+            "  direct {\n"
+            f'    exclude = ["{pattern}"]\n'
+            "  }\n"
+            "}\n"
+        )
     services = "".join(
         f'    "{service}" = "{api_url}",\n' for service in ("tfe.v2", "tfe.v2.1", "tfe.v2.2")
     )
@@ -695,6 +728,7 @@ def write_cli_config(path: Path, *, host: str, api_url: str, token: str) -> Path
         f'credentials "{host}" {{\n'
         f'  token = "{token}"\n'
         "}\n"
+        f"{installation}"
     )
     path = Path(path)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

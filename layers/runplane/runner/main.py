@@ -147,11 +147,13 @@ class Runner:
             organization=self.manifest["organization"],
             workspace=self.manifest["workspace"],
         )
+        mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
         cli_config = write_cli_config(
             self.workdir / "cli.tfrc",
             host=host,
             api_url=f"{self.api.url}/api/v2/",
             token=self.api.token or "",
+            provider_mirror=Path(mirror) if mirror else None,
         )
         env = {
             "PATH": self.env.get("PATH", os.defpath),
