@@ -69,6 +69,7 @@ class RunnerReport(BaseModel):
     plan_json_sha256: str | None = None
     log_artifact_id: str | None = None
     engine_version: str | None = None
+    engine_seconds: float | None = Field(default=None, ge=0)
 
 
 def _json(status: int, body: Any) -> Reply:

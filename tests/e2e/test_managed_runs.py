@@ -216,20 +216,37 @@ def test_no_secret_reaches_workflow_history_or_logs(local: Local, tmp_path: Path
     sfn = boto3.client(
         "stepfunctions", region_name="us-east-1", endpoint_url=settings.aws_endpoint_url
     )
-    histories = []
+    histories: dict[str, str] = {}
+    tokens: dict[str, set[str]] = {}
     for execution in sfn.list_executions(stateMachineArn=settings.state_machine_arn)["executions"]:
-        history = sfn.get_execution_history(executionArn=execution["executionArn"])
-        histories.append(json.dumps(history["events"], default=str))
-    text = "\n".join(histories)
+        history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+        histories[execution["name"]] = json.dumps(history, default=str)
+        tokens[execution["name"]] = {
+            json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]["token"]
+            for e in history
+            if e["type"] == "TaskScheduled"
+            and "token" in json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]
+        }
+    text = "\n".join(histories.values())
 
     # Then they carry run IDs only: no token, handle, session, key or secret value
     assert run["id"] in text
     for marker in (SECRET_VALUE, local.admin_token, "rpc_", "rps_", "rpt_", "rpu_", "data_key"):
         assert marker not in text, marker
-    # And nothing logged in this process carries them either
+    # And no artifact body: no plan, state or runner output
+    for body_marker in ("resource_changes", '"lineage"', "Apply complete", "terraform_version"):
+        assert body_marker not in text, body_marker
+    # And a wait's task token appears only in its own execution's history
+    assert tokens[run["id"]], "the run's waits carried no token"
+    for name, own in tokens.items():
+        for other, history in histories.items():
+            if other != name:
+                assert not any(token in history for token in own), (name, other)
+    # And nothing logged in this process carries any of them
     logged = "\n".join(captured)
-    for marker in (SECRET_VALUE, local.admin_token, "rpc_", "rps_"):
-        assert marker not in logged, marker
+    every_token = set().union(*tokens.values())
+    for marker in (SECRET_VALUE, local.admin_token, "rpc_", "rps_", *every_token):
+        assert marker not in logged, "a secret was logged"
     # And the runner's stored log does not show the secret value
     attempt = run_parts.require(run["id"], "attempt#apply").body
     with local.stack.services.artifacts.open(
@@ -298,3 +315,17 @@ def test_an_apply_that_fails_after_publishing_keeps_writer_authority(
 def _admin(local: Local) -> Any:
     assert local.stack.services is not None
     return local.stack.services.identity.authenticate(f"Bearer {local.admin_token}")
+
+
+def test_the_run_api_serves_its_openapi_document(local: Local) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{local.url}/api/v1/openapi.json", timeout=30) as response:  # noqa: S310
+        document = json.loads(response.read())
+
+    assert document["openapi"].startswith("3.")
+    paths = document["paths"]
+    assert "/api/v1/workspaces/{workspace_id}/runs" in paths
+    assert "/api/v1/runs/{run_id}/actions/approve" in paths
+    create = paths["/api/v1/workspaces/{workspace_id}/runs"]["post"]
+    assert "requestBody" in create

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 _PATCHED: dict[str, threading.RLock] = {}
 _GUARD = threading.Lock()
+# Requests served per service and action, for benchmarks (cost per run).
+REQUEST_COUNTS: dict[str, Counter[str]] = {}
 
 
 def _handler_class(service: str) -> type[Any]:
@@ -35,9 +38,12 @@ def serialize_requests(service: str) -> threading.RLock:
         lock = threading.RLock()
         original: Callable[..., Any] = handler.call_action
 
+        counts: Counter[str] = REQUEST_COUNTS.setdefault(service, Counter())
+
         @functools.wraps(original)
         def call_action(self: Any) -> Any:
             with lock:
+                counts[str(self._get_action())] += 1
                 return original(self)
 
         handler.call_action = call_action

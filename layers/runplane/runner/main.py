@@ -16,6 +16,7 @@ import os
 import sys
 import tarfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -79,6 +80,8 @@ class Runner:
         self.sandbox_id = environ["RUNPLANE_SANDBOX_ID"]
         self.manifest: dict[str, Any] = {}
         self.log = BoundedLog()
+        # Wall time spent inside the engine, reported so overhead can be measured.
+        self.engine_seconds = 0.0
 
     # -- transfers ------------------------------------------------------------------------
 
@@ -166,6 +169,7 @@ class Runner:
 
     def plan(self) -> dict[str, Any]:
         engine, variables = self.prepare()
+        started = time.perf_counter()
         init = engine.init(lock=False)
         if not init.succeeded:
             return self._failed("engine init failed")
@@ -173,6 +177,8 @@ class Runner:
         if not planned.succeeded:
             return self._failed("engine plan failed")
         plan_json = engine.show_json(self.workdir / "plan.bin")
+        version = engine.version()
+        self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)
         plan_bytes = (self.workdir / "plan.bin").read_bytes()
         plan_id, _ = self.upload("plan", plan_bytes)
@@ -186,7 +192,7 @@ class Runner:
             "plan_sha256": hashlib.sha256(plan_bytes).hexdigest(),
             "plan_json_artifact_id": json_id,
             "plan_json_sha256": json_sha,
-            "engine_version": engine.version(),
+            "engine_version": version,
             "log_artifact_id": self._upload_log(),
         }
 
@@ -200,10 +206,12 @@ class Runner:
         )
         engine, _ = self.prepare()
         (engine.workdir / "plan.bin").write_bytes(plan_bytes)
+        started = time.perf_counter()
         init = engine.init()
-        if not init.succeeded:
+        applied = engine.apply(engine.workdir / "plan.bin") if init.succeeded else None
+        self.engine_seconds += time.perf_counter() - started
+        if applied is None:
             return self._failed("engine init failed")
-        applied = engine.apply(engine.workdir / "plan.bin")
         if not applied.succeeded:
             return self._failed("engine apply failed")
         check = self.api.call("GET", "/api/v1/runner/state-check")
@@ -230,6 +238,7 @@ class Runner:
             except EngineError as error:
                 self.log.write(f"\n{error}\n")
                 result = self._failed(type(error).__name__)
+            result["engine_seconds"] = round(self.engine_seconds, 3)
             self.api.call("POST", "/api/v1/runner/result", result)
         finally:
             stop.set()

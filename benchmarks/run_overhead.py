@@ -1,0 +1,191 @@
+"""Orchestration overhead and request counts per run on the embedded stack.
+
+    python -m benchmarks.run_overhead [--runs 5]
+
+Each run is a plan_and_apply of examples/hello with a fresh variable value (so
+it always has changes), approved the moment it awaits approval. Per run it
+reports:
+
+- wall time from creation to ``succeeded``, the time the engine itself ran
+  (reported by the runner for its plan and apply phases), and their
+  difference: the control plane's overhead (workflow, Lambdas, DynamoDB, S3,
+  KMS, the runner's own transfers, plus the polling interval of the approval);
+- DynamoDB requests by operation and Step Functions state transitions;
+- what those counts would cost in AWS (list prices, us-east-1).
+
+The embedded stack runs everything on this machine, so absolute seconds are
+this machine's; the counts are what a deployment would pay for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from runplane.client import Client, Connection
+from runplane.local import moto_serial
+from runplane.local.stack import EmbeddedStack
+from runplane.store import run_parts
+
+REPO = Path(__file__).resolve().parents[1]
+
+# List prices, us-east-1, on-demand (USD).
+DYNAMODB_WRITE_UNIT = 1.25 / 1_000_000
+DYNAMODB_READ_UNIT = 0.25 / 1_000_000
+STEP_FUNCTIONS_TRANSITION = 0.025 / 1_000
+LAMBDA_REQUEST = 0.20 / 1_000_000
+LAMBDA_GB_SECOND = 0.0000166667
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
+
+
+def _cost(counts: Counter[str], transitions: float, lambdas: float) -> dict[str, float]:
+    """A lower bound: items under 1 KB; a transactional item costs two units."""
+    writes = sum(counts[a] for a in WRITES)
+    reads = sum(counts[a] for a in READS)
+    # A TransactWriteItems writes several items; count 2 units per item, ~4 items each.
+    transact_units = counts["TransactWriteItems"] * 4 * 2
+    dynamodb = (writes + transact_units) * DYNAMODB_WRITE_UNIT + reads * DYNAMODB_READ_UNIT
+    step_functions = transitions * STEP_FUNCTIONS_TRANSITION
+    # Task Lambdas: 512 MB for ~0.3 s each.
+    lambda_cost = lambdas * (LAMBDA_REQUEST + 0.5 * 0.3 * LAMBDA_GB_SECOND)
+    return {
+        "dynamodb_usd": dynamodb,
+        "step_functions_usd": step_functions,
+        "lambda_usd": lambda_cost,
+        "total_usd": dynamodb + step_functions + lambda_cost,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    engine = REPO / ".venv" / "engine" / "terraform"
+    if not engine.exists():
+        raise SystemExit("run `make engine` first")
+
+    with tempfile.TemporaryDirectory(prefix="runplane-bench-") as data:
+        stack = EmbeddedStack(Path(data), port=0, engine=str(engine))
+        credentials = stack.start()
+        try:
+            client = Client(Connection(credentials.url, credentials.token))
+            workspace = client.create_workspace("bench")["id"]
+            # One warm-up run, not measured: first executions parse the ASL.
+            _one_run(client, workspace, "warmup", stack)
+            rows = [_one_run(client, workspace, f"v{i}", stack) for i in range(args.runs)]
+        finally:
+            stack.stop()
+
+    overheads = [r["overhead_s"] for r in rows]
+    print(
+        f"{'run':<4} {'total s':>8} {'engine s':>9} {'overhead s':>11} {'ddb req':>8} {'sfn tr':>7}"
+    )
+    for i, row in enumerate(rows):
+        print(
+            f"{i:<4} {row['total_s']:>8.2f} {row['engine_s']:>9.2f} {row['overhead_s']:>11.2f} "
+            f"{row['dynamodb_requests']:>8} {row['transitions']:>7}"
+        )
+    counts: Counter[str] = Counter()
+    for row in rows:
+        counts.update(row["dynamodb_by_operation"])
+    per_run = Counter({k: v / len(rows) for k, v in counts.items()})
+    transitions = statistics.mean(r["transitions"] for r in rows)
+    lambdas = statistics.mean(r["lambda_invocations"] for r in rows)
+    cost = _cost(per_run, transitions, lambdas)
+    summary = {
+        "runs": len(rows),
+        "median_total_s": round(statistics.median(r["total_s"] for r in rows), 2),
+        "median_engine_s": round(statistics.median(r["engine_s"] for r in rows), 2),
+        "median_overhead_s": round(statistics.median(overheads), 2),
+        "dynamodb_requests_per_run": round(sum(per_run.values()), 1),
+        "dynamodb_by_operation_per_run": {k: round(v, 1) for k, v in sorted(per_run.items())},
+        "state_transitions_per_run": round(transitions, 1),
+        "lambda_invocations_per_run": round(lambdas, 1),
+        "cost_per_run_usd": {k: round(v, 7) for k, v in cost.items()},
+    }
+    print(
+        f"median overhead per run: {summary['median_overhead_s']} s "
+        f"(engine {summary['median_engine_s']} s of {summary['median_total_s']} s)"
+    )
+    print(
+        f"per run: {summary['dynamodb_requests_per_run']} DynamoDB requests, "
+        f"{summary['state_transitions_per_run']} state transitions, "
+        f"~${cost['total_usd']:.6f} in DynamoDB + Step Functions + Lambda"
+    )
+    print(json.dumps(summary))
+
+
+def _dynamodb() -> Counter[str]:
+    return Counter(moto_serial.REQUEST_COUNTS.get("dynamodb", Counter()))
+
+
+def _review_cost(client: Client, run_id: str) -> Counter[str]:
+    """The DynamoDB requests one review costs: the benchmark's polling is not the run's."""
+    before = _dynamodb()
+    client.review(run_id)
+    return _dynamodb() - before
+
+
+def _wait(client: Client, run_id: str, until: set[str]) -> tuple[dict[str, Any], int]:
+    polls = 0
+    while True:
+        review = client.review(run_id)
+        polls += 1
+        if review["status"] in until:
+            return review, polls
+        time.sleep(0.05)
+
+
+def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -> dict[str, Any]:
+    before = _dynamodb()
+    started = time.perf_counter()
+    run = client.create_run(workspace, REPO / "examples" / "hello", variables={"greeting": value})
+    ended = {"succeeded", "plan_failed", "apply_failed", "needs_recovery", "canceled"}
+    _, polls = _wait(client, run["id"], {"awaiting_approval", *ended})
+    decided = client.decide(run["id"], "approve")
+    review, more = _wait(client, run["id"], ended)
+    total = time.perf_counter() - started
+    after = _dynamodb()
+    # Reviews (the create and decide responses, and every poll) are the client's reads.
+    reviews = polls + more + 2
+    per_review = _review_cost(client, run["id"])
+    polling = Counter({k: v * reviews for k, v in per_review.items()})
+    del decided
+    if review["status"] != "succeeded":
+        raise SystemExit(f"run {run['id']} ended {review['status']}")
+    engine = sum(
+        float(run_parts.require(run["id"], f"attempt#{phase}").body.get("engine_seconds") or 0)
+        for phase in ("plan", "apply")
+    )
+    assert stack.services is not None
+    settings = stack.services.settings
+    sfn = boto3.client(
+        "stepfunctions", region_name=settings.region, endpoint_url=settings.aws_endpoint_url
+    )
+    arn = settings.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run['id']}"
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    transitions = sum(1 for e in history if e["type"].endswith("StateEntered"))
+    lambdas = sum(1 for e in history if e["type"] == "TaskScheduled")
+    delta = (after - before) - polling
+    return {
+        "total_s": total,
+        "engine_s": engine,
+        "overhead_s": total - engine,
+        "dynamodb_requests": sum(delta.values()),
+        "dynamodb_by_operation": dict(delta),
+        "transitions": transitions,
+        "lambda_invocations": lambdas,
+    }
+
+
+if __name__ == "__main__":
+    main()
