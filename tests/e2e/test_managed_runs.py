@@ -329,3 +329,23 @@ def test_the_run_api_serves_its_openapi_document(local: Local) -> None:
     assert "/api/v1/runs/{run_id}/actions/approve" in paths
     create = paths["/api/v1/workspaces/{workspace_id}/runs"]["post"]
     assert "requestBody" in create
+
+
+def test_a_plan_that_lacks_cloud_credentials_says_so(local: Local, tmp_path: Path) -> None:
+    # Given a configuration whose provider finds no credentials in the sandbox
+    ws = new_workspace(local, "creds")
+    directory = config(
+        tmp_path,
+        'terraform {\n  required_providers {\n    test = { source = "runplane/test", '
+        'version = "0.1.0" }\n  }\n}\n'
+        'resource "test_thing" "x" {\n  name = "x"\n  require_credentials = true\n}\n',
+    )
+
+    # When it plans
+    run = local.client.create_run(ws, directory)
+    done = local.client.watch(run["id"], timeout=120)
+
+    # Then the run ends asking for credentials, not as a generic failure
+    assert done["status"] == "plan_credentials_required"
+    assert stages(done)["plan"] == "failed"
+    assert writer_of(ws) == (None, None)

@@ -18,6 +18,7 @@ Run as a script by the engine (see ``examples/providers/install.py``); it needs 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 # tf ships no type information (no py.typed).
@@ -86,6 +87,13 @@ class Thing(Resource):  # type: ignore[misc]
                     optional=True,
                 ),
                 schema.Attribute(
+                    "require_credentials",
+                    types.Bool(),
+                    description="Fail the plan the way a cloud provider does when it finds "
+                    "no credentials, unless TEST_PROVIDER_CREDENTIALS is set.",
+                    optional=True,
+                ),
+                schema.Attribute(
                     "id", types.String(), description="Derived from the name.", computed=True
                 ),
                 schema.Attribute(
@@ -96,6 +104,14 @@ class Thing(Resource):  # type: ignore[misc]
                 ),
             ],
         )
+
+    def validate(self, diags: Diagnostics, type_name: str, config: Any) -> None:
+        if config.get("require_credentials") and not os.environ.get("TEST_PROVIDER_CREDENTIALS"):
+            # The wording of the AWS provider, which runners recognise as missing credentials.
+            diags.add_error(
+                "No valid credential sources found",
+                "Please see the provider documentation for how to configure credentials.",
+            )
 
     def plan(self, ctx: PlanContext, current: State | None, planned: State) -> State:
         # An update changes ``revision``: it must be planned as unknown, else the engine
