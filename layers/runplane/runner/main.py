@@ -162,7 +162,7 @@ class Runner:
             "PATH": self.env.get("PATH", os.defpath),
             "HOME": str(self.workdir),
             "TF_CLI_CONFIG_FILE": str(cli_config),
-            "TF_RUN_ID": self.run_id,
+            "TFE_RUN_ID": self.run_id,
         }
         binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
         return Engine(binary, config, env, self.log), variables

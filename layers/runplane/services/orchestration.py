@@ -33,6 +33,8 @@ from runplane.store.transaction import Transaction
 logger = logging.getLogger(__name__)
 S = RunStatus
 WORKFLOW = "workflow"
+# An apply's publications back to its pinned predecessor that a result may span.
+MAX_PUBLICATIONS = 1024
 
 
 @dataclass(frozen=True)
@@ -529,22 +531,38 @@ class Orchestration:
         return target.value
 
     def _publication(self, run: Run, attempt: Mapping[str, Any]) -> tuple[bool, bool, str | None]:
-        """(confirmed, published, pointer): did this attempt publish the current state?"""
+        """(confirmed, published, pointer): did this attempt publish the current state?
+
+        Confirmed means the current version, and every version back to the run's
+        pinned predecessor, carries this run's exact attempt, sandbox, lock and
+        fence (an apply may publish intermediate snapshots: at most
+        ``MAX_PUBLICATIONS`` of them).
+        """
         workspace = workspace_store.get_workspace(run.workspace_id)
         pointer = workspace.current_state_version_id
         if pointer is None or pointer == run.predecessor_sv_id:
             return False, False, pointer
-        try:
-            version = state_versions.get(pointer)
-        except NotFound:
-            return False, True, pointer
-        provenance = version.provenance or {}
-        confirmed = (
-            provenance.get("run_id") == run.id
-            and provenance.get("attempt_id") == attempt["attempt_id"]
-            and provenance.get("sandbox_id") == attempt["sandbox_id"]
-            and provenance.get("fence") == attempt["fence"]
-            and version.lock_id == attempt["lock_id"]
-        )
-        published = provenance.get("run_id") == run.id
-        return confirmed, published, pointer
+        published = False
+        cursor: str | None = pointer
+        for _ in range(MAX_PUBLICATIONS):
+            if cursor == run.predecessor_sv_id:
+                return published, published, pointer
+            try:
+                version = state_versions.get(cursor or "")
+            except NotFound:
+                return False, published, pointer
+            provenance = version.provenance or {}
+            ours = (
+                provenance.get("run_id") == run.id
+                and provenance.get("attempt_id") == attempt["attempt_id"]
+                and provenance.get("sandbox_id") == attempt["sandbox_id"]
+                and provenance.get("fence") == attempt["fence"]
+                and version.lock_id == attempt["lock_id"]
+                and version.sha256 is not None
+            )
+            if cursor == pointer:
+                published = provenance.get("run_id") == run.id
+            if not ours:
+                return False, published, pointer
+            cursor = version.predecessor_id
+        return False, published, pointer
