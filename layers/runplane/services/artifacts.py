@@ -78,23 +78,9 @@ class UploadGrant:
     data_key: bytes = field(repr=False)
 
 
-class _Keys:
-    def __init__(self, keys: DataKeys) -> None:
-        self._keys = keys
+class _ArtifactAccess:
+    """What both ways into the artifact store share: time, IDs, objects, keys, limits."""
 
-    def unwrap(self, record: ArtifactRecord) -> bytes:
-        artifact = record.artifact
-        try:
-            return self._keys.unwrap(
-                record.wrapped_key, key_context(artifact.id, artifact.organization_id)
-            )
-        except KeyUnavailable:
-            raise ArtifactCorrupt(
-                artifact.id, "key_unavailable", "KMS refused the data key"
-            ) from None
-
-
-class ArtifactStore:
     def __init__(
         self,
         clock: Clock,
@@ -113,6 +99,24 @@ class ArtifactStore:
         self._limit = limit
         self._url_seconds = url_seconds
 
+
+class _Keys:
+    def __init__(self, keys: DataKeys) -> None:
+        self._keys = keys
+
+    def unwrap(self, record: ArtifactRecord) -> bytes:
+        artifact = record.artifact
+        try:
+            return self._keys.unwrap(
+                record.wrapped_key, key_context(artifact.id, artifact.organization_id)
+            )
+        except KeyUnavailable:
+            raise ArtifactCorrupt(
+                artifact.id, "key_unavailable", "KMS refused the data key"
+            ) from None
+
+
+class ArtifactStore(_ArtifactAccess):
     def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
         """Encrypt and store a plaintext stream; over the limit, nothing is stored."""
         artifact_id = self._ids.new(IdKind.ARTIFACT)
@@ -210,31 +214,13 @@ def _verified_object(objects: ObjectStore, record: ArtifactRecord) -> Iterator[R
         raise ArtifactCorrupt(record.artifact.id, "missing", "the stored object is gone") from None
 
 
-class SandboxTransfers:
+class SandboxTransfers(_ArtifactAccess):
     """What a runner session may move, through URLs that carry no authority of their own.
 
     A URL only moves ciphertext. Plaintext needs the data key, released here
     only to the bound session; an uploaded object counts only once
     ``register`` has verified it.
     """
-
-    def __init__(
-        self,
-        clock: Clock,
-        ids: IdGenerator,
-        objects: ObjectStore,
-        keys: DataKeys,
-        *,
-        limit: int = MAX_LAUNCH_ARTIFACT_BYTES,
-        url_seconds: int = 300,
-    ) -> None:
-        self._clock = clock
-        self._ids = ids
-        self._objects = objects
-        self._keys = keys
-        self._unwrap = _Keys(keys).unwrap
-        self._limit = limit
-        self._url_seconds = url_seconds
 
     def download(self, session: RunnerSession, artifact_id: str) -> DownloadGrant:
         """A transfer URL and the data key for one of the session's inputs."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
@@ -24,23 +25,41 @@ class ArtifactRecord:
     session_id: str | None
 
 
+def _item(
+    artifact: Artifact,
+    *,
+    object_key: str,
+    wrapped_key: bytes,
+    chunk_size: int,
+    **attributes: Any,
+) -> ArtifactItem:
+    return ArtifactItem(
+        *artifact_key(artifact.id),
+        artifact_id=artifact.id,
+        org_id=artifact.organization_id,
+        kind=artifact.kind.value,
+        status=artifact.status.value,
+        object_key=object_key,
+        wrapped_key=wrapped_key,
+        chunk_size=chunk_size,
+        created_at=artifact.created_at,
+        **attributes,
+    )
+
+
 def put_registered(
     artifact: Artifact, *, object_key: str, wrapped_key: bytes, chunk_size: int, etag: str
 ) -> Transaction:
+    """An artifact the control plane encrypted itself: readable at once."""
     return Transaction().put_new(
-        ArtifactItem(
-            *artifact_key(artifact.id),
-            artifact_id=artifact.id,
-            org_id=artifact.organization_id,
-            kind=artifact.kind.value,
-            status=ArtifactStatus.REGISTERED.value,
+        _item(
+            artifact,
             object_key=object_key,
             wrapped_key=wrapped_key,
             chunk_size=chunk_size,
             size=artifact.size,
             sha256=artifact.sha256,
             etag=etag,
-            created_at=artifact.created_at,
             registered_at=artifact.created_at,
         )
     )
@@ -49,17 +68,13 @@ def put_registered(
 def put_pending(
     artifact: Artifact, *, object_key: str, wrapped_key: bytes, chunk_size: int, session_id: str
 ) -> Transaction:
+    """An upload granted to a runner session: unreadable until registered."""
     return Transaction().put_new(
-        ArtifactItem(
-            *artifact_key(artifact.id),
-            artifact_id=artifact.id,
-            org_id=artifact.organization_id,
-            kind=artifact.kind.value,
-            status=ArtifactStatus.PENDING.value,
+        _item(
+            artifact,
             object_key=object_key,
             wrapped_key=wrapped_key,
             chunk_size=chunk_size,
-            created_at=artifact.created_at,
             session_id=session_id,
             expires_at=artifact.created_at + PENDING_RETENTION,
         )
