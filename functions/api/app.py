@@ -25,6 +25,10 @@ class WorkspaceCreate(BaseModel):
     terraform_version: str | None = Field(default=None, max_length=40)
 
 
+class WorkspaceUpdate(BaseModel):
+    approval_window_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
 class RunCreate(BaseModel):
     kind: Literal["plan_only", "speculative", "plan_and_apply"]
     configuration_version_id: str = Field(min_length=1, max_length=64)
@@ -97,6 +101,20 @@ def build_app() -> APIGatewayRestResolver:
         ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
         return _json(201, {"id": ws.id, "name": ws.name, "organization": org})
 
+    @app.patch("/api/v1/workspaces/<workspace_id>")
+    def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
+        who = principal()
+        s = services()
+        ws = s.workspaces.update(
+            who,
+            s.workspaces.by_id(who, workspace_id),
+            approval_window_seconds=body.approval_window_seconds,
+        )
+        return _json(
+            200,
+            {"id": ws.id, "name": ws.name, "approval_window_seconds": ws.approval_window_seconds},
+        )
+
     @app.post("/api/v1/workspaces/<workspace_id>/configuration-versions")
     def new_configuration(workspace_id: str) -> Reply:
         upload = services().runs.new_configuration_upload(principal(), workspace_id)
@@ -165,6 +183,13 @@ def build_app() -> APIGatewayRestResolver:
     @app.post("/api/v1/runs/<run_id>/actions/reject")
     def reject(run_id: str, body: DecisionBody) -> Reply:
         return _decide(run_id, "reject", body)
+
+    @app.post("/api/v1/runs/<run_id>/actions/cancel")
+    def cancel(run_id: str) -> Reply:
+        who = principal()
+        s = services()
+        s.runs.cancel(who, run_id, s.launcher)
+        return _json(200, s.runs.review(who, run_id))
 
     # -- runner -------------------------------------------------------------------------------
 

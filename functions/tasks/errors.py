@@ -7,12 +7,16 @@ everything here is used.
 
 from __future__ import annotations
 
-from runplane.domain.errors import ConcurrentChange, TooMuchContention
+from runplane.domain.errors import ConcurrentChange, RunEnded, TooMuchContention
 
 # Raised by tasks; safe to retry (the step is rebuilt from fresh reads).
 RETRYABLE: dict[str, type[Exception]] = {
     cls.__name__: cls for cls in (ConcurrentChange, TooMuchContention)
 }
+
+# Raised by a step (or sent to a wait) when the run already ended: the
+# workflow stops quietly, the run having recorded why.
+ENDING: dict[str, type[Exception]] = {RunEnded.__name__: RunEnded}
 
 # Raised by the workflow's own Fail states.
 FAIL_STATES = ("RunFailed", "ApprovalWaitFailed")

@@ -79,6 +79,11 @@ def _run_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_cancel(args: argparse.Namespace) -> int:
+    _show(_client(args).cancel(args.run), args.json)
+    return 0
+
+
 def _run_watch(args: argparse.Namespace) -> int:
     def progress(review: dict[str, Any]) -> None:
         stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
@@ -136,6 +141,9 @@ def parser() -> argparse.ArgumentParser:
         decide.add_argument("run")
         decide.add_argument("--comment")
         decide.set_defaults(run=_run_decide, decision=decision)
+    cancel = connected(run_commands.add_parser("cancel", help="cancel a run that has not ended"))
+    cancel.add_argument("run")
+    cancel.set_defaults(run=_run_cancel)
     watch = connected(run_commands.add_parser("watch", help="follow a run until it ends"))
     watch.add_argument("run")
     watch.add_argument("--until", action="append", default=[], help="also stop at this status")

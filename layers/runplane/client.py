@@ -111,6 +111,12 @@ class Client:
         result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
         return result
 
+    def set_approval_window(self, workspace_id: str, seconds: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PATCH", f"/api/v1/workspaces/{workspace_id}", {"approval_window_seconds": seconds}
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         created = self._call("POST", f"/api/v1/workspaces/{workspace_id}/configuration-versions")
         request = urllib.request.Request(  # noqa: S310 - the URL the control plane gave us
@@ -148,6 +154,10 @@ class Client:
 
     def review(self, run_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/api/v1/runs/{run_id}")
+        return result
+
+    def cancel(self, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/api/v1/runs/{run_id}/actions/cancel", {})
         return result
 
     def decide(self, run_id: str, decision: str, comment: str | None = None) -> dict[str, Any]:

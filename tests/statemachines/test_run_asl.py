@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from functions.tasks.errors import FAIL_STATES, RETRYABLE
+from functions.tasks.errors import ENDING, FAIL_STATES, RETRYABLE
 from functions.tasks.handlers import HANDLERS
 
 ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / "run.asl.json"
@@ -334,11 +334,23 @@ def test_every_handler_is_used_by_the_definition() -> None:
 # -- 6. error names and the Python contract --------------------------------------------
 
 
-def test_every_custom_error_name_is_a_retryable_error() -> None:
+def test_every_custom_error_name_is_a_declared_task_error() -> None:
     # Given every ErrorEquals name outside the States. and Lambda. namespaces
     custom = {n for n in _error_names(_machine()) if not n.startswith(("States.", "Lambda."))}
-    # When / Then each is a class the tasks raise
-    assert custom <= RETRYABLE.keys(), sorted(custom - RETRYABLE.keys())
+    # When / Then each is a class the tasks raise (to retry, or to end quietly)
+    declared = RETRYABLE.keys() | ENDING.keys()
+    assert custom <= declared, sorted(custom - declared)
+
+
+def test_a_step_of_an_ended_run_ends_the_workflow_quietly() -> None:
+    # Given every Task / When reading its first catcher
+    # Then RunEnded leads to the Succeed state: the run already recorded its end
+    states = _machine()["States"]
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            first = state["Catch"][0]
+            assert first["ErrorEquals"] == ["RunEnded"], name
+            assert states[first["Next"]]["Type"] == "Succeed", name
 
 
 def test_every_fail_state_error_is_declared() -> None:
@@ -355,7 +367,7 @@ def test_every_declared_error_is_used_by_the_definition() -> None:
     machine = _machine()
     used = _error_names(machine) | set(_fail_errors(machine).values())
     # When / Then every RETRYABLE and FAIL_STATES name is among them
-    declared = set(RETRYABLE) | set(FAIL_STATES)
+    declared = set(RETRYABLE) | set(ENDING) | set(FAIL_STATES)
     assert declared <= used, sorted(declared - used)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from typing import Any
 
 # tf ships no type information (no py.typed).
@@ -87,6 +88,12 @@ class Thing(Resource):  # type: ignore[misc]
                     optional=True,
                 ),
                 schema.Attribute(
+                    "sleep_seconds",
+                    types.Number(),
+                    description="Take this long to create or update (a slow apply).",
+                    optional=True,
+                ),
+                schema.Attribute(
                     "require_credentials",
                     types.Bool(),
                     description="Fail the plan the way a cloud provider does when it finds "
@@ -137,6 +144,8 @@ class Thing(Resource):  # type: ignore[misc]
     @staticmethod
     def _finish(diags: Diagnostics, state: State, *, fallback: State | None) -> State | None:
         name = state["name"]
+        if state.get("sleep_seconds"):
+            time.sleep(float(state["sleep_seconds"]))
         if state.get("fail_on_apply"):
             diags.add_error(f"test_thing {name}: failing on demand", "fail_on_apply is true")
             return fallback

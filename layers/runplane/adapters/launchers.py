@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,10 @@ class LaunchRequest:
 class Launcher(Protocol):
     def launch(self, request: LaunchRequest) -> str:
         """Start the runner; returns a reference to the sandbox (process or task)."""
+        ...
+
+    def stop(self, reference: str) -> None:
+        """Stop a sandbox this launcher started (no error if it already ended)."""
         ...
 
 
@@ -86,6 +91,13 @@ class LocalProcessLauncher:
         self.processes.append(process)
         return f"pid:{process.pid}"
 
+    def stop(self, reference: str) -> None:
+        pid = int(reference.removeprefix("pid:"))
+        for process in self.processes:
+            if process.pid == pid and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:
@@ -138,3 +150,6 @@ class EcsFargateLauncher:
             failures = started.get("failures") or []
             raise RuntimeError(f"ECS did not start the sandbox: {failures}")
         return str(tasks[0]["taskArn"])
+
+    def stop(self, reference: str) -> None:
+        self._ecs.stop_task(cluster=self._cluster, task=reference, reason="run canceled")

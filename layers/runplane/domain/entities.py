@@ -50,6 +50,7 @@ class Workspace:
     terraform_version: str | None = None
     description: str | None = None
     tag_names: tuple[str, ...] = ()
+    approval_window_seconds: int | None = None
 
     @property
     def locked(self) -> bool:

@@ -298,3 +298,13 @@ class ApprovalExpired(Conflict):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id} expired before a decision was recorded; create a new run")
         self.run_id = run_id
+
+
+class RunEnded(Conflict):
+    """A workflow step found its run already ended (canceled, rejected, expired...)."""
+
+    code = "RUN_ENDED"
+
+    def __init__(self, run_id: str, status: object) -> None:
+        super().__init__(f"run {run_id} already ended: it is {status}")
+        self.run_id = run_id

@@ -10,6 +10,7 @@ entry) and used by whoever completes that part.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,7 +21,13 @@ from runplane.adapters.workflow import Workflow
 from runplane.domain.capabilities import Binding, CapabilityKind, Phase
 from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run
-from runplane.domain.errors import ConcurrentChange, Conflict, NotFound, TransitionRejected
+from runplane.domain.errors import (
+    ConcurrentChange,
+    Conflict,
+    NotFound,
+    RunEnded,
+    TransitionRejected,
+)
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunStatus
 from runplane.services.capabilities import Capabilities
@@ -72,15 +79,22 @@ class Orchestration:
 
     # -- workflow tasks ------------------------------------------------------------------
 
-    def queue(self, run_id: str) -> dict[str, Any]:
+    def _active(self, run_id: str) -> Run:
+        """The run, if it has not ended; a step of an ended run ends the workflow."""
         run = self._lifecycle.runs.get(run_id)
+        if run.status.is_terminal:
+            raise RunEnded(run.id, run.status)
+        return run
+
+    def queue(self, run_id: str) -> dict[str, Any]:
+        run = self._active(run_id)
         if run.status is S.DISPATCH_PENDING:
             self._lifecycle.move(run, S.QUEUED, actor=WORKFLOW)
         return {"needs_writer": run.kind.needs_writer_reservation}
 
     def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
         """Take the writer reservation or queue for it; the token resumes the wait."""
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         reservation = self._lifecycle.writer.reserve(run, token)
         if reservation.held:
             self._workflow.resume(token, {"held": True})
@@ -90,7 +104,7 @@ class Orchestration:
         """Start a runner phase: record the attempt with the wait's token, mint its
         capabilities, launch the sandbox. A retry of the same phase stores the new
         token and does not start a second sandbox."""
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         stage = Phase(phase)
         existing = run_parts.get(run.id, attempt_part(stage))
         now = self._clock.now()
@@ -204,7 +218,7 @@ class Orchestration:
 
         No policy sets exist yet, so the check passes explicitly and says so.
         """
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             run = self._lifecycle.runs.get(run_id)
@@ -231,7 +245,7 @@ class Orchestration:
 
     def finish_plan(self, run_id: str) -> dict[str, Any]:
         """Nothing to apply: succeed, skip approval and apply, close the apply record."""
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         if run.status is S.POLICY_PASSED:
             extra = []
             if run_parts.get(run.id, "apply") is not None:
@@ -253,10 +267,13 @@ class Orchestration:
         return {"status": self._lifecycle.runs.get(run_id).status.value}
 
     def request_approval(self, run_id: str) -> dict[str, Any]:
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         if run.status is S.POLICY_PASSED:
             now = self._clock.now()
-            expires_at = now + self._timing.approval_window
+            window = workspace_store.get_workspace(run.workspace_id).approval_window_seconds
+            expires_at = now + (
+                timedelta(seconds=window) if window else self._timing.approval_window
+            )
             plan = run_parts.require(run.id, "plan").body
             policy = run_parts.require(run.id, "policy").body
             binding = {
@@ -281,10 +298,13 @@ class Orchestration:
             run = self._lifecycle.runs.get(run_id)
         assert run.approval_expires_at is not None
         remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
-        return {"timeout_seconds": max(1, int(remaining))}
+        # Whole seconds, rounded up with a second to spare: the wait must never
+        # time out before the persisted deadline, or arbitration finds it pending.
+        return {"timeout_seconds": max(1, math.ceil(remaining) + 1)}
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
         """Store the approval wait's token; a decision already recorded resumes at once."""
+        self._active(run_id)
         approval = run_parts.require(run_id, "approval")
         if approval.state == "waiting":
             try:

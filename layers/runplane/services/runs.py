@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.clock import Clock
@@ -274,6 +275,57 @@ class Runs:
                 raise ApprovalExpired(run.id) from None
             raise Conflict(f"run {run.id} was decided meanwhile (now {current.status})") from None
         return Decision(run.id, decision, approval.token)
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    def cancel(self, principal: Principal, run_id: str, launcher: Launcher) -> Run:
+        """Cancel a run that has not ended, as a durable signal decided by one write.
+
+        Before apply the run ends ``canceled`` (its reservation or queue place is
+        released in the same write). During apply a cancellation that wins the
+        race with the apply result ends it ``apply_interrupted`` and the writer
+        authority stays held until recovery; one that loses is refused with the
+        run's real outcome. Sandboxes are stopped and the workflow's waits ended.
+        """
+        principal.require(Permission.RUN_CANCEL)
+        run = self.get(principal, run_id)
+        if run.status.is_terminal:
+            raise Conflict(f"run {run.id} already ended: it is {run.status}")
+        target = (
+            RunStatus.APPLY_INTERRUPTED if run.status is RunStatus.APPLYING else RunStatus.CANCELED
+        )
+        parts = run_parts.all_of(run.id)
+        tokens = [part.token for part in parts.values() if part.token]
+        waiter = self._lifecycle.writer.waiter_token(run)
+        now = self._clock.now()
+        signal = run_parts.put(
+            run.id,
+            "signal#cancel",
+            state="accepted",
+            body={"requested_by": principal.ref, "requested_at": now.isoformat()},
+            now=now,
+        )
+        try:
+            moved = self._lifecycle.move(
+                run,
+                target,
+                actor=principal.ref,
+                reason=f"canceled by {principal.display}",
+                extra_writes=[signal],
+            )
+        except (TransitionRejected, ConcurrentChange):
+            current = self._lifecycle.runs.get(run.id)
+            raise Conflict(
+                f"run {run.id} could not be canceled: it is now {current.status}"
+            ) from None
+        self._hand_off(moved.handoff)
+        for name, part in parts.items():
+            reference = part.body.get("sandbox_ref")
+            if name.startswith("attempt#") and reference and part.state in {"launching", "started"}:
+                launcher.stop(str(reference))
+        for token in [*tokens, *([waiter] if waiter else [])]:
+            self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")
+        return self._lifecycle.runs.get(run.id)
 
     def _hand_off(self, handoff: Any) -> None:
         if handoff is not None:

@@ -27,6 +27,9 @@ from runplane.store import workspaces as store
 from runplane.store.runs import RunRepository
 
 MAX_PAGE_SIZE = 100
+# How long a plan may wait for a decision (default seven days, set by deployment).
+MIN_APPROVAL_WINDOW = 1
+MAX_APPROVAL_WINDOW = 30 * 24 * 3600
 _ATTEMPTS = 5
 
 
@@ -146,13 +149,22 @@ class Workspaces:
         terraform_version: str | None = None,
         description: str | None = None,
         tags: tuple[str, ...] | None = None,
+        approval_window_seconds: int | None = None,
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_UPDATE)
+        if approval_window_seconds is not None and not (
+            MIN_APPROVAL_WINDOW <= approval_window_seconds <= MAX_APPROVAL_WINDOW
+        ):
+            raise InvalidInput(
+                f"the approval window is {MIN_APPROVAL_WINDOW} s to {MAX_APPROVAL_WINDOW} s",
+                "/approval_window_seconds",
+            )
         store.update_settings(
             workspace.id,
             terraform_version=terraform_version,
             description=description,
             tag_names=tags,
+            approval_window_seconds=approval_window_seconds,
         ).commit()
         return store.get_workspace(workspace.id)
 

@@ -98,6 +98,13 @@ class WriterAuthority:
             return Reservation(workspace.id, run.id, held=position is None, position=position)
         raise TooMuchContention(f"workspace {run.workspace_id}: the writer queue kept moving")
 
+    def waiter_token(self, run: Run) -> str | None:
+        """The token of ``run``'s wait in its workspace's queue, if it is waiting."""
+        if not run.kind.needs_writer_reservation:
+            return None
+        _, _, waiters = store.queue_state(run.workspace_id)
+        return next((w.token for w in waiters if w.run_id == run.id), None)
+
     def release_writes(
         self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
     ) -> Release:

@@ -146,6 +146,7 @@ class WorkspaceItem(TableItem):
     current_lineage = UnicodeAttribute(null=True)
     terraform_version = UnicodeAttribute(null=True)
     description = UnicodeAttribute(null=True)
+    approval_window_seconds = NumberAttribute(null=True)
     tag_names: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     # FIFO queue of runs waiting for the reservation: seq numbers the next
     # waiter, length counts those still waiting.

@@ -125,8 +125,11 @@ def update_settings(
     terraform_version: str | None = None,
     description: str | None = None,
     tag_names: tuple[str, ...] | None = None,
+    approval_window_seconds: int | None = None,
 ) -> Transaction:
     actions: list[Action] = []
+    if approval_window_seconds is not None:
+        actions.append(WorkspaceItem.approval_window_seconds.set(approval_window_seconds))
     if terraform_version is not None:
         actions.append(WorkspaceItem.terraform_version.set(terraform_version))
     if description is not None:
@@ -180,6 +183,9 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         terraform_version=item.terraform_version,
         description=item.description,
         tag_names=tuple(item.tag_names or ()),
+        approval_window_seconds=None
+        if item.approval_window_seconds is None
+        else int(item.approval_window_seconds),
     )
 
 

@@ -1,0 +1,67 @@
+"""The approval deadline is persisted; when the wait times out, the database decides."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.client import ApiError
+from tests.e2e.conftest import Local
+from tests.e2e.test_managed_runs import HELLO, new_workspace, stages, writer_of
+
+
+def test_no_decision_before_the_deadline_expires_the_run_and_frees_the_workspace(
+    local: Local,
+) -> None:
+    # Given a workspace whose plans wait 3 seconds for a decision, with a run queued behind
+    ws = new_workspace(local, "deadline")
+    local.client.set_approval_window(ws, 3)
+    first = local.client.create_run(ws, HELLO)
+    local.client.watch(first["id"], until=["awaiting_approval"], timeout=120)
+    second = local.client.create_run(ws, HELLO, variables={"greeting": "after"})
+
+    # When nobody decides in time
+    expired = local.client.watch(first["id"], timeout=60)
+
+    # Then the database expired it, closing approval and releasing the workspace
+    assert expired["status"] == "expired"
+    assert expired["status_reason"] == "APPROVAL_EXPIRED"
+    assert expired["approval"]["status"] == "expired"
+    assert stages(expired)["approval"] == "failed"
+    assert stages(expired)["apply"] == "skipped"
+    # And a late decision is refused: a new run is needed
+    with pytest.raises(ApiError) as late:
+        local.client.decide(first["id"], "approve")
+    assert late.value.status == 409
+    assert late.value.body["code"] == "APPROVAL_EXPIRED"
+    # And the next run got the workspace
+    waiting = local.client.watch(second["id"], until=["awaiting_approval"], timeout=120)
+    assert waiting["status"] == "awaiting_approval"
+    assert writer_of(ws)[0] == second["id"]
+    local.client.cancel(second["id"])
+
+
+def test_arbitration_keeps_a_decision_and_a_wait_that_is_still_pending(local: Local) -> None:
+    # Given a run awaiting approval with its deadline days away
+    ws = new_workspace(local, "arbiter")
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    assert local.stack.services is not None
+    orchestration = local.stack.services.orchestration
+
+    # When the wait ends early (a delivery failure), arbitration says it is still pending
+    assert orchestration.arbitrate_expiry(run["id"]) == {"decision": "pending"}
+    assert local.client.review(run["id"])["status"] == "awaiting_approval"
+
+    # And once a decision is recorded, arbitration returns it rather than expiring
+    local.client.decide(run["id"], "approve")
+    assert orchestration.arbitrate_expiry(run["id"]) == {"decision": "approve"}
+    assert local.client.watch(run["id"], timeout=120)["status"] == "succeeded"
+
+
+def test_the_approval_window_has_bounds(local: Local) -> None:
+    ws = new_workspace(local, "bounds")
+    for seconds in (0, 31 * 24 * 3600):
+        with pytest.raises(ApiError) as refused:
+            local.client.set_approval_window(ws, seconds)
+        assert refused.value.status == 422
+    assert local.client.set_approval_window(ws, 3600)["approval_window_seconds"] == 3600
