@@ -4,6 +4,7 @@ and the runner's endpoints. Handlers parse, call one service, map the result."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from runplane.domain.errors import RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind
 from runplane.services.identity import decode_principal
+from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.wiring import services
 
 Reply = Response[str]
@@ -27,6 +29,14 @@ class WorkspaceCreate(BaseModel):
 
 class WorkspaceUpdate(BaseModel):
     approval_window_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
+class LaunchControlsBody(BaseModel):
+    launches_enabled: bool = True
+    suspended: bool = False
+    allowed_regions: list[str] = Field(default_factory=list, max_length=50)
+    runner_releases: list[str] = Field(default_factory=list, max_length=50)
+    policy_runtimes: list[str] = Field(default_factory=list, max_length=50)
 
 
 class RunCreate(BaseModel):
@@ -191,6 +201,23 @@ def build_app() -> APIGatewayRestResolver:
         s.runs.cancel(who, run_id, s.launcher)
         return _json(200, s.runs.review(who, run_id))
 
+    @app.put("/api/v1/launch-controls/<scope>")
+    def set_launch_controls(
+        scope: Literal["platform", "organization"], body: LaunchControlsBody
+    ) -> Reply:
+        controls = services().launch_controls.set(
+            principal(),
+            GLOBAL if scope == "platform" else "organization",
+            Controls(
+                launches_enabled=body.launches_enabled,
+                suspended=body.suspended,
+                allowed_regions=tuple(body.allowed_regions),
+                runner_releases=tuple(body.runner_releases),
+                policy_runtimes=tuple(body.policy_runtimes),
+            ),
+        )
+        return _json(200, {"scope": scope, **asdict(controls)})
+
     # -- runner -------------------------------------------------------------------------------
 
     @app.post("/api/v1/runner/sessions")
@@ -243,7 +270,11 @@ def build_app() -> APIGatewayRestResolver:
         pointer = getattr(error, "pointer", None)
         if pointer:
             body["pointer"] = pointer
-        return _json(error.http_status, body)
+        reply = _json(error.http_status, body)
+        retry_after = getattr(error, "retry_after_seconds", None)
+        if retry_after:
+            reply.headers["Retry-After"] = str(retry_after)
+        return reply
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def invalid(error: RequestValidationError) -> Reply:

@@ -111,6 +111,10 @@ class Client:
         result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
         return result
 
+    def set_launch_controls(self, scope: str, **controls: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("PUT", f"/api/v1/launch-controls/{scope}", controls)
+        return result
+
     def set_approval_window(self, workspace_id: str, seconds: int) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "PATCH", f"/api/v1/workspaces/{workspace_id}", {"approval_window_seconds": seconds}

@@ -32,6 +32,9 @@ class Settings(BaseModel):
     approval_window_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=30 * 24 * 3600)
     definition_version: str = "unversioned"
     build_sha: str = "unknown"
+    # The release identities launch controls check (runner image, policy runtime).
+    runner_release: str = "runner@unversioned"
+    policy_runtime: str = "policy-runtime@none"
     # Sandboxes: "ecs" in AWS, "local" for the embedded stack.
     launcher: str = "ecs"
     engine_path: str | None = None

@@ -20,6 +20,7 @@ from runplane.domain.ids import IdGenerator
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.identity import Identity
+from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.orchestration import Orchestration, Timing
 from runplane.services.runner_api import RunnerApi
@@ -62,6 +63,7 @@ class Services:
     orchestration: Orchestration
     runner_api: RunnerApi
     launcher: Launcher
+    launch_controls: LaunchControls
 
 
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
@@ -97,6 +99,9 @@ def build_services(
     )
     workflow = Workflow(aws.stepfunctions(settings), settings.state_machine_arn)
     launcher = launcher or launcher_for(settings)
+    launch_controls = LaunchControls(
+        clock, region=settings.region, policy_runtime=settings.policy_runtime
+    )
     orchestration = Orchestration(
         clock,
         ids,
@@ -105,6 +110,7 @@ def build_services(
         workflow,
         launcher,
         control_plane_url=settings.control_plane_url,
+        launch_controls=launch_controls,
         timing=Timing(approval_window=timedelta(seconds=settings.approval_window_seconds)),
     )
     return Services(
@@ -130,10 +136,13 @@ def build_services(
             workflow,
             definition_version=settings.definition_version,
             build_sha=settings.build_sha,
+            launch_controls=launch_controls,
+            runner_release=settings.runner_release,
         ),
         orchestration=orchestration,
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
         launcher=launcher,
+        launch_controls=launch_controls,
     )
 
 

@@ -74,6 +74,7 @@ class Run:
     created_by: str | None = None
     predecessor_sv_id: str | None = None
     approval_expires_at: datetime | None = None
+    runner_release: str | None = None
 
     @property
     def facts(self) -> RunFacts:

@@ -308,3 +308,15 @@ class RunEnded(Conflict):
     def __init__(self, run_id: str, status: object) -> None:
         super().__init__(f"run {run_id} already ended: it is {status}")
         self.run_id = run_id
+
+
+class LaunchDenied(RunplaneError):
+    """Fail-closed launch controls deny new work for now; nothing was created."""
+
+    code = "service_unavailable"
+    http_status = 503
+    retry_after_seconds = 60
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"new runs are not being launched: {reason}; retry later")
+        self.reason = reason

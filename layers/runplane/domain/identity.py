@@ -26,6 +26,10 @@ class Permission(StrEnum):
     STATE_RECOVER = "state:recover"
     POLICY_OVERRIDE = "policy:override"
     TOKEN_MANAGE = "token:manage"
+    # Tenant launch switch and suspension of the caller's own organization.
+    LAUNCH_CONTROL = "launch:control"
+    # Platform-wide controls: granted to deployment operators only, by no role.
+    PLATFORM_OPERATE = "platform:operate"
 
 
 P = Permission
@@ -50,7 +54,7 @@ ROLES: dict[str, frozenset[Permission]] = {
     "reader": _READER,
     "developer": _DEVELOPER,
     "operator": _OPERATOR,
-    "admin": frozenset(Permission),
+    "admin": frozenset(Permission) - {P.PLATFORM_OPERATE},
 }
 
 # What a runner session may do, within its own run's workspace only.

@@ -203,6 +203,7 @@ class EmbeddedStack:
         url = f"http://{host}:{port}"
         definition = _definition()
         digest = hashlib.sha256(definition.encode()).hexdigest()[:12]
+        build = _build_sha()
         settings = Settings(
             table_name="runplane",
             artifact_bucket="runplane-artifacts",
@@ -214,7 +215,8 @@ class EmbeddedStack:
             engine_path=self._engine,
             approval_window_seconds=self._approval_window,
             definition_version=f"run.asl.json#{digest}",
-            build_sha=_build_sha(),
+            build_sha=build,
+            runner_release=f"runner@{build[:12]}",
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(update={"state_machine_arn": arn})

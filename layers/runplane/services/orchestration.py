@@ -24,6 +24,7 @@ from runplane.domain.entities import ApplyLock, Run
 from runplane.domain.errors import (
     ConcurrentChange,
     Conflict,
+    LaunchDenied,
     NotFound,
     RunEnded,
     TransitionRejected,
@@ -31,6 +32,7 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunStatus
 from runplane.services.capabilities import Capabilities
+from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.writer import Handoff
 from runplane.store import run_parts, state_versions
@@ -66,6 +68,7 @@ class Orchestration:
         launcher: Launcher,
         *,
         control_plane_url: str,
+        launch_controls: LaunchControls,
         timing: Timing | None = None,
     ) -> None:
         self._clock = clock
@@ -75,6 +78,7 @@ class Orchestration:
         self._workflow = workflow
         self._launcher = launcher
         self._url = control_plane_url
+        self._launch_controls = launch_controls
         self._timing = timing or Timing()
 
     # -- workflow tasks ------------------------------------------------------------------
@@ -109,14 +113,8 @@ class Orchestration:
         existing = run_parts.get(run.id, attempt_part(stage))
         now = self._clock.now()
         if existing is not None:
-            run_parts.change(
-                run.id,
-                attempt_part(stage),
-                expected_state=("launching", "started"),
-                token=token,
-                now=now,
-            ).commit()
-            return {"attempt_id": existing.body["attempt_id"], "replayed": True}
+            return self._replay_start(run, stage, existing, token)
+        self._check_launch(run, stage)
         snapshot = run_parts.require(run.id, "input").body
         attempt_id = self._ids.new(IdKind.ATTEMPT)
         sandbox_id = self._ids.new(IdKind.SANDBOX)
@@ -212,6 +210,47 @@ class Orchestration:
             now=self._clock.now(),
         ).commit()
         return {"attempt_id": attempt_id, "replayed": False}
+
+    def _replay_start(
+        self, run: Run, stage: Phase, attempt: run_parts.RunPart, token: str
+    ) -> dict[str, Any]:
+        """A retried start step: complete from the attempt's evidence, never start twice.
+
+        A started sandbox keeps running and will resume the new token; a
+        finished one's outcome resumes it now. An attempt whose launch was never
+        recorded is partial evidence: the start fails closed.
+        """
+        now = self._clock.now()
+        replayed = {"attempt_id": attempt.body["attempt_id"], "replayed": True}
+        if attempt.state == "started":
+            run_parts.change(
+                run.id, attempt_part(stage), expected_state="started", token=token, now=now
+            ).commit()
+            return replayed
+        if attempt.state in {"succeeded", "failed"}:
+            planned = stage is Phase.PLAN and attempt.state == "succeeded"
+            outcome = S.PLAN_COMPLETE.value if planned else run.status.value
+            self._workflow.resume(token, {"outcome": outcome})
+            return replayed
+        target = S.PLAN_FAILED if stage is Phase.PLAN else S.APPLY_START_UNCERTAIN
+        moved = self._lifecycle.move(
+            run, target, actor=WORKFLOW, reason="runner start could not be proven"
+        )
+        self._hand_off(moved)
+        raise RunEnded(run.id, target)
+
+    def _check_launch(self, run: Run, stage: Phase) -> None:
+        """Launch controls again, against the release recorded on the run. A denied
+        start ends the run without starting anything (and frees the workspace)."""
+        try:
+            self._launch_controls.check(run.organization_id, run.runner_release or "")
+        except LaunchDenied as denied:
+            target = S.CANCELED if stage is Phase.PLAN else S.APPLY_FAILED
+            moved = self._lifecycle.move(
+                run, target, actor=WORKFLOW, reason=f"LAUNCH_DENIED: {denied.reason}"
+            )
+            self._hand_off(moved)
+            raise RunEnded(run.id, target) from None
 
     def evaluate_policy(self, run_id: str) -> dict[str, Any]:
         """Bind the reserved policy check to the plan's digest and evaluate it.

@@ -25,6 +25,7 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, state_versions
@@ -63,6 +64,8 @@ class Runs:
         *,
         definition_version: str,
         build_sha: str,
+        launch_controls: LaunchControls,
+        runner_release: str,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -72,6 +75,8 @@ class Runs:
         self._workflow = workflow
         self._definition_version = definition_version
         self._build_sha = build_sha
+        self._launch_controls = launch_controls
+        self._runner_release = runner_release
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -155,6 +160,8 @@ class Runs:
         """Create the durable run (``dispatch_pending``) and start its workflow."""
         principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        # Checked before anything is written: a denied launch leaves no trace.
+        self._launch_controls.check(workspace.organization_id, self._runner_release)
         configuration = self.configuration(principal, configuration_version_id)
         if configuration["workspace_id"] != workspace.id:
             raise NotFound("configuration version", configuration_version_id)
@@ -176,6 +183,7 @@ class Runs:
             updated_at=now,
             definition_version=self._definition_version,
             build_sha=self._build_sha,
+            runner_release=self._runner_release,
         )
         variables_artifact = None
         if variables:

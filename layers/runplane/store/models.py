@@ -183,6 +183,7 @@ class RunItem(TableItem):
     # The state version the run planned against, pinned when planning starts.
     predecessor_sv_id = UnicodeAttribute(null=True)
     approval_expires_at = UTCDateTimeAttribute(null=True)
+    runner_release = UnicodeAttribute(null=True)
 
 
 class RunStageItem(TableItem):
@@ -382,3 +383,19 @@ class RunPartItem(TableItem):
     token = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
+
+
+def launch_controls_key(scope: str) -> tuple[str, str]:
+    """``GLOBAL`` or an organization ID."""
+    return "LAUNCH", f"CONTROLS#{scope}"
+
+
+class LaunchControlsItem(TableItem):
+    scope = UnicodeAttribute()
+    launches_enabled = BooleanAttribute(default=True)
+    suspended = BooleanAttribute(default=False)
+    allowed_regions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    runner_releases: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    policy_runtimes: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    updated_at = UTCDateTimeAttribute()
+    updated_by = UnicodeAttribute()

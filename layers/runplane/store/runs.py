@@ -71,6 +71,7 @@ class RunRepository:
                 updated_at=run.updated_at,
                 definition_version=run.definition_version,
                 build_sha=run.build_sha,
+                runner_release=run.runner_release,
                 created_by=actor,
             )
         )
@@ -255,4 +256,5 @@ def to_run(item: RunItem) -> Run:
         created_by=item.created_by,
         predecessor_sv_id=item.predecessor_sv_id,
         approval_expires_at=item.approval_expires_at,
+        runner_release=item.runner_release,
     )

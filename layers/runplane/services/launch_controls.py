@@ -1,0 +1,90 @@
+"""Fail-closed launch controls: whether new sandboxes may start, decided from the table.
+
+Global and per-organization switches, organization suspension, allowed
+regions, and allowlists of runner and policy-runtime releases. A run is
+checked when it is created (denied: ``503`` and nothing is written), and again
+before each sandbox starts against the release identity stored on the run. A
+missing controls record means "allowed"; a control that cannot be read denies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runplane.domain.clock import Clock
+from runplane.domain.errors import LaunchDenied
+from runplane.domain.identity import Permission, Principal
+from runplane.store.models import LaunchControlsItem, launch_controls_key
+from runplane.store.transaction import Transaction
+
+GLOBAL = "GLOBAL"
+
+
+@dataclass(frozen=True)
+class Controls:
+    launches_enabled: bool = True
+    suspended: bool = False
+    allowed_regions: tuple[str, ...] = ()
+    runner_releases: tuple[str, ...] = ()
+    policy_runtimes: tuple[str, ...] = field(default=())
+
+
+def _read(scope: str) -> Controls:
+    try:
+        item = LaunchControlsItem.get(*launch_controls_key(scope), consistent_read=True)
+    except LaunchControlsItem.DoesNotExist:
+        return Controls()
+    return Controls(
+        launches_enabled=bool(item.launches_enabled),
+        suspended=bool(item.suspended),
+        allowed_regions=tuple(item.allowed_regions or ()),
+        runner_releases=tuple(item.runner_releases or ()),
+        policy_runtimes=tuple(item.policy_runtimes or ()),
+    )
+
+
+class LaunchControls:
+    def __init__(self, clock: Clock, *, region: str, policy_runtime: str) -> None:
+        self._clock = clock
+        self._region = region
+        self._policy_runtime = policy_runtime
+
+    def check(self, organization_id: str, runner_release: str) -> None:
+        """Raise ``LaunchDenied`` unless a new sandbox may start for this organization."""
+        try:
+            scopes = (_read(GLOBAL), _read(organization_id))
+        except Exception as unreadable:  # fail closed on anything unexpected
+            raise LaunchDenied("launch controls could not be read") from unreadable
+        for scope, controls in zip(("platform", "organization"), scopes, strict=True):
+            if not controls.launches_enabled:
+                raise LaunchDenied(f"launches are switched off for the {scope}")
+            if controls.suspended:
+                raise LaunchDenied(f"the {scope} is suspended")
+            if controls.allowed_regions and self._region not in controls.allowed_regions:
+                raise LaunchDenied(f"region {self._region} is not allowed for the {scope}")
+            if controls.runner_releases and runner_release not in controls.runner_releases:
+                raise LaunchDenied(f"runner release {runner_release} is not on the allowlist")
+            if controls.policy_runtimes and self._policy_runtime not in controls.policy_runtimes:
+                raise LaunchDenied(f"policy runtime {self._policy_runtime} is not on the allowlist")
+
+    def set(self, principal: Principal, scope: str, controls: Controls) -> Controls:
+        """Set the platform's (``GLOBAL``) or the caller's organization's controls."""
+        if scope == GLOBAL:
+            principal.require(Permission.PLATFORM_OPERATE)
+        else:
+            principal.require(Permission.LAUNCH_CONTROL)
+            scope = principal.organization_id
+        Transaction().put(
+            LaunchControlsItem(
+                *launch_controls_key(scope),
+                scope=scope,
+                launches_enabled=controls.launches_enabled,
+                suspended=controls.suspended,
+                allowed_regions=list(controls.allowed_regions),
+                runner_releases=list(controls.runner_releases),
+                policy_runtimes=list(controls.policy_runtimes),
+                updated_at=self._clock.now(),
+                updated_by=principal.ref,
+            )
+        ).commit()
+        return _read(scope)
