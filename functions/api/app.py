@@ -48,6 +48,10 @@ class RunCreate(BaseModel):
 
 class DecisionBody(BaseModel):
     comment: str | None = Field(default=None, max_length=1000)
+    # What the person reviewed: a decision on anything else is refused.
+    plan_sha256: str | None = Field(default=None, max_length=64)
+    predecessor_state_version_id: str | None = Field(default=None, max_length=64)
+    policy_input_digest: str | None = Field(default=None, max_length=64)
 
 
 class SessionStart(BaseModel):
@@ -181,7 +185,8 @@ def build_app() -> APIGatewayRestResolver:
     def _decide(run_id: str, decision: str, body: DecisionBody) -> Reply:
         who = principal()
         s = services()
-        decided = s.runs.decide(who, run_id, decision, body.comment)
+        binding = body.model_dump(exclude_none=True, exclude={"comment"})
+        decided = s.runs.decide(who, run_id, decision, body.comment, binding)
         if decided.token:
             s.workflow.resume(decided.token, {"decision": decision})
         return _json(200, s.runs.review(who, run_id))

@@ -164,9 +164,11 @@ class Client:
         result: dict[str, Any] = self._call("POST", f"/api/v1/runs/{run_id}/actions/cancel", {})
         return result
 
-    def decide(self, run_id: str, decision: str, comment: str | None = None) -> dict[str, Any]:
+    def decide(
+        self, run_id: str, decision: str, comment: str | None = None, **binding: str
+    ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
-            "POST", f"/api/v1/runs/{run_id}/actions/{decision}", {"comment": comment}
+            "POST", f"/api/v1/runs/{run_id}/actions/{decision}", {"comment": comment, **binding}
         )
         return result
 

@@ -65,3 +65,22 @@ def test_the_approval_window_has_bounds(local: Local) -> None:
             local.client.set_approval_window(ws, seconds)
         assert refused.value.status == 422
     assert local.client.set_approval_window(ws, 3600)["approval_window_seconds"] == 3600
+
+
+def test_a_decision_binds_the_plan_the_person_reviewed(local: Local) -> None:
+    # Given a run awaiting approval, whose review shows what a decision binds
+    ws = new_workspace(local, "binding")
+    run = local.client.create_run(ws, HELLO)
+    review = local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    binding = review["approval"]["binding"]
+    assert binding["plan_sha256"] == review["plan"]["plan_sha256"]
+
+    # When someone approves a different plan than the one awaiting
+    with pytest.raises(ApiError) as refused:
+        local.client.decide(run["id"], "approve", plan_sha256="0" * 64)
+
+    # Then it is refused and nothing is decided; approving the reviewed plan works
+    assert refused.value.status == 409
+    assert local.client.review(run["id"])["approval"]["status"] == "waiting"
+    local.client.decide(run["id"], "approve", plan_sha256=binding["plan_sha256"])
+    assert local.client.watch(run["id"], timeout=120)["status"] == "succeeded"

@@ -117,3 +117,40 @@ def test_a_cancellation_during_apply_interrupts_it_and_keeps_writer_authority(
     # And the run never later claims success
     time.sleep(1)
     assert local.client.review(run["id"])["status"] == "apply_interrupted"
+
+
+SLOW_PLAN = """
+terraform {
+  required_providers {
+    test = { source = "runplane/test", version = "0.1.0" }
+  }
+}
+resource "test_thing" "slow" {
+  name               = "slow-plan"
+  plan_sleep_seconds = 30
+}
+"""
+
+
+def test_canceling_a_planning_run_stops_its_sandbox(local: Local, tmp_path: Path) -> None:
+    # Given a run whose plan is running in a sandbox
+    ws = new_workspace(local, "cancelplan")
+    run = local.client.create_run(ws, config(tmp_path, SLOW_PLAN))
+    wait_for(local, run["id"], "planning")
+    deadline = time.monotonic() + 30
+    while run_parts.require(run["id"], "attempt#plan").state != "started":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    # When it is canceled
+    canceled = local.client.cancel(run["id"])
+
+    # Then the run ended canceled, the sandbox was stopped, and the workspace is free
+    assert canceled["status"] == "canceled"
+    assert stages(canceled)["plan"] == "failed"
+    attempt = run_parts.require(run["id"], "attempt#plan").body
+    pid = int(str(attempt["sandbox_ref"]).removeprefix("pid:"))
+    assert local.stack.launcher is not None
+    process = next(p for p in local.stack.launcher.processes if p.pid == pid)
+    assert process.poll() is not None
+    assert writer_of(ws) == (None, None)

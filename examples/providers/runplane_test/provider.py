@@ -94,6 +94,12 @@ class Thing(Resource):  # type: ignore[misc]
                     optional=True,
                 ),
                 schema.Attribute(
+                    "plan_sleep_seconds",
+                    types.Number(),
+                    description="Take this long to validate (a slow plan).",
+                    optional=True,
+                ),
+                schema.Attribute(
                     "require_credentials",
                     types.Bool(),
                     description="Fail the plan the way a cloud provider does when it finds "
@@ -113,6 +119,8 @@ class Thing(Resource):  # type: ignore[misc]
         )
 
     def validate(self, diags: Diagnostics, type_name: str, config: Any) -> None:
+        if config.get("plan_sleep_seconds"):
+            time.sleep(float(config["plan_sleep_seconds"]))
         if config.get("require_credentials") and not os.environ.get("TEST_PROVIDER_CREDENTIALS"):
             # The wording of the AWS provider, which runners recognise as missing credentials.
             diags.add_error(

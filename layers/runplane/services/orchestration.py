@@ -362,7 +362,7 @@ class Orchestration:
 
     def arbitrate_expiry(self, run_id: str) -> dict[str, Any]:
         """The approval wait timed out: the database decides what happened."""
-        run = self._lifecycle.runs.get(run_id)
+        run = self._active(run_id)
         approval = run_parts.require(run_id, "approval")
         if approval.state in {"approved", "rejected"}:
             return {"decision": approval.body["decision"]}

@@ -238,7 +238,12 @@ class Runs:
     # -- decisions ---------------------------------------------------------------------------
 
     def decide(
-        self, principal: Principal, run_id: str, decision: str, comment: str | None
+        self,
+        principal: Principal,
+        run_id: str,
+        decision: str,
+        comment: str | None,
+        binding: Mapping[str, str] | None = None,
     ) -> Decision:
         """Record an approval or rejection before the deadline; the workflow is resumed
         by the caller with the returned token."""
@@ -254,6 +259,13 @@ class Runs:
         now = self._clock.now()
         if run.approval_expires_at is not None and now >= run.approval_expires_at:
             raise ApprovalExpired(run.id)
+        bound = approval.body.get("binding", {})
+        for name, value in (binding or {}).items():
+            if bound.get(name) != value:
+                raise Conflict(
+                    f"run {run.id} awaits a decision on a different {name}: "
+                    "review the run again before deciding"
+                )
         body = {
             **approval.body,
             "decision": decision,
@@ -306,6 +318,19 @@ class Runs:
         tokens = [part.token for part in parts.values() if part.token]
         waiter = self._lifecycle.writer.waiter_token(run)
         now = self._clock.now()
+        writes = []
+        approval = parts.get("approval")
+        if approval is not None and approval.state == "waiting":
+            writes.append(
+                run_parts.change(
+                    run.id,
+                    "approval",
+                    expected_state="waiting",
+                    state="canceled",
+                    token=None,
+                    now=now,
+                )
+            )
         signal = run_parts.put(
             run.id,
             "signal#cancel",
@@ -319,7 +344,7 @@ class Runs:
                 target,
                 actor=principal.ref,
                 reason=f"canceled by {principal.display}",
-                extra_writes=[signal],
+                extra_writes=[signal, *writes],
             )
         except (TransitionRejected, ConcurrentChange):
             current = self._lifecycle.runs.get(run.id)
@@ -408,10 +433,8 @@ def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
         review["policy"] = {"status": policy.state, **policy.body}
     if "approval" in parts:
         approval = parts["approval"]
-        review["approval"] = {
-            "status": approval.state,
-            **{k: v for k, v in approval.body.items() if k != "binding"},
-        }
+        # The binding is what a decision applies to: plan, predecessor and policy digests.
+        review["approval"] = {"status": approval.state, **approval.body}
     if "apply" in parts:
         review["apply"] = _apply_record(parts["apply"])
     return review

@@ -1,0 +1,268 @@
+"""Randomized races against one run: every interleaving ends exactly one way.
+
+Seeded and bounded: each trial builds a fresh run, starts the contending
+actors together from a barrier with random small delays, then checks the
+invariants: one terminal outcome, an audit trail consistent with it, the
+writer reservation held iff the outcome requires it, and no refused actor
+writing anything or failing untyped.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import pytest
+import requests
+
+from runplane.domain.entities import Organization
+from runplane.domain.errors import RunplaneError
+from runplane.domain.identity import Permission, Principal
+from runplane.domain.run import INTERVENTION_STATUSES, RunKind, RunStatus
+from runplane.domain.transitions import TRANSITIONS
+from runplane.services.launch_controls import LaunchControls
+from runplane.services.orchestration import Orchestration, Timing
+from runplane.services.runs import Runs
+from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+from runplane.store.runs import RunRepository
+from tests.fakes import FakeClock, SeededIds
+from tests.integration.conftest import Stack
+
+SEED = 20261129
+S = RunStatus
+EVENT_INTO = {row.event: row.target for row in TRANSITIONS}
+
+
+@dataclass
+class FakeWorkflow:
+    """Records what would resume or end workflow waits (no Step Functions here)."""
+
+    resumed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def start(self, run_id: str) -> None: ...
+
+    def resume(self, token: str, output: Any) -> bool:
+        self.resumed.append(token)
+        return True
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        self.failed.append(token)
+        return True
+
+    def heartbeat(self, token: str) -> bool:
+        return True
+
+
+@dataclass
+class FakeLauncher:
+    launched: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+    def launch(self, request: Any) -> str:
+        self.launched.append(request.sandbox_id)
+        return f"fake:{request.sandbox_id}"
+
+    def stop(self, reference: str) -> None:
+        self.stopped.append(reference)
+
+
+@dataclass
+class Arena:
+    stack: Stack
+    org: Organization
+    admin: Principal
+    runs: Runs
+    orchestration: Orchestration
+    launcher: FakeLauncher
+
+
+@pytest.fixture
+def arena(stack: Stack, org: Organization) -> Arena:
+    workflow, launcher = FakeWorkflow(), FakeLauncher()
+    controls = LaunchControls(stack.clock, region="us-east-1", policy_runtime="none")
+    orchestration = Orchestration(
+        stack.clock,
+        stack.ids,
+        stack.lifecycle,
+        stack.capabilities,
+        workflow,
+        launcher,
+        control_plane_url="http://127.0.0.1:1",
+        launch_controls=controls,
+        timing=Timing(approval_window=timedelta(minutes=10)),
+    )
+    runs = Runs(
+        stack.clock,
+        stack.ids,
+        stack.lifecycle,
+        stack.workspaces,
+        stack.artifacts,
+        workflow,
+        definition_version="test",
+        build_sha="test",
+        launch_controls=controls,
+        runner_release="runner@test",
+    )
+    token = stack.identity.issue_token(org.id, "admin", list(Permission), created_by="t").token
+    admin = stack.identity.authenticate(f"Bearer {token}")
+    return Arena(stack, org, admin, runs, orchestration, launcher)
+
+
+def awaiting_approval(arena: Arena, name: str) -> tuple[str, str]:
+    """A fresh workspace and a plan_and_apply run awaiting approval in it."""
+    stack = arena.stack
+    ws = stack.tenancy.create_workspace(arena.org.id, name)
+    upload = arena.runs.new_configuration_upload(arena.admin, ws.id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    run = arena.runs.create(
+        arena.admin,
+        ws.id,
+        kind=RunKind.PLAN_AND_APPLY,
+        configuration_version_id=upload.id,
+        engine_version="1.0.3",
+        variables={},
+    )
+    o = arena.orchestration
+    o.queue(run.id)
+    o.wait_for_writer(run.id, "token-writer")
+    attempt = o.start_runner(run.id, "plan", "token-plan")["attempt_id"]
+    o.report_plan(
+        run.id,
+        attempt,
+        {
+            "outcome": "planned",
+            "has_changes": True,
+            "summary": {"adds": 1, "changes": 0, "destroys": 0, "output_changes": {}},
+            "plan_artifact_id": "art-plan",
+            "plan_sha256": "a" * 64,
+            "plan_json_artifact_id": "art-json",
+            "plan_json_sha256": "b" * 64,
+        },
+    )
+    o.evaluate_policy(run.id)
+    o.request_approval(run.id)
+    o.wait_for_approval(run.id, "token-approval")
+    return ws.id, run.id
+
+
+def applying(arena: Arena, name: str) -> tuple[str, str]:
+    ws, run_id = awaiting_approval(arena, name)
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    o = arena.orchestration
+    o.start_runner(run_id, "apply", "token-apply")
+    attempt = run_parts.require(run_id, "attempt#apply").body
+    o.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+    return ws, run_id
+
+
+def check_invariants(run_id: str, workspace_id: str) -> RunStatus:
+    repository = RunRepository(FakeClock(), SeededIds())
+    run = repository.get(run_id)
+    # One terminal outcome...
+    assert run.status.is_terminal, f"{run_id} stuck in {run.status}"
+    trail = repository.audit_trail(run_id)
+    # ...an audit trail with one event per version, ending in exactly that outcome...
+    assert len(trail) == run.version
+    terminal_events = [e for e in trail if EVENT_INTO.get(e.type, S.QUEUED).is_terminal]
+    assert len(terminal_events) == 1, [e.type for e in trail]
+    assert terminal_events[0].details["to"] == run.status.value
+    # ...and the workspace held iff the outcome requires it.
+    workspace = workspace_store.get_workspace(workspace_id)
+    apply_record = run_parts.get(run_id, "apply")
+    published = bool(apply_record and apply_record.body.get("state_published"))
+    keeps = run.status in INTERVENTION_STATUSES or (run.status is S.APPLY_FAILED and published)
+    assert (workspace.writer_run_id == run_id) == keeps, (run.status, workspace.writer_run_id)
+    return run.status
+
+
+def race(actions: list[Any], rng: random.Random) -> list[Any]:
+    start = threading.Barrier(len(actions))
+    outcomes: list[Any] = [None] * len(actions)
+
+    def act(i: int) -> None:
+        start.wait()
+        time.sleep(rng.random() * 0.005)
+        try:
+            outcomes[i] = actions[i]()
+        except RunplaneError as refused:
+            outcomes[i] = refused
+        except Exception as untyped:  # a refusal must always be typed
+            outcomes[i] = AssertionError(f"untyped {type(untyped).__name__}: {untyped}")
+
+    threads = [threading.Thread(target=act, args=(i,)) for i in range(len(actions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for outcome in outcomes:
+        assert not isinstance(outcome, AssertionError), outcome
+    return outcomes
+
+
+def test_decisions_cancellation_and_expiry_race_to_one_outcome(arena: Arena) -> None:
+    rng = random.Random(SEED)
+    seen: Counter[str] = Counter()
+    trials = 20
+    for trial in range(trials):
+        ws, run_id = awaiting_approval(arena, f"race-a-{trial}")
+        expired_clock = rng.random() < 0.3
+        if expired_clock:
+            arena.stack.clock.advance(timedelta(minutes=11))
+        r, o, admin = arena.runs, arena.orchestration, arena.admin
+        menu = {
+            "approve": partial(r.decide, admin, run_id, "approve", None),
+            "reject": partial(r.decide, admin, run_id, "reject", None),
+            "cancel": partial(r.cancel, admin, run_id, arena.launcher),
+            "expire": partial(o.arbitrate_expiry, run_id),
+        }
+        names = rng.sample(sorted(menu), k=rng.randint(2, 4))
+        race([menu[name] for name in names], rng)
+        if (
+            run_parts.require(run_id, "approval").state == "waiting"
+            and not r.get(admin, run_id).status.is_terminal
+        ):
+            # Nobody decided: the workflow's pending wait times out at the deadline.
+            arena.stack.clock.advance(timedelta(minutes=11))
+            assert o.arbitrate_expiry(run_id) == {"decision": "expired"}
+        approved = run_parts.require(run_id, "approval").state == "approved"
+        if approved and not r.get(admin, run_id).status.is_terminal:
+            # The approved run goes on: its apply starts, and then it is canceled.
+            o.start_runner(run_id, "apply", "token-apply")
+            r.cancel(admin, run_id, arena.launcher)
+        status = check_invariants(run_id, ws)
+        seen[
+            f"{'+'.join(sorted(names))}{' after deadline' if expired_clock else ''} -> {status}"
+        ] += 1
+    print(f"\nrace suite A: {trials} interleavings, outcomes: {dict(sorted(seen.items()))}")
+    assert sum(seen.values()) == trials
+
+
+def test_the_apply_result_and_a_cancellation_race_to_one_outcome(arena: Arena) -> None:
+    rng = random.Random(SEED + 1)
+    seen: Counter[str] = Counter()
+    trials = 12
+    for trial in range(trials):
+        ws, run_id = applying(arena, f"race-b-{trial}")
+        attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
+        result = rng.choice(["applied", "failed"])
+        actions = [
+            partial(arena.orchestration.report_apply, run_id, attempt, {"outcome": result}),
+            partial(arena.runs.cancel, arena.admin, run_id, arena.launcher),
+        ]
+        rng.shuffle(actions)
+        race(actions, rng)
+        status = check_invariants(run_id, ws)
+        # An unconfirmed publication is never success.
+        assert status is not S.SUCCEEDED
+        seen[f"{result} vs cancel -> {status}"] += 1
+    print(f"\nrace suite B: {trials} interleavings, outcomes: {dict(sorted(seen.items()))}")
+    assert sum(seen.values()) == trials
