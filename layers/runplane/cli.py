@@ -18,7 +18,12 @@ DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
 def _local_up(args: argparse.Namespace) -> int:
     from runplane.local.stack import EmbeddedStack
 
-    stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port, engine=args.engine)
+    engine = args.engine
+    pinned = Path(".venv/engine/terraform")
+    if engine is None and pinned.exists():
+        # A clone's `make engine` binary; otherwise sandboxes look for tofu, then terraform.
+        engine = str(pinned.resolve())
+    stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port, engine=engine)
     credentials = stack.start()
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
