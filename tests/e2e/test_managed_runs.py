@@ -49,7 +49,8 @@ def test_an_approved_plan_is_applied_and_its_state_carries_the_runs_provenance(
     # Given a plan_and_apply run of the example
     ws = new_workspace(local)
     run = local.client.create_run(ws, HELLO)
-    assert run["status"] == "dispatch_pending"
+    # (its workflow may already have queued it by the time the response is built)
+    assert run["status"] in {"dispatch_pending", "queued"}
     assert run["workflow"]["definition_version"].startswith("run.asl.json#")
 
     # When its plan awaits approval and is approved
