@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,10 @@ def test_runs_wait_fifo_per_workspace_and_other_workspaces_proceed(local: Local)
         == "awaiting_approval"
     )
     assert local.client.review(second["id"])["status"] == "queued"
-    assert workspace_store.get_workspace(ws).queue_length == 1
+    deadline = time.monotonic() + 30
+    while workspace_store.get_workspace(ws).queue_length != 1:
+        assert time.monotonic() < deadline, "the second run never joined the queue"
+        time.sleep(0.1)
 
     # And the moment the first ends, the second takes the workspace
     local.client.decide(first["id"], "approve")
