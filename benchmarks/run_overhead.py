@@ -151,7 +151,7 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
     run = client.create_run(workspace, REPO / "examples" / "hello", variables={"greeting": value})
     ended = {"succeeded", "plan_failed", "apply_failed", "needs_recovery", "canceled"}
     _, polls = _wait(client, run["id"], {"awaiting_approval", *ended})
-    decided = client.decide(run["id"], "approve")
+    client.decide(run["id"], "approve")
     review, more = _wait(client, run["id"], ended)
     total = time.perf_counter() - started
     after = _dynamodb()
@@ -159,7 +159,6 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
     reviews = polls + more + 2
     per_review = _review_cost(client, run["id"])
     polling = Counter({k: v * reviews for k, v in per_review.items()})
-    del decided
     if review["status"] != "succeeded":
         raise SystemExit(f"run {run['id']} ended {review['status']}")
     engine = sum(

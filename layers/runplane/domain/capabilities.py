@@ -64,8 +64,11 @@ class RunnerSession:
 
 
 def handle_hash(handle: str) -> str:
-    """Handles carry 256 random bits, so a plain SHA-256 is a safe lookup key."""
-    return hashlib.sha256(handle.encode("ascii")).hexdigest()
+    """Handles carry 256 random bits, so a plain SHA-256 is a safe lookup key.
+
+    Any presented string hashes (UTF-8): a malformed credential is simply unknown.
+    """
+    return hashlib.sha256(handle.encode("utf-8")).hexdigest()
 
 
 def request_digest(fields: dict[str, str]) -> str:

@@ -32,6 +32,7 @@ from datetime import timedelta
 from typing import Any
 
 from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import (
@@ -189,7 +190,7 @@ class StateVersions:
 
     def upload(self, token: str, body: bytes) -> StateVersion:
         """The bytes PUT to a single-purpose upload URL (no Authorization header)."""
-        token_hash = _token_hash(token)
+        token_hash = handle_hash(token)
         found = (
             store.get_upload_token(token_hash) if token.startswith(UPLOAD_TOKEN_PREFIX) else None
         )
@@ -273,8 +274,8 @@ class StateVersions:
         valid_until = self._clock.now() + UPLOAD_URL_LIFETIME
         store.put_pending(version).extend(
             [
-                store.put_upload_token(_token_hash(state_token), version.id, "state", valid_until),
-                store.put_upload_token(_token_hash(json_token), version.id, "json", valid_until),
+                store.put_upload_token(handle_hash(state_token), version.id, "state", valid_until),
+                store.put_upload_token(handle_hash(json_token), version.id, "json", valid_until),
             ]
         ).commit()
         return PendingUpload(version, state_token, json_token)
@@ -343,10 +344,6 @@ class StateVersions:
             self._artifacts.discard(artifact.id)
             raise
         return store.get(version.id)
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def _check_content(raw: bytes, version: StateVersion) -> None:

@@ -1,4 +1,5 @@
-"""Organizations and workspaces: creation with unique names, and scoped reads."""
+"""Creating organizations and workspaces with unique names (bootstrap and tests;
+callers with a principal go through ``Workspaces``)."""
 
 from __future__ import annotations
 
