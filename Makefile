@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint docs clean engine
+.PHONY: test demo lint docs clean engine synth deploy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -29,7 +29,20 @@ demo: $(STAMP) engine
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests benchmarks tools examples
 	$(BIN)/ruff format --check layers functions infra tests benchmarks tools examples
-	$(BIN)/mypy layers/runplane functions tools
+	$(BIN)/mypy layers/runplane functions tools infra
+
+# The CDK app's cloud assembly in cdk.out/, offline: no AWS account, no Docker, no
+# cdk CLI. The Lambda layer is built (pip) and the sandbox image (Docker) only by
+# `make deploy`. AWS Solutions checks run as part of it; a finding fails it.
+synth: $(STAMP)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/python -m infra.app --no-bundling
+
+# Deploy the stack with the AWS credentials and region of this shell (docs/deploy.md):
+# needs Node.js for the cdk CLI, Docker for the sandbox image, and `cdk bootstrap`
+# run once per account and region. Options: CDK_ARGS="-c domainName=... -c ...".
+CDK ?= npx --yes aws-cdk@2
+deploy: $(STAMP)
+	$(CDK) deploy --app "$(BIN)/python -m infra.app" $(CDK_ARGS)
 
 # Regenerate documents derived from code (tests fail while they are stale).
 docs: $(STAMP)

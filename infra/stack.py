@@ -1,0 +1,121 @@
+"""The one stack Runplane deploys: each capability is a construct of its own."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.config import RunplaneConfig
+from infra.constructs import assets
+from infra.constructs.api import Api
+from infra.constructs.functions import Platform
+from infra.constructs.identity import Identity
+from infra.constructs.observability import Observability
+from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
+from infra.constructs.sandbox import Sandbox
+from infra.constructs.storage import Storage
+from infra.constructs.task_functions import TaskFunctions
+
+
+def policy_runtime() -> str:
+    """The policy runtime release launch controls check: the pinned regopy."""
+    for requirement in assets.runtime_dependencies():
+        pinned = re.fullmatch(r"regopy==([0-9.]+)", requirement.replace(" ", ""))
+        if pinned:
+            return f"regopy@{pinned.group(1)}"
+    return "policy-runtime@none"
+
+
+class RunplaneStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: RunplaneConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="Runplane: managed OpenTofu runs (control plane, workflow, sandboxes)",
+            **kwargs,
+        )
+        self.config = config
+        self.storage = Storage(self, "Storage", config=config)
+        self.sandbox = Sandbox(self, "Sandbox", config=config)
+        self.identity = Identity(self, "Identity", config=config)
+        layer = lambda_.LayerVersion(
+            self,
+            "RunplaneLayer",
+            code=assets.layer_code(),
+            compatible_runtimes=[assets.RUNTIME],
+            compatible_architectures=[assets.ARCHITECTURE],
+            description="The runplane package and its runtime dependencies",
+        )
+        self.platform = Platform(
+            config=config,
+            storage=self.storage,
+            state_machine_arn=state_machine_arn(self, config),
+            sandbox=self.sandbox.target,
+            layer=layer,
+            code=assets.functions_code(),
+            settings={
+                "definition_version": definition_version(),
+                "build_sha": config.build_sha,
+                "runner_release": (
+                    f"runner@tofu-{config.engine_version}+{self.sandbox.image.asset_hash[:12]}"
+                ),
+                "policy_runtime": policy_runtime(),
+                "approval_window_seconds": str(config.approval_window_seconds),
+            },
+        )
+        self.api = Api(self, "Api", platform=self.platform, identity=self.identity)
+        self.platform.settings["control_plane_url"] = self.api.url
+        self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
+        self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
+        functions = [
+            *self.api.functions.values(),
+            self.api.authorizer_function,
+            *self.tasks.by_name.values(),
+        ]
+        self.observability = Observability(
+            self,
+            "Observability",
+            config=config,
+            storage=self.storage,
+            state_machine=self.orchestration.state_machine,
+            functions=functions,
+            run_movers=[*self.api.functions.values(), *self.tasks.by_name.values()],
+            api_name=self.api.rest_api.rest_api_name,
+            api_stage=self.api.stage_name,
+        )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        def output(name: str, value: str, description: str) -> None:
+            CfnOutput(self, name, value=value, description=description)
+
+        output("ControlPlaneUrl", self.api.url, "Run API and Cloud API base URL")
+        output("TableName", self.storage.table.table_name, "The Runplane DynamoDB table")
+        output("ArtifactBucket", self.storage.bucket.bucket_name, "Encrypted run artifacts")
+        output("KeyArn", self.storage.key.key_arn, "Envelope encryption key")
+        output(
+            "StateMachineArn",
+            self.orchestration.state_machine.state_machine_arn,
+            "Run workflow (execution name = run ID)",
+        )
+        output("AlarmTopicArn", self.observability.topic.topic_arn, "Alarm notifications")
+        output("Issuer", self.identity.issuer, "JWT issuer the API accepts")
+        if self.identity.user_pool is not None and self.identity.client is not None:
+            output("UserPoolId", self.identity.user_pool.user_pool_id, "Cognito user pool")
+            output(
+                "UserPoolClientId",
+                self.identity.client.user_pool_client_id,
+                "Cognito app client for the CLI",
+            )
+        if self.api.domain is not None:
+            output(
+                "DomainTarget",
+                self.api.domain.domain_name_alias_domain_name,
+                "Point the custom domain (CNAME or alias) here",
+            )

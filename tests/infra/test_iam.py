@@ -1,0 +1,179 @@
+"""Least privilege: each function's role allows exactly what its code does.
+
+The expected sets below are written out by hand from what each handler's service
+calls perform; the policies CDK generates must match them action for action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.synth import Synthesized, ref
+
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+TRACING = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
+READ = {"dynamodb:GetItem", "dynamodb:Query"}
+WRITE = {
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+}
+OBJECTS = {
+    "s3:AbortMultipartUpload",
+    "s3:DeleteObject",
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:ListBucket",
+}
+DATA_KEYS = {"kms:Decrypt", "kms:GenerateDataKey"}
+RESUME = {"states:SendTaskSuccess"}
+BASE = LOGS | TRACING
+
+EXPECTED_ACTIONS: dict[str, set[str]] = {
+    "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
+    "functions.api.app.handler": BASE
+    | READ
+    | WRITE
+    | OBJECTS
+    | DATA_KEYS
+    | {
+        "states:StartExecution",
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+        "states:SendTaskHeartbeat",
+        "ecs:StopTask",
+    },
+    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.start_runner": BASE
+    | READ
+    | WRITE
+    | RESUME
+    | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
+    "functions.tasks.handlers.evaluate_policy": BASE
+    | READ
+    | WRITE
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME,
+}
+
+
+def test_every_entry_point_is_covered_by_an_expectation(stack: Synthesized) -> None:
+    assert set(stack.functions()) == set(EXPECTED_ACTIONS)
+
+
+@pytest.mark.parametrize("handler", sorted(EXPECTED_ACTIONS))
+def test_each_function_role_allows_exactly_its_actions(stack: Synthesized, handler: str) -> None:
+    # Given the function running ``handler``
+    role = stack.role_of(handler)
+    # Then its role allows exactly the expected actions
+    assert stack.actions(role) == EXPECTED_ACTIONS[handler]
+    # And no other function shares the role
+    sharing = [h for h in stack.functions() if stack.role_of(h) == role]
+    assert sharing == [handler]
+    # And it has no managed policies (AWS-managed or otherwise)
+    assert not stack.of_type("AWS::IAM::Role")[role].get("ManagedPolicyArns")
+
+
+def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
+    """The logical ID a granted resource belongs to (through a Join or a reference)."""
+    found = ref(resource)
+    if found:
+        return found
+    if isinstance(resource, dict) and "Fn::Join" in resource:
+        for part in resource["Fn::Join"][1]:
+            owner = ref(part)
+            if owner and owner not in {"AWS::Partition", "AWS::Region", "AWS::AccountId"}:
+                return owner
+    return None
+
+
+@pytest.mark.parametrize("handler", sorted(EXPECTED_ACTIONS))
+def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> None:
+    table, _ = stack.one("AWS::DynamoDB::Table")
+    key, _ = stack.one("AWS::KMS::Key")
+    (bucket,) = [
+        k
+        for k, p in stack.of_type("AWS::S3::Bucket").items()
+        if "LoggingConfiguration" in p  # the artifact bucket logs to the access-log bucket
+    ]
+    cluster, _ = stack.one("AWS::ECS::Cluster")
+    definition, _ = stack.one("AWS::ECS::TaskDefinition")
+    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}}
+    for action, resource, condition in stack.grants(stack.role_of(handler)):
+        service = action.split(":")[0]
+        if service == "xray":
+            # Then only tracing is granted on every resource (it has no resource types)
+            assert resource == "*"
+            continue
+        assert resource != "*", f"{handler}: {action} on every resource"
+        if service in owners:
+            assert _resource_owner(stack, resource) in owners[service], (handler, action)
+        if action == "ecs:RunTask":
+            assert ref(resource) == definition
+            assert ref(condition["ArnEquals"]["ecs:cluster"]) == cluster
+        if action == "ecs:StopTask":
+            assert _resource_owner(stack, resource) == cluster
+            assert ref(condition["ArnEquals"]["ecs:cluster"]) == cluster
+        if action == "iam:PassRole":
+            assert condition == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+        if action == "ecs:TagResource":
+            assert condition == {"StringEquals": {"ecs:CreateAction": "RunTask"}}
+
+
+def test_object_grants_are_limited_to_the_prefixes_each_api_uses(stack: Synthesized) -> None:
+    def prefixes(handler: str) -> set[str]:
+        found = set()
+        for action, resource, _ in stack.grants(stack.role_of(handler)):
+            if action == "s3:GetObject":
+                found.add(resource["Fn::Join"][1][-1])
+        return found
+
+    # The run API reads and writes artifacts and the configuration inbox
+    assert prefixes("functions.api.app.handler") == {"/artifacts/*", "/inbox/*"}
+    # The Cloud API only artifacts (state versions), and policy evaluation only reads them
+    assert prefixes("functions.cloud_api.handler.handler") == {"/artifacts/*"}
+    assert prefixes("functions.tasks.handlers.evaluate_policy") == {"/artifacts/*"}
+
+
+def test_the_sandbox_may_only_be_started_with_its_own_roles(stack: Synthesized) -> None:
+    # Given the runner task definition's roles
+    _, definition = stack.one("AWS::ECS::TaskDefinition")
+    roles = {ref(definition["TaskRoleArn"]), ref(definition["ExecutionRoleArn"])}
+    # Then StartRunner may pass exactly those two roles
+    passed = {
+        ref(resource)
+        for action, resource, _ in stack.grants(
+            stack.role_of("functions.tasks.handlers.start_runner")
+        )
+        if action == "iam:PassRole"
+    }
+    assert passed == roles
+
+
+def test_the_runner_task_role_has_no_permissions_at_all(stack: Synthesized) -> None:
+    # Given the role the sandbox's containers run with
+    _, definition = stack.one("AWS::ECS::TaskDefinition")
+    task_role = ref(definition["TaskRoleArn"])
+    assert task_role is not None
+    # Then nothing is granted to it: the runner works through session-bound URLs only
+    assert stack.statements(task_role) == []
+    assert not stack.of_type("AWS::IAM::Role")[task_role].get("ManagedPolicyArns")
+
+
+def test_the_execution_role_reaches_neither_table_bucket_nor_key(stack: Synthesized) -> None:
+    # Given the role ECS pulls the image and writes logs with
+    _, definition = stack.one("AWS::ECS::TaskDefinition")
+    execution_role = ref(definition["ExecutionRoleArn"])
+    assert execution_role is not None
+    # Then it may only pull images and write logs
+    services = {action.split(":")[0] for action in stack.actions(execution_role)}
+    assert services <= {"ecr", "logs"}
