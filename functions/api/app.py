@@ -37,6 +37,7 @@ class LaunchControlsBody(BaseModel):
     allowed_regions: list[str] = Field(default_factory=list, max_length=50)
     runner_releases: list[str] = Field(default_factory=list, max_length=50)
     policy_runtimes: list[str] = Field(default_factory=list, max_length=50)
+    max_sandboxes: int | None = Field(default=None, ge=0, le=10_000)
 
 
 class RunCreate(BaseModel):
@@ -51,7 +52,23 @@ class DecisionBody(BaseModel):
     # What the person reviewed: a decision on anything else is refused.
     plan_sha256: str | None = Field(default=None, max_length=64)
     predecessor_state_version_id: str | None = Field(default=None, max_length=64)
-    policy_input_digest: str | None = Field(default=None, max_length=64)
+    policy_input_digest: str | None = Field(default=None, max_length=80)
+    policy_result_digest: str | None = Field(default=None, max_length=80)
+
+
+class PolicySetBody(BaseModel):
+    name: str = Field(min_length=1, max_length=64)
+    modules: list[dict[str, str]] = Field(min_length=1, max_length=64)
+    policies: list[dict[str, str]] = Field(min_length=1, max_length=64)
+
+
+class AttachmentsBody(BaseModel):
+    workspaces: list[str] = Field(default_factory=list, max_length=500)
+    all_workspaces: bool = False
+
+
+class OverrideBody(BaseModel):
+    reason: str = Field(min_length=1, max_length=1000)
 
 
 class SessionStart(BaseModel):
@@ -206,6 +223,36 @@ def build_app() -> APIGatewayRestResolver:
         s.runs.cancel(who, run_id, s.launcher)
         return _json(200, s.runs.review(who, run_id))
 
+    @app.post("/api/v1/runs/<run_id>/actions/override-policy")
+    def override_policy(run_id: str, body: OverrideBody) -> Reply:
+        who = principal()
+        s = services()
+        s.policies.override(who, s.runs.get(who, run_id), body.reason)
+        return _json(200, s.runs.review(who, run_id))
+
+    # -- policy sets ----------------------------------------------------------------------------
+
+    @app.post("/api/v1/policy-sets")
+    def publish_policy_set(body: PolicySetBody) -> Reply:
+        published = services().policies.publish(principal(), body.model_dump())
+        return _json(201 if published.created else 200, published.to_dict())
+
+    @app.get("/api/v1/policy-sets")
+    def list_policy_sets() -> Reply:
+        sets = services().policies.list(principal())
+        return _json(200, {"policy_sets": [published.to_dict() for published in sets]})
+
+    @app.get("/api/v1/policy-sets/<name>")
+    def get_policy_set(name: str) -> Reply:
+        return _json(200, services().policies.get(principal(), name).to_dict())
+
+    @app.put("/api/v1/policy-sets/<name>/attachments")
+    def attach_policy_set(name: str, body: AttachmentsBody) -> Reply:
+        attached = services().policies.attach(
+            principal(), name, body.workspaces, body.all_workspaces
+        )
+        return _json(200, attached.to_dict())
+
     @app.put("/api/v1/launch-controls/<scope>")
     def set_launch_controls(
         scope: Literal["platform", "organization"], body: LaunchControlsBody
@@ -219,6 +266,7 @@ def build_app() -> APIGatewayRestResolver:
                 allowed_regions=tuple(body.allowed_regions),
                 runner_releases=tuple(body.runner_releases),
                 policy_runtimes=tuple(body.policy_runtimes),
+                max_sandboxes=body.max_sandboxes,
             ),
         )
         return _json(200, {"scope": scope, **asdict(controls)})

@@ -7,11 +7,17 @@ everything here is used.
 
 from __future__ import annotations
 
-from runplane.domain.errors import ConcurrentChange, RunEnded, TooMuchContention
+from runplane.domain.errors import (
+    ConcurrentChange,
+    RunEnded,
+    SandboxCapacityExhausted,
+    TooMuchContention,
+)
 
-# Raised by tasks; safe to retry (the step is rebuilt from fresh reads).
+# Raised by tasks; safe to retry (the step is rebuilt from fresh reads). A full
+# sandbox capacity is retried for longer, with backoff, by the runner-phase steps.
 RETRYABLE: dict[str, type[Exception]] = {
-    cls.__name__: cls for cls in (ConcurrentChange, TooMuchContention)
+    cls.__name__: cls for cls in (ConcurrentChange, TooMuchContention, SandboxCapacityExhausted)
 }
 
 # Raised by a step (or sent to a wait) when the run already ended: the

@@ -101,6 +101,57 @@ def _run_watch(args: argparse.Namespace) -> int:
     return 0 if review["status"] in {"succeeded", *args.until} else 1
 
 
+def _run_override(args: argparse.Namespace) -> int:
+    _show(_client(args).override_policy(args.run, args.reason), args.json)
+    return 0
+
+
+def _policy_publish(args: argparse.Namespace) -> int:
+    from runplane.domain.policy import load_policy_set_dir
+
+    content = load_policy_set_dir(Path(args.dir))
+    published = _client(args).publish_policy_set(content.to_document())
+    print(f"{published['name']}  {published['digest']}  version {published['version']}")
+    return 0
+
+
+def _policy_attach(args: argparse.Namespace) -> int:
+    client = _client(args)
+    workspaces = [client.workspace_id(name) for name in args.workspace]
+    attached = client.attach_policy_set(args.name, workspaces, args.all)
+    where = "all workspaces" if attached["all_workspaces"] else ", ".join(workspaces) or "nothing"
+    print(f"{attached['name']}  attached to {where}")
+    return 0
+
+
+def _policy_test(args: argparse.Namespace) -> int:
+    """Evaluate a policy set directory against a saved plan, with the production evaluator."""
+    from runplane.adapters.rego import RegoEvaluator
+    from runplane.domain.policy import load_policy_set_dir, overall, sanitize_plan
+
+    content = load_policy_set_dir(Path(args.dir))
+    evaluator = RegoEvaluator()
+    evaluator.validate(content)
+    plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    policy_input = sanitize_plan(
+        plan,
+        workspace=args.workspace,
+        run_kind=args.kind,
+        engine_version=str(plan.get("terraform_version") or ""),
+    )
+    results = evaluator.evaluate([content], policy_input)
+    outcome = overall(results)
+    if args.json:
+        print(json.dumps({"outcome": outcome, "results": [r.to_dict() for r in results]}, indent=2))
+    else:
+        for result in results:
+            print(f"{result.outcome:<8} {result.policy} ({result.enforcement.value})")
+            for message in result.messages:
+                print(f"         - {message}")
+        print(f"overall: {outcome}")
+    return 0 if outcome == "passed" else 1
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="runplane", description="Runplane control plane")
     commands = root.add_subparsers(dest="command", required=True)
@@ -154,6 +205,32 @@ def parser() -> argparse.ArgumentParser:
     watch.add_argument("--until", action="append", default=[], help="also stop at this status")
     watch.add_argument("--timeout", type=float, default=1800)
     watch.set_defaults(run=_run_watch)
+    override = connected(
+        run_commands.add_parser("override", help="override a soft-mandatory policy failure")
+    )
+    override.add_argument("run")
+    override.add_argument("--reason", required=True)
+    override.set_defaults(run=_run_override)
+
+    policy = commands.add_parser("policy", help="policy sets (Rego)")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    publish = connected(policy_commands.add_parser("publish", help="publish a policy set DIR"))
+    publish.add_argument("dir")
+    publish.set_defaults(run=_policy_publish)
+    attach = connected(policy_commands.add_parser("attach", help="attach a policy set"))
+    attach.add_argument("name")
+    attach.add_argument("--workspace", action="append", default=[], help="name or ws- ID")
+    attach.add_argument("--all", action="store_true", help="attach to every workspace")
+    attach.set_defaults(run=_policy_attach)
+    test = policy_commands.add_parser("test", help="evaluate DIR against a saved plan JSON")
+    test.add_argument("dir")
+    test.add_argument("--plan", required=True, help="`tofu show -json PLANFILE` output")
+    test.add_argument("--workspace", default="local")
+    test.add_argument(
+        "--kind", default="plan_and_apply", choices=["plan_only", "speculative", "plan_and_apply"]
+    )
+    test.add_argument("--json", action="store_true", help="print JSON")
+    test.set_defaults(run=_policy_test)
     return root
 
 

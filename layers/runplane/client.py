@@ -156,6 +156,30 @@ class Client:
         )
         return result
 
+    def publish_policy_set(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/api/v1/policy-sets", dict(document))
+        return result
+
+    def attach_policy_set(
+        self, name: str, workspaces: list[str], all_workspaces: bool = False
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/policy-sets/{name}/attachments",
+            {"workspaces": workspaces, "all_workspaces": all_workspaces},
+        )
+        return result
+
+    def list_policy_sets(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", "/api/v1/policy-sets")["policy_sets"]
+        return result
+
+    def override_policy(self, run_id: str, reason: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST", f"/api/v1/runs/{run_id}/actions/override-policy", {"reason": reason}
+        )
+        return result
+
     def review(self, run_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/api/v1/runs/{run_id}")
         return result
@@ -198,6 +222,27 @@ class Client:
             time.sleep(interval)
 
 
+def _render_policy(policy: Mapping[str, Any]) -> list[str]:
+    sets = ", ".join(
+        f"{s['name']}@{str(s['digest']).removeprefix('sha256:')[:12]}"
+        for s in policy.get("policy_sets") or []
+    )
+    lines = [
+        f"  policy     {policy['status']}  "
+        + (f"sets {sets}  runtime {policy.get('runtime')}" if sets else "no policy sets attached")
+    ]
+    for result in policy.get("results") or []:
+        lines.append(
+            f"    {result['outcome']:<8} {result['policy_set']}/{result['policy']}"
+            f" ({result['enforcement']})"
+        )
+        lines.extend(f"             - {message}" for message in result.get("messages") or [])
+    override = policy.get("override")
+    if override:
+        lines.append(f"    overridden by {override['display']}: {override['reason']}")
+    return lines
+
+
 def render_review(review: Mapping[str, Any]) -> str:
     """The run review as a person reads it in a terminal."""
     lines = [
@@ -226,7 +271,7 @@ def render_review(review: Mapping[str, Any]) -> str:
         )
     policy = review.get("policy")
     if policy:
-        lines.append(f"  policy     {policy['status']}  {policy.get('note', '')}".rstrip())
+        lines.extend(_render_policy(policy))
     approval = review.get("approval")
     if approval:
         who = approval.get("decided_by")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 _PREFIX = "RUNPLANE_"
 
@@ -30,11 +30,15 @@ class Settings(BaseModel):
     state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
     control_plane_url: str = "http://127.0.0.1:8700"
     approval_window_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=30 * 24 * 3600)
+    # A runner phase may take this long; it must heartbeat within the shorter window.
+    runner_phase_seconds: int = Field(default=4 * 3600, ge=60, le=4 * 3600)
+    runner_heartbeat_seconds: int = Field(default=900, ge=6, le=3600)
     definition_version: str = "unversioned"
     build_sha: str = "unknown"
     # The release identities launch controls check (runner image, policy runtime).
     runner_release: str = "runner@unversioned"
-    policy_runtime: str = "policy-runtime@none"
+    # The policy runtime's release identity; by default, the installed evaluator's.
+    policy_runtime: str | None = None
     # Sandboxes: "ecs" in AWS, "local" for the embedded stack.
     launcher: str = "ecs"
     engine_path: str | None = None
@@ -42,6 +46,12 @@ class Settings(BaseModel):
     ecs_task_definition: str | None = None
     ecs_subnets: str | None = None  # comma-separated
     ecs_security_groups: str | None = None  # comma-separated
+
+    @model_validator(mode="after")
+    def _heartbeat_within_phase(self) -> Settings:
+        if self.runner_heartbeat_seconds >= self.runner_phase_seconds:
+            raise ValueError("runner_heartbeat_seconds must be shorter than runner_phase_seconds")
+        return self
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +24,7 @@ from runplane.services.identity import Identity
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.orchestration import Orchestration, Timing
+from runplane.services.policy import Evaluator, Policies
 from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.services.state import StateVersions
@@ -64,6 +66,7 @@ class Services:
     runner_api: RunnerApi
     launcher: Launcher
     launch_controls: LaunchControls
+    policies: Policies
 
 
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
@@ -74,6 +77,19 @@ def jwt_verifier(settings: Settings) -> JwtVerifier | None:
         audience=settings.jwt_audience,
         jwks=json.loads(settings.jwt_jwks),
     )
+
+
+def rego_release() -> str:
+    """The policy runtime's release identity, read without loading the engine (the
+    evaluator records its full identity, with the rego-cpp version, on each result)."""
+    return f"regopy@{importlib.metadata.version('regopy')}"
+
+
+@lru_cache(maxsize=1)
+def rego_evaluator() -> Evaluator:
+    from runplane.adapters.rego import RegoEvaluator
+
+    return RegoEvaluator()
 
 
 def build_services(
@@ -100,8 +116,9 @@ def build_services(
     workflow = Workflow(aws.stepfunctions(settings), settings.state_machine_arn)
     launcher = launcher or launcher_for(settings)
     launch_controls = LaunchControls(
-        clock, region=settings.region, policy_runtime=settings.policy_runtime
+        clock, region=settings.region, policy_runtime=settings.policy_runtime or rego_release()
     )
+    policies = Policies(clock, artifacts, rego_evaluator)
     orchestration = Orchestration(
         clock,
         ids,
@@ -111,7 +128,12 @@ def build_services(
         launcher,
         control_plane_url=settings.control_plane_url,
         launch_controls=launch_controls,
-        timing=Timing(approval_window=timedelta(seconds=settings.approval_window_seconds)),
+        policies=policies,
+        timing=Timing(
+            approval_window=timedelta(seconds=settings.approval_window_seconds),
+            runner_phase=timedelta(seconds=settings.runner_phase_seconds),
+            runner_heartbeat=timedelta(seconds=settings.runner_heartbeat_seconds),
+        ),
     )
     return Services(
         settings=settings,
@@ -143,6 +165,7 @@ def build_services(
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
         launcher=launcher,
         launch_controls=launch_controls,
+        policies=policies,
     )
 
 

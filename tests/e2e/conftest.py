@@ -16,6 +16,7 @@ from runplane.local.stack import Credentials, EmbeddedStack, terraform_rc
 from tests.engine import engine_path
 
 _names = itertools.count(1)
+HEARTBEAT_WINDOW_SECONDS = 20
 
 
 @dataclass
@@ -73,8 +74,13 @@ def unique(prefix: str) -> str:
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
+    # see a silent sandbox detected in seconds, as production does in minutes.
     stack = EmbeddedStack(
-        tmp_path_factory.mktemp("runplane-local"), port=0, engine=str(engine_path())
+        tmp_path_factory.mktemp("runplane-local"),
+        port=0,
+        engine=str(engine_path()),
+        runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
     )
     credentials = stack.start()
     try:

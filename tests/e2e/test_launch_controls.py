@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from runplane.client import ApiError
-from tests.e2e.conftest import Local
+from runplane.client import ApiError, Client, Connection
+from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO, new_workspace, writer_of
 
 
@@ -122,3 +122,28 @@ def test_only_platform_operators_set_platform_controls(controls: Local) -> None:
 
     assert refused.value.status == 403
     assert client.set_launch_controls("organization", suspended=False)["suspended"] is False
+
+
+def test_an_organization_at_its_sandbox_limit_gets_503_until_one_finishes(
+    controls: Local,
+) -> None:
+    # Given an organization of its own (no other test's sandboxes count against it)
+    # that is allowed no concurrent sandboxes
+    org, token = controls.other_organization(unique("capacity-org"))
+    client = Client(Connection(controls.url, token, org))
+    ws = client.create_workspace("capacity")["id"]
+    client.set_launch_controls("organization", max_sandboxes=0)
+
+    # When someone creates a run / Then it is 503 naming the limit, and no run exists
+    with pytest.raises(ApiError) as refused:
+        client.create_run(ws, HELLO, kind="plan_only")
+    assert refused.value.status == 503
+    assert "limit of 0 sandboxes" in str(refused.value)
+    assert client._call("GET", f"/api/v1/workspaces/{ws}/runs")["runs"] == []
+
+    # And once the limit allows one sandbox, runs plan one after another: each
+    # finished plan gives its slot back
+    client.set_launch_controls("organization", max_sandboxes=1)
+    for _ in range(2):
+        done = client.watch(client.create_run(ws, HELLO, kind="plan_only")["id"], timeout=120)
+        assert done["status"] == "succeeded"

@@ -25,6 +25,7 @@ from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
 from tests.fakes import FakeClock, SeededIds
+from tests.integration.arena import Arena, build_arena
 
 TABLE = "runplane-test"
 
@@ -123,3 +124,9 @@ def org(stack: Stack) -> Organization:
 @pytest.fixture
 def workspace(stack: Stack, org: Organization) -> Workspace:
     return stack.tenancy.create_workspace(org.id, "network")
+
+
+@pytest.fixture
+def arena(stack: Stack, org: Organization) -> Arena:
+    """The real run services on moto, driven step by step (see ``arena.py``)."""
+    return build_arena(stack, org)

@@ -13,155 +13,22 @@ import random
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
-import pytest
-import requests
-
-from runplane.domain.entities import Organization
 from runplane.domain.errors import RunplaneError
-from runplane.domain.identity import Permission, Principal
-from runplane.domain.run import INTERVENTION_STATUSES, RunKind, RunStatus
+from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.transitions import TRANSITIONS
-from runplane.services.launch_controls import LaunchControls
-from runplane.services.orchestration import Orchestration, Timing
-from runplane.services.runs import Runs
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, SeededIds
-from tests.integration.conftest import Stack
+from tests.integration.arena import Arena, applying, awaiting_approval
 
 SEED = 20261129
 S = RunStatus
 EVENT_INTO = {row.event: row.target for row in TRANSITIONS}
-
-
-@dataclass
-class FakeWorkflow:
-    """Records what would resume or end workflow waits (no Step Functions here)."""
-
-    resumed: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-
-    def start(self, run_id: str) -> None: ...
-
-    def resume(self, token: str, output: Any) -> bool:
-        self.resumed.append(token)
-        return True
-
-    def fail(self, token: str, error: str, cause: str) -> bool:
-        self.failed.append(token)
-        return True
-
-    def heartbeat(self, token: str) -> bool:
-        return True
-
-
-@dataclass
-class FakeLauncher:
-    launched: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-
-    def launch(self, request: Any) -> str:
-        self.launched.append(request.sandbox_id)
-        return f"fake:{request.sandbox_id}"
-
-    def stop(self, reference: str) -> None:
-        self.stopped.append(reference)
-
-
-@dataclass
-class Arena:
-    stack: Stack
-    org: Organization
-    admin: Principal
-    runs: Runs
-    orchestration: Orchestration
-    launcher: FakeLauncher
-
-
-@pytest.fixture
-def arena(stack: Stack, org: Organization) -> Arena:
-    workflow, launcher = FakeWorkflow(), FakeLauncher()
-    controls = LaunchControls(stack.clock, region="us-east-1", policy_runtime="none")
-    orchestration = Orchestration(
-        stack.clock,
-        stack.ids,
-        stack.lifecycle,
-        stack.capabilities,
-        workflow,
-        launcher,
-        control_plane_url="http://127.0.0.1:1",
-        launch_controls=controls,
-        timing=Timing(approval_window=timedelta(minutes=10)),
-    )
-    runs = Runs(
-        stack.clock,
-        stack.ids,
-        stack.lifecycle,
-        stack.workspaces,
-        stack.artifacts,
-        workflow,
-        definition_version="test",
-        build_sha="test",
-        launch_controls=controls,
-        runner_release="runner@test",
-    )
-    token = stack.identity.issue_token(org.id, "admin", list(Permission), created_by="t").token
-    admin = stack.identity.authenticate(f"Bearer {token}")
-    return Arena(stack, org, admin, runs, orchestration, launcher)
-
-
-def awaiting_approval(arena: Arena, name: str) -> tuple[str, str]:
-    """A fresh workspace and a plan_and_apply run awaiting approval in it."""
-    stack = arena.stack
-    ws = stack.tenancy.create_workspace(arena.org.id, name)
-    upload = arena.runs.new_configuration_upload(arena.admin, ws.id)
-    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
-    arena.runs.finalize_configuration(arena.admin, upload.id)
-    run = arena.runs.create(
-        arena.admin,
-        ws.id,
-        kind=RunKind.PLAN_AND_APPLY,
-        configuration_version_id=upload.id,
-        engine_version="1.0.3",
-        variables={},
-    )
-    o = arena.orchestration
-    o.queue(run.id)
-    o.wait_for_writer(run.id, "token-writer")
-    attempt = o.start_runner(run.id, "plan", "token-plan")["attempt_id"]
-    o.report_plan(
-        run.id,
-        attempt,
-        {
-            "outcome": "planned",
-            "has_changes": True,
-            "summary": {"adds": 1, "changes": 0, "destroys": 0, "output_changes": {}},
-            "plan_artifact_id": "art-plan",
-            "plan_sha256": "a" * 64,
-            "plan_json_artifact_id": "art-json",
-            "plan_json_sha256": "b" * 64,
-        },
-    )
-    o.evaluate_policy(run.id)
-    o.request_approval(run.id)
-    o.wait_for_approval(run.id, "token-approval")
-    return ws.id, run.id
-
-
-def applying(arena: Arena, name: str) -> tuple[str, str]:
-    ws, run_id = awaiting_approval(arena, name)
-    arena.runs.decide(arena.admin, run_id, "approve", None)
-    o = arena.orchestration
-    o.start_runner(run_id, "apply", "token-apply")
-    attempt = run_parts.require(run_id, "attempt#apply").body
-    o.apply_start_writes(run_id, attempt["attempt_id"]).commit()
-    return ws, run_id
 
 
 def check_invariants(run_id: str, workspace_id: str) -> RunStatus:

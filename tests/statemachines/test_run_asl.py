@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from functions.tasks.errors import ENDING, FAIL_STATES, RETRYABLE
 from functions.tasks.handlers import HANDLERS
+from runplane.settings import Settings
 
 ASL_PATH = Path(__file__).resolve().parents[2] / "statemachines" / "run.asl.json"
 
@@ -293,15 +295,20 @@ def test_every_callback_passes_its_own_task_token() -> None:
         assert payload.get("token.$") == "$$.Task.Token", name
 
 
-def test_runner_phase_waits_have_a_heartbeat_shorter_than_the_timeout() -> None:
-    # Given the runner-phase waits (StartRunner)
-    runner_waits = _runner_waits(_machine())
+def test_runner_phase_waits_take_their_windows_from_the_queue_step() -> None:
+    # Given the runner-phase waits (StartRunner) and the Queue step
+    machine = _machine()
+    runner_waits = _runner_waits(machine)
     assert {s["Parameters"]["Payload"]["phase"] for _, s in runner_waits} == {"plan", "apply"}
+    selected = machine["States"]["Queue"]["ResultSelector"]
+    assert machine["States"]["Queue"]["ResultPath"] == "$.queue"
     for name, task in runner_waits:
-        # When reading their heartbeat / Then it is set and below the phase timeout
-        heartbeat = task.get("HeartbeatSeconds")
-        assert isinstance(heartbeat, int), name
-        assert 0 < heartbeat < task["TimeoutSeconds"], name
+        # When reading their timeout and heartbeat
+        # Then both come from what the Queue step selected from the platform settings
+        assert task["TimeoutSecondsPath"] == "$.queue.runner_timeout_seconds", name
+        assert task["HeartbeatSecondsPath"] == "$.queue.runner_heartbeat_seconds", name
+    assert selected["runner_timeout_seconds.$"] == "$.Payload.runner_timeout_seconds"
+    assert selected["runner_heartbeat_seconds.$"] == "$.Payload.runner_heartbeat_seconds"
 
 
 # -- 5. placeholders and HANDLERS ------------------------------------------------------
@@ -403,12 +410,26 @@ def test_no_retrier_retries_everything_or_timeouts() -> None:
     assert forbidden == set()
 
 
+def _total_retry_wait(retrier: dict[str, Any]) -> float:
+    interval = retrier.get("IntervalSeconds", 1)
+    rate = retrier.get("BackoffRate", 2.0)
+    cap = retrier.get("MaxDelaySeconds", float("inf"))
+    attempts = retrier.get("MaxAttempts", DEFAULT_RETRY_ATTEMPTS)
+    return sum(min(interval * rate**i, cap) for i in range(attempts))
+
+
 def test_retry_attempts_are_bounded() -> None:
     # Given every Retry entry / When reading MaxAttempts (default 3)
     for name, state in _states(_machine()):
         for retrier in state.get("Retry", []):
             attempts = retrier.get("MaxAttempts", DEFAULT_RETRY_ATTEMPTS)
-            # Then it is at most five
+            if retrier["ErrorEquals"] == ["SandboxCapacityExhausted"]:
+                # Then a wait for sandbox capacity is bounded in time: capped delays
+                # that end well inside the runner authority window
+                assert retrier["MaxDelaySeconds"] <= 300, name
+                assert _total_retry_wait(retrier) <= RUNNER_AUTHORITY_SECONDS / 2, name
+                continue
+            # Then anything else is retried at most five times
             assert 0 <= attempts <= MAX_RETRY_ATTEMPTS, (name, attempts)
 
 
@@ -460,11 +481,14 @@ def test_approval_timeout_goes_to_arbitration_not_failure() -> None:
 # -- 10. runner authority window ----------------------------------------------------------
 
 
-def test_runner_phase_timeouts_fit_the_runner_authority_window() -> None:
-    # Given the runner-phase waits
-    runner_waits = _runner_waits(_machine())
-    assert runner_waits
-    for name, task in runner_waits:
-        # When reading their timeout / Then it is fixed and at most four hours
-        assert "TimeoutSecondsPath" not in task, name
-        assert 0 < task["TimeoutSeconds"] <= RUNNER_AUTHORITY_SECONDS, name
+def test_runner_phase_windows_fit_the_runner_authority_window() -> None:
+    # Given the settings bounds of the runner-phase windows the Queue step hands out
+    fields = Settings.model_fields
+    phase_bounds = {type(m).__name__: m for m in fields["runner_phase_seconds"].metadata}
+    # When reading the upper bound / Then no phase outlives the runner authority window
+    assert max(m.le for m in fields["runner_phase_seconds"].metadata if hasattr(m, "le")) <= (
+        RUNNER_AUTHORITY_SECONDS
+    ), phase_bounds
+    # And a heartbeat window at least as long as the phase is refused
+    with pytest.raises(ValidationError):
+        Settings(runner_phase_seconds=600, runner_heartbeat_seconds=600)

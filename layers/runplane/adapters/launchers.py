@@ -25,6 +25,7 @@ class LaunchRequest:
     # One-time, sandbox-bound handles: passed in the environment, never in argv.
     bootstrap: str = field(repr=False)
     apply_start: str | None = field(default=None, repr=False)
+    heartbeat_seconds: int = 60
 
 
 class Launcher(Protocol):
@@ -45,6 +46,7 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
         "RUNPLANE_SANDBOX_ID": request.sandbox_id,
         "RUNPLANE_CONTROL_PLANE_URL": request.control_plane_url,
         "RUNPLANE_BOOTSTRAP": request.bootstrap,
+        "RUNPLANE_HEARTBEAT_SECONDS": str(request.heartbeat_seconds),
     }
     if request.apply_start:
         env["RUNPLANE_APPLY_START"] = request.apply_start

@@ -20,6 +20,7 @@ class ArtifactKind(StrEnum):
     STATE = "state"
     STATE_JSON = "state_json"
     VARIABLES = "variables"
+    POLICY_SET = "policy_set"
 
 
 class ArtifactStatus(StrEnum):

@@ -310,6 +310,19 @@ class RunEnded(Conflict):
         self.run_id = run_id
 
 
+class SandboxCapacityExhausted(RunplaneError):
+    """Every concurrent-sandbox slot of a scope is taken; the start step retries later."""
+
+    code = "sandbox_capacity_exhausted"
+    http_status = 503
+    retry_after_seconds = 60
+
+    def __init__(self, scope: str, limit: int) -> None:
+        super().__init__(f"the {scope} is running its limit of {limit} concurrent sandboxes")
+        self.scope = scope
+        self.limit = limit
+
+
 class LaunchDenied(RunplaneError):
     """Fail-closed launch controls deny new work for now; nothing was created."""
 
@@ -320,3 +333,30 @@ class LaunchDenied(RunplaneError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"new runs are not being launched: {reason}; retry later")
         self.reason = reason
+
+
+# -- policy -----------------------------------------------------------------------------
+
+
+class InvalidPolicySet(RunplaneError):
+    """A policy set that cannot be published: malformed metadata, a bad name, a module
+    over a size cap, or a module that does not parse. Nothing was stored."""
+
+    code = "invalid_policy_set"
+    http_status = 422
+
+
+class PolicyModuleRefused(InvalidPolicySet):
+    """A module uses a builtin outside the fixed, deterministic capabilities."""
+
+    code = "policy_module_refused"
+
+    def __init__(self, module: str, builtin: str, line: int) -> None:
+        super().__init__(
+            f"{module} line {line} calls {builtin}, which is not allowed: policies run "
+            "with fixed, deterministic capabilities (no network, clock, randomness or "
+            "runtime environment)"
+        )
+        self.module = module
+        self.builtin = builtin
+        self.line = line

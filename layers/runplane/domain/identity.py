@@ -25,6 +25,8 @@ class Permission(StrEnum):
     RUN_RECOVER = "run:recover"
     STATE_RECOVER = "state:recover"
     POLICY_OVERRIDE = "policy:override"
+    # Publish policy sets and attach them to workspaces.
+    POLICY_MANAGE = "policy:manage"
     TOKEN_MANAGE = "token:manage"
     # Tenant launch switch and suspension of the caller's own organization.
     LAUNCH_CONTROL = "launch:control"

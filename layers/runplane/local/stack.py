@@ -166,12 +166,14 @@ class EmbeddedStack:
         *,
         engine: str | None = None,
         approval_window_seconds: int = 7 * 24 * 3600,
+        runner_heartbeat_seconds: int = 900,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
         self._port = port
         self._engine = engine
         self._approval_window = approval_window_seconds
+        self._runner_heartbeat = runner_heartbeat_seconds
         self.launcher: LocalProcessLauncher | None = None
         self._moto: Any = None
         self._server: GatewayServer | None = None
@@ -214,6 +216,7 @@ class EmbeddedStack:
             launcher="local",
             engine_path=self._engine,
             approval_window_seconds=self._approval_window,
+            runner_heartbeat_seconds=self._runner_heartbeat,
             definition_version=f"run.asl.json#{digest}",
             build_sha=build,
             runner_release=f"runner@{build[:12]}",

@@ -9,6 +9,7 @@ uploads encrypted outputs, and reports the result. It holds no AWS credential.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -18,6 +19,7 @@ import tarfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -35,7 +37,7 @@ from runplane.runner.engine import (
 )
 from runplane.runner.plan_summary import summarize
 
-HEARTBEAT_SECONDS = 60
+DEFAULT_HEARTBEAT_SECONDS = 60
 
 
 class ControlPlane:
@@ -143,7 +145,9 @@ class Runner:
         if self.manifest.get("variables_artifact_id"):
             variables = json.loads(self.download(self.manifest["variables_artifact_id"]))
             self.log = BoundedLog(secrets=[*variables.values(), self.api.token or ""])
-        host = self.api.url.split("://", 1)[1]
+        # The API may sit under a path (an API Gateway stage): the host block names
+        # the services by full URL, so only the network location is the hostname.
+        host = urllib.parse.urlsplit(self.api.url).netloc
         write_backend_override(
             config,
             hostname=host,
@@ -245,11 +249,12 @@ class Runner:
         return 0 if result["outcome"] in {"planned", "applied"} else 1
 
     def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(HEARTBEAT_SECONDS):
-            try:
+        interval = int(self.env.get("RUNPLANE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS))
+        while not stop.wait(max(1, interval)):
+            # A refused or failed beat is not fatal: the next one may land, and a
+            # run that has ended stops this sandbox anyway.
+            with contextlib.suppress(RuntimeError, OSError):
                 self.api.call("POST", "/api/v1/runner/heartbeat")
-            except RuntimeError:
-                return
 
 
 def main() -> int:

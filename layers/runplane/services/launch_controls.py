@@ -1,7 +1,8 @@
 """Fail-closed launch controls: whether new sandboxes may start, decided from the table.
 
 Global and per-organization switches, organization suspension, allowed
-regions, and allowlists of runner and policy-runtime releases. A run is
+regions, a cap on concurrent sandboxes, and allowlists of runner and
+policy-runtime releases. A run is
 checked when it is created (denied: ``503`` and nothing is written), and again
 before each sandbox starts against the release identity stored on the run. A
 missing controls record means "allowed"; a control that cannot be read denies.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from runplane.domain.clock import Clock
 from runplane.domain.errors import LaunchDenied
 from runplane.domain.identity import Permission, Principal
+from runplane.store import sandbox_slots
 from runplane.store.models import LaunchControlsItem, launch_controls_key
 from runplane.store.transaction import Transaction
 
@@ -27,6 +29,7 @@ class Controls:
     allowed_regions: tuple[str, ...] = ()
     runner_releases: tuple[str, ...] = ()
     policy_runtimes: tuple[str, ...] = field(default=())
+    max_sandboxes: int | None = None
 
 
 def _read(scope: str) -> Controls:
@@ -40,6 +43,7 @@ def _read(scope: str) -> Controls:
         allowed_regions=tuple(item.allowed_regions or ()),
         runner_releases=tuple(item.runner_releases or ()),
         policy_runtimes=tuple(item.policy_runtimes or ()),
+        max_sandboxes=None if item.max_sandboxes is None else int(item.max_sandboxes),
     )
 
 
@@ -49,13 +53,20 @@ class LaunchControls:
         self._region = region
         self._policy_runtime = policy_runtime
 
-    def check(self, organization_id: str, runner_release: str) -> None:
-        """Raise ``LaunchDenied`` unless a new sandbox may start for this organization."""
+    def check(self, organization_id: str, runner_release: str, *, capacity: bool = True) -> None:
+        """Raise ``LaunchDenied`` unless a new sandbox may start for this organization.
+
+        ``capacity`` also denies when a scope runs its limit of sandboxes (a new
+        run); a sandbox start instead takes a slot, or waits for one.
+        """
         try:
             scopes = (_read(GLOBAL), _read(organization_id))
+            running = (sandbox_slots.active(GLOBAL), sandbox_slots.active(organization_id))
         except Exception as unreadable:  # fail closed on anything unexpected
             raise LaunchDenied("launch controls could not be read") from unreadable
-        for scope, controls in zip(("platform", "organization"), scopes, strict=True):
+        for scope, controls, active in zip(
+            ("platform", "organization"), scopes, running, strict=True
+        ):
             if not controls.launches_enabled:
                 raise LaunchDenied(f"launches are switched off for the {scope}")
             if controls.suspended:
@@ -66,6 +77,22 @@ class LaunchControls:
                 raise LaunchDenied(f"runner release {runner_release} is not on the allowlist")
             if controls.policy_runtimes and self._policy_runtime not in controls.policy_runtimes:
                 raise LaunchDenied(f"policy runtime {self._policy_runtime} is not on the allowlist")
+            limit = controls.max_sandboxes
+            if capacity and limit is not None and active >= limit:
+                raise LaunchDenied(f"the {scope} is running its limit of {limit} sandboxes")
+
+    def take_slots(self, organization_id: str) -> tuple[list[str], list[Transaction]]:
+        """The scopes a new sandbox counts against, and the writes taking a slot in
+        each (refused with ``SandboxCapacityExhausted`` when one is full)."""
+        limits = {GLOBAL: _read(GLOBAL).max_sandboxes}
+        limits[organization_id] = _read(organization_id).max_sandboxes
+        labels = {GLOBAL: "platform", organization_id: "organization"}
+        writes = [sandbox_slots.take(s, limit, labels[s]) for s, limit in limits.items()]
+        return list(limits), writes
+
+    @staticmethod
+    def give_back_slots(scopes: list[str]) -> list[Transaction]:
+        return [sandbox_slots.give_back(scope) for scope in scopes]
 
     def set(self, principal: Principal, scope: str, controls: Controls) -> Controls:
         """Set the platform's (``GLOBAL``) or the caller's organization's controls."""
@@ -83,6 +110,7 @@ class LaunchControls:
                 allowed_regions=list(controls.allowed_regions),
                 runner_releases=list(controls.runner_releases),
                 policy_runtimes=list(controls.policy_runtimes),
+                max_sandboxes=controls.max_sandboxes,
                 updated_at=self._clock.now(),
                 updated_by=principal.ref,
             )

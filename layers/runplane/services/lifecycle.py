@@ -8,6 +8,7 @@ is ever visible with a reservation it should not have.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAutho
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import FIRST_VERSION, RunRepository, Transitioned
 from runplane.store.transaction import Transaction
+
+logger = logging.getLogger("runplane.runs")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,16 @@ class RunLifecycle:
                 # Only the queue can move under us here: a changed run raises
                 # TransitionRejected, which is final.
                 continue
+            # One structured line per move: alarms count runs entering a status.
+            logger.info(
+                "run status changed",
+                extra={
+                    "run_id": run.id,
+                    "workspace_id": run.workspace_id,
+                    "from_status": run.status.value,
+                    "to_status": target.value,
+                },
+            )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 

@@ -30,10 +30,13 @@ from runplane.domain.errors import (
     TransitionRejected,
 )
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.policy import input_digest
 from runplane.domain.run import RunStatus
+from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
+from runplane.services.policy import Policies
 from runplane.services.writer import Handoff
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
@@ -51,6 +54,18 @@ class Timing:
     approval_window: timedelta = timedelta(days=7)
     bootstrap_lifetime: timedelta = timedelta(minutes=15)
     apply_start_lifetime: timedelta = timedelta(minutes=30)
+    # The workflow's waits on a runner phase: overall, and between two heartbeats.
+    runner_phase: timedelta = timedelta(hours=4)
+    runner_heartbeat: timedelta = timedelta(minutes=15)
+
+
+# Apply records not yet closed by a result.
+OPEN_APPLY_RECORD = frozenset({"pending", "starting", "started"})
+
+
+def _heartbeat_interval(window: timedelta) -> int:
+    """How often a runner heartbeats: six chances per window, so one slow call is no loss."""
+    return max(1, int(window.total_seconds()) // 6)
 
 
 def attempt_part(phase: Phase) -> str:
@@ -69,6 +84,7 @@ class Orchestration:
         *,
         control_plane_url: str,
         launch_controls: LaunchControls,
+        policies: Policies,
         timing: Timing | None = None,
     ) -> None:
         self._clock = clock
@@ -79,6 +95,7 @@ class Orchestration:
         self._launcher = launcher
         self._url = control_plane_url
         self._launch_controls = launch_controls
+        self._policies = policies
         self._timing = timing or Timing()
 
     # -- workflow tasks ------------------------------------------------------------------
@@ -94,7 +111,11 @@ class Orchestration:
         run = self._active(run_id)
         if run.status is S.DISPATCH_PENDING:
             self._lifecycle.move(run, S.QUEUED, actor=WORKFLOW)
-        return {"needs_writer": run.kind.needs_writer_reservation}
+        return {
+            "needs_writer": run.kind.needs_writer_reservation,
+            "runner_timeout_seconds": int(self._timing.runner_phase.total_seconds()),
+            "runner_heartbeat_seconds": int(self._timing.runner_heartbeat.total_seconds()),
+        }
 
     def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
         """Take the writer reservation or queue for it; the token resumes the wait."""
@@ -129,6 +150,10 @@ class Orchestration:
             "phase": stage.value,
             "launched_at": now.isoformat(),
         }
+        # A full scope refuses the whole start with SandboxCapacityExhausted, which
+        # the workflow retries with backoff: nothing is written until a slot is free.
+        slots, take_slots = self._launch_controls.take_slots(run.organization_id)
+        attempt_body["slots"] = slots
         if stage is Phase.PLAN:
             workspace = workspace_store.get_workspace(run.workspace_id)
             pinned = workspace.current_state_version_id
@@ -145,7 +170,7 @@ class Orchestration:
                 S.PLANNING,
                 actor=WORKFLOW,
                 run_updates={"predecessor_sv_id": pinned},
-                extra_writes=[attempt],
+                extra_writes=[attempt, *take_slots],
             )
         else:
             plan = run_parts.require(run.id, "plan").body
@@ -180,7 +205,8 @@ class Orchestration:
                             "resulting_state_version_id": None,
                         },
                         now=now,
-                    )
+                    ),
+                    *take_slots,
                 ]
             ).commit()
         bootstrap = self._capabilities.mint(
@@ -199,6 +225,7 @@ class Orchestration:
                 control_plane_url=self._url,
                 bootstrap=bootstrap.handle,
                 apply_start=apply_start,
+                heartbeat_seconds=_heartbeat_interval(self._timing.runner_heartbeat),
             )
         )
         run_parts.change(
@@ -234,7 +261,11 @@ class Orchestration:
             return replayed
         target = S.PLAN_FAILED if stage is Phase.PLAN else S.APPLY_START_UNCERTAIN
         moved = self._lifecycle.move(
-            run, target, actor=WORKFLOW, reason="runner start could not be proven"
+            run,
+            target,
+            actor=WORKFLOW,
+            reason="runner start could not be proven",
+            extra_writes=close_attempt(run.id, attempt_part(stage), attempt, "abandoned", now),
         )
         self._hand_off(moved)
         raise RunEnded(run.id, target)
@@ -243,7 +274,9 @@ class Orchestration:
         """Launch controls again, against the release recorded on the run. A denied
         start ends the run without starting anything (and frees the workspace)."""
         try:
-            self._launch_controls.check(run.organization_id, run.runner_release or "")
+            self._launch_controls.check(
+                run.organization_id, run.runner_release or "", capacity=False
+            )
         except LaunchDenied as denied:
             target = S.CANCELED if stage is Phase.PLAN else S.APPLY_FAILED
             moved = self._lifecycle.move(
@@ -253,31 +286,32 @@ class Orchestration:
             raise RunEnded(run.id, target) from None
 
     def evaluate_policy(self, run_id: str) -> dict[str, Any]:
-        """Bind the reserved policy check to the plan's digest and evaluate it.
+        """Bind the reserved policy check to the sanitized plan's digest, evaluate the
+        attached policy sets, and record the results as the run moves on.
 
-        No policy sets exist yet, so the check passes explicitly and says so.
+        A retry re-derives the same input (sanitization is deterministic); a bound
+        digest that no longer matches fails closed.
         """
         run = self._active(run_id)
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             run = self._lifecycle.runs.get(run_id)
         if run.status is S.POLICY_EVALUATING:
-            plan = run_parts.require(run.id, "plan").body
-            now = self._clock.now()
-            result = run_parts.change(
-                run.id,
-                "policy",
-                expected_state="running",
-                state="passed",
-                body={
-                    "input_digest": plan["plan_json_sha256"],
-                    "policy_sets": [],
-                    "results": [],
-                    "note": "no policy sets are attached to this workspace",
-                },
-                now=now,
+            policy_input = self._policies.policy_input(run)
+            digest = input_digest(policy_input)
+            check = run_parts.require(run.id, "policy")
+            if check.state == "running":
+                Policies.bind(run, check, digest, self._clock.now()).commit()
+                check = run_parts.require(run.id, "policy")
+            evaluation = self._policies.evaluate(run, policy_input)
+            recorded = Policies.record(run, check, evaluation, self._clock.now())
+            passed = evaluation.outcome in {"passed", "soft_failed"}
+            target = S.POLICY_PASSED if passed else S.POLICY_FAILED
+            reason = None if passed else "a mandatory policy failed or could not be evaluated"
+            moved = self._lifecycle.move(
+                run, target, actor=WORKFLOW, reason=reason, extra_writes=[recorded]
             )
-            self._lifecycle.move(run, S.POLICY_PASSED, actor=WORKFLOW, extra_writes=[result])
+            self._hand_off(moved)
             run = self._lifecycle.runs.get(run_id)
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
@@ -319,6 +353,7 @@ class Orchestration:
                 "plan_sha256": plan["plan_sha256"],
                 "predecessor_state_version_id": run.predecessor_sv_id,
                 "policy_input_digest": policy.get("input_digest"),
+                "policy_result_digest": policy.get("result_digest"),
             }
             approval = run_parts.put(
                 run.id,
@@ -391,6 +426,9 @@ class Orchestration:
         """A workflow step failed or timed out: end the run without claiming success."""
         run = self._lifecycle.runs.get(run_id)
         reason = f"{phase}: {error}"[:200]
+        stage = Phase(phase) if phase in {p.value for p in Phase} else None
+        attempt = run_parts.get(run.id, attempt_part(stage)) if stage else None
+        open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
         target = {
             S.DISPATCH_PENDING: S.CANCELED,
             S.QUEUED: S.CANCELED,
@@ -403,8 +441,39 @@ class Orchestration:
         }.get(run.status)
         if target is None:
             return {"status": run.status.value}
-        moved = self._lifecycle.move(run, target, actor=WORKFLOW, reason=reason)
+        lock = None
+        if target is S.APPLY_START_UNCERTAIN and attempt is None:
+            # No attempt was recorded, so no sandbox was launched: the start is proven
+            # not to have happened (a start refused for capacity, say).
+            target = S.APPLY_FAILED
+            lock = self._lifecycle.writer.held_apply_lock(run)
+        now = self._clock.now()
+        closing = (
+            close_attempt(run.id, attempt_part(stage), open_attempt, "lost", now)
+            if stage and open_attempt
+            else []
+        )
+        record = run_parts.get(run.id, "apply") if stage is Phase.APPLY else None
+        if record is not None and record.state in OPEN_APPLY_RECORD:
+            # The apply record says what is known: nothing started, or nothing certain.
+            closing.append(
+                run_parts.change(
+                    run.id,
+                    "apply",
+                    expected_state=record.state,
+                    state="failed" if target is S.APPLY_FAILED else "uncertain",
+                    body={**record.body, "reason": reason},
+                    now=now,
+                )
+            )
+        moved = self._lifecycle.move(
+            run, target, actor=WORKFLOW, reason=reason, lock=lock, extra_writes=closing
+        )
         self._hand_off(moved)
+        reference = open_attempt.body.get("sandbox_ref") if open_attempt else None
+        if reference:
+            # Whatever it is still doing, its result can no longer be accepted.
+            self._launcher.stop(str(reference))
         return {"status": target.value}
 
     def _hand_off(self, moved: Moved) -> None:
@@ -431,19 +500,16 @@ class Orchestration:
             raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
         now = self._clock.now()
         outcome = str(report.get("outcome"))
-        done = run_parts.change(
-            run.id,
-            attempt_part(Phase.PLAN),
-            expected_state="started",
-            state="succeeded" if outcome == "planned" else "failed",
-            body={
-                **attempt.body,
-                "finished_at": now.isoformat(),
-                "log_artifact_id": report.get("log_artifact_id"),
-                "engine_seconds": report.get("engine_seconds"),
-            },
-            token=None,
-            now=now,
+        done = Transaction().extend(
+            close_attempt(
+                run.id,
+                attempt_part(Phase.PLAN),
+                attempt,
+                "succeeded" if outcome == "planned" else "failed",
+                now,
+                log_artifact_id=report.get("log_artifact_id"),
+                engine_seconds=report.get("engine_seconds"),
+            )
         )
         if outcome == "planned":
             has_changes = bool(report["has_changes"])
@@ -543,19 +609,14 @@ class Orchestration:
             target, "failed"
         )
         writes = [
-            run_parts.change(
+            *close_attempt(
                 run.id,
                 attempt_part(Phase.APPLY),
-                expected_state="started",
-                state="succeeded" if engine_ok else "failed",
-                body={
-                    **attempt.body,
-                    "finished_at": now.isoformat(),
-                    "log_artifact_id": report.get("log_artifact_id"),
-                    "engine_seconds": report.get("engine_seconds"),
-                },
-                token=None,
-                now=now,
+                attempt,
+                "succeeded" if engine_ok else "failed",
+                now,
+                log_artifact_id=report.get("log_artifact_id"),
+                engine_seconds=report.get("engine_seconds"),
             ),
             run_parts.change(
                 run.id,

@@ -25,8 +25,10 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
+from runplane.services.policy import SOFT_FAILED, PolicyOverrideRequired
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store
@@ -277,6 +279,15 @@ class Runs:
         record = run_parts.change(
             run.id, "approval", expected_state="waiting", state=state, body=body, now=now
         )
+        if decision == "approve":
+            policy = run_parts.get(run.id, "policy")
+            if policy is not None and policy.state == SOFT_FAILED:
+                raise PolicyOverrideRequired(run.id)
+            if policy is not None:
+                # The approval holds only for the policy evidence the reviewer saw.
+                record.extend(
+                    [run_parts.change(run.id, "policy", expected_state=policy.state, now=now)]
+                )
         try:
             if decision == "approve":
                 record.commit()
@@ -331,6 +342,9 @@ class Runs:
                     now=now,
                 )
             )
+        for name, part in parts.items():
+            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT:
+                writes.extend(close_attempt(run.id, name, part, "stopped", now))
         signal = run_parts.put(
             run.id,
             "signal#cancel",
@@ -354,7 +368,7 @@ class Runs:
         self._hand_off(moved.handoff)
         for name, part in parts.items():
             reference = part.body.get("sandbox_ref")
-            if name.startswith("attempt#") and reference and part.state in {"launching", "started"}:
+            if name.startswith("attempt#") and reference and part.state in OPEN_ATTEMPT:
                 launcher.stop(str(reference))
         for token in [*tokens, *([waiter] if waiter else [])]:
             self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")

@@ -169,6 +169,14 @@ class WriterAuthority:
         raise TooMuchContention(f"workspace {run.workspace_id}: the fence kept moving")
 
     @staticmethod
+    def held_apply_lock(run: Run) -> ApplyLock | None:
+        """The apply lock ``run`` holds on its workspace, if any."""
+        workspace = store.get_workspace(run.workspace_id)
+        if workspace.lock_run_id != run.id or workspace.lock_id is None:
+            return None
+        return ApplyLock(workspace.id, workspace.lock_id, workspace.fence, run.id)
+
+    @staticmethod
     def require_authority(lock: ApplyLock) -> Transaction:
         """Add to any write that needs apply authority; refused with ``StaleFence``."""
         return store.require_authority(lock)

@@ -397,5 +397,52 @@ class LaunchControlsItem(TableItem):
     allowed_regions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     runner_releases: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     policy_runtimes: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    max_sandboxes = NumberAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
     updated_by = UnicodeAttribute()
+
+
+def sandbox_count_key(scope: str) -> tuple[str, str]:
+    """The running-sandbox count of ``GLOBAL`` or an organization."""
+    return "LAUNCH", f"SANDBOXES#{scope}"
+
+
+class SandboxCountItem(TableItem):
+    scope = UnicodeAttribute()
+    active = NumberAttribute(default=0)
+
+
+def policy_set_key(org_id: str, name: str) -> tuple[str, str]:
+    """An organization's policy set: its current version and where it is attached."""
+    return f"POLICY#{org_id}", f"SET#{name}"
+
+
+def policy_set_version_key(org_id: str, name: str, digest: str) -> tuple[str, str]:
+    """One published, immutable version, addressed by its content digest."""
+    return f"POLICY#{org_id}", f"VERSION#{name}#{digest}"
+
+
+class PolicySetItem(TableItem):
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    current_digest = UnicodeAttribute()
+    current_artifact_id = UnicodeAttribute()
+    # The policies of the current version: [{"name", "enforcement"}], for listings.
+    policies = JSONAttribute(default=list)
+    versions = NumberAttribute(default=1)
+    attached_workspaces: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    all_workspaces = BooleanAttribute(default=False)
+    updated_at = UTCDateTimeAttribute()
+    updated_by = UnicodeAttribute()
+    version = NumberAttribute(default=1)
+
+
+class PolicySetVersionItem(TableItem):
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    digest = UnicodeAttribute()
+    artifact_id = UnicodeAttribute()
+    number = NumberAttribute()
+    policies = JSONAttribute(default=list)
+    published_at = UTCDateTimeAttribute()
+    published_by = UnicodeAttribute()

@@ -1,0 +1,366 @@
+"""Policy as code: publishing policy sets, attaching them, and the run's policy check.
+
+A run's policy check is the row its plan commit reserved (state ``running``,
+no digest). Evaluation binds it to the digest of the exact sanitized plan input
+(``running -> bound``), evaluates the attached sets, and records the results
+(``bound -> passed | soft_failed | failed``) in the transaction that moves the
+run on. Every step is conditioned on the row's state, so binding twice,
+completing a row with no digest, or recording results before binding is
+refused and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    ArtifactCorrupt,
+    Conflict,
+    InvalidInput,
+    NotFound,
+)
+from runplane.domain.identity import Permission, Principal
+from runplane.domain.policy import (
+    PolicyResult,
+    PolicySetContent,
+    canonical_json,
+    input_digest,
+    overall,
+    policy_set_from_document,
+    sanitize_plan,
+)
+from runplane.domain.run import RunStatus
+from runplane.services.artifacts import ArtifactStore
+from runplane.store import policy_sets as store
+from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+from runplane.store.transaction import Transaction
+
+# The policy check row's states, in order.
+RESERVED, BOUND = "running", "bound"
+PASSED, SOFT_FAILED, FAILED, OVERRIDDEN = "passed", "soft_failed", "failed", "overridden"
+MAX_ATTACHMENTS = 500
+
+
+class PolicyBindingRefused(Conflict):
+    """A policy-check write out of order: nothing was written."""
+
+    code = "policy_binding_refused"
+
+
+class PolicyOverrideRequired(Conflict):
+    code = "policy_override_required"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id} failed a soft-mandatory policy: someone with policy:override "
+            "must override it, with a reason, before it can be approved"
+        )
+
+
+class Evaluator(Protocol):
+    @property
+    def runtime_identity(self) -> str: ...
+
+    def validate(self, content: PolicySetContent) -> None: ...
+
+    def evaluate(
+        self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any]
+    ) -> list[PolicyResult]: ...
+
+
+@dataclass(frozen=True)
+class PublishedSet:
+    name: str
+    digest: str
+    version: int
+    policies: list[dict[str, Any]]
+    attached_workspaces: tuple[str, ...]
+    all_workspaces: bool
+    created: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "version": self.version,
+            "policies": self.policies,
+            "attached_workspaces": list(self.attached_workspaces),
+            "all_workspaces": self.all_workspaces,
+        }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    input_digest: str
+    outcome: str  # passed | soft_failed | hard_failed
+    results: list[PolicyResult]
+    policy_sets: list[dict[str, str]]
+    runtime: str
+
+    def body(self, check: Mapping[str, Any]) -> dict[str, Any]:
+        evidence = {
+            "input_digest": self.input_digest,
+            "outcome": self.outcome,
+            "policy_sets": self.policy_sets,
+            "runtime": self.runtime,
+            "results": [result.to_dict() for result in self.results],
+        }
+        return {
+            **check,
+            **evidence,
+            "result_digest": "sha256:" + hashlib.sha256(canonical_json(evidence)).hexdigest(),
+        }
+
+
+def _published(head: store.PolicySetHead, created: bool) -> PublishedSet:
+    return PublishedSet(
+        head.name,
+        head.current_digest,
+        head.versions,
+        head.policies,
+        head.attached_workspaces,
+        head.all_workspaces,
+        created,
+    )
+
+
+class Policies:
+    def __init__(
+        self, clock: Clock, artifacts: ArtifactStore, evaluator: Callable[[], Evaluator]
+    ) -> None:
+        self._clock = clock
+        self._artifacts = artifacts
+        # Built on first use: the Rego engine is loaded only where policies run.
+        self._evaluator = evaluator
+
+    @property
+    def runtime_identity(self) -> str:
+        return self._evaluator().runtime_identity
+
+    # -- publishing and attaching ------------------------------------------------------------
+
+    def publish(self, principal: Principal, document: Mapping[str, Any]) -> PublishedSet:
+        """Validate and publish a version; publishing the current content again is a no-op."""
+        principal.require(Permission.POLICY_MANAGE)
+        content = policy_set_from_document(dict(document))
+        self._evaluator().validate(content)
+        org, digest = principal.organization_id, content.digest()
+        head = store.find(org, content.name)
+        if head is not None and head.current_digest == digest:
+            return _published(head, created=False)
+        policies = [
+            {"name": p.name, "enforcement": p.enforcement.value, "description": p.description}
+            for p in content.policies
+        ]
+        now = self._clock.now()
+        earlier = store.version(org, content.name, digest)
+        if earlier is not None:
+            # The same content was published before: it becomes current again.
+            artifact_id = earlier.artifact_id
+        else:
+            stored = self._artifacts.put(
+                org, ArtifactKind.POLICY_SET, [canonical_json(content.to_document())]
+            )
+            artifact_id = stored.id
+        publication = store.publish(
+            org,
+            content.name,
+            digest,
+            artifact_id,
+            policies,
+            previous=head,
+            by=principal.ref,
+            now=now,
+            version_exists=earlier is not None,
+        )
+        try:
+            publication.commit()
+        except Exception:
+            if earlier is None:
+                self._artifacts.discard(artifact_id)
+            raise
+        return _published(store.get(org, content.name), created=True)
+
+    def attach(
+        self,
+        principal: Principal,
+        name: str,
+        workspace_ids: Sequence[str],
+        all_workspaces: bool,
+    ) -> PublishedSet:
+        """Set where a policy set applies: named workspaces, or every workspace."""
+        principal.require(Permission.POLICY_MANAGE)
+        head = store.get(principal.organization_id, name)
+        unique = sorted(set(workspace_ids))
+        if len(unique) > MAX_ATTACHMENTS:
+            raise InvalidInput(f"at most {MAX_ATTACHMENTS} workspaces", "/workspaces")
+        for index, workspace_id in enumerate(unique):
+            try:
+                workspace = workspace_store.get_workspace(workspace_id)
+            except NotFound:
+                workspace = None
+            if workspace is None or workspace.organization_id != principal.organization_id:
+                raise InvalidInput(
+                    f"workspace {workspace_id} was not found", f"/workspaces/{index}"
+                )
+        store.attach(head, unique, all_workspaces, by=principal.ref, now=self._clock.now()).commit()
+        return _published(store.get(principal.organization_id, name), created=False)
+
+    def list(self, principal: Principal) -> list[PublishedSet]:
+        principal.require(Permission.WORKSPACE_READ)
+        return [_published(h, created=False) for h in store.all_of(principal.organization_id)]
+
+    def get(self, principal: Principal, name: str) -> PublishedSet:
+        principal.require(Permission.WORKSPACE_READ)
+        return _published(store.get(principal.organization_id, name), created=False)
+
+    # -- a run's policy check ---------------------------------------------------------------
+
+    def policy_input(self, run: Run) -> dict[str, Any]:
+        """The sanitized derivative of the run's plan: all the evaluator ever sees."""
+        plan = run_parts.require(run.id, "plan").body
+        buffer = io.BytesIO()
+        with self._artifacts.open(run.organization_id, plan["plan_json_artifact_id"]) as chunks:
+            for chunk in chunks:
+                buffer.write(chunk)
+        workspace = workspace_store.get_workspace(run.workspace_id)
+        sanitized: dict[str, Any] = sanitize_plan(
+            json.loads(buffer.getvalue()),
+            workspace=workspace.name,
+            run_kind=run.kind.value,
+            engine_version=str(plan.get("engine_version") or ""),
+        )
+        return sanitized
+
+    @staticmethod
+    def bind(run: Run, check: run_parts.RunPart, digest: str, now: Any) -> Transaction:
+        """Bind the reserved row to the exact input digest: only the row this run's
+        plan commit reserved, only once."""
+        plan = run_parts.get(run.id, "plan")
+        if plan is None or plan.state != "committed" or check.state != RESERVED:
+            raise PolicyBindingRefused(
+                f"run {run.id}: the policy check is {check.state}; only the row reserved "
+                "by the run's committed plan can be bound, once"
+            )
+        return run_parts.change(
+            run.id,
+            "policy",
+            expected_state=RESERVED,
+            state=BOUND,
+            body={**check.body, "input_digest": digest},
+            now=now,
+            on_refused=lambda current: PolicyBindingRefused(
+                f"run {run.id}: the policy check was bound meanwhile"
+            ),
+        )
+
+    def evaluate(self, run: Run, policy_input: dict[str, Any]) -> Evaluation:
+        """Evaluate every policy set attached to the run's workspace, as published now."""
+        heads = [h for h in store.all_of(run.organization_id) if h.applies_to(run.workspace_id)]
+        evaluator = self._evaluator()
+        sets = [self._content(run.organization_id, head) for head in heads]
+        results = evaluator.evaluate(sets, policy_input) if sets else []
+        return Evaluation(
+            input_digest=input_digest(policy_input),
+            outcome=overall(results),
+            results=results,
+            policy_sets=[{"name": h.name, "digest": h.current_digest} for h in heads],
+            runtime=evaluator.runtime_identity,
+        )
+
+    @staticmethod
+    def record(run: Run, check: run_parts.RunPart, evaluation: Evaluation, now: Any) -> Transaction:
+        """The results, written only onto a row bound to exactly this input digest."""
+        if check.state != BOUND or check.body.get("input_digest") != evaluation.input_digest:
+            raise PolicyBindingRefused(
+                f"run {run.id}: policy results can only be recorded on a check bound to "
+                "their exact input digest"
+            )
+        state = {"passed": PASSED, "soft_failed": SOFT_FAILED}.get(evaluation.outcome, FAILED)
+        return run_parts.change(
+            run.id,
+            "policy",
+            expected_state=BOUND,
+            state=state,
+            body=evaluation.body(check.body),
+            now=now,
+            on_refused=lambda current: PolicyBindingRefused(
+                f"run {run.id}: the policy check changed meanwhile"
+            ),
+        )
+
+    def override(self, principal: Principal, run: Run, reason: str) -> None:
+        """Override a soft-mandatory failure, with a reason, bound into the approval."""
+        principal.require(Permission.POLICY_OVERRIDE)
+        reason = reason.strip()
+        if not reason:
+            raise InvalidInput("an override needs a reason", "/reason")
+        check = run_parts.get(run.id, "policy")
+        approval = run_parts.get(run.id, "approval")
+        if (
+            run.status is not RunStatus.AWAITING_APPROVAL
+            or check is None
+            or check.state != SOFT_FAILED
+            or approval is None
+            or approval.state != "waiting"
+        ):
+            state = check.state if check else "missing"
+            raise Conflict(
+                f"run {run.id} is {run.status} with its policy check {state}: only a "
+                "soft-mandatory failure awaiting approval can be overridden"
+            )
+        now = self._clock.now()
+        override = {
+            "by": principal.ref,
+            "display": principal.display,
+            "at": now.isoformat(),
+            "reason": reason[:1000],
+            "result_digest": check.body.get("result_digest"),
+        }
+        binding = {**approval.body.get("binding", {}), "policy_override": override}
+        stale = Conflict(f"run {run.id} changed meanwhile; review it again")
+        run_parts.change(
+            run.id,
+            "policy",
+            expected_state=SOFT_FAILED,
+            state=OVERRIDDEN,
+            body={**check.body, "override": override},
+            now=now,
+            on_refused=lambda current: stale,
+        ).extend(
+            [
+                run_parts.change(
+                    run.id,
+                    "approval",
+                    expected_state="waiting",
+                    body={**approval.body, "binding": binding},
+                    now=now,
+                    on_refused=lambda current: stale,
+                )
+            ]
+        ).commit()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _content(self, org_id: str, head: store.PolicySetHead) -> PolicySetContent:
+        buffer = io.BytesIO()
+        with self._artifacts.open(org_id, head.current_artifact_id) as chunks:
+            for chunk in chunks:
+                buffer.write(chunk)
+        content = policy_set_from_document(json.loads(buffer.getvalue()))
+        if content.digest() != head.current_digest:
+            raise ArtifactCorrupt(
+                head.current_artifact_id,
+                "digest",
+                "the policy set differs from its published digest",
+            )
+        return content

@@ -1,0 +1,116 @@
+"""Policy as code on the embedded stack: real plans, the real evaluator, over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runplane.client import ApiError
+from runplane.domain.policy import load_policy_set_dir
+from tests.e2e.conftest import Local, unique
+from tests.e2e.test_managed_runs import HELLO, config, new_workspace
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
+
+# The hello configuration with its one resource removed: a plan that deletes it.
+WITHOUT_THE_RESOURCE = """
+terraform {
+  required_providers {
+    test = { source = "runplane/test", version = "0.1.0" }
+  }
+}
+"""
+
+
+def soft_review_policy(name: str) -> dict[str, object]:
+    source = (
+        "package runplane.review\n\nimport rego.v1\n\n"
+        "deny := [m |\n\tsome rc in input.resource_changes\n"
+        '\t"create" in rc.actions\n'
+        '\tm := sprintf("%s is new: the owning team reviews it", [rc.address])\n]\n'
+    )
+    return {
+        "name": name,
+        "modules": [{"name": "review.rego", "source": source}],
+        "policies": [
+            {
+                "name": "review_new_resources",
+                "enforcement": "soft_mandatory",
+                "query": "data.runplane.review.deny",
+            }
+        ],
+    }
+
+
+def test_a_soft_failure_waits_for_an_override_and_a_destroy_is_blocked(
+    local: Local, tmp_path: Path
+) -> None:
+    client = local.client
+    ws = new_workspace(local, "policy")
+
+    # Given a soft-mandatory policy on new resources, attached to the workspace
+    soft = client.publish_policy_set(soft_review_policy(unique("review")))
+    client.attach_policy_set(soft["name"], [ws])
+
+    # When a run creating a resource plans
+    run = client.create_run(ws, HELLO)
+    review = client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+
+    # Then it waits for approval with the policy's finding reported
+    assert review["status"] == "awaiting_approval"
+    assert review["policy"]["status"] == "soft_failed"
+    [result] = review["policy"]["results"]
+    assert result["messages"] == ["test_thing.greeting is new: the owning team reviews it"]
+    assert (
+        review["approval"]["binding"]["policy_result_digest"] == (review["policy"]["result_digest"])
+    )
+    # And approving it before an override is refused
+    with pytest.raises(ApiError) as refused:
+        client.decide(run["id"], "approve")
+    assert refused.value.status == 409
+    assert refused.value.body["code"] == "policy_override_required"
+
+    # When an admin overrides with a reason and approves / Then it applies
+    overridden = client.override_policy(run["id"], "new resources reviewed in the change ticket")
+    assert overridden["policy"]["status"] == "overridden"
+    client.decide(run["id"], "approve")
+    applied = client.watch(run["id"], timeout=120)
+    assert applied["status"] == "succeeded"
+
+    # Given the deny-delete set attached instead
+    client.attach_policy_set(soft["name"], [])
+    content = load_policy_set_dir(EXAMPLES / "deny-delete")
+    client.publish_policy_set(content.to_document())
+    client.attach_policy_set(content.name, [ws])
+
+    # When a run would delete the resource
+    destroy = client.create_run(ws, config(tmp_path, WITHOUT_THE_RESOURCE))
+    blocked = client.watch(destroy["id"], timeout=120)
+
+    # Then the hard-mandatory policy fails the run before any approval
+    assert blocked["status"] == "policy_failed"
+    assert blocked["approval"] is None
+    [denied] = blocked["policy"]["results"]
+    assert denied["outcome"] == "failed"
+    assert denied["messages"] == ["test_thing.greeting would be deleted"]
+    assert blocked["policy"]["policy_sets"] == [{"name": "deny-delete", "digest": content.digest()}]
+    assert blocked["policy"]["input_digest"].startswith("sha256:")
+
+
+def test_a_module_calling_http_send_is_refused_over_http(local: Local) -> None:
+    document = soft_review_policy(unique("exfiltrate"))
+    document["modules"] = [
+        {
+            "name": "review.rego",
+            "source": "package runplane.review\n\nimport rego.v1\n\n"
+            'deny := [r.body | r := http.send({"method": "get", "url": "https://x.test"})]\n',
+        }
+    ]
+    with pytest.raises(ApiError) as refused:
+        local.client.publish_policy_set(document)
+    assert refused.value.status == 422
+    assert refused.value.body["code"] == "policy_module_refused"
+    assert "http.send" in refused.value.body["message"]
+    assert "line 5" in refused.value.body["message"]
+    assert document["name"] not in {s["name"] for s in local.client.list_policy_sets()}

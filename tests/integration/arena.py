@@ -1,0 +1,214 @@
+"""A run arena: the real services on moto, with fake workflow and launcher edges.
+
+Drives a run through its workflow steps by calling the task services directly,
+so tests can stop it in any status and interleave actors at will.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import requests
+
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.entities import Organization
+from runplane.domain.identity import Permission, Principal
+from runplane.domain.run import RunKind
+from runplane.services.launch_controls import LaunchControls
+from runplane.services.orchestration import Orchestration, Timing
+from runplane.services.policy import Policies
+from runplane.services.runs import Runs
+from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+from runplane.wiring import rego_evaluator
+
+if TYPE_CHECKING:
+    from tests.integration.conftest import Stack
+
+
+@dataclass
+class FakeWorkflow:
+    """Records what would resume or end workflow waits (no Step Functions here)."""
+
+    resumed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def start(self, run_id: str) -> None: ...
+
+    def resume(self, token: str, output: Any) -> bool:
+        self.resumed.append(token)
+        return True
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        self.failed.append(token)
+        return True
+
+    def heartbeat(self, token: str) -> bool:
+        return True
+
+
+@dataclass
+class FakeLauncher:
+    launched: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+    def launch(self, request: Any) -> str:
+        self.launched.append(request.sandbox_id)
+        return f"fake:{request.sandbox_id}"
+
+    def stop(self, reference: str) -> None:
+        self.stopped.append(reference)
+
+
+@dataclass
+class Arena:
+    stack: Stack
+    org: Organization
+    admin: Principal
+    runs: Runs
+    orchestration: Orchestration
+    launcher: FakeLauncher
+    policies: Policies
+
+
+def show_json(*changes: tuple[str, list[str]]) -> bytes:
+    """A minimal ``show -json`` plan: one ``test_thing`` per (name, actions)."""
+    return json.dumps(
+        {
+            "format_version": "0.2",
+            "terraform_version": "1.0.3",
+            "resource_changes": [
+                {
+                    "address": f"test_thing.{name}",
+                    "mode": "managed",
+                    "type": "test_thing",
+                    "name": name,
+                    "provider_name": "registry.terraform.io/runplane/test",
+                    "change": {
+                        "actions": actions,
+                        "before": None if actions == ["create"] else {"name": name},
+                        "after": None if actions == ["delete"] else {"name": name},
+                        "after_unknown": {},
+                        "before_sensitive": False,
+                        "after_sensitive": False,
+                    },
+                }
+                for name, actions in changes
+            ],
+            "output_changes": {},
+        }
+    ).encode()
+
+
+def build_arena(stack: Stack, org: Organization) -> Arena:
+    workflow, launcher = FakeWorkflow(), FakeLauncher()
+    controls = LaunchControls(stack.clock, region="us-east-1", policy_runtime="none")
+    policies = Policies(stack.clock, stack.artifacts, rego_evaluator)
+    orchestration = Orchestration(
+        stack.clock,
+        stack.ids,
+        stack.lifecycle,
+        stack.capabilities,
+        workflow,
+        launcher,
+        control_plane_url="http://127.0.0.1:1",
+        launch_controls=controls,
+        policies=policies,
+        timing=Timing(approval_window=timedelta(minutes=10)),
+    )
+    runs = Runs(
+        stack.clock,
+        stack.ids,
+        stack.lifecycle,
+        stack.workspaces,
+        stack.artifacts,
+        workflow,
+        definition_version="test",
+        build_sha="test",
+        launch_controls=controls,
+        runner_release="runner@test",
+    )
+    token = stack.identity.issue_token(org.id, "admin", list(Permission), created_by="t").token
+    admin = stack.identity.authenticate(f"Bearer {token}")
+    return Arena(stack, org, admin, runs, orchestration, launcher, policies)
+
+
+def created(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
+    """A plan_and_apply run created (dispatch_pending) in a fresh workspace, or in
+    ``workspace_id``."""
+    stack = arena.stack
+    ws = (
+        workspace_store.get_workspace(workspace_id)
+        if workspace_id
+        else stack.tenancy.create_workspace(arena.org.id, name)
+    )
+    upload = arena.runs.new_configuration_upload(arena.admin, ws.id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    run = arena.runs.create(
+        arena.admin,
+        ws.id,
+        kind=RunKind.PLAN_AND_APPLY,
+        configuration_version_id=upload.id,
+        engine_version="1.0.3",
+        variables={},
+    )
+    return ws.id, run.id
+
+
+def planning(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
+    """A run whose plan sandbox was started (planning)."""
+    ws, run_id = created(arena, name, workspace_id)
+    o = arena.orchestration
+    o.queue(run_id)
+    o.wait_for_writer(run_id, "token-writer")
+    o.start_runner(run_id, "plan", "token-plan")
+    return ws, run_id
+
+
+def plan_complete(
+    arena: Arena, name: str, plan: bytes | None = None, workspace_id: str | None = None
+) -> tuple[str, str]:
+    """A run whose plan (with changes) was reported (plan_complete)."""
+    ws, run_id = planning(arena, name, workspace_id)
+    attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
+    plan_json = arena.stack.artifacts.put(
+        arena.org.id, ArtifactKind.PLAN_JSON, [plan or show_json(("one", ["create"]))]
+    )
+    arena.orchestration.report_plan(
+        run_id,
+        attempt,
+        {
+            "outcome": "planned",
+            "has_changes": True,
+            "summary": {"adds": 1, "changes": 0, "destroys": 0, "output_changes": {}},
+            "plan_artifact_id": "art-plan",
+            "plan_sha256": "a" * 64,
+            "plan_json_artifact_id": plan_json.id,
+            "plan_json_sha256": "b" * 64,
+        },
+    )
+    return ws, run_id
+
+
+def awaiting_approval(arena: Arena, name: str) -> tuple[str, str]:
+    """A fresh workspace and a plan_and_apply run awaiting approval in it."""
+    ws, run_id = plan_complete(arena, name)
+    o = arena.orchestration
+    o.evaluate_policy(run_id)
+    o.request_approval(run_id)
+    o.wait_for_approval(run_id, "token-approval")
+    return ws, run_id
+
+
+def applying(arena: Arena, name: str) -> tuple[str, str]:
+    ws, run_id = awaiting_approval(arena, name)
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    o = arena.orchestration
+    o.start_runner(run_id, "apply", "token-apply")
+    attempt = run_parts.require(run_id, "attempt#apply").body
+    o.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+    return ws, run_id

@@ -1,0 +1,284 @@
+"""Policy sets and a run's policy check: publication, binding order, enforcement levels.
+
+Real services on moto, the real Rego evaluator; the run is driven step by step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runplane.domain.errors import Conflict, InvalidInput, PolicyModuleRefused
+from runplane.domain.identity import Forbidden, Permission
+from runplane.domain.policy import load_policy_set_dir
+from runplane.domain.run import RunStatus
+from runplane.services.policy import Policies, PolicyBindingRefused, PolicyOverrideRequired
+from runplane.store import run_parts
+from tests.integration.arena import Arena, plan_complete, planning, show_json
+from tests.integration.conftest import Stack
+
+S = RunStatus
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
+
+
+def one_policy(name: str, enforcement: str, body: str) -> dict[str, Any]:
+    """A policy set with one policy, ``deny`` built from ``body`` (Rego, rego.v1)."""
+    package = name.replace("-", "_")
+    source = f"package runplane.{package}\n\nimport rego.v1\n\n{body}\n"
+    return {
+        "name": name,
+        "modules": [{"name": f"{package}.rego", "source": source}],
+        "policies": [
+            {"name": package, "enforcement": enforcement, "query": f"data.runplane.{package}.deny"}
+        ],
+    }
+
+
+EVERY_CHANGE = (
+    'deny := [m | some rc in input.resource_changes; m := concat(" ", [rc.address, "changes"])]'
+)
+
+
+def attach_to(arena: Arena, document: dict[str, Any], workspace_id: str) -> None:
+    arena.policies.publish(arena.admin, document)
+    arena.policies.attach(arena.admin, document["name"], [workspace_id], False)
+
+
+def evaluated(arena: Arena, document: dict[str, Any] | None, name: str, plan: bytes) -> str:
+    """A run of a fresh workspace with ``document`` attached, through its policy stage."""
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, name + "-ws")
+    if document is not None:
+        attach_to(arena, document, ws.id)
+    _, run_id = plan_complete(arena, name, plan, workspace_id=ws.id)
+    arena.orchestration.evaluate_policy(run_id)
+    return run_id
+
+
+# -- publication -----------------------------------------------------------------------------
+
+
+def test_a_module_calling_http_send_is_refused_at_publication(arena: Arena, stack: Stack) -> None:
+    # Given a policy that reaches the network
+    document = one_policy(
+        "exfiltrate",
+        "advisory",
+        'deny := [m | r := http.send({"method": "get", "url": "https://example.com"})\n'
+        "  m := r.body]",
+    )
+    before = stack.scan()
+
+    # When it is published / Then it is refused naming the builtin and line
+    with pytest.raises(PolicyModuleRefused) as refused:
+        arena.policies.publish(arena.admin, document)
+    assert refused.value.http_status == 422
+    assert "http.send" in str(refused.value)
+    assert "exfiltrate.rego line 5" in str(refused.value)
+    # And nothing was written
+    assert stack.scan() == before
+
+
+def test_publication_is_content_addressed_and_immutable(arena: Arena) -> None:
+    # Given the example deny-delete set published once
+    content = load_policy_set_dir(EXAMPLES / "deny-delete")
+    first = arena.policies.publish(arena.admin, content.to_document())
+    assert first.created
+    assert first.digest == content.digest()
+    assert first.version == 1
+
+    # When the same content is published again / Then nothing new is created
+    again = arena.policies.publish(arena.admin, content.to_document())
+    assert not again.created
+    assert again.digest == first.digest
+    assert again.version == 1
+
+    # When a changed version is published, then the first content again
+    changed = content.to_document()
+    changed["policies"][0]["enforcement"] = "advisory"
+    second = arena.policies.publish(arena.admin, changed)
+    back = arena.policies.publish(arena.admin, content.to_document())
+
+    # Then each version keeps its digest, and the old content becomes current again
+    assert second.digest != first.digest
+    assert second.version == 2
+    assert back.digest == first.digest
+    assert back.version == 2
+
+
+def test_publishing_and_attaching_need_policy_manage(arena: Arena) -> None:
+    token = arena.stack.identity.issue_token(
+        arena.org.id, "dev", [Permission.WORKSPACE_READ, Permission.POLICY_OVERRIDE], created_by="t"
+    ).token
+    developer = arena.stack.identity.authenticate(f"Bearer {token}")
+    with pytest.raises(Forbidden):
+        arena.policies.publish(developer, one_policy("p", "advisory", "deny := []"))
+
+
+def test_attaching_to_an_unknown_workspace_is_refused(arena: Arena) -> None:
+    arena.policies.publish(arena.admin, one_policy("p", "advisory", "deny := []"))
+    with pytest.raises(InvalidInput) as refused:
+        arena.policies.attach(arena.admin, "p", ["ws-" + "a" * 26], False)
+    assert refused.value.pointer == "/workspaces/0"
+
+
+# -- binding order ---------------------------------------------------------------------------
+
+
+def test_results_cannot_be_recorded_before_binding(arena: Arena, stack: Stack) -> None:
+    # Given a run whose policy check is reserved (running, no digest)
+    _, run_id = plan_complete(arena, "order-unbound")
+    run = arena.stack.lifecycle.runs.get(run_id)
+    check = run_parts.require(run_id, "policy")
+    assert check.state == "running"
+    assert check.body["input_digest"] is None
+    evaluation = arena.policies.evaluate(run, arena.policies.policy_input(run))
+    before = stack.scan()
+
+    # When results (a completion) are recorded on the unbound row
+    # Then it is refused and nothing is written
+    with pytest.raises(PolicyBindingRefused):
+        Policies.record(run, check, evaluation, stack.clock.now())
+    assert stack.scan() == before
+
+
+def test_a_bound_row_cannot_be_rebound_or_completed_with_another_digest(
+    arena: Arena, stack: Stack
+) -> None:
+    # Given a run whose policy check was bound to its input's digest
+    _, run_id = plan_complete(arena, "order-bound")
+    run = arena.stack.lifecycle.runs.get(run_id)
+    policy_input = arena.policies.policy_input(run)
+    evaluation = arena.policies.evaluate(run, policy_input)
+    check = run_parts.require(run_id, "policy")
+    Policies.bind(run, check, evaluation.input_digest, stack.clock.now()).commit()
+    bound = run_parts.require(run_id, "policy")
+    before = stack.scan()
+
+    # When another digest is bound (from the stale read, or the fresh one)
+    # Then both are refused
+    with pytest.raises(PolicyBindingRefused):
+        Policies.bind(run, check, "sha256:" + "0" * 64, stack.clock.now()).commit()
+    with pytest.raises(PolicyBindingRefused):
+        Policies.bind(run, bound, "sha256:" + "0" * 64, stack.clock.now())
+    # And results for a different input are refused too
+    other = arena.policies.evaluate(run, {**policy_input, "run": {"workspace": "elsewhere"}})
+    with pytest.raises(PolicyBindingRefused):
+        Policies.record(run, bound, other, stack.clock.now())
+    # And nothing was written
+    assert stack.scan() == before
+
+
+def test_only_the_row_reserved_by_a_committed_plan_can_be_bound(arena: Arena, stack: Stack) -> None:
+    # Given a planning run (no plan committed) with a policy row someone wrote directly
+    _, run_id = planning(arena, "order-no-plan")
+    run_parts.put(
+        run_id, "policy", state="running", body={"input_digest": None}, now=stack.clock.now()
+    ).commit()
+    run = arena.stack.lifecycle.runs.get(run_id)
+    check = run_parts.require(run_id, "policy")
+    before = stack.scan()
+
+    # When it is bound / Then it is refused: no committed plan reserved it
+    with pytest.raises(PolicyBindingRefused):
+        Policies.bind(run, check, "sha256:" + "1" * 64, stack.clock.now())
+    assert stack.scan() == before
+
+
+# -- enforcement levels ----------------------------------------------------------------------
+
+
+def test_no_attached_set_passes_with_a_bound_digest(arena: Arena) -> None:
+    run_id = evaluated(arena, None, "none", show_json(("a", ["create"])))
+    check = run_parts.require(run_id, "policy")
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert check.state == "passed"
+    assert check.body["input_digest"].startswith("sha256:")
+    assert check.body["results"] == []
+    assert check.body["policy_sets"] == []
+
+
+def test_a_hard_mandatory_failure_fails_the_run_with_digest_bound_evidence(arena: Arena) -> None:
+    # Given the deny-delete set attached and a plan that deletes a resource
+    document = load_policy_set_dir(EXAMPLES / "deny-delete").to_document()
+    plan = show_json(("keep", ["no-op"]), ("gone", ["delete"]))
+
+    # When the policy stage runs
+    run_id = evaluated(arena, document, "hard", plan)
+
+    # Then the run failed its policy check, and the evidence says exactly why
+    run = arena.runs.get(arena.admin, run_id)
+    assert run.status is S.POLICY_FAILED
+    check = run_parts.require(run_id, "policy")
+    assert check.state == "failed"
+    assert check.body["outcome"] == "hard_failed"
+    assert check.body["policy_sets"] == [
+        {"name": "deny-delete", "digest": load_policy_set_dir(EXAMPLES / "deny-delete").digest()}
+    ]
+    assert check.body["runtime"].startswith("regopy@")
+    [result] = check.body["results"]
+    assert result["outcome"] == "failed"
+    assert result["messages"] == ["test_thing.gone would be deleted"]
+    assert check.body["result_digest"].startswith("sha256:")
+
+
+def test_an_advisory_failure_only_warns(arena: Arena) -> None:
+    run_id = evaluated(
+        arena,
+        one_policy("warn", "advisory", EVERY_CHANGE),
+        "advisory",
+        show_json(("a", ["create"])),
+    )
+    check = run_parts.require(run_id, "policy")
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert check.state == "passed"
+    assert check.body["results"][0]["outcome"] == "failed"
+    assert check.body["results"][0]["messages"] == ["test_thing.a changes"]
+
+
+def test_a_soft_mandatory_failure_waits_for_an_override_bound_into_the_approval(
+    arena: Arena,
+) -> None:
+    # Given a soft-mandatory policy that fails, and the run awaiting approval
+    run_id = evaluated(
+        arena,
+        one_policy("review", "soft_mandatory", EVERY_CHANGE),
+        "soft",
+        show_json(("a", ["create"])),
+    )
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert run_parts.require(run_id, "policy").state == "soft_failed"
+    arena.orchestration.request_approval(run_id)
+    run = arena.runs.get(arena.admin, run_id)
+
+    # When it is approved without an override / Then that is refused
+    with pytest.raises(PolicyOverrideRequired) as refused:
+        arena.runs.decide(arena.admin, run_id, "approve", None)
+    assert refused.value.http_status == 409
+    assert run_parts.require(run_id, "approval").state == "waiting"
+
+    # When someone without policy:override overrides / Then that is refused
+    token = arena.stack.identity.issue_token(
+        arena.org.id, "approver", [Permission.RUN_READ, Permission.RUN_APPROVE], created_by="t"
+    ).token
+    approver = arena.stack.identity.authenticate(f"Bearer {token}")
+    with pytest.raises(Forbidden):
+        arena.policies.override(approver, run, "ship it")
+
+    # When an admin overrides with a reason, then approves
+    arena.policies.override(arena.admin, run, "reviewed with the owning team")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+
+    # Then the override is evidence on the check and bound into the approved decision
+    check = run_parts.require(run_id, "policy")
+    approval = run_parts.require(run_id, "approval")
+    assert check.state == "overridden"
+    assert check.body["override"]["reason"] == "reviewed with the owning team"
+    assert approval.state == "approved"
+    assert (
+        approval.body["binding"]["policy_override"]["result_digest"]
+        == (check.body["result_digest"])
+    )
+    # And a second override is refused
+    with pytest.raises(Conflict):
+        arena.policies.override(arena.admin, run, "again")

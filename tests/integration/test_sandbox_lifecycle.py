@@ -1,0 +1,246 @@
+"""Sandbox slots, cancellation in every status, and runner loss, decided by the table.
+
+The arena drives real services on moto step by step (fake workflow and launcher
+edges), so each test can stop a run in exactly the status it is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from runplane.domain.errors import Conflict, LaunchDenied, RunEnded, SandboxCapacityExhausted
+from runplane.domain.identity import Principal
+from runplane.domain.run import RunStatus
+from runplane.services.launch_controls import GLOBAL, Controls
+from runplane.store import run_parts, sandbox_slots
+from runplane.store import workspaces as workspace_store
+from tests.integration.arena import (
+    Arena,
+    applying,
+    awaiting_approval,
+    created,
+    plan_complete,
+    planning,
+)
+from tests.integration.conftest import Stack
+
+S = RunStatus
+
+
+def limit_sandboxes(arena: Arena, limit: int | None) -> None:
+    controls = arena.orchestration._launch_controls  # the arena's own instance
+    controls.set(arena.admin, "organization", Controls(max_sandboxes=limit))
+
+
+def running(arena: Arena) -> tuple[int, int]:
+    return sandbox_slots.active(GLOBAL), sandbox_slots.active(arena.org.id)
+
+
+# -- capacity -------------------------------------------------------------------------
+
+
+def test_a_start_beyond_the_limit_is_refused_and_writes_nothing(arena: Arena, stack: Stack) -> None:
+    # Given a run created while there was room, holding its workspace
+    _, second = created(arena, "cap-second")
+    # And an organization limited to one sandbox, which another planning run uses
+    limit_sandboxes(arena, 1)
+    planning(arena, "cap-first")
+    assert running(arena) == (1, 1)
+    arena.orchestration.queue(second)
+    arena.orchestration.wait_for_writer(second, "token-writer-2")
+    before = stack.scan()
+    launched = len(arena.launcher.launched)
+
+    # When the second run's plan sandbox is started
+    with pytest.raises(SandboxCapacityExhausted) as refused:
+        arena.orchestration.start_runner(second, "plan", "token-plan-2")
+
+    # Then it is refused as retryable, nothing launched and nothing written
+    assert refused.value.http_status == 503
+    assert "limit of 1 concurrent sandboxes" in str(refused.value)
+    assert len(arena.launcher.launched) == launched
+    assert stack.scan() == before
+
+
+def test_a_new_run_beyond_the_limit_gets_503_and_no_run(arena: Arena, stack: Stack) -> None:
+    # Given an organization at its limit of one running sandbox
+    limit_sandboxes(arena, 1)
+    planning(arena, "cap-busy")
+
+    # When another run is created
+    # Then creation is denied with Retry-After and no run item is written
+    with pytest.raises(LaunchDenied) as denied:
+        created(arena, "cap-denied")
+    assert denied.value.http_status == 503
+    assert denied.value.retry_after_seconds == 60
+    runs = [i for i in stack.scan() if i["SK"]["S"] == "RUN"]
+    assert len(runs) == 1
+
+
+def test_a_finished_plan_gives_its_slot_back_and_the_next_start_takes_it(arena: Arena) -> None:
+    # Given a limit of one and a planning run holding the only slot
+    limit_sandboxes(arena, 1)
+    _, first = planning(arena, "cap-a")
+    assert running(arena) == (1, 1)
+
+    # When its plan result is reported
+    attempt = run_parts.require(first, "attempt#plan").body["attempt_id"]
+    arena.orchestration.report_plan(first, attempt, {"outcome": "errored", "reason": "x"})
+
+    # Then the slot is free again and another run can start a sandbox
+    assert running(arena) == (0, 0)
+    _, third = planning(arena, "cap-c")
+    assert run_parts.require(third, "attempt#plan").state == "started"
+    assert running(arena) == (1, 1)
+
+
+def test_slots_are_counted_without_a_limit_so_a_later_limit_is_exact(arena: Arena) -> None:
+    # Given no limit and two planning runs
+    planning(arena, "count-a")
+    planning(arena, "count-b")
+    # Then both are counted, and a limit of two denies a third run at creation
+    assert running(arena) == (2, 2)
+    limit_sandboxes(arena, 2)
+    with pytest.raises(LaunchDenied):
+        created(arena, "count-c")
+
+
+# -- cancellation in every status --------------------------------------------------------
+
+
+def _policy_evaluating(arena: Arena, name: str) -> tuple[str, str]:
+    ws, run_id = plan_complete(arena, name)
+    run = arena.stack.lifecycle.runs.get(run_id)
+    arena.stack.lifecycle.move(run, S.POLICY_EVALUATING, actor="workflow")
+    return ws, run_id
+
+
+def _policy_passed(arena: Arena, name: str) -> tuple[str, str]:
+    ws, run_id = plan_complete(arena, name)
+    arena.orchestration.evaluate_policy(run_id)
+    return ws, run_id
+
+
+def _queued(arena: Arena, name: str) -> tuple[str, str]:
+    ws, run_id = created(arena, name)
+    arena.orchestration.queue(run_id)
+    return ws, run_id
+
+
+REACH: dict[RunStatus, Callable[[Arena, str], tuple[str, str]]] = {
+    S.DISPATCH_PENDING: created,
+    S.QUEUED: _queued,
+    S.PLANNING: planning,
+    S.PLAN_COMPLETE: plan_complete,
+    S.POLICY_EVALUATING: _policy_evaluating,
+    S.POLICY_PASSED: _policy_passed,
+    S.AWAITING_APPROVAL: awaiting_approval,
+    S.APPLYING: applying,
+}
+
+
+@pytest.mark.parametrize("status", list(REACH), ids=lambda s: s.value)
+def test_cancel_ends_the_run_in_every_non_terminal_status(arena: Arena, status: RunStatus) -> None:
+    # Given a run stopped in ``status``
+    ws, run_id = REACH[status](arena, f"cancel-{status.value.replace('_', '-')}")
+    admin: Principal = arena.admin
+    assert arena.runs.get(admin, run_id).status is status
+    open_sandboxes = [
+        part.body["sandbox_ref"]
+        for name, part in run_parts.all_of(run_id).items()
+        if name.startswith("attempt#") and part.state == "started"
+    ]
+
+    # When it is canceled
+    ended = arena.runs.cancel(admin, run_id, arena.launcher)
+
+    # Then it ends canceled (apply_interrupted while applying, keeping the workspace)
+    expected = S.APPLY_INTERRUPTED if status is S.APPLYING else S.CANCELED
+    assert ended.status is expected
+    assert run_parts.require(run_id, "signal#cancel").state == "accepted"
+    # And every sandbox it had running is stopped, its attempt closed, its slot returned
+    assert set(open_sandboxes) <= set(arena.launcher.stopped)
+    for name, part in run_parts.all_of(run_id).items():
+        if name.startswith("attempt#"):
+            assert part.state not in {"launching", "started"}, (name, part.state)
+    assert running(arena) == (0, 0)
+    # And the workspace is free unless the apply's outcome needs recovery
+    writer = workspace_store.get_workspace(ws).writer_run_id
+    assert (writer == run_id) == (expected is S.APPLY_INTERRUPTED)
+    # And a second cancel is refused with the run's real status
+    with pytest.raises(Conflict) as again:
+        arena.runs.cancel(admin, run_id, arena.launcher)
+    assert again.value.http_status == 409
+
+
+# -- runner loss -------------------------------------------------------------------------
+
+
+def test_a_lost_plan_runner_fails_the_plan_and_stops_its_sandbox(arena: Arena) -> None:
+    # Given a planning run whose runner stopped heartbeating
+    ws, run_id = planning(arena, "lost-plan")
+    sandbox = run_parts.require(run_id, "attempt#plan").body["sandbox_ref"]
+
+    # When the workflow's wait times out on the heartbeat
+    result = arena.orchestration.fail(run_id, "plan", "States.HeartbeatTimeout")
+
+    # Then the plan failed, the sandbox is stopped, its slot returned, the workspace free
+    assert result == {"status": "plan_failed"}
+    assert sandbox in arena.launcher.stopped
+    assert run_parts.require(run_id, "attempt#plan").state == "lost"
+    assert running(arena) == (0, 0)
+    assert workspace_store.get_workspace(ws).writer_run_id is None
+
+
+def test_a_lost_apply_runner_after_start_needs_recovery_never_success(arena: Arena) -> None:
+    # Given an applying run (start proven) whose runner went silent
+    ws, run_id = applying(arena, "lost-apply")
+    sandbox = run_parts.require(run_id, "attempt#apply").body["sandbox_ref"]
+
+    # When the apply wait times out
+    result = arena.orchestration.fail(run_id, "apply", "States.Timeout")
+
+    # Then the outcome is unknown: needs_recovery, workspace and lock kept, sandbox stopped
+    assert result == {"status": "needs_recovery"}
+    assert sandbox in arena.launcher.stopped
+    workspace = workspace_store.get_workspace(ws)
+    assert workspace.writer_run_id == run_id
+    assert workspace.lock_run_id == run_id
+    assert running(arena) == (0, 0)
+
+
+def test_a_lost_apply_runner_before_start_is_uncertain(arena: Arena) -> None:
+    # Given an approved run whose apply sandbox launched but never proved its start
+    ws, run_id = awaiting_approval(arena, "lost-start")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+
+    # When the heartbeat wait times out
+    result = arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
+
+    # Then the start is uncertain (not failed, not succeeded) and the workspace is kept
+    assert result == {"status": "apply_start_uncertain"}
+    assert workspace_store.get_workspace(ws).writer_run_id == run_id
+    assert running(arena) == (0, 0)
+
+
+def test_an_apply_that_never_got_capacity_fails_and_frees_the_workspace(arena: Arena) -> None:
+    # Given an approved run whose apply start kept finding the organization full
+    ws, run_id = awaiting_approval(arena, "no-capacity")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    limit_sandboxes(arena, 0)
+    with pytest.raises(SandboxCapacityExhausted):
+        arena.orchestration.start_runner(run_id, "apply", "token-apply")
+
+    # When the workflow gives up retrying
+    result = arena.orchestration.fail(run_id, "apply", "SandboxCapacityExhausted")
+
+    # Then nothing started, so the apply failed outright and the workspace is free
+    assert result == {"status": "apply_failed"}
+    workspace = workspace_store.get_workspace(ws)
+    assert workspace.writer_run_id is None
+    assert workspace.lock_run_id is None
+    with pytest.raises(RunEnded):
+        arena.orchestration.start_runner(run_id, "apply", "token-apply-2")

@@ -1,0 +1,65 @@
+"""`runplane policy test`: a policy author's loop, with the production evaluator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runplane.cli import main
+
+DENY_DELETE = Path(__file__).resolve().parents[2] / "examples" / "policies" / "deny-delete"
+
+
+def saved_plan(tmp_path: Path, actions: list[str]) -> Path:
+    plan = {
+        "format_version": "0.2",
+        "terraform_version": "1.0.3",
+        "resource_changes": [
+            {
+                "address": "aws_s3_bucket.logs",
+                "mode": "managed",
+                "type": "aws_s3_bucket",
+                "name": "logs",
+                "provider_name": "registry.terraform.io/hashicorp/aws",
+                "change": {
+                    "actions": actions,
+                    "before": {"bucket": "logs"},
+                    "after": None if actions == ["delete"] else {"bucket": "logs"},
+                    "after_unknown": {},
+                    "before_sensitive": {},
+                    "after_sensitive": {} if actions != ["delete"] else False,
+                },
+            }
+        ],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan), encoding="utf-8")
+    return path
+
+
+def test_a_violating_plan_fails_with_the_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a saved plan deleting a bucket
+    plan = saved_plan(tmp_path, ["delete"])
+    # When the deny-delete set is tested against it
+    status = main(["policy", "test", str(DENY_DELETE), "--plan", str(plan)])
+    # Then it exits 1 and says which policy failed and why
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "failed   deny_delete (hard_mandatory)" in out
+    assert "aws_s3_bucket.logs would be deleted" in out
+    assert out.strip().endswith("overall: hard_failed")
+
+
+def test_a_clean_plan_passes_and_json_matches_the_review_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = saved_plan(tmp_path, ["update"])
+    status = main(["policy", "test", str(DENY_DELETE), "--plan", str(plan), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert report["outcome"] == "passed"
+    assert [r["outcome"] for r in report["results"]] == ["passed"]
