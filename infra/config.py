@@ -78,6 +78,10 @@ class RunplaneConfig:
     region: str | None = None
     # Default approval deadline for workspaces without their own window.
     approval_window_seconds: int = 7 * 24 * 3600
+    # How long a runner phase may take, and how long a runner may go without a
+    # heartbeat before the run is treated as lost (plan failed, apply uncertain).
+    runner_phase_seconds: int = 4 * 3600
+    runner_heartbeat_seconds: int = 900
     # The Fargate sandbox that runs plans and applies.
     sandbox_cpu: int = 1024
     sandbox_memory_mib: int = 4096
@@ -168,6 +172,16 @@ class RunplaneConfig:
             self.approval_window_seconds in _APPROVAL_WINDOW,
             "approvalWindowSeconds",
             "must be between 1 second and 30 days",
+        )
+        _check(
+            60 <= self.runner_phase_seconds <= 4 * 3600,
+            "runnerPhaseSeconds",
+            "must be between 60 seconds and 4 hours (the runner authority window)",
+        )
+        _check(
+            6 <= self.runner_heartbeat_seconds < self.runner_phase_seconds,
+            "runnerHeartbeatSeconds",
+            "must be at least 6 seconds and shorter than runnerPhaseSeconds",
         )
         memory = _FARGATE_MEMORY.get(self.sandbox_cpu)
         _check(memory is not None, "sandboxCpu", f"must be one of {sorted(_FARGATE_MEMORY)}")

@@ -67,6 +67,8 @@ class RunplaneStack(Stack):
                 ),
                 "policy_runtime": policy_runtime(),
                 "approval_window_seconds": str(config.approval_window_seconds),
+                "runner_phase_seconds": str(config.runner_phase_seconds),
+                "runner_heartbeat_seconds": str(config.runner_heartbeat_seconds),
             },
         )
         self.api = Api(self, "Api", platform=self.platform, identity=self.identity)

@@ -25,26 +25,35 @@ _STEP = TABLE_READ + TABLE_WRITE
 # What each step's service call does beyond reading and writing the table. Steps that
 # end or hand over a run resume the next waiter for the workspace's writer reservation.
 TASK_ACCESS: dict[str, Access] = {
-    "QueueRun": Access(table=_STEP),
+    # Hands the workflow its runner-phase windows.
+    "QueueRun": Access(table=_STEP, settings=("runner_phase_seconds", "runner_heartbeat_seconds")),
     "WaitForWriter": Access(table=_STEP, workflow=WORKFLOW_RESUME),
     "StartRunner": Access(
         table=_STEP,
         workflow=WORKFLOW_RESUME,
         start_sandbox=True,
-        settings=("control_plane_url", "policy_runtime"),
+        settings=(
+            "control_plane_url",
+            "policy_runtime",
+            "runner_phase_seconds",
+            "runner_heartbeat_seconds",
+        ),
     ),
-    # Reads the plan's JSON and the attached policy sets (encrypted artifacts).
+    # Reads the plan's JSON and the attached policy sets (encrypted artifacts); a
+    # failed policy check ends the run and hands the workspace to the next waiter.
     "EvaluatePolicy": Access(
         table=_STEP,
         object_prefixes=(ARTIFACTS_PREFIX,),
         object_actions=OBJECT_READ,
         key=KEY_UNWRAP,
+        workflow=WORKFLOW_RESUME,
     ),
     "FinishPlan": Access(table=_STEP, workflow=WORKFLOW_RESUME),
     "RequestApproval": Access(table=_STEP, settings=("approval_window_seconds",)),
     "WaitForApproval": Access(table=_STEP, workflow=WORKFLOW_RESUME),
     "ArbitrateExpiry": Access(table=_STEP, workflow=WORKFLOW_RESUME),
-    "FailRun": Access(table=_STEP, workflow=WORKFLOW_RESUME),
+    # A lost runner's sandbox is stopped: nothing it reports can be accepted any more.
+    "FailRun": Access(table=_STEP, workflow=WORKFLOW_RESUME, stop_sandbox=True),
 }
 
 # Launching a Fargate task can take several seconds, and evaluating Rego policies over a

@@ -28,6 +28,8 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "webAclArn": "arn:aws:wafv2:eu-west-1:111122223333:regional/webacl/platform/abcd",
     "alarmEmail": "platform-oncall@example.com",
     "approvalWindowSeconds": "86400",
+    "runnerPhaseSeconds": "7200",
+    "runnerHeartbeatSeconds": "300",
     "sandboxCpu": "2048",
     "sandboxMemoryMiB": "8192",
     "sandboxArchitecture": "arm64",

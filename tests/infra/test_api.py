@@ -242,3 +242,16 @@ def test_an_existing_issuer_replaces_the_user_pool(custom_stack: Synthesized) ->
     assert env["RUNPLANE_JWT_ISSUER"] == "https://login.example.com/realms/platform"
     assert env["RUNPLANE_JWT_AUDIENCE"] == "runplane"
     assert env["RUNPLANE_JWT_JWKS"] == '{"keys":[]}'
+
+
+def test_the_runner_windows_reach_the_steps_that_use_them(custom_stack: Synthesized) -> None:
+    # Given a deployment with its own runner windows
+    for handler in ("queue_run", "start_runner"):
+        env = custom_stack.environment(f"functions.tasks.handlers.{handler}")
+        # Then the Queue step (which hands them to the workflow) and the runner start
+        # (which sets the runner's heartbeat interval) read them
+        assert env["RUNPLANE_RUNNER_PHASE_SECONDS"] == "7200"
+        assert env["RUNPLANE_RUNNER_HEARTBEAT_SECONDS"] == "300"
+    assert "RUNPLANE_RUNNER_PHASE_SECONDS" not in custom_stack.environment(
+        "functions.tasks.handlers.fail_run"
+    )

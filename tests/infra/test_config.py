@@ -44,6 +44,8 @@ def test_command_line_strings_are_parsed() -> None:
     [
         ({"environmentName": "Prod"}, "environmentName"),
         ({"approvalWindowSeconds": str(31 * 24 * 3600)}, "approvalWindowSeconds"),
+        ({"runnerPhaseSeconds": str(5 * 3600)}, "runnerPhaseSeconds"),
+        ({"runnerHeartbeatSeconds": "14400"}, "runnerHeartbeatSeconds"),
         ({"sandboxCpu": "1024", "sandboxMemoryMiB": "512"}, "sandboxMemoryMiB"),
         ({"sandboxCpu": "3000"}, "sandboxCpu"),
         ({"sandboxArchitecture": "riscv"}, "sandboxArchitecture"),

@@ -57,12 +57,13 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
+    | RESUME
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
     "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.request_approval": BASE | READ | WRITE,
     "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | {"ecs:StopTask"},
 }
 
 
