@@ -67,6 +67,7 @@ class RunplaneStack(Stack):
                 ),
                 "policy_runtime": policy_runtime(),
                 "approval_window_seconds": str(config.approval_window_seconds),
+                "engine_versions": config.engine_version,
                 "runner_phase_seconds": str(config.runner_phase_seconds),
                 "runner_heartbeat_seconds": str(config.runner_heartbeat_seconds),
             },

@@ -138,6 +138,7 @@ class Api(Construct):
                         "build_sha",
                         "runner_release",
                         "policy_runtime",
+                        "engine_versions",
                     ),
                 ),
             ),

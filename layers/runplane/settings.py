@@ -37,6 +37,9 @@ class Settings(BaseModel):
     build_sha: str = "unknown"
     # The release identities launch controls check (runner image, policy runtime).
     runner_release: str = "runner@unversioned"
+    # The engine versions runs may ask for (comma-separated); unset: any (the
+    # runner image's engine is used either way).
+    engine_versions: str | None = None
     # The policy runtime's release identity; by default, the installed evaluator's.
     policy_runtime: str | None = None
     # Sandboxes: "ecs" in AWS, "local" for the embedded stack.

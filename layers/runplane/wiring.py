@@ -160,6 +160,9 @@ def build_services(
             build_sha=settings.build_sha,
             launch_controls=launch_controls,
             runner_release=settings.runner_release,
+            engine_versions=frozenset(
+                v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
+            ),
         ),
         orchestration=orchestration,
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),

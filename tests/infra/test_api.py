@@ -255,3 +255,8 @@ def test_the_runner_windows_reach_the_steps_that_use_them(custom_stack: Synthesi
     assert "RUNPLANE_RUNNER_PHASE_SECONDS" not in custom_stack.environment(
         "functions.tasks.handlers.fail_run"
     )
+
+
+def test_runs_may_only_ask_for_the_engine_the_image_pins(stack: Synthesized) -> None:
+    env = stack.environment("functions.api.app.handler")
+    assert env["RUNPLANE_ENGINE_VERSIONS"] == stack.config.engine_version

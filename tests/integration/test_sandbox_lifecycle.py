@@ -10,14 +10,22 @@ from collections.abc import Callable
 
 import pytest
 
-from runplane.domain.errors import Conflict, LaunchDenied, RunEnded, SandboxCapacityExhausted
+from runplane.domain.errors import (
+    Conflict,
+    InvalidInput,
+    LaunchDenied,
+    RunEnded,
+    SandboxCapacityExhausted,
+)
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunStatus
 from runplane.services.launch_controls import GLOBAL, Controls
+from runplane.services.runs import Runs
 from runplane.store import run_parts, sandbox_slots
 from runplane.store import workspaces as workspace_store
 from tests.integration.arena import (
     Arena,
+    FakeWorkflow,
     applying,
     awaiting_approval,
     created,
@@ -244,3 +252,34 @@ def test_an_apply_that_never_got_capacity_fails_and_frees_the_workspace(arena: A
     assert workspace.lock_run_id is None
     with pytest.raises(RunEnded):
         arena.orchestration.start_runner(run_id, "apply", "token-apply-2")
+
+
+# -- engine versions ----------------------------------------------------------------------
+
+
+def test_a_run_asking_for_an_engine_the_deployment_lacks_is_refused(
+    arena: Arena, stack: Stack
+) -> None:
+    # Given a deployment whose runner image provides engine 1.8.5 only
+    runs = Runs(
+        stack.clock,
+        stack.ids,
+        stack.lifecycle,
+        stack.workspaces,
+        stack.artifacts,
+        FakeWorkflow(),
+        definition_version="test",
+        build_sha="test",
+        launch_controls=arena.orchestration._launch_controls,
+        runner_release="runner@test",
+        engine_versions=frozenset({"1.8.5"}),
+    )
+    arena.runs = runs
+    before = len([i for i in stack.scan() if i["SK"]["S"] == "RUN"])
+
+    # When a run asks for 1.0.3 / Then it is refused naming what is available
+    with pytest.raises(InvalidInput) as refused:
+        created(arena, "engine-missing")
+    assert refused.value.pointer == "/engine_version"
+    assert "this deployment runs 1.8.5" in str(refused.value)
+    assert len([i for i in stack.scan() if i["SK"]["S"] == "RUN"]) == before

@@ -68,6 +68,7 @@ class Runs:
         build_sha: str,
         launch_controls: LaunchControls,
         runner_release: str,
+        engine_versions: frozenset[str] = frozenset(),
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -79,6 +80,8 @@ class Runs:
         self._build_sha = build_sha
         self._launch_controls = launch_controls
         self._runner_release = runner_release
+        # The engine versions the runner image provides; empty: whatever it runs.
+        self._engine_versions = engine_versions
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -173,6 +176,12 @@ class Runs:
                 "/configuration_version_id",
             )
         _check_variables(variables)
+        if engine_version and self._engine_versions and engine_version not in self._engine_versions:
+            raise InvalidInput(
+                f"engine version {engine_version} is not available here; this deployment "
+                f"runs {', '.join(sorted(self._engine_versions))}",
+                "/engine_version",
+            )
         now = self._clock.now()
         run = Run(
             id=self._ids.new(IdKind.RUN),
