@@ -91,6 +91,8 @@ def test_a_soft_failure_waits_for_an_override_and_a_destroy_is_blocked(
     # Then the hard-mandatory policy fails the run before any approval
     assert blocked["status"] == "policy_failed"
     assert blocked["approval"] is None
+    assert blocked["apply"]["status"] == "closed"
+    assert blocked["status_reason"] == "POLICY_FAILED: deny-delete/deny_delete"
     [denied] = blocked["policy"]["results"]
     assert denied["outcome"] == "failed"
     assert denied["messages"] == ["test_thing.greeting would be deleted"]

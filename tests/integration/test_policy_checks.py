@@ -209,6 +209,9 @@ def test_a_hard_mandatory_failure_fails_the_run_with_digest_bound_evidence(arena
     # Then the run failed its policy check, and the evidence says exactly why
     run = arena.runs.get(arena.admin, run_id)
     assert run.status is S.POLICY_FAILED
+    assert run.status_reason == "POLICY_FAILED: deny-delete/deny_delete"
+    # And it will apply nothing: its apply record is closed
+    assert run_parts.require(run_id, "apply").state == "closed"
     check = run_parts.require(run_id, "policy")
     assert check.state == "failed"
     assert check.body["outcome"] == "hard_failed"

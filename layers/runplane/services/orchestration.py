@@ -307,14 +307,31 @@ class Orchestration:
             recorded = Policies.record(run, check, evaluation, self._clock.now())
             passed = evaluation.outcome in {"passed", "soft_failed"}
             target = S.POLICY_PASSED if passed else S.POLICY_FAILED
-            reason = None if passed else "a mandatory policy failed or could not be evaluated"
+            writes = [recorded]
+            reason = None
+            if not passed:
+                blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
+                reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
+                if run_parts.get(run.id, "apply") is not None:
+                    writes.append(self._close_apply_record(run.id, "a mandatory policy failed"))
             moved = self._lifecycle.move(
-                run, target, actor=WORKFLOW, reason=reason, extra_writes=[recorded]
+                run, target, actor=WORKFLOW, reason=reason, extra_writes=writes
             )
             self._hand_off(moved)
             run = self._lifecycle.runs.get(run_id)
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
+
+    def _close_apply_record(self, run_id: str, reason: str) -> Transaction:
+        """The pending apply record closed: this run will apply nothing."""
+        return run_parts.change(
+            run_id,
+            "apply",
+            expected_state="pending",
+            state="closed",
+            body={"reason": reason, "resulting_state_version_id": None},
+            now=self._clock.now(),
+        )
 
     def finish_plan(self, run_id: str) -> dict[str, Any]:
         """Nothing to apply: succeed, skip approval and apply, close the apply record."""
@@ -323,17 +340,7 @@ class Orchestration:
             extra = []
             if run_parts.get(run.id, "apply") is not None:
                 extra.append(
-                    run_parts.change(
-                        run.id,
-                        "apply",
-                        expected_state="pending",
-                        state="closed",
-                        body={
-                            "reason": "the plan has no changes; nothing was applied",
-                            "resulting_state_version_id": None,
-                        },
-                        now=self._clock.now(),
-                    )
+                    self._close_apply_record(run.id, "the plan has no changes; nothing was applied")
                 )
             moved = self._lifecycle.move(run, S.SUCCEEDED, actor=WORKFLOW, extra_writes=extra)
             self._hand_off(moved)
