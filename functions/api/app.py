@@ -67,6 +67,11 @@ class AttachmentsBody(BaseModel):
     all_workspaces: bool = False
 
 
+class TokenCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+    role: Literal["reader", "developer", "operator", "admin"]
+
+
 class OverrideBody(BaseModel):
     reason: str = Field(min_length=1, max_length=1000)
 
@@ -229,6 +234,29 @@ def build_app() -> APIGatewayRestResolver:
         s = services()
         s.policies.override(who, s.runs.get(who, run_id), body.reason)
         return _json(200, s.runs.review(who, run_id))
+
+    # -- API tokens -----------------------------------------------------------------------------
+
+    @app.post("/api/v1/tokens")
+    def create_token(body: TokenCreate) -> Reply:
+        issued = services().identity.create_token(principal(), body.name, body.role)
+        record = issued.record
+        return _json(
+            201,
+            {
+                "id": record.id,
+                "name": record.name,
+                "role": body.role,
+                "permissions": sorted(p.value for p in record.permissions),
+                # Shown once: only its hash is stored.
+                "token": issued.token,
+            },
+        )
+
+    @app.delete("/api/v1/tokens/<token_id>")
+    def revoke_token(token_id: str) -> Reply:
+        services().identity.revoke_token(principal(), token_id)
+        return _json(200, {"id": token_id, "revoked": True})
 
     # -- policy sets ----------------------------------------------------------------------------
 

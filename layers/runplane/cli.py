@@ -101,6 +101,22 @@ def _run_watch(args: argparse.Namespace) -> int:
     return 0 if review["status"] in {"succeeded", *args.until} else 1
 
 
+def _token_create(args: argparse.Namespace) -> int:
+    created = _client(args).create_token(args.name, args.role)
+    if args.json:
+        print(json.dumps(created, indent=2))
+    else:
+        print(f"{created['id']}  {created['name']}  {created['role']}")
+        print(created["token"])
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    _client(args).revoke_token(args.id)
+    print(f"{args.id} revoked")
+    return 0
+
+
 def _run_override(args: argparse.Namespace) -> int:
     _show(_client(args).override_policy(args.run, args.reason), args.json)
     return 0
@@ -211,6 +227,18 @@ def parser() -> argparse.ArgumentParser:
     override.add_argument("run")
     override.add_argument("--reason", required=True)
     override.set_defaults(run=_run_override)
+
+    token = commands.add_parser("token", help="API tokens for automation")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create_token = connected(token_commands.add_parser("create", help="issue a token"))
+    create_token.add_argument("name")
+    create_token.add_argument(
+        "--role", required=True, choices=["reader", "developer", "operator", "admin"]
+    )
+    create_token.set_defaults(run=_token_create)
+    revoke = connected(token_commands.add_parser("revoke", help="revoke a token by its ID"))
+    revoke.add_argument("id")
+    revoke.set_defaults(run=_token_revoke)
 
     policy = commands.add_parser("policy", help="policy sets (Rego)")
     policy_commands = policy.add_subparsers(dest="policy_command", required=True)

@@ -156,6 +156,14 @@ class Client:
         )
         return result
 
+    def create_token(self, name: str, role: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/api/v1/tokens", {"name": name, "role": role})
+        return result
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/tokens/{token_id}")
+        return result
+
     def publish_policy_set(self, document: Mapping[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/api/v1/policy-sets", dict(document))
         return result

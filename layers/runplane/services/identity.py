@@ -17,9 +17,11 @@ from typing import Any
 from runplane.adapters.jwt import JwtRejected, JwtVerifier
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
-from runplane.domain.errors import NotFound, SessionRefused
+from runplane.domain.errors import InvalidInput, NotFound, SessionRefused
 from runplane.domain.identity import (
+    ROLES,
     RUNNER_PERMISSIONS,
+    Forbidden,
     Permission,
     Principal,
     PrincipalKind,
@@ -80,6 +82,19 @@ class Identity:
         )
         store.put_token(handle_hash(token), record).commit()
         return IssuedToken(record, token)
+
+    def create_token(self, principal: Principal, name: str, role: str) -> IssuedToken:
+        """A token for automation (CI, scripts) with a role's permissions; nobody can
+        grant permissions they do not hold themselves."""
+        principal.require(Permission.TOKEN_MANAGE)
+        if role not in ROLES:
+            raise InvalidInput(f"role must be one of {', '.join(sorted(ROLES))}", "/role")
+        missing = ROLES[role] - principal.permissions
+        if missing:
+            raise Forbidden(sorted(missing)[0])
+        return self.issue_token(
+            principal.organization_id, name, ROLES[role], created_by=principal.ref
+        )
 
     def revoke_token(self, principal: Principal, token_id: str) -> None:
         principal.require(Permission.TOKEN_MANAGE)
