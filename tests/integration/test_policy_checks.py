@@ -285,3 +285,36 @@ def test_a_soft_mandatory_failure_waits_for_an_override_bound_into_the_approval(
     # And a second override is refused
     with pytest.raises(Conflict):
         arena.policies.override(arena.admin, run, "again")
+
+
+def test_a_set_attached_to_all_workspaces_judges_a_workspace_created_later(
+    arena: Arena,
+) -> None:
+    # Given a set attached to every workspace before this workspace existed
+    document = one_policy("everywhere", "hard_mandatory", EVERY_CHANGE)
+    arena.policies.publish(arena.admin, document)
+    arena.policies.attach(arena.admin, "everywhere", [], True)
+
+    # When a run in a new workspace reaches its policy stage
+    run_id = evaluated(arena, None, "later", show_json(("a", ["create"])))
+
+    # Then the set was evaluated, and failed it
+    check = run_parts.require(run_id, "policy")
+    assert [s["name"] for s in check.body["policy_sets"]] == ["everywhere"]
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED
+
+
+def test_a_mandatory_policy_that_errors_fails_closed(arena: Arena) -> None:
+    # Given a soft-mandatory policy that divides by zero at evaluation
+    broken = one_policy(
+        "broken",
+        "soft_mandatory",
+        "deny := [m | some rc in input.resource_changes; m := 1 / (count(rc.actions) - 1)]",
+    )
+    # When a run is evaluated with it
+    run_id = evaluated(arena, broken, "errored", show_json(("a", ["create"])))
+    # Then the error is not a finding anyone could override: the run fails its check
+    check = run_parts.require(run_id, "policy")
+    assert check.body["results"][0]["outcome"] == "errored"
+    assert check.body["outcome"] == "hard_failed"
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED
