@@ -353,3 +353,20 @@ def test_a_result_round_trips_through_its_dictionary() -> None:
         "omitted": 3,
     }
     assert PolicyResult.from_dict(json.loads(json.dumps(data))) == result
+
+
+def test_the_evaluation_process_has_no_environment_to_reveal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a secret in this process's environment, and a policy that (bypassing
+    # publication, which refuses it) reads it through the runtime builtin
+    monkeypatch.setenv("RUNPLANE_TEST_SECRET", "do-not-leak")
+    source = "package t\nimport rego.v1\ndeny := [opa.runtime().env.RUNPLANE_TEST_SECRET]\n"
+    content = _set(source, ("env", Enforcement.ADVISORY, "data.t.deny"))
+    # When it is evaluated in a thread of this process, the probe does reach it
+    [in_thread] = RegoEvaluator(isolation="thread").evaluate([content], {})
+    assert in_thread.messages == ("do-not-leak",)
+    # Then in the child process the production evaluator uses, there is nothing to read
+    [in_child] = RegoEvaluator(isolation="process").evaluate([content], {})
+    assert str(in_child.outcome) == "passed"
+    assert in_child.messages == ()

@@ -520,6 +520,9 @@ def _run_in_child(
         try:
             os.close(read_end)
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
+            # Defence in depth behind the refused builtins: the evaluator's process
+            # has no environment (no cloud credentials, no settings) to reveal.
+            os.environ.clear()
 
             def emit(record: _Record) -> None:
                 data = (json.dumps(record, ensure_ascii=True) + "\n").encode("ascii")
