@@ -283,3 +283,21 @@ def test_a_run_asking_for_an_engine_the_deployment_lacks_is_refused(
     assert refused.value.pointer == "/engine_version"
     assert "this deployment runs 1.8.5" in str(refused.value)
     assert len([i for i in stack.scan() if i["SK"]["S"] == "RUN"]) == before
+
+
+def test_every_move_logs_the_status_the_intervention_alarm_counts(
+    arena: Arena, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given an applying run (the deployment's alarm counts log lines by to_status)
+    _, run_id = applying(arena, "logged")
+    caplog.set_level("INFO", logger="runplane.runs")
+    # When its runner is lost
+    arena.orchestration.fail(run_id, "apply", "States.Timeout")
+    # Then one structured line names the run and its new status
+    [line] = [r for r in caplog.records if r.name == "runplane.runs"]
+    assert line.getMessage() == "run status changed"
+    assert (line.run_id, line.from_status, line.to_status) == (  # type: ignore[attr-defined]
+        run_id,
+        "applying",
+        "needs_recovery",
+    )
