@@ -281,6 +281,13 @@ def build_app() -> APIGatewayRestResolver:
         )
         return _json(200, attached.to_dict())
 
+    @app.get("/api/v1/launch-controls/<scope>")
+    def get_launch_controls(scope: Literal["platform", "organization"]) -> Reply:
+        controls, running = services().launch_controls.get(
+            principal(), GLOBAL if scope == "platform" else "organization"
+        )
+        return _json(200, {"scope": scope, **asdict(controls), "running_sandboxes": running})
+
     @app.put("/api/v1/launch-controls/<scope>")
     def set_launch_controls(
         scope: Literal["platform", "organization"], body: LaunchControlsBody

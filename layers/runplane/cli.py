@@ -117,6 +117,54 @@ def _token_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+CONTROL_FIELDS = (
+    "launches_enabled",
+    "suspended",
+    "allowed_regions",
+    "runner_releases",
+    "policy_runtimes",
+    "max_sandboxes",
+)
+
+
+def _print_controls(controls: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(controls, indent=2))
+        return
+    for name in (*CONTROL_FIELDS, "running_sandboxes"):
+        value = controls.get(name)
+        shown = ", ".join(value) or "any" if isinstance(value, list) else value
+        print(f"{name:<18} {'no limit' if shown is None else shown}")
+
+
+def _controls_show(args: argparse.Namespace) -> int:
+    _print_controls(_client(args).launch_controls(args.scope), args.json)
+    return 0
+
+
+def _controls_set(args: argparse.Namespace) -> int:
+    """Change only what is given: the rest stays as it is."""
+    client = _client(args)
+    current = client.launch_controls(args.scope)
+    controls = {name: current[name] for name in CONTROL_FIELDS}
+    if args.launches is not None:
+        controls["launches_enabled"] = args.launches == "on"
+    if args.suspended is not None:
+        controls["suspended"] = args.suspended == "yes"
+    for flag, name in (
+        ("region", "allowed_regions"),
+        ("runner_release", "runner_releases"),
+        ("policy_runtime", "policy_runtimes"),
+    ):
+        if getattr(args, flag) is not None:
+            controls[name] = [v for v in getattr(args, flag) if v]
+    if args.max_sandboxes is not None:
+        controls["max_sandboxes"] = None if args.max_sandboxes < 0 else args.max_sandboxes
+    client.set_launch_controls(args.scope, **controls)
+    _print_controls(client.launch_controls(args.scope), args.json)
+    return 0
+
+
 def _run_override(args: argparse.Namespace) -> int:
     _show(_client(args).override_policy(args.run, args.reason), args.json)
     return 0
@@ -128,6 +176,23 @@ def _policy_publish(args: argparse.Namespace) -> int:
     content = load_policy_set_dir(Path(args.dir))
     published = _client(args).publish_policy_set(content.to_document())
     print(f"{published['name']}  {published['digest']}  version {published['version']}")
+    return 0
+
+
+def _policy_list(args: argparse.Namespace) -> int:
+    sets = _client(args).list_policy_sets()
+    if args.json:
+        print(json.dumps(sets, indent=2))
+        return 0
+    for entry in sets:
+        where = (
+            "all workspaces"
+            if entry["all_workspaces"]
+            else (", ".join(entry["attached_workspaces"]) or "not attached")
+        )
+        print(f"{entry['name']}  {entry['digest']}  version {entry['version']}  {where}")
+        for policy in entry["policies"]:
+            print(f"    {policy['name']} ({policy['enforcement']})")
     return 0
 
 
@@ -228,6 +293,33 @@ def parser() -> argparse.ArgumentParser:
     override.add_argument("--reason", required=True)
     override.set_defaults(run=_run_override)
 
+    controls = commands.add_parser("controls", help="launch controls")
+    controls_commands = controls.add_subparsers(dest="controls_command", required=True)
+    for name, action, what in (
+        ("show", _controls_show, "show launch controls and running sandboxes"),
+        ("set", _controls_set, "change launch controls (only what is given)"),
+    ):
+        command = connected(controls_commands.add_parser(name, help=what))
+        command.add_argument(
+            "--platform",
+            dest="scope",
+            action="store_const",
+            const="platform",
+            default="organization",
+            help="the platform's controls (needs platform:operate)",
+        )
+        command.set_defaults(run=action)
+        if name == "set":
+            command.add_argument("--launches", choices=["on", "off"])
+            command.add_argument("--suspended", choices=["yes", "no"])
+            command.add_argument("--max-sandboxes", type=int, help="a negative value: no limit")
+            for flag in ("region", "runner-release", "policy-runtime"):
+                command.add_argument(
+                    f"--{flag}",
+                    action="append",
+                    help="repeat for several; an empty value clears the list",
+                )
+
     token = commands.add_parser("token", help="API tokens for automation")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     create_token = connected(token_commands.add_parser("create", help="issue a token"))
@@ -245,6 +337,8 @@ def parser() -> argparse.ArgumentParser:
     publish = connected(policy_commands.add_parser("publish", help="publish a policy set DIR"))
     publish.add_argument("dir")
     publish.set_defaults(run=_policy_publish)
+    listing = connected(policy_commands.add_parser("list", help="the organization's policy sets"))
+    listing.set_defaults(run=_policy_list)
     attach = connected(policy_commands.add_parser("attach", help="attach a policy set"))
     attach.add_argument("name")
     attach.add_argument("--workspace", action="append", default=[], help="name or ws- ID")

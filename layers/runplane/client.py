@@ -111,6 +111,10 @@ class Client:
         result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
         return result
 
+    def launch_controls(self, scope: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/launch-controls/{scope}")
+        return result
+
     def set_launch_controls(self, scope: str, **controls: Any) -> dict[str, Any]:
         result: dict[str, Any] = self._call("PUT", f"/api/v1/launch-controls/{scope}", controls)
         return result

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from collections.abc import Iterator
 
 import boto3
 import pytest
 
+from runplane.cli import main
 from runplane.client import ApiError, Client, Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO, new_workspace, writer_of
@@ -147,3 +149,40 @@ def test_an_organization_at_its_sandbox_limit_gets_503_until_one_finishes(
     for _ in range(2):
         done = client.watch(client.create_run(ws, HELLO, kind="plan_only")["id"], timeout=120)
         assert done["status"] == "succeeded"
+
+
+def test_the_cli_changes_only_the_controls_it_is_given(
+    controls: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an organization of its own and the CLI pointed at it
+    org, token = controls.other_organization(unique("cli-controls"))
+    client = Client(Connection(controls.url, token, org))
+    ws = client.create_workspace("cli")["id"]
+    connect = ["--url", controls.url, "--token", token, "--organization", org, "--json"]
+
+    def cli(*args: str) -> dict[str, object]:
+        capsys.readouterr()
+        assert main(["controls", *args, *connect]) == 0
+        shown: dict[str, object] = json.loads(capsys.readouterr().out)
+        return shown
+
+    # When a limit and a region are set, then launches switched off
+    cli("set", "--max-sandboxes", "3", "--region", "us-east-1")
+    shown = cli("set", "--launches", "off")
+
+    # Then the earlier settings stay, and new runs are denied
+    assert shown["max_sandboxes"] == 3
+    assert shown["allowed_regions"] == ["us-east-1"]
+    assert shown["launches_enabled"] is False
+    assert shown["running_sandboxes"] == 0
+    with pytest.raises(ApiError) as refused:
+        client.create_run(ws, HELLO, kind="plan_only")
+    assert refused.value.status == 503
+
+    # When everything is opened up again / Then the controls read as unrestricted
+    shown = cli("set", "--launches", "on", "--max-sandboxes", "-1", "--region", "")
+    assert (shown["launches_enabled"], shown["max_sandboxes"], shown["allowed_regions"]) == (
+        True,
+        None,
+        [],
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from runplane.cli import main
 from runplane.client import ApiError
 from runplane.domain.policy import load_policy_set_dir
 from tests.e2e.conftest import Local, unique
@@ -116,3 +118,24 @@ def test_a_module_calling_http_send_is_refused_over_http(local: Local) -> None:
     assert "http.send" in refused.value.body["message"]
     assert "line 5" in refused.value.body["message"]
     assert document["name"] not in {s["name"] for s in local.client.list_policy_sets()}
+
+
+def test_the_cli_publishes_lists_and_attaches_a_policy_set_directory(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an organization of its own (attaching everywhere touches no other test)
+    org, token = local.other_organization(unique("policy-cli"))
+    connect = ["--url", local.url, "--token", token, "--organization", org]
+
+    # When the deny-delete directory is published, attached everywhere, and listed
+    assert main(["policy", "publish", str(EXAMPLES / "deny-delete"), *connect]) == 0
+    assert main(["policy", "attach", "deny-delete", "--all", *connect]) == 0
+    capsys.readouterr()
+    assert main(["policy", "list", "--json", *connect]) == 0
+
+    # Then the listing shows the published content's digest, attached everywhere
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["name"] == "deny-delete"
+    assert listed["digest"] == load_policy_set_dir(EXAMPLES / "deny-delete").digest()
+    assert listed["all_workspaces"] is True
+    assert listed["policies"][0]["enforcement"] == "hard_mandatory"

@@ -116,3 +116,13 @@ class LaunchControls:
             )
         ).commit()
         return _read(scope)
+
+    def get(self, principal: Principal, scope: str) -> tuple[Controls, int]:
+        """The platform's or the caller's organization's controls, and how many
+        sandboxes that scope is running now."""
+        if scope == GLOBAL:
+            principal.require(Permission.PLATFORM_OPERATE)
+        else:
+            principal.require(Permission.ORGANIZATION_READ)
+            scope = principal.organization_id
+        return _read(scope), sandbox_slots.active(scope)
