@@ -10,11 +10,17 @@ from typing import Any
 
 import pytest
 
-from runplane.domain.errors import Conflict, InvalidInput, PolicyModuleRefused
+from runplane.domain.errors import (
+    Conflict,
+    InvalidInput,
+    PolicyBindingRefused,
+    PolicyModuleRefused,
+    PolicyOverrideRequired,
+)
 from runplane.domain.identity import Forbidden, Permission
 from runplane.domain.policy import load_policy_set_dir
 from runplane.domain.run import RunStatus
-from runplane.services.policy import Policies, PolicyBindingRefused, PolicyOverrideRequired
+from runplane.services.policy import Policies
 from runplane.store import run_parts
 from tests.integration.arena import Arena, plan_complete, planning, show_json
 from tests.integration.conftest import Stack

@@ -617,9 +617,9 @@ class RegoEvaluator:
         self._isolation = isolation
         self._max_messages = max_messages
 
-    @property
+    @functools.cached_property
     def runtime_identity(self) -> str:
-        """The evaluator's name and versions, recorded with each evaluation."""
+        """The evaluator's name and versions, recorded with each evaluation (read once)."""
         try:
             package = metadata.version("regopy")
         except metadata.PackageNotFoundError:  # pragma: no cover

@@ -310,6 +310,22 @@ class RunEnded(Conflict):
         self.run_id = run_id
 
 
+class PolicyBindingRefused(Conflict):
+    """A policy-check write out of order: nothing was written."""
+
+    code = "policy_binding_refused"
+
+
+class PolicyOverrideRequired(Conflict):
+    code = "policy_override_required"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id} failed a soft-mandatory policy: someone with policy:override "
+            "must override it, with a reason, before it can be approved"
+        )
+
+
 class SandboxCapacityExhausted(RunplaneError):
     """Every concurrent-sandbox slot of a scope is taken; the start step retries later."""
 

@@ -179,6 +179,11 @@ class ArtifactStore(_ArtifactAccess):
                 data_key, artifact.id, expected_sha256=artifact.sha256, expected_size=artifact.size
             ).stream(read)
 
+    def read(self, organization_id: str, artifact_id: str) -> bytes:
+        """The whole plaintext, verified through EOF (for artifacts that fit in memory)."""
+        with self.open(organization_id, artifact_id) as plaintext:
+            return b"".join(plaintext)
+
     def new_inbox_upload(self, organization_id: str) -> InboxUpload:
         """A single-purpose URL to PUT one plaintext upload to, short-lived."""
         upload_id = self._ids.new(IdKind.UPLOAD)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from runplane.services.launch_controls import LaunchControls
-from runplane.store import run_parts
+from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
 
 # Attempt states in which a sandbox may be running (and holds its slots).
@@ -27,4 +26,5 @@ def close_attempt(
         token=None,
         now=now,
     )
-    return [closing, *LaunchControls.give_back_slots(list(attempt.body.get("slots") or []))]
+    slots = attempt.body.get("slots") or []
+    return [closing, *(sandbox_slots.give_back(scope) for scope in slots)]

@@ -47,52 +47,60 @@ def _read(scope: str) -> Controls:
     )
 
 
+@dataclass(frozen=True)
+class Clearance:
+    """What a passed check read: each scope's label and sandbox limit."""
+
+    limits: dict[str, tuple[str, int | None]]
+
+    def take_slots(self) -> tuple[list[str], list[Transaction]]:
+        """The scopes a new sandbox counts against, and the writes taking a slot in
+        each (refused with ``SandboxCapacityExhausted`` when one is full)."""
+        writes = [
+            sandbox_slots.take(scope, limit, label) for scope, (label, limit) in self.limits.items()
+        ]
+        return list(self.limits), writes
+
+
 class LaunchControls:
     def __init__(self, clock: Clock, *, region: str, policy_runtime: str) -> None:
         self._clock = clock
         self._region = region
         self._policy_runtime = policy_runtime
 
-    def check(self, organization_id: str, runner_release: str, *, capacity: bool = True) -> None:
+    def check(
+        self, organization_id: str, runner_release: str, *, capacity: bool = True
+    ) -> Clearance:
         """Raise ``LaunchDenied`` unless a new sandbox may start for this organization.
 
         ``capacity`` also denies when a scope runs its limit of sandboxes (a new
-        run); a sandbox start instead takes a slot, or waits for one.
+        run); a sandbox start instead takes a slot with the returned clearance, or
+        waits for one.
         """
+        scopes = {GLOBAL: "platform", organization_id: "organization"}
         try:
-            scopes = (_read(GLOBAL), _read(organization_id))
-            running = (sandbox_slots.active(GLOBAL), sandbox_slots.active(organization_id))
+            read = {scope: _read(scope) for scope in scopes}
+            running = {scope: sandbox_slots.active(scope) for scope in scopes} if capacity else {}
         except Exception as unreadable:  # fail closed on anything unexpected
             raise LaunchDenied("launch controls could not be read") from unreadable
-        for scope, controls, active in zip(
-            ("platform", "organization"), scopes, running, strict=True
-        ):
+        for scope, label in scopes.items():
+            controls = read[scope]
             if not controls.launches_enabled:
-                raise LaunchDenied(f"launches are switched off for the {scope}")
+                raise LaunchDenied(f"launches are switched off for the {label}")
             if controls.suspended:
-                raise LaunchDenied(f"the {scope} is suspended")
+                raise LaunchDenied(f"the {label} is suspended")
             if controls.allowed_regions and self._region not in controls.allowed_regions:
-                raise LaunchDenied(f"region {self._region} is not allowed for the {scope}")
+                raise LaunchDenied(f"region {self._region} is not allowed for the {label}")
             if controls.runner_releases and runner_release not in controls.runner_releases:
                 raise LaunchDenied(f"runner release {runner_release} is not on the allowlist")
             if controls.policy_runtimes and self._policy_runtime not in controls.policy_runtimes:
                 raise LaunchDenied(f"policy runtime {self._policy_runtime} is not on the allowlist")
             limit = controls.max_sandboxes
-            if capacity and limit is not None and active >= limit:
-                raise LaunchDenied(f"the {scope} is running its limit of {limit} sandboxes")
-
-    def take_slots(self, organization_id: str) -> tuple[list[str], list[Transaction]]:
-        """The scopes a new sandbox counts against, and the writes taking a slot in
-        each (refused with ``SandboxCapacityExhausted`` when one is full)."""
-        limits = {GLOBAL: _read(GLOBAL).max_sandboxes}
-        limits[organization_id] = _read(organization_id).max_sandboxes
-        labels = {GLOBAL: "platform", organization_id: "organization"}
-        writes = [sandbox_slots.take(s, limit, labels[s]) for s, limit in limits.items()]
-        return list(limits), writes
-
-    @staticmethod
-    def give_back_slots(scopes: list[str]) -> list[Transaction]:
-        return [sandbox_slots.give_back(scope) for scope in scopes]
+            if capacity and limit is not None and running[scope] >= limit:
+                raise LaunchDenied(f"the {label} is running its limit of {limit} sandboxes")
+        return Clearance(
+            {scope: (label, read[scope].max_sandboxes) for scope, label in scopes.items()}
+        )
 
     def set(self, principal: Principal, scope: str, controls: Controls) -> Controls:
         """Set the platform's (``GLOBAL``) or the caller's organization's controls."""

@@ -34,7 +34,7 @@ from runplane.domain.policy import input_digest
 from runplane.domain.run import RunStatus
 from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.capabilities import Capabilities
-from runplane.services.launch_controls import LaunchControls
+from runplane.services.launch_controls import Clearance, LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.policy import Policies
 from runplane.services.writer import Handoff
@@ -135,7 +135,7 @@ class Orchestration:
         now = self._clock.now()
         if existing is not None:
             return self._replay_start(run, stage, existing, token)
-        self._check_launch(run, stage)
+        clearance = self._check_launch(run, stage)
         snapshot = run_parts.require(run.id, "input").body
         attempt_id = self._ids.new(IdKind.ATTEMPT)
         sandbox_id = self._ids.new(IdKind.SANDBOX)
@@ -152,7 +152,7 @@ class Orchestration:
         }
         # A full scope refuses the whole start with SandboxCapacityExhausted, which
         # the workflow retries with backoff: nothing is written until a slot is free.
-        slots, take_slots = self._launch_controls.take_slots(run.organization_id)
+        slots, take_slots = clearance.take_slots()
         attempt_body["slots"] = slots
         if stage is Phase.PLAN:
             workspace = workspace_store.get_workspace(run.workspace_id)
@@ -270,11 +270,11 @@ class Orchestration:
         self._hand_off(moved)
         raise RunEnded(run.id, target)
 
-    def _check_launch(self, run: Run, stage: Phase) -> None:
+    def _check_launch(self, run: Run, stage: Phase) -> Clearance:
         """Launch controls again, against the release recorded on the run. A denied
         start ends the run without starting anything (and frees the workspace)."""
         try:
-            self._launch_controls.check(
+            return self._launch_controls.check(
                 run.organization_id, run.runner_release or "", capacity=False
             )
         except LaunchDenied as denied:
@@ -303,7 +303,7 @@ class Orchestration:
             if check.state == "running":
                 Policies.bind(run, check, digest, self._clock.now()).commit()
                 check = run_parts.require(run.id, "policy")
-            evaluation = self._policies.evaluate(run, policy_input)
+            evaluation = self._policies.evaluate(run, policy_input, digest)
             recorded = Policies.record(run, check, evaluation, self._clock.now())
             passed = evaluation.outcome in {"passed", "soft_failed"}
             target = S.POLICY_PASSED if passed else S.POLICY_FAILED

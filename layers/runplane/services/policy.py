@@ -12,7 +12,6 @@ refused and writes nothing.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from runplane.domain.errors import (
     Conflict,
     InvalidInput,
     NotFound,
+    PolicyBindingRefused,
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.policy import (
@@ -48,22 +48,6 @@ from runplane.store.transaction import Transaction
 RESERVED, BOUND = "running", "bound"
 PASSED, SOFT_FAILED, FAILED, OVERRIDDEN = "passed", "soft_failed", "failed", "overridden"
 MAX_ATTACHMENTS = 500
-
-
-class PolicyBindingRefused(Conflict):
-    """A policy-check write out of order: nothing was written."""
-
-    code = "policy_binding_refused"
-
-
-class PolicyOverrideRequired(Conflict):
-    code = "policy_override_required"
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(
-            f"run {run_id} failed a soft-mandatory policy: someone with policy:override "
-            "must override it, with a reason, before it can be approved"
-        )
 
 
 class Evaluator(Protocol):
@@ -228,13 +212,10 @@ class Policies:
     def policy_input(self, run: Run) -> dict[str, Any]:
         """The sanitized derivative of the run's plan: all the evaluator ever sees."""
         plan = run_parts.require(run.id, "plan").body
-        buffer = io.BytesIO()
-        with self._artifacts.open(run.organization_id, plan["plan_json_artifact_id"]) as chunks:
-            for chunk in chunks:
-                buffer.write(chunk)
+        plan_json = self._artifacts.read(run.organization_id, plan["plan_json_artifact_id"])
         workspace = workspace_store.get_workspace(run.workspace_id)
         sanitized: dict[str, Any] = sanitize_plan(
-            json.loads(buffer.getvalue()),
+            json.loads(plan_json),
             workspace=workspace.name,
             run_kind=run.kind.value,
             engine_version=str(plan.get("engine_version") or ""),
@@ -263,14 +244,17 @@ class Policies:
             ),
         )
 
-    def evaluate(self, run: Run, policy_input: dict[str, Any]) -> Evaluation:
-        """Evaluate every policy set attached to the run's workspace, as published now."""
+    def evaluate(
+        self, run: Run, policy_input: dict[str, Any], digest: str | None = None
+    ) -> Evaluation:
+        """Evaluate every policy set attached to the run's workspace, as published now.
+        ``digest`` is the input's digest if the caller has it already."""
         heads = [h for h in store.all_of(run.organization_id) if h.applies_to(run.workspace_id)]
         evaluator = self._evaluator()
         sets = [self._content(run.organization_id, head) for head in heads]
         results = evaluator.evaluate(sets, policy_input) if sets else []
         return Evaluation(
-            input_digest=input_digest(policy_input),
+            input_digest=digest or input_digest(policy_input),
             outcome=overall(results),
             results=results,
             policy_sets=[{"name": h.name, "digest": h.current_digest} for h in heads],
@@ -352,11 +336,8 @@ class Policies:
     # -- helpers ------------------------------------------------------------------------------
 
     def _content(self, org_id: str, head: store.PolicySetHead) -> PolicySetContent:
-        buffer = io.BytesIO()
-        with self._artifacts.open(org_id, head.current_artifact_id) as chunks:
-            for chunk in chunks:
-                buffer.write(chunk)
-        content = policy_set_from_document(json.loads(buffer.getvalue()))
+        document = json.loads(self._artifacts.read(org_id, head.current_artifact_id))
+        content = policy_set_from_document(document)
         if content.digest() != head.current_digest:
             raise ArtifactCorrupt(
                 head.current_artifact_id,

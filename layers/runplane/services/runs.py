@@ -19,6 +19,7 @@ from runplane.domain.errors import (
     Conflict,
     InvalidInput,
     NotFound,
+    PolicyOverrideRequired,
     TransitionRejected,
 )
 from runplane.domain.identity import Permission, Principal
@@ -28,7 +29,7 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
-from runplane.services.policy import SOFT_FAILED, PolicyOverrideRequired
+from runplane.services.policy import SOFT_FAILED
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store

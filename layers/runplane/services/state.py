@@ -118,16 +118,14 @@ class StateVersions:
         version = self.get(principal, sv_id)
         if version.status != FINALIZED or version.artifact_id is None:
             raise NotFound("state version content", sv_id)
-        with self._artifacts.open(version.organization_id, version.artifact_id) as plaintext:
-            return b"".join(plaintext)
+        return self._artifacts.read(version.organization_id, version.artifact_id)
 
     def download_json(self, principal: Principal, sv_id: str) -> bytes:
         """The JSON state a newer client uploaded beside the raw state."""
         version = self.get(principal, sv_id)
         if version.json_artifact_id is None:
             raise NotFound("JSON state of state version", sv_id)
-        with self._artifacts.open(version.organization_id, version.json_artifact_id) as plaintext:
-            return b"".join(plaintext)
+        return self._artifacts.read(version.organization_id, version.json_artifact_id)
 
     def outputs(self, principal: Principal, workspace_id: str) -> tuple[StateVersion, list[Output]]:
         version = self.current(principal, workspace_id)

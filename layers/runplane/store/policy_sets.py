@@ -101,17 +101,6 @@ def publish(
     count = previous.versions if previous else 0
     number = count if version_exists else count + 1
     stale = ConcurrentChange(f"policy set {name} was published meanwhile; publish again")
-    version_item = PolicySetVersionItem(
-        *policy_set_version_key(org_id, name, digest),
-        org_id=org_id,
-        name=name,
-        digest=digest,
-        artifact_id=artifact_id,
-        number=number,
-        policies=policies,
-        published_at=now,
-        published_by=by,
-    )
     head = PolicySetItem(
         *policy_set_key(org_id, name),
         org_id=org_id,
@@ -131,6 +120,17 @@ def publish(
     )
     writes = Transaction()
     if not version_exists:
+        version_item = PolicySetVersionItem(
+            *policy_set_version_key(org_id, name, digest),
+            org_id=org_id,
+            name=name,
+            digest=digest,
+            artifact_id=artifact_id,
+            number=number,
+            policies=policies,
+            published_at=now,
+            published_by=by,
+        )
         writes.put_new(version_item, on_refused=lambda current: stale)
     return writes.put(head, condition=condition, on_refused=lambda current: stale)
 
