@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint docs clean engine synth deploy
+.PHONY: test test-fast test-e2e demo lint docs clean engine synth deploy
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -16,6 +16,14 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP) engine
 	$(BIN)/python -m pytest -q
+
+# The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not e2e and not infra"
+
+# The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
+test-e2e: $(STAMP) engine
+	$(BIN)/python -m pytest -q -m e2e
 
 # The pinned engine binary the tests run (see docs/engine.md).
 engine: $(STAMP)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # No test may reach AWS: fake credentials and a fixed region for every client.
 os.environ.update(
     {
@@ -13,3 +15,16 @@ os.environ.update(
         "AWS_REGION": "us-east-1",
     }
 )
+
+
+TIERS = ("unit", "integration", "e2e", "infra", "statemachines")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`)."""
+    for item in items:
+        parts = item.path.parts
+        for tier in TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+                break
