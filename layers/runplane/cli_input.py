@@ -62,7 +62,7 @@ def read_var_file(path: Path) -> dict[str, str]:
         raise InputError(f"--var-file {path}: is a directory, not a file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"--var-file {path}: cannot be read ({error})") from None
-    if text.lstrip().startswith("{"):
+    if path.suffix == ".json" or text.lstrip()[:1] in ("{", "["):
         return _json_vars(path, text)
     return _tfvars(path, text)
 
