@@ -2,8 +2,8 @@
 
 Exit codes: 0 success; 1 the run (or policy test) did not succeed; 2 the API refused
 the request, or the command line is malformed; 3 a local error (bad input, missing
-credentials, an unreachable control plane, a wait that timed out). Errors are one
-``error: ...`` line on stderr, never a traceback.
+credentials, an unreachable control plane, a wait that timed out); 130 interrupted
+(Ctrl-C). Errors are one ``error: ...`` line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
 EXIT_NOT_SUCCEEDED = 1
 EXIT_API_ERROR = 2
 EXIT_LOCAL_ERROR = 3
+EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
@@ -580,7 +581,7 @@ def parser() -> argparse.ArgumentParser:
         prog="runplane",
         description="Runplane control plane",
         epilog="exit codes: 0 success, 1 the run or policy test did not succeed, "
-        "2 the API refused the request (or bad usage), 3 a local error",
+        "2 the API refused the request (or bad usage), 3 a local error, 130 interrupted",
     )
     commands = root.add_subparsers(dest="command", required=True)
     for add in (
@@ -616,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
         print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_LOCAL_ERROR
 
 

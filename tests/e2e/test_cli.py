@@ -26,6 +26,7 @@ from tests.e2e.test_managed_runs import HELLO
 from tests.e2e.test_policy import soft_review_policy
 from tests.e2e.test_test_provider import PROVIDER_BLOCK, linux_amd64, thing
 from tests.engine import engine_env, engine_path
+from tests.unit.test_policy_cli import saved_plan
 
 P = Permission
 Capture = pytest.CaptureFixture[str]
@@ -330,6 +331,13 @@ def test_reject_and_cancel_end_runs_and_watch_exits_1(local: Local, capsys: Capt
         assert main(["run", "watch", run_id, "--until", "awaiting_approval", *connect(local)]) == 0
     rejected_id, canceled_id = runs
 
+    # When watching one gives up before it ends
+    code, _, err = cli(capsys, "run", "watch", rejected_id, "--timeout", "0", *connect(local))
+
+    # Then that is a local error, on one line
+    assert code == 3
+    assert f"run {rejected_id} is still awaiting_approval" in one_error_line(err)
+
     # When one is rejected and the other canceled
     rejected = cli_json(capsys, "run", "reject", rejected_id, "--comment", "no", *connect(local))
     code, canceled, _ = cli(capsys, "run", "cancel", canceled_id, *connect(local))
@@ -519,19 +527,24 @@ def test_token_create_and_revoke(local: Local, capsys: Capture) -> None:
     assert "HTTP 401" in one_error_line(after[2])
 
 
-def test_policy_publish_and_controls_in_json(local: Local, capsys: Capture) -> None:
+def test_policy_publish_and_controls_in_json(local: Local, capsys: Capture, tmp_path: Path) -> None:
     # Given an organization of its own (its controls touch no other test)
     org, token = local.other_organization(unique("cli-controls"))
     conn = connect(local, token, org)
     policies = Path(__file__).resolve().parents[2] / "examples" / "policies"
+    plan = saved_plan(tmp_path, ["update"])
 
-    # When a policy set is published and the controls are read and changed
+    # When a policy set is published, listed and tested, and the controls are read and changed
     published = cli_json(capsys, "policy", "publish", str(policies / "deny-delete"), *conn)
+    listed = cli_json(capsys, "policy", "list", *conn)
+    tested = cli_json(capsys, "policy", "test", str(policies / "deny-delete"), "--plan", str(plan))
     shown = cli_json(capsys, "controls", "show", *conn)
     changed = cli_json(capsys, "controls", "set", "--max-sandboxes", "3", *conn)
 
     # Then each printed JSON that says so
     assert (published["name"], published["version"]) == ("deny-delete", 1)
+    assert [entry["digest"] for entry in listed] == [published["digest"]]
+    assert tested["outcome"] == "passed"
     assert shown["max_sandboxes"] is None
     assert changed["max_sandboxes"] == 3
 
