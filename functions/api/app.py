@@ -12,6 +12,8 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from runplane.domain.capabilities import Phase
+from runplane.domain.entities import Workspace
 from runplane.domain.errors import RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind
@@ -305,6 +307,38 @@ def build_app() -> APIGatewayRestResolver:
             ),
         )
         return _json(200, {"scope": scope, **asdict(controls)})
+
+    # -- reads: workspaces and run logs ---------------------------------------------------------
+
+    def _workspace(ws: Workspace) -> dict[str, Any]:
+        return {
+            "id": ws.id,
+            "name": ws.name,
+            "created_at": ws.created_at.isoformat(),
+            "description": ws.description,
+            "tags": list(ws.tag_names),
+            "terraform_version": ws.terraform_version,
+            # null: the deployment's default window applies.
+            "approval_window_seconds": ws.approval_window_seconds,
+            "locked": ws.locked,
+            "writer_run_id": ws.writer_run_id,
+            "queue_length": ws.queue_length,
+            "current_state_version_id": ws.current_state_version_id,
+        }
+
+    @app.get("/api/v1/workspaces")
+    def list_workspaces() -> Reply:
+        found = services().workspaces.list_own(principal())
+        return _json(200, {"workspaces": [_workspace(ws) for ws in found]})
+
+    @app.get("/api/v1/workspaces/<workspace_id>")
+    def get_workspace(workspace_id: str) -> Reply:
+        return _json(200, _workspace(services().workspaces.by_id(principal(), workspace_id)))
+
+    @app.get("/api/v1/runs/<run_id>/logs/<phase>")
+    def run_log(run_id: str, phase: Literal["plan", "apply"]) -> Reply:
+        text = services().runs.log(principal(), run_id, Phase(phase))
+        return Response(status_code=200, content_type="text/plain; charset=utf-8", body=text)
 
     # -- runner -------------------------------------------------------------------------------
 

@@ -1,4 +1,10 @@
-"""The ``runplane`` command."""
+"""The ``runplane`` command.
+
+Exit codes: 0 success; 1 the run (or policy test) did not succeed; 2 the API refused
+the request, or the command line is malformed; 3 a local error (bad input, missing
+credentials, an unreachable control plane, a wait that timed out); 130 interrupted
+(Ctrl-C). Errors are one ``error: ...`` line on stderr, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +13,32 @@ import json
 import signal
 import sys
 import threading
+import urllib.error
 from pathlib import Path
 from typing import Any
 
-from runplane.client import ApiError, Client, Connection, render_review
+from runplane.cli_input import InputError, duration, variables
+from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
+from runplane.domain.errors import RunplaneError
 
 DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
+EXIT_NOT_SUCCEEDED = 1
+EXIT_API_ERROR = 2
+EXIT_LOCAL_ERROR = 3
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A local error: printed as one line, exit code 3."""
 
 
 def _local_up(args: argparse.Namespace) -> int:
-    from runplane.local.stack import EmbeddedStack
+    from runplane.local.stack import EmbeddedStack, EngineNotFound, find_engine
 
-    engine = args.engine
-    pinned = Path(".venv/engine/terraform")
-    if engine is None and pinned.exists():
-        # A clone's `make engine` binary; otherwise sandboxes look for tofu, then terraform.
-        engine = str(pinned.resolve())
+    try:
+        engine = find_engine(args.engine)
+    except EngineNotFound as missing:
+        raise CliError(str(missing)) from None
     stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port, engine=engine)
     credentials = stack.start()
     stopped = threading.Event()
@@ -32,6 +48,7 @@ def _local_up(args: argparse.Namespace) -> int:
     print(f"Runplane embedded stack is up at {credentials.url}")
     print(f"  organization: {credentials.organization}")
     print(f"  admin token:  {credentials.token}")
+    print(f"  engine:       {engine}")
     print(f"  client files: {stack.data_dir / 'credentials.json'}, {rc}")
     print(f"  use it with:  TF_CLI_CONFIG_FILE={rc} terraform init")
     print("The stack keeps its data in memory: stopping it (Ctrl-C) discards everything.")
@@ -45,32 +62,125 @@ def _local_up(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    if args.url and args.token:
-        return Client(Connection(args.url.rstrip("/"), args.token, args.organization))
+    """--url/--token/--organization, each falling back to the credentials file."""
+    saved: dict[str, Any] = {}
     path = Path(args.credentials)
-    if not path.exists():
-        raise SystemExit(
-            f"no credentials: pass --url and --token, or run `runplane local up` ({path} missing)"
-        )
-    return Client(Connection.from_file(path))
+    if not (args.url and args.token):
+        if not path.exists():
+            raise CliError(
+                f"no credentials: pass --url and --token, or run `runplane local up` "
+                f"({path} is missing)"
+            )
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CliError(f"{path}: cannot read credentials ({error})") from None
+        if not isinstance(saved, dict) or not (saved.get("url") and saved.get("token")):
+            raise CliError(f"{path}: not a credentials file (it needs url and token)")
+    url = str(args.url or saved["url"]).rstrip("/")
+    token = str(args.token or saved["token"])
+    organization = str(args.organization or saved.get("organization") or "default")
+    return Client(Connection(url, token, organization))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
 
 
 def _show(review: dict[str, Any], as_json: bool) -> None:
-    print(json.dumps(review, indent=2) if as_json else render_review(review))
+    if as_json:
+        _print_json(review)
+    else:
+        print(render_review(review))
 
 
 def _workspace_create(args: argparse.Namespace) -> int:
     created = _client(args).create_workspace(args.name)
-    print(f"{created['id']}  {created['name']}")
+    if args.json:
+        _print_json(created)
+    else:
+        print(f"{created['id']}  {created['name']}")
+    return 0
+
+
+def _window(seconds: int | None) -> str:
+    if seconds is None:
+        return "deployment default"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit} ({seconds} s)"
+    return f"{seconds} s"
+
+
+def _workspace_list(args: argparse.Namespace) -> int:
+    found = _client(args).list_workspaces()
+    if args.json:
+        _print_json(found)
+        return 0
+    for ws in found:
+        print(f"{ws['id']}  {ws['name']}")
+    return 0
+
+
+def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(ws)
+        return
+    print(f"{ws['id']}  {ws['name']}")
+    print(f"  approval window  {_window(ws.get('approval_window_seconds'))}")
+    print(f"  engine version   {ws.get('terraform_version') or 'default'}")
+    print(f"  locked           {'yes' if ws.get('locked') else 'no'}")
+    print(f"  writer run       {ws.get('writer_run_id') or '-'}")
+    print(f"  queued runs      {ws.get('queue_length', 0)}")
+    print(f"  current state    {ws.get('current_state_version_id') or '-'}")
+
+
+def _workspace_show(args: argparse.Namespace) -> int:
+    client = _client(args)
+    _print_workspace(client.workspace(client.workspace_id(args.workspace)), args.json)
+    return 0
+
+
+def _workspace_update(args: argparse.Namespace) -> int:
+    if args.approval_window is None:
+        raise CliError("nothing to update: pass --approval-window")
+    seconds = duration(args.approval_window)
+    client = _client(args)
+    workspace_id = client.workspace_id(args.workspace)
+    client.set_approval_window(workspace_id, seconds)
+    _print_workspace(client.workspace(workspace_id), args.json)
     return 0
 
 
 def _run_create(args: argparse.Namespace) -> int:
-    variables = dict(item.split("=", 1) for item in args.var)
+    values = variables(args.var, args.var_file)
     review = _client(args).create_run(
-        args.workspace, Path(args.dir), kind=args.kind, variables=variables
+        args.workspace, Path(args.dir), kind=args.kind, variables=values
     )
-    print(review["id"])
+    if args.json:
+        _print_json(review)
+    else:
+        print(review["id"])
+    return 0
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    client = _client(args)
+    runs = client.list_runs(client.workspace_id(args.workspace))
+    if args.json:
+        _print_json(runs)
+        return 0
+    for run in runs:
+        print(f"{run['id']}  {run['kind']:<15} {run['status']:<20} {run['created_at']}")
+    return 0
+
+
+def _run_logs(args: argparse.Namespace) -> int:
+    text = _client(args).log(args.run, args.phase)
+    if args.json:
+        _print_json({"run_id": args.run, "phase": args.phase, "log": text})
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
 
@@ -95,10 +205,13 @@ def _run_watch(args: argparse.Namespace) -> int:
         print(f"{review['status']:<20} {stages}", flush=True)
 
     review = _client(args).watch(
-        args.run, until=args.until, timeout=args.timeout, on_change=progress
+        args.run,
+        until=args.until,
+        timeout=args.timeout,
+        on_change=None if args.json else progress,
     )
-    print(render_review(review))
-    return 0 if review["status"] in {"succeeded", *args.until} else 1
+    _show(review, args.json)
+    return 0 if review["status"] in {"succeeded", *args.until} else EXIT_NOT_SUCCEEDED
 
 
 def _token_create(args: argparse.Namespace) -> int:
@@ -112,8 +225,11 @@ def _token_create(args: argparse.Namespace) -> int:
 
 
 def _token_revoke(args: argparse.Namespace) -> int:
-    _client(args).revoke_token(args.id)
-    print(f"{args.id} revoked")
+    revoked = _client(args).revoke_token(args.id)
+    if args.json:
+        _print_json(revoked)
+    else:
+        print(f"{args.id} revoked")
     return 0
 
 
@@ -175,7 +291,10 @@ def _policy_publish(args: argparse.Namespace) -> int:
 
     content = load_policy_set_dir(Path(args.dir))
     published = _client(args).publish_policy_set(content.to_document())
-    print(f"{published['name']}  {published['digest']}  version {published['version']}")
+    if args.json:
+        _print_json(published)
+    else:
+        print(f"{published['name']}  {published['digest']}  version {published['version']}")
     return 0
 
 
@@ -200,6 +319,9 @@ def _policy_attach(args: argparse.Namespace) -> int:
     client = _client(args)
     workspaces = [client.workspace_id(name) for name in args.workspace]
     attached = client.attach_policy_set(args.name, workspaces, args.all)
+    if args.json:
+        _print_json(attached)
+        return 0
     where = "all workspaces" if attached["all_workspaces"] else ", ".join(workspaces) or "nothing"
     print(f"{attached['name']}  attached to {where}")
     return 0
@@ -213,7 +335,10 @@ def _policy_test(args: argparse.Namespace) -> int:
     content = load_policy_set_dir(Path(args.dir))
     evaluator = RegoEvaluator()
     evaluator.validate(content)
-    plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    try:
+        plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise CliError(f"{args.plan}: not a plan JSON file ({error})") from None
     policy_input = sanitize_plan(
         plan,
         workspace=args.workspace,
@@ -230,76 +355,149 @@ def _policy_test(args: argparse.Namespace) -> int:
             for message in result.messages:
                 print(f"         - {message}")
         print(f"overall: {outcome}")
-    return 0 if outcome == "passed" else 1
+    return 0 if outcome == "passed" else EXIT_NOT_SUCCEEDED
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="runplane", description="Runplane control plane")
-    commands = root.add_subparsers(dest="command", required=True)
+KINDS = ["plan_only", "speculative", "plan_and_apply"]
 
+
+def _connected(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The connection flags and --json, shared by every command that calls the API."""
+    command.add_argument(
+        "--credentials",
+        default=str(DEFAULT_CREDENTIALS),
+        help="credentials file written by `runplane local up` (default: %(default)s)",
+    )
+    command.add_argument("--url", help="control plane URL (overrides the credentials file)")
+    command.add_argument(
+        "--token",
+        help="API token (overrides the credentials file; visible to other local users "
+        "in the process list, prefer the credentials file)",
+    )
+    command.add_argument(
+        "--organization",
+        help="organization name, used to find workspaces by name "
+        "(default: the credentials file's, else 'default')",
+    )
+    command.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return command
+
+
+def _add(
+    commands: Any, name: str, what: str, handler: Any, *, connected: bool = True
+) -> argparse.ArgumentParser:
+    command: argparse.ArgumentParser = commands.add_parser(name, help=what, description=what)
+    # Not `run`: a positional argument named `run` would overwrite the handler.
+    command.set_defaults(handler=handler)
+    return _connected(command) if connected else command
+
+
+def _run_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument("run", help="the run ID (run-...)")
+
+
+def _local_parser(commands: Any) -> None:
     local = commands.add_parser("local", help="the embedded stack on this machine")
     local_commands = local.add_subparsers(dest="local_command", required=True)
-    up = local_commands.add_parser("up", help="start the embedded stack")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=8700)
-    up.add_argument("--data-dir", default=".runplane")
-    up.add_argument("--engine", help="the engine binary sandboxes run (default: tofu, terraform)")
-    up.set_defaults(run=_local_up)
+    up = _add(local_commands, "up", "start the embedded stack", _local_up, connected=False)
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    up.add_argument("--port", type=int, default=8700, help="port to listen on (%(default)s)")
+    up.add_argument(
+        "--data-dir",
+        default=".runplane",
+        help="where the client files and sign-in key are written (%(default)s)",
+    )
+    up.add_argument(
+        "--engine",
+        help="the engine binary sandboxes run (default: the pinned one in this "
+        "environment's engine/ folder or ./.venv/engine, else tofu, else terraform on PATH)",
+    )
 
-    def connected(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        command.add_argument("--credentials", default=str(DEFAULT_CREDENTIALS))
-        command.add_argument("--url")
-        command.add_argument("--token")
-        command.add_argument("--organization", default="default")
-        command.add_argument("--json", action="store_true", help="print JSON")
-        return command
 
+def _workspace_parser(commands: Any) -> None:
     workspace = commands.add_parser("workspace", help="workspaces")
     workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
-    create_ws = connected(workspace_commands.add_parser("create", help="create a workspace"))
-    create_ws.add_argument("name")
-    create_ws.set_defaults(run=_workspace_create)
+    create = _add(workspace_commands, "create", "create a workspace", _workspace_create)
+    create.add_argument("name", help="the new workspace's name")
+    _add(workspace_commands, "list", "the organization's workspaces", _workspace_list)
+    show = _add(workspace_commands, "show", "a workspace's settings and state", _workspace_show)
+    show.add_argument("workspace", help="workspace name or ws- ID")
+    update = _add(workspace_commands, "update", "change a workspace's settings", _workspace_update)
+    update.add_argument("workspace", help="workspace name or ws- ID")
+    update.add_argument(
+        "--approval-window",
+        metavar="DURATION",
+        help="how long a plan waits for a decision: seconds, or 90m, 72h, 7d, 1d12h",
+    )
 
+
+def _run_parser(commands: Any) -> None:
     run = commands.add_parser("run", help="runs")
     run_commands = run.add_subparsers(dest="run_command", required=True)
-    create = connected(run_commands.add_parser("create", help="upload a directory and run it"))
-    create.add_argument("--workspace", required=True, help="name or ws- ID")
-    create.add_argument("--dir", required=True)
+    create = _add(run_commands, "create", "upload a directory and run it", _run_create)
+    create.add_argument("--workspace", required=True, help="workspace name or ws- ID")
+    create.add_argument("--dir", required=True, help="the configuration directory to upload")
     create.add_argument(
-        "--kind", default="plan_and_apply", choices=["plan_only", "speculative", "plan_and_apply"]
+        "--kind", default="plan_and_apply", choices=KINDS, help="run kind (%(default)s)"
     )
-    create.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
-    create.set_defaults(run=_run_create)
-    show = connected(run_commands.add_parser("show", help="the run review"))
-    show.add_argument("run")
-    show.set_defaults(run=_run_show)
+    create.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="a string variable; NAME alone reads TF_VAR_NAME from the environment. "
+        "NAME=VALUE shows the value to other local users (process list): use NAME or "
+        "--var-file for secrets. Repeatable; overrides --var-file",
+    )
+    create.add_argument(
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help='variables from a JSON object of strings or NAME = "value" lines; repeatable',
+    )
+    listing = _add(run_commands, "list", "a workspace's runs, newest first", _run_list)
+    listing.add_argument("--workspace", required=True, help="workspace name or ws- ID")
+    _run_argument(_add(run_commands, "show", "the run review", _run_show))
+    logs = _add(run_commands, "logs", "print the log of a run's plan or apply", _run_logs)
+    _run_argument(logs)
+    logs.add_argument(
+        "--phase", default="plan", choices=["plan", "apply"], help="which log (%(default)s)"
+    )
     for decision in ("approve", "reject"):
-        decide = connected(run_commands.add_parser(decision, help=f"{decision} the plan"))
-        decide.add_argument("run")
-        decide.add_argument("--comment")
-        decide.set_defaults(run=_run_decide, decision=decision)
-    cancel = connected(run_commands.add_parser("cancel", help="cancel a run that has not ended"))
-    cancel.add_argument("run")
-    cancel.set_defaults(run=_run_cancel)
-    watch = connected(run_commands.add_parser("watch", help="follow a run until it ends"))
-    watch.add_argument("run")
-    watch.add_argument("--until", action="append", default=[], help="also stop at this status")
-    watch.add_argument("--timeout", type=float, default=1800)
-    watch.set_defaults(run=_run_watch)
-    override = connected(
-        run_commands.add_parser("override", help="override a soft-mandatory policy failure")
+        decide = _add(run_commands, decision, f"{decision} the plan", _run_decide)
+        _run_argument(decide)
+        decide.add_argument("--comment", help="recorded with the decision")
+        decide.set_defaults(decision=decision)
+    cancel = _add(run_commands, "cancel", "cancel a run that has not ended", _run_cancel)
+    _run_argument(cancel)
+    watch = _add(run_commands, "watch", "follow a run until it ends", _run_watch)
+    _run_argument(watch)
+    watch.add_argument(
+        "--until",
+        action="append",
+        default=[],
+        metavar="STATUS",
+        help="also stop (exit 0) at this status; repeatable",
     )
-    override.add_argument("run")
-    override.add_argument("--reason", required=True)
-    override.set_defaults(run=_run_override)
+    watch.add_argument(
+        "--timeout", type=float, default=1800, help="give up after this many seconds (%(default)s)"
+    )
+    override = _add(
+        run_commands, "override", "override a soft-mandatory policy failure", _run_override
+    )
+    _run_argument(override)
+    override.add_argument("--reason", required=True, help="why, recorded with the override")
 
+
+def _controls_parser(commands: Any) -> None:
     controls = commands.add_parser("controls", help="launch controls")
     controls_commands = controls.add_subparsers(dest="controls_command", required=True)
     for name, action, what in (
         ("show", _controls_show, "show launch controls and running sandboxes"),
         ("set", _controls_set, "change launch controls (only what is given)"),
     ):
-        command = connected(controls_commands.add_parser(name, help=what))
+        command = _add(controls_commands, name, what, action)
         command.add_argument(
             "--platform",
             dest="scope",
@@ -308,61 +506,121 @@ def parser() -> argparse.ArgumentParser:
             default="organization",
             help="the platform's controls (needs platform:operate)",
         )
-        command.set_defaults(run=action)
         if name == "set":
-            command.add_argument("--launches", choices=["on", "off"])
-            command.add_argument("--suspended", choices=["yes", "no"])
-            command.add_argument("--max-sandboxes", type=int, help="a negative value: no limit")
-            for flag in ("region", "runner-release", "policy-runtime"):
+            command.add_argument(
+                "--launches", choices=["on", "off"], help="allow or stop new sandbox launches"
+            )
+            command.add_argument(
+                "--suspended", choices=["yes", "no"], help="suspend the organization (or not)"
+            )
+            command.add_argument(
+                "--max-sandboxes", type=int, help="running sandbox limit; negative: no limit"
+            )
+            for flag, what_list in (
+                ("region", "allowed region"),
+                ("runner-release", "allowed runner release"),
+                ("policy-runtime", "allowed policy runtime"),
+            ):
                 command.add_argument(
                     f"--{flag}",
                     action="append",
-                    help="repeat for several; an empty value clears the list",
+                    help=f"an {what_list}; repeat for several, an empty value clears the list",
                 )
 
+
+def _token_parser(commands: Any) -> None:
     token = commands.add_parser("token", help="API tokens for automation")
     token_commands = token.add_subparsers(dest="token_command", required=True)
-    create_token = connected(token_commands.add_parser("create", help="issue a token"))
-    create_token.add_argument("name")
-    create_token.add_argument(
-        "--role", required=True, choices=["reader", "developer", "operator", "admin"]
+    create = _add(token_commands, "create", "issue a token (shown once)", _token_create)
+    create.add_argument("name", help="what the token is for")
+    create.add_argument(
+        "--role",
+        required=True,
+        choices=["reader", "developer", "operator", "admin"],
+        help="the token's role (never beyond your own)",
     )
-    create_token.set_defaults(run=_token_create)
-    revoke = connected(token_commands.add_parser("revoke", help="revoke a token by its ID"))
-    revoke.add_argument("id")
-    revoke.set_defaults(run=_token_revoke)
+    revoke = _add(token_commands, "revoke", "revoke a token by its ID", _token_revoke)
+    revoke.add_argument("id", help="the token ID")
 
+
+def _policy_parser(commands: Any) -> None:
     policy = commands.add_parser("policy", help="policy sets (Rego)")
     policy_commands = policy.add_subparsers(dest="policy_command", required=True)
-    publish = connected(policy_commands.add_parser("publish", help="publish a policy set DIR"))
-    publish.add_argument("dir")
-    publish.set_defaults(run=_policy_publish)
-    listing = connected(policy_commands.add_parser("list", help="the organization's policy sets"))
-    listing.set_defaults(run=_policy_list)
-    attach = connected(policy_commands.add_parser("attach", help="attach a policy set"))
-    attach.add_argument("name")
-    attach.add_argument("--workspace", action="append", default=[], help="name or ws- ID")
-    attach.add_argument("--all", action="store_true", help="attach to every workspace")
-    attach.set_defaults(run=_policy_attach)
-    test = policy_commands.add_parser("test", help="evaluate DIR against a saved plan JSON")
-    test.add_argument("dir")
-    test.add_argument("--plan", required=True, help="`tofu show -json PLANFILE` output")
-    test.add_argument("--workspace", default="local")
-    test.add_argument(
-        "--kind", default="plan_and_apply", choices=["plan_only", "speculative", "plan_and_apply"]
+    publish = _add(policy_commands, "publish", "publish a policy set DIR", _policy_publish)
+    publish.add_argument("dir", help="the policy set directory")
+    _add(policy_commands, "list", "the organization's policy sets", _policy_list)
+    attach = _add(policy_commands, "attach", "attach a policy set", _policy_attach)
+    attach.add_argument("name", help="the policy set's name")
+    attach.add_argument(
+        "--workspace",
+        action="append",
+        default=[],
+        help="workspace name or ws- ID; repeatable (none: detach from all)",
     )
-    test.add_argument("--json", action="store_true", help="print JSON")
-    test.set_defaults(run=_policy_test)
+    attach.add_argument("--all", action="store_true", help="attach to every workspace")
+    test = _add(
+        policy_commands,
+        "test",
+        "evaluate DIR against a saved plan JSON",
+        _policy_test,
+        connected=False,
+    )
+    test.add_argument("dir", help="the policy set directory")
+    test.add_argument("--plan", required=True, help="`tofu show -json PLANFILE` output")
+    test.add_argument(
+        "--workspace", default="local", help="workspace name the policies see (%(default)s)"
+    )
+    test.add_argument(
+        "--kind", default="plan_and_apply", choices=KINDS, help="run kind the policies see"
+    )
+    test.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="runplane",
+        description="Runplane control plane",
+        epilog="exit codes: 0 success, 1 the run or policy test did not succeed, "
+        "2 the API refused the request (or bad usage), 3 a local error, 130 interrupted",
+    )
+    commands = root.add_subparsers(dest="command", required=True)
+    for add in (
+        _local_parser,
+        _workspace_parser,
+        _run_parser,
+        _controls_parser,
+        _token_parser,
+        _policy_parser,
+    ):
+        add(commands)
     return root
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.run(args))
+        return int(args.handler(args))
     except ApiError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        code = f" {error.code}" if error.code else ""
+        print(f"error: {_one_line(error.detail)} (HTTP {error.status}{code})", file=sys.stderr)
+        return EXIT_API_ERROR
+    except (CliError, InputError, ConfigurationError, RunplaneError) as error:
+        print(f"error: {_one_line(str(error))}", file=sys.stderr)
+    except urllib.error.URLError as error:
+        print(f"error: cannot reach the control plane: {error.reason}", file=sys.stderr)
+    except TimeoutError as error:
+        print(f"error: {_one_line(str(error)) or 'timed out'}", file=sys.stderr)
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_LOCAL_ERROR
 
 
 if __name__ == "__main__":

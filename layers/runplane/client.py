@@ -35,6 +35,10 @@ TERMINAL = {
 }
 
 
+# What a configuration directory must hold at its top level for the engine to plan it.
+CONFIGURATION_SUFFIXES = (".tf", ".tf.json", ".tofu", ".tofu.json")
+
+
 class ApiError(Exception):
     def __init__(self, status: int, body: Any) -> None:
         detail = body.get("message") if isinstance(body, dict) else None
@@ -43,6 +47,12 @@ class ApiError(Exception):
         super().__init__(f"HTTP {status}: {detail or body}")
         self.status = status
         self.body = body
+        self.detail = str(detail or body)
+        self.code = str(body.get("code") or "") if isinstance(body, dict) else ""
+
+
+class ConfigurationError(ValueError):
+    """A directory that cannot be uploaded as a configuration; nothing was sent."""
 
 
 @dataclass(frozen=True)
@@ -57,18 +67,40 @@ class Connection:
         return cls(data["url"].rstrip("/"), data["token"], data.get("organization", "default"))
 
 
+def configuration_files(directory: Path) -> list[Path]:
+    """The files an upload of ``directory`` holds, sorted; refuses what cannot be planned.
+
+    Raises :class:`ConfigurationError` for a missing path, a file, or a directory
+    with no ``.tf``/``.tf.json``/``.tofu`` file at its top level.
+    """
+    if not directory.exists():
+        raise ConfigurationError(f"{directory}: no such directory")
+    if not directory.is_dir():
+        raise ConfigurationError(f"{directory}: not a directory (pass the configuration's folder)")
+    files = [
+        path
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+        and not any(part in EXCLUDED for part in path.relative_to(directory).parts)
+    ]
+    if not any(p.parent == directory and p.name.endswith(CONFIGURATION_SUFFIXES) for p in files):
+        raise ConfigurationError(
+            f"{directory}: no configuration files (*.tf, *.tf.json, *.tofu) at its top level"
+        )
+    return files
+
+
 def pack(directory: Path) -> bytes:
     """A configuration directory as a deterministic tar.gz (sorted, no local state)."""
+    files = configuration_files(directory)
     buffer = io.BytesIO()
     # mtime 0 everywhere: the same directory always packs to the same bytes.
     with (
         gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w") as tar,
     ):
-        for path in sorted(directory.rglob("*")):
+        for path in files:
             relative = path.relative_to(directory)
-            if any(part in EXCLUDED for part in relative.parts) or not path.is_file():
-                continue
             info = tarfile.TarInfo(relative.as_posix())
             data = path.read_bytes()
             info.size = len(data)
@@ -77,11 +109,20 @@ def pack(directory: Path) -> bytes:
     return buffer.getvalue()
 
 
+def _seg(value: str) -> str:
+    """One URL path segment: whatever a person typed stays inside it."""
+    return urllib.parse.quote(value, safe="")
+
+
 class Client:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
 
     def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        raw = self._request(method, path, body)
+        return json.loads(raw) if raw else None
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> bytes:
         data = json.dumps(dict(body)).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - the configured control plane
             f"{self.connection.url}{path}", data=data, method=method
@@ -98,38 +139,65 @@ class Client:
             except ValueError:
                 parsed = raw.decode("utf-8", "replace")
             raise ApiError(error.code, parsed) from None
-        return json.loads(raw) if raw else None
+        return bytes(raw)
 
     def workspace_id(self, name_or_id: str) -> str:
         if name_or_id.startswith("ws-"):
             return name_or_id
         org = urllib.parse.quote(self.connection.organization)
-        found = self._call("GET", f"/api/v2/organizations/{org}/workspaces/{name_or_id}")
+        found = self._call("GET", f"/api/v2/organizations/{org}/workspaces/{_seg(name_or_id)}")
         return str(found["data"]["id"])
+
+    def list_workspaces(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", "/api/v1/workspaces")["workspaces"]
+        return result
+
+    def workspace(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/workspaces/{_seg(workspace_id)}")
+        return result
+
+    def list_runs(self, workspace_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/runs"
+        )["runs"]
+        return result
+
+    def log(self, run_id: str, phase: str) -> str:
+        """The log the runner uploaded for ``phase``, as text."""
+        return self._request("GET", f"/api/v1/runs/{_seg(run_id)}/logs/{_seg(phase)}").decode(
+            "utf-8", "replace"
+        )
 
     def create_workspace(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
         return result
 
     def launch_controls(self, scope: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/api/v1/launch-controls/{scope}")
+        result: dict[str, Any] = self._call("GET", f"/api/v1/launch-controls/{_seg(scope)}")
         return result
 
     def set_launch_controls(self, scope: str, **controls: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("PUT", f"/api/v1/launch-controls/{scope}", controls)
+        result: dict[str, Any] = self._call(
+            "PUT", f"/api/v1/launch-controls/{_seg(scope)}", controls
+        )
         return result
 
     def set_approval_window(self, workspace_id: str, seconds: int) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
-            "PATCH", f"/api/v1/workspaces/{workspace_id}", {"approval_window_seconds": seconds}
+            "PATCH",
+            f"/api/v1/workspaces/{_seg(workspace_id)}",
+            {"approval_window_seconds": seconds},
         )
         return result
 
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
-        created = self._call("POST", f"/api/v1/workspaces/{workspace_id}/configuration-versions")
+        archive = pack(directory)
+        created = self._call(
+            "POST", f"/api/v1/workspaces/{_seg(workspace_id)}/configuration-versions"
+        )
         request = urllib.request.Request(  # noqa: S310 - the URL the control plane gave us
             created["upload_url"],
-            data=pack(directory),
+            data=archive,
             method="PUT",
             headers={"Content-Type": "application/octet-stream"},
         )
@@ -147,11 +215,12 @@ class Client:
         kind: str = "plan_and_apply",
         variables: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
+        configuration_files(directory)  # refused before anything is created
         workspace_id = self.workspace_id(workspace)
         configuration = self.upload_configuration(workspace_id, directory)
         result: dict[str, Any] = self._call(
             "POST",
-            f"/api/v1/workspaces/{workspace_id}/runs",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/runs",
             {
                 "kind": kind,
                 "configuration_version_id": configuration["id"],
@@ -165,7 +234,7 @@ class Client:
         return result
 
     def revoke_token(self, token_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("DELETE", f"/api/v1/tokens/{token_id}")
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/tokens/{_seg(token_id)}")
         return result
 
     def publish_policy_set(self, document: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,7 +246,7 @@ class Client:
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "PUT",
-            f"/api/v1/policy-sets/{name}/attachments",
+            f"/api/v1/policy-sets/{_seg(name)}/attachments",
             {"workspaces": workspaces, "all_workspaces": all_workspaces},
         )
         return result
@@ -188,23 +257,27 @@ class Client:
 
     def override_policy(self, run_id: str, reason: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
-            "POST", f"/api/v1/runs/{run_id}/actions/override-policy", {"reason": reason}
+            "POST", f"/api/v1/runs/{_seg(run_id)}/actions/override-policy", {"reason": reason}
         )
         return result
 
     def review(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"/api/v1/runs/{run_id}")
+        result: dict[str, Any] = self._call("GET", f"/api/v1/runs/{_seg(run_id)}")
         return result
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"/api/v1/runs/{run_id}/actions/cancel", {})
+        result: dict[str, Any] = self._call(
+            "POST", f"/api/v1/runs/{_seg(run_id)}/actions/cancel", {}
+        )
         return result
 
     def decide(
         self, run_id: str, decision: str, comment: str | None = None, **binding: str
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
-            "POST", f"/api/v1/runs/{run_id}/actions/{decision}", {"comment": comment, **binding}
+            "POST",
+            f"/api/v1/runs/{_seg(run_id)}/actions/{decision}",
+            {"comment": comment, **binding},
         )
         return result
 

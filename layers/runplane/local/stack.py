@@ -14,8 +14,10 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,10 +140,91 @@ class Credentials:
         return self.url.split("://", 1)[1].rstrip("/")
 
 
-def terraform_rc(credentials: Credentials) -> str:
-    """A CLI configuration that lets ``terraform``/``tofu`` use the stack over plain HTTP."""
+class EngineNotFound(RuntimeError):
+    """No engine binary for the sandboxes: the stack would start but every run would fail."""
+
+
+ENGINE_HELP = (
+    "no engine found for the sandboxes: pass --engine PATH, put tofu (or terraform) on "
+    "PATH, or install the pinned one into this environment with `make engine` "
+    "(python -m tools.fetch_engine) in a clone; see docs/engine.md"
+)
+
+
+def find_engine(
+    explicit: str | None = None,
+    *,
+    cwd: Path | None = None,
+    prefix: Path | None = None,
+    path: str | None = None,
+) -> str:
+    """The engine sandboxes run: ``explicit``, else the pinned binary of this
+    environment (``sys.prefix/engine/terraform``) or of the clone in ``cwd``
+    (``.venv/engine/terraform``), else ``tofu``, then ``terraform`` on ``path``."""
+    if explicit:
+        found = shutil.which(explicit, path=path) if os.sep not in explicit else explicit
+        if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
+            raise EngineNotFound(f"--engine {explicit}: not an executable file")
+        return str(Path(found).resolve())
+    for pinned in (
+        (prefix or Path(sys.prefix)) / "engine" / "terraform",
+        (cwd or Path.cwd()) / ".venv" / "engine" / "terraform",
+    ):
+        if pinned.is_file() and os.access(pinned, os.X_OK):
+            return str(pinned.resolve())
+    for name in ("tofu", "terraform"):
+        found = shutil.which(name, path=path)
+        if found:
+            return str(Path(found).resolve())
+    raise EngineNotFound(ENGINE_HELP)
+
+
+def _hcl_string(value: str) -> str:
+    """``value`` as a quoted HCL string: escapes and template introducers neutralised."""
+    escaped = (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("${", "$${")
+        .replace("%{", "%%{")
+    )
+    return f'"{escaped}"'
+
+
+def provider_installation(mirror: Path) -> str:
+    """Install every namespace the mirror holds from it only; everything else directly."""
+    if not mirror.is_dir():
+        return ""
+    patterns = sorted(
+        f"{host.name}/{namespace.name}/*"
+        for host in mirror.iterdir()
+        if host.is_dir()
+        for namespace in host.iterdir()
+        if namespace.is_dir()
+    )
+    if not patterns:
+        return ""
+    listed = ", ".join(_hcl_string(p) for p in patterns)
+    return (
+        "\n"
+        "provider_installation {\n"
+        "  filesystem_mirror {\n"
+        f"    path    = {_hcl_string(os.fspath(mirror.absolute()))}\n"
+        f"    include = [{listed}]\n"
+        "  }\n"
+        "  direct {\n"
+        f"    exclude = [{listed}]\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def terraform_rc(credentials: Credentials, provider_mirror: Path | None = None) -> str:
+    """A CLI configuration that lets ``terraform``/``tofu`` use the stack over plain HTTP,
+    and install the providers runs get from the stack's mirror (when it has one)."""
     api = f"{credentials.url}/api/v2/"
     host = credentials.host()
+    installation = provider_installation(provider_mirror) if provider_mirror else ""
     return (
         f'host "{host}" {{\n'
         "  services = {\n"
@@ -154,6 +237,7 @@ def terraform_rc(credentials: Credentials) -> str:
         f'credentials "{host}" {{\n'
         f'  token = "{credentials.token}"\n'
         "}\n"
+        f"{installation}"
     )
 
 
@@ -180,6 +264,7 @@ class EmbeddedStack:
         self.services: Services | None = None
         self.credentials: Credentials | None = None
         self.issuer: LocalIssuer | None = None
+        self.provider_mirror: Path | None = None
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -225,8 +310,9 @@ class EmbeddedStack:
         settings = settings.model_copy(update={"state_machine_arn": arn})
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
+        self.provider_mirror = _provider_mirror(self.data_dir / "providers")
         self.launcher = LocalProcessLauncher(
-            engine=self._engine, provider_mirror=_provider_mirror(self.data_dir / "providers")
+            engine=self._engine, provider_mirror=self.provider_mirror
         )
         self.services = build_services(
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
@@ -304,7 +390,7 @@ class EmbeddedStack:
         }
         for name, text in (
             ("credentials.json", json.dumps(secrets, indent=2) + "\n"),
-            ("terraform.rc", terraform_rc(credentials)),
+            ("terraform.rc", terraform_rc(credentials, self.provider_mirror)),
         ):
             path = self.data_dir / name
             path.write_text(text, encoding="utf-8")

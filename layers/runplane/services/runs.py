@@ -11,6 +11,7 @@ from typing import Any
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.capabilities import Phase
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -246,6 +247,21 @@ class Runs:
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
         run = self.get(principal, run_id)
         return build_review(run, self._lifecycle)
+
+    def log(self, principal: Principal, run_id: str, phase: Phase) -> str:
+        """The log the runner uploaded for ``phase`` of the run, decrypted (404 until then)."""
+        run = self.get(principal, run_id)
+        attempt = run_parts.get(run.id, f"attempt#{phase.value}")
+        artifact_id = attempt.body.get("log_artifact_id") if attempt else None
+        if not artifact_id:
+            raise NotFound(f"{phase.value} log of run", run.id)
+        try:
+            artifact = self._artifacts.describe(run.organization_id, str(artifact_id))
+        except NotFound:
+            raise NotFound(f"{phase.value} log of run", run.id) from None
+        if artifact.kind is not ArtifactKind.LOGS:
+            raise NotFound(f"{phase.value} log of run", run.id)
+        return self._artifacts.read(run.organization_id, artifact.id).decode("utf-8", "replace")
 
     # -- decisions ---------------------------------------------------------------------------
 

@@ -86,6 +86,18 @@ class Workspaces:
             raise NotFound("workspace", name)
         return self.by_id(principal, workspace_id)
 
+    def list_own(self, principal: Principal) -> list[Workspace]:
+        """Every workspace of the caller's own organization it may see, by name."""
+        principal.require(Permission.WORKSPACE_READ)
+        return sorted(
+            (
+                w
+                for w in store.list_workspaces(principal.organization_id)
+                if principal.can_see_workspace(w.organization_id, w.id)
+            ),
+            key=lambda w: w.name,
+        )
+
     def search(
         self,
         principal: Principal,
