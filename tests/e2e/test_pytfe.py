@@ -215,10 +215,13 @@ def test_locks_and_unlocks_and_another_principal_cannot_take_the_lock(
         # When the admin locks it through pytfe (bare {"reason": ...} body)
         locked = tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="pytfe test"))
 
-        # Then it is locked, and locking again as the same holder succeeds
+        # Then it is locked, and locking again, even as the same holder, is a 409
         assert locked.locked is True
         assert tfe.workspaces.read_by_id(ws.id).locked is True
-        assert tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="retry")).locked is True
+        with pytest.raises(TFEError) as relocked:
+            tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="retry"))
+        assert relocked.value.status == 409
+        assert "already locked" in str(relocked.value)
 
         # And the second principal can neither lock nor unlock it
         with pytest.raises(TFEError) as refused_lock:
