@@ -835,6 +835,49 @@ def test_tags_follow_tfe_rules_on_update_too(local: Local) -> None:
     assert workspace(local, ws_id)["attributes"]["tag-names"] == ["env:prod", "team_a-1"]
 
 
+# -- listings -----------------------------------------------------------------------------------
+
+
+def test_listings_are_paginated_and_state_versions_need_both_filters(local: Local) -> None:
+    # Given a workspace holding two versions
+    ws_id = create_workspace(local, "http-listing")
+    name = workspace(local, ws_id)["attributes"]["name"]
+    assert lock(local, ws_id).status_code == 200
+    for serial in (1, 2):
+        publish(local, ws_id, serial, LINEAGE, raw_state(serial, LINEAGE))
+
+    # When organizations and the versions (by names, one per page) are listed
+    orgs = call(local, "GET", "/api/v2/organizations")
+    filters = {"filter[organization][name]": local.organization, "filter[workspace][name]": name}
+    second = call(
+        local,
+        "GET",
+        "/api/v2/state-versions",
+        params={**filters, "page[size]": 1, "page[number]": 2},
+    )
+
+    # Then both carry TFE's meta.pagination, and page 2 holds the older version
+    assert orgs.status_code == 200, orgs.text
+    assert [o["id"] for o in orgs.json()["data"]] == [local.organization]
+    assert orgs.json()["meta"]["pagination"]["total-count"] == 1
+    assert second.status_code == 200, second.text
+    assert [v["attributes"]["serial"] for v in second.json()["data"]] == [1]
+    assert second.json()["meta"]["pagination"] == {
+        "current-page": 2,
+        "page-size": 1,
+        "prev-page": 1,
+        "next-page": None,
+        "total-pages": 2,
+        "total-count": 2,
+    }
+
+    # And a listing without both filters, or with a page over 100, is 422
+    only_org = {"filter[organization][name]": local.organization}
+    assert_error(call(local, "GET", "/api/v2/state-versions", params=only_org), 422)
+    too_big = {**filters, "page[size]": 101}
+    assert_error(call(local, "GET", "/api/v2/state-versions", params=too_big), 422)
+
+
 # -- state: upload URLs -----------------------------------------------------------------------
 
 
