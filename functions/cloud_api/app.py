@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from functions.cloud_api import jsonapi
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
+from runplane.domain.paging import Page
 from runplane.services.identity import decode_principal
 from runplane.services.state import PendingUpload
 from runplane.wiring import services
@@ -65,6 +66,17 @@ def build_app() -> APIGatewayRestResolver:
             return base64.b64decode(event.body or "")
         return (event.body or "").encode("utf-8")
 
+    def page_params() -> tuple[int, int]:
+        query = app.current_event.get_query_string_value
+        try:
+            return int(query("page[number]") or 1), int(query("page[size]") or 20)
+        except ValueError:
+            raise InvalidInput("page[number] and page[size] must be integers") from None
+
+    def paged(everything: list[Any], render: Callable[[Any], Any]) -> Reply:
+        page = Page.of(everything, *page_params())
+        return _document([render(item) for item in page.items], meta=jsonapi.pagination(page))
+
     def org_name_of(org_id: str) -> str:
         return services().workspaces.organization_name(org_id)
 
@@ -87,6 +99,10 @@ def build_app() -> APIGatewayRestResolver:
     def account_details() -> Reply:
         return _document(jsonapi.account(principal()))
 
+    @app.get("/api/v2/organizations")
+    def list_organizations() -> Reply:
+        return paged(services().workspaces.organizations(principal()), jsonapi.organization)
+
     @app.get("/api/v2/organizations/<org>")
     def read_organization(org: str) -> Reply:
         return _document(jsonapi.organization(services().workspaces.organization(principal(), org)))
@@ -102,27 +118,13 @@ def build_app() -> APIGatewayRestResolver:
     def list_workspaces(org: str) -> Reply:
         query = app.current_event.get_query_string_value
         tags = tuple(t for t in (query("search[tags]") or "").split(",") if t)
-        try:
-            number = int(query("page[number]") or 1)
-            size = int(query("page[size]") or 20)
-        except ValueError:
-            raise InvalidInput("page[number] and page[size] must be integers") from None
+        number, size = page_params()
         who = principal()
         page = services().workspaces.search(
             who, org, search=query("search[name]"), tags=tags, page=number, size=size
         )
         return _document(
-            [jsonapi.workspace(w, org, who) for w in page.items],
-            meta={
-                "pagination": {
-                    "current-page": page.number,
-                    "page-size": page.size,
-                    "prev-page": page.number - 1 if page.number > 1 else None,
-                    "next-page": page.number + 1 if page.number < page.pages else None,
-                    "total-pages": page.pages,
-                    "total-count": page.total,
-                }
-            },
+            [jsonapi.workspace(w, org, who) for w in page.items], meta=jsonapi.pagination(page)
         )
 
     @app.get("/api/v2/organizations/<org>/workspaces/<name>")
@@ -234,19 +236,19 @@ def build_app() -> APIGatewayRestResolver:
     def list_state_versions(ws_id: str) -> Reply:
         versions = services().state.history(principal(), ws_id)
         base = base_url()
-        return _document(
-            [jsonapi.state_version(v, base) for v in reversed(versions)],
-            meta={
-                "pagination": {
-                    "current-page": 1,
-                    "total-pages": 1,
-                    "total-count": len(versions),
-                    "page-size": len(versions),
-                    "prev-page": None,
-                    "next-page": None,
-                }
-            },
-        )
+        return paged(list(reversed(versions)), lambda v: jsonapi.state_version(v, base))
+
+    @app.get("/api/v2/state-versions")
+    def filter_state_versions() -> Reply:
+        query = app.current_event.get_query_string_value
+        org, name = query("filter[organization][name]"), query("filter[workspace][name]")
+        if not org or not name:
+            raise InvalidInput(
+                "filter[organization][name] and filter[workspace][name] are both required"
+            )
+        versions = services().state.listing(principal(), org, name)
+        base = base_url()
+        return paged(versions, lambda v: jsonapi.state_version(v, base))
 
     @app.post("/api/v2/workspaces/<ws_id>/state-versions")
     def create_state_version(ws_id: str) -> Reply:
@@ -276,6 +278,16 @@ def build_app() -> APIGatewayRestResolver:
         return _document(
             jsonapi.state_version(services().state.get(principal(), sv_id), base_url())
         )
+
+    @app.get("/api/v2/state-versions/<sv_id>/outputs")
+    def list_version_outputs(sv_id: str) -> Reply:
+        version, outputs = services().state.version_outputs(principal(), sv_id)
+        return paged(outputs, lambda out: jsonapi.output(version, out))
+
+    @app.get("/api/v2/state-version-outputs/<wsout_id>")
+    def read_output(wsout_id: str) -> Reply:
+        version, found = services().state.output(principal(), wsout_id)
+        return _document(jsonapi.output(version, found, reveal=True))
 
     @app.get("/api/v2/state-versions/<sv_id>/download")
     def download_state(sv_id: str) -> Reply:

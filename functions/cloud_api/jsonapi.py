@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, Principal
-from runplane.services.state import Output
+from runplane.domain.paging import Page
+from runplane.domain.state import MAX_LINEAGE, MAX_SERIAL, Output, output_id, simple_type
 from runplane.store.state_versions import FINALIZED, StateVersion
 
 JSONAPI = "application/vnd.api+json"
@@ -82,17 +83,22 @@ def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, A
             else None
         },
     }
-    if ws.lock_holder:
-        kind = "runs" if ws.lock_run_id else "users"
-        holder = ws.lock_run_id or ws.lock_holder.split(":", 1)[-1]
-        relationships["locked-by"] = {"data": {"id": holder, "type": kind}}
+    # A run's writer authority locks the workspace for everyone else from before
+    # it plans, not only while its apply holds the lock: say so, and name the run.
+    holding_run = ws.lock_run_id or ws.writer_run_id
+    if holding_run:
+        relationships["locked-by"] = {"data": {"id": holding_run, "type": "runs"}}
+    elif ws.lock_holder:
+        relationships["locked-by"] = {
+            "data": {"id": ws.lock_holder.split(":", 1)[-1], "type": "users"}
+        }
     return {
         "id": ws.id,
         "type": "workspaces",
         "attributes": {
             "name": ws.name,
             "description": ws.description or "",
-            "locked": ws.locked,
+            "locked": ws.locked or holding_run is not None,
             "execution-mode": "local",
             "operations": False,
             "auto-apply": False,
@@ -164,19 +170,37 @@ def state_version(
     }
 
 
-def output(sv: StateVersion, out: Output) -> dict[str, Any]:
+def output(sv: StateVersion, out: Output, *, reveal: bool = False) -> dict[str, Any]:
+    """As TFE does, listings withhold sensitive values (``null``); reading one output
+    by its ID reveals it to the state reader, who may download the whole state anyway."""
+    wsout_id = output_id(sv.id, out.name)
     return {
-        "id": f"wsout-{sv.id.removeprefix('sv-')}-{out.name}",
+        "id": wsout_id,
         "type": "state-version-outputs",
         "attributes": {
             "name": out.name,
             "sensitive": out.sensitive,
-            "type": out.type if isinstance(out.type, str) else "",
+            "type": simple_type(out.type),
             "detailed-type": out.type,
-            # As TFE does: sensitive values are withheld here (state readers can
-            # still download the full state).
-            "value": None if out.sensitive else out.value,
+            "value": out.value if reveal or not out.sensitive else None,
         },
+        "relationships": {
+            "state-version": {"data": {"id": sv.id, "type": "state-versions"}},
+        },
+        "links": {"self": f"/api/v2/state-version-outputs/{wsout_id}"},
+    }
+
+
+def pagination(page: Page[Any]) -> dict[str, Any]:
+    return {
+        "pagination": {
+            "current-page": page.number,
+            "page-size": page.size,
+            "prev-page": page.number - 1 if page.number > 1 else None,
+            "next-page": page.number + 1 if page.number < page.pages else None,
+            "total-pages": page.pages,
+            "total-count": page.total,
+        }
     }
 
 
@@ -212,12 +236,13 @@ class WorkspaceBody(BaseModel):
 
 
 class StateVersionAttributes(_Attributes):
-    serial: int = Field(ge=0)
-    md5: str = Field(min_length=32, max_length=32)
-    lineage: str = Field(min_length=1, max_length=200)
-    state: str | None = None
-    force: bool = False
-    json_state: str | None = Field(default=None, alias="json-state")
+    # Strict types: a float, string or boolean serial is refused, never coerced.
+    serial: StrictInt = Field(ge=0, le=MAX_SERIAL)
+    md5: StrictStr = Field(min_length=32, max_length=32)
+    lineage: StrictStr = Field(min_length=1, max_length=MAX_LINEAGE)
+    state: StrictStr | None = None
+    force: StrictBool = False
+    json_state: StrictStr | None = Field(default=None, alias="json-state")
 
 
 class StateVersionData(BaseModel):

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ API_VERSION = "2.5"
 TIMEOUT = 30
 LIMIT = 10_000_000  # the state size limit, in decoded bytes
 GATEWAY_LIMIT = 10 * 1024 * 1024  # API Gateway's request body limit
+HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello"
 
 # Everything but force-unlock: what a developer's CI token typically holds.
 DEVELOPER = (
@@ -328,24 +330,67 @@ def test_unlocking_an_unlocked_workspace_is_409_not_locked(local: Local) -> None
     assert_error(response, 409, detail="not locked")
 
 
-def test_a_plain_reason_body_locks_and_relocking_by_the_holder_succeeds(local: Local) -> None:
+def test_a_plain_reason_body_locks_and_a_second_lock_is_409_whoever_asks(local: Local) -> None:
     # Given a fresh workspace
     ws_id = create_workspace(local, "http-lock-plain")
 
-    # When it is locked with a bare {"reason": ...} body (as pytfe sends), then again
+    # When it is locked with a bare {"reason": ...} body (as pytfe sends)
     first = call(local, "POST", f"/api/v2/workspaces/{ws_id}/actions/lock", json={"reason": "bare"})
-    again = lock(local, ws_id)
 
-    # Then both succeed (a re-lock by the same holder is a client retry) and it is locked
+    # Then it is locked
     assert first.status_code == 200, first.text
     assert_api_version(first)
     assert first.headers["Content-Type"].startswith(JSONAPI)
     assert first.json()["data"]["attributes"]["locked"] is True
-    assert again.status_code == 200, again.text
+    locked = workspace(local, ws_id)
 
-    # And a second principal's lock is refused with 409
+    # When the same token locks it again (a second process sharing the token), and
+    # then a second principal does
+    again = lock(local, ws_id)
     other = local.token(DEVELOPER, unique("other"))
-    assert_error(lock(local, ws_id, token=other), 409)
+    theirs = lock(local, ws_id, token=other)
+
+    # Then both are 409 "already locked", naming the holder and what to do, as TFE
+    # answers (the CLI maps any 409 on lock to "workspace already locked")
+    for refused in (again, theirs):
+        error = assert_error(refused, 409, detail="is already locked by User")
+        assert "force-unlock" in error["detail"]
+    # And nothing changed: the first lock stands
+    assert workspace(local, ws_id) == locked
+
+    # And the holder still unlocks it, after which a lock succeeds again
+    assert unlock(local, ws_id).status_code == 200
+    assert workspace(local, ws_id)["attributes"]["locked"] is False
+    assert lock(local, ws_id, token=other).status_code == 200
+
+
+def test_a_workspace_held_by_a_run_shows_locked_by_that_run(local: Local) -> None:
+    # Given a managed run waiting for approval: it holds the writer reservation, but
+    # not yet the apply lock
+    ws_id = str(local.client.create_workspace(unique("http-held"))["id"])
+    run = local.client.create_run(ws_id, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    try:
+        # When the workspace is read, and a native client tries to lock it
+        held = workspace(local, ws_id)
+        refused = lock(local, ws_id)
+
+        # Then the workspace says it is locked, by that run
+        assert held["attributes"]["locked"] is True
+        assert held["relationships"]["locked-by"] == {"data": {"id": run["id"], "type": "runs"}}
+
+        # And the 409 names the run and says what to do
+        error = assert_error(refused, 409, detail=f"is held by run {run['id']}")
+        assert "(status awaiting_approval)" in error["detail"]
+        assert "wait for that run to finish, or cancel it" in error["detail"]
+    finally:
+        local.client.decide(run["id"], "reject", "test over")
+        local.client.watch(run["id"], timeout=60)
+
+    # And once the run ended the workspace is free again
+    free = workspace(local, ws_id)
+    assert free["attributes"]["locked"] is False
+    assert "locked-by" not in free["relationships"]
 
 
 def test_force_unlock_needs_the_force_unlock_permission(local: Local) -> None:
@@ -557,6 +602,280 @@ def test_a_malformed_state_version_body_is_422_pointing_at_the_bad_field(
     # Then it is 422 whose source.pointer names the bad field, and nothing was written
     assert_error(response, 422, pointer=pointer)
     assert history(local, ws_id) == []
+
+
+# -- state: input validation ------------------------------------------------------------------
+
+LINEAGE = "9d0c3a4e-5b1f-4c2d-8e3a-0123456789ab"
+
+
+@pytest.mark.parametrize(
+    ("attributes", "pointer"),
+    [
+        ({"serial": 2**63}, "/data/attributes/serial"),
+        ({"serial": 10**40}, "/data/attributes/serial"),
+        ({"serial": 1.0}, "/data/attributes/serial"),
+        ({"serial": 1.5}, "/data/attributes/serial"),
+        ({"serial": True}, "/data/attributes/serial"),
+        ({"serial": "1"}, "/data/attributes/serial"),
+        ({"serial": -1}, "/data/attributes/serial"),
+        ({"lineage": LINEAGE + "\n"}, "/data/attributes/lineage"),
+        ({"lineage": "has space"}, "/data/attributes/lineage"),
+        ({"lineage": "x" * 65}, "/data/attributes/lineage"),
+        ({"lineage": 7}, "/data/attributes/lineage"),
+        ({"md5": "A" * 32}, "/data/attributes/md5"),
+        ({"force": "yes"}, "/data/attributes/force"),
+    ],
+    ids=[
+        "serial-2^63",
+        "serial-10^40",
+        "serial-float-1.0",
+        "serial-float-1.5",
+        "serial-bool",
+        "serial-string",
+        "serial-negative",
+        "lineage-trailing-newline",
+        "lineage-space",
+        "lineage-too-long",
+        "lineage-not-a-string",
+        "md5-uppercase",
+        "force-not-a-bool",
+    ],
+)
+def test_a_bad_state_declaration_is_422_and_writes_nothing(
+    local: Local, attributes: dict[str, Any], pointer: str
+) -> None:
+    # Given a locked workspace
+    ws_id = create_workspace(local, "http-declared")
+    assert lock(local, ws_id).status_code == 200
+    before = workspace(local, ws_id)
+
+    # When a state version declares a malformed serial, lineage, md5 or force
+    body = sv_body(1, LINEAGE, raw_state(1, LINEAGE))
+    body["data"]["attributes"].update(attributes)
+    response = create_sv(local, ws_id, body)
+
+    # Then it is 422 naming the field, and nothing was written
+    assert_error(response, 422, pointer=pointer)
+    assert workspace(local, ws_id) == before
+    assert history(local, ws_id) == []
+
+    # And the workspace still takes the next good state (a refused 10^40 bricks nothing)
+    publish(local, ws_id, 1, LINEAGE, raw_state(1, LINEAGE))
+    assert current_id(local, ws_id) is not None
+
+
+def state_document(**changes: Any) -> bytes:
+    state: dict[str, Any] = {
+        "version": 4,
+        "terraform_version": "1.0.3",
+        "serial": 1,
+        "lineage": LINEAGE,
+        "outputs": {},
+        "resources": [],
+    }
+    state.update(changes)
+    return json.dumps(state).encode("utf-8")
+
+
+BAD_STATES = [
+    (state_document(version=3), "/version"),
+    (state_document(version="4"), "/version"),
+    (state_document(version=None), "/version"),
+    (state_document(serial=1.0), "/serial"),
+    (state_document(serial=True), "/serial"),
+    (state_document(serial=10**40), "/serial"),
+    (state_document(lineage=None), "/lineage"),
+    (b"[1, 2, 3]", "/"),
+    (b'{"version": 4, "serial": NaN}', "/"),
+]
+BAD_STATE_IDS = [
+    "version-3",
+    "version-string",
+    "version-missing",
+    "serial-float",
+    "serial-bool",
+    "serial-huge",
+    "lineage-missing",
+    "not-an-object",
+    "nan",
+]
+
+
+@pytest.mark.parametrize(("raw", "where"), BAD_STATES, ids=BAD_STATE_IDS)
+def test_an_inline_state_that_is_not_a_version_4_state_is_422(
+    local: Local, raw: bytes, where: str
+) -> None:
+    # Given a locked workspace
+    ws_id = create_workspace(local, "http-bad-state")
+    assert lock(local, ws_id).status_code == 200
+
+    # When the inline state (with its true md5) is not a version 4 state of serial 1
+    response = create_sv(local, ws_id, sv_body(1, LINEAGE, raw))
+
+    # Then it is 422 pointing at the state field, and nothing was written
+    assert_error(response, 422, pointer="/data/attributes/state")
+    assert history(local, ws_id) == []
+    assert current_id(local, ws_id) is None
+
+
+@pytest.mark.parametrize(("raw", "where"), BAD_STATES, ids=BAD_STATE_IDS)
+def test_a_state_put_to_its_upload_url_that_is_not_a_version_4_state_is_422(
+    local: Local, raw: bytes, where: str
+) -> None:
+    # Given a pending version at its upload URL
+    ws_id = create_workspace(local, "http-bad-upload")
+    assert lock(local, ws_id).status_code == 200
+    pending = open_upload(local, ws_id, 1, LINEAGE, raw)
+
+    # When the bad state (with its true md5) is PUT there
+    response = put(pending["attributes"]["hosted-state-upload-url"], raw)
+
+    # Then it is 422 pointing into the document, and nothing became current
+    assert_error(response, 422, pointer=where)
+    assert current_id(local, ws_id) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (b"[]", "/"),
+        (b'"a string"', "/"),
+        (b'{"anything": "at all"}', "/format_version"),
+        (b'{"format_version": 1.0}', "/format_version"),
+        (b"not json", "/"),
+    ],
+    ids=["array", "string", "no-format-version", "numeric-format-version", "not-json"],
+)
+def test_a_json_state_upload_that_is_not_show_json_output_is_422(
+    local: Local, raw: bytes, where: str
+) -> None:
+    # Given a version published through its upload URL
+    ws_id = create_workspace(local, "http-json-state")
+    assert lock(local, ws_id).status_code == 200
+    state = raw_state(1, LINEAGE)
+    pending = open_upload(local, ws_id, 1, LINEAGE, state)
+    assert put(pending["attributes"]["hosted-state-upload-url"], state).status_code == 200
+
+    # When arbitrary JSON is PUT to its JSON-state upload URL
+    response = put(pending["attributes"]["hosted-json-state-upload-url"], raw)
+
+    # Then it is 422 and the version has no JSON state
+    assert_error(response, 422, pointer=where)
+    version = call(local, "GET", f"/api/v2/state-versions/{pending['id']}").json()["data"]
+    assert "hosted-json-state-download-url" not in version["attributes"]
+
+    # While a `show -json` document is accepted there, once
+    good = put(pending["attributes"]["hosted-json-state-upload-url"], b'{"format_version":"1.0"}')
+    assert good.status_code == 200, good.text
+
+
+@pytest.mark.parametrize(
+    ("attributes", "pointer"),
+    [
+        ({"name": "network\n"}, "/data/attributes/name"),
+        ({"name": "net work"}, "/data/attributes/name"),
+        ({"name": "x" * 91}, "/data/attributes/name"),
+        ({"tag-names": ["Prod"]}, "/data/attributes/tag-names/0"),
+        ({"tag-names": ["ok", "has space"]}, "/data/attributes/tag-names/1"),
+        ({"tag-names": ["env\n"]}, "/data/attributes/tag-names/0"),
+        ({"tag-names": ["x" * 256]}, "/data/attributes/tag-names/0"),
+        ({"tag-names": [""]}, "/data/attributes/tag-names/0"),
+    ],
+    ids=[
+        "name-trailing-newline",
+        "name-space",
+        "name-too-long",
+        "tag-uppercase",
+        "tag-space",
+        "tag-trailing-newline",
+        "tag-too-long",
+        "tag-empty",
+    ],
+)
+def test_a_bad_workspace_name_or_tag_is_422_and_creates_nothing(
+    local: Local, attributes: dict[str, Any], pointer: str
+) -> None:
+    # Given a workspace attributes document with a bad name or tag
+    body = {"data": {"type": "workspaces", "attributes": {"name": unique("http-names")}}}
+    body["data"]["attributes"].update(attributes)
+    name = body["data"]["attributes"]["name"]
+    path = f"/api/v2/organizations/{local.organization}/workspaces"
+
+    # When a workspace is created with it
+    response = call(local, "POST", path, json=body)
+
+    # Then it is 422 naming the field, and no workspace of that name exists
+    assert_error(response, 422, pointer=pointer)
+    listed = call(local, "GET", path, params={"search[name]": name.strip(), "page[size]": 100})
+    assert [w["attributes"]["name"] for w in listed.json()["data"]] == []
+
+
+def test_tags_follow_tfe_rules_on_update_too(local: Local) -> None:
+    # Given a workspace created with valid TFE tags
+    body = {
+        "data": {
+            "type": "workspaces",
+            "attributes": {"name": unique("http-tags"), "tag-names": ["env:prod", "team_a-1"]},
+        }
+    }
+    created = call(
+        local, "POST", f"/api/v2/organizations/{local.organization}/workspaces", json=body
+    )
+    assert created.status_code == 201, created.text
+    ws_id = created.json()["data"]["id"]
+    assert created.json()["data"]["attributes"]["tag-names"] == ["env:prod", "team_a-1"]
+
+    # When an update sets an invalid tag
+    patch = {"data": {"type": "workspaces", "attributes": {"tag-names": ["env:prod", "Bad"]}}}
+    response = call(local, "PATCH", f"/api/v2/workspaces/{ws_id}", json=patch)
+
+    # Then it is 422 naming the tag, and the tags did not change
+    assert_error(response, 422, pointer="/data/attributes/tag-names/1")
+    assert workspace(local, ws_id)["attributes"]["tag-names"] == ["env:prod", "team_a-1"]
+
+
+# -- listings -----------------------------------------------------------------------------------
+
+
+def test_listings_are_paginated_and_state_versions_need_both_filters(local: Local) -> None:
+    # Given a workspace holding two versions
+    ws_id = create_workspace(local, "http-listing")
+    name = workspace(local, ws_id)["attributes"]["name"]
+    assert lock(local, ws_id).status_code == 200
+    for serial in (1, 2):
+        publish(local, ws_id, serial, LINEAGE, raw_state(serial, LINEAGE))
+
+    # When organizations and the versions (by names, one per page) are listed
+    orgs = call(local, "GET", "/api/v2/organizations")
+    filters = {"filter[organization][name]": local.organization, "filter[workspace][name]": name}
+    second = call(
+        local,
+        "GET",
+        "/api/v2/state-versions",
+        params={**filters, "page[size]": 1, "page[number]": 2},
+    )
+
+    # Then both carry TFE's meta.pagination, and page 2 holds the older version
+    assert orgs.status_code == 200, orgs.text
+    assert [o["id"] for o in orgs.json()["data"]] == [local.organization]
+    assert orgs.json()["meta"]["pagination"]["total-count"] == 1
+    assert second.status_code == 200, second.text
+    assert [v["attributes"]["serial"] for v in second.json()["data"]] == [1]
+    assert second.json()["meta"]["pagination"] == {
+        "current-page": 2,
+        "page-size": 1,
+        "prev-page": 1,
+        "next-page": None,
+        "total-pages": 2,
+        "total-count": 2,
+    }
+
+    # And a listing without both filters, or with a page over 100, is 422
+    only_org = {"filter[organization][name]": local.organization}
+    assert_error(call(local, "GET", "/api/v2/state-versions", params=only_org), 422)
+    too_big = {**filters, "page[size]": 101}
+    assert_error(call(local, "GET", "/api/v2/state-versions", params=too_big), 422)
 
 
 # -- state: upload URLs -----------------------------------------------------------------------

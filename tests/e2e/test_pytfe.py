@@ -18,6 +18,7 @@ from pytfe import TFEClient, TFEConfig
 from pytfe.errors import AuthError, NotFound, TFEError
 from pytfe.models import (
     StateVersionCreateOptions,
+    StateVersionListOptions,
     WorkspaceCreateOptions,
     WorkspaceListOptions,
     WorkspaceLockOptions,
@@ -215,10 +216,13 @@ def test_locks_and_unlocks_and_another_principal_cannot_take_the_lock(
         # When the admin locks it through pytfe (bare {"reason": ...} body)
         locked = tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="pytfe test"))
 
-        # Then it is locked, and locking again as the same holder succeeds
+        # Then it is locked, and locking again, even as the same holder, is a 409
         assert locked.locked is True
         assert tfe.workspaces.read_by_id(ws.id).locked is True
-        assert tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="retry")).locked is True
+        with pytest.raises(TFEError) as relocked:
+            tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="retry"))
+        assert relocked.value.status == 409
+        assert "already locked" in str(relocked.value)
 
         # And the second principal can neither lock nor unlock it
         with pytest.raises(TFEError) as refused_lock:
@@ -360,3 +364,127 @@ def test_another_principal_cannot_publish_while_the_admin_holds_the_lock(
     assert "will only accept state uploads from them" in str(refused.value)
     with pytest.raises(NotFound):
         tfe.state_versions.read_current(ws.id)
+
+
+# -- listings: organizations, state versions, outputs -----------------------------------------
+
+
+def test_lists_only_its_own_organization(local: Local, tfe: TFEClient) -> None:
+    # Given the default organization, and another one with its own admin
+    other_org, other_token = local.other_organization(unique("pytfe-orgs"))
+
+    # When each admin lists organizations through pytfe
+    mine = [org.name for org in tfe.organizations.list()]
+    with client_for(local, other_token) as other:
+        theirs = [org.name for org in other.organizations.list()]
+
+    # Then each sees exactly its own
+    assert mine == [local.organization]
+    assert theirs == [other_org]
+
+
+def published_workspace(local: Local, tfe: TFEClient, prefix: str) -> tuple[Any, list[str]]:
+    """A workspace holding serials 1 to 3 (3 with a plain and a sensitive output)."""
+    ws = tfe.workspaces.create(local.organization, WorkspaceCreateOptions(name=unique(prefix)))
+    tfe.workspaces.lock(ws.id, WorkspaceLockOptions(reason="publish"))
+    lineage = unique("lineage")
+    ids = [publish_inline(local, ws.id, n, lineage, raw_state(n, lineage)) for n in (1, 2)]
+    outputs = {
+        "endpoint": {"value": "https://example.test", "type": "string"},
+        "password": {"value": "hunter2", "type": "string", "sensitive": True},
+        "zones": {"value": ["a", "b"], "type": ["list", "string"]},
+    }
+    ids.append(publish_inline(local, ws.id, 3, lineage, raw_state(3, lineage, outputs)))
+    tfe.workspaces.unlock(ws.id)
+    return ws, ids
+
+
+def test_lists_state_versions_by_organization_and_workspace_name(
+    local: Local, tfe: TFEClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace holding three state versions
+    ws, ids = published_workspace(local, tfe, "pytfe-svlist")
+    pages: list[Any] = []
+    transport = tfe._transport
+    original = transport.request
+
+    def recording(method: str, path: str, **kwargs: Any) -> Any:
+        if method == "GET" and "/state-versions" in path:
+            pages.append((kwargs.get("params") or {}).get("page[number]"))
+        return original(method, path, **kwargs)
+
+    monkeypatch.setattr(transport, "request", recording)
+
+    # When pytfe lists them by names, one per page
+    options = StateVersionListOptions(organization=local.organization, workspace=ws.name)
+    listed = list(tfe.state_versions.list(options))
+    paged = list(
+        tfe.state_versions.list(
+            StateVersionListOptions(organization=local.organization, workspace=ws.name, page_size=1)
+        )
+    )
+
+    # Then it gets all three, newest first, finalized, on one page or across three
+    assert [sv.id for sv in listed] == list(reversed(ids))
+    assert [sv.serial for sv in listed] == [3, 2, 1]
+    assert {sv.status for sv in listed} == {"finalized"}
+    assert [sv.id for sv in paged] == list(reversed(ids))
+    assert pages == [1, 1, 2, 3]
+
+
+def test_state_versions_of_another_organization_are_not_found(local: Local, tfe: TFEClient) -> None:
+    # Given a workspace with state in the default organization, and another org's admin
+    ws, ids = published_workspace(local, tfe, "pytfe-svforeign")
+    other_org, other_token = local.other_organization(unique("pytfe-svother"))
+
+    with client_for(local, other_token) as other:
+        # When the other admin lists them under either organization's name, or reads
+        # the versions' outputs
+        # Then each is NotFound
+        for org in (local.organization, other_org):
+            with pytest.raises(NotFound):
+                list(
+                    other.state_versions.list(
+                        StateVersionListOptions(organization=org, workspace=ws.name)
+                    )
+                )
+        with pytest.raises(NotFound):
+            list(other.state_versions.list_outputs(ids[-1]))
+        output_ids = [o.id for o in tfe.state_versions.list_outputs(ids[-1])]
+        for output_id in output_ids:
+            with pytest.raises(NotFound):
+                other.state_version_outputs.read(output_id)
+
+
+def test_lists_a_versions_outputs_and_reads_each_by_id(local: Local, tfe: TFEClient) -> None:
+    # Given a state version with a plain, a sensitive and a list output, and an older one
+    _, ids = published_workspace(local, tfe, "pytfe-outputs")
+
+    # When pytfe lists the outputs of the newest and of the first version
+    outputs = list(tfe.state_versions.list_outputs(ids[-1]))
+    first = list(tfe.state_versions.list_outputs(ids[0]))
+
+    # Then the listing has each output with TFE's types, and hides the sensitive value
+    assert [(o.name, o.type, o.sensitive, o.value) for o in outputs] == [
+        ("endpoint", "string", False, "https://example.test"),
+        ("password", "string", True, None),
+        ("zones", "array", False, ["a", "b"]),
+    ]
+    assert outputs[2].detailed_type == ["list", "string"]
+    assert first == []
+
+    # When each output is read by its ID
+    read = {o.name: tfe.state_version_outputs.read(o.id) for o in outputs}
+
+    # Then each is the same output, and a state reader sees the sensitive value there
+    # (as TFE: the whole state is downloadable by the same reader anyway)
+    assert {name: o.value for name, o in read.items()} == {
+        "endpoint": "https://example.test",
+        "password": "hunter2",
+        "zones": ["a", "b"],
+    }
+    assert {o.id for o in read.values()} == {o.id for o in outputs}
+
+    # And an ID naming no output of that version is NotFound
+    with pytest.raises(NotFound):
+        tfe.state_version_outputs.read(outputs[0].id + "-missing")

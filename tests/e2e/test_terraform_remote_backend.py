@@ -201,3 +201,68 @@ def test_force_unlock_needs_the_permission(local: Local, tmp_path: Path, allowed
     still_locked = api(local, f"/workspaces/{ws}").json()["data"]["attributes"]["locked"]
     assert (result.returncode == 0) is allowed, result.stderr
     assert still_locked is not allowed
+
+
+def test_two_processes_sharing_a_token_cannot_both_hold_the_lock(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a workspace with state, and two working directories using the same token
+    name = unique("shared-token")
+    text = backend(local, name) + 'variable "v" {}\noutput "who" { value = var.v }\n'
+    first = configuration(tmp_path, "first", text, local)
+    second = configuration(tmp_path, "second", text, local)
+    first.run("init", "-input=false")
+    second.run("init", "-input=false")
+    first.run("apply", "-auto-approve", "-input=false", "-var", "v=setup")
+    before = current_state(local, name)
+
+    # ... and the first process holding the lock, waiting at its approval prompt
+    holder = subprocess.Popen(
+        [str(engine_path()), "apply", "-var", "v=first"],
+        cwd=first.directory,
+        env=first.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        seen = ""
+        while "Enter a value:" not in seen:
+            chunk = holder.stdout.read(1)
+            assert chunk, f"the first apply ended before its prompt:\n{seen}"
+            seen += chunk
+        ws = api(local, f"/workspaces/{workspace_id(local, name)}").json()["data"]
+        assert ws["attributes"]["locked"] is True
+
+        # When the second process applies with the same token
+        blocked = second.run(
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-lock-timeout=0s",
+            "-var",
+            "v=second",
+            check=False,
+        )
+
+        # Then it fails on the lock, and the state did not move
+        assert blocked.returncode != 0, blocked.stdout
+        assert "workspace already locked" in blocked.stderr + blocked.stdout
+        assert current_state(local, name)["id"] == before["id"]
+
+        # When the first process is approved
+        rest, _ = holder.communicate("yes\n", timeout=180)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+    # Then it applies and unlocks: its state is current and the workspace is free
+    assert holder.returncode == 0, seen + rest
+    after = current_state(local, name)
+    assert after["attributes"]["serial"] == before["attributes"]["serial"] + 1
+    ws = api(local, f"/workspaces/{workspace_id(local, name)}").json()["data"]
+    assert ws["attributes"]["locked"] is False
+    assert json.loads(second.run("output", "-json").stdout)["who"]["value"] == "first"

@@ -10,16 +10,33 @@ from runplane.domain.errors import InvalidInput
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.transitions import RunFacts
 
-# The names TFE accepts for organizations and workspaces.
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,90}$")
+# The names TFE accepts for organizations and workspaces. Always fullmatch: with
+# re.match, "$" also matches before a trailing newline.
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,90}")
+# TFE's workspace tags: lowercase letters, digits, '-', '_' and ':'.
+_TAG = re.compile(r"[a-z0-9_:-]{1,255}")
+MAX_TAGS = 50
 
 
 def valid_name(kind: str, name: str, pointer: str | None = None) -> str:
-    if not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput(
             f"{kind} name {name!r} must be 1-90 letters, digits, '-' or '_'", pointer
         )
     return name
+
+
+def valid_tags(tags: tuple[str, ...], pointer: str | None = None) -> tuple[str, ...]:
+    """Tags as given, without repeats; each must be a TFE tag."""
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"a workspace has at most {MAX_TAGS} tags", pointer)
+    for index, tag in enumerate(tags):
+        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+            raise InvalidInput(
+                f"tag {tag!r} must be 1-255 lowercase letters, digits, '-', '_' or ':'",
+                f"{pointer}/{index}" if pointer else None,
+            )
+    return tuple(dict.fromkeys(tags))
 
 
 @dataclass(frozen=True)

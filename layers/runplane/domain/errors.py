@@ -122,6 +122,21 @@ class WorkspaceLocked(Conflict):
     code = "WORKSPACE_LOCKED"
 
 
+class WorkspaceAlreadyLocked(WorkspaceLocked):
+    """A lock request while the workspace is locked: whoever asks, as TFE does.
+
+    A second lock by the same credentials is refused too: two processes sharing
+    one token must not both believe they hold the lock.
+    """
+
+    def __init__(self, workspace_id: str, holder: str | None) -> None:
+        super().__init__(
+            f"workspace {workspace_id} is already locked by {holder or 'someone'}; wait for "
+            "its holder to unlock it, or ask someone with workspace:force-unlock to release it"
+        )
+        self.workspace_id = workspace_id
+
+
 class WorkspaceNotLocked(Conflict):
     code = "WORKSPACE_NOT_LOCKED"
 
@@ -277,10 +292,15 @@ class UploadUrlExpired(Conflict):
 
 
 class StateRejected(RunplaneError):
-    """The uploaded state is not what its declaration says (checksum, serial, lineage)."""
+    """The uploaded state is not what its declaration says (checksum, serial, lineage),
+    or not a state at all; ``pointer`` names the field (JSON pointer)."""
 
     code = "STATE_REJECTED"
     http_status = 422
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
 
 
 class StateConflict(Conflict):

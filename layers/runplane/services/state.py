@@ -17,6 +17,9 @@ Rules, in the order they are checked:
 6. the serial is greater than the current serial (never overridable);
 7. the content matches its declaration (MD5, and the serial and lineage
    inside the state JSON).
+
+Before any of these, the declaration itself must be well formed (see
+``runplane.domain.state``): a malformed serial, lineage or state is a 422.
 """
 
 from __future__ import annotations
@@ -24,8 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
-import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -47,6 +48,15 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.state import (
+    Output,
+    check_declaration,
+    check_json_state,
+    check_state,
+    outputs_of,
+    parse_json,
+    parse_output_id,
+)
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
@@ -56,7 +66,9 @@ from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVe
 MAX_STATE_BYTES = 10_000_000
 UPLOAD_URL_LIFETIME = timedelta(minutes=5)
 UPLOAD_TOKEN_PREFIX = "rpu_"
-_MD5 = re.compile(r"^[0-9a-f]{32}$")
+STATE_POINTER = "/data/attributes/state"
+
+__all__ = ["Output", "PendingUpload", "StateVersions"]
 
 
 @dataclass(frozen=True)
@@ -66,14 +78,6 @@ class PendingUpload:
     version: StateVersion
     state_token: str = field(repr=False)
     json_token: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Output:
-    name: str
-    value: Any
-    type: Any
-    sensitive: bool
 
 
 class StateVersions:
@@ -129,12 +133,42 @@ class StateVersions:
 
     def outputs(self, principal: Principal, workspace_id: str) -> tuple[StateVersion, list[Output]]:
         version = self.current(principal, workspace_id)
-        state = json.loads(self.download(principal, version.id))
-        outputs = [
-            Output(name, spec.get("value"), spec.get("type"), bool(spec.get("sensitive")))
-            for name, spec in sorted((state.get("outputs") or {}).items())
-        ]
-        return version, outputs
+        return version, self._outputs_of(principal, version)
+
+    def version_outputs(
+        self, principal: Principal, sv_id: str
+    ) -> tuple[StateVersion, list[Output]]:
+        """The outputs of any finalized version the caller can see."""
+        version = self.get(principal, sv_id)
+        return version, self._outputs_of(principal, version)
+
+    def output(self, principal: Principal, wsout_id: str) -> tuple[StateVersion, Output]:
+        """One output by its ID; another organization's is 'not found'."""
+        parsed = parse_output_id(wsout_id)
+        if parsed is None:
+            raise NotFound("state version output", wsout_id)
+        try:
+            version, outputs = self.version_outputs(principal, parsed[0])
+        except NotFound:
+            raise NotFound("state version output", wsout_id) from None
+        for found in outputs:
+            if found.name == parsed[1]:
+                return version, found
+        raise NotFound("state version output", wsout_id)
+
+    def listing(
+        self, principal: Principal, org_name: str, workspace_name: str
+    ) -> list[StateVersion]:
+        """A workspace's finalized versions by organization and workspace name, newest
+        first (TFE's ``GET /state-versions`` with both filters)."""
+        workspace = self._workspaces.by_name(principal, org_name, workspace_name)
+        return list(reversed(self.history(principal, workspace.id)))
+
+    def _outputs_of(self, principal: Principal, version: StateVersion) -> list[Output]:
+        # Values stay inside the encrypted state; they are never copied into the table.
+        if version.status != FINALIZED:
+            return []
+        return outputs_of(parse_json(self.download(principal, version.id)))
 
     # -- writes -------------------------------------------------------------------------
 
@@ -151,14 +185,9 @@ class StateVersions:
     ) -> StateVersion | PendingUpload:
         """Publish a state version inline, or open single-purpose upload URLs for it."""
         principal.require(Permission.STATE_WRITE)
+        check_declaration(serial, md5, lineage)
         workspace = self._workspaces.by_id(principal, workspace_id)
         authority = self._authority(principal, workspace)
-        if serial < 0:
-            raise StateRejected("serial must be zero or more")
-        if not _MD5.match(md5):
-            raise StateRejected("md5 must be 32 lowercase hexadecimal characters")
-        if not lineage:
-            raise StateRejected("lineage must not be empty")
         current = self._current_of(workspace)
         if current is not None and current.serial == serial and current.md5 == md5:
             return current  # a client retry of what is already published
@@ -183,8 +212,8 @@ class StateVersions:
         try:
             raw = base64.b64decode(state_b64, validate=True)
         except (binascii.Error, ValueError):
-            raise StateRejected("state is not valid base64") from None
-        return self._publish(version, authority, raw)
+            raise StateRejected("state is not valid base64", STATE_POINTER) from None
+        return self._publish(version, authority, raw, pointer=STATE_POINTER)
 
     def upload(self, token: str, body: bytes) -> StateVersion:
         """The bytes PUT to a single-purpose upload URL (no Authorization header)."""
@@ -285,12 +314,13 @@ class StateVersions:
         raw: bytes,
         *,
         token_hash: str | None = None,
+        pointer: str | None = None,
     ) -> StateVersion:
         if len(raw) > self._max_bytes:
             raise ArtifactTooLarge(self._max_bytes)
         if hashlib.md5(raw, usedforsecurity=False).hexdigest() != version.md5:
-            raise StateRejected("the state's MD5 does not match the declared md5")
-        _check_content(raw, version)
+            raise StateRejected("the state's MD5 does not match the declared md5", pointer)
+        check_state(raw, serial=version.serial, lineage=version.lineage, pointer=pointer)
         artifact = self._artifacts.put(version.organization_id, ArtifactKind.STATE, [raw])
         assert artifact.sha256 is not None
         now = self._clock.now()
@@ -329,10 +359,7 @@ class StateVersions:
     def _attach_json(self, version: StateVersion, token_hash: str, body: bytes) -> StateVersion:
         if len(body) > self._max_bytes:
             raise ArtifactTooLarge(self._max_bytes)
-        try:
-            json.loads(body)
-        except ValueError:
-            raise StateRejected("the JSON state is not valid JSON") from None
+        check_json_state(body)
         artifact = self._artifacts.put(version.organization_id, ArtifactKind.STATE_JSON, [body])
         try:
             store.use_upload_token(token_hash, self._clock.now()).extend(
@@ -342,21 +369,6 @@ class StateVersions:
             self._artifacts.discard(artifact.id)
             raise
         return store.get(version.id)
-
-
-def _check_content(raw: bytes, version: StateVersion) -> None:
-    try:
-        state = json.loads(raw)
-    except ValueError:
-        raise StateRejected("the state is not valid JSON") from None
-    if not isinstance(state, dict):
-        raise StateRejected("the state must be a JSON object")
-    if state.get("serial") != version.serial:
-        raise StateRejected(
-            f"the state's serial {state.get('serial')} differs from the declared {version.serial}"
-        )
-    if state.get("lineage") != version.lineage:
-        raise StateRejected("the state's lineage differs from the declared lineage")
 
 
 def _provenance(principal: Principal, authority: Authority) -> dict[str, Any] | None:

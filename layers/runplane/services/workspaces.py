@@ -7,42 +7,30 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runplane.domain.clock import Clock
-from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name
+from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name, valid_tags
 from runplane.domain.errors import (
     ConcurrentChange,
     InvalidInput,
     NotFound,
     TooMuchContention,
+    WorkspaceAlreadyLocked,
     WorkspaceHeldByRun,
     WorkspaceLocked,
     WorkspaceNotLocked,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.store import workspaces as store
 from runplane.store.runs import RunRepository
 
-MAX_PAGE_SIZE = 100
+TAGS_POINTER = "/data/attributes/tag-names"
 # How long a plan may wait for a decision (default seven days, set by deployment).
 MIN_APPROVAL_WINDOW = 1
 MAX_APPROVAL_WINDOW = 30 * 24 * 3600
 _ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class Page:
-    items: list[Workspace]
-    number: int
-    size: int
-    total: int
-
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // self.size))
 
 
 class Workspaces:
@@ -59,6 +47,10 @@ class Workspaces:
         if org_id is None or org_id != principal.organization_id:
             raise NotFound("organization", name)
         return store.get_organization(org_id)
+
+    def organizations(self, principal: Principal) -> list[Organization]:
+        """Every organization the caller sees: its own."""
+        return [store.get_organization(principal.organization_id)]
 
     def organization_id_of(self, name: str) -> str:
         org_id = store.find_organization_id(name)
@@ -107,11 +99,9 @@ class Workspaces:
         tags: tuple[str, ...] = (),
         page: int = 1,
         size: int = 20,
-    ) -> Page:
+    ) -> Page[Workspace]:
         principal.require(Permission.WORKSPACE_READ)
         org = self.organization(principal, org_name)
-        if page < 1 or not 1 <= size <= MAX_PAGE_SIZE:
-            raise InvalidInput(f"page[number] >= 1 and 1 <= page[size] <= {MAX_PAGE_SIZE}")
         found = [
             w
             for w in store.list_workspaces(org.id)
@@ -119,8 +109,7 @@ class Workspaces:
             and set(tags) <= set(w.tag_names)
             and principal.can_see_workspace(w.organization_id, w.id)
         ]
-        start = (page - 1) * size
-        return Page(found[start : start + size], page, size, len(found))
+        return Page.of(found, page, size)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -148,7 +137,7 @@ class Workspaces:
             queue_length=0,
             terraform_version=terraform_version,
             description=description,
-            tag_names=tags,
+            tag_names=valid_tags(tags, TAGS_POINTER),
         )
         store.create_workspace(workspace).commit()
         return workspace
@@ -164,6 +153,8 @@ class Workspaces:
         approval_window_seconds: int | None = None,
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_UPDATE)
+        if tags is not None:
+            tags = valid_tags(tags, TAGS_POINTER)
         if approval_window_seconds is not None and not (
             MIN_APPROVAL_WINDOW <= approval_window_seconds <= MAX_APPROVAL_WINDOW
         ):
@@ -194,10 +185,12 @@ class Workspaces:
         principal.require(Permission.WORKSPACE_LOCK)
         holder = LockHolder(principal.ref, principal.display)
         for _ in range(_ATTEMPTS):
-            if workspace.lock_holder == holder.ref:
-                return workspace  # a re-lock by the same holder succeeds
             if workspace.writer_run_id is not None:
                 raise self.held_by_run(workspace.id, workspace.writer_run_id)
+            if workspace.lock_id is not None:
+                # Exclusive whoever asks, the holder included (as TFE): a lock
+                # is held by one client process, not by a set of credentials.
+                raise WorkspaceAlreadyLocked(workspace.id, workspace.lock_holder_display)
             try:
                 store.acquire_lock(
                     workspace.id,

@@ -74,7 +74,8 @@ def _item(version: StateVersion) -> StateVersionItem:
     return StateVersionItem(
         *state_version_key(version.id),
         gsi1pk=versions_partition(version.workspace_id),
-        gsi1sk=f"{version.serial:012d}#{version.id}",
+        # 19 digits hold any serial up to 2^63-1, so the index sorts by serial.
+        gsi1sk=f"{version.serial:019d}#{version.id}",
         sv_id=version.id,
         workspace_id=version.workspace_id,
         org_id=version.organization_id,
@@ -126,11 +127,14 @@ def get(sv_id: str) -> StateVersion:
 
 
 def list_for_workspace(workspace_id: str) -> list[StateVersion]:
-    return [
+    """Finalized versions, oldest first (sorted here too: older items were keyed with
+    12-digit serials, which sort apart from 19-digit ones)."""
+    versions = [
         to_version(item)
         for item in StateVersionItem.gsi1.query(versions_partition(workspace_id))
         if item.status == FINALIZED
     ]
+    return sorted(versions, key=lambda v: (v.serial, v.created_at))
 
 
 def _move_pointer(version: StateVersion, authority: Authority) -> Transaction:

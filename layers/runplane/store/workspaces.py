@@ -18,6 +18,7 @@ from runplane.domain.errors import (
     NotFound,
     NotWriter,
     StaleFence,
+    WorkspaceAlreadyLocked,
     WorkspaceHeldByRun,
     WorkspaceLocked,
     WorkspaceNotLocked,
@@ -351,10 +352,8 @@ def acquire_lock(
         if holder.run_id is None and writer is not None:
             return WorkspaceHeldByRun(workspace_id, str(writer))
         if current.get("lock_id"):
-            return WorkspaceLocked(
-                f"workspace {workspace_id} is already locked by "
-                f"{current.get('lock_holder_display') or current.get('lock_holder')}"
-            )
+            held_by = current.get("lock_holder_display") or current.get("lock_holder")
+            return WorkspaceAlreadyLocked(workspace_id, None if held_by is None else str(held_by))
         return ConcurrentChange(f"workspace {workspace_id} fence moved")
 
     writer_ok = (
