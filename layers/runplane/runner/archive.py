@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, Protocol
 
 from runplane.runner.refusal import Refused, shown
 
@@ -76,6 +76,10 @@ class Extracted:
     bytes: int
 
 
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class _Budget(io.RawIOBase):
     """The decompressed archive stream, refused once it reads past what its members justify.
 
@@ -83,7 +87,7 @@ class _Budget(io.RawIOBase):
     run of zeros nor an oversized header record can be decompressed without bound.
     """
 
-    def __init__(self, source: IO[bytes], header_bytes: int) -> None:
+    def __init__(self, source: _Readable, header_bytes: int) -> None:
         super().__init__()
         self._source = source
         self.allowed = header_bytes
@@ -105,7 +109,7 @@ class _Budget(io.RawIOBase):
         return len(data)
 
 
-def _decompressed(source: IO[bytes]) -> IO[bytes]:
+def _decompressed(source: IO[bytes]) -> _Readable:
     head = source.read(6)
     source.seek(-len(head), io.SEEK_CUR)
     if head.startswith(b"\x1f\x8b"):
