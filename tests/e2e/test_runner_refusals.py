@@ -197,7 +197,8 @@ def test_an_unsafe_archive_fails_its_plan_naming_the_member(
     assert review["status"] == "plan_failed"
     assert reason in review["status_reason"]
     # And the sandbox, with whatever was extracted, is removed
-    sandbox = local.stack.launcher.sandboxes[plan_attempt(run["id"])["sandbox_ref"]]  # type: ignore[union-attr]
+    assert local.stack.launcher is not None
+    sandbox = local.stack.launcher.sandboxes[plan_attempt(run["id"])["sandbox_ref"]]
     assert wait_removed(sandbox)
 
 
