@@ -38,10 +38,13 @@ from runplane.runner.engine import (
     credentials_missing,
     missing_credentials_provider,
     resolve_engine,
+    write_backend_config,
     write_backend_override,
     write_cli_config,
+    write_var_file,
 )
 from runplane.runner.plan_summary import summarize
+from runplane.runner.refusal import Refused
 from tests.engine import engine_env, engine_path
 
 linux_amd64 = pytest.mark.skipif(
@@ -259,10 +262,11 @@ def test_a_secret_variable_echoed_by_the_engine_never_reaches_the_log(
     log = BoundedLog(secrets=[secret])
     tf = engine(work, env, log)
     plan_file = work / "run.tfplan"
+    var_file = write_var_file(tmp_path / "runplane.tfvars.json", {"secret": secret})
 
     # When it is planned with the secret as the variable's value, and applied
     tf.init()
-    plan = tf.plan(plan_file, lock=True, variables={"secret": secret})
+    plan = tf.plan(plan_file, lock=True, var_file=var_file)
     document = tf.show_json(plan_file)
     apply = tf.apply(plan_file)
 
@@ -272,11 +276,38 @@ def test_a_secret_variable_echoed_by_the_engine_never_reaches_the_log(
     text = log.text()
     assert '+ echo = "[redacted]"' in text
     assert 'echo = "[redacted]"' in text.split("Apply complete!")[1]
-    # ... but the log holds neither it nor the command-line value
+    # ... but the log holds neither it nor a command line with it
     assert secret not in text
     assert secret.encode() not in log.bytes()
-    assert "-var secret=<hidden>" in text
-    assert "secret=<hidden>" in " ".join(plan.command)
+    assert f"-var-file={var_file}" in plan.command
+    assert secret not in " ".join(plan.command)
+
+
+@linux_amd64
+def test_run_variables_win_over_the_configurations_tfvars_and_stay_literal(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # Given a configuration whose own terraform.tfvars sets the variables too
+    work = workdir(
+        tmp_path,
+        'variable "s" {\n  type = string\n}\nvariable "n" {\n  type = number\n}\n'
+        'variable "b" {\n  type = bool\n}\noutput "all" { value = [var.s, var.n, var.b] }\n',
+    )
+    (work / "terraform.tfvars").write_text('s = "from-config"\nn = 1\nb = false\n')
+    var_file = write_var_file(
+        tmp_path / "runplane.tfvars.json",
+        {"s": '${upper("x")} %{if true}y%{endif}', "n": "3", "b": "true"},
+    )
+    tf = engine(work, env)
+
+    # When it is planned with the run's variables
+    tf.init()
+    plan = tf.plan(work / "run.tfplan", lock=True, var_file=var_file)
+
+    # Then the run's values win, strings are taken literally and numbers and bools convert
+    assert plan.exit_code == 2
+    outputs = tf.show_json(work / "run.tfplan")["planned_values"]["outputs"]
+    assert outputs["all"]["value"] == ['${upper("x")} %{if true}y%{endif}', 3, True]
 
 
 @linux_amd64
@@ -312,6 +343,45 @@ def test_the_backend_override_replaces_a_local_backend(tmp_path: Path, env: dict
     assert BACKEND_OVERRIDE_NAME in text
     assert not (work / ".terraform" / "terraform.tfstate").exists()
     assert not (work / "terraform.tfstate").exists()
+
+
+@linux_amd64
+@pytest.mark.parametrize(
+    "later_override",
+    [
+        'terraform {\n  backend "local" {}\n}\n',
+        'terraform {\n  backend "remote" {\n    hostname = "evil.example:1"\n'
+        '    organization = "evil"\n    workspaces {\n      prefix = "x-"\n    }\n  }\n}\n',
+    ],
+    ids=["local", "remote-elsewhere"],
+)
+def test_the_backend_config_wins_over_a_backend_that_sorts_after_the_override(
+    tmp_path: Path, env: dict[str, str], later_override: str
+) -> None:
+    # Given Runplane's override and backend config, and a user override sorting after it
+    work = workdir(tmp_path, 'output "a" { value = 1 }\n')
+    port = closed_port()
+    names = {"hostname": f"127.0.0.1:{port}", "organization": "acme", "workspace": "prod"}
+    write_backend_override(work, **names)
+    backend_config = write_backend_config(tmp_path / "backend.hcl", **names)
+    assert stat.S_IMODE(backend_config.stat().st_mode) == 0o600
+    (work / "zz_override.tf").write_text(later_override)
+
+    # When the engine initialises with the backend config
+    log = BoundedLog()
+    result = engine(work, env, log).init(backend_config=backend_config)
+
+    # Then it never uses the user's backend: it fails on our arguments, or calls our host
+    assert result.exit_code == 1
+    assert f"-backend-config={backend_config}" in result.command
+    text = log.text()
+    assert "evil.example" not in text
+    assert (
+        'An argument named "hostname" is not expected here' in text
+        or f"https://127.0.0.1:{port}/.well-known/terraform.json" in text
+    )
+    assert not (work / "terraform.tfstate").exists()
+    assert not (work / ".terraform" / "terraform.tfstate").exists()
 
 
 @linux_amd64
@@ -424,6 +494,36 @@ def test_the_engine_environment_is_exactly_the_given_one_plus_automation_default
     lines = set(log.text().splitlines())
     assert {"TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_INPUT=1"} <= lines
     assert not any(line.startswith("AWS_") for line in lines)
+
+
+@posix
+def test_variable_values_never_reach_the_engines_command_line(tmp_path: Path) -> None:
+    # Given a fake engine that records its arguments, and a var file with a secret value
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    argv_file = tmp_path / "argv"
+    fake = executable(tmp_path / "tofu", '#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGV_FILE"\n')
+    var_file = write_var_file(tmp_path / "runplane.tfvars.json", {"secret": secret, "n": "1"})
+
+    # When a plan runs with it
+    result = Engine(fake, tmp_path, {"ARGV_FILE": str(argv_file)}, BoundedLog()).plan(
+        tmp_path / "plan", lock=False, var_file=var_file
+    )
+
+    # Then the engine's argv names the private var file, never a value
+    argv = argv_file.read_text().splitlines()
+    assert f"-var-file={var_file}" in argv
+    assert not any(secret in arg for arg in argv)
+    assert "-var" not in argv
+    assert secret not in " ".join(result.command)
+    assert stat.S_IMODE(var_file.stat().st_mode) == 0o600
+    assert json.loads(var_file.read_text()) == {"secret": secret, "n": "1"}
+
+
+@pytest.mark.parametrize("name", ["count", "1x", "a b", "for_each"])
+def test_a_var_file_refuses_names_the_engine_rejects(tmp_path: Path, name: str) -> None:
+    with pytest.raises(Refused, match=re.escape(repr(name))):
+        write_var_file(tmp_path / "v.json", {name: "value"})
+    assert not (tmp_path / "v.json").exists()
 
 
 def test_an_engine_that_cannot_start_is_a_typed_error(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -55,7 +58,13 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
 
 class LocalProcessLauncher:
     """The embedded stack's sandbox: a subprocess in its own directory with a scrubbed
-    environment (nothing of the control plane's credentials or settings)."""
+    environment (nothing of the control plane's credentials or settings).
+
+    The sandbox directory holds the decrypted configuration, the plaintext plan and the
+    session's CLI configuration, so it is removed as soon as the runner ends or is
+    stopped. The runner's own output (never engine output, which goes to the run's
+    redacted log) is kept beside it as ``<directory>.log`` for diagnostics.
+    """
 
     def __init__(
         self,
@@ -67,6 +76,9 @@ class LocalProcessLauncher:
         self._work_root = work_root
         self._provider_mirror = provider_mirror
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.sandboxes: dict[str, Path] = {}
+        """Each sandbox's directory by reference (it no longer exists once the runner ended)."""
+        self._reapers: list[threading.Thread] = []
 
     def launch(self, request: LaunchRequest) -> str:
         workdir = Path(tempfile.mkdtemp(prefix=f"{request.sandbox_id}-", dir=self._work_root))
@@ -81,30 +93,90 @@ class LocalProcessLauncher:
             env["RUNPLANE_ENGINE"] = self._engine
         if self._provider_mirror:
             env["RUNPLANE_PROVIDER_MIRROR"] = str(self._provider_mirror)
-        log = (workdir / "runner.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runplane.runner"],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        try:
+            with workdir.with_name(f"{workdir.name}.log").open("wb") as log:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "runplane.runner"],
+                    cwd=workdir,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        reference = f"pid:{process.pid}"
         self.processes.append(process)
-        return f"pid:{process.pid}"
+        self.sandboxes[reference] = workdir
+        reaper = threading.Thread(
+            target=_remove_when_done, args=(process, workdir), name=f"reap-{reference}", daemon=True
+        )
+        reaper.start()
+        self._reapers.append(reaper)
+        return reference
 
     def stop(self, reference: str) -> None:
         pid = int(reference.removeprefix("pid:"))
         for process in self.processes:
             if process.pid == pid and process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_sandbox(process)
                 process.wait(timeout=10)
 
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:
-                process.kill()
+                _kill_sandbox(process)
                 process.wait(timeout=10)
+        for reaper in self._reapers:
+            reaper.join(timeout=10)
+
+
+def _remove_when_done(process: subprocess.Popen[bytes], workdir: Path) -> None:
+    process.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kill_sandbox(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the runner's process group and the engine groups it started.
+
+    The engine runs in its own session (so a timeout can kill it without the runner), so
+    killing the runner's group alone would orphan it. The runner is frozen first, so it
+    starts nothing new while its descendants are listed.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGSTOP)
+    for pid in _descendants(process.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _descendants(root: int) -> list[int]:
+    """The process IDs below ``root`` (Linux /proc; none where it is not available)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    queue = [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
 
 
 class EcsFargateLauncher:

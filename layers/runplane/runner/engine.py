@@ -2,8 +2,8 @@
 
 This module resolves the engine, writes the files that point it at the Runplane Cloud API,
 runs its commands with bounded, redacted logs and hard timeouts, and recognises failures
-caused by missing cloud credentials. It uses the standard library only: no network and
-no AWS code.
+caused by missing cloud credentials. It uses the standard library (and the pure domain
+rule for variable names) only: no network and no AWS code.
 
 Every command runs in its own session (so in its own process group) with stdin closed.
 Output is read incrementally from the pipes and streamed into a :class:`BoundedLog`; the
@@ -30,6 +30,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
+
+from runplane.domain.variables import name_problem
+from runplane.runner.refusal import Refused
 
 DEFAULT_LOG_CAP: Final = 1024 * 1024
 """Default byte cap of a :class:`BoundedLog` (1 MiB)."""
@@ -61,7 +64,6 @@ _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5}
 _TFE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _API_URL = re.compile(r"https?://[^\s\"'\\$%{}]+")
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=:-]+")
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _VERSION = re.compile(r"\bv?(\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?)")
 
 
@@ -354,7 +356,7 @@ class EngineResult:
     exit_code: int
     """The engine's exit status; negative if a signal ended it."""
     command: tuple[str, ...]
-    """The arguments after the binary, with variable values hidden."""
+    """The arguments after the binary (they never carry a secret)."""
     duration_seconds: float
     has_changes: bool | None = None
     """For ``plan``: True on exit 2, False on exit 0, None on failure; None otherwise."""
@@ -409,15 +411,19 @@ class Engine:
 
     # -- commands ---------------------------------------------------------------------
 
-    def init(self, lock: bool = True) -> EngineResult:
+    def init(self, lock: bool = True, backend_config: Path | None = None) -> EngineResult:
         """``init -input=false -no-color``; ``-lock=false`` if unlocked and supported.
 
         Terraform 1.0.x has no ``-lock`` option on ``init`` (it takes no state lock
         there), so the flag is only passed to engines whose ``init -help`` lists it.
+        ``backend_config`` (see :func:`write_backend_config`) is passed as
+        ``-backend-config``: its values win over any file of the configuration.
         """
         args = ["init", "-input=false", "-no-color"]
         if not lock and self._init_supports_lock():
             args.append("-lock=false")
+        if backend_config is not None:
+            args.append(f"-backend-config={backend_config}")
         return self._result(args)
 
     def plan(
@@ -425,28 +431,24 @@ class Engine:
         out: Path,
         lock: bool,
         destroy: bool = False,
-        variables: Mapping[str, str] | None = None,
+        var_file: Path | None = None,
     ) -> EngineResult:
         """``plan -detailed-exitcode -out=OUT``; the result's ``has_changes`` reads exit 2.
 
-        ``variables`` are passed as ``-var name=value`` (the value is parsed as the
-        variable's declared type, and wins over ``*.tfvars`` files); the log shows the
-        names only.
+        Variable values never go on the command line (any local user can read it): they
+        are in ``var_file`` (see :func:`write_var_file`), passed as ``-var-file``, which
+        wins over the configuration's own ``*.tfvars`` files as ``-var`` would.
         """
         args = ["plan", "-input=false", "-no-color", "-detailed-exitcode", f"-out={out}"]
         if not lock:
             args.append("-lock=false")
         if destroy:
             args.append("-destroy")
-        shown = list(args)
-        for name, value in (variables or {}).items():
-            if not _VARIABLE_NAME.fullmatch(name):
-                raise ValueError(f"not a variable name: {name!r}")
-            args += ["-var", f"{name}={value}"]
-            shown += ["-var", f"{name}=<hidden>"]
-        exit_code, duration = self._run(args, shown=shown)
+        if var_file is not None:
+            args.append(f"-var-file={var_file}")
+        exit_code, duration = self._run(args)
         has_changes = {0: False, 2: True}.get(exit_code)
-        return EngineResult(exit_code, tuple(shown), duration, has_changes)
+        return EngineResult(exit_code, tuple(args), duration, has_changes)
 
     def show_json(self, plan: Path) -> dict[str, Any]:
         """The ``show -json`` document of a saved plan.
@@ -515,12 +517,11 @@ class Engine:
         self,
         args: Sequence[str],
         *,
-        shown: Sequence[str] | None = None,
         stdout: Callable[[bytes], None] | None = None,
         header: bool = True,
     ) -> tuple[int, float]:
         """Run one command; stdout to ``stdout`` (else the log), stderr to the log."""
-        display = tuple(shown if shown is not None else args)
+        display = tuple(args)
         if header:
             self.log.write(f"$ {self.binary.name} {' '.join(display)}\n")
         started = time.monotonic()
@@ -640,13 +641,11 @@ def write_backend_override(
     after the configuration's own files and its ``backend "remote"`` block replaces any
     backend block they declare (or adds one where they declare none). Override files are
     merged in lexical order, so a user's own ``*_override.tf`` that sorts later and
-    declares a backend would win: the runner should reject such configurations.
+    declares a backend would win: the runner refuses configurations that declare one
+    (:mod:`runplane.runner.config_check`) and also passes the same values with
+    ``-backend-config`` (:func:`write_backend_config`), which no file can override.
     """
-    if not _HOSTNAME.fullmatch(hostname):
-        raise ValueError(f"not a hostname[:port]: {hostname!r}")
-    for label, value in (("organization", organization), ("workspace", workspace)):
-        if not _TFE_NAME.fullmatch(value):
-            raise ValueError(f"not a valid {label} name: {value!r}")
+    _check_backend_names(hostname, organization, workspace)
     path = Path(workdir) / BACKEND_OVERRIDE_NAME
     path.write_text(
         "# Written by the Runplane runner: the run's state lives in the Runplane Cloud API.\n"
@@ -663,6 +662,62 @@ def write_backend_override(
         encoding="utf-8",
     )
     return path
+
+
+def write_backend_config(path: Path, *, hostname: str, organization: str, workspace: str) -> Path:
+    """Write the ``-backend-config`` file naming the Runplane Cloud API and workspace.
+
+    Values given with ``-backend-config`` win over those of any backend block in the
+    configuration, and a backend of another type fails ``init`` on these arguments, so a
+    configuration that slipped a backend past the check still cannot point the run's
+    state elsewhere.
+    """
+    _check_backend_names(hostname, organization, workspace)
+    content = (
+        f'hostname     = "{hostname}"\n'
+        f'organization = "{organization}"\n'
+        "workspaces {\n"
+        f'  name = "{workspace}"\n'
+        "}\n"
+    )
+    return _write_private(Path(path), content)
+
+
+def write_var_file(path: Path, variables: Mapping[str, str]) -> Path:
+    """Write the run's variables as a ``-var-file`` (JSON, mode 0o600, created afresh).
+
+    Each value is a JSON string, so the engine takes it literally (no template or
+    expression is evaluated) and converts it to a ``number`` or ``bool`` where the
+    variable declares one. Raises :class:`~runplane.runner.refusal.Refused` for a name
+    the engine would not accept.
+    """
+    for name, value in variables.items():
+        problem = name_problem(name)
+        if problem is not None:
+            raise Refused(problem)
+        if not isinstance(value, str):
+            raise Refused(f"variable {name!r} does not have a string value")
+    path = Path(path)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(dict(variables), handle)
+    return path
+
+
+def _write_private(path: Path, content: str) -> Path:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)  # also when the file existed with a looser mode
+        handle.write(content)
+    return path
+
+
+def _check_backend_names(hostname: str, organization: str, workspace: str) -> None:
+    if not _HOSTNAME.fullmatch(hostname):
+        raise ValueError(f"not a hostname[:port]: {hostname!r}")
+    for label, value in (("organization", organization), ("workspace", workspace)):
+        if not _TFE_NAME.fullmatch(value):
+            raise ValueError(f"not a valid {label} name: {value!r}")
 
 
 def write_cli_config(
@@ -730,12 +785,7 @@ def write_cli_config(
         "}\n"
         f"{installation}"
     )
-    path = Path(path)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        os.fchmod(handle.fileno(), 0o600)  # also when the file existed with a looser mode
-        handle.write(content)
-    return path
+    return _write_private(Path(path), content)
 
 
 # --------------------------------------------------------------------------- classification

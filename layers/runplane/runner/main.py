@@ -14,8 +14,9 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import signal
 import sys
-import tarfile
 import threading
 import time
 import urllib.error
@@ -26,18 +27,25 @@ from pathlib import Path
 from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
+from runplane.runner.archive import ArchiveLimits, extract_configuration
+from runplane.runner.config_check import check_root_module
 from runplane.runner.engine import (
     BoundedLog,
     Engine,
     EngineError,
     credentials_missing,
     resolve_engine,
+    write_backend_config,
     write_backend_override,
     write_cli_config,
+    write_var_file,
 )
 from runplane.runner.plan_summary import summarize
+from runplane.runner.refusal import Refused, shown
 
 DEFAULT_HEARTBEAT_SECONDS = 60
+MAX_REASON = 2000
+_LOGGED_ERROR = 500
 
 
 class ControlPlane:
@@ -135,25 +143,46 @@ class Runner:
         self.manifest = started["manifest"]
         self.log = BoundedLog(secrets=[started["token"], self.env["RUNPLANE_BOOTSTRAP"]])
 
-    def prepare(self) -> tuple[Engine, dict[str, str]]:
+    def prepare(self) -> tuple[Engine, Path | None, Path]:
+        """The engine in the extracted, checked configuration, the var file to plan with
+        (None without variables), and the ``-backend-config`` file to initialise with."""
+        limits = ArchiveLimits.from_environ(self.env)
         config = self.workdir / "config"
-        config.mkdir()
+        config.mkdir(mode=0o700)
         archive = self.download(self.manifest["configuration_artifact_id"])
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-            tar.extractall(config, filter="data")
-        variables: dict[str, str] = {}
+        extract_configuration(io.BytesIO(archive), config, limits)
+        del archive
+        # Checked before the runner adds its own backend override, which is then the
+        # only backend declaration.
+        check_root_module(config)
+        var_file = None
         if self.manifest.get("variables_artifact_id"):
             variables = json.loads(self.download(self.manifest["variables_artifact_id"]))
-            self.log = BoundedLog(secrets=[*variables.values(), self.api.token or ""])
+            if not isinstance(variables, dict) or not all(
+                isinstance(v, str) for v in variables.values()
+            ):
+                raise Refused("the run's variables are not a JSON object of strings")
+            self.log = BoundedLog(
+                secrets=[*variables.values(), self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"]]
+            )
+            var_file = write_var_file(self.workdir / "runplane.tfvars.json", variables)
         # The API may sit under a path (an API Gateway stage): the host block names
         # the services by full URL, so only the network location is the hostname.
         host = urllib.parse.urlsplit(self.api.url).netloc
-        write_backend_override(
-            config,
-            hostname=host,
-            organization=self.manifest["organization"],
-            workspace=self.manifest["workspace"],
-        )
+        names = {
+            "hostname": host,
+            "organization": self.manifest["organization"],
+            "workspace": self.manifest["workspace"],
+        }
+        try:
+            write_backend_override(config, **names)
+            backend_config = write_backend_config(self.workdir / "backend.hcl", **names)
+        except ValueError:
+            raise Refused(
+                f"organization {shown(names['organization'])} or workspace "
+                f"{shown(names['workspace'])} cannot be named in the engine's remote backend "
+                "(letters, digits, '-' and '_' only)"
+            ) from None
         mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
         cli_config = write_cli_config(
             self.workdir / "cli.tfrc",
@@ -169,15 +198,15 @@ class Runner:
             "TFE_RUN_ID": self.run_id,
         }
         binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
-        return Engine(binary, config, env, self.log), variables
+        return Engine(binary, config, env, self.log), var_file, backend_config
 
     def plan(self) -> dict[str, Any]:
-        engine, variables = self.prepare()
+        engine, var_file, backend_config = self.prepare()
         started = time.perf_counter()
-        init = engine.init(lock=False)
+        init = engine.init(lock=False, backend_config=backend_config)
         if not init.succeeded:
             return self._failed("engine init failed")
-        planned = engine.plan(self.workdir / "plan.bin", lock=False, variables=variables)
+        planned = engine.plan(self.workdir / "plan.bin", lock=False, var_file=var_file)
         if not planned.succeeded:
             return self._failed("engine plan failed")
         plan_json = engine.show_json(self.workdir / "plan.bin")
@@ -208,10 +237,10 @@ class Runner:
             "/api/v1/runner/apply-start",
             {"handle": self.env["RUNPLANE_APPLY_START"], "request": {"plan_sha256": plan_sha}},
         )
-        engine, _ = self.prepare()
+        engine, _, backend_config = self.prepare()
         (engine.workdir / "plan.bin").write_bytes(plan_bytes)
         started = time.perf_counter()
-        init = engine.init()
+        init = engine.init(backend_config=backend_config)
         applied = engine.apply(engine.workdir / "plan.bin") if init.succeeded else None
         self.engine_seconds += time.perf_counter() - started
         if applied is None:
@@ -225,11 +254,33 @@ class Runner:
     def _failed(self, reason: str) -> dict[str, Any]:
         text = self.log.text()
         outcome = "credentials_required" if credentials_missing(text) else "failed"
-        return {"outcome": outcome, "reason": reason, "log_artifact_id": self._upload_log()}
+        result: dict[str, Any] = {"outcome": outcome, "reason": reason[:MAX_REASON]}
+        try:
+            result["log_artifact_id"] = self._upload_log()
+        except Exception as error:  # reported without its log
+            print(f"runner: the log could not be uploaded ({type(error).__name__})")
+        return result
 
     def _upload_log(self) -> str:
         artifact_id, _ = self.upload("logs", self.log.bytes())
         return artifact_id
+
+    def _outcome(self) -> dict[str, Any]:
+        """The phase's result; every failure becomes a reported ``failed`` outcome."""
+        try:
+            return self.plan() if self.phase == "plan" else self.apply()
+        except Refused as refusal:
+            self.log.write(f"\n[runner] refused: {refusal.message}\n")
+            return self._failed(refusal.message)
+        except EngineError as error:
+            self.log.write(f"\n{error}\n")
+            return self._failed(type(error).__name__)
+        except Exception as error:  # any failure must still be reported
+            # The reason names only the kind of error: its text could quote anything,
+            # so it goes to the log, where secrets are redacted.
+            kind = type(error).__name__
+            self.log.write(f"\n[runner] {kind}: {str(error)[:_LOGGED_ERROR]}\n")
+            return self._failed(f"the runner failed ({kind}); see the run's log")
 
     def run(self) -> int:
         self.start()
@@ -237,16 +288,15 @@ class Runner:
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()
         try:
-            try:
-                result = self.plan() if self.phase == "plan" else self.apply()
-            except EngineError as error:
-                self.log.write(f"\n{error}\n")
-                result = self._failed(type(error).__name__)
+            result = self._outcome()
             result["engine_seconds"] = round(self.engine_seconds, 3)
             self.api.call("POST", "/api/v1/runner/result", result)
         finally:
             stop.set()
-        return 0 if result["outcome"] in {"planned", "applied"} else 1
+        if result["outcome"] in {"planned", "applied"}:
+            return 0
+        print(f"runner: {self.phase} ended {result['outcome']}: {result.get('reason', '')}")
+        return 1
 
     def _heartbeat(self, stop: threading.Event) -> None:
         interval = int(self.env.get("RUNPLANE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS))
@@ -257,10 +307,24 @@ class Runner:
                 self.api.call("POST", "/api/v1/runner/heartbeat")
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # Unwinds through the engine driver (which stops the engine) and the cleanup below.
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
+    """Run one phase in ``./runner``; remove that directory however the phase ends."""
     workdir = Path.cwd() / "runner"
-    workdir.mkdir(exist_ok=True)
-    return Runner(os.environ, workdir).run()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        workdir.mkdir(mode=0o700, exist_ok=True)
+        return Runner(os.environ, workdir).run()
+    except Exception as error:  # nothing could be reported: say so, fail
+        print(f"runner: no result could be reported ({type(error).__name__})")
+        return 2
+    finally:
+        # The configuration, plaintext plan, var file and session CLI configuration.
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

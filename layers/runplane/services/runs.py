@@ -26,6 +26,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
+from runplane.domain.variables import check_variables
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.launch_controls import LaunchControls
@@ -36,10 +37,6 @@ from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import ConfigurationVersionItem, configuration_version_key
 from runplane.store.transaction import Transaction
-
-# Platform-reserved: state publication cadence during apply is ours to set.
-RESERVED_VARIABLES = frozenset({"TF_STATE_PERSIST_INTERVAL"})
-MAX_VARIABLES = 200
 
 
 @dataclass(frozen=True)
@@ -177,7 +174,7 @@ class Runs:
                 f"configuration version {configuration_version_id} has not been uploaded",
                 "/configuration_version_id",
             )
-        _check_variables(variables)
+        check_variables(variables)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
             raise InvalidInput(
                 f"engine version {engine_version} is not available here; this deployment "
@@ -403,18 +400,6 @@ class Runs:
     def _hand_off(self, handoff: Any) -> None:
         if handoff is not None:
             self._workflow.resume(handoff.token, {"held": True})
-
-
-def _check_variables(variables: Mapping[str, str]) -> None:
-    if len(variables) > MAX_VARIABLES:
-        raise InvalidInput(f"at most {MAX_VARIABLES} variables", "/variables")
-    for name, value in variables.items():
-        if name in RESERVED_VARIABLES or name.upper() in RESERVED_VARIABLES:
-            raise InvalidInput(f"{name} is reserved by the platform", f"/variables/{name}")
-        if not name.replace("_", "").isalnum() or not isinstance(value, str):
-            raise InvalidInput(
-                f"variable {name!r} must be an identifier with a string value", f"/variables/{name}"
-            )
 
 
 def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:

@@ -1,0 +1,62 @@
+"""Run variable names follow the engine's rule for variable blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.domain.errors import InvalidInput
+from runplane.domain.variables import MAX_VARIABLES, check_variables, name_problem, pointer
+
+
+@pytest.mark.parametrize("name", ["region", "_private", "my-var", "a1", "A_B-c9", "countdown"])
+def test_identifiers_the_engine_accepts_are_accepted(name: str) -> None:
+    assert name_problem(name) is None
+    check_variables({name: "value"})
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("1abc", "is not an identifier"),
+        ("-lead", "is not an identifier"),
+        ("", "is not an identifier"),
+        ("with space", "is not an identifier"),
+        ("a.b", "is not an identifier"),
+        ("a/b", "is not an identifier"),
+        ("é", "is not an identifier"),
+        ("x\n", "is not an identifier"),
+        ("count", "is reserved by the engine"),
+        ("for_each", "is reserved by the engine"),
+        ("source", "is reserved by the engine"),
+        ("version", "is reserved by the engine"),
+        ("providers", "is reserved by the engine"),
+        ("lifecycle", "is reserved by the engine"),
+        ("depends_on", "is reserved by the engine"),
+        ("locals", "is reserved by the engine"),
+        ("TF_STATE_PERSIST_INTERVAL", "is reserved by the platform"),
+        ("tf_state_persist_interval", "is reserved by the platform"),
+    ],
+)
+def test_names_the_engine_would_reject_are_refused_with_a_pointer(name: str, why: str) -> None:
+    # Given a variable the engine would not take
+    # When the variables are checked
+    with pytest.raises(InvalidInput) as refused:
+        check_variables({"fine": "1", name: "secret-value"})
+
+    # Then the refusal says why, points at the variable, and never shows the value
+    assert why in refused.value.message
+    assert refused.value.pointer == pointer(name)
+    assert "secret-value" not in refused.value.message
+    assert refused.value.http_status == 422
+
+
+def test_pointer_escapes_json_pointer_characters() -> None:
+    assert pointer("a/b~c") == "/variables/a~1b~0c"
+
+
+def test_values_must_be_strings_and_the_count_is_capped() -> None:
+    with pytest.raises(InvalidInput, match="string value"):
+        check_variables({"n": 1})
+    with pytest.raises(InvalidInput, match=f"at most {MAX_VARIABLES}") as refused:
+        check_variables({f"v{i}": "x" for i in range(MAX_VARIABLES + 1)})
+    assert refused.value.pointer == "/variables"
