@@ -163,6 +163,8 @@ def test_a_malformed_document_is_refused_with_a_typed_error(
         ({"query": "data.runplane.demo"}, "does not name a rule in a package"),
         ({"query": "data.runplane.demo.denyy"}, "no module of package runplane.demo defines"),
         ({"name": "bad name"}, "policy name 'bad name'"),
+        ({"name": "demo\n"}, "policy name 'demo\\n'"),
+        ({"query": "data.runplane.demo.deny\n"}, "must be a plain reference"),
         ({"description": "x" * 1001}, "description"),
         ({"severity": "high"}, "unknown fields: severity"),
     ],

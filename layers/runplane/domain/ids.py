@@ -28,7 +28,7 @@ class IdKind(StrEnum):
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).
-PUBLIC_ID_PATTERN = re.compile(r"^(?P<kind>[a-z]+)-(?P<body>[a-z2-7]{26})$")
+PUBLIC_ID_PATTERN = re.compile(r"(?P<kind>[a-z]+)-(?P<body>[a-z2-7]{26})")
 
 
 class IdGenerator(Protocol):
@@ -39,7 +39,7 @@ class IdGenerator(Protocol):
 
 def kind_of(public_id: str) -> IdKind | None:
     """The kind a well-formed public ID names, or None for anything else."""
-    match = PUBLIC_ID_PATTERN.match(public_id)
+    match = PUBLIC_ID_PATTERN.fullmatch(public_id)
     if match is None:
         return None
     try:

@@ -37,10 +37,10 @@ from runplane.domain.errors import InvalidPolicySet, PolicyModuleRefused
 POLICY_SET_METADATA_FILE: Final = "policy-set.json"
 """The metadata file of a policy-set directory."""
 
-NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Policy-set, policy and module names."""
 
-QUERY_PATTERN: Final = re.compile(r"^data(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+QUERY_PATTERN: Final = re.compile(r"data(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A policy query: a plain dotted reference under ``data`` and nothing else."""
 
 MAX_MODULES: Final = 64
@@ -155,7 +155,7 @@ def check_policy_set(content: PolicySetContent) -> None:
     It does not parse Rego (the adapter does) nor check capabilities
     (``refuse_forbidden_builtins``).
     """
-    if not isinstance(content.name, str) or not NAME_PATTERN.match(content.name):
+    if not isinstance(content.name, str) or not NAME_PATTERN.fullmatch(content.name):
         raise InvalidPolicySet(f"the policy-set name {content.name!r} is not valid: {_NAME_RULE}")
     if not content.modules:
         raise InvalidPolicySet(f"policy set {content.name} has no .rego modules")
@@ -175,7 +175,11 @@ def check_policy_set(content: PolicySetContent) -> None:
     packages: dict[str, list[str]] = {}
     for module in content.modules:
         name = module.name
-        if not isinstance(name, str) or not NAME_PATTERN.match(name) or not name.endswith(".rego"):
+        if (
+            not isinstance(name, str)
+            or not NAME_PATTERN.fullmatch(name)
+            or not name.endswith(".rego")
+        ):
             raise InvalidPolicySet(
                 f"the module name {name!r} is not valid: it must end in .rego; {_NAME_RULE}"
             )
@@ -207,11 +211,11 @@ def check_policy_set(content: PolicySetContent) -> None:
 
 def _check_policy(policy: PolicyDefinition, packages: Mapping[str, list[str]]) -> None:
     name = policy.name
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidPolicySet(f"the policy name {name!r} is not valid: {_NAME_RULE}")
     if not isinstance(policy.enforcement, Enforcement):
         raise InvalidPolicySet(f"policy {name}: {_enforcement_rule(policy.enforcement)}")
-    if not isinstance(policy.query, str) or not QUERY_PATTERN.match(policy.query):
+    if not isinstance(policy.query, str) or not QUERY_PATTERN.fullmatch(policy.query):
         raise InvalidPolicySet(
             f"policy {name}: the query {policy.query!r} must be a plain reference such as "
             "data.runplane.deny_delete.deny"
