@@ -31,7 +31,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.policy import input_digest
-from runplane.domain.run import RunStatus
+from runplane.domain.run import OPEN_APPLY_RECORD, RunStatus
 from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import Clearance, LaunchControls
@@ -57,10 +57,6 @@ class Timing:
     # The workflow's waits on a runner phase: overall, and between two heartbeats.
     runner_phase: timedelta = timedelta(hours=4)
     runner_heartbeat: timedelta = timedelta(minutes=15)
-
-
-# Apply records not yet closed by a result.
-OPEN_APPLY_RECORD = frozenset({"pending", "starting", "started"})
 
 
 def _heartbeat_interval(window: timedelta) -> int:
