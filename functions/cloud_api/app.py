@@ -105,7 +105,8 @@ def build_app() -> APIGatewayRestResolver:
 
     @app.get("/api/v2/organizations/<org>")
     def read_organization(org: str) -> Reply:
-        return _document(jsonapi.organization(services().workspaces.organization(principal(), org)))
+        found = services().workspaces.read_organization(principal(), org)
+        return _document(jsonapi.organization(found))
 
     @app.get("/api/v2/organizations/<org>/entitlement-set")
     def entitlement_set(org: str) -> Reply:

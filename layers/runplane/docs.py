@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from runplane.domain.run import RunStatus
+from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.transitions import TRANSITIONS, WRITER_ON_ENTRY, Requires
 
 
@@ -59,10 +59,22 @@ def state_diagram() -> str:
     return "\n".join(lines)
 
 
+def apply_record_table() -> str:
+    lines = [
+        "| The run ends | An apply record still open becomes |",
+        "| --- | --- |",
+    ]
+    for status in RunStatus:
+        if status.is_terminal:
+            lines.append(f"| `{status}` | `{apply_record_on_end(status)}` |")
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "run-statuses": statuses_table,
     "run-transitions": transitions_table,
     "run-diagram": state_diagram,
+    "apply-record-on-end": apply_record_table,
 }
 
 DOCUMENTS = ("docs/run-lifecycle.md",)

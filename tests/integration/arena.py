@@ -20,6 +20,7 @@ from runplane.domain.run import RunKind
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.orchestration import Orchestration, Timing
 from runplane.services.policy import Policies
+from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
@@ -54,9 +55,12 @@ class FakeWorkflow:
 class FakeLauncher:
     launched: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    # What each sandbox would have been started with, by sandbox ID (handles included).
+    requests: dict[str, Any] = field(default_factory=dict)
 
     def launch(self, request: Any) -> str:
         self.launched.append(request.sandbox_id)
+        self.requests[request.sandbox_id] = request
         return f"fake:{request.sandbox_id}"
 
     def stop(self, reference: str) -> None:
@@ -72,6 +76,26 @@ class Arena:
     orchestration: Orchestration
     launcher: FakeLauncher
     policies: Policies
+    runner_api: RunnerApi
+
+    def runner_token(self, run_id: str, phase: str) -> str:
+        """The session secret the sandbox of the run's ``phase`` attempt gets by
+        redeeming the bootstrap handle it was launched with, as the real runner does."""
+        attempt = run_parts.require(run_id, f"attempt#{phase}").body
+        request = self.launcher.requests[attempt["sandbox_id"]]
+        started = self.runner_api.start(
+            request.bootstrap,
+            run_id=run_id,
+            attempt_id=attempt["attempt_id"],
+            phase=phase,
+            sandbox_id=attempt["sandbox_id"],
+        )
+        return str(started["token"])
+
+    def runner(self, run_id: str, phase: str) -> Principal:
+        """The principal that sandbox's calls carry."""
+        token = self.runner_token(run_id, phase)
+        return self.stack.identity.authenticate(f"Bearer {token}")
 
 
 def show_json(*changes: tuple[str, list[str]]) -> bytes:
@@ -133,12 +157,20 @@ def build_arena(stack: Stack, org: Organization) -> Arena:
     )
     token = stack.identity.issue_token(org.id, "admin", list(Permission), created_by="t").token
     admin = stack.identity.authenticate(f"Bearer {token}")
-    return Arena(stack, org, admin, runs, orchestration, launcher, policies)
+    runner_api = RunnerApi(
+        stack.sessions, stack.capabilities, stack.transfers, orchestration, stack.lifecycle.runs
+    )
+    return Arena(stack, org, admin, runs, orchestration, launcher, policies, runner_api)
 
 
-def created(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
-    """A plan_and_apply run created (dispatch_pending) in a fresh workspace, or in
-    ``workspace_id``."""
+def created(
+    arena: Arena,
+    name: str,
+    workspace_id: str | None = None,
+    kind: RunKind = RunKind.PLAN_AND_APPLY,
+) -> tuple[str, str]:
+    """A run (plan_and_apply unless ``kind`` says otherwise) created (dispatch_pending)
+    in a fresh workspace, or in ``workspace_id``."""
     stack = arena.stack
     ws = (
         workspace_store.get_workspace(workspace_id)
@@ -151,7 +183,7 @@ def created(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[s
     run = arena.runs.create(
         arena.admin,
         ws.id,
-        kind=RunKind.PLAN_AND_APPLY,
+        kind=kind,
         configuration_version_id=upload.id,
         engine_version="1.0.3",
         variables={},
@@ -159,21 +191,24 @@ def created(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[s
     return ws.id, run.id
 
 
-def planning(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
+def planning(
+    arena: Arena,
+    name: str,
+    workspace_id: str | None = None,
+    kind: RunKind = RunKind.PLAN_AND_APPLY,
+) -> tuple[str, str]:
     """A run whose plan sandbox was started (planning)."""
-    ws, run_id = created(arena, name, workspace_id)
+    ws, run_id = created(arena, name, workspace_id, kind)
     o = arena.orchestration
     o.queue(run_id)
-    o.wait_for_writer(run_id, "token-writer")
+    if kind.needs_writer_reservation:
+        o.wait_for_writer(run_id, "token-writer")
     o.start_runner(run_id, "plan", "token-plan")
     return ws, run_id
 
 
-def plan_complete(
-    arena: Arena, name: str, plan: bytes | None = None, workspace_id: str | None = None
-) -> tuple[str, str]:
-    """A run whose plan (with changes) was reported (plan_complete)."""
-    ws, run_id = planning(arena, name, workspace_id)
+def report_planned(arena: Arena, run_id: str, plan: bytes | None = None) -> None:
+    """The plan sandbox reports a plan with changes (plan_complete)."""
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
     plan_json = arena.stack.artifacts.put(
         arena.org.id, ArtifactKind.PLAN_JSON, [plan or show_json(("one", ["create"]))]
@@ -191,24 +226,42 @@ def plan_complete(
             "plan_json_sha256": "b" * 64,
         },
     )
+
+
+def plan_complete(
+    arena: Arena, name: str, plan: bytes | None = None, workspace_id: str | None = None
+) -> tuple[str, str]:
+    """A run whose plan (with changes) was reported (plan_complete)."""
+    ws, run_id = planning(arena, name, workspace_id)
+    report_planned(arena, run_id, plan)
     return ws, run_id
 
 
-def awaiting_approval(arena: Arena, name: str) -> tuple[str, str]:
-    """A fresh workspace and a plan_and_apply run awaiting approval in it."""
-    ws, run_id = plan_complete(arena, name)
+def to_approval(arena: Arena, run_id: str) -> None:
+    """From plan_complete: policy passes and the run awaits approval."""
     o = arena.orchestration
     o.evaluate_policy(run_id)
     o.request_approval(run_id)
     o.wait_for_approval(run_id, "token-approval")
-    return ws, run_id
 
 
-def applying(arena: Arena, name: str) -> tuple[str, str]:
-    ws, run_id = awaiting_approval(arena, name)
+def to_applying(arena: Arena, run_id: str) -> None:
+    """From awaiting_approval: approved, its apply sandbox started and its start proven."""
     arena.runs.decide(arena.admin, run_id, "approve", None)
     o = arena.orchestration
     o.start_runner(run_id, "apply", "token-apply")
     attempt = run_parts.require(run_id, "attempt#apply").body
     o.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+
+
+def awaiting_approval(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
+    """A plan_and_apply run awaiting approval, in a fresh workspace or ``workspace_id``."""
+    ws, run_id = plan_complete(arena, name, workspace_id=workspace_id)
+    to_approval(arena, run_id)
+    return ws, run_id
+
+
+def applying(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:
+    ws, run_id = awaiting_approval(arena, name, workspace_id)
+    to_applying(arena, run_id)
     return ws, run_id

@@ -11,6 +11,7 @@ from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
 from runplane.domain.run import RunKind
 from runplane.services.identity import decode_principal, encode_principal
+from runplane.store import run_parts
 from tests.integration.conftest import Stack
 from tests.integration.sandbox import new_binding
 
@@ -88,6 +89,14 @@ def test_a_runner_session_is_confined_to_its_runs_workspace(
     run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
     binding = new_binding(stack)
     binding = type(binding)(run.id, binding.attempt_id, binding.phase, binding.sandbox_id)
+    # A session is honoured only while its attempt is the run's open one.
+    run_parts.put(
+        run.id,
+        f"attempt#{binding.phase.value}",
+        state="started",
+        body={"attempt_id": binding.attempt_id, "sandbox_id": binding.sandbox_id},
+        now=stack.clock.now(),
+    ).commit()
     minted = stack.capabilities.mint(
         CapabilityKind.BOOTSTRAP, binding, lifetime=timedelta(minutes=5), organization_id=org.id
     )

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from runplane.domain.errors import RunplaneError
-from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.domain.run import INTERVENTION_STATUSES, OPEN_APPLY_RECORD, RunStatus
 from runplane.domain.transitions import TRANSITIONS
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
@@ -46,6 +46,8 @@ def check_invariants(run_id: str, workspace_id: str) -> RunStatus:
     workspace = workspace_store.get_workspace(workspace_id)
     apply_record = run_parts.get(run_id, "apply")
     published = bool(apply_record and apply_record.body.get("state_published"))
+    # ...with no apply record left open...
+    assert apply_record is None or apply_record.state not in OPEN_APPLY_RECORD, apply_record
     keeps = run.status in INTERVENTION_STATUSES or (run.status is S.APPLY_FAILED and published)
     assert (workspace.writer_run_id == run_id) == keeps, (run.status, workspace.writer_run_id)
     return run.status

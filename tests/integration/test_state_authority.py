@@ -5,17 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from datetime import timedelta
 
 import pytest
 
-from runplane.domain.capabilities import Binding, CapabilityKind, Phase
 from runplane.domain.entities import Organization, Run, Workspace
-from runplane.domain.errors import WorkspaceHeldByRun, WorkspaceLocked
+from runplane.domain.errors import WorkspaceHeldByRun
 from runplane.domain.identity import Permission, Principal
-from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, RunStatus
-from runplane.services.state import PendingUpload
 from runplane.store import workspaces as workspace_store
 from tests.integration.conftest import Stack
 from tests.integration.drive import walk
@@ -104,66 +100,3 @@ def test_a_user_lock_taken_before_a_run_queued_cannot_publish_past_it(
         publish(stack, ada, workspace, 2)
 
     assert workspace_store.get_workspace(workspace.id).current_serial == 1
-
-
-def runner_for(stack: Stack, org: Organization, run: Run) -> Principal:
-    binding = Binding(
-        run.id, stack.ids.new(IdKind.ATTEMPT), Phase.APPLY, stack.ids.new(IdKind.SANDBOX)
-    )
-    minted = stack.capabilities.mint(
-        CapabilityKind.BOOTSTRAP, binding, lifetime=timedelta(minutes=5), organization_id=org.id
-    )
-    return stack.identity.authenticate(
-        f"Bearer {stack.sessions.start(minted.handle, binding).token}"
-    )
-
-
-def test_a_runner_publishes_with_full_provenance(
-    stack: Stack, org: Organization, workspace: Workspace
-) -> None:
-    ada = user(stack, org)
-    stack.workspaces.lock(ada, workspace.id, None)
-    predecessor = publish(stack, ada, workspace, 1)
-    stack.workspaces.unlock(ada, workspace.id)
-    run = walk(stack.lifecycle, holding_run(stack, org, workspace), RunStatus.APPLYING)
-    lock = stack.lifecycle.writer.acquire_apply_lock(run)
-    runner = runner_for(stack, org, run)
-
-    version = publish(stack, runner, workspace, 2)
-
-    assert version.provenance == {  # type: ignore[attr-defined]
-        "run_id": run.id,
-        "attempt_id": runner.attempt_id,
-        "sandbox_id": runner.sandbox_id,
-        "session_id": runner.id,
-        "predecessor_id": predecessor.id,  # type: ignore[attr-defined]
-        "fence": lock.fence,
-    }
-    assert version.lock_id == lock.lock_id  # type: ignore[attr-defined]
-    assert workspace_store.get_workspace(workspace.id).current_state_version_id == version.id  # type: ignore[attr-defined]
-
-
-def test_an_upload_opened_under_a_stale_fence_never_publishes(
-    stack: Stack, org: Organization, workspace: Workspace
-) -> None:
-    run = walk(stack.lifecycle, holding_run(stack, org, workspace), RunStatus.APPLYING)
-    old = stack.lifecycle.writer.acquire_apply_lock(run)
-    runner = runner_for(stack, org, run)
-    raw = raw_state(1)
-    pending = stack.state.create(
-        runner,
-        workspace.id,
-        serial=1,
-        md5=hashlib.md5(raw, usedforsecurity=False).hexdigest(),
-        lineage=LINEAGE,
-        state_b64=None,
-    )
-    assert isinstance(pending, PendingUpload)
-    # The lock is revoked and taken again: the fence advances.
-    stack.lifecycle.writer.release_apply_lock(old).commit()
-    stack.lifecycle.writer.acquire_apply_lock(run)
-
-    with pytest.raises(WorkspaceLocked, match="no longer locked by this writer"):
-        stack.state.upload(pending.state_token, raw)
-
-    assert workspace_store.get_workspace(workspace.id).current_state_version_id is None

@@ -273,6 +273,28 @@ class SessionRefused(RunplaneError):
         super().__init__(f"the runner session is not valid: {why}")
 
 
+class RunnerAuthorityRefused(RunplaneError):
+    """A runner session asked for authority its attempt does not hold: a plan
+    session, another attempt or sandbox, or an attempt that has ended."""
+
+    code = "RUNNER_AUTHORITY_REFUSED"
+    http_status = 403
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(f"run {run_id}: this runner session may not do that: {why}")
+        self.run_id = run_id
+
+
+class RunNotApplying(Conflict):
+    """State may be written with a run's authority only while the run is applying."""
+
+    code = "RUN_NOT_APPLYING"
+
+    def __init__(self, run_id: str, status: object) -> None:
+        super().__init__(f"run {run_id} is {status}, not applying; its runner may not write state")
+        self.run_id = run_id
+
+
 # -- state ------------------------------------------------------------------------------
 
 

@@ -117,6 +117,37 @@ STATUS_MEANINGS: dict[RunStatus, str] = {
 }
 
 
+class ApplyRecordState(StrEnum):
+    """The apply record of a run that may apply, created pending with its plan."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+    # Nothing was or will be applied: the run ended before its apply could start.
+    CLOSED = "closed"
+
+
+OPEN_APPLY_RECORD: frozenset[ApplyRecordState] = frozenset(
+    {ApplyRecordState.PENDING, ApplyRecordState.STARTING, ApplyRecordState.STARTED}
+)
+
+
+def apply_record_on_end(status: RunStatus) -> ApplyRecordState:
+    """What an apply record still open when the run ends in ``status`` becomes.
+
+    An apply that may have touched infrastructure is ``uncertain``; an apply
+    refused before it started is ``failed``; every other ending applied nothing.
+    """
+    if status is RunStatus.APPLY_FAILED:
+        return ApplyRecordState.FAILED
+    if status in INTERVENTION_STATUSES:
+        return ApplyRecordState.UNCERTAIN
+    return ApplyRecordState.CLOSED
+
+
 class Stage(StrEnum):
     PLAN = "plan"
     POLICY = "policy"

@@ -1,10 +1,18 @@
-"""Closing a runner attempt: the one write that ends it and returns its sandbox slots."""
+"""Runner attempts: the one write that closes one, and whether one is still open.
+
+An attempt's runner sessions are honoured only while the attempt is open, and
+the write that closes it also revokes them: once a result, a cancellation, a
+loss or a failed-closed replay ends an attempt, nothing its sandbox presents
+is accepted again.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from runplane.domain.capabilities import Binding, Phase
+from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
 
@@ -12,11 +20,15 @@ from runplane.store.transaction import Transaction
 OPEN_ATTEMPT = frozenset({"launching", "started"})
 
 
+def attempt_part(phase: Phase) -> str:
+    return f"attempt#{phase.value}"
+
+
 def close_attempt(
     run_id: str, part: str, attempt: run_parts.RunPart, state: str, now: datetime, **evidence: Any
 ) -> list[Transaction]:
-    """Close an attempt exactly once (its current state is the condition) and give
-    back the sandbox slots it took."""
+    """Close an attempt exactly once (its current state is the condition), give
+    back the sandbox slots it took and revoke its runner sessions."""
     closing = run_parts.change(
         run_id,
         part,
@@ -27,4 +39,22 @@ def close_attempt(
         now=now,
     )
     slots = attempt.body.get("slots") or []
-    return [closing, *(sandbox_slots.give_back(scope) for scope in slots)]
+    return [
+        closing,
+        *(sandbox_slots.give_back(scope) for scope in slots),
+        capability_store.revoke_attempt_sessions(str(attempt.body["attempt_id"]), now),
+    ]
+
+
+def open_attempt(binding: Binding) -> run_parts.RunPart | None:
+    """The run's attempt for the binding's phase, if it is exactly this attempt and
+    sandbox and has not been closed."""
+    attempt = run_parts.get(binding.run_id, attempt_part(binding.phase))
+    if (
+        attempt is None
+        or attempt.state not in OPEN_ATTEMPT
+        or attempt.body.get("attempt_id") != binding.attempt_id
+        or attempt.body.get("sandbox_id") != binding.sandbox_id
+    ):
+        return None
+    return attempt

@@ -255,4 +255,7 @@ class RunnerSessions:
         return session
 
     def revoke_attempt(self, attempt_id: str) -> int:
-        return store.revoke_attempt_sessions(attempt_id, self._clock.now())
+        """Revoke an attempt's sessions now (closing an attempt does this in its own write)."""
+        revocations = store.revoke_attempt_sessions(attempt_id, self._clock.now())
+        revocations.commit()
+        return len(revocations)

@@ -29,6 +29,7 @@ from runplane.domain.identity import (
     permissions_for_roles,
 )
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.services.attempts import open_attempt
 from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
 from runplane.store.runs import RunRepository
@@ -136,6 +137,10 @@ class Identity:
             run = self._runs.get(session.binding.run_id)
         except NotFound:
             raise Unauthenticated("the runner session's run is gone") from None
+        # Read on every call, so a closed attempt's sandbox is refused at once even
+        # if the listing that revokes its sessions missed one.
+        if open_attempt(session.binding) is None:
+            raise Unauthenticated("the runner session's attempt has ended")
         return Principal(
             kind=PrincipalKind.RUNNER,
             id=session.id,

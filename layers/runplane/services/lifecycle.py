@@ -3,7 +3,9 @@
 Every move is one transaction (see ``RunRepository.transition``). When the
 target status releases the workspace writer reservation, the release (and the
 hand-off to the oldest waiter) is part of that same transaction, so no status
-is ever visible with a reservation it should not have.
+is ever visible with a reservation it should not have. Likewise a move that
+ends the run closes an apply record still open, unless the move itself writes
+it: a finished run never shows a pending apply.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run
 from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run import OPEN_APPLY_RECORD, RunKind, RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
+from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.models import run_part_key
 from runplane.store.runs import FIRST_VERSION, RunRepository, Transitioned
 from runplane.store.transaction import Transaction
 
@@ -79,7 +83,8 @@ class RunLifecycle:
         extra = list(extra_writes)
         for _ in range(MAX_ATTEMPTS):
             release = self._release_on_entry(run, target, state_published, lock)
-            writes = [*extra, release.writes] if release else extra
+            writes = [*extra, release.writes] if release else list(extra)
+            writes.extend(self._close_apply_record(run, target, reason, extra))
             try:
                 moved = self.runs.transition(
                     run, target, writes, actor=actor, reason=reason, run_updates=run_updates
@@ -100,6 +105,33 @@ class RunLifecycle:
             )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
+
+    def _close_apply_record(
+        self, run: Run, target: RunStatus, reason: str | None, extra: list[Transaction]
+    ) -> list[Transaction]:
+        """Close the run's apply record if it is still open as the run ends."""
+        if not target.is_terminal or not run.kind.may_apply:
+            return []
+        if any(write.touches(run_part_key(run.id, "apply")) for write in extra):
+            return []
+        record = run_parts.get(run.id, "apply")
+        if record is None or record.state not in OPEN_APPLY_RECORD:
+            return []
+        # Conditioned on the state read here: a concurrent change retries the move.
+        return [
+            run_parts.change(
+                run.id,
+                "apply",
+                expected_state=record.state,
+                state=apply_record_on_end(target).value,
+                body={
+                    **record.body,
+                    "reason": (reason or f"the run ended {target.value}")[:200],
+                    "run_status": target.value,
+                },
+                now=self._clock.now(),
+            )
+        ]
 
     def _release_on_entry(
         self, run: Run, target: RunStatus, state_published: bool, lock: ApplyLock | None

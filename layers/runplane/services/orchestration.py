@@ -31,8 +31,8 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.policy import input_digest
-from runplane.domain.run import RunStatus
-from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
+from runplane.domain.run import OPEN_APPLY_RECORD, RunStatus
+from runplane.services.attempts import OPEN_ATTEMPT, attempt_part, close_attempt
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import Clearance, LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
@@ -59,17 +59,9 @@ class Timing:
     runner_heartbeat: timedelta = timedelta(minutes=15)
 
 
-# Apply records not yet closed by a result.
-OPEN_APPLY_RECORD = frozenset({"pending", "starting", "started"})
-
-
 def _heartbeat_interval(window: timedelta) -> int:
     """How often a runner heartbeats: six chances per window, so one slow call is no loss."""
     return max(1, int(window.total_seconds()) // 6)
-
-
-def attempt_part(phase: Phase) -> str:
-    return f"attempt#{phase.value}"
 
 
 class Orchestration:

@@ -200,11 +200,13 @@ class Policies:
         return _published(store.get(principal.organization_id, name), created=False)
 
     def list(self, principal: Principal) -> list[PublishedSet]:
-        principal.require(Permission.WORKSPACE_READ)
+        # Policy sets belong to the organization, not to a workspace: a runner
+        # session, confined to its run's workspace, cannot read them.
+        principal.require(Permission.ORGANIZATION_READ)
         return [_published(h, created=False) for h in store.all_of(principal.organization_id)]
 
     def get(self, principal: Principal, name: str) -> PublishedSet:
-        principal.require(Permission.WORKSPACE_READ)
+        principal.require(Permission.ORGANIZATION_READ)
         return _published(store.get(principal.organization_id, name), created=False)
 
     # -- a run's policy check ---------------------------------------------------------------

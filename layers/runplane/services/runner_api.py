@@ -9,10 +9,11 @@ from typing import Any
 
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession
-from runplane.domain.errors import Conflict, InvalidInput
+from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import SandboxTransfers
+from runplane.services.attempts import open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.store import run_parts, state_versions
@@ -71,6 +72,9 @@ class RunnerApi:
             binding = Binding(run_id, attempt_id, Phase(phase), sandbox_id)
         except ValueError:
             raise InvalidInput("phase must be plan or apply", "/phase") from None
+        if open_attempt(binding) is None:
+            # Refused before the handle is looked at: nothing is redeemed or written.
+            raise SessionRefused("its attempt has ended")
         grant = self._sessions.start(bootstrap, binding)
         return {"token": grant.token, "manifest": self._manifest(grant.session)}
 

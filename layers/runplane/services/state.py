@@ -10,7 +10,8 @@ for runs), in the same transaction as the version and its audit event.
 Rules, in the order they are checked:
 1. the caller may write state and sees the workspace;
 2. no run holds the writer authority, unless the caller is that run;
-3. the caller holds the workspace lock;
+3. the caller holds the workspace lock (a runner session: the lock and fence of
+   its run's current, open apply attempt, see ``runner_authority``);
 4. the same serial and MD5 as the current version is a retry: the current
    version is returned and nothing is written;
 5. the lineage matches the current state's (``force`` overrides, recorded);
@@ -57,10 +58,13 @@ from runplane.domain.state import (
     parse_json,
     parse_output_id,
 )
+from runplane.services import runner_authority
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
+from runplane.store.runs import RunRepository
 from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVersion
+from runplane.store.transaction import Transaction
 
 # API Gateway carries at most 10 MB per request; state travels through it.
 MAX_STATE_BYTES = 10_000_000
@@ -95,27 +99,38 @@ class StateVersions:
         self._workspaces = workspaces
         self._artifacts = artifacts
         self._max_bytes = max_bytes
+        self._runs = RunRepository(clock, ids)
 
     # -- reads --------------------------------------------------------------------------
 
     def current(self, principal: Principal, workspace_id: str) -> StateVersion:
         principal.require(Permission.STATE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        if workspace.current_state_version_id is None:
+        current = workspace.current_state_version_id
+        if principal.kind is PrincipalKind.RUNNER:
+            current = runner_authority.pinned_state(principal, self._runs)
+        if current is None:
             raise NotFound("current state version of workspace", workspace.id)
-        return store.get(workspace.current_state_version_id)
+        return store.get(current)
 
     def get(self, principal: Principal, sv_id: str) -> StateVersion:
         principal.require(Permission.STATE_READ)
         version = store.get(sv_id)
         if not principal.can_see_workspace(version.organization_id, version.workspace_id):
             raise NotFound("state version", sv_id)
+        if principal.kind is PrincipalKind.RUNNER and not runner_authority.may_read(
+            principal, version, self._runs
+        ):
+            raise NotFound("state version", sv_id)
         return version
 
     def history(self, principal: Principal, workspace_id: str) -> list[StateVersion]:
         principal.require(Permission.STATE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return store.list_for_workspace(workspace.id)
+        versions = store.list_for_workspace(workspace.id)
+        if principal.kind is PrincipalKind.RUNNER:
+            return [v for v in versions if runner_authority.may_read(principal, v, self._runs)]
+        return versions
 
     def download(self, principal: Principal, sv_id: str) -> bytes:
         """The raw state, verified through EOF (at most ``max_bytes``, so it fits a response)."""
@@ -250,17 +265,14 @@ class StateVersions:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
         if principal.kind is PrincipalKind.RUNNER:
-            if workspace.lock_run_id != principal.run_id or workspace.lock_id is None:
-                raise WorkspaceLocked(
-                    f"workspace {workspace.id} is not locked for run {principal.run_id}"
-                )
+            granted = runner_authority.apply_authority(principal, workspace, self._runs)
             return Authority(
                 workspace.id,
-                f"run:{principal.run_id}",
-                workspace.lock_id,
+                f"run:{granted.run_id}",
+                granted.lock_id,
                 workspace.current_state_version_id,
-                fence=workspace.fence,
-                run_id=principal.run_id,
+                fence=granted.fence,
+                run_id=granted.run_id,
             )
         if workspace.lock_id is None:
             raise WorkspaceNotLocked(workspace.id)
@@ -325,6 +337,10 @@ class StateVersions:
         assert artifact.sha256 is not None
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
+        # A run's write commits only while the run applies and its attempt is open.
+        guard = (
+            runner_authority.still_applying(authority.run_id) if authority.run_id else Transaction()
+        )
         try:
             if token_hash is None:
                 published = StateVersion(
@@ -336,10 +352,11 @@ class StateVersions:
                         "size": len(raw),
                     }
                 )
-                store.publish(published, authority, event_id).commit()
+                guard.extend([store.publish(published, authority, event_id)]).commit()
                 return published
-            store.use_upload_token(token_hash, now).extend(
+            guard.extend(
                 [
+                    store.use_upload_token(token_hash, now),
                     store.finalize(
                         version,
                         authority,
@@ -348,7 +365,7 @@ class StateVersions:
                         size=len(raw),
                         event_id=event_id,
                         now=now,
-                    )
+                    ),
                 ]
             ).commit()
         except BaseException:

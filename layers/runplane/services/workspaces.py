@@ -23,6 +23,7 @@ from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.services import runner_authority
 from runplane.store import workspaces as store
 from runplane.store.runs import RunRepository
 
@@ -50,7 +51,14 @@ class Workspaces:
 
     def organizations(self, principal: Principal) -> list[Organization]:
         """Every organization the caller sees: its own."""
+        principal.require(Permission.ORGANIZATION_READ)
         return [store.get_organization(principal.organization_id)]
+
+    def read_organization(self, principal: Principal, name: str) -> Organization:
+        """The organization itself, for callers who may read it (a runner session,
+        confined to its run's workspace, may not)."""
+        principal.require(Permission.ORGANIZATION_READ)
+        return self.organization(principal, name)
 
     def organization_id_of(self, name: str) -> str:
         org_id = store.find_organization_id(name)
@@ -177,10 +185,9 @@ class Workspaces:
         principal.require(Permission.WORKSPACE_READ)
         workspace = self.by_id(principal, workspace_id)
         if principal.kind is PrincipalKind.RUNNER:
-            # The workflow locked the workspace for this run; the engine's own
-            # lock call only confirms it.
-            if workspace.lock_run_id != principal.run_id:
-                raise WorkspaceLocked(f"workspace {workspace.id} is not locked for this run")
+            # The workflow locked the workspace for this run's apply attempt; the
+            # engine's own lock call only confirms that this session holds it.
+            runner_authority.apply_authority(principal, workspace, self._runs)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         holder = LockHolder(principal.ref, principal.display)
@@ -213,8 +220,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
-            if workspace.lock_run_id != principal.run_id:
-                raise WorkspaceNotLocked(workspace.id)
+            runner_authority.apply_authority(principal, workspace, self._runs)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         if workspace.lock_id is None:

@@ -212,16 +212,22 @@ def _to_session(item: RunnerSessionItem) -> RunnerSession:
     )
 
 
-def revoke_attempt_sessions(attempt_id: str, now: datetime) -> int:
-    """Revoke every session of an attempt; effective on the sessions' next call."""
-    revoked = 0
+def revoke_attempt_sessions(attempt_id: str, now: datetime) -> Transaction:
+    """Writes revoking every session of an attempt not yet revoked, to commit with
+    whatever closes the attempt. Sessions are found through the eventually
+    consistent index; a session it misses is still refused, because a session is
+    only honoured while its attempt is open."""
+    revocations = Transaction()
     for item in RunnerSessionItem.gsi1.query(attempt_sessions_partition(attempt_id)):
         if item.revoked_at is None:
-            Transaction().update(
+            revocations.update(
                 RunnerSessionItem(item.pk, item.sk),
-                [RunnerSessionItem.revoked_at.set(now)],
-                condition=RunnerSessionItem.revoked_at.does_not_exist(),
-                on_refused=lambda current: ConcurrentChange("session revoked concurrently"),
-            ).commit()
-            revoked += 1
-    return revoked
+                # if_not_exists: a revocation that raced this one keeps its instant.
+                [RunnerSessionItem.revoked_at.set(RunnerSessionItem.revoked_at | now)],
+                # Never create a stub item for a session that expired out of the table.
+                condition=RunnerSessionItem.pk.exists(),
+                on_refused=lambda current: ConcurrentChange(
+                    "a runner session of the attempt expired meanwhile"
+                ),
+            )
+    return revocations

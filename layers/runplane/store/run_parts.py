@@ -123,3 +123,11 @@ def change(
         condition=RunPartItem.state.is_in(*expected),
         on_refused=on_refused or refused,
     )
+
+
+def expect(
+    run_id: str, name: str, states: frozenset[str] | tuple[str, ...], on_refused: OnRefused
+) -> Transaction:
+    """A condition check, to commit with other writes: the part is in one of ``states``."""
+    condition = RunPartItem.state.is_in(*sorted(states))
+    return Transaction().check(RunPartItem, run_part_key(run_id, name), condition, on_refused)

@@ -25,7 +25,7 @@ from runplane.store.models import (
     run_key,
     stage_key,
 )
-from runplane.store.transaction import Item, Transaction
+from runplane.store.transaction import Item, OnRefused, Transaction
 
 # Attributes a transition may set on the run besides status and version.
 _SETTABLE = frozenset({"plan_has_changes", "predecessor_sv_id", "approval_expires_at"})
@@ -258,3 +258,8 @@ def to_run(item: RunItem) -> Run:
         approval_expires_at=item.approval_expires_at,
         runner_release=item.runner_release,
     )
+
+
+def expect_status(run_id: str, status: RunStatus, on_refused: OnRefused) -> Transaction:
+    """A condition check, to commit with other writes: the run is in ``status``."""
+    return Transaction().check(RunItem, run_key(run_id), RunItem.status == status.value, on_refused)

@@ -128,6 +128,10 @@ class Transaction:
         request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return self._add(_Kind.CHECK, request, on_refused)
 
+    def touches(self, key: tuple[str, str]) -> bool:
+        """Whether one of the writes is to the item with this (partition, sort) key."""
+        return any(write.key == key for write in self._writes)
+
     def extend(self, writes: Iterable[Transaction]) -> Transaction:
         for other in writes:
             self._writes.extend(other._writes)

@@ -1,0 +1,95 @@
+"""What a runner session may do with its workspace's state.
+
+A runner session's permissions name what kind of thing it may touch; this
+module says exactly which. It may read only what its run needs: the state
+version the run pinned when it started planning, and what its own run
+published. It may take the workspace lock and publish state only with the
+apply authority of the run's current attempt: an apply-phase session of that
+exact attempt and sandbox, while the attempt is open and the run is
+``applying``, under the lock and fence that attempt was granted. Every write
+made with that authority also carries condition checks on the run and the
+attempt, so a result, a cancellation or a loss that commits first refuses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runplane.domain.capabilities import Phase
+from runplane.domain.entities import Workspace
+from runplane.domain.errors import RunnerAuthorityRefused, RunNotApplying, StaleFence
+from runplane.domain.identity import Principal
+from runplane.domain.run import RunStatus
+from runplane.services.attempts import OPEN_ATTEMPT, attempt_part
+from runplane.store import run_parts
+from runplane.store import runs as run_store
+from runplane.store.runs import RunRepository
+from runplane.store.state_versions import StateVersion
+from runplane.store.transaction import Item, Transaction
+
+
+@dataclass(frozen=True)
+class ApplyAuthority:
+    """The lock and fence a runner's current apply attempt holds on the workspace."""
+
+    run_id: str
+    attempt_id: str
+    sandbox_id: str
+    lock_id: str
+    fence: int
+
+
+def apply_authority(
+    principal: Principal, workspace: Workspace, runs: RunRepository
+) -> ApplyAuthority:
+    """The apply authority ``principal`` (a runner session) holds on ``workspace``,
+    or the typed refusal: 403 for the wrong session, 409 for the wrong moment."""
+    run_id = principal.run_id or ""
+    if principal.phase != Phase.APPLY.value:
+        raise RunnerAuthorityRefused(
+            run_id, "a plan session may read the run's pinned state but never lock or write it"
+        )
+    attempt = run_parts.get(run_id, attempt_part(Phase.APPLY))
+    if attempt is None or attempt.body.get("attempt_id") != principal.attempt_id:
+        raise RunnerAuthorityRefused(run_id, "it is not the session of the run's current apply")
+    if attempt.body.get("sandbox_id") != principal.sandbox_id:
+        raise RunnerAuthorityRefused(run_id, "it belongs to another sandbox")
+    if attempt.state not in OPEN_ATTEMPT:
+        raise RunnerAuthorityRefused(run_id, f"its apply attempt has ended ({attempt.state})")
+    run = runs.get(run_id)
+    if run.status is not RunStatus.APPLYING:
+        raise RunNotApplying(run.id, run.status)
+    lock_id, fence = str(attempt.body["lock_id"]), int(attempt.body["fence"])
+    if workspace.lock_run_id != run.id or workspace.lock_id != lock_id or workspace.fence != fence:
+        raise StaleFence(workspace.id, fence, workspace.fence)
+    return ApplyAuthority(
+        run.id, str(attempt.body["attempt_id"]), attempt.body["sandbox_id"], lock_id, fence
+    )
+
+
+def still_applying(run_id: str) -> Transaction:
+    """Checks committed with every state write made with a run's authority: the run
+    is still applying and its apply attempt still open."""
+
+    def ended(current: Item | None) -> Exception:
+        return RunnerAuthorityRefused(run_id, "its apply attempt has ended")
+
+    def moved(current: Item | None) -> Exception:
+        return RunNotApplying(run_id, (current or {}).get("status"))
+
+    # The attempt first: when both are stale, "its attempt has ended" says more.
+    return run_parts.expect(run_id, attempt_part(Phase.APPLY), OPEN_ATTEMPT, ended).extend(
+        [run_store.expect_status(run_id, RunStatus.APPLYING, moved)]
+    )
+
+
+def pinned_state(principal: Principal, runs: RunRepository) -> str | None:
+    """The state version a runner sees as current: the one its run pinned."""
+    return runs.get(principal.run_id or "").predecessor_sv_id
+
+
+def may_read(principal: Principal, version: StateVersion, runs: RunRepository) -> bool:
+    """A runner reads its run's pinned predecessor and what its own run published."""
+    if version.id == pinned_state(principal, runs):
+        return True
+    return (version.provenance or {}).get("run_id") == principal.run_id
