@@ -40,7 +40,7 @@ class LogChunk:
 
 
 class ChunkTaken(Conflict):
-    """A chunk with this number exists (``current`` is it, if it could be read)."""
+    """A chunk with this number is stored already (a resend, or a conflicting one)."""
 
     code = "LOG_CHUNK_EXISTS"
 
