@@ -3,6 +3,7 @@ and the runner's endpoints. Handlers parse, call one service, map the result."""
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict
 from functools import lru_cache
@@ -14,8 +15,9 @@ from pydantic import BaseModel, Field
 
 from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Workspace
-from runplane.domain.errors import RunplaneError
+from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
+from runplane.domain.logs import END_OF_TEXT, MAX_CHUNK_BYTES
 from runplane.domain.run import RunKind
 from runplane.services.identity import decode_principal
 from runplane.services.launch_controls import GLOBAL, Controls
@@ -98,6 +100,13 @@ class UploadRegister(BaseModel):
 class ApplyStart(BaseModel):
     handle: str = Field(min_length=10, max_length=200)
     request: dict[str, str]
+
+
+class LogChunkBody(BaseModel):
+    sequence: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    # Base64 of at most MAX_CHUNK_BYTES bytes.
+    data: str = Field(min_length=1, max_length=4 * (MAX_CHUNK_BYTES // 3 + 1))
 
 
 class RunnerReport(BaseModel):
@@ -335,10 +344,36 @@ def build_app() -> APIGatewayRestResolver:
     def get_workspace(workspace_id: str) -> Reply:
         return _json(200, _workspace(services().workspaces.by_id(principal(), workspace_id)))
 
+    def _query_int(name: str) -> int | None:
+        raw = app.current_event.get_query_string_value(name)
+        if raw is None:
+            return None
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 15:
+            raise InvalidInput(f"{name} must be a whole number of bytes", f"/{name}")
+        return int(raw)
+
     @app.get("/api/v1/runs/<run_id>/logs/<phase>")
     def run_log(run_id: str, phase: Literal["plan", "apply"]) -> Reply:
-        text = services().runs.log(principal(), run_id, Phase(phase))
-        return Response(status_code=200, content_type="text/plain; charset=utf-8", body=text)
+        read = services().logs.read(
+            principal(),
+            run_id,
+            Phase(phase),
+            offset=_query_int("offset") or 0,
+            limit=_query_int("limit"),
+        )
+        text = read.data.decode("utf-8", "replace") + (END_OF_TEXT if read.at_end else "")
+        return Response(
+            status_code=200,
+            content_type="text/plain; charset=utf-8",
+            body=text,
+            headers={
+                "Runplane-Log-Offset": str(read.offset),
+                "Runplane-Log-Next-Offset": str(read.next_offset),
+                "Runplane-Log-Length": str(read.length),
+                "Runplane-Log-Complete": "true" if read.complete else "false",
+                "Runplane-Log-Source": read.source,
+            },
+        )
 
     # -- runner -------------------------------------------------------------------------------
 
@@ -378,6 +413,15 @@ def build_app() -> APIGatewayRestResolver:
     @app.post("/api/v1/runner/heartbeat")
     def runner_heartbeat() -> Reply:
         return _json(200, services().runner_api.heartbeat(principal()))
+
+    @app.post("/api/v1/runner/log-chunks")
+    def runner_log_chunk(body: LogChunkBody) -> Reply:
+        try:
+            data = base64.b64decode(body.data, validate=True)
+        except ValueError:
+            raise InvalidInput("data must be base64", "/data") from None
+        stored = services().logs.store_chunk(principal(), body.sequence, body.offset, data)
+        return _json(200 if stored["replayed"] else 201, stored)
 
     @app.post("/api/v1/runner/result")
     def runner_result(body: RunnerReport) -> Reply:

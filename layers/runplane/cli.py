@@ -175,8 +175,40 @@ def _run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Stream:
+    """Log text written as it arrives, with progress lines kept on lines of their own."""
+
+    def __init__(self) -> None:
+        self.midline = False
+
+    def text(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.midline = not text.endswith("\n")
+
+    def line(self, line: str) -> None:
+        self.end_line()
+        print(line, flush=True)
+
+    def end_line(self) -> None:
+        if self.midline:
+            print(flush=True)
+            self.midline = False
+
+
 def _run_logs(args: argparse.Namespace) -> int:
-    text = _client(args).log(args.run, args.phase)
+    client = _client(args)
+    if args.follow:
+        if args.json:
+            parts: list[str] = []
+            client.follow_log(args.run, args.phase, parts.append, timeout=args.timeout)
+            _print_json({"run_id": args.run, "phase": args.phase, "log": "".join(parts)})
+            return 0
+        stream = _Stream()
+        client.follow_log(args.run, args.phase, stream.text, timeout=args.timeout)
+        stream.end_line()
+        return 0
+    text = client.log(args.run, args.phase)
     if args.json:
         _print_json({"run_id": args.run, "phase": args.phase, "log": text})
     else:
@@ -200,16 +232,24 @@ def _run_cancel(args: argparse.Namespace) -> int:
 
 
 def _run_watch(args: argparse.Namespace) -> int:
+    stream = _Stream()
+
     def progress(review: dict[str, Any]) -> None:
         stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
-        print(f"{review['status']:<20} {stages}", flush=True)
+        stream.line(f"{review['status']:<20} {stages}")
 
+    def log(phase: str, text: str) -> None:
+        stream.text(text)
+
+    live = not (args.json or args.no_logs)
     review = _client(args).watch(
         args.run,
         until=args.until,
         timeout=args.timeout,
         on_change=None if args.json else progress,
+        on_log=log if live else None,
     )
+    stream.end_line()
     _show(review, args.json)
     return 0 if review["status"] in {"succeeded", *args.until} else EXIT_NOT_SUCCEEDED
 
@@ -464,6 +504,17 @@ def _run_parser(commands: Any) -> None:
     logs.add_argument(
         "--phase", default="plan", choices=["plan", "apply"], help="which log (%(default)s)"
     )
+    logs.add_argument(
+        "--follow",
+        action="store_true",
+        help="print the log as it grows, until it is complete (waits for the phase to start)",
+    )
+    logs.add_argument(
+        "--timeout",
+        type=float,
+        default=1800,
+        help="with --follow: give up after this many seconds (%(default)s)",
+    )
     for decision in ("approve", "reject"):
         decide = _add(run_commands, decision, f"{decision} the plan", _run_decide)
         _run_argument(decide)
@@ -482,6 +533,11 @@ def _run_parser(commands: Any) -> None:
     )
     watch.add_argument(
         "--timeout", type=float, default=1800, help="give up after this many seconds (%(default)s)"
+    )
+    watch.add_argument(
+        "--no-logs",
+        action="store_true",
+        help="show only stage progress, not the plan and apply logs",
     )
     override = _add(
         run_commands, "override", "override a soft-mandatory policy failure", _run_override

@@ -51,6 +51,22 @@ class ApiError(Exception):
         self.code = str(body.get("code") or "") if isinstance(body, dict) else ""
 
 
+@dataclass(frozen=True)
+class LogText:
+    """One read of a run phase's log (see docs/runs.md, "Logs")."""
+
+    text: str
+    next_offset: int
+    complete: bool
+    """Nothing more will be added to the log."""
+    at_end: bool
+    """The read reached the end of the complete log (its body ended with ETX)."""
+
+
+END_OF_TEXT = "\x03"
+PHASES = ("plan", "apply")
+
+
 class ConfigurationError(ValueError):
     """A directory that cannot be uploaded as a configuration; nothing was sent."""
 
@@ -123,6 +139,11 @@ class Client:
         return json.loads(raw) if raw else None
 
     def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> bytes:
+        return self._exchange(method, path, body)[0]
+
+    def _exchange(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None
+    ) -> tuple[bytes, Mapping[str, str]]:
         data = json.dumps(dict(body)).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - the configured control plane
             f"{self.connection.url}{path}", data=data, method=method
@@ -132,6 +153,7 @@ class Client:
         try:
             with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
                 raw = response.read()
+                headers = dict(response.headers.items())
         except urllib.error.HTTPError as error:
             raw = error.read()
             try:
@@ -139,7 +161,7 @@ class Client:
             except ValueError:
                 parsed = raw.decode("utf-8", "replace")
             raise ApiError(error.code, parsed) from None
-        return bytes(raw)
+        return bytes(raw), headers
 
     def workspace_id(self, name_or_id: str) -> str:
         if name_or_id.startswith("ws-"):
@@ -163,10 +185,61 @@ class Client:
         return result
 
     def log(self, run_id: str, phase: str) -> str:
-        """The log the runner uploaded for ``phase``, as text."""
-        return self._request("GET", f"/api/v1/runs/{_seg(run_id)}/logs/{_seg(phase)}").decode(
-            "utf-8", "replace"
+        """The phase's log as it is now (all of it once the phase ended)."""
+        return self.read_log(run_id, phase).text
+
+    def read_log(
+        self, run_id: str, phase: str, offset: int = 0, limit: int | None = None
+    ) -> LogText:
+        """The phase's log from byte ``offset`` (404 until the phase started)."""
+        query = {"offset": str(offset), **({"limit": str(limit)} if limit else {})}
+        raw, headers = self._exchange(
+            "GET",
+            f"/api/v1/runs/{_seg(run_id)}/logs/{_seg(phase)}?{urllib.parse.urlencode(query)}",
         )
+        found = {name.lower(): value for name, value in headers.items()}
+        text = raw.decode("utf-8", "replace")
+        complete = found.get("runplane-log-complete") == "true"
+        next_offset = int(found.get("runplane-log-next-offset", offset))
+        at_end = complete and next_offset >= int(found.get("runplane-log-length", next_offset))
+        if at_end:
+            text = text.removesuffix(END_OF_TEXT)
+        return LogText(text, next_offset, complete, at_end)
+
+    def follow_log(
+        self,
+        run_id: str,
+        phase: str,
+        on_text: Callable[[str], None],
+        *,
+        timeout: float = 1800,
+        interval: float = 0.5,
+    ) -> None:
+        """Pass the phase's log to ``on_text`` as it grows, until it is complete.
+
+        Waits for the phase to start; the 404 is raised if the run ended without it.
+        """
+        deadline = time.monotonic() + timeout
+        offset = 0
+        while True:
+            try:
+                read = self.read_log(run_id, phase, offset)
+            except ApiError as error:
+                if error.status != 404 or self.review(run_id)["status"] in TERMINAL:
+                    raise
+            else:
+                if read.text:
+                    on_text(read.text)
+                if read.at_end:
+                    return
+                if read.next_offset > offset:
+                    offset = read.next_offset
+                    continue  # more may be waiting: read again at once
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the {phase} log of run {run_id} is not complete after {timeout} s"
+                )
+            time.sleep(interval)
 
     def create_workspace(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
@@ -288,23 +361,65 @@ class Client:
         until: Iterable[str] = (),
         timeout: float = 600,
         on_change: Callable[[dict[str, Any]], None] | None = None,
+        on_log: Callable[[str, str], None] | None = None,
         interval: float = 0.5,
     ) -> dict[str, Any]:
-        """Poll the review until the run ends (or reaches one of ``until``)."""
+        """Poll the review until the run ends (or reaches one of ``until``).
+
+        With ``on_log``, the plan's and then the apply's log are passed to it as
+        (phase, text) while they grow; the watch ends with them complete.
+        """
         stop = TERMINAL | set(until)
         deadline = time.monotonic() + timeout
         seen: tuple[Any, ...] | None = None
+        logs = _LogCursor(self, run_id, on_log) if on_log is not None else None
         while True:
             review = self.review(run_id)
             state = (review["status"], tuple(s["status"] for s in review["stages"]))
             if state != seen and on_change is not None:
                 on_change(review)
             seen = state
-            if review["status"] in stop:
+            ended = review["status"] in stop
+            if logs is not None:
+                logs.advance(ended=ended)
+            if ended:
                 return review
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} is still {review['status']} after {timeout} s")
             time.sleep(interval)
+
+
+class _LogCursor:
+    """Where a watch is in the run's logs: the phase it reads and the offset in it."""
+
+    def __init__(self, client: Client, run_id: str, on_log: Callable[[str, str], None]) -> None:
+        self._client = client
+        self._run_id = run_id
+        self._on_log = on_log
+        self._phase = 0
+        self._offset = 0
+
+    def advance(self, *, ended: bool) -> None:
+        """Pass on what is new; once the run ``ended``, drain every started log."""
+        while self._phase < len(PHASES):
+            phase = PHASES[self._phase]
+            try:
+                read = self._client.read_log(self._run_id, phase, self._offset)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+                if not ended:
+                    return
+                self._phase += 1  # this phase never ran: nor will the next
+                continue
+            if read.text:
+                self._on_log(phase, read.text)
+            progressed = read.next_offset > self._offset
+            self._offset = read.next_offset
+            if read.at_end:
+                self._phase, self._offset = self._phase + 1, 0
+            elif not progressed:
+                return
 
 
 def _render_policy(policy: Mapping[str, Any]) -> list[str]:
@@ -337,6 +452,11 @@ def render_review(review: Mapping[str, Any]) -> str:
     ]
     if review.get("status_reason"):
         lines.append(f"  reason     {review['status_reason']}")
+    failure = review.get("failure")
+    if failure:
+        said = str(failure["reason"]).splitlines()
+        lines.append(f"  failure    {failure['phase']}: {said[0] if said else ''}")
+        lines.extend(f"             {line}".rstrip() for line in said[1:])
     stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
     lines.append(f"  stages     {stages}")
     inputs = review["input"]

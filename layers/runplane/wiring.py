@@ -23,6 +23,7 @@ from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.identity import Identity
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
+from runplane.services.logs import RunLogs
 from runplane.services.orchestration import Orchestration, Timing
 from runplane.services.policy import Evaluator, Policies
 from runplane.services.runner_api import RunnerApi
@@ -62,6 +63,7 @@ class Services:
     state: StateVersions
     workflow: Workflow
     runs: Runs
+    logs: RunLogs
     orchestration: Orchestration
     runner_api: RunnerApi
     launcher: Launcher
@@ -135,6 +137,21 @@ def build_services(
             runner_heartbeat=timedelta(seconds=settings.runner_heartbeat_seconds),
         ),
     )
+    runs = Runs(
+        clock,
+        ids,
+        lifecycle,
+        workspaces,
+        artifacts,
+        workflow,
+        definition_version=settings.definition_version,
+        build_sha=settings.build_sha,
+        launch_controls=launch_controls,
+        runner_release=settings.runner_release,
+        engine_versions=frozenset(
+            v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
+        ),
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -149,21 +166,8 @@ def build_services(
         workspaces=workspaces,
         state=StateVersions(clock, ids, workspaces, artifacts),
         workflow=workflow,
-        runs=Runs(
-            clock,
-            ids,
-            lifecycle,
-            workspaces,
-            artifacts,
-            workflow,
-            definition_version=settings.definition_version,
-            build_sha=settings.build_sha,
-            launch_controls=launch_controls,
-            runner_release=settings.runner_release,
-            engine_versions=frozenset(
-                v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
-            ),
-        ),
+        runs=runs,
+        logs=RunLogs(clock, artifacts, runs),
         orchestration=orchestration,
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
         launcher=launcher,

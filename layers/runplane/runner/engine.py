@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+from runplane.domain.logs import LOG_CAP_BYTES
 from runplane.domain.variables import name_problem
 from runplane.runner.refusal import Refused
 
-DEFAULT_LOG_CAP: Final = 1024 * 1024
+DEFAULT_LOG_CAP: Final = LOG_CAP_BYTES
 """Default byte cap of a :class:`BoundedLog` (1 MiB)."""
 
 MAX_PLAN_JSON_BYTES: Final = 200 * 1024 * 1024
@@ -235,10 +236,21 @@ class BoundedLog:
     remainder is remembered as already covered, so the raw bytes stay available for
     matching a secret that overlaps it. The result is exactly that of redacting the whole
     stream at once, however it was split into writes. Empty secrets are ignored; see
-    :func:`_secret_forms` for the spellings of a secret that are redacted.
+    :func:`_secret_forms` for the spellings of a secret that are redacted. Only a suffix
+    that could still begin a secret is held back, so a line that cannot is decided (and
+    streamed) as soon as it is written.
+
+    Streaming: ``sink``, if given, receives the head as it is decided, redacted, in
+    order; :meth:`close` decides the held-back rest. What a sink received is always the
+    start of :meth:`bytes`.
     """
 
-    def __init__(self, cap_bytes: int = DEFAULT_LOG_CAP, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        cap_bytes: int = DEFAULT_LOG_CAP,
+        secrets: Iterable[str] = (),
+        sink: Callable[[builtins.bytes], None] | None = None,
+    ) -> None:
         if cap_bytes < 2:
             raise ValueError("a BoundedLog needs a cap of at least 2 bytes")
         self.cap_bytes = cap_bytes
@@ -253,6 +265,8 @@ class BoundedLog:
                 needles.update(form.encode("utf-8") for form in _secret_forms(secret))
         self._needles = tuple(sorted(needles, key=len, reverse=True))
         self._hold = max((len(n) for n in self._needles), default=1) - 1
+        self._firsts = frozenset(needle[0] for needle in self._needles)
+        self._sink = sink
         # Raw bytes that may still start a secret, and how many of them a marker covers.
         self._pending: builtins.bytes = b""
         self._covered = 0
@@ -279,12 +293,25 @@ class BoundedLog:
             out, self._pending, self._covered, self._joined = self._redact(
                 self._pending + piece, self._covered, self._joined, final=False
             )
-            room = self._head_cap - len(self._head)
-            if room > 0:
-                self._head += out[:room]
-                out = out[room:]
-            if out:
-                self._dropped += self._tail.add(out)
+            self._store(out)
+
+    def close(self) -> None:
+        """Decide the held-back bytes now: nothing more will be written that could
+        complete a secret. Writing after this starts afresh (call it at the end)."""
+        rest = self._redact(self._pending, self._covered, self._joined, final=True)[0]
+        self._pending, self._covered = b"", 0
+        self._store(rest)
+
+    def _store(self, out: builtins.bytes) -> None:
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            head = out[:room]
+            self._head += head
+            out = out[room:]
+            if self._sink is not None and head:
+                self._sink(head)
+        if out:
+            self._dropped += self._tail.add(out)
 
     def bytes(self) -> builtins.bytes:
         """The log as stored: head, a truncation marker if anything was dropped, tail."""
@@ -303,6 +330,19 @@ class BoundedLog:
         """:meth:`bytes` decoded as UTF-8 (a character cut by truncation becomes U+FFFD)."""
         return self.bytes().decode("utf-8", errors="replace")
 
+    def _undecided(self, buf: builtins.bytes) -> int:
+        """Where the suffix of ``buf`` that may still begin a secret starts.
+
+        Any match starting before it is complete in ``buf``: a position within the last
+        ``hold`` bytes whose suffix is no secret's prefix starts no unfinished match.
+        """
+        for at in range(max(0, len(buf) - self._hold), len(buf)):
+            if buf[at] in self._firsts:
+                suffix = buf[at:]
+                if any(needle.startswith(suffix) for needle in self._needles):
+                    return at
+        return len(buf)
+
     def _redact(
         self, buf: builtins.bytes, covered: int, joined: bool, *, final: bool
     ) -> tuple[builtins.bytes, builtins.bytes, int, bool]:
@@ -313,7 +353,7 @@ class BoundedLog:
         continues it). Returns the output, the raw bytes held back, and the new
         ``covered`` and ``joined`` for them.
         """
-        limit = len(buf) if final else max(0, len(buf) - self._hold)
+        limit = len(buf) if final else self._undecided(buf)
         if limit == 0:
             return b"", buf, covered, joined
         spans: list[tuple[int, int]] = [(0, covered)] if covered else []

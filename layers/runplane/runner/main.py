@@ -29,6 +29,7 @@ from typing import Any
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.config_check import check_root_module
+from runplane.runner.diagnostics import engine_errors
 from runplane.runner.engine import (
     BoundedLog,
     Engine,
@@ -40,12 +41,23 @@ from runplane.runner.engine import (
     write_cli_config,
     write_var_file,
 )
+from runplane.runner.logship import LogShipper, SendFailed
 from runplane.runner.plan_summary import summarize
 from runplane.runner.refusal import Refused, shown
 
 DEFAULT_HEARTBEAT_SECONDS = 60
 MAX_REASON = 2000
 _LOGGED_ERROR = 500
+# A live log chunk waits at most this long for the control plane before it is retried.
+_CHUNK_TIMEOUT = 15
+
+
+class CallFailed(RuntimeError):
+    """The control plane answered with an error status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ControlPlane:
@@ -55,7 +67,14 @@ class ControlPlane:
         self.url = url.rstrip("/")
         self.token: str | None = None
 
-    def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = 120,
+    ) -> Any:
         data = json.dumps(dict(body)).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - the control plane's own URL
             f"{self.url}{path}", data=data, method=method
@@ -64,11 +83,13 @@ class ControlPlane:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             detail = error.read()[:2000].decode("utf-8", "replace")
-            raise RuntimeError(f"{method} {path} failed with {error.code}: {detail}") from None
+            raise CallFailed(
+                f"{method} {path} failed with {error.code}: {detail}", error.code
+            ) from None
 
 
 def _transfer(method: str, url: str, body: bytes | None = None) -> bytes:
@@ -89,7 +110,9 @@ class Runner:
         self.phase = environ["RUNPLANE_PHASE"]
         self.sandbox_id = environ["RUNPLANE_SANDBOX_ID"]
         self.manifest: dict[str, Any] = {}
-        self.log = BoundedLog()
+        # Streams the log's redacted head while the phase runs (see runner/logship.py).
+        self.shipper = LogShipper(self._send_chunk)
+        self.log = BoundedLog(sink=self.shipper.feed)
         # Wall time spent inside the engine, reported so overhead can be measured.
         self.engine_seconds = 0.0
 
@@ -141,7 +164,7 @@ class Runner:
         )
         self.api.token = started["token"]
         self.manifest = started["manifest"]
-        self.log = BoundedLog(secrets=[started["token"], self.env["RUNPLANE_BOOTSTRAP"]])
+        self.log = self._new_log([started["token"], self.env["RUNPLANE_BOOTSTRAP"]])
 
     def prepare(self) -> tuple[Engine, Path | None, Path]:
         """The engine in the extracted, checked configuration, the var file to plan with
@@ -162,8 +185,8 @@ class Runner:
                 isinstance(v, str) for v in variables.values()
             ):
                 raise Refused("the run's variables are not a JSON object of strings")
-            self.log = BoundedLog(
-                secrets=[*variables.values(), self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"]]
+            self.log = self._new_log(
+                [*variables.values(), self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"]]
             )
             var_file = write_var_file(self.workdir / "runplane.tfvars.json", variables)
         # The API may sit under a path (an API Gateway stage): the host block names
@@ -251,9 +274,27 @@ class Runner:
         self.log.write(f"\nstate check: {json.dumps(check)}\n")
         return {"outcome": "applied", "log_artifact_id": self._upload_log()}
 
+    def _new_log(self, secrets: list[str]) -> BoundedLog:
+        """A log redacting ``secrets``: it replaces the current one before anything
+        was written to it, so the live stream and the final log stay one text."""
+        return BoundedLog(secrets=secrets, sink=self.shipper.feed)
+
+    def _send_chunk(self, sequence: int, offset: int, data: bytes) -> None:
+        body = {"sequence": sequence, "offset": offset, "data": base64.b64encode(data).decode()}
+        try:
+            self.api.call("POST", "/api/v1/runner/log-chunks", body, timeout=_CHUNK_TIMEOUT)
+        except CallFailed as refused:
+            raise SendFailed(refused.status) from None
+        except Exception as error:  # unreachable, reset, timed out: retried
+            raise SendFailed(None, type(error).__name__) from None
+
     def _failed(self, reason: str) -> dict[str, Any]:
         text = self.log.text()
         outcome = "credentials_required" if credentials_missing(text) else "failed"
+        # The engine's own diagnostics say what went wrong (the log is redacted already).
+        errors = engine_errors(text, MAX_REASON - len(reason) - 2)
+        if errors:
+            reason = f"{reason}:\n{errors}"
         result: dict[str, Any] = {"outcome": outcome, "reason": reason[:MAX_REASON]}
         try:
             result["log_artifact_id"] = self._upload_log()
@@ -262,6 +303,12 @@ class Runner:
         return result
 
     def _upload_log(self) -> str:
+        # The rest of the live stream goes first: then the final log (the source of
+        # truth once present) starts with exactly what was streamed.
+        self.log.close()
+        self.shipper.close()
+        if self.shipper.stopped_reason:
+            print(f"runner: live log streaming stopped: {self.shipper.stopped_reason}")
         artifact_id, _ = self.upload("logs", self.log.bytes())
         return artifact_id
 
@@ -284,6 +331,7 @@ class Runner:
 
     def run(self) -> int:
         self.start()
+        self.shipper.start()
         stop = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()
@@ -293,6 +341,7 @@ class Runner:
             self.api.call("POST", "/api/v1/runner/result", result)
         finally:
             stop.set()
+            self.shipper.close()
         if result["outcome"] in {"planned", "applied"}:
             return 0
         print(f"runner: {self.phase} ended {result['outcome']}: {result.get('reason', '')}")

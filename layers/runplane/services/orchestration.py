@@ -508,6 +508,7 @@ class Orchestration:
                 now,
                 log_artifact_id=report.get("log_artifact_id"),
                 engine_seconds=report.get("engine_seconds"),
+                reason=report.get("reason"),
             )
         )
         if outcome == "planned":
@@ -616,6 +617,7 @@ class Orchestration:
                 now,
                 log_artifact_id=report.get("log_artifact_id"),
                 engine_seconds=report.get("engine_seconds"),
+                reason=report.get("reason"),
             ),
             run_parts.change(
                 run.id,

@@ -27,7 +27,7 @@ UPLOADS = {
 }
 
 
-def _session_of(principal: Principal) -> RunnerSession:
+def session_of(principal: Principal) -> RunnerSession:
     if principal.kind is not PrincipalKind.RUNNER or principal.run_id is None:
         raise Forbidden(Permission.STATE_WRITE)
     return RunnerSession(
@@ -100,7 +100,7 @@ class RunnerApi:
         return manifest
 
     def download(self, principal: Principal, artifact_id: str) -> dict[str, Any]:
-        grant = self._transfers.download(_session_of(principal), artifact_id)
+        grant = self._transfers.download(session_of(principal), artifact_id)
         return {
             "artifact_id": grant.artifact_id,
             "url": grant.url,
@@ -110,7 +110,7 @@ class RunnerApi:
         }
 
     def begin_upload(self, principal: Principal, kind: str) -> dict[str, Any]:
-        session = _session_of(principal)
+        session = session_of(principal)
         try:
             wanted = ArtifactKind(kind)
         except ValueError:
@@ -130,7 +130,7 @@ class RunnerApi:
         self, principal: Principal, artifact_id: str, size: int, sha256: str
     ) -> dict[str, Any]:
         artifact = self._transfers.register(
-            _session_of(principal), artifact_id, size=size, sha256=sha256
+            session_of(principal), artifact_id, size=size, sha256=sha256
         )
         return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
 
@@ -138,7 +138,7 @@ class RunnerApi:
         self, principal: Principal, handle: str, request: Mapping[str, str]
     ) -> dict[str, str]:
         """Redeem the apply-start capability together with the move to ``applying``."""
-        session = _session_of(principal)
+        session = session_of(principal)
         run = self._runs.get(session.binding.run_id)
         plan = run_parts.require(run.id, "plan").body
         if request.get("plan_sha256") != plan["plan_sha256"]:
@@ -154,7 +154,7 @@ class RunnerApi:
 
     def state_check(self, principal: Principal) -> dict[str, Any]:
         """What the current state of the run's workspace says about its publisher."""
-        session = _session_of(principal)
+        session = session_of(principal)
         run = self._runs.get(session.binding.run_id)
         workspace = workspace_store.get_workspace(run.workspace_id)
         if workspace.current_state_version_id is None:
@@ -170,14 +170,14 @@ class RunnerApi:
         }
 
     def heartbeat(self, principal: Principal) -> dict[str, bool]:
-        session = _session_of(principal)
+        session = session_of(principal)
         alive = self._orchestration.heartbeat(
             session.binding.run_id, session.binding.phase, session.binding.attempt_id
         )
         return {"alive": alive}
 
     def report(self, principal: Principal, report: Mapping[str, Any]) -> dict[str, str]:
-        session = _session_of(principal)
+        session = session_of(principal)
         binding = session.binding
         if binding.phase is Phase.PLAN:
             status = self._orchestration.report_plan(binding.run_id, binding.attempt_id, report)

@@ -11,7 +11,6 @@ from typing import Any
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
-from runplane.domain.capabilities import Phase
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -245,21 +244,6 @@ class Runs:
         run = self.get(principal, run_id)
         return build_review(run, self._lifecycle)
 
-    def log(self, principal: Principal, run_id: str, phase: Phase) -> str:
-        """The log the runner uploaded for ``phase`` of the run, decrypted (404 until then)."""
-        run = self.get(principal, run_id)
-        attempt = run_parts.get(run.id, f"attempt#{phase.value}")
-        artifact_id = attempt.body.get("log_artifact_id") if attempt else None
-        if not artifact_id:
-            raise NotFound(f"{phase.value} log of run", run.id)
-        try:
-            artifact = self._artifacts.describe(run.organization_id, str(artifact_id))
-        except NotFound:
-            raise NotFound(f"{phase.value} log of run", run.id) from None
-        if artifact.kind is not ArtifactKind.LOGS:
-            raise NotFound(f"{phase.value} log of run", run.id)
-        return self._artifacts.read(run.organization_id, artifact.id).decode("utf-8", "replace")
-
     # -- decisions ---------------------------------------------------------------------------
 
     def decide(
@@ -462,7 +446,18 @@ def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
         review["approval"] = {"status": approval.state, **approval.body}
     if "apply" in parts:
         review["apply"] = _apply_record(parts["apply"])
+    review["failure"] = _failure(parts)
     return review
+
+
+def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:
+    """What the runner said about the phase that failed: the engine's error lines
+    (redacted and bounded by the runner), where the status reason is one short line."""
+    for phase in ("apply", "plan"):
+        attempt = parts.get(f"attempt#{phase}")
+        if attempt is not None and attempt.state == "failed" and attempt.body.get("reason"):
+            return {"phase": phase, "reason": str(attempt.body["reason"])}
+    return None
 
 
 def _apply_record(part: run_parts.RunPart) -> dict[str, Any]:

@@ -446,3 +446,28 @@ class PolicySetVersionItem(TableItem):
     policies = JSONAttribute(default=list)
     published_at = UTCDateTimeAttribute()
     published_by = UnicodeAttribute()
+
+
+LOG_CHUNK_PREFIX = "LOGCHUNK#"
+
+
+def log_chunk_key(run_id: str, attempt_id: str, sequence: int) -> tuple[str, str]:
+    """A live log chunk lives beside its run, ordered within its attempt."""
+    return f"RUN#{run_id}", f"{LOG_CHUNK_PREFIX}{attempt_id}#{sequence:06d}"
+
+
+class LogChunkItem(TableItem):
+    """One chunk of a phase's live log: immutable, its bytes in an encrypted artifact."""
+
+    run_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    attempt_id = UnicodeAttribute()
+    phase = UnicodeAttribute()
+    sequence = NumberAttribute()
+    offset = NumberAttribute()
+    size = NumberAttribute()
+    # Where the chunk ends: the next chunk must start exactly here.
+    end = NumberAttribute()
+    sha256 = UnicodeAttribute()
+    artifact_id = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
