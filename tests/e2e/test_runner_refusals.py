@@ -22,6 +22,7 @@ import pytest
 from runplane.client import ApiError, pack
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.models import WorkspaceItem, workspace_key
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import new_workspace
 
@@ -208,9 +209,15 @@ def test_an_unsafe_archive_fails_its_plan_naming_the_member(
 def test_a_workspace_name_the_engine_cannot_use_is_reported_not_left_planning(
     local: Local, tmp_path: Path
 ) -> None:
-    # Given a workspace whose name carries a trailing newline (the API accepts it)
-    created = local.client._call("POST", "/api/v1/workspaces", {"name": f"{unique('odd')}\n"})
-    ws = str(created["id"])
+    # Given a workspace whose stored name the engine cannot use: the API refuses such
+    # a name today, but a workspace named before it did keeps its name
+    name = unique("odd")
+    with pytest.raises(ApiError) as refused:
+        local.client._call("POST", "/api/v1/workspaces", {"name": f"{name}\n"})
+    assert refused.value.status == 422
+    ws = new_workspace(local, name)
+    item = WorkspaceItem.get(*workspace_key(ws), consistent_read=True)
+    item.update(actions=[WorkspaceItem.name.set(f"{name}\n")])
 
     # When a run of an ordinary configuration is planned in it
     directory = tmp_path / "cfg"
