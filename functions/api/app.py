@@ -8,10 +8,11 @@ from dataclasses import asdict
 from functools import lru_cache
 from typing import Any, Literal
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind
@@ -116,8 +117,8 @@ def _json(status: int, body: Any) -> Reply:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
-def build_app() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+def build_app() -> IsolatedRestResolver:
+    app = IsolatedRestResolver(enable_validation=True)
 
     def principal() -> Principal:
         return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
@@ -385,10 +386,10 @@ def build_app() -> APIGatewayRestResolver:
 
 
 @lru_cache(maxsize=1)
-def app() -> APIGatewayRestResolver:
-    return build_app()
+def resolvers() -> ResolverPool:
+    return ResolverPool(build_app)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = app().resolve(event, context)
+    result: dict[str, Any] = resolvers().resolve(event, context)
     return result

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
 
 from functions.cloud_api import jsonapi
+from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.services.identity import decode_principal
@@ -32,8 +33,8 @@ def _document(data: Any, status: int = 200, **top: Any) -> Reply:
     return _json(status, {"data": data, **top})
 
 
-def build_app() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver()
+def build_app() -> IsolatedRestResolver:
+    app = IsolatedRestResolver()
 
     def principal() -> Principal:
         return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
@@ -321,13 +322,13 @@ def _only_local(mode: str | None) -> None:
 
 
 @lru_cache(maxsize=1)
-def app() -> APIGatewayRestResolver:
-    return build_app()
+def resolvers() -> ResolverPool:
+    return ResolverPool(build_app)
 
 
 def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Resolve one API Gateway proxy event; every response carries TFP-API-Version."""
-    response: dict[str, Any] = app().resolve(event, context)
+    response: dict[str, Any] = resolvers().resolve(event, context)
     response.setdefault("headers", {})["TFP-API-Version"] = API_VERSION
     if response.get("multiValueHeaders") is not None:
         response["multiValueHeaders"]["TFP-API-Version"] = [API_VERSION]
