@@ -300,6 +300,29 @@ class ApprovalExpired(Conflict):
         self.run_id = run_id
 
 
+class AlreadyDecided(Conflict):
+    """Someone decided the run first (approved, rejected, canceled, or it ended): the
+    request lost that race and wrote nothing. Retrying cannot succeed, so this is a
+    409 naming the run's status (and its approval's), never a 'retry later'."""
+
+    code = "ALREADY_DECIDED"
+
+    def __init__(self, run_id: str, status: object, approval: str | None = None) -> None:
+        now = f"it is {status}"
+        if approval is not None:
+            now += f" and its approval is {approval}"
+        super().__init__(f"run {run_id} was already decided: {now}; nothing was written")
+        self.run_id = run_id
+        self.status = str(status)
+        self.approval = approval
+
+    def to_body(self) -> dict[str, str]:
+        body = {**super().to_body(), "run_id": self.run_id, "status": self.status}
+        if self.approval is not None:
+            body["approval"] = self.approval
+        return body
+
+
 class RunEnded(Conflict):
     """A workflow step found its run already ended (canceled, rejected, expired...)."""
 

@@ -14,6 +14,7 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
+    AlreadyDecided,
     ApprovalExpired,
     ConcurrentChange,
     Conflict,
@@ -39,6 +40,8 @@ from runplane.store.transaction import Transaction
 # Platform-reserved: state publication cadence during apply is ours to set.
 RESERVED_VARIABLES = frozenset({"TF_STATE_PERSIST_INTERVAL"})
 MAX_VARIABLES = 200
+# A cancellation retries when the run moves under it, until the run has ended.
+CANCEL_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -266,6 +269,8 @@ class Runs:
         approval = run_parts.get(run.id, "approval")
         if run.status is RunStatus.EXPIRED or (approval and approval.state == "expired"):
             raise ApprovalExpired(run.id)
+        if approval is not None and (approval.state != "waiting" or run.status.is_terminal):
+            raise AlreadyDecided(run.id, run.status, approval.state)
         if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
             raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
         now = self._clock.now()
@@ -287,7 +292,13 @@ class Runs:
         }
         state = "approved" if decision == "approve" else "rejected"
         record = run_parts.change(
-            run.id, "approval", expected_state="waiting", state=state, body=body, now=now
+            run.id,
+            "approval",
+            expected_state="waiting",
+            state=state,
+            body=body,
+            now=now,
+            on_refused=lambda current: AlreadyDecided(run.id, run.status, _state_of(current)),
         )
         if decision == "approve":
             policy = run_parts.get(run.id, "policy")
@@ -310,12 +321,17 @@ class Runs:
                     extra_writes=[record],
                 )
                 self._hand_off(moved.handoff)
-        except (ConcurrentChange, TransitionRejected):
-            current = self._lifecycle.runs.get(run.id)
-            if current.status is RunStatus.EXPIRED:
-                raise ApprovalExpired(run.id) from None
-            raise Conflict(f"run {run.id} was decided meanwhile (now {current.status})") from None
+        except (AlreadyDecided, ConcurrentChange, TransitionRejected):
+            raise self._decided_meanwhile(run.id) from None
         return Decision(run.id, decision, approval.token)
+
+    def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:
+        """Why a decision or cancellation lost its race, as the database holds it now."""
+        current = self._lifecycle.runs.get(run_id)
+        approval = run_parts.get(run_id, "approval")
+        if deciding and current.status is RunStatus.EXPIRED:
+            return ApprovalExpired(run_id)
+        return AlreadyDecided(run_id, current.status, approval.state if approval else None)
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -329,9 +345,18 @@ class Runs:
         run's real outcome. Sandboxes are stopped and the workflow's waits ended.
         """
         principal.require(Permission.RUN_CANCEL)
-        run = self.get(principal, run_id)
-        if run.status.is_terminal:
-            raise Conflict(f"run {run.id} already ended: it is {run.status}")
+        for _ in range(CANCEL_ATTEMPTS):
+            run = self.get(principal, run_id)
+            if run.status.is_terminal:
+                raise self._decided_meanwhile(run.id, deciding=False)
+            try:
+                return self._cancel(principal, run, launcher)
+            except (AlreadyDecided, TransitionRejected, ConcurrentChange):
+                # The run moved (or was decided) meanwhile: look at it again.
+                continue
+        raise self._decided_meanwhile(run_id, deciding=False)
+
+    def _cancel(self, principal: Principal, run: Run, launcher: Launcher) -> Run:
         target = (
             RunStatus.APPLY_INTERRUPTED if run.status is RunStatus.APPLYING else RunStatus.CANCELED
         )
@@ -350,6 +375,9 @@ class Runs:
                     state="canceled",
                     token=None,
                     now=now,
+                    on_refused=lambda current: AlreadyDecided(
+                        run.id, run.status, _state_of(current)
+                    ),
                 )
             )
         for name, part in parts.items():
@@ -362,19 +390,13 @@ class Runs:
             body={"requested_by": principal.ref, "requested_at": now.isoformat()},
             now=now,
         )
-        try:
-            moved = self._lifecycle.move(
-                run,
-                target,
-                actor=principal.ref,
-                reason=f"canceled by {principal.display}",
-                extra_writes=[signal, *writes],
-            )
-        except (TransitionRejected, ConcurrentChange):
-            current = self._lifecycle.runs.get(run.id)
-            raise Conflict(
-                f"run {run.id} could not be canceled: it is now {current.status}"
-            ) from None
+        moved = self._lifecycle.move(
+            run,
+            target,
+            actor=principal.ref,
+            reason=f"canceled by {principal.display}",
+            extra_writes=[signal, *writes],
+        )
         self._hand_off(moved.handoff)
         for name, part in parts.items():
             reference = part.body.get("sandbox_ref")
@@ -387,6 +409,10 @@ class Runs:
     def _hand_off(self, handoff: Any) -> None:
         if handoff is not None:
             self._workflow.resume(handoff.token, {"held": True})
+
+
+def _state_of(part: Mapping[str, Any] | None) -> str | None:
+    return None if part is None else str(part.get("state"))
 
 
 def _check_variables(variables: Mapping[str, str]) -> None:
