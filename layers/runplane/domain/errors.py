@@ -34,10 +34,12 @@ class NotFound(RunplaneError):
     code = "NOT_FOUND"
     http_status = 404
 
-    def __init__(self, kind: str, public_id: str) -> None:
+    def __init__(self, kind: str, public_id: str, pointer: str | None = None) -> None:
         super().__init__(f"{kind} {public_id} was not found")
         self.kind = kind
         self.public_id = public_id
+        # The request field that named it, when it came from a body (JSON pointer).
+        self.pointer = pointer
 
 
 class AlreadyExists(RunplaneError):
