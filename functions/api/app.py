@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
-from runplane.domain.errors import RunplaneError
+from runplane.domain.errors import InvalidBody, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind
 from runplane.services.identity import decode_principal
@@ -21,6 +22,8 @@ from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.wiring import services
 
 Reply = Response[str]
+# A region, release or runtime name in launch controls.
+Name = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class WorkspaceCreate(BaseModel):
@@ -35,9 +38,9 @@ class WorkspaceUpdate(BaseModel):
 class LaunchControlsBody(BaseModel):
     launches_enabled: bool = True
     suspended: bool = False
-    allowed_regions: list[str] = Field(default_factory=list, max_length=50)
-    runner_releases: list[str] = Field(default_factory=list, max_length=50)
-    policy_runtimes: list[str] = Field(default_factory=list, max_length=50)
+    allowed_regions: list[Name] = Field(default_factory=list, max_length=50)
+    runner_releases: list[Name] = Field(default_factory=list, max_length=50)
+    policy_runtimes: list[Name] = Field(default_factory=list, max_length=50)
     max_sandboxes: int | None = Field(default=None, ge=0, le=10_000)
 
 
@@ -391,5 +394,15 @@ def resolvers() -> ResolverPool:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Read before Powertools does: it fails untyped on some bodies (deep nesting, not UTF-8).
+    try:
+        parse_json(event.get("body"), bool(event.get("isBase64Encoded")))
+    except InvalidBody as unreadable:
+        return {
+            "statusCode": unreadable.http_status,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps(unreadable.to_body()),
+            "isBase64Encoded": False,
+        }
     result: dict[str, Any] = resolvers().resolve(event, context)
     return result

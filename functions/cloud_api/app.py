@@ -13,6 +13,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
 
+from functions.bodies import parse_json
 from functions.cloud_api import jsonapi
 from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import InvalidInput, RunplaneError
@@ -48,12 +49,12 @@ def build_app() -> IsolatedRestResolver:
         prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
         return f"{proto}://{host}{prefix}"
 
+    def json_body() -> Any:
+        event = app.current_event
+        return parse_json(event.body, bool(event.is_base64_encoded))
+
     def body(model: type[BaseModel]) -> Any:
-        raw = app.current_event.body
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            raise InvalidInput("the request body is not valid JSON", "/") from None
+        parsed = json_body()
         try:
             return model.model_validate(parsed)
         except ValidationError as invalid:
@@ -181,13 +182,7 @@ def build_app() -> IsolatedRestResolver:
     # -- locking ----------------------------------------------------------------------------
 
     def _lock_reason() -> str | None:
-        raw = app.current_event.body
-        if not raw:
-            return None
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise InvalidInput("the request body is not valid JSON", "/") from None
+        parsed = json_body()
         if not isinstance(parsed, dict):
             return None
         # The CLI wraps the reason in JSON:API; pytfe sends it bare.

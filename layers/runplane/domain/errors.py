@@ -30,6 +30,41 @@ class InvalidInput(RunplaneError):
         self.pointer = pointer
 
 
+class InvalidBody(RunplaneError):
+    """A request body that cannot be read at all: not UTF-8, not JSON, or nested
+    deeper than any document we accept. Nothing was done."""
+
+    code = "INVALID_BODY"
+    http_status = 400
+
+
+class TooLarge(RunplaneError):
+    """Input over a documented size bound (or one the database would refuse); nothing
+    was stored. ``pointer`` names the field when one is to blame."""
+
+    code = "TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
+class VariablesTooLarge(TooLarge):
+    code = "VARIABLES_TOO_LARGE"
+
+
+class ItemTooLarge(TooLarge):
+    """A write over DynamoDB's 400 KB item limit: the request carried more than fits."""
+
+    code = "ITEM_TOO_LARGE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the request carries more than a record can hold (400 KB); nothing was written"
+        )
+
+
 class NotFound(RunplaneError):
     code = "NOT_FOUND"
     http_status = 404

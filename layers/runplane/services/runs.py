@@ -10,7 +10,7 @@ from typing import Any
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
-from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -22,6 +22,7 @@ from runplane.domain.errors import (
     NotFound,
     PolicyOverrideRequired,
     TransitionRejected,
+    VariablesTooLarge,
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
@@ -39,7 +40,10 @@ from runplane.store.transaction import Transaction
 
 # Platform-reserved: state publication cadence during apply is ours to set.
 RESERVED_VARIABLES = frozenset({"TF_STATE_PERSIST_INTERVAL"})
-MAX_VARIABLES = 200
+MAX_VARIABLES = 100
+MAX_VARIABLE_NAME = 128
+MAX_VARIABLE_BYTES = 64 * 1024
+MAX_VARIABLES_BYTES = 256 * 1024
 # A cancellation retries when the run moves under it, until the run has ended.
 CANCEL_ATTEMPTS = 3
 
@@ -117,6 +121,15 @@ class Runs:
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
+        try:
+            self._record_configuration(cv_id, artifact)
+        except BaseException:
+            # Another finalize won (or the write failed): this copy belongs to nothing.
+            self._artifacts.discard(artifact.id)
+            raise
+        return self.configuration(principal, cv_id)
+
+    def _record_configuration(self, cv_id: str, artifact: Artifact) -> None:
         Transaction().update(
             ConfigurationVersionItem(*configuration_version_key(cv_id)),
             [
@@ -128,9 +141,10 @@ class Runs:
                 ConfigurationVersionItem.expires_at.remove(),
             ],
             condition=ConfigurationVersionItem.status == "pending",
-            on_refused=lambda current: Conflict(f"configuration version {cv_id} changed"),
+            on_refused=lambda current: Conflict(
+                f"configuration version {cv_id} was already uploaded"
+            ),
         ).commit()
-        return self.configuration(principal, cv_id)
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         item = self._configuration_item(principal, cv_id)
@@ -217,11 +231,19 @@ class Runs:
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),
         }
-        self._lifecycle.runs.create(
-            run,
-            actor=principal.ref,
-            extra_writes=[run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)],
-        )
+        try:
+            self._lifecycle.runs.create(
+                run,
+                actor=principal.ref,
+                extra_writes=[
+                    run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)
+                ],
+            )
+        except BaseException:
+            # Refused: the variables artifact would belong to no run.
+            if variables_artifact is not None:
+                self._artifacts.discard(variables_artifact)
+            raise
         # A failed dispatch leaves the run dispatch_pending; starting again is safe
         # (the execution is named by the run ID).
         self._workflow.start(run.id)
@@ -416,15 +438,34 @@ def _state_of(part: Mapping[str, Any] | None) -> str | None:
 
 
 def _check_variables(variables: Mapping[str, str]) -> None:
+    """The documented bounds (docs/runs.md), checked before anything is stored."""
     if len(variables) > MAX_VARIABLES:
         raise InvalidInput(f"at most {MAX_VARIABLES} variables", "/variables")
+    total = 0
     for name, value in variables.items():
+        if len(name) > MAX_VARIABLE_NAME:
+            raise InvalidInput(
+                f"a variable name has at most {MAX_VARIABLE_NAME} characters",
+                f"/variables/{name[:MAX_VARIABLE_NAME]}",
+            )
         if name in RESERVED_VARIABLES or name.upper() in RESERVED_VARIABLES:
             raise InvalidInput(f"{name} is reserved by the platform", f"/variables/{name}")
         if not name.replace("_", "").isalnum() or not isinstance(value, str):
             raise InvalidInput(
                 f"variable {name!r} must be an identifier with a string value", f"/variables/{name}"
             )
+        size = len(value.encode("utf-8"))
+        if size > MAX_VARIABLE_BYTES:
+            raise VariablesTooLarge(
+                f"variable {name} is {size:,} bytes; a value has at most {MAX_VARIABLE_BYTES:,}",
+                f"/variables/{name}",
+            )
+        total += size
+    if total > MAX_VARIABLES_BYTES:
+        raise VariablesTooLarge(
+            f"the variables' values add up to {total:,} bytes; at most {MAX_VARIABLES_BYTES:,}",
+            "/variables",
+        )
 
 
 def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
