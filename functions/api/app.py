@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from functions.api import schema as oas
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import InvalidBody, RunplaneError
@@ -122,18 +123,25 @@ def _json(status: int, body: Any) -> Reply:
 
 def build_app() -> IsolatedRestResolver:
     app = IsolatedRestResolver(enable_validation=True)
+    app.configure_openapi(
+        title="Runplane run API", version="1", security_schemes=oas.SECURITY_SCHEMES
+    )
 
     def principal() -> Principal:
         return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
 
     @app.get("/api/v1/openapi.json", include_in_schema=False)
     def openapi() -> Reply:
-        schema = app.get_openapi_json_schema(title="Runplane run API", version="1")
+        schema = app.get_openapi_json_schema()
         return Response(status_code=200, content_type="application/json", body=schema)
 
     # -- workspaces and configuration ------------------------------------------------------
 
-    @app.post("/api/v1/workspaces")
+    @app.post(
+        "/api/v1/workspaces",
+        responses=oas.responses(201, oas.WorkspaceCreated, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_workspace(body: WorkspaceCreate) -> Reply:
         who = principal()
         s = services()
@@ -141,7 +149,11 @@ def build_app() -> IsolatedRestResolver:
         ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
         return _json(201, {"id": ws.id, "name": ws.name, "organization": org})
 
-    @app.patch("/api/v1/workspaces/<workspace_id>")
+    @app.patch(
+        "/api/v1/workspaces/<workspace_id>",
+        responses=oas.responses(200, oas.WorkspaceUpdated, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
         who = principal()
         s = services()
@@ -155,7 +167,11 @@ def build_app() -> IsolatedRestResolver:
             {"id": ws.id, "name": ws.name, "approval_window_seconds": ws.approval_window_seconds},
         )
 
-    @app.post("/api/v1/workspaces/<workspace_id>/configuration-versions")
+    @app.post(
+        "/api/v1/workspaces/<workspace_id>/configuration-versions",
+        responses=oas.responses(201, oas.ConfigurationUpload, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def new_configuration(workspace_id: str) -> Reply:
         upload = services().runs.new_configuration_upload(principal(), workspace_id)
         return _json(
@@ -167,13 +183,21 @@ def build_app() -> IsolatedRestResolver:
             },
         )
 
-    @app.post("/api/v1/configuration-versions/<cv_id>/actions/finalize")
+    @app.post(
+        "/api/v1/configuration-versions/<cv_id>/actions/finalize",
+        responses=oas.responses(200, oas.Configuration, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def finalize_configuration(cv_id: str) -> Reply:
         return _json(200, services().runs.finalize_configuration(principal(), cv_id))
 
     # -- runs ---------------------------------------------------------------------------------
 
-    @app.post("/api/v1/workspaces/<workspace_id>/runs")
+    @app.post(
+        "/api/v1/workspaces/<workspace_id>/runs",
+        responses=oas.responses(201, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_run(workspace_id: str, body: RunCreate) -> Reply:
         who = principal()
         run = services().runs.create(
@@ -186,7 +210,11 @@ def build_app() -> IsolatedRestResolver:
         )
         return _json(201, services().runs.review(who, run.id))
 
-    @app.get("/api/v1/workspaces/<workspace_id>/runs")
+    @app.get(
+        "/api/v1/workspaces/<workspace_id>/runs",
+        responses=oas.responses(200, oas.RunList, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def list_runs(workspace_id: str) -> Reply:
         runs = services().runs.list(principal(), workspace_id)
         return _json(
@@ -204,7 +232,11 @@ def build_app() -> IsolatedRestResolver:
             },
         )
 
-    @app.get("/api/v1/runs/<run_id>")
+    @app.get(
+        "/api/v1/runs/<run_id>",
+        responses=oas.responses(200, oas.Review, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def review(run_id: str) -> Reply:
         return _json(200, services().runs.review(principal(), run_id))
 
@@ -217,22 +249,38 @@ def build_app() -> IsolatedRestResolver:
             s.workflow.resume(decided.token, {"decision": decision})
         return _json(200, s.runs.review(who, run_id))
 
-    @app.post("/api/v1/runs/<run_id>/actions/approve")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/approve",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def approve(run_id: str, body: DecisionBody) -> Reply:
         return _decide(run_id, "approve", body)
 
-    @app.post("/api/v1/runs/<run_id>/actions/reject")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/reject",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def reject(run_id: str, body: DecisionBody) -> Reply:
         return _decide(run_id, "reject", body)
 
-    @app.post("/api/v1/runs/<run_id>/actions/cancel")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/cancel",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def cancel(run_id: str) -> Reply:
         who = principal()
         s = services()
         s.runs.cancel(who, run_id, s.launcher)
         return _json(200, s.runs.review(who, run_id))
 
-    @app.post("/api/v1/runs/<run_id>/actions/override-policy")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/override-policy",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def override_policy(run_id: str, body: OverrideBody) -> Reply:
         who = principal()
         s = services()
@@ -241,7 +289,11 @@ def build_app() -> IsolatedRestResolver:
 
     # -- API tokens -----------------------------------------------------------------------------
 
-    @app.post("/api/v1/tokens")
+    @app.post(
+        "/api/v1/tokens",
+        responses=oas.responses(201, oas.TokenIssued, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_token(body: TokenCreate) -> Reply:
         issued = services().identity.create_token(principal(), body.name, body.role)
         record = issued.record
@@ -257,42 +309,70 @@ def build_app() -> IsolatedRestResolver:
             },
         )
 
-    @app.delete("/api/v1/tokens/<token_id>")
+    @app.delete(
+        "/api/v1/tokens/<token_id>",
+        responses=oas.responses(200, oas.TokenRevoked, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def revoke_token(token_id: str) -> Reply:
         services().identity.revoke_token(principal(), token_id)
         return _json(200, {"id": token_id, "revoked": True})
 
     # -- policy sets ----------------------------------------------------------------------------
 
-    @app.post("/api/v1/policy-sets")
+    @app.post(
+        "/api/v1/policy-sets",
+        responses=oas.responses(201, oas.PolicySet, *oas.WRITE, also=200),
+        security=oas.PEOPLE,
+    )
     def publish_policy_set(body: PolicySetBody) -> Reply:
         published = services().policies.publish(principal(), body.model_dump())
         return _json(201 if published.created else 200, published.to_dict())
 
-    @app.get("/api/v1/policy-sets")
+    @app.get(
+        "/api/v1/policy-sets",
+        responses=oas.responses(200, oas.PolicySets, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def list_policy_sets() -> Reply:
         sets = services().policies.list(principal())
         return _json(200, {"policy_sets": [published.to_dict() for published in sets]})
 
-    @app.get("/api/v1/policy-sets/<name>")
+    @app.get(
+        "/api/v1/policy-sets/<name>",
+        responses=oas.responses(200, oas.PolicySet, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def get_policy_set(name: str) -> Reply:
         return _json(200, services().policies.get(principal(), name).to_dict())
 
-    @app.put("/api/v1/policy-sets/<name>/attachments")
+    @app.put(
+        "/api/v1/policy-sets/<name>/attachments",
+        responses=oas.responses(200, oas.PolicySet, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def attach_policy_set(name: str, body: AttachmentsBody) -> Reply:
         attached = services().policies.attach(
             principal(), name, body.workspaces, body.all_workspaces
         )
         return _json(200, attached.to_dict())
 
-    @app.get("/api/v1/launch-controls/<scope>")
+    @app.get(
+        "/api/v1/launch-controls/<scope>",
+        responses=oas.responses(200, oas.LaunchControls, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def get_launch_controls(scope: Literal["platform", "organization"]) -> Reply:
         controls, running = services().launch_controls.get(
             principal(), GLOBAL if scope == "platform" else "organization"
         )
         return _json(200, {"scope": scope, **asdict(controls), "running_sandboxes": running})
 
-    @app.put("/api/v1/launch-controls/<scope>")
+    @app.put(
+        "/api/v1/launch-controls/<scope>",
+        responses=oas.responses(200, oas.LaunchControls, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def set_launch_controls(
         scope: Literal["platform", "organization"], body: LaunchControlsBody
     ) -> Reply:
@@ -312,7 +392,10 @@ def build_app() -> IsolatedRestResolver:
 
     # -- runner -------------------------------------------------------------------------------
 
-    @app.post("/api/v1/runner/sessions")
+    @app.post(
+        "/api/v1/runner/sessions",
+        responses=oas.responses(201, oas.RunnerReply, *oas.WRITE),
+    )
     def runner_session(body: SessionStart) -> Reply:
         started = services().runner_api.start(
             body.bootstrap,
@@ -323,33 +406,61 @@ def build_app() -> IsolatedRestResolver:
         )
         return _json(201, started)
 
-    @app.post("/api/v1/runner/downloads/<artifact_id>")
+    @app.post(
+        "/api/v1/runner/downloads/<artifact_id>",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_download(artifact_id: str) -> Reply:
         return _json(200, services().runner_api.download(principal(), artifact_id))
 
-    @app.post("/api/v1/runner/uploads")
+    @app.post(
+        "/api/v1/runner/uploads",
+        responses=oas.responses(201, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_upload(body: UploadStart) -> Reply:
         return _json(201, services().runner_api.begin_upload(principal(), body.kind))
 
-    @app.post("/api/v1/runner/uploads/<artifact_id>/register")
+    @app.post(
+        "/api/v1/runner/uploads/<artifact_id>/register",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_register(artifact_id: str, body: UploadRegister) -> Reply:
         return _json(
             200, services().runner_api.register(principal(), artifact_id, body.size, body.sha256)
         )
 
-    @app.post("/api/v1/runner/apply-start")
+    @app.post(
+        "/api/v1/runner/apply-start",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_apply_start(body: ApplyStart) -> Reply:
         return _json(200, services().runner_api.apply_start(principal(), body.handle, body.request))
 
-    @app.get("/api/v1/runner/state-check")
+    @app.get(
+        "/api/v1/runner/state-check",
+        responses=oas.responses(200, oas.RunnerReply, *oas.READ),
+        security=oas.RUNNER,
+    )
     def runner_state_check() -> Reply:
         return _json(200, services().runner_api.state_check(principal()))
 
-    @app.post("/api/v1/runner/heartbeat")
+    @app.post(
+        "/api/v1/runner/heartbeat",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_heartbeat() -> Reply:
         return _json(200, services().runner_api.heartbeat(principal()))
 
-    @app.post("/api/v1/runner/result")
+    @app.post(
+        "/api/v1/runner/result",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_result(body: RunnerReport) -> Reply:
         report = body.model_dump(exclude_none=True)
         return _json(200, services().runner_api.report(principal(), report))
