@@ -7,15 +7,18 @@ import base64
 import json
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
+from functions.api import schema as oas
+from functions.bodies import parse_json
+from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Workspace
-from runplane.domain.errors import InvalidInput, RunplaneError
+from runplane.domain.errors import InvalidBody, InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.logs import END_OF_TEXT, MAX_CHUNK_BYTES
 from runplane.domain.run import RunKind
@@ -24,6 +27,8 @@ from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.wiring import services
 
 Reply = Response[str]
+# A region, release or runtime name in launch controls.
+Name = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 class WorkspaceCreate(BaseModel):
@@ -38,9 +43,9 @@ class WorkspaceUpdate(BaseModel):
 class LaunchControlsBody(BaseModel):
     launches_enabled: bool = True
     suspended: bool = False
-    allowed_regions: list[str] = Field(default_factory=list, max_length=50)
-    runner_releases: list[str] = Field(default_factory=list, max_length=50)
-    policy_runtimes: list[str] = Field(default_factory=list, max_length=50)
+    allowed_regions: list[Name] = Field(default_factory=list, max_length=50)
+    runner_releases: list[Name] = Field(default_factory=list, max_length=50)
+    policy_runtimes: list[Name] = Field(default_factory=list, max_length=50)
     max_sandboxes: int | None = Field(default=None, ge=0, le=10_000)
 
 
@@ -127,20 +132,27 @@ def _json(status: int, body: Any) -> Reply:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
-def build_app() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+def build_app() -> IsolatedRestResolver:
+    app = IsolatedRestResolver(enable_validation=True)
+    app.configure_openapi(
+        title="Runplane run API", version="1", security_schemes=oas.SECURITY_SCHEMES
+    )
 
     def principal() -> Principal:
         return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
 
     @app.get("/api/v1/openapi.json", include_in_schema=False)
     def openapi() -> Reply:
-        schema = app.get_openapi_json_schema(title="Runplane run API", version="1")
+        schema = app.get_openapi_json_schema()
         return Response(status_code=200, content_type="application/json", body=schema)
 
     # -- workspaces and configuration ------------------------------------------------------
 
-    @app.post("/api/v1/workspaces")
+    @app.post(
+        "/api/v1/workspaces",
+        responses=oas.responses(201, oas.WorkspaceCreated, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_workspace(body: WorkspaceCreate) -> Reply:
         who = principal()
         s = services()
@@ -148,7 +160,11 @@ def build_app() -> APIGatewayRestResolver:
         ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
         return _json(201, {"id": ws.id, "name": ws.name, "organization": org})
 
-    @app.patch("/api/v1/workspaces/<workspace_id>")
+    @app.patch(
+        "/api/v1/workspaces/<workspace_id>",
+        responses=oas.responses(200, oas.WorkspaceUpdated, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
         who = principal()
         s = services()
@@ -162,7 +178,11 @@ def build_app() -> APIGatewayRestResolver:
             {"id": ws.id, "name": ws.name, "approval_window_seconds": ws.approval_window_seconds},
         )
 
-    @app.post("/api/v1/workspaces/<workspace_id>/configuration-versions")
+    @app.post(
+        "/api/v1/workspaces/<workspace_id>/configuration-versions",
+        responses=oas.responses(201, oas.ConfigurationUpload, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def new_configuration(workspace_id: str) -> Reply:
         upload = services().runs.new_configuration_upload(principal(), workspace_id)
         return _json(
@@ -174,13 +194,21 @@ def build_app() -> APIGatewayRestResolver:
             },
         )
 
-    @app.post("/api/v1/configuration-versions/<cv_id>/actions/finalize")
+    @app.post(
+        "/api/v1/configuration-versions/<cv_id>/actions/finalize",
+        responses=oas.responses(200, oas.Configuration, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def finalize_configuration(cv_id: str) -> Reply:
         return _json(200, services().runs.finalize_configuration(principal(), cv_id))
 
     # -- runs ---------------------------------------------------------------------------------
 
-    @app.post("/api/v1/workspaces/<workspace_id>/runs")
+    @app.post(
+        "/api/v1/workspaces/<workspace_id>/runs",
+        responses=oas.responses(201, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_run(workspace_id: str, body: RunCreate) -> Reply:
         who = principal()
         run = services().runs.create(
@@ -193,7 +221,11 @@ def build_app() -> APIGatewayRestResolver:
         )
         return _json(201, services().runs.review(who, run.id))
 
-    @app.get("/api/v1/workspaces/<workspace_id>/runs")
+    @app.get(
+        "/api/v1/workspaces/<workspace_id>/runs",
+        responses=oas.responses(200, oas.RunList, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def list_runs(workspace_id: str) -> Reply:
         runs = services().runs.list(principal(), workspace_id)
         return _json(
@@ -211,7 +243,11 @@ def build_app() -> APIGatewayRestResolver:
             },
         )
 
-    @app.get("/api/v1/runs/<run_id>")
+    @app.get(
+        "/api/v1/runs/<run_id>",
+        responses=oas.responses(200, oas.Review, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def review(run_id: str) -> Reply:
         return _json(200, services().runs.review(principal(), run_id))
 
@@ -224,22 +260,38 @@ def build_app() -> APIGatewayRestResolver:
             s.workflow.resume(decided.token, {"decision": decision})
         return _json(200, s.runs.review(who, run_id))
 
-    @app.post("/api/v1/runs/<run_id>/actions/approve")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/approve",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def approve(run_id: str, body: DecisionBody) -> Reply:
         return _decide(run_id, "approve", body)
 
-    @app.post("/api/v1/runs/<run_id>/actions/reject")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/reject",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def reject(run_id: str, body: DecisionBody) -> Reply:
         return _decide(run_id, "reject", body)
 
-    @app.post("/api/v1/runs/<run_id>/actions/cancel")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/cancel",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def cancel(run_id: str) -> Reply:
         who = principal()
         s = services()
         s.runs.cancel(who, run_id, s.launcher)
         return _json(200, s.runs.review(who, run_id))
 
-    @app.post("/api/v1/runs/<run_id>/actions/override-policy")
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/override-policy",
+        responses=oas.responses(200, oas.Review, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def override_policy(run_id: str, body: OverrideBody) -> Reply:
         who = principal()
         s = services()
@@ -248,7 +300,11 @@ def build_app() -> APIGatewayRestResolver:
 
     # -- API tokens -----------------------------------------------------------------------------
 
-    @app.post("/api/v1/tokens")
+    @app.post(
+        "/api/v1/tokens",
+        responses=oas.responses(201, oas.TokenIssued, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def create_token(body: TokenCreate) -> Reply:
         issued = services().identity.create_token(principal(), body.name, body.role)
         record = issued.record
@@ -264,42 +320,70 @@ def build_app() -> APIGatewayRestResolver:
             },
         )
 
-    @app.delete("/api/v1/tokens/<token_id>")
+    @app.delete(
+        "/api/v1/tokens/<token_id>",
+        responses=oas.responses(200, oas.TokenRevoked, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def revoke_token(token_id: str) -> Reply:
         services().identity.revoke_token(principal(), token_id)
         return _json(200, {"id": token_id, "revoked": True})
 
     # -- policy sets ----------------------------------------------------------------------------
 
-    @app.post("/api/v1/policy-sets")
+    @app.post(
+        "/api/v1/policy-sets",
+        responses=oas.responses(201, oas.PolicySet, *oas.WRITE, also=200),
+        security=oas.PEOPLE,
+    )
     def publish_policy_set(body: PolicySetBody) -> Reply:
         published = services().policies.publish(principal(), body.model_dump())
         return _json(201 if published.created else 200, published.to_dict())
 
-    @app.get("/api/v1/policy-sets")
+    @app.get(
+        "/api/v1/policy-sets",
+        responses=oas.responses(200, oas.PolicySets, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def list_policy_sets() -> Reply:
         sets = services().policies.list(principal())
         return _json(200, {"policy_sets": [published.to_dict() for published in sets]})
 
-    @app.get("/api/v1/policy-sets/<name>")
+    @app.get(
+        "/api/v1/policy-sets/<name>",
+        responses=oas.responses(200, oas.PolicySet, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def get_policy_set(name: str) -> Reply:
         return _json(200, services().policies.get(principal(), name).to_dict())
 
-    @app.put("/api/v1/policy-sets/<name>/attachments")
+    @app.put(
+        "/api/v1/policy-sets/<name>/attachments",
+        responses=oas.responses(200, oas.PolicySet, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def attach_policy_set(name: str, body: AttachmentsBody) -> Reply:
         attached = services().policies.attach(
             principal(), name, body.workspaces, body.all_workspaces
         )
         return _json(200, attached.to_dict())
 
-    @app.get("/api/v1/launch-controls/<scope>")
+    @app.get(
+        "/api/v1/launch-controls/<scope>",
+        responses=oas.responses(200, oas.LaunchControls, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def get_launch_controls(scope: Literal["platform", "organization"]) -> Reply:
         controls, running = services().launch_controls.get(
             principal(), GLOBAL if scope == "platform" else "organization"
         )
         return _json(200, {"scope": scope, **asdict(controls), "running_sandboxes": running})
 
-    @app.put("/api/v1/launch-controls/<scope>")
+    @app.put(
+        "/api/v1/launch-controls/<scope>",
+        responses=oas.responses(200, oas.LaunchControls, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
     def set_launch_controls(
         scope: Literal["platform", "organization"], body: LaunchControlsBody
     ) -> Reply:
@@ -335,12 +419,20 @@ def build_app() -> APIGatewayRestResolver:
             "current_state_version_id": ws.current_state_version_id,
         }
 
-    @app.get("/api/v1/workspaces")
+    @app.get(
+        "/api/v1/workspaces",
+        responses=oas.responses(200, oas.WorkspaceList, *oas.AUTHENTICATED),
+        security=oas.PEOPLE,
+    )
     def list_workspaces() -> Reply:
         found = services().workspaces.list_own(principal())
         return _json(200, {"workspaces": [_workspace(ws) for ws in found]})
 
-    @app.get("/api/v1/workspaces/<workspace_id>")
+    @app.get(
+        "/api/v1/workspaces/<workspace_id>",
+        responses=oas.responses(200, oas.WorkspaceView, *oas.READ),
+        security=oas.PEOPLE,
+    )
     def get_workspace(workspace_id: str) -> Reply:
         return _json(200, _workspace(services().workspaces.by_id(principal(), workspace_id)))
 
@@ -352,7 +444,11 @@ def build_app() -> APIGatewayRestResolver:
             raise InvalidInput(f"{name} must be a whole number of bytes", f"/{name}")
         return int(raw)
 
-    @app.get("/api/v1/runs/<run_id>/logs/<phase>")
+    @app.get(
+        "/api/v1/runs/<run_id>/logs/<phase>",
+        responses=oas.text_responses(*oas.READ),
+        security=oas.PEOPLE,
+    )
     def run_log(run_id: str, phase: Literal["plan", "apply"]) -> Reply:
         read = services().logs.read(
             principal(),
@@ -377,7 +473,10 @@ def build_app() -> APIGatewayRestResolver:
 
     # -- runner -------------------------------------------------------------------------------
 
-    @app.post("/api/v1/runner/sessions")
+    @app.post(
+        "/api/v1/runner/sessions",
+        responses=oas.responses(201, oas.RunnerReply, *oas.WRITE),
+    )
     def runner_session(body: SessionStart) -> Reply:
         started = services().runner_api.start(
             body.bootstrap,
@@ -388,33 +487,61 @@ def build_app() -> APIGatewayRestResolver:
         )
         return _json(201, started)
 
-    @app.post("/api/v1/runner/downloads/<artifact_id>")
+    @app.post(
+        "/api/v1/runner/downloads/<artifact_id>",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_download(artifact_id: str) -> Reply:
         return _json(200, services().runner_api.download(principal(), artifact_id))
 
-    @app.post("/api/v1/runner/uploads")
+    @app.post(
+        "/api/v1/runner/uploads",
+        responses=oas.responses(201, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_upload(body: UploadStart) -> Reply:
         return _json(201, services().runner_api.begin_upload(principal(), body.kind))
 
-    @app.post("/api/v1/runner/uploads/<artifact_id>/register")
+    @app.post(
+        "/api/v1/runner/uploads/<artifact_id>/register",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_register(artifact_id: str, body: UploadRegister) -> Reply:
         return _json(
             200, services().runner_api.register(principal(), artifact_id, body.size, body.sha256)
         )
 
-    @app.post("/api/v1/runner/apply-start")
+    @app.post(
+        "/api/v1/runner/apply-start",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_apply_start(body: ApplyStart) -> Reply:
         return _json(200, services().runner_api.apply_start(principal(), body.handle, body.request))
 
-    @app.get("/api/v1/runner/state-check")
+    @app.get(
+        "/api/v1/runner/state-check",
+        responses=oas.responses(200, oas.RunnerReply, *oas.READ),
+        security=oas.RUNNER,
+    )
     def runner_state_check() -> Reply:
         return _json(200, services().runner_api.state_check(principal()))
 
-    @app.post("/api/v1/runner/heartbeat")
+    @app.post(
+        "/api/v1/runner/heartbeat",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_heartbeat() -> Reply:
         return _json(200, services().runner_api.heartbeat(principal()))
 
-    @app.post("/api/v1/runner/log-chunks")
+    @app.post(
+        "/api/v1/runner/log-chunks",
+        responses=oas.responses(201, oas.RunnerReply, *oas.WRITE, also=200),
+        security=oas.RUNNER,
+    )
     def runner_log_chunk(body: LogChunkBody) -> Reply:
         try:
             data = base64.b64decode(body.data, validate=True)
@@ -423,7 +550,11 @@ def build_app() -> APIGatewayRestResolver:
         stored = services().logs.store_chunk(principal(), body.sequence, body.offset, data)
         return _json(200 if stored["replayed"] else 201, stored)
 
-    @app.post("/api/v1/runner/result")
+    @app.post(
+        "/api/v1/runner/result",
+        responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+        security=oas.RUNNER,
+    )
     def runner_result(body: RunnerReport) -> Reply:
         report = body.model_dump(exclude_none=True)
         return _json(200, services().runner_api.report(principal(), report))
@@ -463,10 +594,20 @@ def build_app() -> APIGatewayRestResolver:
 
 
 @lru_cache(maxsize=1)
-def app() -> APIGatewayRestResolver:
-    return build_app()
+def resolvers() -> ResolverPool:
+    return ResolverPool(build_app)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    result: dict[str, Any] = app().resolve(event, context)
+    # Read before Powertools does: it fails untyped on some bodies (deep nesting, not UTF-8).
+    try:
+        parse_json(event.get("body"), bool(event.get("isBase64Encoded")))
+    except InvalidBody as unreadable:
+        return {
+            "statusCode": unreadable.http_status,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps(unreadable.to_body()),
+            "isBase64Encoded": False,
+        }
+    result: dict[str, Any] = resolvers().resolve(event, context)
     return result

@@ -10,10 +10,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel, ValidationError
 
+from functions.bodies import parse_json
 from functions.cloud_api import jsonapi
+from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.paging import Page
@@ -33,8 +35,8 @@ def _document(data: Any, status: int = 200, **top: Any) -> Reply:
     return _json(status, {"data": data, **top})
 
 
-def build_app() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver()
+def build_app() -> IsolatedRestResolver:
+    app = IsolatedRestResolver()
 
     def principal() -> Principal:
         return decode_principal(app.current_event.request_context.raw_event.get("authorizer"))
@@ -48,12 +50,12 @@ def build_app() -> APIGatewayRestResolver:
         prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
         return f"{proto}://{host}{prefix}"
 
+    def json_body() -> Any:
+        event = app.current_event
+        return parse_json(event.body, bool(event.is_base64_encoded))
+
     def body(model: type[BaseModel]) -> Any:
-        raw = app.current_event.body
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            raise InvalidInput("the request body is not valid JSON", "/") from None
+        parsed = json_body()
         try:
             return model.model_validate(parsed)
         except ValidationError as invalid:
@@ -183,13 +185,7 @@ def build_app() -> APIGatewayRestResolver:
     # -- locking ----------------------------------------------------------------------------
 
     def _lock_reason() -> str | None:
-        raw = app.current_event.body
-        if not raw:
-            return None
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise InvalidInput("the request body is not valid JSON", "/") from None
+        parsed = json_body()
         if not isinstance(parsed, dict):
             return None
         # The CLI wraps the reason in JSON:API; pytfe sends it bare.
@@ -334,13 +330,13 @@ def _only_local(mode: str | None) -> None:
 
 
 @lru_cache(maxsize=1)
-def app() -> APIGatewayRestResolver:
-    return build_app()
+def resolvers() -> ResolverPool:
+    return ResolverPool(build_app)
 
 
 def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Resolve one API Gateway proxy event; every response carries TFP-API-Version."""
-    response: dict[str, Any] = app().resolve(event, context)
+    response: dict[str, Any] = resolvers().resolve(event, context)
     response.setdefault("headers", {})["TFP-API-Version"] = API_VERSION
     if response.get("multiValueHeaders") is not None:
         response["multiValueHeaders"]["TFP-API-Version"] = [API_VERSION]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -214,6 +214,11 @@ def error(status: int, title: str, detail: str, pointer: str | None = None) -> d
 # -- request bodies ---------------------------------------------------------------------
 
 
+# Bounds that keep a workspace record far below DynamoDB's 400 KB item limit.
+MAX_TAGS = 50
+Tag = Annotated[str, Field(min_length=1, max_length=255)]
+
+
 class _Attributes(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
@@ -222,7 +227,7 @@ class WorkspaceAttributes(_Attributes):
     name: str | None = Field(default=None, min_length=1, max_length=90)
     terraform_version: str | None = Field(default=None, alias="terraform-version", max_length=40)
     description: str | None = Field(default=None, max_length=1000)
-    tag_names: list[str] | None = Field(default=None, alias="tag-names", max_length=50)
+    tag_names: list[Tag] | None = Field(default=None, alias="tag-names", max_length=MAX_TAGS)
     execution_mode: str | None = Field(default=None, alias="execution-mode")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from runplane.domain.errors import (
     Conflict,
-    InvalidInput,
+    NotFound,
     PolicyBindingRefused,
     PolicyModuleRefused,
     PolicyOverrideRequired,
@@ -123,9 +123,35 @@ def test_publishing_and_attaching_need_policy_manage(arena: Arena) -> None:
 
 def test_attaching_to_an_unknown_workspace_is_refused(arena: Arena) -> None:
     arena.policies.publish(arena.admin, one_policy("p", "advisory", "deny := []"))
-    with pytest.raises(InvalidInput) as refused:
+    with pytest.raises(NotFound) as refused:
         arena.policies.attach(arena.admin, "p", ["ws-" + "a" * 26], False)
+    assert refused.value.http_status == 404
     assert refused.value.pointer == "/workspaces/0"
+
+
+def test_attaching_to_another_organizations_workspace_is_not_found(
+    arena: Arena, stack: Stack
+) -> None:
+    # Given a policy set, a workspace of ours and a workspace of another organization
+    arena.policies.publish(arena.admin, one_policy("p", "advisory", "deny := []"))
+    ours = stack.tenancy.create_workspace(arena.org.id, "ours")
+    other = stack.tenancy.create_organization("someone-else")
+    theirs = stack.tenancy.create_workspace(other.id, "theirs")
+    before = stack.scan()
+
+    # When the set is attached to both
+    with pytest.raises(NotFound) as refused:
+        arena.policies.attach(arena.admin, "p", [ours.id, theirs.id], False)
+
+    # Then it is 404, as for a workspace that does not exist, naming the field; nothing changed
+    assert refused.value.http_status == 404
+    assert refused.value.to_body() == {
+        "code": "NOT_FOUND",
+        "message": f"workspace {theirs.id} was not found",
+    }
+    assert refused.value.pointer == f"/workspaces/{sorted([ours.id, theirs.id]).index(theirs.id)}"
+    assert stack.scan() == before
+    assert arena.policies.get(arena.admin, "p").attached_workspaces == ()
 
 
 # -- binding order ---------------------------------------------------------------------------

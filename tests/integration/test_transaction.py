@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.domain.errors import ConcurrentChange
+from runplane.domain.errors import ConcurrentChange, ItemTooLarge
 from runplane.store.models import NameClaimItem
 from runplane.store.transaction import Item, Transaction
 from tests.integration.conftest import Stack
@@ -107,3 +107,23 @@ def test_one_item_twice_in_a_transaction_is_refused_before_sending(stack: Stack)
     with pytest.raises(ValueError, match="once"):
         tx.commit()
     assert stack.scan() == []
+
+
+@pytest.mark.parametrize("kind", ["put", "update"])
+def test_an_item_over_the_size_limit_is_a_typed_413_that_writes_nothing(
+    claims: Stack, kind: str
+) -> None:
+    # Given a transaction whose put or update makes an item larger than 400 KB
+    before = claims.scan()
+    oversized = "x" * 410 * 1024
+    tx = Transaction().put_new(claim("small"))
+    if kind == "put":
+        tx.put_new(claim("big", oversized))
+    else:
+        tx.update(claim("u"), [NameClaimItem.owner_id.set(oversized)])
+    # When it is committed / Then it is refused as too large, and nothing was written
+    with pytest.raises(ItemTooLarge) as refused:
+        tx.commit()
+    assert refused.value.http_status == 413
+    assert refused.value.to_body()["code"] == "ITEM_TOO_LARGE"
+    assert claims.scan() == before

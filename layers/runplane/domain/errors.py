@@ -30,14 +30,51 @@ class InvalidInput(RunplaneError):
         self.pointer = pointer
 
 
+class InvalidBody(RunplaneError):
+    """A request body that cannot be read at all: not UTF-8, not JSON, or nested
+    deeper than any document we accept. Nothing was done."""
+
+    code = "INVALID_BODY"
+    http_status = 400
+
+
+class TooLarge(RunplaneError):
+    """Input over a documented size bound (or one the database would refuse); nothing
+    was stored. ``pointer`` names the field when one is to blame."""
+
+    code = "TOO_LARGE"
+    http_status = 413
+
+    def __init__(self, message: str, pointer: str | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
+class VariablesTooLarge(TooLarge):
+    code = "VARIABLES_TOO_LARGE"
+
+
+class ItemTooLarge(TooLarge):
+    """A write over DynamoDB's 400 KB item limit: the request carried more than fits."""
+
+    code = "ITEM_TOO_LARGE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the request carries more than a record can hold (400 KB); nothing was written"
+        )
+
+
 class NotFound(RunplaneError):
     code = "NOT_FOUND"
     http_status = 404
 
-    def __init__(self, kind: str, public_id: str) -> None:
+    def __init__(self, kind: str, public_id: str, pointer: str | None = None) -> None:
         super().__init__(f"{kind} {public_id} was not found")
         self.kind = kind
         self.public_id = public_id
+        # The request field that named it, when it came from a body (JSON pointer).
+        self.pointer = pointer
 
 
 class AlreadyExists(RunplaneError):
@@ -340,6 +377,29 @@ class ApprovalExpired(Conflict):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id} expired before a decision was recorded; create a new run")
         self.run_id = run_id
+
+
+class AlreadyDecided(Conflict):
+    """Someone decided the run first (approved, rejected, canceled, or it ended): the
+    request lost that race and wrote nothing. Retrying cannot succeed, so this is a
+    409 naming the run's status (and its approval's), never a 'retry later'."""
+
+    code = "ALREADY_DECIDED"
+
+    def __init__(self, run_id: str, status: object, approval: str | None = None) -> None:
+        now = f"it is {status}"
+        if approval is not None:
+            now += f" and its approval is {approval}"
+        super().__init__(f"run {run_id} was already decided: {now}; nothing was written")
+        self.run_id = run_id
+        self.status = str(status)
+        self.approval = approval
+
+    def to_body(self) -> dict[str, str]:
+        body = {**super().to_body(), "run_id": self.run_id, "status": self.status}
+        if self.approval is not None:
+            body["approval"] = self.approval
+        return body
 
 
 class RunEnded(Conflict):

@@ -12,9 +12,12 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from runplane.domain.errors import InvalidInput
+from runplane.domain.errors import InvalidInput, VariablesTooLarge
 
-MAX_VARIABLES: Final = 200
+MAX_VARIABLES: Final = 100
+MAX_VARIABLE_NAME: Final = 128
+MAX_VARIABLE_BYTES: Final = 64 * 1024
+MAX_VARIABLES_BYTES: Final = 256 * 1024
 IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 ENGINE_RESERVED: Final = frozenset(
     {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
@@ -44,12 +47,31 @@ def pointer(name: str) -> str:
 
 
 def check_variables(variables: Mapping[str, object]) -> None:
-    """Raise :class:`InvalidInput` for the first variable the engine could not take."""
+    """Raise :class:`InvalidInput` for the first variable the engine could not take, and
+    :class:`VariablesTooLarge` past the documented size bounds (docs/runs.md)."""
     if len(variables) > MAX_VARIABLES:
         raise InvalidInput(f"at most {MAX_VARIABLES} variables", "/variables")
+    total = 0
     for name, value in variables.items():
+        if len(name) > MAX_VARIABLE_NAME:
+            raise InvalidInput(
+                f"a variable name has at most {MAX_VARIABLE_NAME} characters",
+                pointer(name[:MAX_VARIABLE_NAME]),
+            )
         problem = name_problem(name)
         if problem is not None:
             raise InvalidInput(problem, pointer(name))
         if not isinstance(value, str):
             raise InvalidInput(f"variable {name!r} must have a string value", pointer(name))
+        size = len(value.encode("utf-8"))
+        if size > MAX_VARIABLE_BYTES:
+            raise VariablesTooLarge(
+                f"variable {name} is {size:,} bytes; a value has at most {MAX_VARIABLE_BYTES:,}",
+                pointer(name),
+            )
+        total += size
+    if total > MAX_VARIABLES_BYTES:
+        raise VariablesTooLarge(
+            f"the variables' values add up to {total:,} bytes; at most {MAX_VARIABLES_BYTES:,}",
+            "/variables",
+        )

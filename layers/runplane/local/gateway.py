@@ -130,8 +130,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_PAYLOAD:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            # Nothing can be read reliably after a bad length: answer and close.
+            self.close_connection = True
+            response = _gateway_error(400, "bad request", "the Content-Length header is invalid")
+        elif length > MAX_PAYLOAD:
             self.rfile.read(length)
             response = _gateway_error(
                 413, "payload too large", "request bodies are limited to 10 MB"

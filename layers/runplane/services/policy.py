@@ -192,10 +192,9 @@ class Policies:
                 workspace = workspace_store.get_workspace(workspace_id)
             except NotFound:
                 workspace = None
+            # Another organization's workspace is as absent as a missing one.
             if workspace is None or workspace.organization_id != principal.organization_id:
-                raise InvalidInput(
-                    f"workspace {workspace_id} was not found", f"/workspaces/{index}"
-                )
+                raise NotFound("workspace", workspace_id, f"/workspaces/{index}")
         store.attach(head, unique, all_workspaces, by=principal.ref, now=self._clock.now()).commit()
         return _published(store.get(principal.organization_id, name), created=False)
 

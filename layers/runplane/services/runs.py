@@ -10,10 +10,11 @@ from typing import Any
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
-from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
+    AlreadyDecided,
     ApprovalExpired,
     ConcurrentChange,
     Conflict,
@@ -36,6 +37,9 @@ from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import ConfigurationVersionItem, configuration_version_key
 from runplane.store.transaction import Transaction
+
+# A cancellation retries when the run moves under it, until the run has ended.
+CANCEL_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,15 @@ class Runs:
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
+        try:
+            self._record_configuration(cv_id, artifact)
+        except BaseException:
+            # Another finalize won (or the write failed): this copy belongs to nothing.
+            self._artifacts.discard(artifact.id)
+            raise
+        return self.configuration(principal, cv_id)
+
+    def _record_configuration(self, cv_id: str, artifact: Artifact) -> None:
         Transaction().update(
             ConfigurationVersionItem(*configuration_version_key(cv_id)),
             [
@@ -122,9 +135,10 @@ class Runs:
                 ConfigurationVersionItem.expires_at.remove(),
             ],
             condition=ConfigurationVersionItem.status == "pending",
-            on_refused=lambda current: Conflict(f"configuration version {cv_id} changed"),
+            on_refused=lambda current: Conflict(
+                f"configuration version {cv_id} was already uploaded"
+            ),
         ).commit()
-        return self.configuration(principal, cv_id)
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         item = self._configuration_item(principal, cv_id)
@@ -211,11 +225,19 @@ class Runs:
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),
         }
-        self._lifecycle.runs.create(
-            run,
-            actor=principal.ref,
-            extra_writes=[run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)],
-        )
+        try:
+            self._lifecycle.runs.create(
+                run,
+                actor=principal.ref,
+                extra_writes=[
+                    run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)
+                ],
+            )
+        except BaseException:
+            # Refused: the variables artifact would belong to no run.
+            if variables_artifact is not None:
+                self._artifacts.discard(variables_artifact)
+            raise
         # A failed dispatch leaves the run dispatch_pending; starting again is safe
         # (the execution is named by the run ID).
         self._workflow.start(run.id)
@@ -263,6 +285,8 @@ class Runs:
         approval = run_parts.get(run.id, "approval")
         if run.status is RunStatus.EXPIRED or (approval and approval.state == "expired"):
             raise ApprovalExpired(run.id)
+        if approval is not None and (approval.state != "waiting" or run.status.is_terminal):
+            raise AlreadyDecided(run.id, run.status, approval.state)
         if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
             raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
         now = self._clock.now()
@@ -284,7 +308,13 @@ class Runs:
         }
         state = "approved" if decision == "approve" else "rejected"
         record = run_parts.change(
-            run.id, "approval", expected_state="waiting", state=state, body=body, now=now
+            run.id,
+            "approval",
+            expected_state="waiting",
+            state=state,
+            body=body,
+            now=now,
+            on_refused=lambda current: AlreadyDecided(run.id, run.status, _state_of(current)),
         )
         if decision == "approve":
             policy = run_parts.get(run.id, "policy")
@@ -307,12 +337,17 @@ class Runs:
                     extra_writes=[record],
                 )
                 self._hand_off(moved.handoff)
-        except (ConcurrentChange, TransitionRejected):
-            current = self._lifecycle.runs.get(run.id)
-            if current.status is RunStatus.EXPIRED:
-                raise ApprovalExpired(run.id) from None
-            raise Conflict(f"run {run.id} was decided meanwhile (now {current.status})") from None
+        except (AlreadyDecided, ConcurrentChange, TransitionRejected):
+            raise self._decided_meanwhile(run.id) from None
         return Decision(run.id, decision, approval.token)
+
+    def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:
+        """Why a decision or cancellation lost its race, as the database holds it now."""
+        current = self._lifecycle.runs.get(run_id)
+        approval = run_parts.get(run_id, "approval")
+        if deciding and current.status is RunStatus.EXPIRED:
+            return ApprovalExpired(run_id)
+        return AlreadyDecided(run_id, current.status, approval.state if approval else None)
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -326,9 +361,18 @@ class Runs:
         run's real outcome. Sandboxes are stopped and the workflow's waits ended.
         """
         principal.require(Permission.RUN_CANCEL)
-        run = self.get(principal, run_id)
-        if run.status.is_terminal:
-            raise Conflict(f"run {run.id} already ended: it is {run.status}")
+        for _ in range(CANCEL_ATTEMPTS):
+            run = self.get(principal, run_id)
+            if run.status.is_terminal:
+                raise self._decided_meanwhile(run.id, deciding=False)
+            try:
+                return self._cancel(principal, run, launcher)
+            except (AlreadyDecided, TransitionRejected, ConcurrentChange):
+                # The run moved (or was decided) meanwhile: look at it again.
+                continue
+        raise self._decided_meanwhile(run_id, deciding=False)
+
+    def _cancel(self, principal: Principal, run: Run, launcher: Launcher) -> Run:
         target = (
             RunStatus.APPLY_INTERRUPTED if run.status is RunStatus.APPLYING else RunStatus.CANCELED
         )
@@ -347,6 +391,9 @@ class Runs:
                     state="canceled",
                     token=None,
                     now=now,
+                    on_refused=lambda current: AlreadyDecided(
+                        run.id, run.status, _state_of(current)
+                    ),
                 )
             )
         for name, part in parts.items():
@@ -359,19 +406,13 @@ class Runs:
             body={"requested_by": principal.ref, "requested_at": now.isoformat()},
             now=now,
         )
-        try:
-            moved = self._lifecycle.move(
-                run,
-                target,
-                actor=principal.ref,
-                reason=f"canceled by {principal.display}",
-                extra_writes=[signal, *writes],
-            )
-        except (TransitionRejected, ConcurrentChange):
-            current = self._lifecycle.runs.get(run.id)
-            raise Conflict(
-                f"run {run.id} could not be canceled: it is now {current.status}"
-            ) from None
+        moved = self._lifecycle.move(
+            run,
+            target,
+            actor=principal.ref,
+            reason=f"canceled by {principal.display}",
+            extra_writes=[signal, *writes],
+        )
         self._hand_off(moved.handoff)
         for name, part in parts.items():
             reference = part.body.get("sandbox_ref")
@@ -384,6 +425,10 @@ class Runs:
     def _hand_off(self, handoff: Any) -> None:
         if handoff is not None:
             self._workflow.resume(handoff.token, {"held": True})
+
+
+def _state_of(part: Mapping[str, Any] | None) -> str | None:
+    return None if part is None else str(part.get("state"))
 
 
 def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:

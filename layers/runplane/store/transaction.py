@@ -19,7 +19,7 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from runplane.domain.errors import ConcurrentChange
+from runplane.domain.errors import ConcurrentChange, ItemTooLarge
 from runplane.store.models import TableItem
 from runplane.store.table import PARTITION_KEY, SORT_KEY
 
@@ -170,6 +170,8 @@ def _refusal(error: TransactWriteError, ordered: list[_Write], added: list[_Writ
     Several conditions can fail at once (a stale run also finds its audit key
     taken); the caller's order says which one explains the refusal best.
     """
+    if _too_large(error):
+        return ItemTooLarge()
     reasons = error.cancellation_reasons or []
     refused = {
         id(write): reason
@@ -182,6 +184,14 @@ def _refusal(error: TransactWriteError, ordered: list[_Write], added: list[_Writ
     if any(reason is not None and reason.code == "TransactionConflict" for reason in reasons):
         return ConcurrentChange("another transaction touched the same items; nothing was written")
     return error
+
+
+def _too_large(error: TransactWriteError) -> bool:
+    """DynamoDB refused an item over its 400 KB limit (Put: "Item size has exceeded the
+    maximum allowed size"; Update: "Item size to update has exceeded ...")."""
+    return error.cause_response_code == "ValidationException" and "maximum allowed size" in (
+        error.cause_response_message or ""
+    )
 
 
 _deserializer = TypeDeserializer()

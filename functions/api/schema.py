@@ -1,0 +1,289 @@
+"""What the run API answers, for its OpenAPI document: response models, the errors
+each route may give, and how callers authenticate.
+
+The handlers build plain dicts; these models describe them (a test fuzzes the
+API and checks every response against this document).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.event_handler.openapi.models import (
+    HTTPBearer,
+    SecurityScheme,
+)
+from pydantic import BaseModel, ConfigDict, Field
+
+JSON = "application/json"
+JSONAPI = "application/vnd.api+json"
+
+# -- security ------------------------------------------------------------------------------
+
+SECURITY_SCHEMES: dict[str, SecurityScheme] = {
+    "jwt": HTTPBearer(
+        bearerFormat="JWT",
+        description="A person's identity token (Cognito in AWS, the local issuer in the "
+        "embedded stack), carrying the organization and the roles.",
+    ),
+    "apiToken": HTTPBearer(
+        bearerFormat="rpt_…",
+        description="An organization API token with a role (POST /api/v1/tokens).",
+    ),
+    "runnerSession": HTTPBearer(
+        description="A sandbox's runner session, redeemed from its one-time bootstrap handle "
+        "(POST /api/v1/runner/sessions).",
+    ),
+}
+PEOPLE: list[dict[str, list[str]]] = [{"jwt": []}, {"apiToken": []}]
+RUNNER: list[dict[str, list[str]]] = [{"runnerSession": []}]
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    """Every error of the run API: a machine-readable code and a sentence."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+    pointer: str | None = Field(default=None, description="The field to blame (JSON pointer)")
+
+
+class _GatewayErrorItem(BaseModel):
+    status: str | None = None
+    title: str
+    detail: str
+
+
+class GatewayError(BaseModel):
+    """Errors the gateway answers itself (no credentials, payload over 10 MB)."""
+
+    errors: list[_GatewayErrorItem]
+
+
+_ERROR_WHEN = {
+    400: "unreadable body: not UTF-8, not JSON, or nested deeper than 32 levels",
+    401: "missing, unknown, revoked or expired credentials",
+    403: "the caller lacks the permission the route needs",
+    404: "no such object (or another organization's)",
+    409: "the object is not in a state that allows this (the body names why)",
+    413: "the body carries more than its documented bounds",
+    422: "invalid input: `pointer` names the field",
+    503: "new work is not being accepted now, or too much contention: retry later",
+}
+
+
+def _error(status: int) -> dict[str, Any]:
+    if status == 401:
+        # API Gateway's authorizer answers before the application, in JSON:API shape.
+        content = {JSONAPI: {"model": GatewayError}, JSON: {"model": ErrorBody}}
+    else:
+        content = {JSON: {"model": ErrorBody}}
+    return {"description": _ERROR_WHEN[status], "content": content}
+
+
+def responses(
+    status: int,
+    model: type[BaseModel],
+    *errors: int,
+    also: int | None = None,
+) -> dict[int, Any]:
+    """The success response (``also``: a second success status with the same body) and
+    the errors a route may give (400 and 422 always can)."""
+    success = {"description": "Success", "content": {JSON: {"model": model}}}
+    declared: dict[int, Any] = {status: success}
+    if also is not None:
+        declared[also] = success
+    for code in sorted({400, 422, *errors}):
+        declared[code] = _error(code)
+    return declared
+
+
+def text_responses(*errors: int) -> dict[int, Any]:
+    """A plain-text success (a log) and the errors a route may give."""
+    declared: dict[int, Any] = {
+        200: {"description": "Success", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    }
+    for code in sorted({400, 422, *errors}):
+        declared[code] = _error(code)
+    return declared
+
+
+# Routes for people: authenticated, permission-checked, organization-scoped.
+AUTHENTICATED = (401, 403)
+READ = (*AUTHENTICATED, 404)
+WRITE = (*AUTHENTICATED, 404, 409, 413, 503)
+
+
+# -- workspaces and configuration ----------------------------------------------------------
+
+
+class WorkspaceCreated(BaseModel):
+    id: str
+    name: str
+    organization: str
+
+
+class WorkspaceUpdated(BaseModel):
+    id: str
+    name: str
+    approval_window_seconds: int | None
+
+
+class WorkspaceView(BaseModel):
+    id: str
+    name: str
+    created_at: str
+    description: str | None
+    tags: list[str]
+    terraform_version: str | None
+    approval_window_seconds: int | None = Field(
+        description="null: the deployment's default window applies"
+    )
+    locked: bool
+    writer_run_id: str | None
+    queue_length: int
+    current_state_version_id: str | None
+
+
+class WorkspaceList(BaseModel):
+    workspaces: list[WorkspaceView]
+
+
+class ConfigurationUpload(BaseModel):
+    id: str
+    upload_url: str = Field(description="A single-purpose URL to PUT one tar.gz to")
+    expires_at: str
+
+
+class Configuration(BaseModel):
+    id: str
+    workspace_id: str
+    status: Literal["pending", "uploaded"]
+    sha256: str | None
+    size: int | None
+    artifact_id: str | None
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+class _Open(BaseModel):
+    """A record whose fields are listed in the docs and may grow."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Workflow(BaseModel):
+    execution_name: str
+    definition_version: str | None
+    build_sha: str | None
+
+
+class StageView(BaseModel):
+    stage: str
+    status: str
+    started_at: str | None
+    finished_at: str | None
+
+
+class RunInput(BaseModel):
+    configuration_version_id: str | None
+    configuration_sha256: str | None
+    engine_version: str | None
+    variable_names: list[str]
+    predecessor_state_version_id: str | None
+
+
+class PlanView(_Open):
+    has_changes: bool | None
+    summary: dict[str, Any] | None
+    plan_sha256: str | None
+    engine_version: str | None
+
+
+class StatusView(_Open):
+    status: str
+
+
+class Review(BaseModel):
+    """The run review: every fact from the database."""
+
+    id: str
+    workspace_id: str
+    kind: Literal["plan_only", "speculative", "plan_and_apply"]
+    status: str
+    label: str
+    status_reason: str | None
+    created_at: str
+    updated_at: str
+    created_by: str | None
+    workflow: Workflow
+    stages: list[StageView]
+    input: RunInput
+    source: dict[str, Any] | None
+    plan: PlanView | None
+    policy: StatusView | None
+    approval: StatusView | None
+    apply: StatusView | None
+
+
+class RunSummary(BaseModel):
+    id: str
+    kind: str
+    status: str
+    created_at: str
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary]
+
+
+# -- tokens, policy sets, launch controls ---------------------------------------------------
+
+
+class TokenIssued(BaseModel):
+    id: str
+    name: str
+    role: str
+    permissions: list[str]
+    token: str = Field(description="Shown once: only its hash is stored")
+
+
+class TokenRevoked(BaseModel):
+    id: str
+    revoked: bool
+
+
+class PolicySet(BaseModel):
+    name: str
+    digest: str
+    version: int
+    policies: list[dict[str, Any]]
+    attached_workspaces: list[str]
+    all_workspaces: bool
+
+
+class PolicySets(BaseModel):
+    policy_sets: list[PolicySet]
+
+
+class LaunchControls(BaseModel):
+    scope: Literal["platform", "organization"]
+    launches_enabled: bool
+    suspended: bool
+    allowed_regions: list[str]
+    runner_releases: list[str]
+    policy_runtimes: list[str]
+    max_sandboxes: int | None
+    running_sandboxes: int | None = Field(default=None, description="Only when read")
+
+
+# -- runner ------------------------------------------------------------------------------------
+
+
+class RunnerReply(_Open):
+    """What the control plane tells a sandbox; see the runner contract."""

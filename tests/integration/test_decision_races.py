@@ -1,0 +1,88 @@
+"""A decision or cancellation that loses to another one is a 409 naming the run's
+status: the run was decided, nothing was written, and retrying will not help."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from functools import partial
+
+import pytest
+
+from runplane.domain.errors import AlreadyDecided, RunplaneError, TooMuchContention
+from runplane.store import run_parts
+from tests.integration.arena import Arena, awaiting_approval
+from tests.integration.conftest import Stack
+from tests.integration.test_race_suite import SEED, race
+
+
+def _refusal(arena: Arena, first: str, second: str) -> tuple[str, AlreadyDecided, list[object]]:
+    _, run_id = awaiting_approval(arena, f"decided-{first}-{second}")
+    r, admin = arena.runs, arena.admin
+    act = {
+        "approve": partial(r.decide, admin, run_id, "approve", None),
+        "reject": partial(r.decide, admin, run_id, "reject", None),
+        "cancel": partial(r.cancel, admin, run_id, arena.launcher),
+    }
+    act[first]()
+    before = arena.stack.scan()
+    with pytest.raises(AlreadyDecided) as refused:
+        act[second]()
+    return run_id, refused.value, [before, arena.stack.scan()]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "status", "approval"),
+    [
+        # The workflow has not yet moved the approved run: it still awaits approval.
+        ("approve", "reject", "awaiting_approval", "approved"),
+        ("reject", "approve", "rejected", "rejected"),
+        ("approve", "approve", "awaiting_approval", "approved"),
+        ("reject", "reject", "rejected", "rejected"),
+        ("cancel", "reject", "canceled", "canceled"),
+        ("cancel", "approve", "canceled", "canceled"),
+        ("reject", "cancel", "rejected", "rejected"),
+    ],
+)
+def test_a_second_decision_is_refused_with_the_runs_status(
+    arena: Arena, stack: Stack, first: str, second: str, status: str, approval: str
+) -> None:
+    # Given a run awaiting approval that was just decided (or canceled)
+    # When another decision (or a cancellation) arrives
+    run_id, refused, (before, after) = _refusal(arena, first, second)
+
+    # Then it is a 409 with a code, naming the run's status and its approval
+    assert refused.http_status == 409
+    body = refused.to_body()
+    assert body["code"] == "ALREADY_DECIDED"
+    assert body["status"] == status
+    assert body["approval"] == approval
+    assert body["run_id"] == run_id
+    assert status in body["message"]
+    # And nothing was written
+    assert after == before
+    assert run_parts.require(run_id, "approval").state == approval
+
+
+def test_racing_decisions_and_cancellations_never_answer_contention(arena: Arena) -> None:
+    # Given runs awaiting approval, each met by concurrent approvals, rejections and cancels
+    rng = random.Random(SEED + 7)
+    refusals: Counter[str] = Counter()
+    for trial in range(12):
+        _, run_id = awaiting_approval(arena, f"decision-race-{trial}")
+        r, admin = arena.runs, arena.admin
+        menu = [
+            partial(r.decide, admin, run_id, "approve", None),
+            partial(r.decide, admin, run_id, "reject", None),
+            partial(r.cancel, admin, run_id, arena.launcher),
+        ]
+        # When they race
+        outcomes = race(rng.sample(menu, k=rng.randint(2, 3)), rng)
+        # Then every loser is told the run was decided: never "retry later"
+        for outcome in outcomes:
+            if isinstance(outcome, RunplaneError):
+                assert not isinstance(outcome, TooMuchContention), outcome
+                assert isinstance(outcome, AlreadyDecided), outcome
+                assert outcome.http_status == 409
+                refusals[outcome.to_body()["status"]] += 1
+    print(f"\nrefused decisions by the status they named: {dict(refusals)}")
