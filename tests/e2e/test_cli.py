@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from runplane.local.stack import free_port
 from runplane.store import run_parts
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_launch_controls import _artifact_count
+from tests.e2e.test_local_up import local_up_banner
 from tests.e2e.test_managed_runs import HELLO
 from tests.e2e.test_policy import soft_review_policy
 from tests.e2e.test_test_provider import PROVIDER_BLOCK, linux_amd64, thing
@@ -603,15 +603,7 @@ def test_local_up_outside_the_clone_finds_the_environments_engine(tmp_path: Path
         text=True,
     )
     try:
-        assert process.stdout is not None
-        banner = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            banner.append(line)
-            if "use it with" in line or not line:
-                break
-        text = "".join(banner)
+        text = local_up_banner(process)
 
         # Then it is up, running the environment's engine
         assert f"http://127.0.0.1:{port}" in text, text

@@ -14,6 +14,19 @@ import requests
 from runplane.local.stack import free_port
 
 
+def local_up_banner(process: subprocess.Popen[str], timeout: float = 120) -> str:
+    """What `runplane local up` printed until it said how to use it (or exited)."""
+    assert process.stdout is not None
+    banner = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        banner.append(line)
+        if "use it with" in line or not line:
+            break
+    return "".join(banner)
+
+
 def test_local_up_serves_writes_client_files_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     # Given a free port and an empty data directory
     port = free_port()
@@ -37,15 +50,7 @@ def test_local_up_serves_writes_client_files_and_stops_on_ctrl_c(tmp_path: Path)
         text=True,
     )
     try:
-        assert process.stdout is not None
-        banner = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            banner.append(line)
-            if "use it with" in line or not line:
-                break
-        text = "".join(banner)
+        text = local_up_banner(process)
         assert f"http://127.0.0.1:{port}" in text, text
 
         # Then it wrote what a client needs, readable only by the user
