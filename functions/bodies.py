@@ -44,14 +44,29 @@ def parse_json(body: str | None, is_base64: bool = False) -> Any:
     return document
 
 
+def _is_text(value: str) -> bool:
+    """False for a string with a lone surrogate (a ``\\ud800`` escape is valid JSON but no
+    Unicode text): it would fail later, untyped, wherever the string is encoded."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _depth(document: Any) -> int:
-    """How deeply containers nest (a scalar is 0), without recursion."""
+    """How deeply containers nest (a scalar is 0), without recursion; ``InvalidBody`` for
+    a string that is not Unicode text."""
     deepest = 0
     pending: list[tuple[Any, int]] = [(document, 0)]
     while pending:
         value, depth = pending.pop()
+        if isinstance(value, str):
+            if not _is_text(value):
+                raise InvalidBody("the request body is not UTF-8 text (a lone surrogate escape)")
+            continue
         if isinstance(value, dict):
-            children: Any = value.values()
+            children: Any = [*value.keys(), *value.values()]
         elif isinstance(value, list):
             children = value
         else:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from functions.api import schema as oas
 from functions.bodies import parse_json
@@ -37,7 +37,8 @@ class WorkspaceCreate(BaseModel):
 
 
 class WorkspaceUpdate(BaseModel):
-    approval_window_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+    # Strict: lax parsing would read `true` as a one-second window.
+    approval_window_seconds: StrictInt | None = Field(default=None, ge=1, le=30 * 24 * 3600)
 
 
 class LaunchControlsBody(BaseModel):
@@ -46,7 +47,7 @@ class LaunchControlsBody(BaseModel):
     allowed_regions: list[Name] = Field(default_factory=list, max_length=50)
     runner_releases: list[Name] = Field(default_factory=list, max_length=50)
     policy_runtimes: list[Name] = Field(default_factory=list, max_length=50)
-    max_sandboxes: int | None = Field(default=None, ge=0, le=10_000)
+    max_sandboxes: StrictInt | None = Field(default=None, ge=0, le=10_000)
 
 
 class RunCreate(BaseModel):

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import urllib.error
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,10 @@ def _client(args: argparse.Namespace) -> Client:
         if not isinstance(saved, dict) or not (saved.get("url") and saved.get("token")):
             raise CliError(f"{path}: not a credentials file (it needs url and token)")
     url = str(args.url or saved["url"]).rstrip("/")
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        origin = "--url" if args.url else f"{path}: url"
+        raise CliError(f"{origin} {url!r} is not an http(s) URL such as http://127.0.0.1:8700")
     token = str(args.token or saved["token"])
     organization = str(args.organization or saved.get("organization") or "default")
     return Client(Connection(url, token, organization))

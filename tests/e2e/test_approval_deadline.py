@@ -67,6 +67,21 @@ def test_the_approval_window_has_bounds(local: Local) -> None:
     assert local.client.set_approval_window(ws, 3600)["approval_window_seconds"] == 3600
 
 
+def test_the_approval_window_is_a_json_integer(local: Local) -> None:
+    # Given a workspace with a window of an hour
+    ws = new_workspace(local, "window-type")
+    local.client.set_approval_window(ws, 3600)
+    for value in (True, "120", 90.5):
+        # When the window is set to a boolean, a string or a fraction
+        body = {"approval_window_seconds": value}
+        with pytest.raises(ApiError) as refused:
+            local.client._call("PATCH", f"/api/v1/workspaces/{ws}", body)
+        # Then it is refused with the field named, and the window is unchanged
+        assert refused.value.status == 422, value
+        assert refused.value.body["pointer"] == "/approval_window_seconds"
+        assert local.client.workspace(ws)["approval_window_seconds"] == 3600
+
+
 def test_a_decision_binds_the_plan_the_person_reviewed(local: Local) -> None:
     # Given a run awaiting approval, whose review shows what a decision binds
     ws = new_workspace(local, "binding")

@@ -201,6 +201,30 @@ def test_run_variables_that_would_not_fit_are_refused_before_anything_is_stored(
     assert tenant.artifacts() == before
 
 
+def test_a_lone_surrogate_escape_is_400_and_writes_nothing(tenant: Tenant) -> None:
+    # Given an uploaded configuration in a workspace
+    ws = tenant.client.create_workspace(unique("surrogate"))
+    configuration = tenant.client.upload_configuration(ws["id"], HELLO)
+    before = tenant.artifacts()
+    # When a run is created with a variable whose value is a lone surrogate escape
+    # (valid JSON syntax, but no Unicode text), and a workspace is renamed to one
+    request = {"kind": "plan_only", "configuration_version_id": configuration["id"]}
+    body = json.dumps({**request, "variables": {"v": "\ud800"}}).encode()
+    run = tenant.send("POST", f"/api/v1/workspaces/{ws['id']}/runs", body)
+    renamed = tenant.send(
+        "PATCH",
+        f"/api/v2/workspaces/{ws['id']}",
+        b'{"data": {"type": "workspaces", "attributes": {"description": "\\udc80"}}}',
+    )
+    # Then both are 400 INVALID_BODY, never a server error
+    _run_api_error(run, 400, "INVALID_BODY")
+    _cloud_api_error(renamed, 400)
+    # And no run, no artifact and no change was written
+    assert tenant.client._call("GET", f"/api/v1/workspaces/{ws['id']}/runs")["runs"] == []
+    assert tenant.artifacts() == before
+    assert workspace_store.get_workspace(ws["id"]).description in (None, "")
+
+
 def test_launch_controls_that_would_not_fit_are_refused(tenant: Tenant) -> None:
     # When an organization's launch controls name 50 regions of 9 KB
     response = tenant.send(

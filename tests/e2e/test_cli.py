@@ -478,6 +478,26 @@ def test_user_errors_are_one_line_never_a_traceback(
     )
 
 
+def test_a_control_plane_url_that_is_no_http_url_is_one_error_line(
+    capsys: Capture, tmp_path: Path
+) -> None:
+    # Given a credentials file whose url is not an HTTP URL
+    saved = tmp_path / "credentials.json"
+    saved.write_text(json.dumps({"url": "ftp://example.invalid", "token": "t"}))
+
+    # When the CLI is given such a URL by flag or by file
+    flag = cli(capsys, "workspace", "list", "--url", "notaurl", "--token", "t")
+    file = cli(capsys, "run", "show", "run-x", "--credentials", str(saved))
+
+    # Then each is one line naming the URL, exit 3, and no traceback
+    for code, out, err in (flag, file):
+        assert code == 3
+        assert out == ""
+        assert "Traceback" not in err
+    assert one_error_line(flag[2]).startswith("error: --url 'notaurl' is not an http(s) URL")
+    assert f"{saved}: url 'ftp://example.invalid' is not an http(s) URL" in file[2]
+
+
 def test_logs_need_run_read_and_stay_in_the_organization(local: Local, capsys: Capture) -> None:
     # Given a planned run
     ws_id, _ = workspace(local, capsys)
