@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ EXIT_NOT_SUCCEEDED = 1
 EXIT_API_ERROR = 2
 EXIT_LOCAL_ERROR = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):
@@ -671,6 +673,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_API_ERROR
     except (CliError, InputError, ConfigurationError, RunplaneError) as error:
         print(f"error: {_one_line(str(error))}", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): end quietly, as a shell pipeline expects.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except urllib.error.URLError as error:
         print(f"error: cannot reach the control plane: {error.reason}", file=sys.stderr)
     except TimeoutError as error:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,24 @@ def test_a_clean_plan_passes_and_json_matches_the_review_shape(
     assert status == 0
     assert report["outcome"] == "passed"
     assert [r["outcome"] for r in report["results"]] == ["passed"]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    # Given a command whose output goes to a pipe the reader has already closed
+    # (as with `runplane ... --json | head -1`)
+    plan = saved_plan(tmp_path, ["update"])
+    read, write = os.pipe()
+    os.close(read)
+    # When it prints
+    command = ["policy", "test", str(DENY_DELETE), "--plan", str(plan), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "runplane.cli", *command],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    os.close(write)
+    # Then it stops with the shell's SIGPIPE status and says nothing
+    assert done.returncode == 141
+    assert done.stderr == ""
