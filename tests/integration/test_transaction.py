@@ -127,3 +127,16 @@ def test_an_item_over_the_size_limit_is_a_typed_413_that_writes_nothing(
     assert refused.value.http_status == 413
     assert refused.value.to_body()["code"] == "ITEM_TOO_LARGE"
     assert claims.scan() == before
+
+
+def test_transactions_leave_no_table_copies_behind(claims: Stack) -> None:
+    # Given moto, which deep-copies every table for each transaction's rollback
+    from moto.dynamodb.models.table import Table
+
+    # When many transactions are refused and rolled back
+    for _ in range(20):
+        with pytest.raises(Refused):
+            one_of_each("check").commit()
+
+    # Then moto remembers none of those copies: the embedded stack does not grow per run
+    assert len(Table.instances_tracked) == 0

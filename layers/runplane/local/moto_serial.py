@@ -5,6 +5,12 @@ DynamoDB item can both "win" or crash mid-iteration. Serializing request
 handling per service restores DynamoDB's per-request atomicity while races
 *between* requests stay real. One lock per service, never one across
 services: a Step Functions request runs Lambda handlers that call DynamoDB.
+
+moto also remembers every model object it ever built (``instances_tracked``, for
+its own reset), and each DynamoDB transaction deep-copies every table to roll
+back with: kept forever, those copies grew the embedded stack by megabytes per
+run. After each request the remembered objects are dropped; the backends keep
+what is live.
 """
 
 from __future__ import annotations
@@ -44,8 +50,22 @@ def serialize_requests(service: str) -> threading.RLock:
         def call_action(self: Any) -> Any:
             with lock:
                 counts[str(self._get_action())] += 1
-                return original(self)
+                try:
+                    return original(self)
+                finally:
+                    forget_tracked_instances()
 
         handler.call_action = call_action
         _PATCHED[service] = lock
         return lock
+
+
+def forget_tracked_instances() -> None:
+    """Drop moto's record of every model object it built; live ones stay in backends."""
+    from moto.core.model_instances import model_data
+
+    for models in list(model_data.values()):
+        for model in list(models.values()):
+            tracked = getattr(model, "instances_tracked", None)
+            if tracked:
+                tracked.clear()
