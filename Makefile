@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The slowest tests are listed at the end, to keep the suite's time in view.
 test: $(STAMP) engine
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)
