@@ -339,7 +339,12 @@ class Runs:
                 self._hand_off(moved.handoff)
         except (AlreadyDecided, ConcurrentChange, TransitionRejected):
             raise self._decided_meanwhile(run.id) from None
-        return Decision(run.id, decision, approval.token)
+        token = approval.token
+        if token is None:
+            # The workflow may have stored its wait's token after the read above; had it
+            # stored it after the decision, it would have resumed itself instead.
+            token = run_parts.require(run.id, "approval").token
+        return Decision(run.id, decision, token)
 
     def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:
         """Why a decision or cancellation lost its race, as the database holds it now."""
