@@ -61,6 +61,20 @@ def try_publish(arena: Arena, who: Principal, ws_id: str, serial: int) -> object
     return publish(arena.stack, who, workspace_store.get_workspace(ws_id), serial)
 
 
+def open_upload(arena: Arena, who: Principal, ws_id: str, raw: bytes) -> PendingUpload:
+    """A state version declared for ``raw`` whose bytes are still to be uploaded."""
+    pending = arena.stack.state.create(
+        who,
+        ws_id,
+        serial=1,
+        md5=hashlib.md5(raw, usedforsecurity=False).hexdigest(),
+        lineage=LINEAGE,
+        state_b64=None,
+    )
+    assert isinstance(pending, PendingUpload)
+    return pending
+
+
 # -- plan sessions ------------------------------------------------------------------------
 
 
@@ -289,17 +303,8 @@ def test_an_apply_session_cannot_publish_before_its_start_is_proven(arena: Arena
 def test_an_upload_opened_during_apply_is_refused_once_the_attempt_closes(arena: Arena) -> None:
     # Given an apply session that opened upload URLs for a state version
     ws_id, run_id = applying(arena, "upload-late")
-    runner = arena.runner(run_id, "apply")
     raw = raw_state(1)
-    pending = arena.stack.state.create(
-        runner,
-        ws_id,
-        serial=1,
-        md5=hashlib.md5(raw, usedforsecurity=False).hexdigest(),
-        lineage=LINEAGE,
-        state_b64=None,
-    )
-    assert isinstance(pending, PendingUpload)
+    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, raw)
 
     # When the run is canceled before the bytes arrive
     _cancel(arena, run_id)
@@ -313,17 +318,8 @@ def test_an_upload_opened_during_apply_is_refused_once_the_attempt_closes(arena:
 def test_an_upload_opened_under_a_stale_fence_never_publishes(arena: Arena) -> None:
     # Given an apply session that opened upload URLs for a state version
     ws_id, run_id = applying(arena, "upload-stale-fence")
-    runner = arena.runner(run_id, "apply")
     raw = raw_state(1)
-    pending = arena.stack.state.create(
-        runner,
-        ws_id,
-        serial=1,
-        md5=hashlib.md5(raw, usedforsecurity=False).hexdigest(),
-        lineage=LINEAGE,
-        state_b64=None,
-    )
-    assert isinstance(pending, PendingUpload)
+    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, raw)
 
     # When the lock is revoked and taken again before the bytes arrive (the fence advances)
     writer = arena.stack.lifecycle.writer
