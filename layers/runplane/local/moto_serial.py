@@ -11,10 +11,17 @@ its own reset), and each DynamoDB transaction deep-copies every table to roll
 back with: kept forever, those copies grew the embedded stack by megabytes per
 run. After each request the remembered objects are dropped; the backends keep
 what is live.
+
+Copying every table on every transaction also makes each one cost as much as
+the whole table (most of the embedded stack's CPU once a few hundred runs
+exist). Since requests are serialized, a transaction here saves only the items
+it names and puts exactly those back if it is cancelled: the same all-or-nothing
+outcome, at the cost of the items it touches.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from collections import Counter
@@ -56,8 +63,82 @@ def serialize_requests(service: str) -> threading.RLock:
                     forget_tracked_instances()
 
         handler.call_action = call_action
+        _roll_back_only_touched_items()
         _PATCHED[service] = lock
         return lock
+
+
+class _TablesKept:
+    """Stands in for the ``copy`` module inside moto's DynamoDB backend: while a
+    transaction runs, its whole-table backup copies are skipped (see below)."""
+
+    skipping = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        if self.skipping and isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def _roll_back_only_touched_items() -> None:
+    import moto.dynamodb.models as backend_module
+    from moto.dynamodb.models import DynamoDBBackend
+
+    if isinstance(getattr(backend_module, "copy", None), _TablesKept):
+        return
+    kept = _TablesKept()
+    setattr(backend_module, "copy", kept)  # noqa: B010 (moto does not export it)
+    original: Callable[..., Any] = DynamoDBBackend.transact_write_items
+
+    @functools.wraps(original)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved = [_saved_item(self, entry) for entry in transact_items]
+        kept.skipping = True
+        try:
+            original(self, transact_items)
+        except BaseException:
+            for found in reversed(saved):
+                if found is not None:
+                    _put_back(*found)
+            raise
+        finally:
+            kept.skipping = False
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _saved_item(backend: Any, entry: dict[str, Any]) -> tuple[Any, Any, Any, Any] | None:
+    """The table, key and a copy of the item (None if absent) one transaction entry names."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    operation = next(iter(entry.values()), None)
+    if not isinstance(operation, dict):
+        return None
+    table = backend.tables.get(operation.get("TableName"))
+    attributes = operation.get("Key") or operation.get("Item") or {}
+    if table is None or table.hash_key_attr not in attributes:
+        return None
+    hash_value = DynamoType(attributes[table.hash_key_attr])
+    range_value = None
+    if table.range_key_attr is not None:
+        if table.range_key_attr not in attributes:
+            return None
+        range_value = DynamoType(attributes[table.range_key_attr])
+    return table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))
+
+
+def _put_back(table: Any, hash_value: Any, range_value: Any, item: Any) -> None:
+    if item is None:
+        table.delete_item(hash_value, range_value)
+    elif range_value is None:
+        table.items[hash_value] = item
+    else:
+        table.items[hash_value][range_value] = item
 
 
 def forget_tracked_instances() -> None:

@@ -47,7 +47,13 @@ class TableItem(Model):
 
 
 def bind(table_name: str, region: str, host: str | None = None) -> None:
-    """Point every model at a table. Called once by the settings factory or a test."""
+    """Point every model at a table. Called once by the settings factory or a test.
+
+    Binding again to the same table keeps the connections: each holds a botocore
+    client, and building one costs tens of milliseconds."""
+    meta = TableItem.Meta
+    if (meta.table_name, meta.region, meta.host) == (table_name, region, host):
+        return
     TableItem.Meta.table_name = table_name
     TableItem.Meta.region = region
     TableItem.Meta.host = host
