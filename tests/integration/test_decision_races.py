@@ -11,7 +11,7 @@ import pytest
 
 from runplane.domain.errors import AlreadyDecided, RunplaneError, TooMuchContention
 from runplane.store import run_parts
-from tests.integration.arena import Arena, awaiting_approval
+from tests.integration.arena import Arena, awaiting_approval, plan_complete
 from tests.integration.conftest import Stack
 from tests.integration.test_race_suite import SEED, race
 
@@ -86,3 +86,22 @@ def test_racing_decisions_and_cancellations_never_answer_contention(arena: Arena
                 assert outcome.http_status == 409
                 refusals[outcome.to_body()["status"]] += 1
     print(f"\nrefused decisions by the status they named: {dict(refusals)}")
+
+
+def test_a_decision_resumes_a_wait_whose_token_was_stored_after_the_decision_read_it(
+    arena: Arena, stack: Stack
+) -> None:
+    # Given a run whose approval was requested, its workflow not having stored its token yet
+    _, run_id = plan_complete(arena, "late-token")
+    o = arena.orchestration
+    o.evaluate_policy(run_id)
+    o.request_approval(run_id)
+    assert run_parts.require(run_id, "approval").token is None
+
+    # When the workflow stores its token between the decision's read and its write
+    stack.clock.on_next_reading(lambda: o.wait_for_approval(run_id, "token-late"))
+    decided = arena.runs.decide(arena.admin, run_id, "approve", None)
+
+    # Then the decision carries that token, so the wait it raced with is resumed
+    assert run_parts.require(run_id, "approval").state == "approved"
+    assert decided.token == "token-late"
