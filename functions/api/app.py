@@ -4,6 +4,7 @@ and the runner's endpoints. Handlers parse, call one service, map the result."""
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from dataclasses import asdict
 from functools import lru_cache
@@ -21,6 +22,7 @@ from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidBody, InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.logs import END_OF_TEXT, MAX_CHUNK_BYTES
+from runplane.domain.recovery import ClaimedUpload, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind
 from runplane.services.identity import decode_principal
 from runplane.services.launch_controls import GLOBAL, Controls
@@ -64,6 +66,25 @@ class DecisionBody(BaseModel):
     predecessor_state_version_id: str | None = Field(default=None, max_length=64)
     policy_input_digest: str | None = Field(default=None, max_length=80)
     policy_result_digest: str | None = Field(default=None, max_length=80)
+
+
+class ClaimedUploadBody(BaseModel):
+    id: str = Field(min_length=1, max_length=64)
+    claimed_at: str = Field(min_length=1, max_length=64)
+
+
+class RecoverBody(BaseModel):
+    resolution: Literal["current_state_verified", "import_emergency_state"]
+    reason: str = Field(max_length=1000)
+    confirm_authority_revocation: bool = False
+    # The workspace's current state version the operator verified (null: none).
+    current_state_version_id: str | None = Field(max_length=64)
+    # import_emergency_state: the snapshot, base64, and the SHA-256 the operator reviewed.
+    emergency_state: str | None = Field(default=None, max_length=14_000_000)
+    emergency_state_sha256: str | None = Field(default=None, max_length=64)
+    discard_claimed_upload: ClaimedUploadBody | None = None
+    acknowledge_state_loss: bool = False
+    takeover: bool = False
 
 
 class PolicySetBody(BaseModel):
@@ -131,6 +152,29 @@ class RunnerReport(BaseModel):
 
 def _json(status: int, body: Any) -> Reply:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+
+
+def recovery_request(body: RecoverBody) -> RecoveryRequest:
+    emergency = None
+    if body.emergency_state is not None:
+        try:
+            emergency = base64.b64decode(body.emergency_state, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput("emergency_state is not valid base64", "/emergency_state") from None
+    claimed = body.discard_claimed_upload
+    return RecoveryRequest(
+        resolution=Resolution(body.resolution),
+        reason=body.reason,
+        confirm_authority_revocation=body.confirm_authority_revocation,
+        current_state_version_id=body.current_state_version_id,
+        emergency_state=emergency,
+        emergency_state_sha256=body.emergency_state_sha256,
+        discard_claimed_upload=None
+        if claimed is None
+        else ClaimedUpload(claimed.id, claimed.claimed_at),
+        acknowledge_state_loss=body.acknowledge_state_loss,
+        takeover=body.takeover,
+    )
 
 
 def build_app() -> IsolatedRestResolver:
@@ -298,6 +342,16 @@ def build_app() -> IsolatedRestResolver:
         s = services()
         s.policies.override(who, s.runs.get(who, run_id), body.reason)
         return _json(200, s.runs.review(who, run_id))
+
+    @app.post(
+        "/api/v1/runs/<run_id>/actions/recover",
+        responses=oas.responses(200, oas.RecoveryResult, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
+    def recover(run_id: str, body: RecoverBody) -> Reply:
+        s = services()
+        result = s.recoveries.recover(principal(), run_id, recovery_request(body), s.launcher)
+        return _json(200, result)
 
     # -- API tokens -----------------------------------------------------------------------------
 

@@ -229,6 +229,36 @@ class Review(BaseModel):
     policy: StatusView | None
     approval: StatusView | None
     apply: StatusView | None
+    failure: dict[str, str] | None = None
+    recovery: RecoveryPanel | None = None
+
+
+class RecoveryPanel(BaseModel):
+    """What an operator compares before recovering (docs/recovery.md)."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["required", "prepared", "completed"]
+    pre_apply_state_version_id: str | None
+    current_state_version_id: str | None
+    state_moved: bool
+    fence: int
+    pending_uploads: list[dict[str, Any]]
+    lease_expires_at: str | None = None
+    lease_remaining_seconds: int | None = Field(default=None, ge=0, le=900)
+
+
+class RecoveryResult(BaseModel):
+    recovery_id: str
+    run_id: str
+    status: Literal["completed"]
+    resolution: Literal["current_state_verified", "import_emergency_state"]
+    recovered_by: str
+    completed_at: str
+    fence: int
+    state_version_id: str | None
+    publications_verified: int
+    discarded_uploads: list[dict[str, Any]]
+    writer_handed_to: str | None
 
 
 class RunSummary(BaseModel):

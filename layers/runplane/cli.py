@@ -9,6 +9,7 @@ credentials, an unreachable control plane, a wait that timed out); 130 interrupt
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from runplane.cli_input import InputError, duration, variables
+from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import RunplaneError
 
@@ -328,6 +329,40 @@ def _controls_set(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_recover(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {
+        "resolution": args.resolution,
+        "reason": args.reason,
+        "confirm_authority_revocation": args.confirm_revoke_authority,
+        "current_state_version_id": None
+        if args.current_state_version == "none"
+        else args.current_state_version,
+        "takeover": args.takeover,
+        "acknowledge_state_loss": args.acknowledge_state_loss,
+    }
+    if args.emergency_state:
+        raw = read_input_file(args.emergency_state, "--emergency-state")
+        body["emergency_state"] = base64.b64encode(raw).decode()
+        body["emergency_state_sha256"] = args.emergency_state_sha256
+    if args.discard_claimed_upload:
+        upload, _, claimed_at = args.discard_claimed_upload.partition("@")
+        body["discard_claimed_upload"] = {"id": upload, "claimed_at": claimed_at}
+    result = _client(args).recover(args.run, body)
+    if args.json:
+        _print_json(result)
+    else:
+        print(
+            f"{result['run_id']} recovered ({result['resolution']}) by {result['recovered_by']}: "
+            f"fence {result['fence']}, current state {result['state_version_id'] or 'none'}"
+            + (
+                f", workspace handed to {result['writer_handed_to']}"
+                if result["writer_handed_to"]
+                else ""
+            )
+        )
+    return 0
+
+
 def _run_override(args: argparse.Namespace) -> int:
     _show(_client(args).override_policy(args.run, args.reason), args.json)
     return 0
@@ -545,6 +580,54 @@ def _run_parser(commands: Any) -> None:
         "--no-logs",
         action="store_true",
         help="show only stage progress, not the plan and apply logs",
+    )
+    recover = _add(
+        run_commands,
+        "recover",
+        "release the workspace a run holds after an uncertain apply (docs/recovery.md)",
+        _run_recover,
+    )
+    _run_argument(recover)
+    recover.add_argument(
+        "--resolution",
+        required=True,
+        choices=["current_state_verified", "import_emergency_state"],
+        help="the workspace's current state is the truth, or import an emergency snapshot",
+    )
+    recover.add_argument("--reason", required=True, help="why, recorded in the audit events")
+    recover.add_argument(
+        "--current-state-version",
+        required=True,
+        metavar="SV_ID|none",
+        help="the current state version you verified, as `run show` prints it",
+    )
+    recover.add_argument(
+        "--confirm-revoke-authority",
+        action="store_true",
+        help="confirm the run's authority is revoked and the workspace fence advanced",
+    )
+    recover.add_argument(
+        "--emergency-state", metavar="FILE", help="import_emergency_state: the snapshot to import"
+    )
+    recover.add_argument(
+        "--emergency-state-sha256",
+        metavar="HEX",
+        help="the SHA-256 of the snapshot you reviewed (sha256sum FILE)",
+    )
+    recover.add_argument(
+        "--discard-claimed-upload",
+        metavar="SV_ID@CLAIMED_AT",
+        help="discard this claimed, never-finished state upload, exactly as `run show` prints it",
+    )
+    recover.add_argument(
+        "--acknowledge-state-loss",
+        action="store_true",
+        help="with --discard-claimed-upload: accept that in-flight state can be lost",
+    )
+    recover.add_argument(
+        "--takeover",
+        action="store_true",
+        help="continue a recovery another operator prepared, after its lease ran out",
     )
     override = _add(
         run_commands, "override", "override a soft-mandatory policy failure", _run_override

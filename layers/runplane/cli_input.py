@@ -130,3 +130,19 @@ def duration(text: str) -> int:
     if seconds < 1:
         raise InputError(f"{text!r}: a duration must be at least one second")
     return seconds
+
+
+def read_input_file(path: str, flag: str, max_bytes: int = 10_000_000) -> bytes:
+    """A file a flag names, read whole (at most ``max_bytes``), or a one-line refusal."""
+    try:
+        size = os.stat(path).st_size
+        if size > max_bytes:
+            raise InputError(f"{flag} {path}: larger than {max_bytes} bytes")
+        with open(path, "rb") as file:
+            return file.read(max_bytes + 1)[:max_bytes]
+    except FileNotFoundError:
+        raise InputError(f"{flag} {path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{flag} {path}: is a directory") from None
+    except PermissionError:
+        raise InputError(f"{flag} {path}: permission denied") from None

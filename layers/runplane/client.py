@@ -344,6 +344,12 @@ class Client:
         )
         return result
 
+    def recover(self, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST", f"/api/v1/runs/{_seg(run_id)}/actions/recover", body
+        )
+        return result
+
     def decide(
         self, run_id: str, decision: str, comment: str | None = None, **binding: str
     ) -> dict[str, Any]:
@@ -493,4 +499,49 @@ def render_review(review: Mapping[str, Any]) -> str:
             else f"resulting state {state['status']}"
         )
         lines.append(f"  apply      {apply['status']}  {detail}")
+    recovery = review.get("recovery")
+    if recovery:
+        lines.extend(_render_recovery(recovery))
     return "\n".join(lines)
+
+
+def _render_recovery(panel: Mapping[str, Any]) -> list[str]:
+    """The recovery panel: what an operator compares before releasing the workspace."""
+    lines = [
+        f"  recovery   {panel['status']}  pre-apply state "
+        f"{panel.get('pre_apply_state_version_id') or 'none'}  current "
+        f"{panel.get('current_state_version_id') or 'none'}  "
+        + ("moved" if panel.get("state_moved") else "unmoved")
+    ]
+    if panel.get("unverifiable"):
+        lines.append(f"             unverifiable: {panel['unverifiable']}")
+    elif panel.get("publications_since_apply"):
+        lines.append(
+            f"             {panel['publications_since_apply']} version(s) published by this apply"
+        )
+    for upload in panel.get("pending_uploads") or []:
+        claim = (
+            f"claimed: {upload['id']}@{upload['claimed_at']}"
+            if upload.get("claimed_at")
+            else "unclaimed"
+        )
+        lines.append(
+            f"             pending upload {upload['id']} serial {upload['serial']} {claim}"
+        )
+    emergency = panel.get("emergency_state")
+    if emergency:
+        lines.append(
+            f"             emergency state sha256 {emergency['sha256']} {emergency['size']} bytes"
+        )
+    if panel["status"] == "prepared":
+        lines.append(
+            f"             prepared by {panel.get('holder')}; lease until "
+            f"{panel.get('lease_expires_at')} ({panel.get('lease_remaining_seconds')} s left)"
+        )
+    result = panel.get("result")
+    if result:
+        lines.append(
+            f"             {result['resolution']} by {result['recovered_by']} at "
+            f"{result['completed_at']}; fence {result['fence']}"
+        )
+    return lines

@@ -26,6 +26,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.logs import RunLogs
 from runplane.services.orchestration import Orchestration, Timing
 from runplane.services.policy import Evaluator, Policies
+from runplane.services.recovery import Recoveries
 from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.services.state import StateVersions
@@ -63,6 +64,7 @@ class Services:
     state: StateVersions
     workflow: Workflow
     runs: Runs
+    recoveries: Recoveries
     logs: RunLogs
     orchestration: Orchestration
     runner_api: RunnerApi
@@ -167,6 +169,7 @@ def build_services(
         state=StateVersions(clock, ids, workspaces, artifacts),
         workflow=workflow,
         runs=runs,
+        recoveries=Recoveries(clock, ids, artifacts, workflow),
         logs=RunLogs(clock, artifacts, runs),
         orchestration=orchestration,
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),

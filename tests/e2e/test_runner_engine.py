@@ -487,12 +487,15 @@ def test_the_engine_environment_is_exactly_the_given_one_plus_automation_default
     assert "AWS_ACCESS_KEY_ID" in os.environ
     log = BoundedLog()
 
-    # When it runs with a minimal environment
-    Engine(fake, tmp_path, {"PATH": os.defpath, "TF_INPUT": "1"}, log).init()
+    # When it runs with a minimal environment that also tries to set the persist interval
+    given = {"PATH": os.defpath, "TF_INPUT": "1", "TF_STATE_PERSIST_INTERVAL": "1"}
+    Engine(fake, tmp_path, given, log).init()
 
-    # Then only that environment, plus the automation defaults it did not override, is seen
+    # Then only that environment, plus the automation defaults it did not override, is
+    # seen, and the platform-reserved persist interval is the platform's
     lines = set(log.text().splitlines())
     assert {"TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_INPUT=1"} <= lines
+    assert "TF_STATE_PERSIST_INTERVAL=20" in lines
     assert not any(line.startswith("AWS_") for line in lines)
 
 

@@ -14,18 +14,22 @@ from typing import Any
 import pytest
 
 from runplane.adapters.launchers import LaunchRequest
+from runplane.domain.identity import Permission
 from runplane.store import run_parts
 from tests.e2e.conftest import HEARTBEAT_WINDOW_SECONDS, Local
 from tests.e2e.test_cancellation import SLOW_APPLY, wait_for
+from tests.e2e.test_cli import cli, connect
 from tests.e2e.test_managed_runs import config, new_workspace, writer_of
+from tests.e2e.test_terraform_remote_backend import backend, configuration
 
 # The window, plus time for the workflow to run its failure step.
 DETECTION_SECONDS = HEARTBEAT_WINDOW_SECONDS + 60
+NATIVE = 'output "native" { value = "ok" }\n'
 TIMED_OUT = {"apply: States.HeartbeatTimeout", "apply: States.Timeout"}
 
 
-def test_a_runner_silent_after_its_apply_started_leaves_the_run_needing_recovery(
-    local: Local, tmp_path: Path
+def test_a_runner_silent_after_its_apply_started_needs_recovery_then_is_recovered(
+    local: Local, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a run applying a slow change
     ws = new_workspace(local, "silent-apply")
@@ -53,6 +57,42 @@ def test_a_runner_silent_after_its_apply_started_leaves_the_run_needing_recovery
     assert local.stack.launcher is not None
     process = next(p for p in local.stack.launcher.processes if p.pid == pid)
     assert process.poll() is not None
+
+    # And a native client is told to complete that run's recovery first
+    name = local.client.workspace(ws)["name"]
+    native = configuration(tmp_path, "native", backend(local, name) + NATIVE, local)
+    native.run("init", "-input=false")
+    refused = native.run("apply", "-auto-approve", "-input=false", "-no-color", check=False)
+    assert refused.returncode != 0
+    assert "complete that run's recovery" in " ".join(refused.stderr.split()), refused.stderr
+
+    # When an operator, freshly signed in, recovers it with the evidence `run show` printed
+    panel = review["recovery"]
+    assert (panel["status"], panel["state_moved"]) == ("required", False)
+    fresh = local.token(Permission, name="oncall")
+    code, out, err = cli(
+        capsys,
+        "run",
+        "recover",
+        run["id"],
+        "--resolution",
+        "current_state_verified",
+        "--reason",
+        "the provider shows nothing was created",
+        "--current-state-version",
+        panel["current_state_version_id"] or "none",
+        "--confirm-revoke-authority",
+        *connect(local, fresh),
+    )
+
+    # Then the workspace is released and the native client applies again
+    assert code == 0, err
+    assert f"{run['id']} recovered (current_state_verified)" in out
+    assert writer_of(ws) == (None, None)
+    native.run("apply", "-auto-approve", "-input=false")
+    # And the run stays needs_recovery, with the completed recovery in its review
+    after = local.client.review(run["id"])
+    assert (after["status"], after["recovery"]["status"]) == ("needs_recovery", "completed")
 
 
 def test_an_apply_sandbox_that_never_starts_leaves_its_start_uncertain(

@@ -85,7 +85,9 @@ def test_a_run_kept_for_recovery_tells_the_operator_to_recover(
         with pytest.raises(WorkspaceHeldByRun) as held:
             attempt()
         assert f"held by run {run.id} (status needs_recovery)" in held.value.message
-        assert "complete that run's recovery before retrying" in held.value.message
+        assert "complete that run's recovery (runplane run recover)" in held.value.message
+        # A 423, not a 409: native clients print the sentence only for other statuses
+        assert (held.value.http_status, held.value.code) == (423, "WORKSPACE_RECOVERY_PENDING")
 
 
 def test_a_user_lock_taken_before_a_run_queued_cannot_publish_past_it(

@@ -198,7 +198,14 @@ class WorkspaceHeldByRun(WorkspaceLocked):
         if status:
             held += f" (status {status})"
         if needs_recovery:
-            advice = "complete that run's recovery before retrying"
+            advice = (
+                "an operator must complete that run's recovery (runplane run recover) "
+                "before retrying"
+            )
+            # Not 409: native clients turn any 409 on a lock into a bare "workspace
+            # already locked"; a 423 reaches the person with this sentence.
+            self.code = "WORKSPACE_RECOVERY_PENDING"
+            self.http_status = 423
         else:
             advice = "wait for that run to finish, or cancel it, before retrying"
         super().__init__(f"{held}; {advice}")

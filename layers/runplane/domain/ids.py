@@ -24,6 +24,7 @@ class IdKind(StrEnum):
     API_TOKEN = "tok"
     CONFIGURATION_VERSION = "cv"
     POLICY_CHECK = "pol"
+    RECOVERY = "rcv"
     USER = "user"
 
 

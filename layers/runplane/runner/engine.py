@@ -61,6 +61,10 @@ _ENGINE_ENV_DEFAULTS: Final[Mapping[str, str]] = {
     "CHECKPOINT_DISABLE": "1",
 }
 
+# Reserved by the platform, whatever the caller's environment says: recovery verifies at
+# most 1,024 state publications per apply, which this persistence interval bounds.
+_ENGINE_ENV_PLATFORM: Final[Mapping[str, str]] = {"TF_STATE_PERSIST_INTERVAL": "20"}
+
 _HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?")
 _TFE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _API_URL = re.compile(r"https?://[^\s\"'\\$%{}]+")
@@ -424,9 +428,10 @@ class Engine:
     """Runs engine commands in ``workdir`` with exactly ``env`` (plus automation defaults).
 
     ``TF_IN_AUTOMATION``, ``TF_INPUT=0`` and ``CHECKPOINT_DISABLE`` are set unless ``env``
-    sets them. Relative plan paths are relative to ``workdir``. ``timeout_seconds`` bounds
-    each command; ``kill_grace_seconds`` is how long a timed-out engine may take to stop
-    after SIGTERM before its process group gets SIGKILL.
+    sets them; ``TF_STATE_PERSIST_INTERVAL`` is always the platform's. Relative plan
+    paths are relative to ``workdir``. ``timeout_seconds`` bounds each command;
+    ``kill_grace_seconds`` is how long a timed-out engine may take to stop after
+    SIGTERM before its process group gets SIGKILL.
     """
 
     def __init__(
@@ -446,7 +451,7 @@ class Engine:
         self.timeout_seconds = timeout_seconds
         self.kill_grace_seconds = kill_grace_seconds
         self.max_json_bytes = max_json_bytes
-        self._env = {**_ENGINE_ENV_DEFAULTS, **env}
+        self._env = {**_ENGINE_ENV_DEFAULTS, **env, **_ENGINE_ENV_PLATFORM}
         self._init_accepts_lock: bool | None = None
 
     # -- commands ---------------------------------------------------------------------

@@ -126,6 +126,8 @@ class Identity:
             organization_id=record.organization_id,
             permissions=record.permissions,
             display=f"User {record.name}",
+            # A token's creation is its sign-in: only a fresh token counts as a step-up.
+            auth_time=record.created_at,
         )
 
     def _runner_principal(self, secret: str) -> Principal:

@@ -32,6 +32,7 @@ from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
+from runplane.services.recovery import recovery_panel
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store
@@ -264,7 +265,7 @@ class Runs:
 
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
         run = self.get(principal, run_id)
-        return build_review(run, self._lifecycle)
+        return build_review(run, self._lifecycle, self._clock.now())
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -436,7 +437,7 @@ def _state_of(part: Mapping[str, Any] | None) -> str | None:
     return None if part is None else str(part.get("state"))
 
 
-def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
+def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, Any]:
     """The run review: every fact from the database, nothing inferred from the deployment."""
     stages = lifecycle.runs.stages(run.id)
     parts = run_parts.all_of(run.id)
@@ -497,6 +498,7 @@ def build_review(run: Run, lifecycle: RunLifecycle) -> dict[str, Any]:
     if "apply" in parts:
         review["apply"] = _apply_record(parts["apply"])
     review["failure"] = _failure(parts)
+    review["recovery"] = recovery_panel(run, now)
     return review
 
 

@@ -379,8 +379,9 @@ class StateVersions:
         check_json_state(body)
         artifact = self._artifacts.put(version.organization_id, ArtifactKind.STATE_JSON, [body])
         try:
-            store.use_upload_token(token_hash, self._clock.now()).extend(
-                [store.attach_json(version.id, artifact.id)]
+            now = self._clock.now()
+            store.use_upload_token(token_hash, now).extend(
+                [store.attach_json(version.id, artifact.id, now)]
             ).commit()
         except BaseException:
             self._artifacts.discard(artifact.id)

@@ -337,6 +337,8 @@ class StateVersionItem(TableItem):
     predecessor_id = UnicodeAttribute(null=True)
     # Provenance when a runner session published it.
     provenance = JSONAttribute(null=True)
+    # When the JSON state of a pending version arrived: a claim on that upload.
+    claimed_at = UTCDateTimeAttribute(null=True)
 
 
 class UploadTokenItem(TableItem):
@@ -389,6 +391,33 @@ class RunPartItem(TableItem):
     token = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
+
+
+class RecoveryItem(TableItem):
+    """The operator recovery of one run: prepared (leased to its operator), then completed.
+
+    Every write is conditioned on ``state`` and ``generation``: a takeover bumps
+    the generation, so the operator it replaced can no longer commit.
+    """
+
+    run_id = UnicodeAttribute()
+    recovery_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    workspace_id = UnicodeAttribute()
+    state = UnicodeAttribute()
+    holder = UnicodeAttribute()
+    generation = NumberAttribute()
+    fingerprint = UnicodeAttribute()
+    lease_expires_at = UTCDateTimeAttribute()
+    # The copied target state (import_emergency_state), recorded once.
+    target_artifact_id = UnicodeAttribute(null=True)
+    body = JSONAttribute(default=dict)
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute()
+
+
+def recovery_key(run_id: str) -> tuple[str, str]:
+    return f"RUN#{run_id}", "RECOVERY"
 
 
 def launch_controls_key(scope: str) -> tuple[str, str]:

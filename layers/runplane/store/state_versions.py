@@ -52,6 +52,8 @@ class StateVersion:
     forced: bool = False
     provenance: dict[str, Any] | None = None
     lock_id: str | None = None
+    # When the JSON state of a still-pending version arrived (a claim on its upload).
+    claimed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def to_version(item: StateVersionItem) -> StateVersion:
         forced=bool(item.forced),
         provenance=provenance or None,
         lock_id=lock_id,
+        claimed_at=item.claimed_at,
     )
 
 
@@ -124,6 +127,33 @@ def get(sv_id: str) -> StateVersion:
         return to_version(StateVersionItem.get(*state_version_key(sv_id), consistent_read=True))
     except StateVersionItem.DoesNotExist:
         raise NotFound("state version", sv_id) from None
+
+
+def pending_of_run(workspace_id: str, run_id: str) -> list[StateVersion]:
+    """Versions a run's sessions declared whose bytes never arrived."""
+    items = StateVersionItem.gsi1.query(versions_partition(workspace_id))
+    return [
+        version
+        for version in map(to_version, items)
+        if version.status == PENDING and (version.provenance or {}).get("run_id") == run_id
+    ]
+
+
+def discard_pending(version: StateVersion) -> Transaction:
+    """Delete a pending version exactly as it was seen: still pending, and claimed at
+    the same instant (or not at all). Its upload URLs then lead nowhere."""
+    condition = StateVersionItem.status == PENDING
+    if version.claimed_at is None:
+        condition &= StateVersionItem.claimed_at.does_not_exist()
+    else:
+        condition &= StateVersionItem.claimed_at == version.claimed_at
+    return Transaction().delete(
+        StateVersionItem(*state_version_key(version.id)),
+        condition=condition,
+        on_refused=lambda current: Conflict(
+            f"state version {version.id} changed while recovery was discarding it"
+        ),
+    )
 
 
 def list_for_workspace(workspace_id: str) -> list[StateVersion]:
@@ -215,6 +245,11 @@ def publish(version: StateVersion, authority: Authority, event_id: str) -> Trans
             ]
         )
     )
+
+
+def put_finalized(version: StateVersion) -> Transaction:
+    """A finalized version whose pointer move the caller writes itself (recovery)."""
+    return Transaction().put_new(_item(version))
 
 
 def put_pending(version: StateVersion) -> Transaction:
@@ -313,10 +348,14 @@ def finalize(
     )
 
 
-def attach_json(sv_id: str, artifact_id: str) -> Transaction:
+def attach_json(sv_id: str, artifact_id: str, now: datetime) -> Transaction:
     return Transaction().update(
         StateVersionItem(*state_version_key(sv_id)),
-        [StateVersionItem.json_artifact_id.set(artifact_id)],
+        [
+            StateVersionItem.json_artifact_id.set(artifact_id),
+            # A pending version's JSON is a claim on it: recovery will not drop it silently.
+            StateVersionItem.claimed_at.set(StateVersionItem.claimed_at | now),
+        ],
         condition=StateVersionItem.json_artifact_id.does_not_exist(),
         on_refused=lambda current: Conflict(f"state version {sv_id} already has its JSON state"),
     )

@@ -462,3 +462,67 @@ def release_apply_lock(lock: ApplyLock) -> Transaction:
         condition=_is_held_by(lock),
         on_refused=_stale_fence(lock),
     )
+
+
+# -- recovery --------------------------------------------------------------------------
+
+
+def recover_writer(
+    observed: Workspace,
+    run_id: str,
+    handoff_to: Waiter | None,
+    now: datetime,
+    new_state: tuple[str, int, str] | None = None,
+) -> Transaction:
+    """End ``run_id``'s writer authority after recovery, in one update of the workspace
+    exactly as ``observed``: the fence advances (so nothing the run was granted is
+    valid again), its lock and reservation are released (handed to the oldest
+    waiter), and ``new_state`` (ID, serial, lineage) becomes current if given."""
+
+    def refused(current: Item | None) -> Exception:
+        current = current or {}
+        if current.get("writer_run_id") != run_id:
+            return NotWriter(observed.id, run_id, current.get("writer_run_id"))
+        return ConcurrentChange(
+            f"workspace {observed.id} changed during recovery (fence, lock, state or queue); "
+            "review the run again"
+        )
+
+    condition: Condition = (WorkspaceItem.writer_run_id == run_id) & (
+        WorkspaceItem.fence == observed.fence
+    )
+    if observed.lock_id is None:
+        condition &= WorkspaceItem.lock_id.does_not_exist()
+    else:
+        condition &= WorkspaceItem.lock_id == observed.lock_id
+    if observed.current_state_version_id is None:
+        condition &= WorkspaceItem.current_sv_id.does_not_exist()
+    else:
+        condition &= WorkspaceItem.current_sv_id == observed.current_state_version_id
+    actions: list[Action] = [WorkspaceItem.fence.set(observed.fence + 1), *_UNLOCK]
+    if new_state is not None:
+        sv_id, serial, lineage = new_state
+        actions += [
+            WorkspaceItem.current_sv_id.set(sv_id),
+            WorkspaceItem.current_serial.set(serial),
+            WorkspaceItem.current_lineage.set(lineage),
+        ]
+    tx = Transaction()
+    if handoff_to is None:
+        actions += [WorkspaceItem.writer_run_id.remove(), WorkspaceItem.writer_since.remove()]
+        return tx.update(
+            _ws(observed.id),
+            actions,
+            condition=condition & (WorkspaceItem.queue_length == 0),
+            on_refused=refused,
+        )
+    actions += [
+        WorkspaceItem.writer_run_id.set(handoff_to.run_id),
+        WorkspaceItem.writer_since.set(now),
+        WorkspaceItem.queue_length.add(-1),
+    ]
+    return tx.update(_ws(observed.id), actions, condition=condition, on_refused=refused).delete(
+        WaiterItem(*waiter_key(observed.id, handoff_to.position)),
+        condition=WaiterItem.run_id == handoff_to.run_id,
+        on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
+    )

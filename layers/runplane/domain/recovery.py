@@ -1,0 +1,303 @@
+"""Operator recovery of a run whose apply outcome is uncertain: the rules, with no I/O.
+
+A run that ends ``apply_start_uncertain``, ``apply_interrupted``,
+``needs_recovery`` (or ``apply_failed`` after publishing partial state) keeps
+the workspace's writer authority. Recovery is the only way to release it: an
+operator with both ``run:recover`` and ``state:recover``, signed in within the
+last 15 minutes, states which state is the truth and why, and confirms that
+the run's authority is revoked and the fence advanced. It never retries or
+replaces the apply; the next infrastructure action is a new plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from runplane.domain.errors import Conflict, InvalidInput, RunplaneError, StateRejected
+from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal
+from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.domain.state import check_state, is_serial, parse_json
+
+# A prepared recovery belongs to its operator for this long; then another may take over.
+LEASE = timedelta(seconds=900)
+# Publications an interrupted apply may have made: about 720 twenty-second persistence
+# intervals in the four-hour runner authority window, with headroom.
+MAX_CHAIN = 1024
+MAX_REASON = 1000
+# Takeovers recorded on one recovery (the oldest are dropped beyond this).
+MAX_TAKEOVERS = 20
+RECOVERABLE_STATUSES = INTERVENTION_STATUSES | {RunStatus.APPLY_FAILED}
+
+
+class Resolution(StrEnum):
+    # The workspace's current state (the pre-apply version, or what this exact apply
+    # published) is the truth.
+    CURRENT_STATE_VERIFIED = "current_state_verified"
+    # A snapshot the operator recovered (say, the engine's errored.tfstate) becomes
+    # the next version after the pre-apply one.
+    IMPORT_EMERGENCY_STATE = "import_emergency_state"
+
+
+class RecoveryState(StrEnum):
+    PREPARED = "prepared"
+    COMPLETED = "completed"
+
+
+# -- typed refusals ------------------------------------------------------------------------
+
+
+class StepUpRequired(RunplaneError):
+    code = "STEP_UP_REQUIRED"
+    http_status = 403
+
+    def __init__(self) -> None:
+        super().__init__(
+            "recovery needs a sign-in within the last 15 minutes: sign in again, or use "
+            "an API token created less than 15 minutes ago"
+        )
+
+
+class NotRecoverable(Conflict):
+    code = "NOT_RECOVERABLE"
+
+
+class RecoveryRefused(Conflict):
+    """The evidence does not match the database: nothing was written."""
+
+    code = "RECOVERY_REFUSED"
+
+
+class RecoveryBlocked(Conflict):
+    """A state upload of the run is unresolved; ``retry_after_seconds`` when it will
+    expire by itself."""
+
+    code = "RECOVERY_BLOCKED_BY_UPLOAD"
+
+    def __init__(self, message: str, retry_after_seconds: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class RecoveryLeased(Conflict):
+    code = "RECOVERY_LEASED"
+
+    def __init__(self, run_id: str, holder: str, expires_at: datetime) -> None:
+        super().__init__(
+            f"the recovery of run {run_id} is prepared by {holder} and leased to them until "
+            f"{expires_at.isoformat()}; after that, take it over with the same resolution "
+            "and evidence"
+        )
+        self.lease_expires_at = expires_at
+
+    def to_body(self) -> dict[str, str]:
+        return {**super().to_body(), "lease_expires_at": self.lease_expires_at.isoformat()}
+
+
+class RecoveryTargetCorrupt(RunplaneError):
+    """The persisted target state no longer matches its digest: fail closed."""
+
+    code = "RECOVERY_TARGET_CORRUPT"
+    http_status = 409
+
+
+# -- the request ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimedUpload:
+    """A state upload whose JSON arrived but whose state never did, named exactly."""
+
+    id: str
+    claimed_at: str
+
+
+@dataclass(frozen=True)
+class RecoveryRequest:
+    resolution: Resolution
+    reason: str
+    confirm_authority_revocation: bool
+    # The workspace's current state version the operator verified (None: it has none).
+    current_state_version_id: str | None
+    emergency_state: bytes | None = None
+    emergency_state_sha256: str | None = None
+    discard_claimed_upload: ClaimedUpload | None = None
+    acknowledge_state_loss: bool = False
+    takeover: bool = False
+
+    def fingerprint(self) -> str:
+        """What makes two submissions the same request: the resolution and its evidence
+        (not the reason, which each operator gives in their own words)."""
+        evidence = {
+            "resolution": self.resolution.value,
+            "current_state_version_id": self.current_state_version_id,
+            "emergency_state_sha256": self.emergency_sha256,
+            "discard_claimed_upload": None
+            if self.discard_claimed_upload is None
+            else [self.discard_claimed_upload.id, self.discard_claimed_upload.claimed_at],
+        }
+        return hashlib.sha256(json.dumps(evidence, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def emergency_sha256(self) -> str | None:
+        if self.emergency_state is None:
+            return None
+        return hashlib.sha256(self.emergency_state).hexdigest()
+
+
+def check_request(request: RecoveryRequest) -> None:
+    """Refuse a request that cannot be valid whatever the database holds (422)."""
+    if not request.reason.strip():
+        raise InvalidInput("a recovery needs a reason", "/reason")
+    if len(request.reason) > MAX_REASON:
+        raise InvalidInput(f"the reason is longer than {MAX_REASON} characters", "/reason")
+    if not request.confirm_authority_revocation:
+        raise InvalidInput(
+            "confirm that the run's authority is revoked and the workspace fence advanced",
+            "/confirm_authority_revocation",
+        )
+    emergency = request.resolution is Resolution.IMPORT_EMERGENCY_STATE
+    if emergency and request.emergency_state is None:
+        raise InvalidInput("import_emergency_state needs the emergency state", "/emergency_state")
+    if not emergency and request.emergency_state is not None:
+        raise InvalidInput(
+            "an emergency state is only imported with import_emergency_state", "/emergency_state"
+        )
+    if emergency and request.emergency_state_sha256 != request.emergency_sha256:
+        raise InvalidInput(
+            "emergency_state_sha256 must be the SHA-256 of the emergency state you reviewed",
+            "/emergency_state_sha256",
+        )
+    if request.discard_claimed_upload is not None and not request.acknowledge_state_loss:
+        raise InvalidInput(
+            "discarding a claimed state upload can lose in-flight state: acknowledge it",
+            "/acknowledge_state_loss",
+        )
+
+
+def require_recovery_rights(principal: Principal, now: datetime) -> None:
+    principal.require(Permission.RUN_RECOVER)
+    principal.require(Permission.STATE_RECOVER)
+    if principal.auth_time is None or now - principal.auth_time > STEP_UP_WINDOW:
+        raise StepUpRequired()
+
+
+def lease_remaining_seconds(expires_at: datetime, now: datetime) -> int:
+    """Seconds left on a lease, clamped to 0..900."""
+    left = int((expires_at - now).total_seconds())
+    return max(0, min(int(LEASE.total_seconds()), left))
+
+
+# -- evidence ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApplyIdentity:
+    """What every state version the interrupted apply published must carry."""
+
+    run_id: str
+    attempt_id: str | None
+    sandbox_id: str | None
+    lock_id: str | None
+    fence: int | None
+    predecessor_id: str | None  # the version the run pinned before applying
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A state version as the chain check sees it."""
+
+    id: str
+    predecessor_id: str | None
+    finalized: bool
+    run_id: str | None
+    attempt_id: str | None
+    sandbox_id: str | None
+    lock_id: str | None
+    fence: int | None
+    serial: int
+    lineage: str
+
+
+def verify_chain(
+    current_id: str | None, apply: ApplyIdentity, lookup: Callable[[str], Publication]
+) -> int:
+    """How many versions the interrupted apply published between its pinned predecessor
+    and ``current_id``: every one must carry the exact run, attempt, sandbox, lock and
+    fence and follow the previous one, at most ``MAX_CHAIN`` of them. Anything else is
+    movement recovery cannot vouch for."""
+    length = 0
+    cursor = current_id
+    while cursor != apply.predecessor_id:
+        if cursor is None:
+            raise RecoveryRefused(
+                "the current state does not descend from the state the run pinned before "
+                "applying; it cannot be verified as this apply's"
+            )
+        if length == MAX_CHAIN:
+            raise RecoveryRefused(
+                f"more than {MAX_CHAIN} state versions were published since the run's "
+                "pinned state; recovery verifies at most that many"
+            )
+        version = lookup(cursor)
+        exact = (
+            version.finalized
+            and version.run_id == apply.run_id
+            and version.attempt_id == apply.attempt_id
+            and version.sandbox_id == apply.sandbox_id
+            and version.lock_id == apply.lock_id
+            and version.fence == apply.fence
+        )
+        if not exact:
+            raise RecoveryRefused(
+                f"state version {version.id} was not published by this run's apply "
+                "(run, attempt, sandbox, lock and fence must all match); refusing to "
+                "verify it"
+            )
+        length += 1
+        cursor = version.predecessor_id
+    return length
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    serial: int
+    lineage: str
+
+
+def read_snapshot(raw: bytes) -> Snapshot:
+    """The serial and lineage of an emergency state, refusing anything that is not a state."""
+    pointer = "/emergency_state"
+    try:
+        document = parse_json(raw)
+    except (ValueError, RecursionError):
+        raise StateRejected("the emergency state is not valid JSON", pointer) from None
+    if not isinstance(document, dict):
+        raise StateRejected("the emergency state must be a JSON object", pointer)
+    serial, lineage = document.get("serial"), document.get("lineage")
+    if not is_serial(serial) or not isinstance(serial, int) or not isinstance(lineage, str):
+        raise StateRejected("the emergency state needs an integer serial and a lineage", pointer)
+    check_state(raw, serial=serial, lineage=lineage, pointer=pointer)
+    return Snapshot(serial, lineage)
+
+
+def check_emergency_successor(snapshot: Snapshot, predecessor: Publication | None) -> None:
+    """The emergency snapshot must be exactly the next version after the pinned one."""
+    if predecessor is None:
+        return
+    if snapshot.lineage != predecessor.lineage:
+        raise StateRejected(
+            f"the emergency state's lineage {snapshot.lineage} is not the workspace's "
+            f"lineage {predecessor.lineage}",
+            "/emergency_state",
+        )
+    if snapshot.serial != predecessor.serial + 1:
+        raise StateRejected(
+            f"the emergency state's serial {snapshot.serial} is not the next serial "
+            f"after the pre-apply state's {predecessor.serial}",
+            "/emergency_state",
+        )

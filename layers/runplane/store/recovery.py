@@ -1,0 +1,162 @@
+"""The durable recovery operation of a run, and the audit events its completion writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runplane.domain.errors import ConcurrentChange
+from runplane.domain.recovery import RecoveryState
+from runplane.store import audit
+from runplane.store.models import RecoveryItem, org_event_key, recovery_key
+from runplane.store.transaction import Item, Transaction
+
+
+@dataclass(frozen=True)
+class Recovery:
+    id: str
+    run_id: str
+    organization_id: str
+    workspace_id: str
+    state: RecoveryState
+    holder: str
+    generation: int
+    fingerprint: str
+    lease_expires_at: datetime
+    target_artifact_id: str | None
+    body: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+def get(run_id: str) -> Recovery | None:
+    try:
+        item = RecoveryItem.get(*recovery_key(run_id), consistent_read=True)
+    except RecoveryItem.DoesNotExist:
+        return None
+    return Recovery(
+        id=item.recovery_id,
+        run_id=item.run_id,
+        organization_id=item.org_id,
+        workspace_id=item.workspace_id,
+        state=RecoveryState(item.state),
+        holder=item.holder,
+        generation=int(item.generation),
+        fingerprint=item.fingerprint,
+        lease_expires_at=item.lease_expires_at,
+        target_artifact_id=item.target_artifact_id,
+        body=dict(item.body or {}),
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
+
+
+def _moved(run_id: str) -> Any:
+    def refused(current: Item | None) -> Exception:
+        return ConcurrentChange(f"the recovery of run {run_id} changed meanwhile")
+
+    return refused
+
+
+def prepare(recovery: Recovery) -> Transaction:
+    """The durable operation, written before any artifact is copied."""
+    return Transaction().put_new(
+        RecoveryItem(
+            *recovery_key(recovery.run_id),
+            run_id=recovery.run_id,
+            recovery_id=recovery.id,
+            org_id=recovery.organization_id,
+            workspace_id=recovery.workspace_id,
+            state=recovery.state.value,
+            holder=recovery.holder,
+            generation=recovery.generation,
+            fingerprint=recovery.fingerprint,
+            lease_expires_at=recovery.lease_expires_at,
+            body=dict(recovery.body),
+            created_at=recovery.created_at,
+            updated_at=recovery.updated_at,
+        ),
+        on_refused=_moved(recovery.run_id),
+    )
+
+
+def _exactly(recovery: Recovery) -> Any:
+    return (RecoveryItem.state == RecoveryState.PREPARED.value) & (
+        RecoveryItem.generation == recovery.generation
+    )
+
+
+def lease(
+    recovery: Recovery, holder: str, expires_at: datetime, body: Mapping[str, Any], now: datetime
+) -> Transaction:
+    """Lease the prepared recovery to ``holder`` (a renewal, or a takeover after
+    expiry): the generation moves, so whoever held it before can no longer commit."""
+    return Transaction().update(
+        RecoveryItem(*recovery_key(recovery.run_id)),
+        [
+            RecoveryItem.holder.set(holder),
+            RecoveryItem.generation.set(recovery.generation + 1),
+            RecoveryItem.lease_expires_at.set(expires_at),
+            RecoveryItem.body.set(dict(body)),
+            RecoveryItem.updated_at.set(now),
+        ],
+        condition=_exactly(recovery),
+        on_refused=_moved(recovery.run_id),
+    )
+
+
+def record_target(recovery: Recovery, artifact_id: str, now: datetime) -> Transaction:
+    """The copied target state, recorded once: a replay verifies it, never replaces it."""
+    return Transaction().update(
+        RecoveryItem(*recovery_key(recovery.run_id)),
+        [
+            RecoveryItem.target_artifact_id.set(artifact_id),
+            RecoveryItem.updated_at.set(now),
+        ],
+        condition=_exactly(recovery)
+        & (RecoveryItem.holder == recovery.holder)
+        & RecoveryItem.target_artifact_id.does_not_exist(),
+        on_refused=_moved(recovery.run_id),
+    )
+
+
+def complete(recovery: Recovery, body: Mapping[str, Any], now: datetime) -> Transaction:
+    """Prepared -> completed, by the holder of a lease that has not run out."""
+    return Transaction().update(
+        RecoveryItem(*recovery_key(recovery.run_id)),
+        [
+            RecoveryItem.state.set(RecoveryState.COMPLETED.value),
+            RecoveryItem.body.set(dict(body)),
+            RecoveryItem.updated_at.set(now),
+        ],
+        condition=_exactly(recovery)
+        & (RecoveryItem.holder == recovery.holder)
+        & (RecoveryItem.lease_expires_at > now),
+        on_refused=_moved(recovery.run_id),
+    )
+
+
+def event(
+    *,
+    organization_id: str,
+    subject_id: str,
+    event_id: str,
+    type: str,
+    actor: str,
+    at: datetime,
+    details: Mapping[str, str],
+) -> Transaction:
+    return Transaction().put_new(
+        audit.audit_item(
+            key=org_event_key(organization_id, f"{at.isoformat()}#{event_id}"),
+            event_id=event_id,
+            org_id=organization_id,
+            subject_id=subject_id,
+            type=type,
+            actor=actor,
+            at=at,
+            details=details,
+        )
+    )

@@ -1,0 +1,593 @@
+"""Operator recovery: a run whose apply outcome is uncertain gives up its writer authority
+only through an explicit, permissioned, evidenced recovery, and never as success.
+
+Runs are driven through their real workflow steps on moto; the runner's state
+writes go through the same service the Cloud API calls, with its real session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from runplane.domain.artifacts import Artifact, ArtifactKind
+from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound, StateRejected
+from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.recovery import (
+    ClaimedUpload,
+    NotRecoverable,
+    RecoveryBlocked,
+    RecoveryLeased,
+    RecoveryRefused,
+    RecoveryRequest,
+    RecoveryTargetCorrupt,
+    Resolution,
+    StepUpRequired,
+)
+from runplane.domain.run import RunStatus
+from runplane.services.artifacts import ArtifactStore
+from runplane.services.recovery import Recoveries
+from runplane.services.state import PendingUpload
+from runplane.store import recovery as recovery_store
+from runplane.store import run_parts, state_versions
+from runplane.store import workspaces as workspace_store
+from runplane.store.audit import org_audit_partition
+from runplane.store.models import AuditEventItem
+from tests.integration.arena import Arena, FakeWorkflow, applying, created
+from tests.integration.conftest import BUCKET
+from tests.integration.test_runner_authority import with_state
+from tests.integration.test_state_authority import LINEAGE, publish, raw_state
+
+S = RunStatus
+
+
+def recoveries(arena: Arena, artifacts: ArtifactStore | None = None) -> Recoveries:
+    stack = arena.stack
+    return Recoveries(stack.clock, stack.ids, artifacts or stack.artifacts, FakeWorkflow())
+
+
+def with_permissions(arena: Arena, permissions: Iterable[Permission]) -> Principal:
+    """A fresh API token (its creation counts as a step-up) with exactly ``permissions``."""
+    stack = arena.stack
+    token = stack.identity.issue_token(arena.org.id, "ci", list(permissions), created_by="t")
+    return stack.identity.authenticate(f"Bearer {token.token}")
+
+
+def person(arena: Arena, subject: str, ago: timedelta = timedelta(0)) -> Principal:
+    """A person signed in (an identity token) ``ago``, with the admin role."""
+    stack = arena.stack
+    now = stack.clock.now()
+    token = stack.issuer.issue(
+        subject=subject,
+        now=now,
+        auth_time=now - ago,
+        groups=["admin"],
+        extra={"custom:organization": arena.org.id},
+    )
+    return stack.identity.authenticate(f"Bearer {token}")
+
+
+def verified(current: str | None, **changes: Any) -> RecoveryRequest:
+    request = RecoveryRequest(
+        resolution=Resolution.CURRENT_STATE_VERIFIED,
+        reason="the provider console shows the change was applied",
+        confirm_authority_revocation=True,
+        current_state_version_id=current,
+    )
+    return replace(request, **changes)
+
+
+def emergency(current: str | None, raw: bytes, **changes: Any) -> RecoveryRequest:
+    request = RecoveryRequest(
+        resolution=Resolution.IMPORT_EMERGENCY_STATE,
+        reason="errored.tfstate recovered from the sandbox volume",
+        confirm_authority_revocation=True,
+        current_state_version_id=current,
+        emergency_state=raw,
+        emergency_state_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+    return replace(request, **changes)
+
+
+def lost_apply(arena: Arena, name: str, published: int = 0) -> tuple[str, str, str]:
+    """A run that pinned a state (serial 1), published ``published`` more versions while
+    applying, then lost its runner: needs_recovery. Its workspace, run and pinned state."""
+    ws_id, pinned = with_state(arena, name)
+    _, run_id = applying(arena, name, workspace_id=ws_id)
+    if published:
+        runner = arena.runner(run_id, "apply")
+        for serial in range(2, 2 + published):
+            publish(arena.stack, runner, workspace_store.get_workspace(ws_id), serial)
+    arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
+    assert arena.runs.get(arena.admin, run_id).status is S.NEEDS_RECOVERY
+    return ws_id, run_id, pinned
+
+
+def open_upload(arena: Arena, who: Principal, ws_id: str, serial: int) -> PendingUpload:
+    """A state version ``who`` declared whose bytes are still to be uploaded."""
+    raw = raw_state(serial)
+    pending = arena.stack.state.create(
+        who,
+        ws_id,
+        serial=serial,
+        md5=hashlib.md5(raw, usedforsecurity=False).hexdigest(),
+        lineage=LINEAGE,
+        state_b64=None,
+    )
+    assert isinstance(pending, PendingUpload)
+    return pending
+
+
+def audit_types(arena: Arena) -> list[str]:
+    return [e.type for e in AuditEventItem.gsi1.query(org_audit_partition(arena.org.id))]
+
+
+# -- the common path ------------------------------------------------------------------------
+
+
+def test_verifying_the_unmoved_state_releases_the_workspace_and_keeps_the_run_as_history(
+    arena: Arena,
+) -> None:
+    # Given a run that lost its runner mid-apply without publishing anything
+    ws_id, run_id, pinned = lost_apply(arena, "unmoved")
+    held = workspace_store.get_workspace(ws_id)
+    assert held.writer_run_id == run_id
+    assert held.lock_id is not None
+    panel = arena.runs.review(arena.admin, run_id)["recovery"]
+    assert panel["status"] == "required"
+    assert panel["state_moved"] is False
+    assert panel["publications_since_apply"] == 0
+
+    # When an operator verifies the current state
+    who = person(arena, "oncall")
+    result = recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
+
+    # Then the workspace is free, unlocked, its fence advanced, its state untouched
+    after = workspace_store.get_workspace(ws_id)
+    assert (after.writer_run_id, after.lock_id) == (None, None)
+    assert after.fence == held.fence + 1 == result["fence"]
+    assert after.current_state_version_id == pinned == result["state_version_id"]
+    # And the run stays needs_recovery as history, with the recovery in its review
+    review = arena.runs.review(arena.admin, run_id)
+    assert review["status"] == "needs_recovery"
+    assert review["recovery"]["status"] == "completed"
+    assert review["recovery"]["result"]["recovered_by"] == who.ref
+    assert review["apply"]["status"] == "uncertain"
+    assert run_parts.require(run_id, "apply").body["authorization"] == "revoked"
+    # And both audit events were written with it
+    assert {"run.recovered", "state.recovered"} <= set(audit_types(arena))
+    # And a person can now lock the workspace as usual
+    arena.stack.workspaces.lock(who, ws_id, "terraform plan")
+
+
+def test_an_exact_replay_of_a_completed_recovery_returns_its_result_and_writes_nothing(
+    arena: Arena,
+) -> None:
+    # Given a completed recovery
+    _, run_id, pinned = lost_apply(arena, "replayed")
+    who = person(arena, "oncall")
+    service = recoveries(arena)
+    first = service.recover(who, run_id, verified(pinned), arena.launcher)
+    before = arena.stack.scan()
+
+    # When the same request is submitted again, and then a different one
+    again = service.recover(who, run_id, verified(pinned), arena.launcher)
+    with pytest.raises(NotRecoverable):
+        service.recover(who, run_id, verified(None), arena.launcher)
+
+    # Then the replay answers the durable result, and neither wrote anything
+    assert again == first
+    assert arena.stack.scan() == before
+
+
+def test_the_chain_the_apply_published_is_accepted_and_counted(arena: Arena) -> None:
+    # Given an apply that published two versions before its runner was lost
+    ws_id, run_id, pinned = lost_apply(arena, "chain", published=2)
+    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    assert current != pinned
+    assert arena.runs.review(arena.admin, run_id)["recovery"]["publications_since_apply"] == 2
+
+    # When an operator verifies the current state
+    result = recoveries(arena).recover(
+        person(arena, "oncall"), run_id, verified(current), arena.launcher
+    )
+
+    # Then both publications were verified as this apply's, and the current state stays
+    assert result["publications_verified"] == 2
+    assert workspace_store.get_workspace(ws_id).current_state_version_id == current
+
+
+def test_movement_the_apply_did_not_make_is_refused(arena: Arena) -> None:
+    # Given an apply that published a version whose provenance names another attempt
+    ws_id, run_id, _ = lost_apply(arena, "foreign", published=1)
+    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    assert current is not None
+    item = state_versions.StateVersionItem.get(*state_versions.state_version_key(current))
+    item.update(
+        actions=[
+            state_versions.StateVersionItem.provenance.set(
+                {**item.provenance, "attempt_id": "att-someoneelse"}
+            )
+        ]
+    )
+    before = arena.stack.scan()
+
+    # When an operator tries to verify it
+    with pytest.raises(RecoveryRefused) as refused:
+        recoveries(arena).recover(
+            person(arena, "oncall"), run_id, verified(current), arena.launcher
+        )
+
+    # Then it is refused (409), naming the version, and nothing was written
+    assert refused.value.http_status == 409
+    assert current in refused.value.message
+    assert arena.stack.scan() == before
+
+
+def test_stale_evidence_is_refused_and_nothing_is_written(arena: Arena) -> None:
+    # Given a run whose apply published one version
+    _, run_id, pinned = lost_apply(arena, "stale", published=1)
+    before = arena.stack.scan()
+
+    # When the operator names the pre-apply version as the current one
+    with pytest.raises(RecoveryRefused, match="review the run again"):
+        recoveries(arena).recover(person(arena, "oncall"), run_id, verified(pinned), arena.launcher)
+
+    # Then nothing was written
+    assert arena.stack.scan() == before
+
+
+# -- who may recover -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "missing", [Permission.RUN_RECOVER, Permission.STATE_RECOVER], ids=lambda p: str(p)
+)
+def test_both_recovery_permissions_are_required(arena: Arena, missing: Permission) -> None:
+    _, run_id, pinned = lost_apply(arena, f"perm-{str(missing).split(':')[0]}")
+    who = with_permissions(arena, set(Permission) - {missing})
+    before = arena.stack.scan()
+
+    with pytest.raises(Forbidden) as refused:
+        recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
+
+    assert refused.value.http_status == 403
+    assert arena.stack.scan() == before
+
+
+def test_an_old_sign_in_must_step_up_first(arena: Arena) -> None:
+    # Given an operator who signed in 16 minutes ago, and one whose API token is as old
+    _, run_id, pinned = lost_apply(arena, "step-up")
+    signed_in_long_ago = person(arena, "ada", ago=timedelta(minutes=16))
+    token = arena.stack.identity.issue_token(arena.org.id, "old", list(Permission), created_by="t")
+    arena.stack.clock.advance(timedelta(minutes=16))
+    old_token = arena.stack.identity.authenticate(f"Bearer {token.token}")
+    before = arena.stack.scan()
+
+    for who in (signed_in_long_ago, old_token):
+        # When they submit a recovery
+        with pytest.raises(StepUpRequired) as refused:
+            recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
+
+        # Then it is refused (403 STEP_UP_REQUIRED) and nothing is written
+        assert (refused.value.http_status, refused.value.code) == (403, "STEP_UP_REQUIRED")
+    assert arena.stack.scan() == before
+    # And a fresh sign-in may
+    recoveries(arena).recover(person(arena, "ada"), run_id, verified(pinned), arena.launcher)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"reason": "  "}, {"confirm_authority_revocation": False}],
+    ids=["empty reason", "no confirmation"],
+)
+def test_a_reason_and_the_confirmation_are_required(arena: Arena, changes: dict[str, Any]) -> None:
+    _, run_id, pinned = lost_apply(arena, f"confirm-{len(changes)}-{sorted(changes)[0][:4]}")
+    before = arena.stack.scan()
+
+    with pytest.raises(InvalidInput) as refused:
+        recoveries(arena).recover(
+            person(arena, "oncall"), run_id, verified(pinned, **changes), arena.launcher
+        )
+
+    assert refused.value.http_status == 422
+    assert arena.stack.scan() == before
+
+
+def test_another_organization_cannot_see_the_run(arena: Arena) -> None:
+    _, run_id, pinned = lost_apply(arena, "tenant")
+    other = arena.stack.tenancy.create_organization("globex")
+    token = arena.stack.identity.issue_token(other.id, "x", list(Permission), created_by="t")
+    stranger = arena.stack.identity.authenticate(f"Bearer {token.token}")
+
+    with pytest.raises(NotFound):
+        recoveries(arena).recover(stranger, run_id, verified(pinned), arena.launcher)
+
+
+def test_a_run_that_holds_nothing_cannot_be_recovered(arena: Arena) -> None:
+    # Given a run that is still applying
+    _, run_id = applying(arena, "busy")
+    with pytest.raises(NotRecoverable):
+        recoveries(arena).recover(person(arena, "oncall"), run_id, verified(None), arena.launcher)
+
+
+# -- importing an emergency snapshot -------------------------------------------------------------
+
+
+def test_an_emergency_snapshot_becomes_the_next_version(arena: Arena) -> None:
+    # Given a lost apply that published nothing, and the snapshot it left behind
+    ws_id, run_id, pinned = lost_apply(arena, "import")
+    snapshot = raw_state(2, "after")
+
+    # When the operator imports it
+    result = recoveries(arena).recover(
+        person(arena, "oncall"), run_id, emergency(pinned, snapshot), arena.launcher
+    )
+
+    # Then it is the workspace's current state, readable through EOF, recorded as recovery's
+    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    assert current == result["state_version_id"] != pinned
+    version = state_versions.get(current)
+    assert (version.serial, version.lineage, version.predecessor_id) == (2, LINEAGE, pinned)
+    assert version.sha256 == hashlib.sha256(snapshot).hexdigest()
+    assert arena.stack.state.download(arena.admin, current) == snapshot
+    review = arena.runs.review(arena.admin, run_id)["recovery"]
+    assert review["emergency_state"] == {"sha256": version.sha256, "size": len(snapshot)}
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [raw_state(3), json.dumps({"version": 4, "serial": 2, "lineage": "other"}).encode(), b"{"],
+    ids=["skips a serial", "other lineage", "not JSON"],
+)
+def test_an_emergency_snapshot_must_be_the_exact_successor(arena: Arena, snapshot: bytes) -> None:
+    _, run_id, pinned = lost_apply(arena, f"bad-import-{len(snapshot)}")
+    before = arena.stack.scan()
+
+    with pytest.raises(StateRejected):
+        recoveries(arena).recover(
+            person(arena, "oncall"), run_id, emergency(pinned, snapshot), arena.launcher
+        )
+
+    assert arena.stack.scan() == before
+
+
+def test_an_emergency_snapshot_never_overwrites_a_newer_version(arena: Arena) -> None:
+    # Given an apply that did publish a version
+    ws_id, run_id, _ = lost_apply(arena, "no-overwrite", published=1)
+    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    before = arena.stack.scan()
+
+    with pytest.raises(RecoveryRefused, match="never overwrites"):
+        recoveries(arena).recover(
+            person(arena, "oncall"), run_id, emergency(current, raw_state(3)), arena.launcher
+        )
+    assert arena.stack.scan() == before
+
+
+# -- leases, takeover, replay ---------------------------------------------------------------------
+
+
+class SlowCopies(ArtifactStore):
+    """An artifact store whose copies take longer than a recovery lease."""
+
+    def __init__(self, real: ArtifactStore, arena: Arena) -> None:
+        self.__dict__.update(real.__dict__)
+        self._arena = arena
+
+    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+        artifact = super().put(organization_id, kind, plaintext)
+        self._arena.stack.clock.advance(timedelta(minutes=16))
+        return artifact
+
+
+class StorageDown(ArtifactStore):
+    """An artifact store that cannot store anything right now."""
+
+    def __init__(self, real: ArtifactStore) -> None:
+        self.__dict__.update(real.__dict__)
+
+    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+        raise ConnectionError("artifact storage is unavailable")
+
+
+def test_a_prepared_recovery_is_leased_to_its_operator_then_taken_over(arena: Arena) -> None:
+    # Given a recovery prepared by a first operator whose copy failed (storage was down)
+    ws_id, run_id, pinned = lost_apply(arena, "lease")
+    snapshot = raw_state(2, "after")
+    first, second = person(arena, "first"), person(arena, "second")
+    with pytest.raises(ConnectionError):
+        recoveries(arena, StorageDown(arena.stack.artifacts)).recover(
+            first, run_id, emergency(pinned, snapshot), arena.launcher
+        )
+    panel = arena.runs.review(arena.admin, run_id)["recovery"]
+    assert (panel["status"], panel["holder"]) == ("prepared", first.ref)
+    assert 890 <= panel["lease_remaining_seconds"] <= 900
+    before = arena.stack.scan()
+
+    # When a second operator submits the same request while the lease runs
+    with pytest.raises(RecoveryLeased) as leased:
+        recoveries(arena).recover(
+            second, run_id, emergency(pinned, snapshot, takeover=True), arena.launcher
+        )
+
+    # Then it is refused with the lease's end, and nothing is written
+    assert leased.value.to_body()["lease_expires_at"] == panel["lease_expires_at"]
+    assert arena.stack.scan() == before
+
+    # When the lease has run out, a takeover must be confirmed, with the same evidence
+    arena.stack.clock.advance(timedelta(minutes=16))
+    second = person(arena, "second")
+    assert arena.runs.review(arena.admin, run_id)["recovery"]["lease_remaining_seconds"] == 0
+    with pytest.raises(RecoveryRefused, match="confirm the takeover"):
+        recoveries(arena).recover(second, run_id, emergency(pinned, snapshot), arena.launcher)
+    with pytest.raises(RecoveryRefused, match="other evidence"):
+        recoveries(arena).recover(
+            second, run_id, emergency(pinned, raw_state(2, "else"), takeover=True), arena.launcher
+        )
+    result = recoveries(arena).recover(
+        second, run_id, emergency(pinned, snapshot, takeover=True), arena.launcher
+    )
+
+    # Then the second operator completed it, and the takeover is on record
+    assert result["recovered_by"] == second.ref
+    review = arena.runs.review(arena.admin, run_id)["recovery"]
+    assert [(t["from"], t["to"]) for t in review["takeovers"]] == [(first.ref, second.ref)]
+    assert workspace_store.get_workspace(ws_id).writer_run_id is None
+    # And the first operator, now fenced out, gets the durable result on replay
+    first = person(arena, "first")
+    assert (
+        recoveries(arena).recover(first, run_id, emergency(pinned, snapshot), arena.launcher)
+        == result
+    )
+
+
+def copied_then_interrupted(arena: Arena, name: str) -> tuple[str, str, bytes, str]:
+    """A recovery whose target state was copied, but whose lease ran out before commit."""
+    _, run_id, pinned = lost_apply(arena, name)
+    snapshot = raw_state(2, "after")
+    with pytest.raises(ConcurrentChange, match="changed meanwhile"):
+        recoveries(arena, SlowCopies(arena.stack.artifacts, arena)).recover(
+            person(arena, "first"), run_id, emergency(pinned, snapshot), arena.launcher
+        )
+    prepared = recovery_store.get(run_id)
+    assert prepared is not None
+    assert prepared.target_artifact_id is not None
+    return run_id, pinned, snapshot, prepared.target_artifact_id
+
+
+def test_the_holder_s_replay_resumes_the_same_target_state(arena: Arena) -> None:
+    # Given a recovery whose target was copied before its lease ran out
+    run_id, pinned, snapshot, target = copied_then_interrupted(arena, "resume")
+    prepared = recovery_store.get(run_id)
+    assert prepared is not None
+
+    # When the same operator signs in again and replays the exact request
+    result = recoveries(arena).recover(
+        person(arena, "first"), run_id, emergency(pinned, snapshot), arena.launcher
+    )
+
+    # Then it completes with the state version identity and artifact prepared first
+    assert result["state_version_id"] == prepared.body["target_state_version_id"]
+    assert state_versions.get(result["state_version_id"]).artifact_id == target
+
+
+def test_a_corrupt_persisted_target_fails_closed_and_is_never_replaced(arena: Arena) -> None:
+    # Given a copied target state that was damaged in storage
+    run_id, pinned, snapshot, target = copied_then_interrupted(arena, "corrupt")
+    stack = arena.stack
+    [key] = [k for k in stack.bucket_keys() if target in k]
+    s3: Any = stack.s3
+    body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    s3.put_object(Bucket=BUCKET, Key=key, Body=body[:-1] + bytes([body[-1] ^ 1]))
+    before = stack.scan()
+
+    # When the operator replays the exact request
+    with pytest.raises(RecoveryTargetCorrupt):
+        recoveries(arena).recover(
+            person(arena, "first"), run_id, emergency(pinned, snapshot), arena.launcher
+        )
+
+    # Then nothing was written: the workspace stays held, the target is not re-copied
+    assert stack.scan() == before
+
+
+# -- pending uploads ---------------------------------------------------------------------------
+
+
+def test_an_unclaimed_pending_upload_blocks_until_it_expires_then_is_discarded(
+    arena: Arena,
+) -> None:
+    # Given an apply that declared a state upload whose bytes never came, then was lost
+    ws_id, pinned = with_state(arena, "pending")
+    _, run_id = applying(arena, "pending", workspace_id=ws_id)
+    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, 2)
+    arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
+    service = recoveries(arena)
+    before = arena.stack.scan()
+
+    # When recovery is submitted while the upload URL is still valid
+    with pytest.raises(RecoveryBlocked) as blocked:
+        service.recover(person(arena, "early"), run_id, verified(pinned), arena.launcher)
+    assert blocked.value.retry_after_seconds is not None
+    assert 0 < blocked.value.retry_after_seconds <= 301
+    assert arena.stack.scan() == before
+
+    # Then after it expired, recovery discards it
+    arena.stack.clock.advance(timedelta(minutes=6))
+    result = service.recover(person(arena, "later"), run_id, verified(pinned), arena.launcher)
+    assert result["discarded_uploads"] == [{"id": pending.version.id, "claimed_at": None}]
+    with pytest.raises(NotFound):
+        state_versions.get(pending.version.id)
+
+
+def test_a_claimed_upload_is_discarded_only_by_an_exact_destructive_override(
+    arena: Arena,
+) -> None:
+    # Given a lost apply whose pending upload got its JSON state (a claim) but never its state
+    ws_id, pinned = with_state(arena, "claimed")
+    _, run_id = applying(arena, "claimed", workspace_id=ws_id)
+    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, 2)
+    arena.stack.state.upload(pending.json_token, json.dumps({"format_version": "1.0"}).encode())
+    arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
+    arena.stack.clock.advance(timedelta(minutes=6))
+    panel = arena.runs.review(arena.admin, run_id)["recovery"]
+    [upload] = panel["pending_uploads"]
+    assert upload["id"] == pending.version.id
+    assert upload["claimed_at"]
+    service = recoveries(arena)
+    who = person(arena, "oncall")
+
+    # When recovery is submitted without the override, or with the wrong claim time
+    with pytest.raises(RecoveryBlocked, match="claimed"):
+        service.recover(who, run_id, verified(pinned), arena.launcher)
+    wrong = ClaimedUpload(upload["id"], "2020-01-01T00:00:00+00:00")
+    with pytest.raises(RecoveryBlocked):
+        service.recover(
+            who,
+            run_id,
+            verified(pinned, discard_claimed_upload=wrong, acknowledge_state_loss=True),
+            arena.launcher,
+        )
+
+    # Then only the exact override discards it, and the audit records what was superseded
+    exact = ClaimedUpload(upload["id"], upload["claimed_at"])
+    override = verified(pinned, discard_claimed_upload=exact, acknowledge_state_loss=True)
+    result = service.recover(who, run_id, override, arena.launcher)
+    assert result["discarded_uploads"] == [{"id": upload["id"], "claimed_at": upload["claimed_at"]}]
+    [event] = [
+        e
+        for e in AuditEventItem.gsi1.query(org_audit_partition(arena.org.id))
+        if e.type == "run.recovered"
+    ]
+    assert event.details["superseded_uploads"] == f"{upload['id']}@{upload['claimed_at']}"
+
+
+# -- the next writer ------------------------------------------------------------------------------
+
+
+def test_completion_hands_the_workspace_to_the_run_waiting_for_it(arena: Arena) -> None:
+    # Given a lost apply and a second run queued for the same workspace
+    ws_id, run_id, pinned = lost_apply(arena, "handoff")
+    _, waiting = created(arena, "handoff", workspace_id=ws_id)
+    arena.orchestration.queue(waiting)
+    assert arena.orchestration.wait_for_writer(waiting, "token-next") == {
+        "held": False,
+        "position": 1,
+    }
+    workflow = FakeWorkflow()
+    service = Recoveries(arena.stack.clock, arena.stack.ids, arena.stack.artifacts, workflow)
+
+    # When recovery completes
+    result = service.recover(person(arena, "oncall"), run_id, verified(pinned), arena.launcher)
+
+    # Then the waiting run holds the workspace and its wait was resumed
+    assert result["writer_handed_to"] == waiting
+    assert workspace_store.get_workspace(ws_id).writer_run_id == waiting
+    assert workflow.resumed == ["token-next"]
