@@ -16,6 +16,7 @@ import pytest
 from runplane.adapters.launchers import LaunchRequest
 from runplane.domain.identity import Permission
 from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
 from tests.e2e.conftest import HEARTBEAT_WINDOW_SECONDS, Local
 from tests.e2e.test_cancellation import SLOW_APPLY, wait_for
 from tests.e2e.test_cli import cli, connect
@@ -93,6 +94,13 @@ def test_a_runner_silent_after_its_apply_started_needs_recovery_then_is_recovere
     # And the run stays needs_recovery, with the completed recovery in its review
     after = local.client.review(run["id"])
     assert (after["status"], after["recovery"]["status"]) == ("needs_recovery", "completed")
+    # And the next run plans on the state the workspace holds now
+    current = workspace_store.get_workspace(ws).current_state_version_id
+    assert current is not None
+    following = local.client.create_run(ws, config(tmp_path, NATIVE, "next"), kind="plan_only")
+    planned = local.client.watch(following["id"], timeout=180)
+    assert planned["status"] == "succeeded", planned["status_reason"]
+    assert planned["input"]["predecessor_state_version_id"] == current
 
 
 def test_an_apply_sandbox_that_never_starts_leaves_its_start_uncertain(

@@ -591,3 +591,53 @@ def test_completion_hands_the_workspace_to_the_run_waiting_for_it(arena: Arena) 
     assert result["writer_handed_to"] == waiting
     assert workspace_store.get_workspace(ws_id).writer_run_id == waiting
     assert workflow.resumed == ["token-next"]
+
+
+class TakenOverDuringCopy(ArtifactStore):
+    """While the first operator's copy is stored, its lease runs out and a second
+    operator takes the recovery over and completes it."""
+
+    def __init__(self, real: ArtifactStore, takeover: Any, arena: Arena) -> None:
+        self.__dict__.update(real.__dict__)
+        self._takeover = takeover
+        self._arena = arena
+        self.stored: list[str] = []
+
+    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+        artifact = super().put(organization_id, kind, plaintext)
+        self.stored.append(artifact.id)
+        self._arena.stack.clock.advance(timedelta(minutes=16))
+        self._takeover()
+        return artifact
+
+
+def test_a_takeover_that_commits_first_fences_the_previous_holder(arena: Arena) -> None:
+    # Given a first operator copying the emergency state, and a second one who takes the
+    # recovery over (same evidence) and completes it while that copy is being stored
+    ws_id, run_id, pinned = lost_apply(arena, "takeover-race")
+    snapshot = raw_state(2, "after")
+    second: list[dict[str, Any]] = []
+
+    def take_over() -> None:
+        request = emergency(pinned, snapshot, takeover=True)
+        second.append(
+            recoveries(arena).recover(person(arena, "second"), run_id, request, arena.launcher)
+        )
+
+    racing = TakenOverDuringCopy(arena.stack.artifacts, take_over, arena)
+
+    # When the first operator's submission goes on to record its copy and commit
+    with pytest.raises(ConcurrentChange):
+        recoveries(arena, racing).recover(
+            person(arena, "first"), run_id, emergency(pinned, snapshot), arena.launcher
+        )
+
+    # Then only the takeover committed: its state is current, the first copy was discarded
+    [result] = second
+    assert result["recovered_by"].endswith("second")
+    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    assert current == result["state_version_id"]
+    [first_copy] = racing.stored
+    assert state_versions.get(current).artifact_id != first_copy
+    assert first_copy not in " ".join(arena.stack.bucket_keys())
+    assert audit_types(arena).count("run.recovered") == 1

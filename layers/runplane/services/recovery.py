@@ -390,7 +390,7 @@ class Recoveries:
                     **common,
                     "state_version": str(result["state_version_id"] or ""),
                     "pre_apply_state_version": run.predecessor_sv_id or "",
-                    "emergency_sha256": target.sha256 or "" if target else "",
+                    "emergency_sha256": (target.sha256 or "") if target else "",
                 },
             ),
         ]
@@ -483,6 +483,8 @@ class Recoveries:
 
 def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
     """What an operator needs to decide, from the database only (None: nothing to do)."""
+    if run.status not in RECOVERABLE_STATUSES:
+        return None  # nothing to recover, ever: no reads for the common case
     recovery = store.get(run.id)
     workspace = workspace_store.get_workspace(run.workspace_id)
     holds = workspace.writer_run_id == run.id and run.status in RECOVERABLE_STATUSES
