@@ -14,9 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The slowest tests are listed at the end, to keep the suite's time in view.
+# Three workers: the end-to-end tier mostly waits on engines and workflows, so it
+# overlaps well even on two cores (the CDK tests stay on one worker, see
+# tests/conftest.py). The slowest tests are listed at the end, to keep the
+# suite's time in view.
 test: $(STAMP) engine
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)
@@ -24,7 +27,7 @@ test-fast: $(STAMP)
 
 # The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
 test-e2e: $(STAMP) engine
-	$(BIN)/python -m pytest -q -m e2e
+	$(BIN)/python -m pytest -q -n 3 -m e2e
 
 # The pinned engine binary the tests run (see docs/engine.md).
 engine: $(STAMP)

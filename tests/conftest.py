@@ -21,10 +21,16 @@ TIERS = ("unit", "integration", "e2e", "infra", "statemachines")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`)."""
+    """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`).
+
+    Under pytest-xdist (`--dist loadgroup`) the CDK tests share one worker, so the
+    app is synthesized once; every other test goes wherever a worker is free.
+    """
     for item in items:
         parts = item.path.parts
         for tier in TIERS:
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
+                if tier == "infra":
+                    item.add_marker(pytest.mark.xdist_group("infra"))
                 break
