@@ -1,0 +1,63 @@
+"""Creating a run stores its variables first; a creation that is refused leaves nothing."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from runplane.domain.errors import ConcurrentChange
+from runplane.domain.ids import IdKind
+from runplane.domain.run import RunKind
+from runplane.services.launch_controls import LaunchControls
+from runplane.services.runs import Runs
+from tests.fakes import SeededIds
+from tests.integration.arena import Arena, FakeWorkflow, created
+
+
+class ReusedRunId(SeededIds):
+    """Issues ``run_id`` again for the next run: the one way to make the creation
+    transaction refuse after the variables are stored, short of a DynamoDB fault."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(seed=99)
+        self._run_id = run_id
+
+    def new(self, kind: IdKind) -> str:
+        return self._run_id if kind is IdKind.RUN else super().new(kind)
+
+
+def test_a_refused_creation_discards_the_variables_it_stored(arena: Arena) -> None:
+    # Given a workspace with a run, and a configuration uploaded for a second one
+    stack = arena.stack
+    ws_id, existing = created(arena, "refused-create")
+    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    runs = Runs(
+        stack.clock,
+        ReusedRunId(existing),
+        stack.lifecycle,
+        stack.workspaces,
+        stack.artifacts,
+        FakeWorkflow(),
+        definition_version="test",
+        build_sha="test",
+        launch_controls=LaunchControls(stack.clock, region="us-east-1", policy_runtime="none"),
+        runner_release="runner@test",
+    )
+    before, objects = stack.scan(), stack.bucket_keys()
+
+    # When the second run's creation is refused after its variables were encrypted and stored
+    with pytest.raises(ConcurrentChange):
+        runs.create(
+            arena.admin,
+            ws_id,
+            kind=RunKind.PLAN_AND_APPLY,
+            configuration_version_id=upload.id,
+            engine_version="1.0.3",
+            variables={"region": "eu-west-1"},
+        )
+
+    # Then neither the variables' artifact record nor its object remains
+    assert stack.scan() == before
+    assert stack.bucket_keys() == objects
