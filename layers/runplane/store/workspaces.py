@@ -305,24 +305,39 @@ def release_reservation(
     if lock is not None:
         condition &= _is_held_by(lock)
         actions += _UNLOCK
-    tx = Transaction()
+    return _pass_reservation(workspace_id, condition, actions, handoff_to, now, refused)
+
+
+def _pass_reservation(
+    workspace_id: str,
+    condition: Condition,
+    actions: list[Action],
+    handoff_to: Waiter | None,
+    now: datetime,
+    refused: OnRefused,
+) -> Transaction:
+    """One update of the workspace that also hands the reservation to ``handoff_to``
+    (deleting its waiter) or frees it, which requires the queue to still be empty."""
     if handoff_to is None:
-        actions += [WorkspaceItem.writer_run_id.remove(), WorkspaceItem.writer_since.remove()]
-        return tx.update(
+        return Transaction().update(
             _ws(workspace_id),
-            actions,
+            [*actions, WorkspaceItem.writer_run_id.remove(), WorkspaceItem.writer_since.remove()],
             condition=condition & (WorkspaceItem.queue_length == 0),
             on_refused=refused,
         )
-    actions += [
+    handing = [
         WorkspaceItem.writer_run_id.set(handoff_to.run_id),
         WorkspaceItem.writer_since.set(now),
         WorkspaceItem.queue_length.add(-1),
     ]
-    return tx.update(_ws(workspace_id), actions, condition=condition, on_refused=refused).delete(
-        WaiterItem(*waiter_key(workspace_id, handoff_to.position)),
-        condition=WaiterItem.run_id == handoff_to.run_id,
-        on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
+    return (
+        Transaction()
+        .update(_ws(workspace_id), [*actions, *handing], condition=condition, on_refused=refused)
+        .delete(
+            WaiterItem(*waiter_key(workspace_id, handoff_to.position)),
+            condition=WaiterItem.run_id == handoff_to.run_id,
+            on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
+        )
     )
 
 
@@ -507,22 +522,4 @@ def recover_writer(
             WorkspaceItem.current_serial.set(serial),
             WorkspaceItem.current_lineage.set(lineage),
         ]
-    tx = Transaction()
-    if handoff_to is None:
-        actions += [WorkspaceItem.writer_run_id.remove(), WorkspaceItem.writer_since.remove()]
-        return tx.update(
-            _ws(observed.id),
-            actions,
-            condition=condition & (WorkspaceItem.queue_length == 0),
-            on_refused=refused,
-        )
-    actions += [
-        WorkspaceItem.writer_run_id.set(handoff_to.run_id),
-        WorkspaceItem.writer_since.set(now),
-        WorkspaceItem.queue_length.add(-1),
-    ]
-    return tx.update(_ws(observed.id), actions, condition=condition, on_refused=refused).delete(
-        WaiterItem(*waiter_key(observed.id, handoff_to.position)),
-        condition=WaiterItem.run_id == handoff_to.run_id,
-        on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
-    )
+    return _pass_reservation(observed.id, condition, actions, handoff_to, now, refused)
