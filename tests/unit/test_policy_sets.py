@@ -358,7 +358,7 @@ def test_a_module_that_does_not_parse_is_refused_with_its_line() -> None:
 
 def test_a_module_calling_an_unknown_function_is_refused() -> None:
     source = "package runplane.demo\n\nimport rego.v1\n\ndeny := [m | m := no_such_function(1)]\n"
-    with pytest.raises(InvalidPolicySet, match="demo.rego line 5 calls no_such_function"):
+    with pytest.raises(InvalidPolicySet, match=r"demo\.rego line 5 calls no_such_function"):
         validate_policy_set(_content(source))
 
 

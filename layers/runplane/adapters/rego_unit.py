@@ -28,7 +28,7 @@ from runplane.adapters.rego import (
 from runplane.adapters.rego_source import add_modules, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyModule
-from runplane.domain.policy_unit_tests import TestOutcome, UnitTest, UnitTestResult
+from runplane.domain.policy_unit_tests import UnitTest, UnitTestOutcome, UnitTestResult
 
 
 def _work(
@@ -105,6 +105,6 @@ def run_unit_tests(
     for index, test in enumerate(tests):
         record = records.get(index) or {"outcome": "ERROR", "message": f"not run: {reason}"}
         results.append(
-            UnitTestResult(test, TestOutcome(record["outcome"]), record.get("message", ""))
+            UnitTestResult(test, UnitTestOutcome(record["outcome"]), record.get("message", ""))
         )
     return results

@@ -102,7 +102,9 @@ class _Parser:
         while (tok := self._peek()) is not None and tok[0] == "nl":
             self.i += 1
 
-    def body(self, *, top: bool) -> tuple[tuple[Attribute, ...], tuple[Block, ...]]:
+    def body(
+        self, *, top: bool, opened: int = 0
+    ) -> tuple[tuple[Attribute, ...], tuple[Block, ...]]:
         attributes: list[Attribute] = []
         blocks: list[Block] = []
         seen: dict[str, int] = {}
@@ -112,7 +114,7 @@ class _Parser:
             if tok is None:
                 if top:
                     return tuple(attributes), tuple(blocks)
-                raise InvalidPolicySet(f"{self.filename}: a block is never closed (missing '}}')")
+                raise self._error(opened, "this block is never closed (missing '}')")
             kind, text, line = tok
             if kind == "punct" and text == "}":
                 if top:
@@ -166,5 +168,5 @@ class _Parser:
             found = "the end of the line" if tok is None or tok[0] == "nl" else tok[1]
             raise self._error(line, f"expected '=' or a block '{{' after {name}, found {found}")
         self.i += 1
-        attributes, blocks = self.body(top=False)
+        attributes, blocks = self.body(top=False, opened=line)
         return Block(name, tuple(labels), line, attributes, blocks)

@@ -171,8 +171,7 @@ def _decisions_module(decisions: Iterable[_Decision]) -> PolicyModule:
     for decision in sorted(decisions, key=lambda d: d.rule):
         message = f"{decision.query.removeprefix('data.')} is not true"
         lines.append(
-            f"{decision.rule} := [] if {{ {decision.query} == true }} "
-            f'else := ["{message}"]'
+            f'{decision.rule} := [] if {{ {decision.query} == true }} else := ["{message}"]'
         )
     return PolicyModule(DECISIONS_MODULE, "\n".join(lines) + "\n")
 
@@ -213,7 +212,7 @@ def _policy_blocks(
     for block in config.blocks:
         if block.type != "policy" or len(block.labels) != 1:
             raise InvalidPolicySet(
-                f"{filename} line {block.line}: expected policy \"NAME\" {{ ... }}, "
+                f'{filename} line {block.line}: expected policy "NAME" {{ ... }}, '
                 f"found a {block.type} block"
             )
         for attribute in block.attributes:
@@ -243,7 +242,7 @@ def _hcp(config: hcl.Block, modules: list[PolicyModule]) -> list[_Policy]:
             what = "a Sentinel policy" if block.attribute("source") else "a policy"
             raise InvalidPolicySet(
                 f"{HCP_CONFIG} line {block.line}: policy {name} has no query: {what} "
-                "needs query = \"data.<package>.<rule>\" (Runplane evaluates Rego only)"
+                'needs query = "data.<package>.<rule>" (Runplane evaluates Rego only)'
             )
         level = _level(block.attribute("enforcement_level"), HCP_CONFIG, name)
         description = _string(block, "description", HCP_CONFIG) or ""
@@ -278,8 +277,7 @@ def _scalr(config: hcl.Block, modules: list[PolicyModule]) -> list[_Policy]:
         if len(candidates) != 1:
             problem = "no module" if not candidates else "more than one module"
             raise InvalidPolicySet(
-                f"{SCALR_CONFIG} line {block.line}: policy {name}: {problem} is named "
-                f"{name}.rego"
+                f"{SCALR_CONFIG} line {block.line}: policy {name}: {problem} is named {name}.rego"
             )
         package = package_of(candidates[0].source)
         if package is None:

@@ -17,7 +17,7 @@ from runplane.domain.policy_packaging import package_of
 from runplane.domain.rego_v0 import rule_heads, tokens
 
 
-class TestOutcome(StrEnum):
+class UnitTestOutcome(StrEnum):
     PASS = "PASS"
     FAIL = "FAIL"
     ERROR = "ERROR"
@@ -38,7 +38,7 @@ class UnitTest:
 @dataclass(frozen=True)
 class UnitTestResult:
     test: UnitTest
-    outcome: TestOutcome
+    outcome: UnitTestOutcome
     message: str = ""
 
     def to_dict(self) -> dict[str, object]:
@@ -77,7 +77,7 @@ def _head_lines(source: str) -> dict[str, int]:
 
 
 def failed(results: Sequence[UnitTestResult]) -> int:
-    return sum(1 for r in results if r.outcome is not TestOutcome.PASS)
+    return sum(1 for r in results if r.outcome is not UnitTestOutcome.PASS)
 
 
 def report(results: Sequence[UnitTestResult]) -> list[str]:
@@ -89,7 +89,7 @@ def report(results: Sequence[UnitTestResult]) -> list[str]:
         lines.append(f"{result.outcome.value:<5} {result.test.query} ({where}){tail}")
     total = len(results)
     lines.append("-" * 72)
-    for outcome in TestOutcome:
+    for outcome in UnitTestOutcome:
         count = sum(1 for r in results if r.outcome is outcome)
         if count:
             lines.append(f"{outcome.value}: {count}/{total}")
