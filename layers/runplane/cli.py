@@ -1,9 +1,9 @@
 """The ``runplane`` command.
 
 Exit codes: 0 success; 1 the run (or policy test) did not succeed; 2 the API refused
-the request, or the command line is malformed; 3 a local error (bad input, missing
-credentials, an unreachable control plane, a wait that timed out); 130 interrupted
-(Ctrl-C). Errors are one ``error: ...`` line on stderr, never a traceback.
+the request, a policy set was refused, or the command line is malformed; 3 a local
+error (bad input, missing credentials, an unreachable control plane, a wait that timed
+out); 130 interrupted (Ctrl-C). Errors are one ``error: ...`` line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
-from runplane.domain.errors import RunplaneError
+from runplane.domain.errors import InvalidPolicySet, RunplaneError
 
 DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
 EXIT_NOT_SUCCEEDED = 1
@@ -370,6 +370,7 @@ def _run_override(args: argparse.Namespace) -> int:
 
 def _policy_publish(args: argparse.Namespace) -> int:
     from runplane.domain.policy import load_policy_set_dir
+    from runplane.domain.rego_v0 import compiled_source
 
     content = load_policy_set_dir(Path(args.dir))
     published = _client(args).publish_policy_set(content.to_document())
@@ -377,6 +378,9 @@ def _policy_publish(args: argparse.Namespace) -> int:
         _print_json(published)
     else:
         print(f"{published['name']}  {published['digest']}  version {published['version']}")
+        for module in content.modules:
+            if compiled_source(module.name, module.source).v0:
+                print(f"  {module.name}: Rego v0, upgraded to v1 for evaluation")
     return 0
 
 
@@ -417,6 +421,11 @@ def _policy_test(args: argparse.Namespace) -> int:
     content = load_policy_set_dir(Path(args.dir))
     evaluator = RegoEvaluator()
     evaluator.validate(content)
+    status = _policy_unit_tests(args, content) if args.unit else 0
+    if args.plan is None:
+        if not args.unit:
+            raise CliError("pass --plan PLAN_JSON, --unit, or both")
+        return status
     try:
         plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     except ValueError as error:
@@ -437,7 +446,22 @@ def _policy_test(args: argparse.Namespace) -> int:
             for message in result.messages:
                 print(f"         - {message}")
         print(f"overall: {outcome}")
-    return 0 if outcome == "passed" else EXIT_NOT_SUCCEEDED
+    return status or (0 if outcome == "passed" else EXIT_NOT_SUCCEEDED)
+
+
+def _policy_unit_tests(args: argparse.Namespace, content: Any) -> int:
+    """Run the directory's ``*_test.rego`` files like ``opa test``."""
+    from runplane.adapters.rego_unit import run_unit_tests
+    from runplane.domain.policy_packaging import read_modules
+    from runplane.domain.policy_unit_tests import discover, failed, report
+
+    test_modules = read_modules(Path(args.dir), tests=True)
+    results = run_unit_tests([*content.modules, *test_modules], discover(test_modules))
+    if args.json:
+        print(json.dumps({"unit_tests": [r.to_dict() for r in results]}, indent=2))
+    else:
+        print("\n".join(report(results)))
+    return EXIT_NOT_SUCCEEDED if failed(results) or not results else 0
 
 
 KINDS = ["plan_only", "speculative", "plan_and_apply"]
@@ -707,12 +731,13 @@ def _policy_parser(commands: Any) -> None:
     test = _add(
         policy_commands,
         "test",
-        "evaluate DIR against a saved plan JSON",
+        "evaluate DIR against a saved plan JSON, or run its unit tests",
         _policy_test,
         connected=False,
     )
     test.add_argument("dir", help="the policy set directory")
-    test.add_argument("--plan", required=True, help="`tofu show -json PLANFILE` output")
+    test.add_argument("--plan", help="`tofu show -json PLANFILE` output")
+    test.add_argument("--unit", action="store_true", help="run the *_test.rego files' test_* rules")
     test.add_argument(
         "--workspace", default="local", help="workspace name the policies see (%(default)s)"
     )
@@ -754,6 +779,10 @@ def main(argv: list[str] | None = None) -> int:
         code = f" {error.code}" if error.code else ""
         print(f"error: {_one_line(error.detail)} (HTTP {error.status}{code})", file=sys.stderr)
         return EXIT_API_ERROR
+    except InvalidPolicySet as error:
+        # A refused policy set, found locally: the same exit code as the API's refusal.
+        print(f"error: {_one_line(str(error))} ({error.code})", file=sys.stderr)
+        return EXIT_API_ERROR
     except (CliError, InputError, ConfigurationError, RunplaneError) as error:
         print(f"error: {_one_line(str(error))}", file=sys.stderr)
     except BrokenPipeError:
@@ -770,6 +799,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:
+        if args.command != "policy":
+            raise
+        # Policy commands read arbitrary authors' files: a defect is one line, not a trace.
+        print(f"error: {type(error).__name__}: {_one_line(str(error))}", file=sys.stderr)
     return EXIT_LOCAL_ERROR
 
 

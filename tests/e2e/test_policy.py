@@ -139,3 +139,27 @@ def test_the_cli_publishes_lists_and_attaches_a_policy_set_directory(
     assert listed["digest"] == load_policy_set_dir(EXAMPLES / "deny-delete").digest()
     assert listed["all_workspaces"] is True
     assert listed["policies"][0]["enforcement"] == "hard_mandatory"
+
+
+def test_a_conftest_style_v0_directory_publishes_with_its_original_text(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an organization of its own and a conftest-style directory of Rego v0 modules
+    org, token = local.other_organization(unique("policy-v0"))
+    connect = ["--url", local.url, "--token", token, "--organization", org]
+    content = load_policy_set_dir(EXAMPLES / "conftest-style")
+
+    # When it is published through the CLI
+    capsys.readouterr()
+    status = main(["policy", "publish", str(EXAMPLES / "conftest-style"), *connect])
+
+    # Then the control plane accepts it, addressed by the authors' text, and the CLI
+    # says which module was upgraded from v0
+    out = capsys.readouterr().out
+    assert status == 0
+    assert content.digest() in out
+    assert "main.rego: Rego v0, upgraded to v1 for evaluation" in out
+    assert main(["policy", "list", "--json", *connect]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["digest"] == content.digest()
+    assert sorted(p["name"] for p in listed["policies"]) == ["main.deny", "main.warn_names"]

@@ -211,7 +211,6 @@ def test_size_caps_are_enforced(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("files", "phrase"),
     [
-        ({}, "no policy-set.json"),
         ({"policy-set.json": "{not json"}, "policy-set.json is not valid JSON"),
         ({"policy-set.json": "[]"}, "must hold a JSON object"),
         ({"policy-set.json": '{"name": "s", "policies": [], "x": 1}'}, "unknown fields: x"),
@@ -359,8 +358,22 @@ def test_a_module_that_does_not_parse_is_refused_with_its_line() -> None:
 
 def test_a_module_calling_an_unknown_function_is_refused() -> None:
     source = "package runplane.demo\n\nimport rego.v1\n\ndeny := [m | m := no_such_function(1)]\n"
-    with pytest.raises(InvalidPolicySet, match="Function not found: no_such_function"):
+    with pytest.raises(InvalidPolicySet, match=r"demo\.rego line 5 calls no_such_function"):
         validate_policy_set(_content(source))
+
+
+def test_an_unknown_function_in_a_rule_no_policy_queries_is_refused_with_its_line() -> None:
+    # Given a module whose queried rule is fine but another rule calls a function the
+    # evaluator does not have (rego-cpp only notices when a query reaches it)
+    source = (
+        "package runplane.demo\n\nimport rego.v1\n\ndeny := []\n\n"
+        "helper if {\n\tstrings.no_such(input.x)\n}\n"
+    )
+    # When it is validated for publication
+    with pytest.raises(InvalidPolicySet) as refused:
+        validate_policy_set(_content(source))
+    # Then it is refused, naming the module, line and function
+    assert "demo.rego line 8 calls strings.no_such" in refused.value.message
 
 
 def test_a_policy_whose_result_is_not_a_collection_is_refused() -> None:

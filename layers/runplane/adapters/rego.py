@@ -53,6 +53,7 @@ import regopy  # type: ignore[import-untyped]
 from regopy import Interpreter, LogLevel, NodeKind, RegoError
 from regopy import rego_shared as _c
 
+from runplane.adapters.rego_source import add_modules, rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import (
     PolicyDefinition,
@@ -62,6 +63,7 @@ from runplane.domain.policy import (
     check_policy_set,
     refuse_forbidden_builtins,
 )
+from runplane.domain.rego_v0 import compiled_source
 
 Isolation = Literal["process", "thread"]
 
@@ -340,8 +342,7 @@ def _compact(value: Any) -> str:
 
 def _load(content: PolicySetContent) -> Any:
     interpreter = _interpreter()
-    for module in content.modules:
-        interpreter.add_module(module.name, module.source)
+    add_modules(interpreter, content.modules)
     return interpreter
 
 
@@ -388,6 +389,8 @@ def _evaluate_work(
                 compiled.set_input(handle)
             except RegoError as error:
                 compiled, problem = None, _short(_sexpr_errors(str(error)))
+            except InvalidPolicySet as error:
+                compiled, problem = None, _short([str(error)])
             for policy in content.policies:
                 if stop.is_set():
                     return
@@ -430,6 +433,10 @@ def _validate_work(content: PolicySetContent, stop: threading.Event, emit: _Emit
     except RegoError as error:
         emit({"i": 0, "error": _short(_parse_errors(str(error), sources))})
         return
+    unknown = unknown_function(interpreter, content.modules)
+    if unknown:
+        emit({"i": 0, "error": unknown})
+        return
     entrypoints = list(dict.fromkeys(_entrypoint(p.query) for p in content.policies))
     try:
         interpreter.build(None, entrypoints)
@@ -444,13 +451,20 @@ def _validate_work(content: PolicySetContent, stop: threading.Event, emit: _Emit
         try:
             value = _query(interpreter, policy.query)
         except _QueryError as error:
-            problem = f"policy {policy.name} does not compile: {error}"
+            where = rule_location(content.modules, policy.query)
+            problem = f"policy {policy.name} does not compile{where}: {error}"
         else:
             if value is not _UNDEFINED and not isinstance(value, list):
+                where = rule_location(content.modules, policy.query)
                 problem = (
-                    f"policy {policy.name}: {policy.query} is {_describe(value)}, "
+                    f"policy {policy.name}: {policy.query}{where} is {_describe(value)}, "
                     "not a set or array of violation messages"
                 )
+                if isinstance(value, dict):
+                    problem += (
+                        " (in Rego v1, name[x] if { ... } defines an object: write "
+                        "name contains x if { ... } for a set of messages)"
+                    )
         emit({"i": index, "error": problem})
 
 
@@ -591,6 +605,8 @@ def validate_policy_set(
     """
     check_policy_set(content)
     refuse_forbidden_builtins(content)
+    for module in content.modules:
+        compiled_source(module.name, module.source)  # refuses what cannot be upgraded
     records, failure = _run(
         lambda stop, emit: _validate_work(content, stop, emit), timeout_seconds, isolation
     )

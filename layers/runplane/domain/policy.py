@@ -4,7 +4,8 @@ Pure: standard library only. The Rego evaluator lives in ``runplane.adapters.reg
 
 A policy set is a named collection of Rego modules plus metadata declaring its
 policies. On disk it is a directory holding ``policy-set.json`` and the ``*.rego``
-files next to it (subdirectories are ignored)::
+files next to it (subdirectories are ignored; other tools' layouts are read by
+``runplane.domain.policy_packaging``)::
 
     {"name": "baseline",
      "policies": [{"name": "deny_delete", "enforcement": "hard_mandatory",
@@ -39,6 +40,11 @@ POLICY_SET_METADATA_FILE: Final = "policy-set.json"
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """Policy-set, policy and module names."""
+
+MODULE_NAME_PATTERN: Final = re.compile(
+    r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/){0,7}[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+)
+"""Module names: a file name, or a relative path of such names (a subdirectory's module)."""
 
 QUERY_PATTERN: Final = re.compile(r"data(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A policy query: a plain dotted reference under ``data`` and nothing else."""
@@ -177,11 +183,12 @@ def check_policy_set(content: PolicySetContent) -> None:
         name = module.name
         if (
             not isinstance(name, str)
-            or not NAME_PATTERN.fullmatch(name)
+            or not MODULE_NAME_PATTERN.fullmatch(name)
             or not name.endswith(".rego")
         ):
             raise InvalidPolicySet(
-                f"the module name {name!r} is not valid: it must end in .rego; {_NAME_RULE}"
+                f"the module name {name!r} is not valid: it must end in .rego; {_NAME_RULE} "
+                "(a module in a subdirectory is named by its relative path, such as lib/x.rego)"
             )
         if not isinstance(module.source, str):
             raise InvalidPolicySet(f"module {name} has no source text")
@@ -332,11 +339,14 @@ def policy_set_from_document(doc: Mapping[str, Any]) -> PolicySetContent:
 
 
 def load_policy_set_dir(path: str | os.PathLike[str]) -> PolicySetContent:
-    """Read and validate a policy-set directory: ``policy-set.json`` plus its ``*.rego``."""
+    """Read and validate a policy-set directory: ``policy-set.json`` plus its ``*.rego``,
+    or another tool's packaging (``runplane.domain.policy_packaging``)."""
     root = Path(path)
     meta_path = root / POLICY_SET_METADATA_FILE
     if not meta_path.is_file():
-        raise InvalidPolicySet(f"{root.name or root}: no {POLICY_SET_METADATA_FILE} was found")
+        from runplane.domain.policy_packaging import load_packaged_dir
+
+        return load_packaged_dir(root)
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -348,7 +358,10 @@ def load_policy_set_dir(path: str | os.PathLike[str]) -> PolicySetContent:
         raise InvalidPolicySet(
             f"{POLICY_SET_METADATA_FILE} has unknown fields: {', '.join(unknown)}"
         )
-    files = sorted(p for p in root.glob("*.rego") if p.is_file())
+    # *_test.rego files are unit tests (`runplane policy test --unit`), never published.
+    files = sorted(
+        p for p in root.glob("*.rego") if p.is_file() and not p.name.endswith("_test.rego")
+    )
     if len(files) > MAX_MODULES:
         raise InvalidPolicySet(
             f"the directory has {len(files)} .rego files; at most {MAX_MODULES} are allowed"

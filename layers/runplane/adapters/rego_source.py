@@ -1,0 +1,75 @@
+"""What the evaluator compiles for a policy set, and the functions it lacks.
+
+The published modules are the authors' text; the evaluator compiles each module's
+``compiled_source`` (Rego v0 upgraded to v1, see ``runplane.domain.rego_v0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from runplane.domain.policy import PolicyModule
+from runplane.domain.rego_v0 import calls, compiled_source, function_heads, import_aliases
+
+_SPECIAL: frozenset[str] = frozenset({"print"})
+"""Functions rego-cpp evaluates that ``is_builtin`` does not list."""
+
+
+def add_modules(interpreter: Any, modules: Iterable[PolicyModule]) -> None:
+    """Add each module as the evaluator compiles it (raises ``InvalidPolicySet`` for a
+    module that cannot be upgraded, ``RegoError`` for one that does not parse)."""
+    for module in modules:
+        interpreter.add_module(module.name, compiled_source(module.name, module.source).source)
+
+
+def unknown_function(interpreter: Any, modules: Iterable[PolicyModule]) -> str | None:
+    """``module line N calls NAME, ...`` for the first call to a function that neither the
+    evaluator nor the modules define, or None.
+
+    rego-cpp reports an unknown function only when a query reaches it, without a line:
+    a rule no policy queries yet would hide it until it is used.
+    """
+    modules = list(modules)
+    defined = set().union(*(function_heads(m.source) for m in modules))
+    for module in modules:
+        aliases = import_aliases(module.source) | {"data"}
+        for name, line in calls(module.source):
+            if name in defined or name.split(".", 1)[0] in aliases or name in _SPECIAL:
+                continue
+            if not interpreter.is_builtin(name):
+                return (
+                    f"{module.name} line {line} calls {name}, a function the evaluator does "
+                    f"not have (rego-cpp {_version()}) and no module of the set defines"
+                )
+    return None
+
+
+def _version() -> str:
+    import regopy  # type: ignore[import-untyped]
+
+    return str(regopy.rego_version())
+
+
+def rule_location(modules: Iterable[PolicyModule], query: str) -> str:
+    """`` (rule NAME: MODULE line N)`` for the first module defining the rule ``query``
+    names, or an empty string."""
+    from runplane.domain.policy_packaging import package_of
+    from runplane.domain.rego_v0 import tokens
+
+    path = query.removeprefix("data.").split(".")
+    for module in modules:
+        package = package_of(module.source)
+        if package is None or path[: package.count(".") + 1] != package.split("."):
+            continue
+        rest = path[package.count(".") + 1 :]
+        if not rest:
+            continue
+        toks = tokens(module.source)
+        for i, tok in enumerate(toks):
+            at_line_start = i == 0 or toks[i - 1].kind == "nl"
+            is_default = tok.text == "default" and i + 1 < len(toks)
+            head = toks[i + 1] if is_default else tok
+            if at_line_start and head.kind == "ident" and head.text == rest[0]:
+                return f" (rule {rest[0]}: {module.name} line {head.line})"
+    return ""
