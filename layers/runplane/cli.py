@@ -377,6 +377,8 @@ def _policy_publish(args: argparse.Namespace) -> int:
         _print_json(published)
     else:
         print(f"{published['name']}  {published['digest']}  version {published['version']}")
+    for warning in published.get("warnings") or ():
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -412,22 +414,38 @@ def _policy_attach(args: argparse.Namespace) -> int:
 def _policy_test(args: argparse.Namespace) -> int:
     """Evaluate a policy set directory against a saved plan, with the production evaluator."""
     from runplane.adapters.rego import RegoEvaluator
-    from runplane.domain.policy import load_policy_set_dir, overall, sanitize_plan
+    from runplane.domain.policy import load_policy_set_dir, overall
+    from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 
     content = load_policy_set_dir(Path(args.dir))
+    warnings = check_input_roots(content)
     evaluator = RegoEvaluator()
     evaluator.validate(content)
     try:
         plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     except ValueError as error:
         raise CliError(f"{args.plan}: not a plan JSON file ({error})") from None
-    policy_input = sanitize_plan(
+    if not isinstance(plan, dict):
+        raise CliError(f"{args.plan}: not a plan JSON file (not an object)")
+    inputs = PolicyInputs(
         plan,
-        workspace=args.workspace,
-        run_kind=args.kind,
-        engine_version=str(plan.get("terraform_version") or ""),
+        RunMetadata(
+            workspace=args.workspace,
+            kind=args.kind,
+            engine_version=str(plan.get("terraform_version") or ""),
+        ),
     )
-    results = evaluator.evaluate([content], policy_input)
+    hidden = inputs.hidden_whole
+    if hidden:
+        warnings.append(
+            f"the plan has no sensitivity map (before_sensitive/after_sensitive) for "
+            f'{len(hidden)} value(s), hidden whole as "(sensitive)": '
+            f"{', '.join(hidden[:5])}{' ...' if len(hidden) > 5 else ''}; "
+            "save the plan with `show -json` of a current engine"
+        )
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    results = evaluator.evaluate([content], inputs)
     outcome = overall(results)
     if args.json:
         print(json.dumps({"outcome": outcome, "results": [r.to_dict() for r in results]}, indent=2))

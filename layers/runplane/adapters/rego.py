@@ -62,6 +62,7 @@ from runplane.domain.policy import (
     check_policy_set,
     refuse_forbidden_builtins,
 )
+from runplane.domain.policy_input import PolicyInputs
 
 Isolation = Literal["process", "thread"]
 
@@ -371,19 +372,24 @@ def _describe(value: Any) -> str:
 def _evaluate_work(
     sets: Sequence[PolicySetContent],
     first_index: int,
-    policy_input: Mapping[str, Any],
+    inputs: Sequence[Mapping[str, Any]],
     max_messages: int,
     stop: threading.Event,
     emit: _Emit,
 ) -> None:
-    """Evaluate ``sets``, emitting one record per policy; indexes start at ``first_index``."""
-    handle = _input_handle(policy_input)
+    """Evaluate ``sets``, each against its input (``inputs``, aligned with the sets; one
+    rego-cpp input is built per distinct document), emitting one record per policy;
+    indexes start at ``first_index``."""
+    handles: dict[int, Any] = {}
     try:
         index = first_index
-        for content in sets:
+        for content, policy_input in zip(sets, inputs, strict=True):
             compiled: _Compiled | None = None
             problem = ""
             try:
+                handle = handles.get(id(policy_input))
+                if handle is None:
+                    handle = handles[id(policy_input)] = _input_handle(policy_input)
                 compiled = _Compiled(content)
                 compiled.set_input(handle)
             except RegoError as error:
@@ -402,7 +408,8 @@ def _evaluate_work(
                 index += 1
             del compiled
     finally:
-        _c.rego_free_input(handle)
+        for handle in handles.values():
+            _c.rego_free_input(handle)
 
 
 def _evaluate_policy(compiled: _Compiled, policy: PolicyDefinition, max_messages: int) -> _Record:
@@ -633,11 +640,14 @@ class RegoEvaluator:
     def evaluate(
         self,
         sets: Sequence[PolicySetContent],
-        policy_input: Mapping[str, Any],
+        policy_input: Mapping[str, Any] | PolicyInputs,
         *,
         timeout_seconds: float = 10.0,
     ) -> list[PolicyResult]:
         """One result per policy, sets and policies in the order given.
+
+        ``policy_input`` is one document for every set, or the run's ``PolicyInputs``:
+        each set is then evaluated against the document of its declared input shape.
 
         Fail closed: a policy whose query errors (a conflict, a builtin error, an
         unknown function), whose result is neither a set nor an array, or that has no
@@ -646,6 +656,12 @@ class RegoEvaluator:
         Non-string violations are reported as their compact JSON.
         """
         sets = list(sets)
+        if isinstance(policy_input, PolicyInputs):
+            inputs: list[Mapping[str, Any]] = [
+                policy_input.document(content.input_shape) for content in sets
+            ]
+        else:
+            inputs = [policy_input] * len(sets)
         expected = [(content, policy) for content in sets for policy in content.policies]
         first_index = [0]
         for content in sets:
@@ -656,8 +672,11 @@ class RegoEvaluator:
         failure: _Stopped | None = None
         while position < len(sets):
             batch, offset = sets[position:], first_index[position]
+            work = functools.partial(
+                _evaluate_work, batch, offset, inputs[position:], self._max_messages
+            )
             found, failure = _run(
-                functools.partial(_evaluate_work, batch, offset, policy_input, self._max_messages),
+                work,
                 deadline - time.monotonic() if position else timeout_seconds,
                 self._isolation,
             )

@@ -1,0 +1,542 @@
+"""Input shapes: the documents a policy set can be evaluated against.
+
+Pure: standard library only. A policy set declares its ``input_shape`` (default
+``runplane``). Every shape is built from the engine's ``show -json`` plan with the same
+sanitization rules: a value the engine marks sensitive is ``"(sensitive)"``, a value
+whose sensitivity structure is missing, malformed or shaped differently is hidden
+whole, and nothing but resource changes, output changes, a sanitized subset of the
+configuration and the run's metadata is copied.
+
+- ``runplane``: ``sanitize_plan``'s document, unchanged (markers for unknown values).
+- ``plan`` (HCP Terraform OPA): ``input.plan``, ``input.run``, ``input.configuration``.
+- ``tfplan`` (Scalr): ``input.tfplan``, ``input.tfrun``.
+- ``terraform`` (Spacelift): ``input.terraform``, ``input.spacelift``.
+- ``bare`` (conftest, ``opa eval``): the plan document itself.
+
+The plan-shaped documents keep Terraform's ``change.{actions, before, after,
+after_unknown, before_sensitive, after_sensitive}``: values unknown until apply are
+left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from runplane.domain.errors import InvalidPolicySet, PolicyInputRootRefused
+
+if TYPE_CHECKING:
+    from runplane.domain.policy import PolicySetContent
+
+DEFAULT_SHAPE: Final = "runplane"
+
+SHAPE_ROOTS: Final[Mapping[str, frozenset[str]]] = {
+    "runplane": frozenset({"format", "run", "resource_changes", "output_changes", "summary"}),
+    "plan": frozenset({"plan", "run", "configuration"}),
+    "tfplan": frozenset({"tfplan", "tfrun"}),
+    "terraform": frozenset({"terraform", "spacelift"}),
+    "bare": frozenset(
+        {"format_version", "terraform_version", "resource_changes", "output_changes"}
+        | {"configuration"}
+    ),
+}
+"""The top-level ``input`` keys each shape provides."""
+
+SHAPES: Final = tuple(SHAPE_ROOTS)
+
+REFUSE, WARN = "refuse", "warn"
+UNKNOWN_ROOT_MODES: Final = (REFUSE, WARN)
+"""What publication does when a module reads a root its shape does not provide."""
+
+SENSITIVE: Final = "(sensitive)"
+_MAX_DEPTH: Final = 100
+
+
+# -- policy-set options -------------------------------------------------------------------------
+
+
+def shape_options(doc: Mapping[str, Any]) -> dict[str, str]:
+    """``input_shape`` and ``unknown_input_roots`` read from a set's document, checked."""
+    options: dict[str, str] = {}
+    shape = doc.get("input_shape", DEFAULT_SHAPE)
+    if shape not in SHAPE_ROOTS:
+        raise InvalidPolicySet(
+            f"input_shape {shape!r} is not one of {', '.join(SHAPES)} (default {DEFAULT_SHAPE})"
+        )
+    options["input_shape"] = shape
+    mode = doc.get("unknown_input_roots", REFUSE)
+    if mode not in UNKNOWN_ROOT_MODES:
+        raise InvalidPolicySet(
+            f"unknown_input_roots {mode!r} is not one of {', '.join(UNKNOWN_ROOT_MODES)} "
+            f"(default {REFUSE})"
+        )
+    options["unknown_input_roots"] = mode
+    return options
+
+
+# -- no silent passes: which input roots a module reads -----------------------------------------
+
+
+@dataclass(frozen=True)
+class InputRootFinding:
+    module: str
+    line: int
+    root: str
+    shape: str
+    """The set's declared shape, which does not provide ``root``."""
+
+    @property
+    def providers(self) -> tuple[str, ...]:
+        return tuple(s for s in SHAPES if self.root in SHAPE_ROOTS[s])
+
+    @property
+    def message(self) -> str:
+        providers = self.providers
+        where = (
+            f"the {' and '.join(providers)} shape{'s' if len(providers) > 1 else ''} "
+            f"provide{'' if len(providers) > 1 else 's'} it"
+            if providers
+            else "no input shape provides it"
+        )
+        provided = ", ".join(f"input.{root}" for root in sorted(SHAPE_ROOTS[self.shape]))
+        return (
+            f"{self.module} line {self.line} reads input.{self.root}, which the "
+            f"{self.shape} input shape does not provide ({where}; {self.shape} provides "
+            f"{provided}): the rule would be undefined on every plan and pass silently"
+        )
+
+
+def input_roots(source: str) -> list[tuple[str, int]]:
+    """The ``input`` roots ``source`` reads, as ``(root, line)`` in source order.
+
+    Lexical and conservative: ``input.x``, ``input["x"]`` and ``import input.x``
+    count; comments and string contents do not; ``input`` alone (``with input as``,
+    ``input[k]`` with a variable) names no root.
+    """
+    from runplane.domain.policy import _tokens  # the tokenizer the capability scan uses
+
+    tokens = _tokens(source)
+    found: list[tuple[str, int]] = []
+    for i, (kind, text, line) in enumerate(tokens):
+        if kind != "ident" or text != "input" or (i > 0 and tokens[i - 1][0] == "."):
+            continue
+        dotted = i + 2 < len(tokens) and [t[0] for t in tokens[i + 1 : i + 3]] == [".", "ident"]
+        indexed = i + 3 < len(tokens) and [t[0] for t in tokens[i + 1 : i + 4]] == ["[", "str", "]"]
+        root = tokens[i + 2][1] if dotted or indexed else None
+        if root is not None and (root, line) not in found:
+            found.append((root, line))
+    return found
+
+
+def unknown_input_roots(content: PolicySetContent) -> list[InputRootFinding]:
+    """Every read of a root the set's shape does not provide (modules by name)."""
+    shape = content.input_shape
+    provided = SHAPE_ROOTS[shape]
+    return [
+        InputRootFinding(module.name, line, root, shape)
+        for module in content.modules
+        for root, line in input_roots(module.source)
+        if root not in provided
+    ]
+
+
+def check_input_roots(content: PolicySetContent) -> list[str]:
+    """Refuse (``PolicyInputRootRefused``) or, with ``"unknown_input_roots": "warn"``,
+    return warnings for modules reading roots the declared shape does not provide."""
+    findings = unknown_input_roots(content)
+    if findings and content.unknown_input_roots != WARN:
+        first = findings[0]
+        raise PolicyInputRootRefused(
+            first.message + ' (declare the shape the modules are written for with "input_shape", '
+            'or publish with "unknown_input_roots": "warn")',
+            module=first.module,
+            line=first.line,
+            root=first.root,
+            providers=first.providers,
+        )
+    return [finding.message for finding in findings]
+
+
+# -- the run's metadata ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunMetadata:
+    """What the shapes may say about the run; ``None`` is "not known" and left out."""
+
+    workspace: str
+    kind: str
+    engine_version: str
+    run_id: str | None = None
+    created_at: str | None = None
+    """ISO 8601."""
+
+    @property
+    def dry(self) -> bool:
+        """A run that will apply nothing whatever the plan (plan-only, speculative)."""
+        return self.kind != "plan_and_apply"
+
+
+def _known(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def hcp_run(meta: RunMetadata) -> dict[str, Any]:
+    """``input.run`` in HCP Terraform's field names, where Runplane has them."""
+    return _known(
+        id=meta.run_id,
+        created_at=meta.created_at,
+        kind=meta.kind,
+        speculative=meta.dry,
+        is_destroy=False,  # Runplane has no destroy-mode runs: a destroy is a plan
+        workspace={"name": meta.workspace},
+    )
+
+
+def scalr_tfrun(meta: RunMetadata) -> dict[str, Any]:
+    """``input.tfrun`` in Scalr's field names, where Runplane has them."""
+    return _known(
+        id=meta.run_id,
+        created_at=meta.created_at,
+        is_destroy=False,
+        is_dry=meta.dry,
+        workspace={"name": meta.workspace},
+    )
+
+
+def spacelift_context(meta: RunMetadata) -> dict[str, Any]:
+    """``input.spacelift``: the run (``type``, ``state``) and the stack (the workspace)."""
+    run = _known(
+        id=meta.run_id,
+        created_at=meta.created_at,
+        # A tracked run may apply; a proposed one never does.
+        type="PROPOSED" if meta.dry else "TRACKED",
+        state="PLANNING",  # plan policies judge the run while it plans
+    )
+    return {"run": run, "stack": {"name": meta.workspace}}
+
+
+# -- the sanitized, Terraform-shaped plan ---------------------------------------------------------
+
+
+class _Mismatch(Exception):
+    """A sensitivity structure that is malformed or does not mirror its value."""
+
+
+_ABSENT: Final = object()
+
+
+def _split(value: Any, sensitive: Any, unknown: Any, depth: int = 0) -> tuple[Any, Any, Any]:
+    """``(value, unknown, sensitive)`` with sensitive values hidden and unknown ones left
+    out (their place marked ``True`` in the unknown structure); the structures keep only
+    what is ``True`` somewhere below, so nothing under a hidden value shows."""
+    if unknown is True:
+        return _ABSENT, True, sensitive is True
+    if sensitive is True:
+        return SENSITIVE, False, True
+    if sensitive is not False and not isinstance(sensitive, dict | list):
+        raise _Mismatch
+    if depth > _MAX_DEPTH:
+        raise _Mismatch
+    if isinstance(value, dict):
+        if isinstance(sensitive, list):
+            raise _Mismatch
+        s_mask: dict[str, Any] = sensitive or {}
+        u_mask: dict[str, Any] = unknown if isinstance(unknown, dict) else {}
+        out: dict[str, Any] = {}
+        u_out: dict[str, Any] = {}
+        s_out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _Mismatch
+            v, u, s = _split(item, s_mask.get(key, False), u_mask.get(key, False), depth + 1)
+            if v is not _ABSENT:
+                out[key] = v
+            if u:
+                u_out[key] = u
+            if s:
+                s_out[key] = s
+        for key, flag in u_mask.items():
+            # The engine leaves unknown attributes out of its values.
+            if flag is True and isinstance(key, str) and key not in value:
+                u_out[key] = True
+                if s_mask.get(key) is True:
+                    s_out[key] = True
+        return out, u_out, s_out
+    if isinstance(value, list):
+        if isinstance(sensitive, dict):
+            raise _Mismatch
+        if isinstance(sensitive, list) and len(sensitive) != len(value):
+            raise _Mismatch
+        s_items = sensitive if isinstance(sensitive, list) else [False] * len(value)
+        u_items = (
+            unknown
+            if isinstance(unknown, list) and len(unknown) == len(value)
+            else [False] * len(value)
+        )
+        parts = [
+            _split(item, s, u, depth + 1)
+            for item, s, u in zip(value, s_items, u_items, strict=True)
+        ]
+        items = [None if v is _ABSENT else v for v, _, _ in parts]
+        u_list = [u or False for _, u, _ in parts]
+        s_list = [s or False for _, _, s in parts]
+        return items, (u_list if any(u_list) else False), (s_list if any(s_list) else False)
+    if isinstance(sensitive, dict | list):
+        raise _Mismatch
+    if value is None or isinstance(value, str | bool | int):
+        return value, False, False
+    if isinstance(value, float) and math.isfinite(value):
+        return value, False, False
+    raise _Mismatch
+
+
+@dataclass
+class _Hidden:
+    """Addresses whose ``before``/``after`` were hidden whole (no sensitivity map)."""
+
+    addresses: list[str] = field(default_factory=list)
+
+
+def _side(
+    change: Mapping[str, Any], which: str, unknown: Any, address: str, hidden: _Hidden
+) -> tuple[Any, Any, Any]:
+    value = change.get(which)
+    if value is None:
+        return None, unknown is True, False
+    mask_key = f"{which}_sensitive"
+    if mask_key not in change:
+        hidden.addresses.append(f"{address} ({which})")
+        return SENSITIVE, False, True
+    try:
+        v, u, s = _split(value, change.get(mask_key, False), unknown)
+    except _Mismatch:
+        hidden.addresses.append(f"{address} ({which})")
+        return SENSITIVE, False, True
+    if v is _ABSENT:
+        v = None
+    if isinstance(v, dict):
+        u = u or {}
+        s = s or {}
+    return v, u, s
+
+
+def _change(change: Mapping[str, Any], address: str, hidden: _Hidden) -> dict[str, Any]:
+    before, _, before_sensitive = _side(change, "before", False, address, hidden)
+    after, after_unknown, after_sensitive = _side(
+        change, "after", change.get("after_unknown", False), address, hidden
+    )
+    return {
+        "actions": _strings(change.get("actions")),
+        "before": before,
+        "after": after,
+        "after_unknown": after_unknown,
+        "before_sensitive": before_sensitive,
+        "after_sensitive": after_sensitive,
+    }
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _resource_change(entry: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any]:
+    raw = entry.get("change")
+    change: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    out: dict[str, Any] = {}
+    for key in ("address", "module_address", "mode", "type", "name", "provider_name"):
+        value = entry.get(key)
+        if isinstance(value, str):
+            out[key] = value
+        elif key != "module_address":
+            out[key] = None
+    index = entry.get("index")
+    if isinstance(index, str | int) and not isinstance(index, bool):
+        out["index"] = index
+    for key in ("deposed", "action_reason"):
+        value = entry.get(key)
+        if isinstance(value, str):
+            out[key] = value
+    out["change"] = _change(change, str(out.get("address")), hidden)
+    return out
+
+
+def _output_change(name: str, change: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any]:
+    flags = (change.get("sensitive"), change.get("before_sensitive"), change.get("after_sensitive"))
+    if any(flag is True for flag in flags):
+        unknown = change.get("after_unknown") is True
+        return {
+            "actions": _strings(change.get("actions")),
+            "before": SENSITIVE if change.get("before") is not None else None,
+            "after": SENSITIVE if change.get("after") is not None and not unknown else None,
+            "after_unknown": unknown,
+            "before_sensitive": True,
+            "after_sensitive": True,
+        }
+    return _change(change, f"output.{name}", hidden)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _provider_config(raw: object) -> dict[str, Any]:
+    """Provider configurations: name, alias, version constraint, module, and the names
+    of the arguments set (never their values: a constant may be a credential)."""
+    out: dict[str, Any] = {}
+    for key, entry in sorted(raw.items()) if isinstance(raw, Mapping) else []:
+        if not isinstance(key, str) or not isinstance(entry, Mapping):
+            continue
+        expressions = entry.get("expressions")
+        out[key] = _known(
+            name=_text(entry.get("name")),
+            full_name=_text(entry.get("full_name")),
+            alias=_text(entry.get("alias")),
+            version_constraint=_text(entry.get("version_constraint")),
+            module_address=_text(entry.get("module_address")),
+            expressions=(
+                {k: {} for k in sorted(expressions) if isinstance(k, str)}
+                if isinstance(expressions, Mapping)
+                else None
+            ),
+        )
+    return out
+
+
+def _module_calls(module: object, depth: int = 0) -> dict[str, Any]:
+    """Module calls, nested: source and version constraint only (no input expressions)."""
+    calls = module.get("module_calls") if isinstance(module, Mapping) else None
+    out: dict[str, Any] = {}
+    if not isinstance(calls, Mapping) or depth > _MAX_DEPTH:
+        return out
+    for name, call in sorted(calls.items()):
+        if not isinstance(name, str) or not isinstance(call, Mapping):
+            continue
+        entry = _known(
+            source=_text(call.get("source")),
+            version_constraint=_text(call.get("version_constraint")),
+        )
+        nested = _module_calls(call.get("module"), depth + 1)
+        if nested:
+            entry["module"] = {"module_calls": nested}
+        out[name] = entry
+    return out
+
+
+def sanitized_configuration(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The subset of the plan's ``configuration`` policies may see."""
+    raw = plan.get("configuration")
+    config: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return {
+        "provider_config": _provider_config(config.get("provider_config")),
+        "root_module": {"module_calls": _module_calls(config.get("root_module"))},
+    }
+
+
+def sanitized_plan_document(plan: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The Terraform-shaped sanitized plan, and what was hidden whole for want of a
+    sensitivity map (``address (before|after)``)."""
+    hidden = _Hidden()
+    raw_resources = plan.get("resource_changes")
+    resources = [
+        _resource_change(entry, hidden)
+        for entry in (raw_resources if isinstance(raw_resources, list) else [])
+        if isinstance(entry, Mapping)
+    ]
+    raw_outputs = plan.get("output_changes")
+    outputs = {
+        name: _output_change(name, change if isinstance(change, Mapping) else {}, hidden)
+        for name, change in sorted(
+            (raw_outputs.items() if isinstance(raw_outputs, Mapping) else []),
+            key=lambda item: str(item[0]),
+        )
+        if isinstance(name, str)
+    }
+    document = {
+        "format_version": _text(plan.get("format_version")) or "",
+        "terraform_version": _text(plan.get("terraform_version")) or "",
+        "resource_changes": resources,
+        "output_changes": outputs,
+        "configuration": sanitized_configuration(plan),
+    }
+    return document, hidden.addresses
+
+
+# -- every shape, from one plan -------------------------------------------------------------------
+
+
+class PolicyInputs:
+    """The documents of every shape for one plan and run, built on demand, each once.
+
+    ``digest(shape)`` is the SHA-256 of the canonical JSON of exactly the document a
+    set of that shape sees.
+    """
+
+    def __init__(self, plan: Mapping[str, Any], meta: RunMetadata) -> None:
+        self._plan = plan
+        self._meta = meta
+        self._documents: dict[str, dict[str, Any]] = {}
+        self._digests: dict[str, str] = {}
+        self._hidden: list[str] | None = None
+        self._plan_document: dict[str, Any] | None = None
+
+    def preset(self, shape: str, document: dict[str, Any]) -> None:
+        """Use ``document`` as the ``shape`` document (one the caller already holds)."""
+        self._documents[shape] = document
+        self._digests.pop(shape, None)
+
+    def _terraform_shaped(self) -> dict[str, Any]:
+        if self._plan_document is None:
+            self._plan_document, self._hidden = sanitized_plan_document(self._plan)
+        return self._plan_document
+
+    def document(self, shape: str) -> dict[str, Any]:
+        cached = self._documents.get(shape)
+        if cached is not None:
+            return cached
+        meta = self._meta
+        if shape == "runplane":
+            from runplane.domain.policy import sanitize_plan
+
+            document = sanitize_plan(
+                self._plan,
+                workspace=meta.workspace,
+                run_kind=meta.kind,
+                engine_version=meta.engine_version,
+            )
+        elif shape == "plan":
+            plan = self._terraform_shaped()
+            document = {
+                "plan": plan,
+                "run": hcp_run(meta),
+                "configuration": plan["configuration"],
+            }
+        elif shape == "tfplan":
+            document = {"tfplan": self._terraform_shaped(), "tfrun": scalr_tfrun(meta)}
+        elif shape == "terraform":
+            document = {"terraform": self._terraform_shaped(), "spacelift": spacelift_context(meta)}
+        elif shape == "bare":
+            document = self._terraform_shaped()
+        else:
+            raise ValueError(f"unknown input shape {shape!r}")
+        self._documents[shape] = document
+        return document
+
+    def documents(self, shapes: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {shape: self.document(shape) for shape in dict.fromkeys(shapes)}
+
+    def digest(self, shape: str) -> str:
+        digest = self._digests.get(shape)
+        if digest is None:
+            from runplane.domain.policy import input_digest
+
+            digest = self._digests[shape] = input_digest(self.document(shape))
+        return digest
+
+    @property
+    def hidden_whole(self) -> list[str]:
+        """Values hidden whole because the plan had no sensitivity map for them."""
+        self._terraform_shaped()
+        return list(self._hidden or [])
