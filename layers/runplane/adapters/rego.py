@@ -53,9 +53,11 @@ import regopy  # type: ignore[import-untyped]
 from regopy import Interpreter, LogLevel, NodeKind, RegoError
 from regopy import rego_shared as _c
 
+from runplane.adapters.rego_arrays import array_plan
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import (
     PolicyDefinition,
+    PolicyModule,
     PolicyOutcome,
     PolicyResult,
     PolicySetContent,
@@ -280,10 +282,23 @@ class _Compiled:
     cannot stop the others."""
 
     def __init__(self, content: PolicySetContent) -> None:
-        self.interpreter = _load(content)
         entrypoints = list(dict.fromkeys(_entrypoint(p.query) for p in content.policies))
+        # Set-valued rules are evaluated through array companions (rego_arrays) when
+        # they compile: rego-cpp builds sets in quadratic time.
+        plan = array_plan(content)
+        self.arrays: Mapping[str, tuple[str, ...]] = {}
+        if plan.entrypoints:
+            try:
+                self.interpreter = _load(content, plan.modules)
+                extra = [e for names in plan.entrypoints.values() for e in names]
+                self.bundle: Any = self.interpreter.build(None, entrypoints + extra)
+                self.arrays = plan.entrypoints
+                return
+            except RegoError:
+                pass
+        self.interpreter = _load(content)
         try:
-            self.bundle: Any = self.interpreter.build(None, entrypoints)
+            self.bundle = self.interpreter.build(None, entrypoints)
         except RegoError:
             self.bundle = None
 
@@ -293,6 +308,11 @@ class _Compiled:
     def query(self, query: str) -> Any:
         if self.bundle is None:
             return _query(self.interpreter, query)
+        companions = self.arrays.get(query)
+        if companions:
+            parts = [_query_entrypoint(self.interpreter, self.bundle, e) for e in companions]
+            if all(isinstance(part, list) for part in parts):
+                return [item for part in parts for item in part]
         return _query_entrypoint(self.interpreter, self.bundle, _entrypoint(query))
 
 
@@ -339,9 +359,9 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _load(content: PolicySetContent) -> Any:
+def _load(content: PolicySetContent, extra: Sequence[PolicyModule] = ()) -> Any:
     interpreter = _interpreter()
-    for module in content.modules:
+    for module in (*content.modules, *extra):
         interpreter.add_module(module.name, module.source)
     return interpreter
 
