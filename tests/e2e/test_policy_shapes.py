@@ -3,8 +3,12 @@ judges a real plan, over HTTP, with the real engine."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from runplane.cli import main
 from runplane.client import ApiError
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO
@@ -86,3 +90,26 @@ def test_the_same_set_without_its_shape_is_refused_or_warned_over_http(local: Lo
     warned = client.publish_policy_set(hcp_set(name, unknown_input_roots="warn"))
     [warning] = warned["warnings"]
     assert warning.startswith("review.rego line 6 reads input.plan")
+
+
+def test_the_cli_prints_publication_warnings(
+    local: Local, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a set directory reading input.plan without declaring the shape, asking to warn
+    org, token = local.other_organization(unique("shape-cli"))
+    directory = tmp_path / "hcp"
+    directory.mkdir()
+    (directory / "review.rego").write_text(HCP_POLICY, encoding="utf-8")
+    document = hcp_set("hcp-warned", unknown_input_roots="warn")
+    del document["modules"]
+    (directory / "policy-set.json").write_text(json.dumps(document), encoding="utf-8")
+
+    # When it is published with the CLI
+    connect = ["--url", local.url, "--token", token, "--organization", org]
+    status = main(["policy", "publish", str(directory), *connect])
+
+    # Then it is published, and the warning is printed on stderr
+    captured = capsys.readouterr()
+    assert status == 0
+    assert captured.out.startswith("hcp-warned  sha256:")
+    assert "warning: review.rego line 6 reads input.plan" in captured.err
