@@ -16,13 +16,8 @@ from runplane.domain.policy import (
     policy_set_from_document,
     sanitize_plan,
 )
-from runplane.domain.policy_input import (
-    SHAPE_ROOTS,
-    SHAPES,
-    PolicyInputs,
-    RunMetadata,
-    sanitized_configuration,
-)
+from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs, RunMetadata
+from runplane.domain.policy_plan import sanitized_configuration
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 SECRET = "s3cr3t-7f1c"
