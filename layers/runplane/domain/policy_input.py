@@ -58,13 +58,13 @@ def shape_options(doc: Mapping[str, Any]) -> dict[str, str]:
     """``input_shape`` and ``unknown_input_roots`` read from a set's document, checked."""
     options: dict[str, str] = {}
     shape = doc.get("input_shape", DEFAULT_SHAPE)
-    if shape not in SHAPE_ROOTS:
+    if not isinstance(shape, str) or shape not in SHAPE_ROOTS:
         raise InvalidPolicySet(
             f"input_shape {shape!r} is not one of {', '.join(SHAPES)} (default {DEFAULT_SHAPE})"
         )
     options["input_shape"] = shape
     mode = doc.get("unknown_input_roots", REFUSE)
-    if mode not in UNKNOWN_ROOT_MODES:
+    if not isinstance(mode, str) or mode not in UNKNOWN_ROOT_MODES:
         raise InvalidPolicySet(
             f"unknown_input_roots {mode!r} is not one of {', '.join(UNKNOWN_ROOT_MODES)} "
             f"(default {REFUSE})"
