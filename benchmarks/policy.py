@@ -12,6 +12,11 @@ Per size: the sanitized input's size, sanitize and digest times (median), the fi
 evaluation in this process (cold) and the median of the following ones, in a forked
 child (the default isolation) and in a thread; then where the time goes inside one
 evaluation: loading the input into rego-cpp, compiling the modules, the queries.
+
+Then two suites written the way third-party policies usually are (partial set rules,
+``deny contains msg if {...}``), at ``--suite-sizes``: ``many-violations``, one
+tagging policy reporting about two violations per resource change, and ``library-25``,
+the baseline's ten policies plus fifteen such rules over common resource types.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from typing import Any
 
 from runplane.adapters import rego
 from runplane.domain.policy import (
+    PolicyDefinition,
+    PolicyModule,
     PolicyOutcome,
+    PolicySetContent,
     canonical_json,
     input_digest,
     load_policy_set_dir,
@@ -250,6 +258,132 @@ def synthetic_plan(size: int) -> dict[str, Any]:
     }
 
 
+MANY_VIOLATIONS = """# Every taggable change carries four tags; one violation per missing tag.
+package bench.tagging
+
+import rego.v1
+
+required := ["owner", "environment", "cost-center", "project"]
+
+deny contains msg if {
+\tsome rc in input.resource_changes
+\tsome action in rc.actions
+\taction in {"create", "update"}
+\tsome tag in required
+\tnot rc.after.tags[tag]
+\tmsg := sprintf("%s is missing the %s tag", [rc.address, tag])
+}
+"""
+
+# (resource type, condition on rc.after, what the message says) for the library's
+# fifteen extra rules; each reads like a typical third-party check.
+_LIBRARY_CHECKS = [
+    ("aws_s3_bucket", "rc.after.force_destroy == true", "may be force-destroyed"),
+    ("aws_s3_bucket", "not rc.after.tags.owner", "has no owner tag"),
+    ("aws_s3_bucket", 'not startswith(rc.after.bucket, "acme-")', "is not named acme-*"),
+    ("aws_instance", "rc.after.monitoring == false", "has monitoring off"),
+    ("aws_instance", "rc.after.ebs_optimized == false", "is not EBS-optimized"),
+    ("aws_instance", 'not rc.after.tags["cost-center"]', "has no cost-center tag"),
+    ("aws_db_instance", "rc.after.backup_retention_period < 7", "keeps backups < 7 days"),
+    ("aws_db_instance", "rc.after.multi_az == false", "is single-AZ"),
+    ("aws_db_instance", 'rc.after.engine != "postgres"', "is not PostgreSQL"),
+    ("aws_security_group", 'contains(rc.after.description, "temp")', "looks temporary"),
+    ("aws_security_group", "count(rc.after.ingress) > 10", "has too many ingress rules"),
+    ("aws_iam_policy", 'rc.after.path != "/"', "is not at the root path"),
+    ("aws_iam_policy", "not rc.after.description", "has no description"),
+    ("random_password", "rc.after.length < 16", "is shorter than 16"),
+    ("aws_s3_bucket", "not rc.after.tags.project", "has no project tag"),
+]
+
+
+def many_violations_set() -> PolicySetContent:
+    return PolicySetContent(
+        name="many-violations",
+        modules=(PolicyModule("tagging.rego", MANY_VIOLATIONS),),
+        policies=(
+            PolicyDefinition("tagging", "advisory", "data.bench.tagging.deny"),  # type: ignore[arg-type]
+        ),
+    )
+
+
+def library_set(baseline: PolicySetContent) -> PolicySetContent:
+    """The baseline's ten policies and fifteen partial set rules: 25 policies."""
+    modules = list(baseline.modules)
+    policies = list(baseline.policies)
+    for k, (resource_type, condition, says) in enumerate(_LIBRARY_CHECKS):
+        source = (
+            f"package bench.library_{k}\n\nimport rego.v1\n\n"
+            "deny contains msg if {\n"
+            "\tsome rc in input.resource_changes\n"
+            f'\trc.type == "{resource_type}"\n'
+            '\tsome action in rc.actions\n\taction in {"create", "update"}\n'
+            f"\t{condition}\n"
+            f'\tmsg := sprintf("%s {says}", [rc.address])\n'
+            "}\n"
+        )
+        modules.append(PolicyModule(f"library_{k}.rego", source))
+        policies.append(
+            PolicyDefinition(f"library_{k}", "advisory", f"data.bench.library_{k}.deny")  # type: ignore[arg-type]
+        )
+    return PolicySetContent("library-25", tuple(modules), tuple(policies))
+
+
+def _suites(sizes: list[int], repeat: int, baseline: PolicySetContent) -> list[dict[str, Any]]:
+    """Evaluate the many-violation and 25-policy suites; one row per suite and size."""
+    evaluators = {
+        "process": rego.RegoEvaluator(isolation="process"),
+        "thread": rego.RegoEvaluator(isolation="thread"),
+    }
+    print(
+        f"{'suite':<16} {'changes':>8} {'policies':>8} {'violations':>10} "
+        f"{'process':>9} {'thread':>9}  within 10 s"
+    )
+    rows = []
+    for content in (many_violations_set(), library_set(baseline)):
+        for size in sizes:
+            policy_input = sanitize_plan(
+                synthetic_plan(size),
+                workspace="ws-bench",
+                run_kind="plan_and_apply",
+                engine_version="1.0.3",
+            )
+            medians = {}
+            results: Any = []
+            for name, evaluator in evaluators.items():
+
+                def evaluate(
+                    evaluator: Any = evaluator,
+                    policy_input: Any = policy_input,
+                    content: PolicySetContent = content,
+                ) -> Any:
+                    return evaluator.evaluate([content], policy_input, timeout_seconds=300.0)
+
+                _, rest = _timed(evaluate, repeat)
+                medians[name] = _ms(statistics.median(rest))
+                results = evaluate()
+            errored = [r.messages for r in results if r.outcome == PolicyOutcome.ERRORED]
+            if errored:
+                raise SystemExit(f"{content.name} errored at {size} changes: {errored}")
+            violations = sum(len(r.messages) + r.omitted for r in results)
+            row = {
+                "suite": content.name,
+                "changes": size,
+                "policies": len(content.policies),
+                "violations": violations,
+                "evaluate_process_ms": medians["process"],
+                "evaluate_thread_ms": medians["thread"],
+                "within_deadline": medians["process"] < 10_000,
+                "repeat": repeat,
+            }
+            rows.append(row)
+            print(
+                f"{content.name:<16} {size:>8} {row['policies']:>8} {violations:>10} "
+                f"{medians['process']:>9} {medians['thread']:>9}  "
+                f"{'yes' if row['within_deadline'] else 'NO'}"
+            )
+    return rows
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
@@ -287,6 +421,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--suite-sizes", default="1000,5000")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     content = load_policy_set_dir(BASELINE)
@@ -363,6 +498,8 @@ def main() -> None:
             f"target: evaluate 1,000 changes in under {TARGET_MS_AT_1000:g} ms: "
             f"{'met' if met else 'not met'} ({at_1000['evaluate_process_ms']} ms)"
         )
+    suite_sizes = [int(size) for size in args.suite_sizes.split(",") if size]
+    summary["suites"] = _suites(suite_sizes, max(1, min(args.repeat, 3)), content)
     print(f"active threads: {threading.active_count()}")
     print(json.dumps(summary))
 

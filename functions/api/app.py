@@ -91,6 +91,8 @@ class PolicySetBody(BaseModel):
     name: str = Field(min_length=1, max_length=64)
     modules: list[dict[str, str]] = Field(min_length=1, max_length=64)
     policies: list[dict[str, str]] = Field(min_length=1, max_length=64)
+    input_shape: str | None = Field(default=None, max_length=32)
+    unknown_input_roots: str | None = Field(default=None, max_length=32)
 
 
 class AttachmentsBody(BaseModel):
@@ -392,7 +394,7 @@ def build_app() -> IsolatedRestResolver:
         security=oas.PEOPLE,
     )
     def publish_policy_set(body: PolicySetBody) -> Reply:
-        published = services().policies.publish(principal(), body.model_dump())
+        published = services().policies.publish(principal(), body.model_dump(exclude_none=True))
         return _json(201 if published.created else 200, published.to_dict())
 
     @app.get(

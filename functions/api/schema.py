@@ -295,6 +295,11 @@ class PolicySet(BaseModel):
     policies: list[dict[str, Any]]
     attached_workspaces: list[str]
     all_workspaces: bool
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Publication warnings, e.g. modules reading input roots the set's "
+        "input shape does not provide (with unknown_input_roots: warn)",
+    )
 
 
 class PolicySets(BaseModel):

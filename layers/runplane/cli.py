@@ -381,6 +381,8 @@ def _policy_publish(args: argparse.Namespace) -> int:
         for module in content.modules:
             if compiled_source(module.name, module.source).v0:
                 print(f"  {module.name}: Rego v0, upgraded to v1 for evaluation")
+    for warning in published.get("warnings") or ():
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -416,9 +418,12 @@ def _policy_attach(args: argparse.Namespace) -> int:
 def _policy_test(args: argparse.Namespace) -> int:
     """Evaluate a policy set directory against a saved plan, with the production evaluator."""
     from runplane.adapters.rego import RegoEvaluator
-    from runplane.domain.policy import load_policy_set_dir, overall, sanitize_plan
+    from runplane.domain.policy import load_policy_set_dir, overall
+    from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 
     content = load_policy_set_dir(Path(args.dir))
+    for warning in check_input_roots(content):
+        print(f"warning: {warning}", file=sys.stderr)
     evaluator = RegoEvaluator()
     evaluator.validate(content)
     status = _policy_unit_tests(args, content) if args.unit else 0
@@ -430,13 +435,26 @@ def _policy_test(args: argparse.Namespace) -> int:
         plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     except ValueError as error:
         raise CliError(f"{args.plan}: not a plan JSON file ({error})") from None
-    policy_input = sanitize_plan(
+    if not isinstance(plan, dict):
+        raise CliError(f"{args.plan}: not a plan JSON file (not an object)")
+    inputs = PolicyInputs(
         plan,
-        workspace=args.workspace,
-        run_kind=args.kind,
-        engine_version=str(plan.get("terraform_version") or ""),
+        RunMetadata(
+            workspace=args.workspace,
+            kind=args.kind,
+            engine_version=str(plan.get("terraform_version") or ""),
+        ),
     )
-    results = evaluator.evaluate([content], policy_input)
+    hidden = inputs.hidden_whole
+    if hidden:
+        print(
+            f"warning: the plan has no sensitivity map (before_sensitive/after_sensitive) for "
+            f'{len(hidden)} value(s), hidden whole as "(sensitive)": '
+            f"{', '.join(hidden[:5])}{' ...' if len(hidden) > 5 else ''}; "
+            "save the plan with `show -json` of a current engine",
+            file=sys.stderr,
+        )
+    results = evaluator.evaluate([content], inputs)
     outcome = overall(results)
     if args.json:
         print(json.dumps({"outcome": outcome, "results": [r.to_dict() for r in results]}, indent=2))

@@ -98,7 +98,14 @@ def test_a_soft_failure_waits_for_an_override_and_a_destroy_is_blocked(
     [denied] = blocked["policy"]["results"]
     assert denied["outcome"] == "failed"
     assert denied["messages"] == ["test_thing.greeting would be deleted"]
-    assert blocked["policy"]["policy_sets"] == [{"name": "deny-delete", "digest": content.digest()}]
+    assert blocked["policy"]["policy_sets"] == [
+        {
+            "name": "deny-delete",
+            "digest": content.digest(),
+            "input_shape": "runplane",
+            "input_digest": blocked["policy"]["input_digest"],
+        }
+    ]
     assert blocked["policy"]["input_digest"].startswith("sha256:")
 
 

@@ -247,8 +247,14 @@ def test_a_hard_mandatory_failure_fails_the_run_with_digest_bound_evidence(arena
     check = run_parts.require(run_id, "policy")
     assert check.state == "failed"
     assert check.body["outcome"] == "hard_failed"
+    # (a runplane-shaped set saw exactly the document the check is bound to)
     assert check.body["policy_sets"] == [
-        {"name": "deny-delete", "digest": load_policy_set_dir(EXAMPLES / "deny-delete").digest()}
+        {
+            "name": "deny-delete",
+            "digest": load_policy_set_dir(EXAMPLES / "deny-delete").digest(),
+            "input_shape": "runplane",
+            "input_digest": check.body["input_digest"],
+        }
     ]
     assert check.body["runtime"].startswith("regopy@")
     [result] = check.body["results"]

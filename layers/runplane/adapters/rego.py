@@ -53,16 +53,19 @@ import regopy  # type: ignore[import-untyped]
 from regopy import Interpreter, LogLevel, NodeKind, RegoError
 from regopy import rego_shared as _c
 
+from runplane.adapters.rego_arrays import array_plan
 from runplane.adapters.rego_source import add_modules, rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import (
     PolicyDefinition,
+    PolicyModule,
     PolicyOutcome,
     PolicyResult,
     PolicySetContent,
     check_policy_set,
     refuse_forbidden_builtins,
 )
+from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.rego_v0 import compiled_source
 
 Isolation = Literal["process", "thread"]
@@ -281,10 +284,23 @@ class _Compiled:
     cannot stop the others."""
 
     def __init__(self, content: PolicySetContent) -> None:
-        self.interpreter = _load(content)
         entrypoints = list(dict.fromkeys(_entrypoint(p.query) for p in content.policies))
+        # Set-valued rules are evaluated through array companions (rego_arrays) when
+        # they compile: rego-cpp builds sets in quadratic time.
+        plan = array_plan(content)
+        self.arrays: Mapping[str, tuple[str, ...]] = {}
+        if plan.entrypoints:
+            try:
+                self.interpreter = _load(content, plan.modules)
+                extra = [e for names in plan.entrypoints.values() for e in names]
+                self.bundle: Any = self.interpreter.build(None, entrypoints + extra)
+                self.arrays = plan.entrypoints
+                return
+            except RegoError:
+                pass
+        self.interpreter = _load(content)
         try:
-            self.bundle: Any = self.interpreter.build(None, entrypoints)
+            self.bundle = self.interpreter.build(None, entrypoints)
         except RegoError:
             self.bundle = None
 
@@ -294,6 +310,11 @@ class _Compiled:
     def query(self, query: str) -> Any:
         if self.bundle is None:
             return _query(self.interpreter, query)
+        companions = self.arrays.get(query)
+        if companions:
+            parts = [_query_entrypoint(self.interpreter, self.bundle, e) for e in companions]
+            if all(isinstance(part, list) for part in parts):
+                return [item for part in parts for item in part]
         return _query_entrypoint(self.interpreter, self.bundle, _entrypoint(query))
 
 
@@ -340,9 +361,9 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _load(content: PolicySetContent) -> Any:
+def _load(content: PolicySetContent, extra: Sequence[PolicyModule] = ()) -> Any:
     interpreter = _interpreter()
-    add_modules(interpreter, content.modules)
+    add_modules(interpreter, (*content.modules, *extra))
     return interpreter
 
 
@@ -372,19 +393,24 @@ def _describe(value: Any) -> str:
 def _evaluate_work(
     sets: Sequence[PolicySetContent],
     first_index: int,
-    policy_input: Mapping[str, Any],
+    inputs: Sequence[Mapping[str, Any]],
     max_messages: int,
     stop: threading.Event,
     emit: _Emit,
 ) -> None:
-    """Evaluate ``sets``, emitting one record per policy; indexes start at ``first_index``."""
-    handle = _input_handle(policy_input)
+    """Evaluate ``sets``, each against its input (``inputs``, aligned with the sets; one
+    rego-cpp input is built per distinct document), emitting one record per policy;
+    indexes start at ``first_index``."""
+    handles: dict[int, Any] = {}
     try:
         index = first_index
-        for content in sets:
+        for content, policy_input in zip(sets, inputs, strict=True):
             compiled: _Compiled | None = None
             problem = ""
             try:
+                handle = handles.get(id(policy_input))
+                if handle is None:
+                    handle = handles[id(policy_input)] = _input_handle(policy_input)
                 compiled = _Compiled(content)
                 compiled.set_input(handle)
             except RegoError as error:
@@ -405,7 +431,8 @@ def _evaluate_work(
                 index += 1
             del compiled
     finally:
-        _c.rego_free_input(handle)
+        for handle in handles.values():
+            _c.rego_free_input(handle)
 
 
 def _evaluate_policy(compiled: _Compiled, policy: PolicyDefinition, max_messages: int) -> _Record:
@@ -649,11 +676,14 @@ class RegoEvaluator:
     def evaluate(
         self,
         sets: Sequence[PolicySetContent],
-        policy_input: Mapping[str, Any],
+        policy_input: Mapping[str, Any] | PolicyInputs,
         *,
         timeout_seconds: float = 10.0,
     ) -> list[PolicyResult]:
         """One result per policy, sets and policies in the order given.
+
+        ``policy_input`` is one document for every set, or the run's ``PolicyInputs``:
+        each set is then evaluated against the document of its declared input shape.
 
         Fail closed: a policy whose query errors (a conflict, a builtin error, an
         unknown function), whose result is neither a set nor an array, or that has no
@@ -662,6 +692,12 @@ class RegoEvaluator:
         Non-string violations are reported as their compact JSON.
         """
         sets = list(sets)
+        if isinstance(policy_input, PolicyInputs):
+            inputs: list[Mapping[str, Any]] = [
+                policy_input.document(content.input_shape) for content in sets
+            ]
+        else:
+            inputs = [policy_input] * len(sets)
         expected = [(content, policy) for content in sets for policy in content.policies]
         first_index = [0]
         for content in sets:
@@ -672,8 +708,11 @@ class RegoEvaluator:
         failure: _Stopped | None = None
         while position < len(sets):
             batch, offset = sets[position:], first_index[position]
+            work = functools.partial(
+                _evaluate_work, batch, offset, inputs[position:], self._max_messages
+            )
             found, failure = _run(
-                functools.partial(_evaluate_work, batch, offset, policy_input, self._max_messages),
+                work,
                 deadline - time.monotonic() if position else timeout_seconds,
                 self._isolation,
             )

@@ -485,3 +485,19 @@ class PolicyModuleRefused(InvalidPolicySet):
         self.module = module
         self.builtin = builtin
         self.line = line
+
+
+class PolicyInputRootRefused(InvalidPolicySet):
+    """A module reads an ``input`` root that its set's declared input shape does not
+    provide: the rule would be undefined on every plan, which reads as passed."""
+
+    code = "policy_input_root_unknown"
+
+    def __init__(
+        self, message: str, *, module: str, line: int, root: str, providers: tuple[str, ...]
+    ) -> None:
+        super().__init__(message)
+        self.module = module
+        self.line = line
+        self.root = root
+        self.providers = providers

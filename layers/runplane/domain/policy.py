@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runplane.domain.errors import InvalidPolicySet, PolicyModuleRefused
+from runplane.domain.policy_input import DEFAULT_SHAPE, REFUSE, shape_options
 
 POLICY_SET_METADATA_FILE: Final = "policy-set.json"
 """The metadata file of a policy-set directory."""
@@ -126,14 +127,31 @@ class PolicySetContent:
     name: str
     modules: tuple[PolicyModule, ...]
     policies: tuple[PolicyDefinition, ...]
+    input_shape: str = DEFAULT_SHAPE
+    """What ``input`` is (``runplane.domain.policy_input``)."""
+    unknown_input_roots: str = REFUSE
+    """Whether publication refuses or warns about reads of roots the shape lacks."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modules", tuple(sorted(self.modules, key=lambda m: m.name)))
         object.__setattr__(self, "policies", tuple(sorted(self.policies, key=lambda p: p.name)))
 
     def to_document(self) -> dict[str, Any]:
-        """The JSON transport form; ``policy_set_from_document`` reads it back."""
+        """The JSON transport form; ``policy_set_from_document`` reads it back.
+
+        The shape options appear only when they are not the defaults, so the digest of
+        a set that declares neither is what it was before shapes existed.
+        """
+        options = {
+            key: value
+            for key, value, default in (
+                ("input_shape", self.input_shape, DEFAULT_SHAPE),
+                ("unknown_input_roots", self.unknown_input_roots, REFUSE),
+            )
+            if value != default
+        }
         return {
+            **options,
             "name": self.name,
             "modules": [{"name": m.name, "source": m.source} for m in self.modules],
             "policies": [
@@ -163,6 +181,9 @@ def check_policy_set(content: PolicySetContent) -> None:
     """
     if not isinstance(content.name, str) or not NAME_PATTERN.fullmatch(content.name):
         raise InvalidPolicySet(f"the policy-set name {content.name!r} is not valid: {_NAME_RULE}")
+    shape_options(
+        {"input_shape": content.input_shape, "unknown_input_roots": content.unknown_input_roots}
+    )
     if not content.modules:
         raise InvalidPolicySet(f"policy set {content.name} has no .rego modules")
     if len(content.modules) > MAX_MODULES:
@@ -264,6 +285,8 @@ def _refuse_duplicates(kind: str, names: Sequence[str]) -> None:
         seen.add(name)
 
 
+_SHAPE_FIELDS: Final = ("input_shape", "unknown_input_roots")
+
 _NAME_RULE: Final = (
     "names start with a letter or digit and use at most 64 letters, digits, '_', '.' or '-'"
 )
@@ -312,7 +335,7 @@ def policy_set_from_document(doc: Mapping[str, Any]) -> PolicySetContent:
     """Read and validate the JSON transport form (see ``PolicySetContent.to_document``)."""
     if not isinstance(doc, Mapping):
         raise InvalidPolicySet("a policy set must be a JSON object")
-    unknown = sorted(set(doc) - {"name", "modules", "policies"})
+    unknown = sorted(set(doc) - {"name", "modules", "policies", *_SHAPE_FIELDS})
     if unknown:
         raise InvalidPolicySet(f"the policy set has unknown fields: {', '.join(unknown)}")
     name = doc.get("name")
@@ -333,6 +356,7 @@ def policy_set_from_document(doc: Mapping[str, Any]) -> PolicySetContent:
         name=name,  # type: ignore[arg-type]  # checked by check_policy_set
         modules=tuple(modules),
         policies=_policies_from(doc),
+        **shape_options(doc),
     )
     check_policy_set(content)
     return content
@@ -353,7 +377,7 @@ def load_policy_set_dir(path: str | os.PathLike[str]) -> PolicySetContent:
         raise InvalidPolicySet(f"{POLICY_SET_METADATA_FILE} is not valid JSON: {error}") from None
     if not isinstance(meta, dict):
         raise InvalidPolicySet(f"{POLICY_SET_METADATA_FILE} must hold a JSON object")
-    unknown = sorted(set(meta) - {"name", "policies"})
+    unknown = sorted(set(meta) - {"name", "policies", *_SHAPE_FIELDS})
     if unknown:
         raise InvalidPolicySet(
             f"{POLICY_SET_METADATA_FILE} has unknown fields: {', '.join(unknown)}"
@@ -383,6 +407,7 @@ def load_policy_set_dir(path: str | os.PathLike[str]) -> PolicySetContent:
         name=meta.get("name"),  # type: ignore[arg-type]  # checked by check_policy_set
         modules=tuple(modules),
         policies=_policies_from(meta),
+        **shape_options(meta),
     )
     check_policy_set(content)
     return content

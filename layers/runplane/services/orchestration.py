@@ -30,7 +30,6 @@ from runplane.domain.errors import (
     TransitionRejected,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.policy import input_digest
 from runplane.domain.run import OPEN_APPLY_RECORD, RunStatus
 from runplane.services.attempts import OPEN_ATTEMPT, attempt_part, close_attempt
 from runplane.services.capabilities import Capabilities
@@ -289,13 +288,13 @@ class Orchestration:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             run = self._lifecycle.runs.get(run_id)
         if run.status is S.POLICY_EVALUATING:
-            policy_input = self._policies.policy_input(run)
-            digest = input_digest(policy_input)
+            policy_inputs = self._policies.policy_inputs(run)
+            digest = policy_inputs.digest("runplane")
             check = run_parts.require(run.id, "policy")
             if check.state == "running":
                 Policies.bind(run, check, digest, self._clock.now()).commit()
                 check = run_parts.require(run.id, "policy")
-            evaluation = self._policies.evaluate(run, policy_input, digest)
+            evaluation = self._policies.evaluate(run, policy_inputs, digest)
             recorded = Policies.record(run, check, evaluation, self._clock.now())
             passed = evaluation.outcome in {"passed", "soft_failed"}
             target = S.POLICY_PASSED if passed else S.POLICY_FAILED

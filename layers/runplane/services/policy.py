@@ -32,11 +32,10 @@ from runplane.domain.policy import (
     PolicyResult,
     PolicySetContent,
     canonical_json,
-    input_digest,
     overall,
     policy_set_from_document,
-    sanitize_plan,
 )
+from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
 from runplane.store import policy_sets as store
@@ -57,7 +56,7 @@ class Evaluator(Protocol):
     def validate(self, content: PolicySetContent) -> None: ...
 
     def evaluate(
-        self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any]
+        self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any] | PolicyInputs
     ) -> list[PolicyResult]: ...
 
 
@@ -70,6 +69,8 @@ class PublishedSet:
     attached_workspaces: tuple[str, ...]
     all_workspaces: bool
     created: bool
+    warnings: tuple[str, ...] = ()
+    """Publication warnings (``"unknown_input_roots": "warn"``); none on reads."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class PublishedSet:
             "policies": self.policies,
             "attached_workspaces": list(self.attached_workspaces),
             "all_workspaces": self.all_workspaces,
+            "warnings": list(self.warnings),
         }
 
 
@@ -105,7 +107,9 @@ class Evaluation:
         }
 
 
-def _published(head: store.PolicySetHead, created: bool) -> PublishedSet:
+def _published(
+    head: store.PolicySetHead, created: bool, warnings: Sequence[str] = ()
+) -> PublishedSet:
     return PublishedSet(
         head.name,
         head.current_digest,
@@ -114,6 +118,7 @@ def _published(head: store.PolicySetHead, created: bool) -> PublishedSet:
         head.attached_workspaces,
         head.all_workspaces,
         created,
+        tuple(warnings),
     )
 
 
@@ -136,11 +141,12 @@ class Policies:
         """Validate and publish a version; publishing the current content again is a no-op."""
         principal.require(Permission.POLICY_MANAGE)
         content = policy_set_from_document(dict(document))
+        warnings = check_input_roots(content)
         self._evaluator().validate(content)
         org, digest = principal.organization_id, content.digest()
         head = store.find(org, content.name)
         if head is not None and head.current_digest == digest:
-            return _published(head, created=False)
+            return _published(head, created=False, warnings=warnings)
         policies = [
             {"name": p.name, "enforcement": p.enforcement.value, "description": p.description}
             for p in content.policies
@@ -172,7 +178,7 @@ class Policies:
             if earlier is None:
                 self._artifacts.discard(artifact_id)
             raise
-        return _published(store.get(org, content.name), created=True)
+        return _published(store.get(org, content.name), created=True, warnings=warnings)
 
     def attach(
         self,
@@ -210,18 +216,25 @@ class Policies:
 
     # -- a run's policy check ---------------------------------------------------------------
 
-    def policy_input(self, run: Run) -> dict[str, Any]:
-        """The sanitized derivative of the run's plan: all the evaluator ever sees."""
+    def policy_inputs(self, run: Run) -> PolicyInputs:
+        """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
+        The check binds the ``runplane`` document's digest; each set's results record
+        the digest of the document of its own shape."""
         plan = run_parts.require(run.id, "plan").body
         plan_json = self._artifacts.read(run.organization_id, plan["plan_json_artifact_id"])
         workspace = workspace_store.get_workspace(run.workspace_id)
-        sanitized: dict[str, Any] = sanitize_plan(
-            json.loads(plan_json),
+        meta = RunMetadata(
             workspace=workspace.name,
-            run_kind=run.kind.value,
+            kind=run.kind.value,
             engine_version=str(plan.get("engine_version") or ""),
+            run_id=run.id,
+            created_at=run.created_at.isoformat(),
         )
-        return sanitized
+        return PolicyInputs(json.loads(plan_json), meta)
+
+    def policy_input(self, run: Run) -> dict[str, Any]:
+        """The ``runplane``-shaped sanitized derivative of the run's plan."""
+        return self.policy_inputs(run).document("runplane")
 
     @staticmethod
     def bind(run: Run, check: run_parts.RunPart, digest: str, now: Any) -> Transaction:
@@ -246,19 +259,34 @@ class Policies:
         )
 
     def evaluate(
-        self, run: Run, policy_input: dict[str, Any], digest: str | None = None
+        self, run: Run, policy_input: PolicyInputs | dict[str, Any], digest: str | None = None
     ) -> Evaluation:
-        """Evaluate every policy set attached to the run's workspace, as published now.
-        ``digest`` is the input's digest if the caller has it already."""
+        """Evaluate every policy set attached to the run's workspace, as published now,
+        each against the document of its input shape. ``digest`` is the ``runplane``
+        document's digest if the caller has it already; a plain document stands for the
+        ``runplane`` shape (the others are derived from the run's plan)."""
+        if isinstance(policy_input, PolicyInputs):
+            inputs = policy_input
+        else:
+            inputs = self.policy_inputs(run)
+            inputs.preset("runplane", policy_input)
         heads = [h for h in store.all_of(run.organization_id) if h.applies_to(run.workspace_id)]
         evaluator = self._evaluator()
         sets = [self._content(run.organization_id, head) for head in heads]
-        results = evaluator.evaluate(sets, policy_input) if sets else []
+        results = evaluator.evaluate(sets, inputs) if sets else []
         return Evaluation(
-            input_digest=digest or input_digest(policy_input),
+            input_digest=digest or inputs.digest("runplane"),
             outcome=overall(results),
             results=results,
-            policy_sets=[{"name": h.name, "digest": h.current_digest} for h in heads],
+            policy_sets=[
+                {
+                    "name": head.name,
+                    "digest": head.current_digest,
+                    "input_shape": content.input_shape,
+                    "input_digest": inputs.digest(content.input_shape),
+                }
+                for head, content in zip(heads, sets, strict=True)
+            ],
             runtime=evaluator.runtime_identity,
         )
 

@@ -1,0 +1,408 @@
+"""Input shapes: every document a policy set can declare, built from one sanitized plan."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runplane.domain.errors import InvalidPolicySet
+from runplane.domain.policy import (
+    canonical_json,
+    input_digest,
+    load_policy_set_dir,
+    policy_set_from_document,
+    sanitize_plan,
+)
+from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs, RunMetadata
+from runplane.domain.policy_plan import sanitized_configuration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
+SECRET = "s3cr3t-7f1c"
+META = RunMetadata(workspace="prod", kind="plan_and_apply", engine_version="1.0.3")
+
+# The configuration block as Terraform 1.0.3's `show -json` writes it for a root module
+# with two configurations of one provider (one aliased), a sensitive variable with a
+# default, and a local module call passing a constant.
+CONFIGURATION: dict[str, Any] = {
+    "provider_config": {
+        "module.child:test": {
+            "name": "test",
+            "version_constraint": ">= 0.1.0",
+            "module_address": "module.child",
+        },
+        "test": {
+            "name": "test",
+            "version_constraint": "0.1.0",
+            "expressions": {"api_key": {"constant_value": SECRET}},
+        },
+        "test.second": {"name": "test", "alias": "second", "version_constraint": "0.1.0"},
+    },
+    "root_module": {
+        "resources": [
+            {
+                "address": "test_thing.a",
+                "mode": "managed",
+                "type": "test_thing",
+                "name": "a",
+                "provider_config_key": "test",
+                "expressions": {"name": {"constant_value": SECRET}},
+                "schema_version": 1,
+            }
+        ],
+        "module_calls": {
+            "child": {
+                "source": "./mod",
+                "expressions": {"label": {"constant_value": SECRET}},
+                "module": {
+                    "module_calls": {
+                        "grandchild": {
+                            "source": "app.terraform.io/acme/net/aws",
+                            "version_constraint": "~> 2.0",
+                            "expressions": {"token": {"constant_value": SECRET}},
+                        }
+                    },
+                    "variables": {"label": {}},
+                },
+            }
+        },
+        "variables": {"token": {"default": SECRET, "sensitive": True}},
+    },
+}
+
+
+def show_json() -> dict[str, Any]:
+    """A `show -json` plan: a create with unknown and sensitive attributes, a delete,
+    and a sensitive and a plain output."""
+    return {
+        "format_version": "0.2",
+        "terraform_version": "1.0.3",
+        "variables": {"token": {"value": SECRET}},
+        "planned_values": {"root_module": {}},
+        "prior_state": {"values": {"root_module": {}}},
+        "resource_changes": [
+            {
+                "address": "module.child.test_thing.c[0]",
+                "module_address": "module.child",
+                "mode": "managed",
+                "type": "test_thing",
+                "name": "c",
+                "index": 0,
+                "provider_name": "registry.terraform.io/runplane/test",
+                "change": {
+                    "actions": ["create"],
+                    "before": None,
+                    "after": {
+                        "name": "c",
+                        "password": SECRET,
+                        "tags": {"owner": "platform"},
+                        "rules": [{"port": 443}, {"port": 80}],
+                    },
+                    "after_unknown": {"id": True, "rules": [{"cidr": True}, {}], "tags": {}},
+                    "before_sensitive": False,
+                    "after_sensitive": {"password": True, "rules": [{}, {}], "tags": {}},
+                },
+            },
+            {
+                "address": "test_thing.old",
+                "mode": "managed",
+                "type": "test_thing",
+                "name": "old",
+                "provider_name": "registry.terraform.io/runplane/test",
+                "change": {
+                    "actions": ["delete"],
+                    "before": {"name": "old", "password": SECRET},
+                    "after": None,
+                    "after_unknown": {},
+                    "before_sensitive": {"password": True},
+                    "after_sensitive": False,
+                },
+            },
+        ],
+        "output_changes": {
+            "token": {
+                "actions": ["create"],
+                "before": None,
+                "after": SECRET,
+                "after_unknown": False,
+                "before_sensitive": False,
+                "after_sensitive": True,
+            },
+            "name": {
+                "actions": ["create"],
+                "before": None,
+                "after": "c",
+                "after_unknown": False,
+                "before_sensitive": False,
+                "after_sensitive": False,
+            },
+        },
+        "configuration": CONFIGURATION,
+    }
+
+
+def test_the_plan_shape_keeps_terraforms_change_structure() -> None:
+    # Given a plan creating a resource with unknown and sensitive attributes
+    inputs = PolicyInputs(show_json(), META)
+
+    # When the HCP-style document is built
+    document = inputs.document("plan")
+
+    # Then input.plan is shaped like `show -json`, with run metadata and configuration
+    assert set(document) == {"plan", "run", "configuration"}
+    plan = document["plan"]
+    assert plan["format_version"] == "0.2"
+    assert plan["terraform_version"] == "1.0.3"
+    created, deleted = plan["resource_changes"]
+    assert {k: created[k] for k in created if k != "change"} == {
+        "address": "module.child.test_thing.c[0]",
+        "module_address": "module.child",
+        "mode": "managed",
+        "type": "test_thing",
+        "name": "c",
+        "index": 0,
+        "provider_name": "registry.terraform.io/runplane/test",
+    }
+    # unknown values are left out of `after` and marked true in `after_unknown`
+    assert created["change"] == {
+        "actions": ["create"],
+        "before": None,
+        "after": {
+            "name": "c",
+            "password": "(sensitive)",
+            "tags": {"owner": "platform"},
+            "rules": [{"port": 443}, {"port": 80}],
+        },
+        "after_unknown": {"id": True, "rules": [{"cidr": True}, False]},
+        "before_sensitive": False,
+        "after_sensitive": {"password": True},
+    }
+    assert deleted["change"]["before"] == {"name": "old", "password": "(sensitive)"}
+    assert deleted["change"]["after"] is None
+    assert deleted["change"]["after_unknown"] is False
+    assert plan["output_changes"]["token"]["after"] == "(sensitive)"
+    assert plan["output_changes"]["name"]["after"] == "c"
+    assert document["run"] == {
+        "kind": "plan_and_apply",
+        "speculative": False,
+        "is_destroy": False,
+        "workspace": {"name": "prod"},
+    }
+    assert document["configuration"] == plan["configuration"]
+    # and no prior state, planned values or variables are copied
+    assert not {"variables", "planned_values", "prior_state"} & set(plan)
+
+
+def test_an_unknown_value_under_a_sensitive_one_reveals_nothing_below_it() -> None:
+    # Given a sensitive map holding an unknown key
+    plan = show_json()
+    change = plan["resource_changes"][0]["change"]
+    change["after"]["secret_map"] = {"visible_key_name": "x"}
+    change["after_sensitive"]["secret_map"] = True
+    change["after_unknown"]["secret_map"] = {"hidden_key_name": True}
+
+    # When the plan is shaped
+    document = PolicyInputs(plan, META).document("bare")
+
+    # Then the map is hidden whole and neither of its keys shows anywhere
+    after_change = document["resource_changes"][0]["change"]
+    assert after_change["after"]["secret_map"] == "(sensitive)"
+    assert "secret_map" not in after_change["after_unknown"]
+    text = canonical_json(document).decode()
+    assert "visible_key_name" not in text
+    assert "hidden_key_name" not in text
+
+
+def test_values_without_a_sensitivity_map_are_hidden_whole_and_reported() -> None:
+    # Given a plan whose create has no after_sensitive (an older or hand-made plan)
+    plan = show_json()
+    del plan["resource_changes"][0]["change"]["after_sensitive"]
+    inputs = PolicyInputs(plan, META)
+
+    # When it is shaped
+    after = inputs.document("tfplan")["tfplan"]["resource_changes"][0]["change"]
+
+    # Then the whole value is hidden, marked sensitive, and reported
+    assert after["after"] == "(sensitive)"
+    assert after["after_sensitive"] is True
+    assert inputs.hidden_whole == ["module.child.test_thing.c[0] (after)"]
+    assert PolicyInputs(show_json(), META).hidden_whole == []
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_shape_shows_a_sensitive_value_or_a_configuration_constant(shape: str) -> None:
+    # Given a plan whose secret is a sensitive attribute, a sensitive output, a variable,
+    # a provider argument, a resource argument and a module input
+    inputs = PolicyInputs(show_json(), META)
+    # When the shape's document is built / Then the secret appears nowhere in it
+    assert SECRET not in canonical_json(inputs.document(shape)).decode()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_each_shape_provides_exactly_its_declared_roots(shape: str) -> None:
+    document = PolicyInputs(show_json(), META).document(shape)
+    assert set(document) == SHAPE_ROOTS[shape]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_documents_and_digests_are_deterministic(shape: str) -> None:
+    # Given the same plan twice, once with every object's keys in reverse order
+    def reversed_keys(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: reversed_keys(value[k]) for k in reversed(list(value))}
+        if isinstance(value, list):
+            return [reversed_keys(v) for v in value]
+        return value
+
+    first = PolicyInputs(show_json(), META)
+    second = PolicyInputs(reversed_keys(show_json()), META)
+    # When each builds the shape / Then the documents and digests are the same
+    assert canonical_json(first.document(shape)) == canonical_json(second.document(shape))
+    assert first.digest(shape) == second.digest(shape) == input_digest(first.document(shape))
+
+
+def test_the_runplane_shape_is_the_unchanged_sanitized_document() -> None:
+    plan = show_json()
+    expected = sanitize_plan(
+        plan, workspace="prod", run_kind="plan_and_apply", engine_version="1.0.3"
+    )
+    assert PolicyInputs(copy.deepcopy(plan), META).document("runplane") == expected
+
+
+def test_shapes_differ_and_so_do_their_digests() -> None:
+    inputs = PolicyInputs(show_json(), META)
+    digests = {shape: inputs.digest(shape) for shape in SHAPES}
+    assert len(set(digests.values())) == len(SHAPES)
+
+
+def test_run_metadata_in_each_tools_field_names() -> None:
+    # Given a speculative run with an id and a creation time
+    meta = RunMetadata(
+        workspace="prod",
+        kind="speculative",
+        engine_version="1.0.3",
+        run_id="run-1",
+        created_at="2026-12-01T09:00:00+00:00",
+    )
+    inputs = PolicyInputs(show_json(), meta)
+    # Then HCP, Scalr and Spacelift see it in their own terms
+    assert inputs.document("plan")["run"] == {
+        "id": "run-1",
+        "created_at": "2026-12-01T09:00:00+00:00",
+        "kind": "speculative",
+        "speculative": True,
+        "is_destroy": False,
+        "workspace": {"name": "prod"},
+    }
+    assert inputs.document("tfplan")["tfrun"] == {
+        "id": "run-1",
+        "created_at": "2026-12-01T09:00:00+00:00",
+        "is_destroy": False,
+        "is_dry": True,
+        "workspace": {"name": "prod"},
+    }
+    assert inputs.document("terraform")["spacelift"] == {
+        "run": {
+            "id": "run-1",
+            "created_at": "2026-12-01T09:00:00+00:00",
+            "type": "PROPOSED",
+            "state": "PLANNING",
+        },
+        "stack": {"name": "prod"},
+    }
+    tracked = PolicyInputs(show_json(), META).document("terraform")["spacelift"]["run"]
+    assert tracked["type"] == "TRACKED"
+
+
+def test_the_configuration_keeps_sources_versions_and_argument_names_only() -> None:
+    # Given the configuration block of a real 1.0.3 plan
+    # When it is sanitized
+    configuration = sanitized_configuration({"configuration": CONFIGURATION})
+    # Then provider configurations keep names, aliases, constraints and argument names,
+    # module calls their sources and version constraints, and nothing else
+    assert configuration == {
+        "provider_config": {
+            "module.child:test": {
+                "name": "test",
+                "version_constraint": ">= 0.1.0",
+                "module_address": "module.child",
+            },
+            "test": {"name": "test", "version_constraint": "0.1.0", "expressions": {"api_key": {}}},
+            "test.second": {"name": "test", "alias": "second", "version_constraint": "0.1.0"},
+        },
+        "root_module": {
+            "module_calls": {
+                "child": {
+                    "source": "./mod",
+                    "module": {
+                        "module_calls": {
+                            "grandchild": {
+                                "source": "app.terraform.io/acme/net/aws",
+                                "version_constraint": "~> 2.0",
+                            }
+                        }
+                    },
+                }
+            }
+        },
+    }
+
+
+def test_a_plan_without_configuration_gives_an_empty_one() -> None:
+    assert sanitized_configuration({}) == {
+        "provider_config": {},
+        "root_module": {"module_calls": {}},
+    }
+
+
+# -- the set's declaration ----------------------------------------------------------------------
+
+
+def test_a_set_declaring_no_shape_keeps_its_document_and_digest() -> None:
+    # Given the deny-delete example, which declares no shape
+    content = load_policy_set_dir(EXAMPLES / "deny-delete")
+    # Then it is a runplane set and its document carries no shape fields
+    assert content.input_shape == "runplane"
+    document = content.to_document()
+    assert set(document) == {"name", "modules", "policies"}
+    assert policy_set_from_document(document).digest() == content.digest()
+
+
+def test_a_declared_shape_is_part_of_the_content_and_its_digest() -> None:
+    content = load_policy_set_dir(EXAMPLES / "hcp-plan")
+    assert content.input_shape == "plan"
+    document = content.to_document()
+    assert document["input_shape"] == "plan"
+    assert policy_set_from_document(document) == content
+    runplane = policy_set_from_document({k: v for k, v in document.items() if k != "input_shape"})
+    assert runplane.digest() != content.digest()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("input_shape", "sentinel"),
+        ("unknown_input_roots", "ignore"),
+        ("input_shape", ["plan"]),
+        ("unknown_input_roots", {"warn": True}),
+    ],
+)
+def test_an_unknown_shape_option_is_refused(field: str, value: object) -> None:
+    document = load_policy_set_dir(EXAMPLES / "deny-delete").to_document()
+    with pytest.raises(InvalidPolicySet) as refused:
+        policy_set_from_document({**document, field: value})
+    assert field in refused.value.message
+    assert repr(value) in refused.value.message
+
+
+def test_each_example_set_declares_a_shape_and_reads_only_its_roots() -> None:
+    from runplane.domain.policy_input import unknown_input_roots
+
+    shapes = {}
+    for directory in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
+        content = load_policy_set_dir(directory)
+        shapes[content.input_shape] = directory.name
+        assert unknown_input_roots(content) == [], directory.name
+    assert set(shapes) == set(SHAPES)
