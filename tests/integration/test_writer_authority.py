@@ -272,3 +272,34 @@ def test_releasing_with_a_stale_snapshot_of_the_run_is_rejected(
         stack.lifecycle.move(stale, S.CANCELED, actor="user:bob")
 
     assert stack.scan() == before
+
+
+def test_a_queue_leaves_nothing_behind_and_a_retried_wait_keeps_its_place(
+    stack: Stack, org: Organization, workspace: Workspace
+) -> None:
+    writer = stack.lifecycle.writer
+    # Given a holder and three runs queued behind it
+    first, second, third, fourth = (apply_run(stack, org, workspace) for _ in range(4))
+    writer.reserve(first, "token-1")
+    for run, token in ((second, "token-2"), (third, "token-3"), (fourth, "token-4")):
+        writer.reserve(run, token)
+
+    # When the last one retries its wait with a new token
+    again = writer.reserve(fourth, "token-4b")
+
+    # Then it keeps its place (third in line) and its new token is the one handed back
+    assert (again.held, again.position) == (False, 3)
+    assert writer.waiter_token(fourth) == "token-4b"
+
+    # When the middle one leaves the queue and the holder releases twice
+    writer.release(workspace.id, third.id)
+    assert writer.release(workspace.id, first.id).run_id == second.id  # type: ignore[union-attr]
+    handoff = writer.release(workspace.id, second.id)
+
+    # Then the workspace passed in order, and no queue item is left behind
+    assert handoff is not None
+    assert (handoff.run_id, handoff.token) == (fourth.id, "token-4b")
+    assert holder_and_queue(workspace.id) == (fourth.id, [])
+    assert writer.waiter_token(third) is None
+    leftovers = [item for item in stack.scan() if item["SK"]["S"].startswith(("WAIT#", "QUEUED#"))]
+    assert leftovers == []

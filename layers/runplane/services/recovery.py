@@ -296,8 +296,7 @@ class Recoveries:
                 "still current; it never overwrites a newer version"
             )
         discards = self._pending_to_discard(run, None, recovery)
-        _, _, waiters = workspace_store.queue_state(workspace.id)
-        oldest = waiters[0] if waiters else None
+        oldest = workspace_store.oldest_waiter(workspace.id) if workspace.queue_length else None
         now = self._clock.now()
         result: dict[str, Any] = {
             "recovery_id": recovery.id,

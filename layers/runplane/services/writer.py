@@ -77,20 +77,21 @@ class WriterAuthority:
                 f"run {run.id} is {run.kind}: only plan_and_apply runs take the writer reservation"
             )
         for _ in range(MAX_ATTEMPTS):
-            workspace, seq, waiters = store.queue_state(run.workspace_id)
+            workspace, seq = store.writer_view(run.workspace_id)
             if workspace.writer_run_id == run.id:
                 return Reservation(workspace.id, run.id, held=True)
-            mine = next((w for w in waiters if w.run_id == run.id), None)
+            # Never a walk of the queue: a run finds its own place in one read.
+            mine = store.waiter_of(workspace.id, run.id) if workspace.queue_length else None
             now = self._clock.now()
             if mine is not None:
                 writes = store.replace_waiter_token(mine, token)
-                position = waiters.index(mine) + 1
+                position = store.position_of(mine)
             elif workspace.writer_run_id is None and workspace.queue_length == 0:
                 writes = store.take_free_reservation(workspace.id, run.id, now)
                 position = None
             else:
                 writes = store.enqueue_waiter(workspace.id, run.id, token, seq, now)
-                position = len(waiters) + 1
+                position = workspace.queue_length + 1
             try:
                 writes.commit()
             except ConcurrentChange:
@@ -102,8 +103,8 @@ class WriterAuthority:
         """The token of ``run``'s wait in its workspace's queue, if it is waiting."""
         if not run.kind.needs_writer_reservation:
             return None
-        _, _, waiters = store.queue_state(run.workspace_id)
-        return next((w.token for w in waiters if w.run_id == run.id), None)
+        mine = store.waiter_of(run.workspace_id, run.id)
+        return mine.token if mine else None
 
     def release_writes(
         self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
@@ -126,13 +127,15 @@ class WriterAuthority:
         self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
     ) -> Release | None:
         """Like ``release_writes``, but None when the run neither holds nor waits."""
-        workspace, _, waiters = store.queue_state(workspace_id)
+        workspace = store.get_workspace(workspace_id)
         if workspace.writer_run_id != run_id:
-            mine = next((w for w in waiters if w.run_id == run_id), None)
+            mine = store.waiter_of(workspace_id, run_id) if workspace.queue_length else None
             return Release(store.remove_waiter(mine), None) if mine else None
         if lock is None and workspace.lock_run_id == run_id and workspace.lock_id is not None:
             lock = ApplyLock(workspace_id, workspace.lock_id, workspace.fence, run_id)
-        oldest: Waiter | None = waiters[0] if waiters else None
+        oldest: Waiter | None = (
+            store.oldest_waiter(workspace_id) if workspace.queue_length else None
+        )
         writes = store.release_reservation(workspace_id, run_id, oldest, self._clock.now(), lock)
         handoff = Handoff(workspace_id, oldest.run_id, oldest.token) if oldest else None
         return Release(writes, handoff)

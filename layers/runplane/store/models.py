@@ -94,6 +94,10 @@ def waiter_key(workspace_id: str, seq: int) -> tuple[str, str]:
 WAITER_PREFIX = "WAIT#"
 
 
+def waiter_place_key(workspace_id: str, run_id: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", f"QUEUED#{run_id}"
+
+
 def run_key(run_id: str) -> tuple[str, str]:
     return f"RUN#{run_id}", "RUN"
 
@@ -166,6 +170,15 @@ class WaiterItem(TableItem):
     seq = NumberAttribute()
     token = UnicodeAttribute()
     enqueued_at = UTCDateTimeAttribute()
+
+
+class WaiterPlaceItem(TableItem):
+    """Where a run waits in its workspace's queue, so that it is found with one read
+    instead of by walking the queue (written and deleted with its waiter)."""
+
+    workspace_id = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    seq = NumberAttribute()
 
 
 class RunItem(TableItem):

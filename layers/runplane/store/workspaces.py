@@ -28,10 +28,12 @@ from runplane.store.models import (
     NameClaimItem,
     OrganizationItem,
     WaiterItem,
+    WaiterPlaceItem,
     WorkspaceItem,
     org_key,
     org_name_key,
     waiter_key,
+    waiter_place_key,
     workspace_key,
     workspace_name_key,
 )
@@ -211,6 +213,68 @@ def queue_state(workspace_id: str) -> tuple[Workspace, int, list[Waiter]]:
     return to_workspace(item), int(item.queue_seq), waiters
 
 
+def writer_view(workspace_id: str) -> tuple[Workspace, int]:
+    """The workspace and its queue sequence, in one consistent read."""
+    item = _workspace_item(workspace_id)
+    return to_workspace(item), int(item.queue_seq)
+
+
+def waiter_of(workspace_id: str, run_id: str) -> Waiter | None:
+    """``run_id``'s place in the queue, found through its place item (two reads)."""
+    try:
+        place = WaiterPlaceItem.get(*waiter_place_key(workspace_id, run_id), consistent_read=True)
+        item = WaiterItem.get(*waiter_key(workspace_id, int(place.seq)), consistent_read=True)
+    except (WaiterPlaceItem.DoesNotExist, WaiterItem.DoesNotExist):
+        return None
+    return Waiter(workspace_id, item.run_id, item.token, int(item.seq))
+
+
+def oldest_waiter(workspace_id: str) -> Waiter | None:
+    """The head of the queue: one item read, however long the queue is."""
+    for item in WaiterItem.query(
+        workspace_key(workspace_id)[0],
+        WaiterItem.sk.startswith(WAITER_PREFIX),
+        consistent_read=True,
+        limit=1,
+    ):
+        return Waiter(workspace_id, item.run_id, item.token, int(item.seq))
+    return None
+
+
+def position_of(waiter: Waiter) -> int:
+    """1 for the head of the queue (counts the waiters up to it: for a retried wait only)."""
+    first, mine = (waiter_key(waiter.workspace_id, seq)[1] for seq in (0, waiter.position))
+    return WaiterItem.count(
+        workspace_key(waiter.workspace_id)[0],
+        WaiterItem.sk.between(first, mine),
+        consistent_read=True,
+    )
+
+
+def _place(workspace_id: str, run_id: str, seq: int) -> Transaction:
+    return Transaction().put_new(
+        WaiterPlaceItem(
+            *waiter_place_key(workspace_id, run_id),
+            workspace_id=workspace_id,
+            run_id=run_id,
+            seq=seq,
+        )
+    )
+
+
+def _leave(waiter: Waiter) -> Transaction:
+    """Delete a waiter and its place item, iff it is still that run's."""
+    return (
+        Transaction()
+        .delete(
+            WaiterItem(*waiter_key(waiter.workspace_id, waiter.position)),
+            condition=WaiterItem.run_id == waiter.run_id,
+            on_refused=lambda current: ConcurrentChange(f"run {waiter.run_id} left the queue"),
+        )
+        .delete(WaiterPlaceItem(*waiter_place_key(waiter.workspace_id, waiter.run_id)))
+    )
+
+
 def take_free_reservation(workspace_id: str, run_id: str, now: datetime) -> Transaction:
     """Take the reservation if nobody holds it and nobody waits for it."""
     return Transaction().update(
@@ -245,6 +309,7 @@ def enqueue_waiter(
                 enqueued_at=now,
             )
         )
+        .extend([_place(workspace_id, run_id, seq)])
     )
 
 
@@ -259,18 +324,10 @@ def replace_waiter_token(waiter: Waiter, token: str) -> Transaction:
 
 
 def remove_waiter(waiter: Waiter) -> Transaction:
-    return (
-        Transaction()
-        .delete(
-            WaiterItem(*waiter_key(waiter.workspace_id, waiter.position)),
-            condition=WaiterItem.run_id == waiter.run_id,
-            on_refused=lambda current: ConcurrentChange(f"run {waiter.run_id} left the queue"),
-        )
-        .update(
-            _ws(waiter.workspace_id),
-            [WorkspaceItem.queue_length.add(-1)],
-            condition=WorkspaceItem.queue_length > 0,
-        )
+    return _leave(waiter).update(
+        _ws(waiter.workspace_id),
+        [WorkspaceItem.queue_length.add(-1)],
+        condition=WorkspaceItem.queue_length > 0,
     )
 
 
@@ -333,11 +390,7 @@ def _pass_reservation(
     return (
         Transaction()
         .update(_ws(workspace_id), [*actions, *handing], condition=condition, on_refused=refused)
-        .delete(
-            WaiterItem(*waiter_key(workspace_id, handoff_to.position)),
-            condition=WaiterItem.run_id == handoff_to.run_id,
-            on_refused=lambda current: ConcurrentChange(f"run {handoff_to.run_id} left the queue"),
-        )
+        .extend([_leave(handoff_to)])
     )
 
 

@@ -1,0 +1,90 @@
+"""Writer reservation hand-off with many runs waiting on one workspace.
+
+    python -m benchmarks.handoff [--waiting 10 100 1000] [--handoffs 20]
+
+For each queue length N: N plan_and_apply runs queue FIFO behind a holder on one
+workspace (moto's DynamoDB in process, the real store and writer service). Then
+the holder releases, which hands the reservation to the oldest waiter in the
+same write, and that run releases in turn, ``--handoffs`` times. Reported: the
+median time and DynamoDB requests per hand-off. Both should stay flat as N grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from runplane.adapters.clock import SystemClock
+from runplane.adapters.ids import RandomIds
+from runplane.domain.run import RunKind
+from runplane.local import moto_serial
+from runplane.services.lifecycle import RunLifecycle
+from runplane.services.tenancy import Tenancy
+from runplane.store import models
+from runplane.store.provision import create_table
+
+TABLE = "runplane-bench"
+
+
+def _requests() -> int:
+    return sum(moto_serial.REQUEST_COUNTS.get("dynamodb", Counter()).values())
+
+
+def measure(waiting: int, handoffs: int) -> dict[str, Any]:
+    with mock_aws():
+        create_table(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
+        models.bind(TABLE, "us-east-1", None)
+        clock, ids = SystemClock(), RandomIds()
+        tenancy, lifecycle = Tenancy(clock, ids), RunLifecycle(clock, ids)
+        org = tenancy.create_organization(f"bench-{waiting}")
+        ws = tenancy.create_workspace(org.id, "queue")
+        runs = [
+            lifecycle.create(org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="bench")
+            for _ in range(waiting + 1)
+        ]
+        for run in runs:
+            lifecycle.writer.reserve(run, f"token-{run.id}")
+        seconds, requests = [], []
+        holder = runs[0]
+        for _ in range(min(handoffs, waiting)):
+            before, started = _requests(), time.perf_counter()
+            handoff = lifecycle.writer.release(ws.id, holder.id)
+            seconds.append(time.perf_counter() - started)
+            requests.append(_requests() - before)
+            assert handoff is not None
+            holder = next(r for r in runs if r.id == handoff.run_id)
+    # Bind anew for the next measurement's fresh table.
+    models.TableItem.Meta.table_name = None  # type: ignore[assignment]
+    return {
+        "waiting": waiting,
+        "median_ms": round(statistics.median(seconds) * 1000, 2),
+        "max_ms": round(max(seconds) * 1000, 2),
+        "requests_per_handoff": statistics.median(requests),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--waiting", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--handoffs", type=int, default=20)
+    args = parser.parse_args()
+    moto_serial.serialize_requests("dynamodb")
+    results = [measure(n, args.handoffs) for n in args.waiting]
+    print(f"{'waiting':>8} {'median ms':>10} {'max ms':>8} {'requests':>9}")
+    for row in results:
+        print(
+            f"{row['waiting']:>8} {row['median_ms']:>10} {row['max_ms']:>8} "
+            f"{row['requests_per_handoff']:>9}"
+        )
+    print(json.dumps({"handoffs": results}))
+
+
+if __name__ == "__main__":
+    main()
