@@ -78,6 +78,20 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "Authorization header to upload URLs.",
     ),
     PublicRoute(
+        "PUT",
+        "/_configuration/{token}",
+        CLOUD_API,
+        "Configuration upload URLs (remote operations) carry their own single-use, "
+        "short-lived secret; the archive is their only payload.",
+    ),
+    PublicRoute(
+        "GET",
+        "/_logs/{run}/{phase}/{expires}/{grant}",
+        CLOUD_API,
+        "Log-read URLs (remote operations) carry a KMS-bound grant for one phase's log of "
+        "one run until they expire; TFE clients poll them with no Authorization header.",
+    ),
+    PublicRoute(
         "GET",
         "/api/v1/openapi.json",
         RUN_API,
