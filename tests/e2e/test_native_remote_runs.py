@@ -325,3 +325,126 @@ def test_pytfe_reads_runs_plans_and_applies(local: Local, tmp_path: Path) -> Non
     assert plan.resource_additions == 1
     assert apply.status is not None and apply.status.value == "finished"
     assert apply.resource_additions == 1
+
+
+def _new_version(local: Local, ws_id: str) -> dict[str, Any]:
+    created = tfe(
+        local,
+        "POST",
+        f"/workspaces/{ws_id}/configuration-versions",
+        {"data": {"type": "configuration-versions", "attributes": {"auto-queue-runs": False}}},
+    )
+    assert created.status_code == 201, created.text
+    return created.json()["data"]  # type: ignore[no-any-return]
+
+
+def _run_body(ws_id: str, cv_id: str, **attributes: Any) -> dict[str, Any]:
+    return {
+        "data": {
+            "type": "runs",
+            "attributes": attributes,
+            "relationships": {
+                "workspace": {"data": {"type": "workspaces", "id": ws_id}},
+                "configuration-version": {"data": {"type": "configuration-versions", "id": cv_id}},
+            },
+        }
+    }
+
+
+def test_a_configuration_upload_url_works_once_and_only_as_issued(local: Local) -> None:
+    # Given a new configuration version of a remote workspace
+    _, ws_id = remote_workspace(local, "remote-upload")
+    cv = _new_version(local, ws_id)
+    url = cv["attributes"]["upload-url"]
+    assert cv["attributes"]["status"] == "pending"
+
+    # When its URL is tampered with, then used, then used again
+    forged = requests.put(url[:-4] + "AAAA", data=_archive(), timeout=30)
+    first = requests.put(url, data=_archive(), timeout=30)
+    again = requests.put(url, data=_archive(), timeout=30)
+
+    # Then only the issued URL's first use stored the archive
+    assert forged.status_code == 404, forged.text
+    assert first.status_code == 200, first.text
+    assert again.status_code == 409, again.text
+    assert "create a new configuration version" in again.json()["errors"][0]["detail"]
+    read = tfe(local, "GET", f"/configuration-versions/{cv['id']}").json()["data"]
+    assert read["attributes"]["status"] == "uploaded"
+    assert "upload-url" not in read["attributes"]
+
+
+def test_unsupported_run_options_are_refused_and_create_nothing(local: Local) -> None:
+    # Given an uploaded configuration version of a remote workspace
+    _, ws_id = remote_workspace(local, "remote-refused")
+    cv = _new_version(local, ws_id)
+    assert requests.put(cv["attributes"]["upload-url"], data=_archive(), timeout=30).ok
+
+    # When runs are asked for that managed runs do not do
+    refusals = {
+        field: tfe(local, "POST", "/runs", _run_body(ws_id, cv["id"], **{field: value}))
+        for field, value in (
+            ("is-destroy", True),
+            ("target-addrs", ["test_thing.x"]),
+            ("refresh", False),
+            ("auto-apply", True),
+        )
+    }
+
+    # Then each is a 422 naming the attribute, and no run exists
+    for field, refused in refusals.items():
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["errors"][0]["source"]["pointer"] == f"/data/attributes/{field}"
+    assert runs_of(local, ws_id) == []
+
+
+def test_a_local_workspace_takes_no_remote_operation(local: Local) -> None:
+    # Given a workspace in the default (local) execution mode
+    name = unique("still-local")
+    created = tfe(
+        local,
+        "POST",
+        f"/organizations/{local.organization}/workspaces",
+        {"data": {"type": "workspaces", "attributes": {"name": name}}},
+    )
+    ws_id = created.json()["data"]["id"]
+    assert created.json()["data"]["attributes"]["operations"] is False
+
+    # When a configuration version is created for it, or it is set to an unknown mode
+    refused = tfe(local, "POST", f"/workspaces/{ws_id}/configuration-versions", None)
+    unknown = tfe(
+        local,
+        "PATCH",
+        f"/workspaces/{ws_id}",
+        {"data": {"type": "workspaces", "attributes": {"execution-mode": "agent"}}},
+    )
+
+    # Then both are refused and the workspace stays local
+    assert refused.status_code == 409, refused.text
+    assert "execution-mode" in refused.json()["errors"][0]["detail"]
+    assert unknown.status_code == 422, unknown.text
+    shown = tfe(local, "GET", f"/workspaces/{ws_id}").json()["data"]["attributes"]
+    assert (shown["execution-mode"], shown["operations"]) == ("local", False)
+
+
+def test_a_log_read_url_reads_only_the_log_it_was_issued_for(local: Local, tmp_path: Path) -> None:
+    # Given a speculative remote plan that finished
+    name, ws_id = remote_workspace(local, "remote-logs")
+    planned = hello(local, tmp_path, name).run("plan", "-input=false")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    run_id = run_of(planned.stdout)
+    plan = tfe(local, "GET", f"/runs/{run_id}/plan").json()["data"]
+    url = plan["attributes"]["log-read-url"]
+
+    # When the URL is read whole with no Authorization, and altered to read elsewhere
+    whole = requests.get(url, params={"offset": 0, "limit": 65536}, timeout=30)
+    later = requests.get(url, params={"offset": 1, "limit": 65536}, timeout=30)
+    other_phase = requests.get(url.replace("/plan/", "/apply/"), timeout=30)
+    other_expiry = requests.get(re.sub(r"/(\d+)/", lambda m: f"/{int(m[1]) + 1}/", url), timeout=30)
+
+    # Then it streams the plan log framed by STX and ETX, and nothing else
+    assert whole.status_code == 200
+    assert whole.text.startswith("\x02") and whole.text.endswith("\x03")
+    assert "Plan: 1 to add" in whole.text
+    assert later.text == whole.text[1:]
+    assert other_phase.status_code == 404
+    assert other_expiry.status_code == 404

@@ -46,6 +46,7 @@ from runplane.store.transaction import Transaction
 
 START_OF_TEXT = b"\x02"
 MAX_MESSAGE = 1000
+NEW_VERSION = "create a new configuration version"
 # A log-read URL follows one phase for as long as a client may watch it.
 LOG_URL_SECONDS = 24 * 3600
 
@@ -193,9 +194,9 @@ class RemoteRuns:
         if item is None or not stored or not hmac.compare_digest(stored, handle_hash(token)):
             raise NotFound("upload", "this URL")
         if item.status != "pending":
-            raise UploadUrlUsed()
+            raise UploadUrlUsed(NEW_VERSION)
         if self._clock.now() >= item.created_at + timedelta(seconds=self._upload_seconds):
-            raise UploadUrlExpired()
+            raise UploadUrlExpired(NEW_VERSION)
         self._runs.store_configuration(item, archive)
 
     # -- runs -------------------------------------------------------------------------------
