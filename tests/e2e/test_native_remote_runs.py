@@ -144,7 +144,8 @@ def test_plan_streams_the_sandbox_plan_and_never_takes_the_writer(
     assert read["data"]["attributes"]["status"] == "planned_and_finished"
     assert read["included"][0]["attributes"]["resource-additions"] == 1
     workspace = local.client.workspace(ws_id)
-    assert workspace["writer_run_id"] is None and workspace["locked"] is False
+    assert workspace["writer_run_id"] is None
+    assert workspace["locked"] is False
     assert run_parts.get(run_id, "approval") is None
 
 
@@ -311,7 +312,8 @@ def test_pytfe_reads_runs_plans_and_applies(local: Local, tmp_path: Path) -> Non
     try:
         listed = list(client.runs.list(ws_id))
         run = client.runs.read(run_id)
-        assert run.plan is not None and run.apply is not None
+        assert run.plan is not None
+        assert run.apply is not None
         plan = client.plans.read(run.plan.id)
         apply = client.applies.read(run.apply.id)
     finally:
@@ -319,11 +321,14 @@ def test_pytfe_reads_runs_plans_and_applies(local: Local, tmp_path: Path) -> Non
 
     # Then they tell the run's story
     assert [r.id for r in listed] == [run_id]
-    assert run.status is not None and run.status.value == "applied"
+    assert run.status is not None
+    assert run.status.value == "applied"
     assert run.has_changes is True
-    assert plan.status is not None and plan.status.value == "finished"
+    assert plan.status is not None
+    assert plan.status.value == "finished"
     assert plan.resource_additions == 1
-    assert apply.status is not None and apply.status.value == "finished"
+    assert apply.status is not None
+    assert apply.status.value == "finished"
     assert apply.resource_additions == 1
 
 
@@ -428,7 +433,7 @@ def test_a_local_workspace_takes_no_remote_operation(local: Local) -> None:
 
 def test_a_log_read_url_reads_only_the_log_it_was_issued_for(local: Local, tmp_path: Path) -> None:
     # Given a speculative remote plan that finished
-    name, ws_id = remote_workspace(local, "remote-logs")
+    name, _ws_id = remote_workspace(local, "remote-logs")
     planned = hello(local, tmp_path, name).run("plan", "-input=false")
     assert planned.returncode == 0, planned.stdout + planned.stderr
     run_id = run_of(planned.stdout)
@@ -443,7 +448,8 @@ def test_a_log_read_url_reads_only_the_log_it_was_issued_for(local: Local, tmp_p
 
     # Then it streams the plan log framed by STX and ETX, and nothing else
     assert whole.status_code == 200
-    assert whole.text.startswith("\x02") and whole.text.endswith("\x03")
+    assert whole.text.startswith("\x02")
+    assert whole.text.endswith("\x03")
     assert "Plan: 1 to add" in whole.text
     assert later.text == whole.text[1:]
     assert other_phase.status_code == 404
