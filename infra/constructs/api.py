@@ -162,11 +162,22 @@ class Api(Construct):
                 platform=platform,
                 name="cloud-api",
                 handler="functions.cloud_api.handler.handler",
-                description="Runplane TFE-compatible Cloud API (state and locking)",
+                description="Runplane TFE-compatible Cloud API (state, locking, remote runs)",
+                # Remote operations create, decide and cancel managed runs as the run
+                # API does (without its inbox: archives arrive in the request body).
                 access=Access(
                     table=TABLE_READ + TABLE_WRITE,
                     object_prefixes=(ARTIFACTS_PREFIX,),
                     key=KEY_ACTIONS,
+                    workflow=WORKFLOW_START + WORKFLOW_CALLBACKS,
+                    stop_sandbox=True,
+                    settings=(
+                        "definition_version",
+                        "build_sha",
+                        "runner_release",
+                        "policy_runtime",
+                        "engine_versions",
+                    ),
                 ),
             ),
         }
