@@ -178,7 +178,7 @@ class RemoteRuns:
 
     def configuration_version(self, principal: Principal, cv_id: str) -> ConfigurationView:
         principal.require(Permission.RUN_READ)
-        return _configuration_view(self._runs._configuration_item(principal, cv_id))
+        return _configuration_view(self._runs.configuration_item(principal, cv_id))
 
     def upload(self, token: str, archive: bytes) -> None:
         """The archive PUT to a configuration version's upload URL: once, while it is
@@ -230,16 +230,14 @@ class RemoteRuns:
         return self.read(principal, run.id)
 
     def read(self, principal: Principal, run_id: str) -> RemoteRun:
-        return self._view(self._runs.get(principal, run_id))
+        return self.view(self._runs.get(principal, run_id))
 
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
         """The workspace's runs, newest first (view the page with ``view``)."""
         return self._runs.list(principal, workspace_id)
 
     def view(self, run: Run) -> RemoteRun:
-        return self._view(run)
-
-    def _view(self, run: Run) -> RemoteRun:
+        """The run and the facts of it a TFE client reads (run already authorized)."""
         parts = run_parts.all_of(run.id)
         stages = self._lifecycle.runs.stages(run.id)
         snapshot = parts["input"].body if "input" in parts else {}

@@ -113,7 +113,7 @@ class Runs:
     def finalize_configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         """Stream the uploaded archive into an encrypted artifact (413 past 100 MB)."""
         principal.require(Permission.RUN_CREATE)
-        item = self._configuration_item(principal, cv_id)
+        item = self.configuration_item(principal, cv_id)
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
@@ -154,7 +154,7 @@ class Runs:
         ).commit()
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
-        item = self._configuration_item(principal, cv_id)
+        item = self.configuration_item(principal, cv_id)
         return {
             "id": item.cv_id,
             "workspace_id": item.workspace_id,
@@ -164,7 +164,7 @@ class Runs:
             "artifact_id": item.artifact_id,
         }
 
-    def _configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
+    def configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
         try:
             item = ConfigurationVersionItem.get(
                 *configuration_version_key(cv_id), consistent_read=True
