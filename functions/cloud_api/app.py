@@ -15,10 +15,12 @@ from pydantic import BaseModel, ValidationError
 
 from functions.bodies import parse_json
 from functions.cloud_api import jsonapi
+from functions.cloud_api import runs as remote_runs
 from functions.isolation import IsolatedRestResolver, ResolverPool
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.paging import Page
+from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services.identity import decode_principal
 from runplane.services.state import PendingUpload
 from runplane.wiring import services
@@ -113,7 +115,7 @@ def build_app() -> IsolatedRestResolver:
     @app.get("/api/v2/organizations/<org>/entitlement-set")
     def entitlement_set(org: str) -> Reply:
         found = services().workspaces.organization(principal(), org)
-        return _document(jsonapi.entitlements(found))
+        return _document(jsonapi.entitlements(found, principal()))
 
     # -- workspaces -------------------------------------------------------------------------
 
@@ -141,7 +143,6 @@ def build_app() -> IsolatedRestResolver:
         attributes = body(jsonapi.WorkspaceBody).data.attributes
         if not attributes.name:
             raise InvalidInput("a workspace needs a name", "/data/attributes/name")
-        _only_local(attributes.execution_mode)
         created = services().workspaces.create(
             who,
             org,
@@ -149,12 +150,13 @@ def build_app() -> IsolatedRestResolver:
             terraform_version=attributes.terraform_version,
             description=attributes.description,
             tags=tuple(attributes.tag_names or ()),
+            execution_mode=_execution_mode(attributes.execution_mode) or ExecutionMode.LOCAL,
         )
         return _document(jsonapi.workspace(created, org, who), status=201)
 
     def _update(who: Principal, ws_id: str) -> Reply:
         attributes = body(jsonapi.WorkspaceBody).data.attributes
-        _only_local(attributes.execution_mode)
+        mode = _execution_mode(attributes.execution_mode)
         ws = services().workspaces.by_id(who, ws_id)
         if attributes.name and attributes.name != ws.name:
             raise InvalidInput("renaming a workspace is not supported", "/data/attributes/name")
@@ -164,6 +166,7 @@ def build_app() -> IsolatedRestResolver:
             terraform_version=attributes.terraform_version,
             description=attributes.description,
             tags=tuple(attributes.tag_names) if attributes.tag_names is not None else None,
+            execution_mode=mode,
         )
         return _document(jsonapi.workspace(updated, org_name_of(updated.organization_id), who))
 
@@ -301,17 +304,34 @@ def build_app() -> IsolatedRestResolver:
         services().state.upload(token, raw_body())
         return Response(status_code=200, content_type="application/json", body="{}")
 
+    # -- remote operations ----------------------------------------------------------------
+
+    remote_runs.register(
+        app,
+        remote_runs.Request(
+            principal=principal,
+            base_url=base_url,
+            json_body=json_body,
+            raw_body=raw_body,
+            page_params=page_params,
+        ),
+    )
+
     # -- errors -------------------------------------------------------------------------------
 
     @app.exception_handler(RunplaneError)  # type: ignore[untyped-decorator]
     def runplane_error(error: RunplaneError) -> Reply:
         pointer = getattr(error, "pointer", None)
-        return _json(
+        reply = _json(
             error.http_status,
             jsonapi.error(
                 error.http_status, error.code.lower().replace("_", " "), error.message, pointer
             ),
         )
+        retry_after = getattr(error, "retry_after_seconds", None)
+        if retry_after:
+            reply.headers["Retry-After"] = str(retry_after)
+        return reply
 
     @app.not_found
     def not_found(_: Exception) -> Reply:
@@ -320,13 +340,17 @@ def build_app() -> IsolatedRestResolver:
     return app
 
 
-def _only_local(mode: str | None) -> None:
-    if mode not in (None, "local"):
+def _execution_mode(mode: str | None) -> ExecutionMode | None:
+    if mode is None:
+        return None
+    try:
+        return ExecutionMode(mode)
+    except ValueError:
         raise InvalidInput(
-            "Runplane runs plans and applies itself; a workspace's execution mode is always "
-            "'local' for clients of this API",
+            "a workspace's execution mode is 'local' (the client runs the engine) or "
+            "'remote' (plan and apply create managed runs here)",
             "/data/attributes/execution-mode",
-        )
+        ) from None
 
 
 @lru_cache(maxsize=1)

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from runplane.domain.entities import Organization, Workspace
-from runplane.domain.identity import Permission, Principal
+from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.paging import Page
 from runplane.domain.state import MAX_LINEAGE, MAX_SERIAL, Output, output_id, simple_type
+from runplane.domain.tfe_runs import ExecutionMode
 from runplane.store.state_versions import FINALIZED, StateVersion
 
 JSONAPI = "application/vnd.api+json"
@@ -38,13 +39,19 @@ def organization(org: Organization) -> dict[str, Any]:
     }
 
 
-def entitlements(org: Organization) -> dict[str, Any]:
+def runs_remotely(principal: Principal) -> bool:
+    """Whether remote execution is offered to this caller. Never to a sandbox: the
+    engine inside a managed run uses the same backend and must run its plan itself."""
+    return principal.kind is not PrincipalKind.RUNNER
+
+
+def entitlements(org: Organization, principal: Principal) -> dict[str, Any]:
     return {
         "id": org.id,
         "type": "entitlement-sets",
         "attributes": {
-            # Runplane runs plans and applies itself; clients only store state here.
-            "operations": False,
+            # Remote operations are per workspace (execution mode); local is the default.
+            "operations": runs_remotely(principal),
             "state-storage": True,
             "audit-logging": True,
             "private-module-registry": False,
@@ -75,6 +82,7 @@ def account(principal: Principal) -> dict[str, Any]:
 
 def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, Any]:
     can = principal.permissions.__contains__
+    remote = ws.execution_mode == ExecutionMode.REMOTE and runs_remotely(principal)
     relationships: dict[str, Any] = {
         "organization": {"data": {"id": org_name, "type": "organizations"}},
         "current-state-version": {
@@ -99,10 +107,11 @@ def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, A
             "name": ws.name,
             "description": ws.description or "",
             "locked": ws.locked or holding_run is not None,
-            "execution-mode": "local",
-            "operations": False,
+            "execution-mode": ws.execution_mode,
+            "operations": remote,
             "auto-apply": False,
-            "terraform-version": ws.terraform_version or "",
+            # Remote operations check the engine version; unpinned runs the deployment's.
+            "terraform-version": ws.terraform_version or ("latest" if remote else ""),
             "tag-names": list(ws.tag_names),
             "created-at": timestamp(ws.created_at),
             "updated-at": timestamp(ws.created_at),
@@ -114,7 +123,7 @@ def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, A
                 "can-update": can(Permission.WORKSPACE_UPDATE),
                 "can-destroy": False,
                 "can-queue-run": can(Permission.RUN_CREATE),
-                "can-queue-apply": False,
+                "can-queue-apply": remote and can(Permission.RUN_APPROVE),
                 "can-queue-destroy": False,
                 "can-lock": can(Permission.WORKSPACE_LOCK),
                 "can-unlock": can(Permission.WORKSPACE_LOCK),

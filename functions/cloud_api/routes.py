@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
-# Discovery and ping are public in TFE; upload URLs carry their own single-purpose secret.
+# Discovery and ping are public in TFE; upload URLs (state and configuration archives)
+# and log-read URLs carry their own single-purpose credential.
 PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", r"/\.well-known/terraform\.json"),
     ("GET", r"/api/v2/ping"),
     ("PUT", r"/_archivist/[^/]+"),
+    ("PUT", r"/_configuration/[^/]+"),
+    ("GET", r"/_logs/[^/]+/[^/]+/[^/]+/[^/]+"),
 )
 
 _COMPILED = tuple((method, re.compile(f"^{pattern}$")) for method, pattern in PUBLIC_ROUTES)

@@ -78,6 +78,20 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "Authorization header to upload URLs.",
     ),
     PublicRoute(
+        "PUT",
+        "/_configuration/{token}",
+        CLOUD_API,
+        "Configuration upload URLs (remote operations) carry their own single-use, "
+        "short-lived secret; the archive is their only payload.",
+    ),
+    PublicRoute(
+        "GET",
+        "/_logs/{run}/{phase}/{expires}/{grant}",
+        CLOUD_API,
+        "Log-read URLs (remote operations) carry a KMS-bound grant for one phase's log of "
+        "one run until they expire; TFE clients poll them with no Authorization header.",
+    ),
+    PublicRoute(
         "GET",
         "/api/v1/openapi.json",
         RUN_API,
@@ -148,11 +162,22 @@ class Api(Construct):
                 platform=platform,
                 name="cloud-api",
                 handler="functions.cloud_api.handler.handler",
-                description="Runplane TFE-compatible Cloud API (state and locking)",
+                description="Runplane TFE-compatible Cloud API (state, locking, remote runs)",
+                # Remote operations create, decide and cancel managed runs as the run
+                # API does (without its inbox: archives arrive in the request body).
                 access=Access(
                     table=TABLE_READ + TABLE_WRITE,
                     object_prefixes=(ARTIFACTS_PREFIX,),
                     key=KEY_ACTIONS,
+                    workflow=WORKFLOW_START + WORKFLOW_CALLBACKS,
+                    stop_sandbox=True,
+                    settings=(
+                        "definition_version",
+                        "build_sha",
+                        "runner_release",
+                        "policy_runtime",
+                        "engine_versions",
+                    ),
                 ),
             ),
         }

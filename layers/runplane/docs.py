@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runplane.domain.run import RunStatus, apply_record_on_end
+from runplane.domain.tfe_runs import REFINEMENTS, RUN_STATUS_TABLE
 from runplane.domain.transitions import TRANSITIONS, WRITER_ON_ENTRY, Requires
 
 
@@ -70,14 +71,25 @@ def apply_record_table() -> str:
     return "\n".join(lines)
 
 
+def tfe_run_statuses() -> str:
+    lines = ["| Run status | TFE run status | Unless |", "| --- | --- | --- |"]
+    for status in RunStatus:
+        unless = "; ".join(
+            f"{when}: `{tfe}`" for source, when, tfe in REFINEMENTS if source is status
+        )
+        lines.append(f"| `{status}` | `{RUN_STATUS_TABLE[status]}` | {unless} |")
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "run-statuses": statuses_table,
     "run-transitions": transitions_table,
     "run-diagram": state_diagram,
     "apply-record-on-end": apply_record_table,
+    "tfe-run-statuses": tfe_run_statuses,
 }
 
-DOCUMENTS = ("docs/run-lifecycle.md",)
+DOCUMENTS = ("docs/run-lifecycle.md", "docs/cloud-api.md")
 
 _BLOCK = re.compile(
     r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated:(?P=name) -->)",

@@ -27,6 +27,7 @@ from runplane.services.logs import RunLogs
 from runplane.services.orchestration import Orchestration, Timing
 from runplane.services.policy import Evaluator, Policies
 from runplane.services.recovery import Recoveries
+from runplane.services.remote_runs import RemoteRuns
 from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.services.state import StateVersions
@@ -71,6 +72,7 @@ class Services:
     launcher: Launcher
     launch_controls: LaunchControls
     policies: Policies
+    remote_runs: RemoteRuns
 
 
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
@@ -154,6 +156,18 @@ def build_services(
             v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
         ),
     )
+    logs = RunLogs(clock, artifacts, runs)
+    remote_runs = RemoteRuns(
+        clock,
+        ids,
+        runs,
+        lifecycle,
+        workspaces,
+        logs,
+        workflow,
+        keys,
+        upload_seconds=settings.transfer_url_seconds,
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -170,12 +184,13 @@ def build_services(
         workflow=workflow,
         runs=runs,
         recoveries=Recoveries(clock, ids, artifacts, workflow),
-        logs=RunLogs(clock, artifacts, runs),
+        logs=logs,
         orchestration=orchestration,
         runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
         launcher=launcher,
         launch_controls=launch_controls,
         policies=policies,
+        remote_runs=remote_runs,
     )
 
 

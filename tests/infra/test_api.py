@@ -117,6 +117,8 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         ("GET", "/.well-known/terraform.json"),
         ("GET", "/api/v2/ping"),
         ("PUT", "/_archivist/<token>"),
+        ("PUT", "/_configuration/<token>"),
+        ("GET", "/_logs/<run_id>/<phase>/<expires>/<grant>"),
         ("GET", "/api/v1/openapi.json"),
         ("POST", "/api/v1/runner/sessions"),
     }

@@ -31,22 +31,20 @@ OBJECTS = {
 DATA_KEYS = {"kms:Decrypt", "kms:GenerateDataKey"}
 RESUME = {"states:SendTaskSuccess"}
 BASE = LOGS | TRACING
+# Starting, resuming and canceling runs (their workflows and sandboxes).
+RUN_CONTROL = {
+    "states:StartExecution",
+    "states:SendTaskSuccess",
+    "states:SendTaskFailure",
+    "states:SendTaskHeartbeat",
+    "ecs:StopTask",
+}
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    "functions.api.app.handler": BASE
-    | READ
-    | WRITE
-    | OBJECTS
-    | DATA_KEYS
-    | {
-        "states:StartExecution",
-        "states:SendTaskSuccess",
-        "states:SendTaskFailure",
-        "states:SendTaskHeartbeat",
-        "ecs:StopTask",
-    },
-    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS,
+    "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    # Remote operations create, decide and cancel managed runs as the run API does.
+    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
     "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.start_runner": BASE

@@ -68,6 +68,8 @@ class Workspace:
     description: str | None = None
     tag_names: tuple[str, ...] = ()
     approval_window_seconds: int | None = None
+    # "local" or "remote" (see runplane.domain.tfe_runs.ExecutionMode).
+    execution_mode: str = "local"
 
     @property
     def locked(self) -> bool:

@@ -345,16 +345,16 @@ class RunNotApplying(Conflict):
 class UploadUrlUsed(Conflict):
     code = "UPLOAD_URL_USED"
 
-    def __init__(self) -> None:
-        super().__init__("this upload URL was already used; create a new state version")
+    def __init__(self, remedy: str = "create a new state version") -> None:
+        super().__init__(f"this upload URL was already used; {remedy}")
 
 
 class UploadUrlExpired(Conflict):
     code = "UPLOAD_URL_EXPIRED"
     http_status = 410
 
-    def __init__(self) -> None:
-        super().__init__("this upload URL has expired; create a new state version")
+    def __init__(self, remedy: str = "create a new state version") -> None:
+        super().__init__(f"this upload URL has expired; {remedy}")
 
 
 class StateRejected(RunplaneError):

@@ -37,10 +37,15 @@ class _Unreadable(Exception):
     pass
 
 
-def check_root_module(directory: Path, skip: frozenset[str] = frozenset()) -> None:
+def check_root_module(
+    directory: Path, skip: frozenset[str] = frozenset(), *, replaced_backend: bool = False
+) -> None:
     """Raise :class:`Refused` naming the first root-module file that declares a backend.
 
-    ``skip`` names files the runner wrote itself.
+    ``skip`` names files the runner wrote itself. With ``replaced_backend`` (a remote
+    operation: the client's configuration necessarily names its ``remote`` backend), a
+    ``backend`` block in a primary file is accepted: the runner's override file replaces
+    it whole. Override files and ``cloud`` blocks are still refused.
     """
     for path in sorted(Path(directory).iterdir()):
         name = path.name
@@ -49,6 +54,7 @@ def check_root_module(directory: Path, skip: frozenset[str] = frozenset()) -> No
         is_json = name.endswith(JSON_SUFFIXES)
         if not (is_json or name.endswith(NATIVE_SUFFIXES)):
             continue
+        primary = not _is_override(name)
         try:
             text = path.read_bytes().decode("utf-8-sig")
             found = _json_blocks(text) if is_json else _native_blocks(text)
@@ -57,11 +63,22 @@ def check_root_module(directory: Path, skip: frozenset[str] = frozenset()) -> No
                 f"configuration file {shown(name)} cannot be checked for a backend block "
                 "(it is not valid UTF-8 HCL or JSON)"
             ) from None
+        if found == "backend" and replaced_backend and primary:
+            continue
         if found is not None:
             raise Refused(
                 f"configuration file {shown(name)} declares a terraform {found!r} block: "
                 "runs keep their state in Runplane, remove the block"
             )
+
+
+def _is_override(name: str) -> bool:
+    """The engine's override files: ``override`` or ``*_override`` with a module suffix."""
+    for suffix in (*JSON_SUFFIXES, *NATIVE_SUFFIXES):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            return stem == "override" or stem.endswith("_override")
+    return False
 
 
 # --------------------------------------------------------------------------- JSON

@@ -177,7 +177,7 @@ class Runner:
         del archive
         # Checked before the runner adds its own backend override, which is then the
         # only backend declaration.
-        check_root_module(config)
+        check_root_module(config, replaced_backend=bool(self.manifest.get("remote_operation")))
         var_file = None
         if self.manifest.get("variables_artifact_id"):
             variables = json.loads(self.download(self.manifest["variables_artifact_id"]))

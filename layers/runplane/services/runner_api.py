@@ -12,6 +12,7 @@ from runplane.domain.capabilities import Binding, Phase, RunnerSession
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.run import RunStatus
+from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import SandboxTransfers
 from runplane.services.attempts import open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
@@ -92,6 +93,8 @@ class RunnerApi:
             "configuration_artifact_id": snapshot["configuration_artifact_id"],
             "variables_artifact_id": snapshot.get("variables_artifact_id"),
             "predecessor_state_version_id": run.predecessor_sv_id,
+            # Created by a remote backend: its configuration names that backend.
+            "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
         }
         if session.binding.phase is Phase.APPLY:
             plan = run_parts.require(run.id, "plan").body

@@ -26,6 +26,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
+from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.domain.variables import check_variables
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
@@ -112,17 +113,28 @@ class Runs:
     def finalize_configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         """Stream the uploaded archive into an encrypted artifact (413 past 100 MB)."""
         principal.require(Permission.RUN_CREATE)
-        item = self._configuration_item(principal, cv_id)
+        item = self.configuration_item(principal, cv_id)
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
+        self._attach_configuration(cv_id, artifact)
+        return self.configuration(principal, cv_id)
+
+    def store_configuration(self, item: ConfigurationVersionItem, archive: bytes) -> None:
+        """Encrypt an archive received whole (the TFE upload URL) into the configuration
+        version's artifact; as a finalize does, only while the version is pending."""
+        if item.status != "pending":
+            raise Conflict(f"configuration version {item.cv_id} was already uploaded")
+        artifact = self._artifacts.put(item.org_id, ArtifactKind.CONFIGURATION, [archive])
+        self._attach_configuration(item.cv_id, artifact)
+
+    def _attach_configuration(self, cv_id: str, artifact: Artifact) -> None:
         try:
             self._record_configuration(cv_id, artifact)
         except BaseException:
             # Another finalize won (or the write failed): this copy belongs to nothing.
             self._artifacts.discard(artifact.id)
             raise
-        return self.configuration(principal, cv_id)
 
     def _record_configuration(self, cv_id: str, artifact: Artifact) -> None:
         Transaction().update(
@@ -142,7 +154,7 @@ class Runs:
         ).commit()
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
-        item = self._configuration_item(principal, cv_id)
+        item = self.configuration_item(principal, cv_id)
         return {
             "id": item.cv_id,
             "workspace_id": item.workspace_id,
@@ -152,7 +164,7 @@ class Runs:
             "artifact_id": item.artifact_id,
         }
 
-    def _configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
+    def configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
         try:
             item = ConfigurationVersionItem.get(
                 *configuration_version_key(cv_id), consistent_read=True
@@ -174,6 +186,8 @@ class Runs:
         configuration_version_id: str,
         engine_version: str | None,
         variables: Mapping[str, str],
+        message: str | None = None,
+        remote_operation: bool = False,
     ) -> Run:
         """Create the durable run (``dispatch_pending``) and start its workflow."""
         principal.require(Permission.RUN_CREATE)
@@ -226,6 +240,10 @@ class Runs:
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),
         }
+        if message:
+            snapshot["message"] = message
+        if remote_operation:
+            snapshot["source"] = REMOTE_OPERATION
         try:
             self._lifecycle.runs.create(
                 run,

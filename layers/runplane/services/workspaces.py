@@ -23,6 +23,7 @@ from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services import runner_authority
 from runplane.store import workspaces as store
 from runplane.store.runs import RunRepository
@@ -130,6 +131,7 @@ class Workspaces:
         terraform_version: str | None = None,
         description: str | None = None,
         tags: tuple[str, ...] = (),
+        execution_mode: ExecutionMode = ExecutionMode.LOCAL,
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_CREATE)
         org = self.organization(principal, org_name)
@@ -146,6 +148,7 @@ class Workspaces:
             terraform_version=terraform_version,
             description=description,
             tag_names=valid_tags(tags, TAGS_POINTER),
+            execution_mode=ExecutionMode(execution_mode).value,
         )
         store.create_workspace(workspace).commit()
         return workspace
@@ -159,6 +162,7 @@ class Workspaces:
         description: str | None = None,
         tags: tuple[str, ...] | None = None,
         approval_window_seconds: int | None = None,
+        execution_mode: ExecutionMode | None = None,
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_UPDATE)
         if tags is not None:
@@ -176,6 +180,7 @@ class Workspaces:
             description=description,
             tag_names=tags,
             approval_window_seconds=approval_window_seconds,
+            execution_mode=None if execution_mode is None else ExecutionMode(execution_mode).value,
         ).commit()
         return store.get_workspace(workspace.id)
 

@@ -157,6 +157,8 @@ class WorkspaceItem(TableItem):
     terraform_version = UnicodeAttribute(null=True)
     description = UnicodeAttribute(null=True)
     approval_window_seconds = NumberAttribute(null=True)
+    # Absent: "local" (clients run the engine; remote mode runs it here).
+    execution_mode = UnicodeAttribute(null=True)
     tag_names: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     # FIFO queue of runs waiting for the reservation: seq numbers the next
     # waiter, length counts those still waiting.
@@ -386,6 +388,9 @@ class ConfigurationVersionItem(TableItem):
     size = NumberAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     uploaded_at = UTCDateTimeAttribute(null=True)
+    # Created through the TFE API: plan-only, and the hash of its one upload URL's secret.
+    speculative = BooleanAttribute(null=True)
+    upload_token_hash = UnicodeAttribute(null=True)
 
 
 class RunPartItem(TableItem):

@@ -101,6 +101,7 @@ def create_workspace(workspace: Workspace) -> Transaction:
                 terraform_version=workspace.terraform_version,
                 description=workspace.description,
                 tag_names=list(workspace.tag_names),
+                execution_mode=workspace.execution_mode,
             )
         )
     )
@@ -129,8 +130,11 @@ def update_settings(
     description: str | None = None,
     tag_names: tuple[str, ...] | None = None,
     approval_window_seconds: int | None = None,
+    execution_mode: str | None = None,
 ) -> Transaction:
     actions: list[Action] = []
+    if execution_mode is not None:
+        actions.append(WorkspaceItem.execution_mode.set(execution_mode))
     if approval_window_seconds is not None:
         actions.append(WorkspaceItem.approval_window_seconds.set(approval_window_seconds))
     if terraform_version is not None:
@@ -189,6 +193,7 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         approval_window_seconds=None
         if item.approval_window_seconds is None
         else int(item.approval_window_seconds),
+        execution_mode=item.execution_mode or "local",
     )
 
 

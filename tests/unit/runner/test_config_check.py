@@ -166,3 +166,32 @@ def test_a_file_that_cannot_be_read_is_refused_not_guessed(
 def test_invalid_json_is_refused(tmp_path: Path) -> None:
     assert "'x.tf.json' cannot be checked" in refusal(tmp_path, {"x.tf.json": "[1, 2]"})
     assert "'y.tf.json' cannot be checked" in refusal(tmp_path / "b", {"y.tf.json": "{"})
+
+
+REMOTE_BACKEND = 'terraform {\n  backend "remote" {\n    organization = "o"\n  }\n}\n'
+
+
+def test_a_remote_operation_may_name_its_backend_in_a_primary_file(tmp_path: Path) -> None:
+    # Given the configuration a remote backend uploads (it declares that backend)
+    root = module(tmp_path, {"main.tf": REMOTE_BACKEND + PLAIN})
+
+    # When it is checked for a remote operation, it passes (the runner's override
+    # replaces the block whole); for any other run it is still refused
+    check_root_module(root, replaced_backend=True)
+    with pytest.raises(Refused):
+        check_root_module(root)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param({"zz_override.tf": REMOTE_BACKEND}, id="override-file"),
+        pytest.param({"override.tf.json": json.dumps({"terraform": {"backend": {}}})}, id="json"),
+        pytest.param({"main.tf": "terraform {\n  cloud {\n  }\n}\n"}, id="cloud-block"),
+    ],
+)
+def test_a_remote_operation_still_refuses_override_backends_and_cloud_blocks(
+    tmp_path: Path, files: dict[str, str | bytes]
+) -> None:
+    with pytest.raises(Refused):
+        check_root_module(module(tmp_path, files), replaced_backend=True)

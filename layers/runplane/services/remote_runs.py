@@ -1,0 +1,384 @@
+"""Remote operations: the TFE runs API mapped onto managed runs.
+
+A stock ``remote`` backend's ``plan``/``apply`` against a workspace in remote
+execution mode creates a configuration version, uploads the archive, creates a
+run, follows its logs and policy check, and confirms, discards or cancels it.
+Every one of those steps is a managed-run operation (``Runs``, ``RunLogs``): the
+same sandbox, policy stage, approval binding, fenced apply and deadline. Nothing
+here runs an engine or moves a run by itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from runplane.adapters.keys import DataKeys, KeyUnavailable
+from runplane.adapters.launchers import Launcher
+from runplane.adapters.workflow import Workflow
+from runplane.domain.capabilities import Phase, handle_hash
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run, Workspace
+from runplane.domain.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    UploadUrlExpired,
+    UploadUrlUsed,
+)
+from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.logs import END_OF_TEXT, MIN_READ_BYTES
+from runplane.domain.run import RunKind, Stage, StageStatus
+from runplane.domain.tfe_runs import ExecutionMode, RunFacts
+from runplane.services.lifecycle import RunLifecycle
+from runplane.services.logs import RunLogs
+from runplane.services.runs import Runs
+from runplane.services.workspaces import Workspaces
+from runplane.store import run_parts
+from runplane.store.models import ConfigurationVersionItem, configuration_version_key
+from runplane.store.transaction import Transaction
+
+START_OF_TEXT = b"\x02"
+MAX_MESSAGE = 1000
+NEW_VERSION = "create a new configuration version"
+# A log-read URL follows one phase for as long as a client may watch it.
+LOG_URL_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a client asked for in ``POST /api/v2/runs``, beyond workspace and version."""
+
+    message: str | None = None
+    is_destroy: bool = False
+    refresh: bool = True
+    refresh_only: bool = False
+    plan_only: bool = False
+    auto_apply: bool = False
+    target_addrs: tuple[str, ...] = ()
+    replace_addrs: tuple[str, ...] = ()
+    variables: int = 0
+
+    def check(self) -> None:
+        """Refuse, before anything is written, what managed runs do not do."""
+        refused = (
+            (self.is_destroy, "is-destroy", "destroy runs are not supported"),
+            (not self.refresh, "refresh", "plans always refresh; refresh=false is not supported"),
+            (self.refresh_only, "refresh-only", "refresh-only runs are not supported"),
+            (self.auto_apply, "auto-apply", "every apply needs an approval; auto-apply is refused"),
+            (bool(self.target_addrs), "target-addrs", "resource targeting is not supported"),
+            (bool(self.replace_addrs), "replace-addrs", "forced replacement is not supported"),
+            (self.variables > 0, "variables", "run variables are not supported here"),
+        )
+        for bad, field, why in refused:
+            if bad:
+                raise InvalidInput(why, f"/data/attributes/{field}")
+        if self.message is not None and len(self.message) > MAX_MESSAGE:
+            raise InvalidInput(
+                f"a run message has at most {MAX_MESSAGE} characters", "/data/attributes/message"
+            )
+
+
+@dataclass(frozen=True)
+class ConfigurationView:
+    id: str
+    workspace_id: str
+    status: str
+    speculative: bool
+    created_at: datetime
+    uploaded_at: datetime | None
+    upload_token: str | None = None
+    """Only when just created: the secret part of the single-purpose upload URL."""
+
+
+@dataclass(frozen=True)
+class RemoteRun:
+    """A managed run and the durable facts its TFE view is derived from."""
+
+    run: Run
+    facts: RunFacts
+    configuration_version_id: str | None
+    message: str | None
+    summary: Mapping[str, Any]
+    policy: Mapping[str, Any] | None
+
+    @property
+    def has_changes(self) -> bool:
+        return self.run.plan_has_changes is True
+
+
+@dataclass(frozen=True)
+class LogSlice:
+    """Bytes of a phase's log framed as TFE streams it: STX first, ETX once complete."""
+
+    data: bytes
+
+
+class RemoteRuns:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        runs: Runs,
+        lifecycle: RunLifecycle,
+        workspaces: Workspaces,
+        logs: RunLogs,
+        workflow: Workflow,
+        keys: DataKeys,
+        *,
+        upload_seconds: int,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._runs = runs
+        self._lifecycle = lifecycle
+        self._workspaces = workspaces
+        self._logs = logs
+        self._workflow = workflow
+        self._upload_seconds = upload_seconds
+        self._keys = keys
+
+    # -- configuration versions -----------------------------------------------------------
+
+    def new_configuration_version(
+        self, principal: Principal, workspace_id: str, *, speculative: bool, auto_queue: bool
+    ) -> ConfigurationView:
+        principal.require(Permission.RUN_CREATE)
+        workspace = self._remote_workspace(principal, workspace_id)
+        if auto_queue:
+            raise InvalidInput(
+                "runs are not queued on upload: create the run with POST /api/v2/runs",
+                "/data/attributes/auto-queue-runs",
+            )
+        cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
+        token = f"{cv_id}.{secrets.token_urlsafe(32)}"
+        now = self._clock.now()
+        Transaction().put_new(
+            ConfigurationVersionItem(
+                *configuration_version_key(cv_id),
+                cv_id=cv_id,
+                org_id=workspace.organization_id,
+                workspace_id=workspace.id,
+                status="pending",
+                # The archive arrives through the upload URL, never through the inbox.
+                upload_id=cv_id,
+                created_at=now,
+                expires_at=now + timedelta(seconds=self._upload_seconds, days=1),
+                speculative=speculative,
+                upload_token_hash=handle_hash(token),
+            )
+        ).commit()
+        return ConfigurationView(cv_id, workspace.id, "pending", speculative, now, None, token)
+
+    def configuration_version(self, principal: Principal, cv_id: str) -> ConfigurationView:
+        principal.require(Permission.RUN_READ)
+        return _configuration_view(self._runs.configuration_item(principal, cv_id))
+
+    def upload(self, token: str, archive: bytes) -> None:
+        """The archive PUT to a configuration version's upload URL: once, while it is
+        fresh. The URL is the only credential (clients send no usable Authorization)."""
+        cv_id = token.split(".", 1)[0]
+        try:
+            item = ConfigurationVersionItem.get(
+                *configuration_version_key(cv_id), consistent_read=True
+            )
+        except ConfigurationVersionItem.DoesNotExist:
+            item = None
+        stored = item.upload_token_hash if item is not None else None
+        if item is None or not stored or not hmac.compare_digest(stored, handle_hash(token)):
+            raise NotFound("upload", "this URL")
+        if item.status != "pending":
+            raise UploadUrlUsed(NEW_VERSION)
+        if self._clock.now() >= item.created_at + timedelta(seconds=self._upload_seconds):
+            raise UploadUrlExpired(NEW_VERSION)
+        self._runs.store_configuration(item, archive)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def create(
+        self, principal: Principal, workspace_id: str, cv_id: str, options: RunOptions
+    ) -> RemoteRun:
+        """A managed run of an uploaded configuration version: speculative if the
+        version is, else plan-and-apply (or plan-only if asked). A denied launch is
+        refused by ``Runs.create`` before anything is written."""
+        principal.require(Permission.RUN_CREATE)
+        options.check()
+        self._remote_workspace(principal, workspace_id)
+        configuration = self.configuration_version(principal, cv_id)
+        if configuration.workspace_id != workspace_id:
+            raise NotFound("configuration version", cv_id)
+        if configuration.speculative:
+            kind = RunKind.SPECULATIVE
+        else:
+            kind = RunKind.PLAN_ONLY if options.plan_only else RunKind.PLAN_AND_APPLY
+        run = self._runs.create(
+            principal,
+            workspace_id,
+            kind=kind,
+            configuration_version_id=cv_id,
+            engine_version=None,
+            variables={},
+            message=options.message,
+            remote_operation=True,
+        )
+        return self.read(principal, run.id)
+
+    def read(self, principal: Principal, run_id: str) -> RemoteRun:
+        return self.view(self._runs.get(principal, run_id))
+
+    def list(self, principal: Principal, workspace_id: str) -> list[Run]:
+        """The workspace's runs, newest first (view the page with ``view``)."""
+        return self._runs.list(principal, workspace_id)
+
+    def view(self, run: Run) -> RemoteRun:
+        """The run and the facts of it a TFE client reads (run already authorized)."""
+        parts = run_parts.all_of(run.id)
+        stages = self._lifecycle.runs.stages(run.id)
+        snapshot = parts["input"].body if "input" in parts else {}
+        plan = parts["plan"].body if "plan" in parts else {}
+        approval = parts.get("approval")
+        policy = parts.get("policy")
+
+        def stage(name: Stage) -> StageStatus | None:
+            return stages[name].status if name in stages else None
+
+        facts = RunFacts(
+            status=run.status,
+            kind=run.kind,
+            applied=stage(Stage.APPLY) is StageStatus.COMPLETED,
+            approval=approval.state if approval else None,
+            policy=policy.state if policy else None,
+            plan_stage=stage(Stage.PLAN),
+            apply_stage=stage(Stage.APPLY),
+        )
+        return RemoteRun(
+            run=run,
+            facts=facts,
+            configuration_version_id=snapshot.get("configuration_version_id"),
+            message=snapshot.get("message"),
+            summary=plan.get("summary") or {},
+            policy=None if policy is None else {"state": policy.state, **policy.body},
+        )
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def apply(self, principal: Principal, run_id: str, comment: str | None) -> None:
+        """``yes`` at the prompt: approve exactly the plan, predecessor and policy
+        evidence this run recorded and the client showed (the binding is re-checked
+        in the decision's conditional write), then resume the run's workflow."""
+        run = self._runs.get(principal, run_id)
+        approval = run_parts.get(run.id, "approval")
+        binding = approval.body.get("binding", {}) if approval is not None else {}
+        self._decide(principal, run.id, "approve", comment, binding)
+
+    def discard(self, principal: Principal, run_id: str, comment: str | None) -> None:
+        self._decide(principal, run_id, "reject", comment, None)
+
+    def cancel(self, principal: Principal, run_id: str, launcher: Launcher) -> None:
+        self._runs.cancel(principal, run_id, launcher)
+
+    def _decide(
+        self,
+        principal: Principal,
+        run_id: str,
+        decision: str,
+        comment: str | None,
+        binding: Mapping[str, str] | None,
+    ) -> None:
+        decided = self._runs.decide(principal, run_id, decision, comment, binding)
+        if decided.token:
+            self._workflow.resume(decided.token, {"decision": decision})
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def log_url_path(self, run: Run, phase: Phase) -> str:
+        """A self-authenticating path to read one phase's log of one run (the client's log
+        reader sends no Authorization): a KMS-wrapped key whose encryption context names
+        run, phase, organization and expiry, so KMS refuses any other use of it."""
+        expires = int(self._clock.now().timestamp()) + LOG_URL_SECONDS
+        wrapped = self._keys.generate(_log_context(run, phase, expires)).wrapped
+        grant = base64.urlsafe_b64encode(wrapped).decode("ascii").rstrip("=")
+        return f"/_logs/{run.id}/{phase.value}/{expires}/{grant}"
+
+    def log_by_grant(
+        self, run_id: str, phase: Phase, expires: int, grant: str, offset: int, limit: int
+    ) -> LogSlice:
+        """Read a log through its log-read URL: the grant is the only credential."""
+        unknown = NotFound("log", "this URL")
+        try:
+            run = self._lifecycle.runs.get(run_id)
+            wrapped = base64.urlsafe_b64decode(grant + "=" * (-len(grant) % 4))
+        except (NotFound, ValueError):
+            raise unknown from None
+        if expires <= self._clock.now().timestamp():
+            raise unknown
+        try:
+            self._keys.unwrap(wrapped, _log_context(run, phase, expires))
+        except KeyUnavailable:
+            raise unknown from None
+        # The grant reads this run's logs and nothing else.
+        reader = Principal(
+            kind=PrincipalKind.API_TOKEN,
+            id=f"log-url-{run.id}",
+            organization_id=run.organization_id,
+            permissions=frozenset({Permission.RUN_READ}),
+            display="log-read URL",
+            workspace_id=run.workspace_id,
+        )
+        return self.log(reader, run.id, phase, offset, limit)
+
+    def log(
+        self, principal: Principal, run_id: str, phase: Phase, offset: int, limit: int
+    ) -> LogSlice:
+        """The phase's log as TFE's log reader polls it.
+
+        Offset 0 is the STX byte, so log byte ``n`` is at offset ``n + 1``; the ETX
+        byte follows the last byte once the log is complete. A phase that has not
+        started yet reads as nothing (the client polls again), not as 404.
+        """
+        if offset < 0:
+            raise InvalidInput("offset is a byte position (0 or more)", "/offset")
+        run = self._runs.get(principal, run_id)
+        if run_parts.get(run.id, f"attempt#{phase.value}") is None:
+            return LogSlice(b"")
+        head = START_OF_TEXT if offset == 0 else b""
+        # Leave room for STX and ETX so a read never exceeds the client's limit.
+        size = max(MIN_READ_BYTES, limit - len(head) - 1)
+        read = self._logs.read(principal, run.id, phase, offset=max(offset - 1, 0), limit=size)
+        tail = END_OF_TEXT.encode() if read.at_end else b""
+        return LogSlice(head + read.data + tail)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _remote_workspace(self, principal: Principal, workspace_id: str) -> Workspace:
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        if workspace.execution_mode != ExecutionMode.REMOTE:
+            raise Conflict(
+                f"workspace {workspace.name} runs plans and applies on the client (execution "
+                "mode 'local'); set its execution-mode to 'remote' to run them here"
+            )
+        return workspace
+
+
+def _log_context(run: Run, phase: Phase, expires: int) -> dict[str, str]:
+    return {
+        "runplane:log-read": f"{run.id}/{phase.value}/{expires}",
+        "runplane:organization": run.organization_id,
+    }
+
+
+def _configuration_view(item: ConfigurationVersionItem) -> ConfigurationView:
+    return ConfigurationView(
+        id=item.cv_id,
+        workspace_id=item.workspace_id,
+        status=item.status,
+        speculative=bool(item.speculative),
+        created_at=item.created_at,
+        uploaded_at=item.uploaded_at,
+    )

@@ -1,0 +1,101 @@
+"""Remote operations on moto with a fake clock: what expires, and what a refusal writes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runplane.domain.capabilities import Phase
+from runplane.domain.errors import LaunchDenied, NotFound, UploadUrlExpired
+from runplane.domain.tfe_runs import ExecutionMode
+from runplane.services.launch_controls import Controls, LaunchControls
+from runplane.services.logs import RunLogs
+from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunOptions
+from tests.integration.arena import Arena, FakeWorkflow, planning
+
+UPLOAD_SECONDS = 300
+
+
+def remote_runs(arena: Arena) -> RemoteRuns:
+    stack = arena.stack
+    return RemoteRuns(
+        stack.clock,
+        stack.ids,
+        arena.runs,
+        stack.lifecycle,
+        stack.workspaces,
+        RunLogs(stack.clock, stack.artifacts, arena.runs),
+        FakeWorkflow(),
+        stack.keys,
+        upload_seconds=UPLOAD_SECONDS,
+    )
+
+
+def remote_workspace(arena: Arena, name: str) -> str:
+    created = arena.stack.workspaces.create(
+        arena.admin, arena.org.name, name, execution_mode=ExecutionMode.REMOTE
+    )
+    return created.id
+
+
+def test_an_expired_upload_url_is_410_and_stores_nothing(arena: Arena) -> None:
+    # Given a configuration version whose upload URL has outlived its lifetime
+    remote = remote_runs(arena)
+    version = remote.new_configuration_version(
+        arena.admin, remote_workspace(arena, "late"), speculative=True, auto_queue=False
+    )
+    assert version.upload_token is not None
+    arena.stack.clock.current += timedelta(seconds=UPLOAD_SECONDS)
+    before, objects = arena.stack.scan(), arena.stack.bucket_keys()
+
+    # When the archive arrives
+    with pytest.raises(UploadUrlExpired):
+        remote.upload(version.upload_token, b"archive")
+
+    # Then nothing was written and the version is still pending
+    assert arena.stack.scan() == before
+    assert arena.stack.bucket_keys() == objects
+    assert remote.configuration_version(arena.admin, version.id).status == "pending"
+
+
+def test_a_denied_launch_writes_nothing(arena: Arena) -> None:
+    # Given an uploaded configuration version, and launches disabled for the organization
+    remote = remote_runs(arena)
+    ws_id = remote_workspace(arena, "denied")
+    version = remote.new_configuration_version(
+        arena.admin, ws_id, speculative=False, auto_queue=False
+    )
+    assert version.upload_token is not None
+    remote.upload(version.upload_token, b"archive")
+    controls = LaunchControls(arena.stack.clock, region="us-east-1", policy_runtime="none")
+    controls.set(arena.admin, "organization", Controls(launches_enabled=False))
+    before, objects = arena.stack.scan(), arena.stack.bucket_keys()
+
+    # When a run is created through the TFE runs API
+    with pytest.raises(LaunchDenied):
+        remote.create(arena.admin, ws_id, version.id, RunOptions())
+
+    # Then the refusal wrote nothing
+    assert arena.stack.scan() == before
+    assert arena.stack.bucket_keys() == objects
+
+
+def test_a_log_read_url_expires_and_names_one_run(arena: Arena) -> None:
+    # Given runs planning, and a log-read URL of the first one's plan
+    remote = remote_runs(arena)
+    _, first = planning(arena, "logs-a")
+    _, second = planning(arena, "logs-b")
+    run = arena.stack.lifecycle.runs.get(first)
+    _, _, run_id, phase, expires, grant = remote.log_url_path(run, Phase.PLAN).split("/")
+
+    # When it is read now, for another run, and after it expired
+    now = remote.log_by_grant(run_id, Phase(phase), int(expires), grant, 0, 1024)
+    with pytest.raises(NotFound):
+        remote.log_by_grant(second, Phase(phase), int(expires), grant, 0, 1024)
+    arena.stack.clock.current += timedelta(seconds=LOG_URL_SECONDS)
+    with pytest.raises(NotFound):
+        remote.log_by_grant(run_id, Phase(phase), int(expires), grant, 0, 1024)
+
+    # Then only the first read was served (the log has not started: just STX)
+    assert now.data == b"\x02"
