@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,8 @@ from runplane.store import identity as store
 from runplane.store.runs import RunRepository
 
 TOKEN_PREFIX = "rpt_"
+# Runs whose workspace an Identity remembers (oldest forgotten first).
+_REMEMBERED_RUNS = 10_000
 # The JWT claim that names the caller's organization (a Cognito custom attribute).
 ORGANIZATION_CLAIM = "custom:organization"
 
@@ -59,6 +62,8 @@ class Identity:
         self._sessions = sessions
         self._runs = runs
         self._verifier = verifier
+        self._workspace_by_run: dict[str, str] = {}
+        self._workspaces_lock = threading.Lock()
 
     # -- API tokens ---------------------------------------------------------------------
 
@@ -135,27 +140,42 @@ class Identity:
             session = self._sessions.authenticate(secret)
         except SessionRefused:
             raise Unauthenticated("the runner session is not valid") from None
-        try:
-            run = self._runs.get(session.binding.run_id)
-        except NotFound:
-            raise Unauthenticated("the runner session's run is gone") from None
         # Read on every call, so a closed attempt's sandbox is refused at once even
         # if the listing that revokes its sessions missed one.
         if open_attempt(session.binding) is None:
             raise Unauthenticated("the runner session's attempt has ended")
+        run_id = session.binding.run_id
+        try:
+            workspace_id = self._workspace_of_run(run_id)
+        except NotFound:
+            raise Unauthenticated("the runner session's run is gone") from None
         return Principal(
             kind=PrincipalKind.RUNNER,
             id=session.id,
             organization_id=session.organization_id,
             permissions=RUNNER_PERMISSIONS,
-            display=f"Run {run.id}",
-            run_id=run.id,
-            workspace_id=run.workspace_id,
+            display=f"Run {run_id}",
+            run_id=run_id,
+            workspace_id=workspace_id,
             attempt_id=session.binding.attempt_id,
             sandbox_id=session.binding.sandbox_id,
             phase=session.binding.phase.value,
             inputs=session.inputs,
         )
+
+    def _workspace_of_run(self, run_id: str) -> str:
+        """A run's workspace never changes: read once per run and process, not per call
+        (every runner and Cloud API call of a sandbox authenticates)."""
+        with self._workspaces_lock:
+            known = self._workspace_by_run.get(run_id)
+        if known is not None:
+            return known
+        workspace_id = self._runs.get(run_id).workspace_id
+        with self._workspaces_lock:
+            if len(self._workspace_by_run) >= _REMEMBERED_RUNS:
+                self._workspace_by_run.pop(next(iter(self._workspace_by_run)))
+            self._workspace_by_run[run_id] = workspace_id
+        return workspace_id
 
     def _user_principal(self, token: str) -> Principal:
         assert self._verifier is not None

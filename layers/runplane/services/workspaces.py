@@ -40,15 +40,24 @@ class Workspaces:
         self._clock = clock
         self._ids = ids
         self._runs = runs
+        # Organization names are claimed for good (no rename, no delete): resolved once.
+        self._organizations: dict[str, Organization] = {}
 
     # -- reads ----------------------------------------------------------------------------
 
     def organization(self, principal: Principal, name: str) -> Organization:
         """The caller's own organization by name; any other is 'not found'."""
-        org_id = store.find_organization_id(name)
-        if org_id is None or org_id != principal.organization_id:
+        found = self._organizations.get(name)
+        if found is None:
+            org_id = store.find_organization_id(name)
+            if org_id is None:
+                raise NotFound("organization", name)
+            found = store.get_organization(org_id)
+            if len(self._organizations) < 10_000:
+                self._organizations[name] = found
+        if found.id != principal.organization_id:
             raise NotFound("organization", name)
-        return store.get_organization(org_id)
+        return found
 
     def organizations(self, principal: Principal) -> list[Organization]:
         """Every organization the caller sees: its own."""
