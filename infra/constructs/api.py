@@ -356,10 +356,11 @@ class Api(Construct):
             for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
                 acknowledge(method, rule, route.reason)
 
-        for resource, verb in (
+        pages: list[tuple[apigw.IResource, str]] = [
             (self.rest_api.root, "GET"),
             (self.rest_api.root.resource_for_path("ui").add_resource("{proxy+}"), "ANY"),
-        ):
+        ]
+        for resource, verb in pages:
             method = resource.add_method(
                 verb,
                 integrations[DASHBOARD],
