@@ -360,8 +360,8 @@ class Api(Construct):
             (self.rest_api.root, "GET"),
             (self.rest_api.root.resource_for_path("ui").add_resource("{proxy+}"), "ANY"),
         ]
-        for resource, verb in pages:
-            method = resource.add_method(
+        for page, verb in pages:
+            method = page.add_method(
                 verb,
                 integrations[DASHBOARD],
                 authorization_type=apigw.AuthorizationType.NONE,
