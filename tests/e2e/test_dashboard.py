@@ -234,3 +234,25 @@ def test_html_in_a_workspace_description_and_a_log_line_is_escaped(
         assert "&lt;script&gt;alert(" in page
     assert "<img" not in pages[2]
     assert "hello, &lt;img src=x onerror=alert(1)&gt;" in pages[2]
+
+
+def test_a_run_past_its_approval_deadline_shows_the_expiry_and_no_decision(
+    local: Local,
+) -> None:
+    # Given a run whose approval window of 3 seconds ran out
+    ws = new_workspace(local, "dash-expired")
+    local.client.set_approval_window(ws, 3)
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=180)
+    expired = local.client.watch(run["id"], timeout=60)
+    assert expired["status"] == "expired"
+    browser = signed_in(local)
+
+    # When its page is read
+    page = browser.get(f"{local.url}/ui/runs/{run['id']}", timeout=30).text
+
+    # Then it shows the deadline as passed and offers no decision
+    assert 'id="deadline-passed"' in page
+    assert expired["approval"]["expires_at"] in page
+    assert 'id="approve-form"' not in page
+    assert '<span class="label" id="run-label">Expired</span>' in page
