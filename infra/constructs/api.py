@@ -12,6 +12,10 @@ change), while authentication is decided here, route by route, from the same
 public-route lists the embedded stack's gateway uses
 (``functions/api/routes.py``, ``functions/cloud_api/routes.py``);
 ``tests/infra`` checks every application route against both.
+
+The dashboard (``functions/dashboard``) is served at ``/`` and ``/ui/{proxy+}``
+without the authorizer: browsers carry its cookie session, not a bearer token
+(docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ from constructs import Construct
 
 from infra.constructs.functions import (
     KEY_ACTIONS,
+    KEY_UNWRAP,
+    OBJECT_READ,
     TABLE_GET,
     TABLE_READ,
     TABLE_WRITE,
     WORKFLOW_CALLBACKS,
+    WORKFLOW_RESUME,
     WORKFLOW_START,
     Access,
     Platform,
@@ -44,6 +51,14 @@ from infra.constructs.storage import ARTIFACTS_PREFIX, INBOX_PREFIX
 
 RUN_API = "api"
 CLOUD_API = "cloud"
+DASHBOARD = "dashboard"
+# The dashboard's pages: it signs browsers in with its own cookie sessions (an
+# Authorization header is never sent by a browser navigating to a page).
+DASHBOARD_REASON = (
+    "The dashboard's pages authenticate their own HttpOnly, SameSite=Strict cookie "
+    "sessions and check a CSRF token on every POST; browsers send no Authorization "
+    "header when they navigate."
+)
 
 
 @dataclass(frozen=True)
@@ -178,6 +193,23 @@ class Api(Construct):
                         "policy_runtime",
                         "engine_versions",
                     ),
+                ),
+            ),
+            DASHBOARD: RunplaneFunction(
+                self,
+                "Dashboard",
+                platform=platform,
+                name="dashboard",
+                handler="functions.dashboard.app.handler",
+                description="Runplane dashboard: server-rendered pages and approval forms",
+                # Sessions and decisions are table writes; logs are read from artifacts;
+                # a decision resumes the run's approval wait.
+                access=Access(
+                    table=TABLE_READ + TABLE_WRITE,
+                    object_prefixes=(ARTIFACTS_PREFIX,),
+                    object_actions=OBJECT_READ,
+                    key=KEY_UNWRAP,
+                    workflow=WORKFLOW_RESUME,
                 ),
             ),
         }
@@ -324,6 +356,21 @@ class Api(Construct):
             for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
                 acknowledge(method, rule, route.reason)
 
+        pages: list[tuple[apigw.IResource, str]] = [
+            (self.rest_api.root, "GET"),
+            (self.rest_api.root.resource_for_path("ui").add_resource("{proxy+}"), "ANY"),
+        ]
+        for page, verb in pages:
+            method = page.add_method(
+                verb,
+                integrations[DASHBOARD],
+                authorization_type=apigw.AuthorizationType.NONE,
+                request_validator=self.validator,
+            )
+            self.methods.append(method)
+            for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
+                acknowledge(method, rule, DASHBOARD_REASON)
+
         if config.web_acl_arn:
             wafv2.CfnWebACLAssociation(
                 self,
@@ -335,9 +382,10 @@ class Api(Construct):
             acknowledge(
                 self.rest_api,
                 "AwsSolutions-APIG3",
-                "Every route but discovery, ping, upload URLs and runner bootstrap is "
-                "authenticated and the stage is throttled; a regional AWS WAF web ACL is "
-                "attached when the deployment sets the webAclArn context.",
+                "Every route but discovery, ping, upload URLs, runner bootstrap and the "
+                "dashboard's cookie-session pages is authenticated by the authorizer and "
+                "the stage is throttled; a regional AWS WAF web ACL is attached when the "
+                "deployment sets the webAclArn context.",
             )
 
         self.domain: apigw.DomainName | None = None

@@ -54,6 +54,7 @@ def _local_up(args: argparse.Namespace) -> int:
     print(f"  admin token:  {credentials.token}")
     print(f"  engine:       {engine}")
     print(f"  client files: {stack.data_dir / 'credentials.json'}, {rc}")
+    print(f"  dashboard:    {stack.login_link()}  (one-time login link, valid 10 minutes)")
     print(f"  use it with:  TF_CLI_CONFIG_FILE={rc} terraform init")
     print("The stack keeps its data in memory: stopping it (Ctrl-C) discards everything.")
     sys.stdout.flush()

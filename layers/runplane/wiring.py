@@ -32,6 +32,7 @@ from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.services.state import StateVersions
 from runplane.services.tenancy import Tenancy
+from runplane.services.web_sessions import WebSessions
 from runplane.services.workspaces import Workspaces
 from runplane.settings import Settings, get_settings
 from runplane.store import models
@@ -73,6 +74,7 @@ class Services:
     launch_controls: LaunchControls
     policies: Policies
     remote_runs: RemoteRuns
+    web_sessions: WebSessions
 
 
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
@@ -191,6 +193,7 @@ def build_services(
         launch_controls=launch_controls,
         policies=policies,
         remote_runs=remote_runs,
+        web_sessions=WebSessions(clock, ids),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -74,6 +75,13 @@ def test_local_up_serves_writes_client_files_and_stops_on_ctrl_c(tmp_path: Path)
         )
         assert org.status_code == 200
         assert org.json()["data"]["id"] == "default"
+
+        # And the one-time dashboard login link it printed signs a browser in
+        link = re.search(r"dashboard:\s+(\S+/ui/login\?code=\S+)", text)
+        assert link is not None, text
+        signed_in = requests.get(link[1], allow_redirects=False, timeout=30)
+        assert signed_in.status_code == 303
+        assert "runplane_session" in signed_in.cookies
     finally:
         # When it gets Ctrl-C, it stops cleanly
         process.send_signal(signal.SIGINT)

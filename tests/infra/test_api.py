@@ -21,6 +21,8 @@ from tests.infra.synth import Synthesized, ref
 RUN_API = "functions.api.app.handler"
 CLOUD_API = "functions.cloud_api.handler.handler"
 AUTHORIZER = "functions.authorizer.handler.handler"
+DASHBOARD = "functions.dashboard.app.handler"
+DASHBOARD_METHODS = 2
 
 
 def _app_routes(build: Any) -> list[tuple[str, str]]:
@@ -66,7 +68,7 @@ class Gateway:
         falling back from a static resource to a sibling: static part, then a path
         parameter, then a greedy proxy at the deepest resource reached."""
         node: str | None = None
-        for part in path.strip("/").split("/"):
+        for part in [p for p in path.strip("/").split("/") if p]:
             kids = self.children.get(node, {})
             if part in kids:
                 node = kids[part]
@@ -128,7 +130,31 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         for p in stack.of_type("AWS::ApiGateway::Method").values()
         if p["AuthorizationType"] == "NONE"
     ]
-    assert len(unauthenticated) == len(public)
+    # (and the dashboard's pages, which check their own cookie sessions)
+    assert len(unauthenticated) == len(public) + DASHBOARD_METHODS
+
+
+def test_the_dashboard_is_served_at_the_root_and_under_ui_with_its_own_sessions(
+    stack: Synthesized,
+) -> None:
+    gateway = Gateway.of(stack)
+    # Given the dashboard's pages and forms
+    for method, path in (
+        ("GET", "/"),
+        ("GET", "/ui/workspaces/ws-x1"),
+        ("GET", "/ui/login"),
+        ("POST", "/ui/runs/run-x1/approve"),
+    ):
+        served = gateway.resolve(method, path)
+        # Then they reach the dashboard's function, which authenticates the cookie
+        assert served is not None, path
+        assert _target(stack, served) == DASHBOARD
+        assert served["AuthorizationType"] == "NONE"
+    # And the APIs beside it keep their authorizer
+    for path in ("/api/v1/workspaces", "/api/v2/organizations/x1"):
+        served = gateway.resolve("GET", path)
+        assert served is not None
+        assert served["AuthorizationType"] == "CUSTOM"
 
 
 def test_unknown_paths_under_each_api_still_need_credentials(stack: Synthesized) -> None:

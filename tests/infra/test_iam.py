@@ -45,6 +45,12 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait.
+    "functions.dashboard.app.handler": BASE
+    | READ
+    | WRITE
+    | RESUME
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
     "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
     "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.start_runner": BASE

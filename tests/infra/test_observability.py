@@ -67,12 +67,14 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
         pattern = metric_filter["FilterPattern"]
         for status in RunStatus:
             assert (f'"{status.value}"' in pattern) == (status in INTERVENTION_STATUSES), status
-    # And every function that moves runs (the run API and the task steps) is watched
+    # And every function that moves runs (the APIs, the dashboard, the task steps) is watched
     watched = {ref(f["LogGroupName"]) for f in filters}
     movers = {
         ref(f["LoggingConfig"]["LogGroup"])
         for h, f in stack.functions().items()
-        if h.startswith(("functions.tasks.", "functions.api.", "functions.cloud_api."))
+        if h.startswith(
+            ("functions.tasks.", "functions.api.", "functions.cloud_api.", "functions.dashboard.")
+        )
     }
     assert watched == movers
 

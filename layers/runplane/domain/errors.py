@@ -501,3 +501,27 @@ class PolicyInputRootRefused(InvalidPolicySet):
         self.line = line
         self.root = root
         self.providers = providers
+
+
+class LoginLinkRefused(RunplaneError):
+    """A dashboard login link that is unknown, already used or past its lifetime."""
+
+    code = "LOGIN_LINK_REFUSED"
+    http_status = 403
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this login link is not valid: it was already used or has expired; "
+            "ask for a new one (runplane local up prints one)"
+        )
+
+
+class CsrfRefused(RunplaneError):
+    """A state-changing dashboard request without the session's form token, or sent
+    from another origin: nothing was changed."""
+
+    code = "CSRF_REFUSED"
+    http_status = 403
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)

@@ -26,6 +26,7 @@ class IdKind(StrEnum):
     POLICY_CHECK = "pol"
     RECOVERY = "rcv"
     USER = "user"
+    WEB_SESSION = "web"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

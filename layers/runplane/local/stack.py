@@ -106,9 +106,19 @@ def task_handlers() -> dict[str, Any]:
     return dict(HANDLERS)
 
 
+def is_dashboard(path: str) -> bool:
+    return path == "/" or path == "/ui" or path.startswith("/ui/")
+
+
 def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """One gateway, two APIs: the run API under /api/v1, the Cloud API elsewhere."""
-    if str(event.get("path", "")).startswith("/api/v1/"):
+    """One gateway, three handlers: the dashboard at / and /ui, the run API under
+    /api/v1, the Cloud API elsewhere."""
+    path = str(event.get("path", ""))
+    if is_dashboard(path):
+        from functions.dashboard.app import handler as dashboard
+
+        return dashboard(event, context)
+    if path.startswith("/api/v1/"):
         from functions.api.app import handler as run_api
 
         return run_api(event, context)
@@ -121,7 +131,8 @@ def _is_public(method: str, path: str) -> bool:
     from functions.api.routes import is_public as run_api_public
     from functions.cloud_api.routes import is_public as cloud_public
 
-    return run_api_public(method, path) or cloud_public(method, path)
+    # The dashboard signs its callers in with its own cookie sessions.
+    return is_dashboard(path) or run_api_public(method, path) or cloud_public(method, path)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -381,6 +392,16 @@ class EmbeddedStack:
             org.id, "admin", frozenset(Permission), created_by="runplane local up"
         )
         return Credentials(url=url, organization=org.name, token=issued.token)
+
+    def login_link(self) -> str:
+        """A one-time dashboard sign-in link for the organization's admin."""
+        assert self.services is not None
+        assert self.credentials is not None
+        org_id = self.services.workspaces.organization_id_of(self.credentials.organization)
+        code = self.services.web_sessions.issue_login_code(
+            org_id, "admin", frozenset(Permission), created_by="runplane local up"
+        )
+        return f"{self.credentials.url}/ui/login?code={code}"
 
     def _write_client_files(self, credentials: Credentials) -> None:
         secrets = {

@@ -1,0 +1,222 @@
+"""The dashboard: server-rendered pages over the same services as the run API.
+
+Pages are reached with a cookie session opened by a one-time login link; every
+POST must carry the session's CSRF token and come from this origin.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from functions.dashboard.web import Request, redirect, reply
+from runplane.domain.capabilities import Phase
+from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
+from runplane.domain.identity import Principal, Unauthenticated
+from runplane.domain.run import RunStatus
+from runplane.domain.web_session import (
+    SESSION_COOKIE,
+    cleared_cookie,
+    csrf_matches,
+    csrf_token,
+    same_origin,
+    session_cookie,
+)
+from runplane.wiring import services
+
+Page = dict[str, Any]
+SIGN_IN = "/ui/sign-in"
+# The fields of the approval binding a form sends back: what the person reviewed.
+BINDING_FIELDS = (
+    "plan_sha256",
+    "predecessor_state_version_id",
+    "policy_input_digest",
+    "policy_result_digest",
+)
+_WORKSPACE = re.compile(r"/ui/workspaces/(?P<id>[A-Za-z0-9-]{1,64})")
+_RUN = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})")
+_DECISION = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/(?P<decision>approve|reject)")
+_STATIC = Path(__file__).resolve().parent / "static"
+
+
+@lru_cache(maxsize=1)
+def templates() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _render(status: int, name: str, **context: Any) -> Page:
+    return reply(status, templates().get_template(name).render(**context))
+
+
+class Session:
+    """The signed-in caller of one request."""
+
+    def __init__(self, request: Request) -> None:
+        self.secret = request.cookie(SESSION_COOKIE)
+        self.principal: Principal = services().web_sessions.authenticate(self.secret)
+        assert self.secret is not None
+        self.csrf = csrf_token(self.secret)
+
+    def check_post(self, request: Request, form: dict[str, str]) -> None:
+        assert self.secret is not None
+        if not same_origin(
+            request.headers.get("origin"), request.scheme, request.headers.get("host")
+        ):
+            raise CsrfRefused("the form was sent from another origin")
+        if not csrf_matches(self.secret, form.get("csrf")):
+            raise CsrfRefused("the form's CSRF token is missing or wrong: reload the page")
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def sign_in_notice(request: Request) -> Page:
+    return _render(401, "sign_in.html", session=None)
+
+
+def login(request: Request) -> Page:
+    signed_in = services().web_sessions.sign_in(request.query.get("code", ""))
+    max_age = int((signed_in.valid_until - services().clock.now()).total_seconds())
+    cookie = session_cookie(signed_in.secret, secure=request.scheme == "https", max_age=max_age)
+    return redirect("/", cookies=[cookie])
+
+
+def logout(request: Request) -> Page:
+    session = Session(request)
+    session.check_post(request, request.form())
+    assert session.secret is not None
+    services().web_sessions.sign_out(session.secret)
+    return redirect(SIGN_IN, cookies=[cleared_cookie(secure=request.scheme == "https")])
+
+
+def workspaces(request: Request) -> Page:
+    session = Session(request)
+    listed = sorted(services().workspaces.list_own(session.principal), key=lambda w: w.name)
+    return _render(200, "workspaces.html", session=session, workspaces=listed)
+
+
+def workspace(request: Request, workspace_id: str) -> Page:
+    session = Session(request)
+    s = services()
+    ws = s.workspaces.by_id(session.principal, workspace_id)
+    runs = s.runs.list(session.principal, ws.id)
+    return _render(200, "runs.html", session=session, workspace=ws, runs=runs)
+
+
+def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | None:
+    try:
+        read = services().logs.read(principal, run_id, phase)
+    except NotFound:
+        return None
+    return {
+        "text": read.data.decode("utf-8", "replace"),
+        "truncated": read.next_offset < read.length,
+        "complete": read.complete,
+    }
+
+
+def run_page(request: Request, run_id: str) -> Page:
+    session = Session(request)
+    s = services()
+    review = s.runs.review(session.principal, run_id)
+    ws = s.workspaces.by_id(session.principal, review["workspace_id"])
+    approval = review.get("approval") or {}
+    open_for_decision = review["status"] == "awaiting_approval"
+    expires_at = approval.get("expires_at")
+    deadline_passed = isinstance(expires_at, str) and (
+        datetime.fromisoformat(expires_at) <= s.clock.now()
+    )
+    logs = {phase.value: _log(session.principal, run_id, phase) for phase in Phase}
+    return _render(
+        200,
+        "run.html",
+        session=session,
+        workspace=ws,
+        review=review,
+        approval=approval,
+        binding=approval.get("binding") or {},
+        can_decide=open_for_decision and not deadline_passed,
+        deadline_passed=deadline_passed,
+        active=not RunStatus(review["status"]).is_terminal,
+        logs=logs,
+    )
+
+
+def decide(request: Request, run_id: str, decision: str) -> Page:
+    session = Session(request)
+    form = request.form()
+    session.check_post(request, form)
+    s = services()
+    binding = {name: form[name] for name in BINDING_FIELDS if form.get(name)}
+    comment = form.get("comment") or None
+    decided = s.runs.decide(session.principal, run_id, decision, comment, binding)
+    if decided.token:
+        s.workflow.resume(decided.token, {"decision": decision})
+    return redirect(f"/ui/runs/{run_id}")
+
+
+def static(name: str) -> Page:
+    path = _STATIC / name
+    if name not in {"dashboard.js", "dashboard.css"} or not path.is_file():
+        raise NotFound("page", name)
+    kind = "text/javascript" if name.endswith(".js") else "text/css"
+    return reply(200, path.read_text(encoding="utf-8"), content_type=f"{kind}; charset=utf-8")
+
+
+# -- routing ------------------------------------------------------------------------------
+
+
+def _route(request: Request) -> Page:
+    method, path = request.method, request.path.rstrip("/") or "/"
+    if method == "GET":
+        fixed: dict[str, Callable[[Request], Page]] = {
+            "/": workspaces,
+            "/ui": workspaces,
+            "/ui/login": login,
+            SIGN_IN: sign_in_notice,
+        }
+        if path in fixed:
+            return fixed[path](request)
+        if path.startswith("/ui/static/"):
+            return static(path.removeprefix("/ui/static/"))
+        if found := _WORKSPACE.fullmatch(path):
+            return workspace(request, found["id"])
+        if found := _RUN.fullmatch(path):
+            return run_page(request, found["id"])
+    if method == "POST":
+        if path == "/ui/logout":
+            return logout(request)
+        if found := _DECISION.fullmatch(path):
+            return decide(request, found["id"], found["decision"])
+    raise NotFound("page", path)
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    request = Request.of(event)
+    try:
+        return _route(request)
+    except Unauthenticated:
+        if request.method == "GET":
+            return redirect(SIGN_IN)
+        return _render(
+            401,
+            "error.html",
+            session=None,
+            code="UNAUTHENTICATED",
+            message="sign in to use the dashboard",
+        )
+    except RunplaneError as error:
+        return _render(
+            error.http_status, "error.html", session=None, code=error.code, message=error.message
+        )

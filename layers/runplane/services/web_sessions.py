@@ -1,0 +1,84 @@
+"""Dashboard sign-in: a one-time login code becomes a cookie session of a principal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from runplane.domain.capabilities import handle_hash
+from runplane.domain.clock import Clock
+from runplane.domain.errors import LoginLinkRefused
+from runplane.domain.identity import Permission, Principal, PrincipalKind, Unauthenticated
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.web_session import LOGIN_CODE_LIFETIME, SESSION_LIFETIME, new_secret
+from runplane.store import web_sessions as store
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    secret: str = field(repr=False)
+    valid_until: datetime
+
+
+class WebSessions:
+    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+        self._clock = clock
+        self._ids = ids
+
+    def issue_login_code(
+        self,
+        organization_id: str,
+        name: str,
+        permissions: Iterable[Permission],
+        *,
+        created_by: str,
+    ) -> str:
+        """A single-use code; its secret is returned here and never again."""
+        code = new_secret()
+        now = self._clock.now()
+        grant = store.Grant(
+            organization_id, name, frozenset(permissions), now, now + LOGIN_CODE_LIFETIME
+        )
+        store.put_login_code(handle_hash(code), grant, created_by).commit()
+        return code
+
+    def sign_in(self, code: str) -> SignedIn:
+        """Consume ``code`` (once, before it expires) and open a session."""
+        now = self._clock.now()
+        code_hash = handle_hash(code)
+        grant = store.get_login_code(code_hash)
+        if grant is None or grant.valid_until <= now:
+            raise LoginLinkRefused()
+        secret = new_secret()
+        session = store.WebSession(
+            self._ids.new(IdKind.WEB_SESSION),
+            store.Grant(
+                grant.organization_id,
+                grant.name,
+                grant.permissions,
+                now,
+                now + SESSION_LIFETIME,
+            ),
+        )
+        store.redeem(code_hash, handle_hash(secret), session).commit()
+        return SignedIn(secret, session.grant.valid_until)
+
+    def authenticate(self, secret: str | None) -> Principal:
+        if not secret:
+            raise Unauthenticated("sign in to use the dashboard")
+        session = store.get_session(handle_hash(secret))
+        if session is None or session.grant.valid_until <= self._clock.now():
+            raise Unauthenticated("the dashboard session has ended: sign in again")
+        grant = session.grant
+        return Principal(
+            kind=PrincipalKind.USER,
+            id=session.id,
+            organization_id=grant.organization_id,
+            permissions=grant.permissions,
+            display=f"User {grant.name} (dashboard)",
+            auth_time=grant.created_at,
+        )
+
+    def sign_out(self, secret: str) -> None:
+        store.delete_session(handle_hash(secret))

@@ -1,0 +1,127 @@
+"""Dashboard login codes and cookie sessions: only their hashes are keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pynamodb.attributes import ListAttribute, UnicodeAttribute, UTCDateTimeAttribute
+
+from runplane.domain.errors import LoginLinkRefused
+from runplane.domain.identity import Permission
+from runplane.store.models import TableItem
+from runplane.store.transaction import Transaction
+
+
+class LoginCodeItem(TableItem):
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    permissions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    created_at = UTCDateTimeAttribute()
+    valid_until = UTCDateTimeAttribute()
+    created_by = UnicodeAttribute()
+
+
+class WebSessionItem(TableItem):
+    session_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    permissions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    created_at = UTCDateTimeAttribute()
+    valid_until = UTCDateTimeAttribute()
+
+
+def login_code_key(code_hash: str) -> tuple[str, str]:
+    return f"WEBLOGIN#{code_hash}", "WEBLOGIN"
+
+
+def web_session_key(secret_hash: str) -> tuple[str, str]:
+    return f"WEBSESSION#{secret_hash}", "WEBSESSION"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a login code or session signs in as."""
+
+    organization_id: str
+    name: str
+    permissions: frozenset[Permission]
+    created_at: datetime
+    valid_until: datetime
+
+
+@dataclass(frozen=True)
+class WebSession:
+    id: str
+    grant: Grant
+
+
+def put_login_code(code_hash: str, grant: Grant, created_by: str) -> Transaction:
+    return Transaction().put_new(
+        LoginCodeItem(
+            *login_code_key(code_hash),
+            org_id=grant.organization_id,
+            name=grant.name,
+            permissions=sorted(p.value for p in grant.permissions),
+            created_at=grant.created_at,
+            valid_until=grant.valid_until,
+            created_by=created_by,
+            # DynamoDB's TTL sweeps the leftovers; validity is checked on read.
+            expires_at=grant.valid_until,
+        )
+    )
+
+
+def _grant(item: LoginCodeItem | WebSessionItem) -> Grant:
+    return Grant(
+        organization_id=item.org_id,
+        name=item.name,
+        permissions=frozenset(Permission(p) for p in item.permissions or ()),
+        created_at=item.created_at,
+        valid_until=item.valid_until,
+    )
+
+
+def get_login_code(code_hash: str) -> Grant | None:
+    try:
+        return _grant(LoginCodeItem.get(*login_code_key(code_hash), consistent_read=True))
+    except LoginCodeItem.DoesNotExist:
+        return None
+
+
+def redeem(code_hash: str, secret_hash: str, session: WebSession) -> Transaction:
+    """Consume the code and open the session in one transaction: of two uses of one
+    code, exactly one succeeds."""
+    grant = session.grant
+    return (
+        Transaction()
+        .delete(
+            LoginCodeItem(*login_code_key(code_hash)),
+            condition=LoginCodeItem.pk.exists(),
+            on_refused=lambda current: LoginLinkRefused(),
+        )
+        .put_new(
+            WebSessionItem(
+                *web_session_key(secret_hash),
+                session_id=session.id,
+                org_id=grant.organization_id,
+                name=grant.name,
+                permissions=sorted(p.value for p in grant.permissions),
+                created_at=grant.created_at,
+                valid_until=grant.valid_until,
+                expires_at=grant.valid_until,
+            )
+        )
+    )
+
+
+def get_session(secret_hash: str) -> WebSession | None:
+    try:
+        item = WebSessionItem.get(*web_session_key(secret_hash), consistent_read=True)
+    except WebSessionItem.DoesNotExist:
+        return None
+    return WebSession(item.session_id, _grant(item))
+
+
+def delete_session(secret_hash: str) -> None:
+    WebSessionItem(*web_session_key(secret_hash)).delete()
