@@ -20,6 +20,19 @@ MODULES = {
     "store": "runplane.store.runs, runplane.store.workspaces",
     "services": "runplane.services.lifecycle",
 }
+# What a Lambda handler imports, against the bare import of the libraries it is built
+# on: the difference is our own code's import cost at a cold start.
+DEPENDENCIES = (
+    "boto3, pynamodb.models, pydantic, aws_lambda_powertools.event_handler, "
+    "cryptography.hazmat.primitives.ciphers.aead"
+)
+HANDLERS = {
+    "authorizer": "functions.authorizer.handler",
+    "run API": "functions.api.app",
+    "Cloud API": "functions.cloud_api.handler",
+    "tasks": "functions.tasks.handlers",
+    "dashboard": "functions.dashboard.app",
+}
 SDKS = ("boto3", "botocore", "pynamodb", "pydantic")
 
 
@@ -52,6 +65,14 @@ def main() -> None:
         results[f"{name}_ms"] = round(extra * 1000, 1)
         results[f"{name}_sdks"] = sdks
         print(f"{name:<10} {extra * 1000:>20.1f}  {', '.join(sdks) or '-'}")
+    dependencies = _median_seconds(f"import {DEPENDENCIES}", args.runs) - baseline
+    results["dependencies_ms"] = round(dependencies * 1000, 1)
+    print(f"\n{'handler':<11} {'ms over bare python':>20} {'x dependencies':>15}")
+    print(f"{'(deps)':<11} {dependencies * 1000:>20.1f} {1.0:>15.2f}")
+    for name, module in HANDLERS.items():
+        extra = _median_seconds(f"import {module}", args.runs) - baseline
+        results[f"handler_{name.replace(' ', '_').lower()}_ms"] = round(extra * 1000, 1)
+        print(f"{name:<11} {extra * 1000:>20.1f} {extra / dependencies:>15.2f}")
     print(f"bare interpreter: {baseline * 1000:.1f} ms")
     print(json.dumps(results))
 

@@ -1,44 +1,53 @@
-"""The composition root: builds every service once per process, lazily."""
+"""The composition root: every service of the process, each built on first use.
+
+A handler imports this module and nothing else of the service layer: a service
+(and the modules it needs) is imported and built only when a request first asks
+for it, so an authorizer cold start pays for identity, not for orchestration,
+policy evaluation or remote runs.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
-from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
-from runplane.adapters import aws
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
-from runplane.adapters.jwt import JwtVerifier
-from runplane.adapters.keys import DataKeys
-from runplane.adapters.launchers import EcsFargateLauncher, Launcher, LocalProcessLauncher
-from runplane.adapters.object_store import ObjectStore
-from runplane.adapters.workflow import Workflow
-from runplane.domain.clock import Clock
-from runplane.domain.ids import IdGenerator
-from runplane.services.artifacts import ArtifactStore, SandboxTransfers
-from runplane.services.capabilities import Capabilities, RunnerSessions
-from runplane.services.identity import Identity
-from runplane.services.launch_controls import LaunchControls
-from runplane.services.lifecycle import RunLifecycle
-from runplane.services.logs import RunLogs
-from runplane.services.orchestration import Orchestration, Timing
-from runplane.services.policy import Evaluator, Policies
-from runplane.services.recovery import Recoveries
-from runplane.services.remote_runs import RemoteRuns
-from runplane.services.runner_api import RunnerApi
-from runplane.services.runs import Runs
-from runplane.services.state import StateVersions
-from runplane.services.tenancy import Tenancy
-from runplane.services.web_sessions import WebSessions
-from runplane.services.workspaces import Workspaces
 from runplane.settings import Settings, get_settings
-from runplane.store import models
+
+if TYPE_CHECKING:
+    from runplane.adapters.jwt import JwtVerifier
+    from runplane.adapters.keys import DataKeys
+    from runplane.adapters.launchers import Launcher
+    from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.workflow import Workflow
+    from runplane.domain.clock import Clock
+    from runplane.domain.ids import IdGenerator
+    from runplane.services.artifacts import ArtifactStore, SandboxTransfers
+    from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.identity import Identity
+    from runplane.services.launch_controls import LaunchControls
+    from runplane.services.lifecycle import RunLifecycle
+    from runplane.services.logs import RunLogs
+    from runplane.services.orchestration import Orchestration
+    from runplane.services.policy import Evaluator, Policies
+    from runplane.services.recovery import Recoveries
+    from runplane.services.remote_runs import RemoteRuns
+    from runplane.services.runner_api import RunnerApi
+    from runplane.services.runs import Runs
+    from runplane.services.state import StateVersions
+    from runplane.services.tenancy import Tenancy
+    from runplane.services.web_sessions import WebSessions
+    from runplane.services.workspaces import Workspaces
 
 
 def launcher_for(settings: Settings) -> Launcher:
+    from runplane.adapters import aws
+    from runplane.adapters.launchers import EcsFargateLauncher, LocalProcessLauncher
+
     if settings.launcher == "local":
         return LocalProcessLauncher(engine=settings.engine_path)
     return EcsFargateLauncher(
@@ -50,36 +59,11 @@ def launcher_for(settings: Settings) -> Launcher:
     )
 
 
-@dataclass(frozen=True)
-class Services:
-    settings: Settings
-    clock: Clock
-    ids: IdGenerator
-    tenancy: Tenancy
-    lifecycle: RunLifecycle
-    artifacts: ArtifactStore
-    transfers: SandboxTransfers
-    capabilities: Capabilities
-    sessions: RunnerSessions
-    identity: Identity
-    workspaces: Workspaces
-    state: StateVersions
-    workflow: Workflow
-    runs: Runs
-    recoveries: Recoveries
-    logs: RunLogs
-    orchestration: Orchestration
-    runner_api: RunnerApi
-    launcher: Launcher
-    launch_controls: LaunchControls
-    policies: Policies
-    remote_runs: RemoteRuns
-    web_sessions: WebSessions
-
-
 def jwt_verifier(settings: Settings) -> JwtVerifier | None:
     if not (settings.jwt_issuer and settings.jwt_audience and settings.jwt_jwks):
         return None
+    from runplane.adapters.jwt import JwtVerifier
+
     return JwtVerifier(
         issuer=settings.jwt_issuer,
         audience=settings.jwt_audience,
@@ -100,6 +84,226 @@ def rego_evaluator() -> Evaluator:
     return RegoEvaluator()
 
 
+class Services:
+    """The process's services. Each is built once, on first use, from the others."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+        verifier: JwtVerifier | None = None,
+        launcher: Launcher | None = None,
+    ) -> None:
+        from runplane.store import models
+
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.ids: IdGenerator = ids or RandomIds()
+        self._verifier = verifier
+        self._launcher = launcher
+        models.bind(settings.table_name, settings.region, settings.aws_endpoint_url)
+
+    # -- adapters -------------------------------------------------------------------------
+
+    @cached_property
+    def objects(self) -> ObjectStore:
+        from runplane.adapters import aws
+        from runplane.adapters.object_store import ObjectStore
+
+        return ObjectStore(aws.s3(self.settings), self.settings.artifact_bucket)
+
+    @cached_property
+    def keys(self) -> DataKeys:
+        from runplane.adapters import aws
+        from runplane.adapters.keys import DataKeys
+
+        return DataKeys(aws.kms(self.settings), self.settings.kms_key_id)
+
+    @cached_property
+    def workflow(self) -> Workflow:
+        from runplane.adapters import aws
+        from runplane.adapters.workflow import Workflow
+
+        return Workflow(aws.stepfunctions(self.settings), self.settings.state_machine_arn)
+
+    @cached_property
+    def launcher(self) -> Launcher:
+        return self._launcher or launcher_for(self.settings)
+
+    # -- services -------------------------------------------------------------------------
+
+    @cached_property
+    def tenancy(self) -> Tenancy:
+        from runplane.services.tenancy import Tenancy
+
+        return Tenancy(self.clock, self.ids)
+
+    @cached_property
+    def lifecycle(self) -> RunLifecycle:
+        from runplane.services.lifecycle import RunLifecycle
+
+        return RunLifecycle(self.clock, self.ids)
+
+    @cached_property
+    def artifacts(self) -> ArtifactStore:
+        from runplane.services.artifacts import ArtifactStore
+
+        return ArtifactStore(
+            self.clock,
+            self.ids,
+            self.objects,
+            self.keys,
+            url_seconds=self.settings.transfer_url_seconds,
+        )
+
+    @cached_property
+    def transfers(self) -> SandboxTransfers:
+        from runplane.services.artifacts import SandboxTransfers
+
+        return SandboxTransfers(
+            self.clock,
+            self.ids,
+            self.objects,
+            self.keys,
+            url_seconds=self.settings.transfer_url_seconds,
+        )
+
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        from runplane.services.capabilities import Capabilities
+
+        return Capabilities(self.clock, self.ids)
+
+    @cached_property
+    def sessions(self) -> RunnerSessions:
+        from runplane.services.capabilities import RunnerSessions
+
+        return RunnerSessions(self.clock, self.ids)
+
+    @cached_property
+    def identity(self) -> Identity:
+        from runplane.services.identity import Identity
+
+        verifier = self._verifier or jwt_verifier(self.settings)
+        return Identity(self.clock, self.ids, self.sessions, self.lifecycle.runs, verifier)
+
+    @cached_property
+    def workspaces(self) -> Workspaces:
+        from runplane.services.workspaces import Workspaces
+
+        return Workspaces(self.clock, self.ids, self.lifecycle.runs)
+
+    @cached_property
+    def state(self) -> StateVersions:
+        from runplane.services.state import StateVersions
+
+        return StateVersions(self.clock, self.ids, self.workspaces, self.artifacts)
+
+    @cached_property
+    def launch_controls(self) -> LaunchControls:
+        from runplane.services.launch_controls import LaunchControls
+
+        runtime = self.settings.policy_runtime or rego_release()
+        return LaunchControls(self.clock, region=self.settings.region, policy_runtime=runtime)
+
+    @cached_property
+    def policies(self) -> Policies:
+        from runplane.services.policy import Policies
+
+        return Policies(self.clock, self.artifacts, rego_evaluator)
+
+    @cached_property
+    def orchestration(self) -> Orchestration:
+        from runplane.services.orchestration import Orchestration, Timing
+
+        settings = self.settings
+        return Orchestration(
+            self.clock,
+            self.ids,
+            self.lifecycle,
+            self.capabilities,
+            self.workflow,
+            self.launcher,
+            control_plane_url=settings.control_plane_url,
+            launch_controls=self.launch_controls,
+            policies=self.policies,
+            timing=Timing(
+                approval_window=timedelta(seconds=settings.approval_window_seconds),
+                runner_phase=timedelta(seconds=settings.runner_phase_seconds),
+                runner_heartbeat=timedelta(seconds=settings.runner_heartbeat_seconds),
+            ),
+        )
+
+    @cached_property
+    def runs(self) -> Runs:
+        from runplane.services.runs import Runs
+
+        settings = self.settings
+        return Runs(
+            self.clock,
+            self.ids,
+            self.lifecycle,
+            self.workspaces,
+            self.artifacts,
+            self.workflow,
+            definition_version=settings.definition_version,
+            build_sha=settings.build_sha,
+            launch_controls=self.launch_controls,
+            runner_release=settings.runner_release,
+            engine_versions=frozenset(
+                v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
+            ),
+        )
+
+    @cached_property
+    def recoveries(self) -> Recoveries:
+        from runplane.services.recovery import Recoveries
+
+        return Recoveries(self.clock, self.ids, self.artifacts, self.workflow)
+
+    @cached_property
+    def logs(self) -> RunLogs:
+        from runplane.services.logs import RunLogs
+
+        return RunLogs(self.clock, self.artifacts, self.runs)
+
+    @cached_property
+    def runner_api(self) -> RunnerApi:
+        from runplane.services.runner_api import RunnerApi
+
+        return RunnerApi(
+            self.sessions,
+            self.capabilities,
+            self.transfers,
+            self.orchestration,
+            self.lifecycle.runs,
+        )
+
+    @cached_property
+    def remote_runs(self) -> RemoteRuns:
+        from runplane.services.remote_runs import RemoteRuns
+
+        return RemoteRuns(
+            self.clock,
+            self.ids,
+            self.runs,
+            self.lifecycle,
+            self.workspaces,
+            self.logs,
+            self.workflow,
+            self.keys,
+            upload_seconds=self.settings.transfer_url_seconds,
+        )
+
+    @cached_property
+    def web_sessions(self) -> WebSessions:
+        from runplane.services.web_sessions import WebSessions
+
+        return WebSessions(self.clock, self.ids)
+
+
 def build_services(
     settings: Settings,
     *,
@@ -108,93 +312,7 @@ def build_services(
     verifier: JwtVerifier | None = None,
     launcher: Launcher | None = None,
 ) -> Services:
-    clock = clock or SystemClock()
-    ids = ids or RandomIds()
-    models.bind(settings.table_name, settings.region, settings.aws_endpoint_url)
-    objects = ObjectStore(aws.s3(settings), settings.artifact_bucket)
-    keys = DataKeys(aws.kms(settings), settings.kms_key_id)
-    artifacts = ArtifactStore(clock, ids, objects, keys, url_seconds=settings.transfer_url_seconds)
-    lifecycle = RunLifecycle(clock, ids)
-    sessions = RunnerSessions(clock, ids)
-    workspaces = Workspaces(clock, ids, lifecycle.runs)
-    capabilities = Capabilities(clock, ids)
-    transfers = SandboxTransfers(
-        clock, ids, objects, keys, url_seconds=settings.transfer_url_seconds
-    )
-    workflow = Workflow(aws.stepfunctions(settings), settings.state_machine_arn)
-    launcher = launcher or launcher_for(settings)
-    launch_controls = LaunchControls(
-        clock, region=settings.region, policy_runtime=settings.policy_runtime or rego_release()
-    )
-    policies = Policies(clock, artifacts, rego_evaluator)
-    orchestration = Orchestration(
-        clock,
-        ids,
-        lifecycle,
-        capabilities,
-        workflow,
-        launcher,
-        control_plane_url=settings.control_plane_url,
-        launch_controls=launch_controls,
-        policies=policies,
-        timing=Timing(
-            approval_window=timedelta(seconds=settings.approval_window_seconds),
-            runner_phase=timedelta(seconds=settings.runner_phase_seconds),
-            runner_heartbeat=timedelta(seconds=settings.runner_heartbeat_seconds),
-        ),
-    )
-    runs = Runs(
-        clock,
-        ids,
-        lifecycle,
-        workspaces,
-        artifacts,
-        workflow,
-        definition_version=settings.definition_version,
-        build_sha=settings.build_sha,
-        launch_controls=launch_controls,
-        runner_release=settings.runner_release,
-        engine_versions=frozenset(
-            v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
-        ),
-    )
-    logs = RunLogs(clock, artifacts, runs)
-    remote_runs = RemoteRuns(
-        clock,
-        ids,
-        runs,
-        lifecycle,
-        workspaces,
-        logs,
-        workflow,
-        keys,
-        upload_seconds=settings.transfer_url_seconds,
-    )
-    return Services(
-        settings=settings,
-        clock=clock,
-        ids=ids,
-        tenancy=Tenancy(clock, ids),
-        lifecycle=lifecycle,
-        artifacts=artifacts,
-        transfers=transfers,
-        capabilities=capabilities,
-        sessions=sessions,
-        identity=Identity(clock, ids, sessions, lifecycle.runs, verifier or jwt_verifier(settings)),
-        workspaces=workspaces,
-        state=StateVersions(clock, ids, workspaces, artifacts),
-        workflow=workflow,
-        runs=runs,
-        recoveries=Recoveries(clock, ids, artifacts, workflow),
-        logs=logs,
-        orchestration=orchestration,
-        runner_api=RunnerApi(sessions, capabilities, transfers, orchestration, lifecycle.runs),
-        launcher=launcher,
-        launch_controls=launch_controls,
-        policies=policies,
-        remote_runs=remote_runs,
-        web_sessions=WebSessions(clock, ids),
-    )
+    return Services(settings, clock=clock, ids=ids, verifier=verifier, launcher=launcher)
 
 
 _installed: list[Services] = []
