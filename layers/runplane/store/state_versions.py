@@ -27,6 +27,7 @@ from runplane.store.models import (
     workspace_key,
 )
 from runplane.store.transaction import Item, Transaction
+from runplane.store.workspaces import is_exactly
 
 PENDING = "pending"
 FINALIZED = "finalized"
@@ -170,17 +171,12 @@ def list_for_workspace(workspace_id: str) -> list[StateVersion]:
 def _move_pointer(version: StateVersion, authority: Authority) -> Transaction:
     """Make ``version`` current, iff the workspace is exactly as authorized."""
     ws = WorkspaceItem(*workspace_key(authority.workspace_id))
-    condition: Condition = (WorkspaceItem.lock_id == authority.lock_id) & (
-        WorkspaceItem.lock_holder == authority.holder_ref
+    condition: Condition = (
+        (WorkspaceItem.lock_id == authority.lock_id)
+        & (WorkspaceItem.lock_holder == authority.holder_ref)
+        & is_exactly(WorkspaceItem.current_sv_id, authority.predecessor_id)
+        & is_exactly(WorkspaceItem.writer_run_id, authority.run_id)
     )
-    if authority.predecessor_id is None:
-        condition &= WorkspaceItem.current_sv_id.does_not_exist()
-    else:
-        condition &= WorkspaceItem.current_sv_id == authority.predecessor_id
-    if authority.run_id is None:
-        condition &= WorkspaceItem.writer_run_id.does_not_exist()
-    else:
-        condition &= WorkspaceItem.writer_run_id == authority.run_id
     if authority.fence is not None:
         condition &= WorkspaceItem.fence == authority.fence
 

@@ -7,6 +7,7 @@ facts they were built on; services compose them into one transaction.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -38,6 +39,12 @@ from runplane.store.models import (
     workspace_name_key,
 )
 from runplane.store.transaction import Item, OnRefused, Transaction
+
+
+def is_exactly(attribute: Any, value: str | None) -> Condition:
+    """The attribute holds ``value``, or is absent when ``value`` is None."""
+    condition: Condition = attribute.does_not_exist() if value is None else attribute == value
+    return condition
 
 
 def workspaces_partition(org_id: str) -> str:
@@ -561,17 +568,12 @@ def recover_writer(
             "review the run again"
         )
 
-    condition: Condition = (WorkspaceItem.writer_run_id == run_id) & (
-        WorkspaceItem.fence == observed.fence
+    condition: Condition = (
+        (WorkspaceItem.writer_run_id == run_id)
+        & (WorkspaceItem.fence == observed.fence)
+        & is_exactly(WorkspaceItem.lock_id, observed.lock_id)
+        & is_exactly(WorkspaceItem.current_sv_id, observed.current_state_version_id)
     )
-    if observed.lock_id is None:
-        condition &= WorkspaceItem.lock_id.does_not_exist()
-    else:
-        condition &= WorkspaceItem.lock_id == observed.lock_id
-    if observed.current_state_version_id is None:
-        condition &= WorkspaceItem.current_sv_id.does_not_exist()
-    else:
-        condition &= WorkspaceItem.current_sv_id == observed.current_state_version_id
     actions: list[Action] = [WorkspaceItem.fence.set(observed.fence + 1), *_UNLOCK]
     if new_state is not None:
         sv_id, serial, lineage = new_state
