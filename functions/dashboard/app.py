@@ -15,6 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from functions.dashboard import sign_in
 from functions.dashboard.web import Request, redirect, reply
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
@@ -97,7 +98,8 @@ def logout(request: Request) -> Page:
     session.check_post(request, request.form())
     assert session.secret is not None
     services().web_sessions.sign_out(session.secret)
-    return redirect(SIGN_IN, cookies=[cleared_cookie(secure=request.scheme == "https")])
+    cookie = cleared_cookie(secure=request.scheme == "https")
+    return redirect(sign_in.signed_out_location(), cookies=[cookie])
 
 
 def workspaces(request: Request) -> Page:
@@ -179,6 +181,8 @@ def static(name: str) -> Page:
 
 def _route(request: Request) -> Page:
     method, path = request.method, request.path.rstrip("/") or "/"
+    if (signing_in := sign_in.route(request, method, path)) is not None:
+        return signing_in
     if method == "GET":
         fixed: dict[str, Callable[[Request], Page]] = {
             "/": workspaces,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 _PREFIX = "RUNPLANE_"
 
@@ -26,6 +27,14 @@ class Settings(BaseModel):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_jwks: str | None = None  # the issuer's JWKS document, as JSON
+    # Dashboard sign-in through the Cognito hosted UI (docs/dashboard.md, "Sign-in").
+    # Unset: the dashboard signs in only by one-time login links. The ID token is
+    # verified against jwt_issuer and jwt_jwks (fetched from the issuer if unset).
+    sign_in_domain: str | None = None  # the hosted UI's base URL
+    sign_in_client_id: str | None = None
+    sign_in_client_secret_arn: str | None = None  # Secrets Manager secret (deployments)
+    sign_in_client_secret: SecretStr | None = None  # the value itself (embedded stack, tests)
+    sign_in_redirect_uri: str | None = None  # <dashboard>/ui/oauth2/callback
     # Orchestration.
     state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
     control_plane_url: str = "http://127.0.0.1:8700"
@@ -56,6 +65,34 @@ class Settings(BaseModel):
             raise ValueError("runner_heartbeat_seconds must be shorter than runner_phase_seconds")
         return self
 
+    @property
+    def hosted_ui_sign_in(self) -> bool:
+        return self.sign_in_domain is not None
+
+    @model_validator(mode="after")
+    def _sign_in_complete(self) -> Settings:
+        if not self.hosted_ui_sign_in:
+            return self
+        missing = [
+            name
+            for name, value in (
+                ("sign_in_client_id", self.sign_in_client_id),
+                ("sign_in_redirect_uri", self.sign_in_redirect_uri),
+                ("jwt_issuer", self.jwt_issuer),
+                (
+                    "sign_in_client_secret_arn or sign_in_client_secret",
+                    self.sign_in_client_secret_arn or self.sign_in_client_secret,
+                ),
+            )
+            if not value
+        ]
+        if missing:
+            raise ValueError(f"hosted-UI sign-in needs {', '.join(missing)}")
+        for name in ("sign_in_domain", "sign_in_redirect_uri", "jwt_issuer"):
+            if not _secure_url(getattr(self, name)):
+                raise ValueError(f"{name} must be an https URL (http only on loopback)")
+        return self
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
@@ -67,6 +104,15 @@ class Settings(BaseModel):
         if "region" not in values and "AWS_REGION" in env:
             values["region"] = env["AWS_REGION"]
         return cls.model_validate(values)
+
+
+def _secure_url(url: str) -> bool:
+    """The client secret and tokens travel over these URLs: https, or plain http to
+    this machine only (the embedded stack and tests)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return bool(parts.hostname)
+    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
 
 
 @lru_cache(maxsize=1)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from runplane.services.remote_runs import RemoteRuns
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
+    from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
     from runplane.services.web_sessions import WebSessions
@@ -302,6 +303,41 @@ class Services:
         from runplane.services.web_sessions import WebSessions
 
         return WebSessions(self.clock, self.ids)
+
+    @cached_property
+    def sign_in(self) -> HostedUiSignIn | None:
+        """Hosted-UI sign-in for the dashboard, when the settings configure it."""
+        settings = self.settings
+        if not settings.hosted_ui_sign_in:
+            return None
+        from runplane.adapters import aws
+        from runplane.adapters.hosted_ui import HostedUi, fetch_jwks
+        from runplane.services.sign_in import CachedKeys, HostedUiSignIn, organization_exists
+
+        assert settings.sign_in_domain
+        assert settings.sign_in_client_id
+        assert settings.sign_in_redirect_uri
+        assert settings.jwt_issuer
+        inline, arn = settings.sign_in_client_secret, settings.sign_in_client_secret_arn
+
+        @lru_cache(maxsize=1)
+        def client_secret() -> str:
+            return inline.get_secret_value() if inline else aws.secret_string(settings, arn or "")
+
+        hosted_ui = HostedUi(
+            domain=settings.sign_in_domain,
+            client_id=settings.sign_in_client_id,
+            client_secret=client_secret,
+            redirect_uri=settings.sign_in_redirect_uri,
+        )
+        keys = CachedKeys(
+            settings.jwt_issuer,
+            settings.sign_in_client_id,
+            json.loads(settings.jwt_jwks) if settings.jwt_jwks else None,
+            fetch_jwks,
+        )
+        exists = organization_exists(self.workspaces.organization_name)
+        return HostedUiSignIn(self.clock, self.web_sessions, hosted_ui, keys, exists)
 
 
 def build_services(

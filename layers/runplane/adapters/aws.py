@@ -52,6 +52,15 @@ def ecs(settings: Settings) -> ECSClient:
     return _client("ecs", settings)  # type: ignore[no-any-return]
 
 
+def secret_string(settings: Settings, secret_id: str) -> str:
+    """A Secrets Manager secret's current string value (the caller keeps it out of logs)."""
+    client = _client("secretsmanager", settings)
+    value = client.get_secret_value(SecretId=secret_id).get("SecretString")
+    if not isinstance(value, str) or not value:
+        raise ValueError("the secret has no string value")
+    return value
+
+
 def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:

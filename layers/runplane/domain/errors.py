@@ -525,3 +525,26 @@ class CsrfRefused(RunplaneError):
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
+
+
+class SignInRefused(RunplaneError):
+    """A hosted-UI sign-in that cannot complete: unknown or expired pre-session, state,
+    nonce or audience mismatch, a refused code, a person who belongs to no
+    organization. ``reason`` is machine-readable; nothing was created."""
+
+    code = "SIGN_IN_REFUSED"
+    http_status = 403
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{message} ({reason}); start again from the sign-in page")
+        self.reason = reason
+
+
+class SignInUnavailable(RunplaneError):
+    """The identity provider could not be reached or answered with an error of its own."""
+
+    code = "SIGN_IN_UNAVAILABLE"
+    http_status = 503
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{why}; try again in a minute")
