@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra.config import RunplaneConfig
 from infra.constructs import assets
-from infra.constructs.api import Api
+from infra.constructs.api import DASHBOARD, Api
 from infra.constructs.functions import Platform
 from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
@@ -73,6 +73,8 @@ class RunplaneStack(Stack):
             },
         )
         self.api = Api(self, "Api", platform=self.platform, identity=self.identity)
+        dashboard = self.api.functions[DASHBOARD]
+        self.identity.add_dashboard_sign_in(dashboard.function, dashboard.role, self.api.url)
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
@@ -115,6 +117,12 @@ class RunplaneStack(Stack):
                 "UserPoolClientId",
                 self.identity.client.user_pool_client_id,
                 "Cognito app client for the CLI",
+            )
+        if self.identity.hosted_ui is not None:
+            output(
+                "SignInDomain",
+                self.identity.hosted_ui.base_url(),
+                "Cognito hosted UI the dashboard signs people in with",
             )
         if self.api.domain is not None:
             output(

@@ -45,12 +45,13 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
-    # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait.
+    # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
+    # hosted-UI sign-in reads its app client's secret.
     "functions.dashboard.app.handler": BASE
     | READ
     | WRITE
     | RESUME
-    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
     "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
     "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.start_runner": BASE
@@ -112,7 +113,8 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     ]
     cluster, _ = stack.one("AWS::ECS::Cluster")
     definition, _ = stack.one("AWS::ECS::TaskDefinition")
-    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}}
+    secrets = set(stack.of_type("AWS::SecretsManager::Secret"))
+    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}, "secretsmanager": secrets}
     for action, resource, condition in stack.grants(stack.role_of(handler)):
         service = action.split(":")[0]
         if service == "xray":
