@@ -310,8 +310,11 @@ class Services:
         settings = self.settings
         if not settings.hosted_ui_sign_in:
             return None
+        from botocore.exceptions import BotoCoreError, ClientError
+
         from runplane.adapters import aws
         from runplane.adapters.hosted_ui import HostedUi, fetch_jwks
+        from runplane.domain.errors import SignInUnavailable
         from runplane.services.sign_in import CachedKeys, HostedUiSignIn, organization_exists
 
         assert settings.sign_in_domain
@@ -322,7 +325,14 @@ class Services:
 
         @lru_cache(maxsize=1)
         def client_secret() -> str:
-            return inline.get_secret_value() if inline else aws.secret_string(settings, arn or "")
+            if inline:
+                return inline.get_secret_value()
+            try:
+                return aws.secret_string(settings, arn or "")
+            except (BotoCoreError, ClientError, ValueError):
+                raise SignInUnavailable(
+                    "the dashboard's sign-in client secret cannot be read"
+                ) from None
 
         hosted_ui = HostedUi(
             domain=settings.sign_in_domain,

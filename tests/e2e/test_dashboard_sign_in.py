@@ -335,6 +335,41 @@ def test_a_sign_in_finished_too_late_is_refused(hosted_ui: HostedUi) -> None:
     assert hosted_ui.cognito.redeemed == 0
 
 
+def test_a_refused_client_secret_is_reported_as_unavailable(hosted_ui: HostedUi) -> None:
+    # Given a hosted UI whose app client secret no longer matches the dashboard's
+    browser, callback = authorized(hosted_ui, User("leo", hosted_ui.org_id))
+    configured = hosted_ui.cognito.client_secret
+    hosted_ui.cognito.client_secret = "rotated-elsewhere"
+    before = web_sessions(hosted_ui.local)
+
+    # When the browser comes back
+    answer = browser.get(callback, allow_redirects=False, timeout=30)
+
+    # Then sign-in is unavailable (not the person's fault), nothing is created, and
+    # the secret appears nowhere in the answer
+    assert answer.status_code == 503, answer.text
+    assert "SIGN_IN_UNAVAILABLE" in answer.text
+    assert "(invalid_client)" in answer.text
+    assert configured not in answer.text
+    assert hosted_ui.cognito.refusals == ["client"]
+    assert web_sessions(hosted_ui.local) == before
+
+
+def test_a_sign_in_the_hosted_ui_declined_is_refused(hosted_ui: HostedUi) -> None:
+    # Given a browser the hosted UI sent back with an error instead of a code
+    browser, callback = authorized(hosted_ui, User("mia", hosted_ui.org_id))
+    state = parse_qs(urlsplit(callback).query)["state"][0]
+    declined = f"{hosted_ui.callback}?error=access_denied&error_description=%3Cb%3Eno%3C%2Fb%3E"
+
+    # When the callback is opened
+    answer = browser.get(f"{declined}&state={state}", allow_redirects=False, timeout=30)
+
+    # Then it is refused without repeating the provider's text
+    refused(answer, "provider_refused")
+    assert "no</b>" not in answer.text
+    assert hosted_ui.cognito.redeemed == 0
+
+
 def test_sign_out_ends_the_session_and_the_hosted_ui_session(hosted_ui: HostedUi) -> None:
     local = hosted_ui.local
     # Given a person signed in through the hosted UI
