@@ -22,7 +22,9 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with every POST, even
+    # from our own pages, and the origin check would refuse them all.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 # A form carries a few digests and a comment; anything much larger is not ours.
