@@ -9,9 +9,9 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import RUN_TIMEOUT_MS, Shoot
 from tests.e2e.conftest import Local
+from tests.e2e.test_cancellation import SLOW_APPLY
 from tests.e2e.test_cli import cli_json, connect
-from tests.e2e.test_dashboard import failed_apply_holding_the_workspace
-from tests.e2e.test_managed_runs import HELLO, new_workspace, writer_of
+from tests.e2e.test_managed_runs import HELLO, config, new_workspace, writer_of
 
 
 def sign_in(page: Page, local: Local) -> None:
@@ -75,24 +75,39 @@ def test_an_expired_run_shows_the_expiry_and_a_disabled_approval_bar(
     shoot("expired")
 
 
-def test_a_run_needing_recovery_is_recovered_through_its_page(
+def test_an_apply_followed_live_then_canceled_is_recovered_through_the_page(
     local: Local, page: Page, shoot: Shoot, tmp_path: Path
 ) -> None:
-    # Given a run whose failed apply keeps the workspace, and its page
-    run = failed_apply_holding_the_workspace(local, tmp_path, "browser-recover")
+    # Given a run applying a slow change, and its page open
+    ws = new_workspace(local, "browser-recover")
+    run = local.client.create_run(ws, config(tmp_path, SLOW_APPLY))
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=180)
     sign_in(page, local)
     page.goto(f"/ui/runs/{run['id']}")
+    local.client.decide(run["id"], "approve")
+    expect(page.locator("#run-status")).to_have_text("applying", timeout=RUN_TIMEOUT_MS)
 
-    # Then the recovery panel compares the state pointers
+    # When the engine writes to the apply log
+    # Then the page shows it as it comes, without reloading
+    page.evaluate("window.stillTheSamePage = true")
+    expect(page.locator("#apply-log pre")).to_contain_text("test_thing.slow: Creating...")
+    expect(page.locator("#apply-log .live-note")).to_have_text("(live)")
+    assert page.evaluate("window.stillTheSamePage === true")
+    shoot("applying-live")
+
+    # When the apply is canceled from the page
+    page.click("#cancel-form button")
+
+    # Then the run needs recovery, and the panel compares the state pointers
+    expect(page.locator("#run-status")).to_have_text("apply_interrupted")
     panel = page.locator("#recovery-panel")
     expect(panel).to_be_visible()
-    current = run["recovery"]["current_state_version_id"]
-    expect(panel).to_contain_text(f"{current} (moved)")
+    expect(panel).to_contain_text("(unmoved)")
     shoot("recovery-required")
 
     # When the operator picks an emergency import but sends no file
     page.check("input[name=resolution][value=import_emergency_state]")
-    page.fill("#recover-reason", "the provider shows only the good thing")
+    page.fill("#recover-reason", "the slow thing was never created")
     page.check("#recover-confirm")
     page.click("#recover-submit")
 
@@ -100,12 +115,12 @@ def test_a_run_needing_recovery_is_recovered_through_its_page(
     expect(page.locator("p.error")).to_contain_text("INVALID_INPUT")
     expect(page.locator("p.error")).to_contain_text("needs the emergency state")
     shoot("refused")
-    assert writer_of(run["workspace_id"])[0] == run["id"]
+    assert writer_of(ws)[0] == run["id"]
 
     # When the operator goes back and confirms the current state instead
     page.click("#back-to-run")
     page.check("input[name=resolution][value=current_state_verified]")
-    page.fill("#recover-reason", "the provider shows only the good thing")
+    page.fill("#recover-reason", "the slow thing was never created")
     page.check("#recover-confirm")
     page.click("#recover-submit")
 
@@ -113,4 +128,4 @@ def test_a_run_needing_recovery_is_recovered_through_its_page(
     expect(page.locator("#recovery-result")).to_contain_text("current_state_verified")
     expect(page.locator("#recover-form")).to_have_count(0)
     shoot("recovered")
-    assert writer_of(run["workspace_id"]) == (None, None)
+    assert writer_of(ws) == (None, None)
