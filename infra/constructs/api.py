@@ -240,7 +240,9 @@ class Api(Construct):
             rest_api_name=config.prefix,
             description="Runplane run API and Cloud API",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            binary_media_types=["application/octet-stream"],
+            # Uploads (state, configuration, the dashboard's recovery form) reach the
+            # functions as base64, byte for byte.
+            binary_media_types=["application/octet-stream", "multipart/form-data"],
             cloud_watch_role=config.api_gateway_cloud_watch_role,
             cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
             deploy_options=apigw.StageOptions(

@@ -71,22 +71,36 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
 
 
+class _SharedStack:
+    """The one embedded stack of this test process. The browser tier re-exports the
+    ``embedded`` fixture, and pytest then runs it once per tier: both get this stack,
+    since a second one would collide with the first in the in-process AWS fakes."""
+
+    local: Local | None = None
+    users = 0
+
+
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
-    # see a silent sandbox detected in seconds, as production does in minutes.
-    stack = EmbeddedStack(
-        tmp_path_factory.mktemp("runplane-local"),
-        port=0,
-        engine=str(engine_path()),
-        runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
-    )
-    credentials = stack.start()
+    if _SharedStack.local is None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
+        # see a silent sandbox detected in seconds, as production does in minutes.
+        stack = EmbeddedStack(
+            tmp_path_factory.mktemp("runplane-local"),
+            port=0,
+            engine=str(engine_path()),
+            runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
+        )
+        _SharedStack.local = Local(stack, stack.start())
+    _SharedStack.users += 1
     try:
-        yield Local(stack, credentials)
+        yield _SharedStack.local
     finally:
-        stack.stop()
+        _SharedStack.users -= 1
+        if _SharedStack.users == 0:
+            _SharedStack.local.stack.stop()
+            _SharedStack.local = None
 
 
 @pytest.fixture

@@ -167,6 +167,16 @@ def test_the_dashboard_is_served_at_the_root_and_under_ui_with_its_own_sessions(
         assert served["AuthorizationType"] == "CUSTOM"
 
 
+def test_uploads_and_the_recovery_form_reach_the_functions_as_binary(stack: Synthesized) -> None:
+    # Given the gateway
+    _, api = stack.one("AWS::ApiGateway::RestApi")
+    # Then state uploads and multipart forms (an emergency state file) arrive byte for byte
+    assert set(api["BinaryMediaTypes"]) >= {
+        "application/octet-stream",
+        "multipart/form-data",
+    }
+
+
 def test_unknown_paths_under_each_api_still_need_credentials(stack: Synthesized) -> None:
     gateway = Gateway.of(stack)
     for path in ("/api/v1/runner/anything", "/api/v1/nope/x", "/api/v2/nope"):
