@@ -302,7 +302,7 @@ class GitHubSources:
     def _start(self, source_id: str) -> None:
         if self._workflow is None:
             raise GitHubNotConfigured("no source workflow is configured for this deployment")
-        self._workflow.start_named(source_id, {"source_id": source_id})
+        self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
 
     def _targets(self, parsed: SourceEvent | SourceIngestionItem) -> list[Binding]:
         """The bindings an event reaches: same repository, branch and installation, all
@@ -513,6 +513,6 @@ def status_on_end(workflow: Workflow) -> Callable[[Run, RunStatus], None]:
         from_source = (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:")
         # Only pull requests' (speculative) runs report a commit status.
         if from_source and run.kind is RunKind.SPECULATIVE:
-            workflow.start_named(f"{run.id}-status", {"run_id": run.id})
+            workflow.start_named(f"{run.id}-status", {"action": "report_status", "run_id": run.id})
 
     return listener
