@@ -185,7 +185,7 @@ def test_a_push_plans_every_bound_workspace_once_with_provenance_and_no_token_an
     # And no other branch, organization or repository got a run
     assert local.client.list_runs(other_branch) == []
     assert other.list_runs(foreign) == []
-    # And a run created by hand shows no provenance
+    # And the provenance holds identifiers and digests, never storage details
     assert "object_key" not in json.dumps(source)
 
     # When the same delivery arrives again
@@ -328,3 +328,48 @@ def test_bindings_are_validated_and_scoped_to_their_organization(local: Local) -
     with pytest.raises(ApiError) as gone:
         local.client.github_binding(ws)
     assert gone.value.status == 404
+
+
+def test_the_cli_binds_shows_and_unbinds_a_workspace(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.e2e.test_cli import cli, cli_json, connect
+
+    # Given a workspace
+    name = unique("cli-gh")
+    local.client.create_workspace(name)
+
+    # When it is bound through the CLI, then shown
+    bound = cli_json(
+        capsys,
+        "workspace",
+        "github",
+        name,
+        "--repository",
+        "Acme/CLI-Repo",
+        "--branch",
+        "main",
+        "--working-directory",
+        "stacks/net",
+        "--installation-id",
+        str(INSTALLATION),
+        "--push-run-kind",
+        "plan_only",
+        *connect(local),
+    )
+    code, text, _ = cli(capsys, "workspace", "github", name, *connect(local))
+
+    # Then the binding is stored as validated (repository in lower case)
+    assert bound["repository"] == "acme/cli-repo"
+    assert (bound["working_directory"], bound["push_run_kind"]) == ("stacks/net", "plan_only")
+    assert code == 0
+    assert "working directory  stacks/net" in text
+    # And a bad binding is one error line, and unbinding removes it
+    code, _, err = cli(
+        capsys, "workspace", "github", name, "--repository", "x", "--branch", "main",
+        "--installation-id", "1", *connect(local),
+    )  # fmt: skip
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1
+    assert cli(capsys, "workspace", "github", name, "--unbind", *connect(local))[0] == 0
+    assert cli(capsys, "workspace", "github", name, *connect(local))[0] != 0
