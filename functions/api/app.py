@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header
 from pydantic import BaseModel, Field, StrictInt
 
 from functions.api import schema as oas
@@ -495,7 +496,11 @@ def build_app() -> IsolatedRestResolver:
         return _json(200, {"workspace_id": workspace_id, "bound": False})
 
     @app.post("/webhooks/github", responses=oas.webhook_responses())
-    def github_webhook() -> Reply:
+    def github_webhook(
+        x_github_event: Annotated[str, Header(min_length=1, max_length=100)],
+        x_github_delivery: Annotated[str, Header(min_length=1, max_length=100)],
+        x_hub_signature_256: Annotated[str | None, Header(max_length=100)] = None,
+    ) -> Reply:
         # Signed by GitHub, not authenticated by a token: the service checks the HMAC
         # of the exact bytes received.
         event = app.current_event
