@@ -13,6 +13,12 @@ from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.api import DASHBOARD, Api
 from infra.constructs.functions import Platform
+from infra.constructs.github import (
+    GitHubSecrets,
+    SourceWorkflow,
+    report_statuses_on_run_end,
+    source_state_machine_arn,
+)
 from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
@@ -52,6 +58,7 @@ class RunplaneStack(Stack):
             compatible_architectures=[assets.ARCHITECTURE],
             description="The runplane package and its runtime dependencies",
         )
+        self.github = GitHubSecrets(self, "GitHub", config=config)
         self.platform = Platform(
             config=config,
             storage=self.storage,
@@ -70,7 +77,11 @@ class RunplaneStack(Stack):
                 "engine_versions": config.engine_version,
                 "runner_phase_seconds": str(config.runner_phase_seconds),
                 "runner_heartbeat_seconds": str(config.runner_heartbeat_seconds),
+                "github_app_id": config.github_app_id,
+                "github_api_url": config.github_api_url,
             },
+            source_state_machine_arn=source_state_machine_arn(self, config),
+            github_secrets=self.github.by_setting,
         )
         self.api = Api(self, "Api", platform=self.platform, identity=self.identity)
         dashboard = self.api.functions[DASHBOARD]
@@ -78,10 +89,15 @@ class RunplaneStack(Stack):
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
+        self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
+        for mover in (*self.api.functions.values(), *self.tasks.by_name.values()):
+            if mover.access.table and "dynamodb:UpdateItem" in mover.access.table:
+                report_statuses_on_run_end(mover, self.platform)
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
+            *self.sources.by_name.values(),
         ]
         self.observability = Observability(
             self,

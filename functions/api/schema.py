@@ -209,6 +209,31 @@ class StatusView(_Open):
     status: str
 
 
+class SourceIngestionView(BaseModel):
+    id: str
+    status: Literal["ready"]
+
+
+class SourceProvenance(BaseModel):
+    """Where a run's configuration came from (docs/github.md): identifiers and digests
+    of persisted records only."""
+
+    provider: Literal["github"]
+    repository: str
+    event: Literal["push", "pull_request"]
+    ref: str
+    branch: str
+    pull_request: int | None
+    commit_sha: str
+    working_directory: str
+    source_ingestion: SourceIngestionView
+    workflow_id: str
+    delivery_id: str
+    configuration_version_id: str
+    archive_sha256: str | None
+    configuration_artifact_id: str
+
+
 class Review(BaseModel):
     """The run review: every fact from the database."""
 
@@ -224,7 +249,7 @@ class Review(BaseModel):
     workflow: Workflow
     stages: list[StageView]
     input: RunInput
-    source: dict[str, Any] | None
+    source: SourceProvenance | None
     plan: PlanView | None
     policy: StatusView | None
     approval: StatusView | None
@@ -322,3 +347,41 @@ class LaunchControls(BaseModel):
 
 class RunnerReply(_Open):
     """What the control plane tells a sandbox; see the runner contract."""
+
+
+# -- GitHub sources ------------------------------------------------------------------------
+
+
+class GitHubBindingView(BaseModel):
+    workspace_id: str
+    provider: Literal["github"]
+    repository: str
+    branch: str
+    working_directory: str
+    installation_id: int
+    push_run_kind: Literal["plan_and_apply", "plan_only"]
+
+
+class GitHubUnbound(BaseModel):
+    workspace_id: str
+    bound: Literal[False]
+
+
+class WebhookAck(BaseModel):
+    """What a delivery did: accepted (a source ingestion started) or ignored, and why."""
+
+    model_config = ConfigDict(extra="allow")
+    delivery_id: str
+    event: str
+    status: Literal["accepted", "ignored"]
+    source_id: str | None = None
+    reason: str | None = None
+    duplicate: bool = False
+
+
+def webhook_responses() -> dict[int, Any]:
+    success = {"description": "Accepted", "content": {JSON: {"model": WebhookAck}}}
+    declared: dict[int, Any] = {202: success, 200: {**success, "description": "Ignored"}}
+    for code in (400, 401, 409, 413, 422, 503):
+        declared[code] = _error(code)
+    return declared

@@ -119,6 +119,13 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "A sandbox's first call redeems its one-time bootstrap handle (in the body) for the "
         "session it then presents as a bearer token.",
     ),
+    PublicRoute(
+        "POST",
+        "/webhooks/github",
+        RUN_API,
+        "GitHub signs each delivery with the App's webhook secret (X-Hub-Signature-256); "
+        "the handler verifies the HMAC of the exact body before recording anything.",
+    ),
 )
 PROXIES = {"/api/v1": RUN_API, "/api/v2": CLOUD_API}
 
@@ -162,6 +169,8 @@ class Api(Construct):
                     key=KEY_ACTIONS,
                     workflow=WORKFLOW_START + WORKFLOW_CALLBACKS,
                     stop_sandbox=True,
+                    # The GitHub webhook's signature is checked with this secret.
+                    github_secrets=("github_webhook_secret_arn",),
                     settings=(
                         "definition_version",
                         "build_sha",

@@ -161,6 +161,41 @@ def _workspace_update(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(binding)
+        return
+    print(f"{binding['workspace_id']}  github {binding['repository']}")
+    print(f"  branch             {binding['branch']}")
+    print(f"  working directory  {binding['working_directory'] or '.'}")
+    print(f"  installation       {binding['installation_id']}")
+    print(f"  push run kind      {binding['push_run_kind']}")
+
+
+def _workspace_github(args: argparse.Namespace) -> int:
+    client = _client(args)
+    workspace_id = client.workspace_id(args.workspace)
+    if args.unbind:
+        result = client.unbind_github(workspace_id)
+        _print_json(result) if args.json else print(f"{workspace_id}  not bound to GitHub")
+        return 0
+    if args.repository is None:
+        _print_binding(client.github_binding(workspace_id), args.json)
+        return 0
+    if args.branch is None or args.installation_id is None:
+        raise CliError("binding needs --repository, --branch and --installation-id")
+    bound = client.bind_github(
+        workspace_id,
+        repository=args.repository,
+        branch=args.branch,
+        installation_id=args.installation_id,
+        working_directory=args.working_directory,
+        push_run_kind=args.push_run_kind,
+    )
+    _print_binding(bound, args.json)
+    return 0
+
+
 def _run_create(args: argparse.Namespace) -> int:
     values = variables(args.var, args.var_file)
     review = _client(args).create_run(
@@ -554,6 +589,30 @@ def _workspace_parser(commands: Any) -> None:
         metavar="DURATION",
         help="how long a plan waits for a decision: seconds, or 90m, 72h, 7d, 1d12h",
     )
+    github = _add(
+        workspace_commands,
+        "github",
+        "show, bind or unbind the workspace's GitHub repository (docs/github.md)",
+        _workspace_github,
+    )
+    github.add_argument("workspace", help="workspace name or ws- ID")
+    github.add_argument("--repository", metavar="OWNER/NAME", help="bind to this repository")
+    github.add_argument(
+        "--branch", help="the branch whose pushes run (pull requests against it plan)"
+    )
+    github.add_argument(
+        "--working-directory", default="", metavar="PATH", help="the configuration's directory"
+    )
+    github.add_argument(
+        "--installation-id", type=int, metavar="ID", help="the GitHub App installation ID"
+    )
+    github.add_argument(
+        "--push-run-kind",
+        default="plan_and_apply",
+        choices=("plan_and_apply", "plan_only"),
+        help="what a push runs (%(default)s); pull requests always run speculative plans",
+    )
+    github.add_argument("--unbind", action="store_true", help="remove the binding")
 
 
 def _run_parser(commands: Any) -> None:

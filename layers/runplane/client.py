@@ -263,6 +263,41 @@ class Client:
         )
         return result
 
+    def bind_github(
+        self,
+        workspace_id: str,
+        *,
+        repository: str,
+        branch: str,
+        installation_id: int,
+        working_directory: str = "",
+        push_run_kind: str = "plan_and_apply",
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/github",
+            {
+                "repository": repository,
+                "branch": branch,
+                "working_directory": working_directory,
+                "installation_id": installation_id,
+                "push_run_kind": push_run_kind,
+            },
+        )
+        return result
+
+    def github_binding(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/github"
+        )
+        return result
+
+    def unbind_github(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/github"
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         archive = pack(directory)
         created = self._call(
@@ -471,7 +506,7 @@ def render_review(review: Mapping[str, Any]) -> str:
         f"variables {', '.join(inputs.get('variable_names') or []) or '-'}  "
         f"predecessor {inputs.get('predecessor_state_version_id') or '-'}"
     )
-    lines.append("  source     none (created without source ingestion)")
+    lines.extend(_render_source(review.get("source")))
     plan = review.get("plan")
     if plan:
         summary = plan["summary"]
@@ -503,6 +538,21 @@ def render_review(review: Mapping[str, Any]) -> str:
     if recovery:
         lines.extend(_render_recovery(recovery))
     return "\n".join(lines)
+
+
+def _render_source(source: Mapping[str, Any] | None) -> list[str]:
+    if not source:
+        return ["  source     none (created without source ingestion)"]
+    ingestion = source["source_ingestion"]
+    return [
+        f"  source     {source['provider']} {source['repository']} {source['ref']} "
+        f"{source['commit_sha']}  dir {source['working_directory'] or '.'}",
+        f"             ingestion {ingestion['id']} ({ingestion['status']})  "
+        f"workflow {source['workflow_id']}  delivery {source['delivery_id']}",
+        f"             configuration {source['configuration_version_id']}  "
+        f"artifact {source['configuration_artifact_id']}  "
+        f"archive sha256 {source['archive_sha256']}",
+    ]
 
 
 def _render_recovery(panel: Mapping[str, Any]) -> list[str]:

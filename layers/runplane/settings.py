@@ -58,6 +58,19 @@ class Settings(BaseModel):
     ecs_task_definition: str | None = None
     ecs_subnets: str | None = None  # comma-separated
     ecs_security_groups: str | None = None  # comma-separated
+    # GitHub sources: the source workflow, the App (its private key and the webhook
+    # secret live in Secrets Manager; only their ARNs are settings) and the limits.
+    source_state_machine_arn: str | None = None
+    github_api_url: str = "https://api.github.com"
+    github_app_id: str | None = None
+    github_app_private_key_secret_arn: str | None = None
+    github_webhook_secret_arn: str | None = None
+    # A delivery whose event is older than this is refused as a replay.
+    github_delivery_window_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+    github_webhook_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=10 * 1024 * 1024)
+    github_archive_max_bytes: int = Field(default=100_000_000, ge=1024, le=100_000_000)
+    # Where a commit status links to (the run review); unset: the control-plane URL.
+    public_url: str | None = None
 
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:

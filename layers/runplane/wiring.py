@@ -12,7 +12,7 @@ import importlib.metadata
 import json
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.secrets import Secrets
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
     from runplane.domain.ids import IdGenerator
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.github import GitHubSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
@@ -130,6 +132,22 @@ class Services:
         return Workflow(aws.stepfunctions(self.settings), self.settings.state_machine_arn)
 
     @cached_property
+    def source_workflow(self) -> Workflow | None:
+        """The source workflow (GitHub ingestions), when the deployment has one."""
+        from runplane.adapters import aws
+        from runplane.adapters.workflow import Workflow
+
+        arn = self.settings.source_state_machine_arn
+        return Workflow(aws.stepfunctions(self.settings), arn) if arn else None
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        from runplane.adapters import aws
+        from runplane.adapters.secrets import Secrets
+
+        return Secrets(aws.secretsmanager(self.settings))
+
+    @cached_property
     def launcher(self) -> Launcher:
         return self._launcher or launcher_for(self.settings)
 
@@ -145,7 +163,17 @@ class Services:
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
-        return RunLifecycle(self.clock, self.ids)
+        lifecycle = RunLifecycle(self.clock, self.ids)
+        if self.settings.source_state_machine_arn:
+            # The workflow is resolved when a run ends, not when the lifecycle is built.
+            lifecycle.events.on_end(lambda run, status: self._source_status(run, status))
+        return lifecycle
+
+    def _source_status(self, run: Any, status: Any) -> None:
+        from runplane.services.github import status_on_end
+
+        if self.source_workflow is not None:
+            status_on_end(self.source_workflow)(run, status)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -296,6 +324,32 @@ class Services:
             self.workflow,
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
+        )
+
+    @cached_property
+    def github(self) -> GitHubSources:
+        from runplane.services.github import GitHubConfig, GitHubSources
+
+        settings = self.settings
+        return GitHubSources(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle,
+            self.artifacts,
+            self.source_workflow,
+            self.secrets,
+            GitHubConfig(
+                api_url=settings.github_api_url,
+                app_id=settings.github_app_id,
+                private_key_secret_arn=settings.github_app_private_key_secret_arn,
+                webhook_secret_arn=settings.github_webhook_secret_arn,
+                delivery_window=timedelta(seconds=settings.github_delivery_window_seconds),
+                webhook_max_bytes=settings.github_webhook_max_bytes,
+                archive_max_bytes=settings.github_archive_max_bytes,
+                review_url=settings.public_url or settings.control_plane_url,
+            ),
         )
 
     @cached_property

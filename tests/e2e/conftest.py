@@ -14,6 +14,7 @@ from runplane.client import Client, Connection
 from runplane.domain.identity import Permission
 from runplane.local.stack import Credentials, EmbeddedStack, terraform_rc
 from tests.engine import engine_path
+from tests.github_fake import FakeGitHub
 
 _names = itertools.count(1)
 HEARTBEAT_WINDOW_SECONDS = 20
@@ -81,7 +82,17 @@ class _SharedStack:
 
 
 @pytest.fixture(scope="session")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+def fake_github() -> Iterator[FakeGitHub]:
+    """A fake GitHub on loopback; the stack's GitHub App is pointed at it."""
+    github = FakeGitHub().start()
+    try:
+        yield github
+    finally:
+        github.stop()
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) -> Iterator[Local]:
     if _SharedStack.local is None:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
@@ -91,7 +102,10 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
             port=0,
             engine=str(engine_path()),
             runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
+            github_api_url=fake_github.url,
         )
+        assert stack.github is not None
+        fake_github.trust(stack.github.app_id, stack.github.public_key_pem)
         _SharedStack.local = Local(stack, stack.start())
     _SharedStack.users += 1
     try:

@@ -40,9 +40,14 @@ RUN_CONTROL = {
     "ecs:StopTask",
 }
 
+# A function that can end a run starts its commit-status report (source workflow).
+STATUS = {"states:StartExecution"}
+SECRET = {"secretsmanager:GetSecretValue"}
+
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    # The GitHub webhook's signature is checked with the webhook secret.
+    "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL | SECRET,
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
@@ -51,24 +56,41 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | READ
     | WRITE
     | RESUME
+    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | STATUS,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME | STATUS,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
     | RESUME
+    | STATUS
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
     | RESUME
+    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | {"ecs:StopTask"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME | STATUS,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | STATUS,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME | STATUS,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME | STATUS,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | STATUS | {"ecs:StopTask"},
+    # The source workflow: only its steps read the GitHub App's private key.
+    "functions.tasks.source_handlers.ingest_source": BASE
+    | READ
+    | WRITE
+    | OBJECTS
+    | DATA_KEYS
+    | SECRET,
+    "functions.tasks.source_handlers.create_source_runs": BASE
+    | READ
+    | WRITE
+    | {"states:StartExecution"}
+    | SECRET,
+    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE,
+    "functions.tasks.source_handlers.report_commit_status": BASE | READ | SECRET,
 }
 
 

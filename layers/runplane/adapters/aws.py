@@ -61,6 +61,10 @@ def secret_string(settings: Settings, secret_id: str) -> str:
     return value
 
 
+def secretsmanager(settings: Settings) -> Any:
+    return _client("secretsmanager", settings)
+
+
 def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:

@@ -548,3 +548,51 @@ class SignInUnavailable(RunplaneError):
 
     def __init__(self, why: str) -> None:
         super().__init__(f"{why}; try again in a minute")
+
+
+# -- GitHub source ingestion ----------------------------------------------------------
+
+
+class WebhookSignatureInvalid(RunplaneError):
+    """A webhook whose ``X-Hub-Signature-256`` does not match its body: nothing was written."""
+
+    code = "WEBHOOK_SIGNATURE_INVALID"
+    http_status = 401
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the X-Hub-Signature-256 header does not match the body and the webhook "
+            "secret; nothing was recorded"
+        )
+
+
+class WebhookReplayRefused(Conflict):
+    """A delivery that is too old, or a delivery ID seen before with another body."""
+
+    code = "WEBHOOK_REPLAY_REFUSED"
+
+
+class WebhookTooLarge(TooLarge):
+    code = "WEBHOOK_TOO_LARGE"
+
+
+class GitHubNotConfigured(RunplaneError):
+    """The deployment has no GitHub App configured (webhook secret or App key)."""
+
+    code = "GITHUB_NOT_CONFIGURED"
+    http_status = 503
+
+
+class GitHubUnavailable(RunplaneError):
+    """GitHub did not answer as expected (network, 5xx, rate limit): worth retrying."""
+
+    code = "GITHUB_UNAVAILABLE"
+    http_status = 503
+
+
+class SourceRefused(RunplaneError):
+    """A commit that cannot become a configuration (missing working directory, a
+    symlink or an unsafe path in the archive, over a size cap): final, not retried."""
+
+    code = "SOURCE_REFUSED"
+    http_status = 422

@@ -70,6 +70,8 @@ class PrincipalKind(StrEnum):
     USER = "user"
     API_TOKEN = "token"
     RUNNER = "runner"
+    # A source ingestion creating the runs of a GitHub event, confined to one workspace.
+    SOURCE = "source"
 
 
 class Unauthenticated(RunplaneError):

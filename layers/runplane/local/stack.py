@@ -40,6 +40,8 @@ from runplane.wiring import Services, build_services, install
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 ASL = Path(__file__).resolve().parents[3] / "statemachines" / "run.asl.json"
+SOURCE_ASL = ASL.parent / "source.asl.json"
+GITHUB_APP_ID = "1"
 DEFAULT_ORGANIZATION = "default"
 LOCAL_ISSUER = "https://runplane.local/issuer"
 LOCAL_AUDIENCE = "runplane-local"
@@ -49,9 +51,9 @@ def _function_name(handler: str) -> str:
     return f"runplane-{handler}"
 
 
-def _definition() -> str:
+def _definition(path: Path = ASL) -> str:
     """The same ASL a deployment uses, with each function placeholder substituted."""
-    text = ASL.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
     for name in task_handlers():
         arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{_function_name(name)}"
         text = text.replace(f"${{{name}FunctionArn}}", arn)
@@ -102,8 +104,43 @@ def _build_sha() -> str:
 
 def task_handlers() -> dict[str, Any]:
     from functions.tasks.handlers import HANDLERS
+    from functions.tasks.source_handlers import SOURCE_HANDLERS
 
-    return dict(HANDLERS)
+    return {**HANDLERS, **SOURCE_HANDLERS}
+
+
+@dataclass(frozen=True)
+class LocalGitHubApp:
+    """The GitHub App the stack trusts: its ID, RSA key and webhook secret (generated
+    at start; a local or fake GitHub is pointed at them)."""
+
+    api_url: str
+    app_id: str
+    private_key_pem: str
+    public_key_pem: str
+    webhook_secret: str
+
+    @classmethod
+    def generate(cls, api_url: str) -> LocalGitHubApp:
+        import secrets
+
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+        public = (
+            key.public_key()
+            .public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+            .decode()
+        )
+        return cls(api_url, GITHUB_APP_ID, private, public, secrets.token_hex(32))
 
 
 def is_dashboard(path: str) -> bool:
@@ -118,7 +155,7 @@ def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
         from functions.dashboard.app import handler as dashboard
 
         return dashboard(event, context)
-    if path.startswith("/api/v1/"):
+    if path.startswith("/api/v1/") or path.startswith("/webhooks/"):
         from functions.api.app import handler as run_api
 
         return run_api(event, context)
@@ -262,6 +299,7 @@ class EmbeddedStack:
         engine: str | None = None,
         approval_window_seconds: int = 7 * 24 * 3600,
         runner_heartbeat_seconds: int = 900,
+        github_api_url: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
@@ -276,6 +314,9 @@ class EmbeddedStack:
         self.credentials: Credentials | None = None
         self.issuer: LocalIssuer | None = None
         self.provider_mirror: Path | None = None
+        self.github: LocalGitHubApp | None = (
+            LocalGitHubApp.generate(github_api_url) if github_api_url else None
+        )
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -318,7 +359,9 @@ class EmbeddedStack:
             runner_release=f"runner@{build[:12]}",
         )
         arn = self._provision(settings, definition)
-        settings = settings.model_copy(update={"state_machine_arn": arn})
+        settings = settings.model_copy(
+            update={"state_machine_arn": arn, **self._provision_sources(settings)}
+        )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
         self.provider_mirror = _provider_mirror(self.data_dir / "providers")
@@ -376,6 +419,33 @@ class EmbeddedStack:
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/runplane-run",
         )
         return str(created["stateMachineArn"])
+
+    def _provision_sources(self, settings: Settings) -> dict[str, Any]:
+        """The source workflow, and the GitHub App's secrets in Secrets Manager."""
+        session = boto3.session.Session(region_name=settings.region)
+        endpoint = settings.aws_endpoint_url
+        created = session.client("stepfunctions", endpoint_url=endpoint).create_state_machine(
+            name="runplane-source",
+            definition=_definition(SOURCE_ASL),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/runplane-source",
+        )
+        found: dict[str, Any] = {"source_state_machine_arn": created["stateMachineArn"]}
+        if self.github is None:
+            return found
+        manager = session.client("secretsmanager", endpoint_url=endpoint)
+        key = manager.create_secret(
+            Name="runplane/github-app-private-key", SecretString=self.github.private_key_pem
+        )
+        hook = manager.create_secret(
+            Name="runplane/github-webhook-secret", SecretString=self.github.webhook_secret
+        )
+        return {
+            **found,
+            "github_api_url": self.github.api_url,
+            "github_app_id": self.github.app_id,
+            "github_app_private_key_secret_arn": key["ARN"],
+            "github_webhook_secret_arn": hook["ARN"],
+        }
 
     def _issuer(self) -> LocalIssuer:
         path = self.data_dir / "issuer.json"

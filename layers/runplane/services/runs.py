@@ -34,6 +34,7 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
+from runplane.services.source_provenance import source_provenance
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, state_versions
 from runplane.store import runs as run_store
@@ -492,7 +493,8 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
             "variable_names": snapshot.get("variable_names", []),
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
-        "source": None,
+        # Followed through persisted records; None for a run not created from a source.
+        "source": source_provenance(run, snapshot),
         "plan": None,
         "policy": None,
         "approval": None,
