@@ -49,6 +49,11 @@ class Settings(BaseModel):
     ecs_task_definition: str | None = None
     ecs_subnets: str | None = None  # comma-separated
     ecs_security_groups: str | None = None  # comma-separated
+    # Workspace schedules: the EventBridge Scheduler group, the fire-schedule Lambda
+    # it targets, and the role Scheduler assumes to invoke it.
+    scheduler_group: str = "runplane-schedules"
+    scheduler_target_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:runplane-fire"
+    scheduler_role_arn: str = "arn:aws:iam::000000000000:role/runplane-scheduler"
 
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.scheduler import EventBridgeSchedules
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
     from runplane.domain.ids import IdGenerator
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from runplane.services.remote_runs import RemoteRuns
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
+    from runplane.services.schedules import Schedules
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
     from runplane.services.web_sessions import WebSessions
@@ -295,6 +297,32 @@ class Services:
             self.workflow,
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
+        )
+
+    @cached_property
+    def schedule_registry(self) -> EventBridgeSchedules:
+        from runplane.adapters import aws
+        from runplane.adapters.scheduler import EventBridgeSchedules
+
+        settings = self.settings
+        return EventBridgeSchedules(
+            aws.scheduler(settings),
+            group=settings.scheduler_group,
+            target_arn=settings.scheduler_target_arn,
+            role_arn=settings.scheduler_role_arn,
+        )
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from runplane.services.schedules import Schedules
+
+        return Schedules(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle.runs,
+            self.schedule_registry,
         )
 
     @cached_property

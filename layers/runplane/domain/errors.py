@@ -525,3 +525,26 @@ class CsrfRefused(RunplaneError):
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
+
+
+class ScheduleAlreadyFired(Conflict):
+    """This schedule already fired for this scheduled time: nothing was written."""
+
+    code = "SCHEDULE_ALREADY_FIRED"
+
+
+class ScheduleMoved(Conflict):
+    """The schedule changed while it fired (another fire started a run, or it was
+    paused or deleted): nothing was written."""
+
+    code = "SCHEDULE_MOVED"
+
+
+class StaleDriftFinding(Conflict):
+    """A run created later already wrote the workspace's drift record."""
+
+    code = "STALE_DRIFT_FINDING"
+
+
+class TooManySchedules(Conflict):
+    code = "TOO_MANY_SCHEDULES"

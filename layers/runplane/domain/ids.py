@@ -27,6 +27,7 @@ class IdKind(StrEnum):
     RECOVERY = "rcv"
     USER = "user"
     WEB_SESSION = "web"
+    SCHEDULE = "sch"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).
