@@ -132,7 +132,7 @@ def test_another_organizations_workspace_is_not_found_and_nothing_is_written(
     with pytest.raises(NotFound):
         schedules.create(arena.admin, theirs.id, "0 3 * * *", "plan_only")
     with pytest.raises(NotFound):
-        schedules.list(arena.admin, theirs.id)
+        schedules.of_workspace(arena.admin, theirs.id)
     with pytest.raises(NotFound):
         schedules.set_paused(arena.admin, their_schedule.id, True)
     with pytest.raises(NotFound):

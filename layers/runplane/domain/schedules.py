@@ -79,16 +79,7 @@ class Expression:
     def latest_due(
         self, since: datetime, now: datetime, *, anchor: datetime | None = None
     ) -> datetime | None:
-        """The last fire time in ``(since, now]``, or None: a scheduler that was away
-        fires once for what it missed, not once per missed time."""
-        found = None
-        cursor = since
-        for _ in range(10_000):
-            nxt = next_fire(self.spec, cursor, anchor=anchor)
-            if nxt > now:
-                return found
-            found, cursor = nxt, nxt
-        return found
+        return latest_due(self.spec, since, now, anchor=anchor)
 
 
 # -- parsing -----------------------------------------------------------------------------
@@ -258,6 +249,21 @@ def next_fire(
                     return candidate
         day += timedelta(days=1)
     raise InvalidInput("the schedule never fires", EXPRESSION_POINTER)
+
+
+def latest_due(
+    spec: CronSpec | RateSpec, since: datetime, now: datetime, *, anchor: datetime | None = None
+) -> datetime | None:
+    """The last fire time in ``(since, now]``, or None: a scheduler that was away
+    fires once for what it missed, not once per missed time."""
+    found = None
+    cursor = since
+    for _ in range(10_000):
+        nxt = next_fire(spec, cursor, anchor=anchor)
+        if nxt > now:
+            return found
+        found, cursor = nxt, nxt
+    return found
 
 
 def shortest_interval(spec: CronSpec | RateSpec) -> timedelta:

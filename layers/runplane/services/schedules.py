@@ -27,6 +27,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import SCHEDULE_PERMISSIONS, Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind
+from runplane.services import drift
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import schedules as store
@@ -118,7 +119,7 @@ class Schedules:
             raise NotFound("schedule", schedule_id)
         return schedule
 
-    def list(self, principal: Principal, workspace_id: str) -> list[store.Schedule]:
+    def of_workspace(self, principal: Principal, workspace_id: str) -> list[store.Schedule]:
         workspace = self._workspaces.by_id(principal, workspace_id)
         return store.list_for_workspace(workspace.id)
 
@@ -141,6 +142,10 @@ class Schedules:
         # Unregistered first: once the record is gone, nothing fires it again.
         self._registry.delete(schedule.id)
         store.delete(schedule.id).commit()
+
+    def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
+        """The drift of a workspace the caller has already read."""
+        return drift.view(workspace_id)
 
     # -- firing ------------------------------------------------------------------------------
 
