@@ -17,6 +17,7 @@ from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
 from infra.constructs.sandbox import Sandbox
+from infra.constructs.scheduler import Schedules
 from infra.constructs.storage import Storage
 from infra.constructs.task_functions import TaskFunctions
 
@@ -76,10 +77,14 @@ class RunplaneStack(Stack):
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
+        self.schedules = Schedules(
+            self, "Schedules", platform=self.platform, api=self.api.functions["api"]
+        )
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
+            self.schedules.fire,
         ]
         self.observability = Observability(
             self,

@@ -53,6 +53,9 @@ def schedules_partition(workspace_id: str) -> str:
 
 
 class ScheduleItem(TableItem):
+    # Its own connection: a model first used after ``models.bind`` would otherwise share
+    # TableItem's, whose schema has no index.
+    _connection = None
     gsi1: Gsi1[ScheduleItem] = Gsi1()
     gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
     gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
@@ -73,6 +76,9 @@ class ScheduleItem(TableItem):
 
 
 class ScheduleFireItem(TableItem):
+    # Its own connection: a model first used after ``models.bind`` would otherwise share
+    # TableItem's, whose schema has no index.
+    _connection = None
     schedule_id = UnicodeAttribute()
     scheduled_at = Time()
     outcome = UnicodeAttribute()
@@ -87,6 +93,8 @@ class DriftItem(TableItem):
     ``as_of`` is the creation time of the run that wrote it: an older run that
     finishes later never overwrites a newer run's finding.
     """
+
+    _connection = None
 
     workspace_id = UnicodeAttribute()
     state = UnicodeAttribute()
