@@ -7,7 +7,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import Local, unique
+from tests.e2e.test_cli import cli, cli_json, connect
 
 HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello"
 
@@ -85,3 +88,33 @@ def test_a_scheduled_plan_records_drift_and_an_apply_clears_it(
         fix["id"],
         "apply",
     )
+
+
+def test_the_cli_creates_lists_pauses_and_deletes_schedules(
+    local: Local, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a workspace
+    name = unique("sched-cli")
+    cli_json(capsys, "workspace", "create", name, *connect(local))
+
+    # When a schedule is created, listed and paused through the CLI
+    made = cli_json(
+        capsys, "workspace", "schedule", "create", name, "rate(6 hours)", *connect(local)
+    )
+    listed = cli_json(capsys, "workspace", "schedule", "list", name, *connect(local))
+    paused = cli_json(capsys, "workspace", "schedule", "pause", made["id"], *connect(local))
+
+    # Then the API holds it, paused, with no next fire
+    assert [s["id"] for s in listed] == [made["id"]]
+    assert (paused["state"], paused["next_fire_at"]) == ("paused", None)
+
+    # When a too-frequent schedule is asked for, Then the API refuses it (exit 2)
+    code, _, err = cli(
+        capsys, "workspace", "schedule", "create", name, "*/5 * * * *", *connect(local)
+    )
+    assert code == 2
+    assert "at most every 15 minutes" in err
+
+    # When it is deleted, Then the workspace has no schedules
+    cli_json(capsys, "workspace", "schedule", "delete", made["id"], *connect(local))
+    assert cli_json(capsys, "workspace", "schedule", "list", name, *connect(local)) == []
