@@ -280,3 +280,25 @@ def test_a_plan_only_run_nobody_scheduled_records_no_drift(arena: Arena) -> None
 
     # Then the workspace has no drift record
     assert drift.view(ws_id) is None
+
+
+def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_finding(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given two schedules on a workspace, whose runs were created one after the other
+    ws_id = _uploaded_workspace(arena, "ordering")
+    early = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
+    late = schedules.create(arena.admin, ws_id, "30 * * * *", "plan_only")
+    older = schedules.fire(early.id, FIRE_AT)["run_id"]
+    arena.stack.clock.advance(timedelta(minutes=30))
+    newer = schedules.fire(late.id, FIRE_AT.replace(minute=30))["run_id"]
+
+    # When the newer run finds no changes first, and the older one then finds changes
+    _finish_scheduled_plan(arena, newer, changes=False)
+    _finish_scheduled_plan(arena, older, changes=True)
+
+    # Then the older run still succeeded, but the workspace keeps the newer finding
+    assert arena.stack.lifecycle.runs.get(older).status is RunStatus.SUCCEEDED
+    found = drift.view(ws_id)
+    assert found is not None
+    assert (found["drifted"], found["run_id"]) == (False, newer)
