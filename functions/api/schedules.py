@@ -26,7 +26,7 @@ class ScheduleCreate(BaseModel):
         description="Five-field cron in UTC (minute hour day-of-month month day-of-week) "
         "or rate(N minutes|hours|days); at most one fire every 15 minutes",
     )
-    kind: Literal["plan_only"] = "plan_only"
+    kind: Literal["plan_only", "refresh_only"] = "plan_only"
 
 
 class SchedulePause(BaseModel):

@@ -229,7 +229,7 @@ class Review(BaseModel):
 
     id: str
     workspace_id: str
-    kind: Literal["plan_only", "speculative", "plan_and_apply"]
+    kind: Literal["plan_only", "speculative", "plan_and_apply", "refresh_only"]
     status: str
     label: str
     status_reason: str | None

@@ -74,7 +74,12 @@ def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
         "expression",
         help="cron in UTC ('0 3 * * 1-5') or rate(N minutes|hours|days); at most every 15 min",
     )
-    made.add_argument("--kind", default="plan_only", choices=["plan_only"])
+    made.add_argument(
+        "--kind",
+        default="plan_only",
+        choices=["plan_only", "refresh_only"],
+        help="plan_only (default): a full plan; refresh_only: plan -refresh-only",
+    )
     listed = add(commands, "list", "a workspace's schedules", listing)
     listed.add_argument("workspace", help="workspace name or ws- ID")
     shown = add(commands, "show", "a schedule and its latest fires", show)

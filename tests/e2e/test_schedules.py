@@ -73,7 +73,7 @@ def test_a_scheduled_plan_records_drift_and_an_apply_clears_it(
         drifted["id"],
         schedule["id"],
     )
-    assert drift["summary"] == {"adds": 0, "changes": 1, "destroys": 0, "replaces": 0}
+    assert drift["summary"] == {"adds": 0, "changes": 1, "destroys": 0, "replaces": 0, "drifted": 0}
 
     # When the changed configuration is applied
     fix = client.create_run(ws, _changed_hello(tmp_path / "again"))
@@ -118,3 +118,31 @@ def test_the_cli_creates_lists_pauses_and_deletes_schedules(
     # When it is deleted, Then the workspace has no schedules
     cli_json(capsys, "workspace", "schedule", "delete", made["id"], *connect(local))
     assert cli_json(capsys, "workspace", "schedule", "list", name, *connect(local)) == []
+
+
+def test_a_refresh_only_schedule_runs_the_engine_with_refresh_only(local: Local) -> None:
+    client = local.client
+    # Given an applied workspace with a refresh-only schedule
+    ws = str(client.create_workspace(unique("sched-refresh"))["id"])
+    applied = client.create_run(ws, HELLO)
+    client.watch(applied["id"], until=["awaiting_approval"], timeout=120)
+    client.decide(applied["id"], "approve")
+    assert client.watch(applied["id"], timeout=120)["status"] == "succeeded"
+    schedule = client.create_schedule(ws, "rate(1 day)", kind="refresh_only")
+
+    # When it fires
+    at = datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30)
+    done = client.watch(_fire(local, at), timeout=120)
+
+    # Then the real engine planned -refresh-only: the run is refresh_only, the runner
+    # reported the drifted count, nothing drifted, and the workspace shows no drift
+    assert (done["kind"], done["status"], done["label"]) == (
+        "refresh_only",
+        "succeeded",
+        "Plan completed",
+    )
+    assert done["plan"]["summary"]["drifted"] == 0
+    assert done["plan"]["has_changes"] is False
+    assert done["apply"] is None
+    drift = client.workspace(ws)["drift"]
+    assert (drift["drifted"], drift["run_id"]) == (False, done["id"])

@@ -251,7 +251,7 @@ def test_drift_is_recorded_by_a_scheduled_plan_with_changes_and_cleared_by_one_w
     found = drift.view(ws_id)
     assert found is not None
     assert (found["drifted"], found["run_id"], found["schedule_id"]) == (True, first, schedule.id)
-    assert found["summary"] == {"adds": 1, "changes": 0, "destroys": 0, "replaces": 0}
+    assert found["summary"] == {"adds": 1, "changes": 0, "destroys": 0, "replaces": 0, "drifted": 0}
     assert arena.runs.review(arena.admin, first)["drift"] == {"detected": True}
 
     # When the next scheduled plan finds no changes

@@ -28,6 +28,7 @@ _HORIZON_DAYS = 366 * 8
 
 class ScheduleKind(StrEnum):
     PLAN_ONLY = "plan_only"
+    REFRESH_ONLY = "refresh_only"
 
 
 class ScheduleState(StrEnum):

@@ -37,22 +37,29 @@ class LocalScheduler:
         self._clock = clock
         self._poll = poll_seconds
         self._since = clock.now()
+        self._cursors: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def fire_due(self, now: datetime | None = None) -> list[Any]:
-        """Deliver every fire due since the last step, up to ``now``; their results."""
+        """Deliver every fire due up to ``now`` that was not delivered yet; their results.
+
+        Each schedule keeps its own cursor, starting at its creation (or at the
+        scheduler's start): a step to any time fires each schedule at most once."""
         with self._lock:
             now = now or self._clock.now()
-            since, self._since = self._since, max(self._since, now)
             results = []
+            cursors: dict[str, datetime] = {}
             for held in self._registry.registered():
+                name = str(held["Name"])
+                created = _utc(held.get("CreationDate")) or self._since
+                since = self._cursors.get(name, max(self._since, created))
+                cursors[name] = max(since, now)
                 if held.get("State") != "ENABLED":
                     continue
-                created = _utc(held.get("CreationDate")) or since
                 spec = parse_aws(str(held["ScheduleExpression"]))
-                due = latest_due(spec, max(since, created), now, anchor=created)
+                due = latest_due(spec, since, now, anchor=created)
                 if due is None:
                     continue
                 text = str(held["Target"]["Input"]).replace(SCHEDULED_TIME, due.isoformat())
@@ -60,7 +67,9 @@ class LocalScheduler:
                     results.append(self._deliver(json.loads(text)))
                 except Exception:
                     # As EventBridge would retry it: the next step does not, the next fire will.
-                    logger.exception("schedule fire failed", extra={"schedule": held["Name"]})
+                    logger.exception("schedule fire failed", extra={"schedule": name})
+            # Deleted schedules drop out.
+            self._cursors = cursors
             return results
 
     def start(self) -> None:

@@ -22,12 +22,13 @@ from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.drift")
 DRIFT_DETECTED = "drift_detected"
-_COUNTS = ("adds", "changes", "destroys", "replaces")
+_COUNTS = ("adds", "changes", "destroys", "replaces", "drifted")
 
 
 def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store.Drift | None]:
-    """The drift record a finished plan-only run writes, if a schedule created it."""
-    if run.kind is not RunKind.PLAN_ONLY:
+    """The drift record a finished plan-only or refresh-only run writes, if a schedule
+    created it."""
+    if run.kind not in {RunKind.PLAN_ONLY, RunKind.REFRESH_ONLY}:
         return [], None
     snapshot = run_parts.get(run.id, "input")
     origin = snapshot.body.get("schedule") if snapshot else None
