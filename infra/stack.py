@@ -23,6 +23,7 @@ from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
 from infra.constructs.sandbox import Sandbox
+from infra.constructs.scheduler import Schedules
 from infra.constructs.storage import Storage
 from infra.constructs.task_functions import TaskFunctions
 
@@ -93,11 +94,15 @@ class RunplaneStack(Stack):
         for mover in (*self.api.functions.values(), *self.tasks.by_name.values()):
             if mover.access.table and "dynamodb:UpdateItem" in mover.access.table:
                 report_statuses_on_run_end(mover, self.platform)
+        self.schedules = Schedules(
+            self, "Schedules", platform=self.platform, api=self.api.functions["api"]
+        )
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
             *self.sources.by_name.values(),
+            self.schedules.fire,
         ]
         self.observability = Observability(
             self,

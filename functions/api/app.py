@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header
 from pydantic import BaseModel, Field, StrictInt
 
+from functions.api import schedules
 from functions.api import schema as oas
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
@@ -525,6 +526,8 @@ def build_app() -> IsolatedRestResolver:
             "writer_run_id": ws.writer_run_id,
             "queue_length": ws.queue_length,
             "current_state_version_id": ws.current_state_version_id,
+            # What the last scheduled plan found (docs/schedules.md); null: never checked.
+            "drift": services().schedules.drift_of(ws.id),
         }
 
     @app.get(
@@ -666,6 +669,8 @@ def build_app() -> IsolatedRestResolver:
     def runner_result(body: RunnerReport) -> Reply:
         report = body.model_dump(exclude_none=True)
         return _json(200, services().runner_api.report(principal(), report))
+
+    schedules.register(app, principal)
 
     # -- errors -------------------------------------------------------------------------------
 

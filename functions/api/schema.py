@@ -133,6 +133,18 @@ class WorkspaceUpdated(BaseModel):
     approval_window_seconds: int | None
 
 
+class DriftView(BaseModel):
+    """A workspace's drift (docs/schedules.md)."""
+
+    drifted: bool
+    run_id: str
+    detected_at: str | None
+    cleared_at: str | None
+    schedule_id: str | None
+    summary: dict[str, int] | None
+    cleared_by: Literal["scheduled_plan", "apply"] | None
+
+
 class WorkspaceView(BaseModel):
     id: str
     name: str
@@ -147,6 +159,9 @@ class WorkspaceView(BaseModel):
     writer_run_id: str | None
     queue_length: int
     current_state_version_id: str | None
+    drift: DriftView | None = Field(
+        default=None, description="What the last scheduled plan found; null: never checked"
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -239,7 +254,7 @@ class Review(BaseModel):
 
     id: str
     workspace_id: str
-    kind: Literal["plan_only", "speculative", "plan_and_apply"]
+    kind: Literal["plan_only", "speculative", "plan_and_apply", "refresh_only"]
     status: str
     label: str
     status_reason: str | None
@@ -256,6 +271,12 @@ class Review(BaseModel):
     apply: StatusView | None
     failure: dict[str, str] | None = None
     recovery: RecoveryPanel | None = None
+    schedule: dict[str, str] | None = Field(
+        default=None, description="The schedule and fire time that created the run"
+    )
+    drift: dict[str, bool] | None = Field(
+        default=None, description="A scheduled plan's finding: whether it found drift"
+    )
 
 
 class RecoveryPanel(BaseModel):

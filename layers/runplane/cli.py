@@ -20,6 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from runplane import cli_schedules
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import InvalidPolicySet, RunplaneError
@@ -142,6 +143,7 @@ def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
     print(f"  writer run       {ws.get('writer_run_id') or '-'}")
     print(f"  queued runs      {ws.get('queue_length', 0)}")
     print(f"  current state    {ws.get('current_state_version_id') or '-'}")
+    print(f"  drift            {cli_schedules.drift_line(ws.get('drift'))}")
 
 
 def _workspace_show(args: argparse.Namespace) -> int:
@@ -613,6 +615,7 @@ def _workspace_parser(commands: Any) -> None:
         help="what a push runs (%(default)s); pull requests always run speculative plans",
     )
     github.add_argument("--unbind", action="store_true", help="remove the binding")
+    cli_schedules.add_parser(workspace_commands, _add, _client)
 
 
 def _run_parser(commands: Any) -> None:

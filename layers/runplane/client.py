@@ -337,6 +337,38 @@ class Client:
         )
         return result
 
+    # -- schedules (docs/schedules.md) ------------------------------------------------------
+
+    def create_schedule(
+        self, workspace: str, expression: str, kind: str = "plan_only"
+    ) -> dict[str, Any]:
+        workspace_id = self.workspace_id(workspace)
+        result: dict[str, Any] = self._call(
+            "POST",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/schedules",
+            {"expression": expression, "kind": kind},
+        )
+        return result
+
+    def list_schedules(self, workspace: str) -> list[dict[str, Any]]:
+        workspace_id = self.workspace_id(workspace)
+        path = f"/api/v1/workspaces/{_seg(workspace_id)}/schedules"
+        result: list[dict[str, Any]] = self._call("GET", path)["schedules"]
+        return result
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/schedules/{_seg(schedule_id)}")
+        return result
+
+    def pause_schedule(self, schedule_id: str, paused: bool = True) -> dict[str, Any]:
+        path = f"/api/v1/schedules/{_seg(schedule_id)}/actions/pause"
+        result: dict[str, Any] = self._call("POST", path, {"paused": paused})
+        return result
+
+    def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/schedules/{_seg(schedule_id)}")
+        return result
+
     def create_token(self, name: str, role: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/api/v1/tokens", {"name": name, "role": role})
         return result

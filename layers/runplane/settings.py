@@ -71,6 +71,11 @@ class Settings(BaseModel):
     github_archive_max_bytes: int = Field(default=100_000_000, ge=1024, le=100_000_000)
     # Where a commit status links to (the run review); unset: the control-plane URL.
     public_url: str | None = None
+    # Workspace schedules: the EventBridge Scheduler group, the fire-schedule Lambda
+    # it targets, and the role Scheduler assumes to invoke it.
+    scheduler_group: str = "runplane-schedules"
+    scheduler_target_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:runplane-fire"
+    scheduler_role_arn: str = "arn:aws:iam::000000000000:role/runplane-scheduler"
 
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.scheduler import EventBridgeSchedules
     from runplane.adapters.secrets import Secrets
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from runplane.services.remote_runs import RemoteRuns
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
+    from runplane.services.schedules import Schedules
     from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
@@ -350,6 +352,32 @@ class Services:
                 archive_max_bytes=settings.github_archive_max_bytes,
                 review_url=settings.public_url or settings.control_plane_url,
             ),
+        )
+
+    @cached_property
+    def schedule_registry(self) -> EventBridgeSchedules:
+        from runplane.adapters import aws
+        from runplane.adapters.scheduler import EventBridgeSchedules
+
+        settings = self.settings
+        return EventBridgeSchedules(
+            aws.scheduler(settings),
+            group=settings.scheduler_group,
+            target_arn=settings.scheduler_target_arn,
+            role_arn=settings.scheduler_role_arn,
+        )
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from runplane.services.schedules import Schedules
+
+        return Schedules(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle.runs,
+            self.schedule_registry,
         )
 
     @cached_property

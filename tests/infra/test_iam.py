@@ -43,11 +43,28 @@ RUN_CONTROL = {
 # A function that can end a run starts its commit-status report (source workflow).
 STATUS = {"states:StartExecution"}
 SECRET = {"secretsmanager:GetSecretValue"}
+# Managing workspace schedules in EventBridge Scheduler, with the role it invokes as.
+SCHEDULES = {
+    "scheduler:CreateSchedule",
+    "scheduler:DeleteSchedule",
+    "scheduler:GetSchedule",
+    "scheduler:UpdateSchedule",
+    "iam:PassRole",
+}
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
     # The GitHub webhook's signature is checked with the webhook secret.
-    "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL | SECRET,
+    "functions.api.app.handler": BASE
+    | READ
+    | WRITE
+    | OBJECTS
+    | DATA_KEYS
+    | RUN_CONTROL
+    | SECRET
+    | SCHEDULES,
+    # A schedule fire creates a plan-only run (no variables) and starts its workflow.
+    "functions.scheduler.handler.fire": BASE | READ | WRITE | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
@@ -111,6 +128,30 @@ def test_each_function_role_allows_exactly_its_actions(stack: Synthesized, handl
     assert not stack.of_type("AWS::IAM::Role")[role].get("ManagedPolicyArns")
 
 
+def service_of(stack: Synthesized, role_arn: Any) -> str | None:
+    """The service principal that may assume the role ``role_arn`` refers to."""
+    role = ref(role_arn)
+    if role is None:
+        return None
+    assume = stack.of_type("AWS::IAM::Role")[role]["AssumeRolePolicyDocument"]
+    return str(assume["Statement"][0]["Principal"].get("Service"))
+
+
+def test_scheduler_may_only_invoke_the_fire_function(stack: Synthesized) -> None:
+    # Given the role EventBridge Scheduler assumes
+    (role,) = [
+        name
+        for name, props in stack.of_type("AWS::IAM::Role").items()
+        if service_of(stack, {"Fn::GetAtt": [name, "Arn"]}) == "scheduler.amazonaws.com"
+    ]
+    # Then it may invoke exactly the fire-schedule function, and nothing else
+    grants = list(stack.grants(role))
+    fire = stack.function("functions.scheduler.handler.fire")["LogicalId"]
+    assert [(action, ref(resource)) for action, resource, _ in grants] == [
+        ("lambda:InvokeFunction", fire)
+    ]
+
+
 def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
     """The logical ID a granted resource belongs to (through a Join or a reference)."""
     found = ref(resource)
@@ -152,8 +193,14 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
         if action == "ecs:StopTask":
             assert _resource_owner(stack, resource) == cluster
             assert ref(condition["ArnEquals"]["ecs:cluster"]) == cluster
-        if action == "iam:PassRole":
+        if action == "iam:PassRole" and service_of(stack, resource) == "scheduler.amazonaws.com":
+            assert condition == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+        elif action == "iam:PassRole":
             assert condition == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+        if service == "scheduler":
+            arn_tail = resource["Fn::Join"][1][-1]
+            assert arn_tail.startswith(":schedule/"), (handler, action)
+            assert arn_tail.endswith("-schedules/*"), (handler, action)
         if action == "ecs:TagResource":
             assert condition == {"StringEquals": {"ecs:CreateAction": "RunTask"}}
 

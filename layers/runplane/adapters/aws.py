@@ -65,6 +65,10 @@ def secretsmanager(settings: Settings) -> Any:
     return _client("secretsmanager", settings)
 
 
+def scheduler(settings: Settings) -> Any:
+    return _client("scheduler", settings)
+
+
 def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:

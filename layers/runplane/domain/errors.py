@@ -596,3 +596,26 @@ class SourceRefused(RunplaneError):
 
     code = "SOURCE_REFUSED"
     http_status = 422
+
+
+class ScheduleAlreadyFired(Conflict):
+    """This schedule already fired for this scheduled time: nothing was written."""
+
+    code = "SCHEDULE_ALREADY_FIRED"
+
+
+class ScheduleMoved(Conflict):
+    """The schedule changed while it fired (another fire started a run, or it was
+    paused or deleted): nothing was written."""
+
+    code = "SCHEDULE_MOVED"
+
+
+class StaleDriftFinding(Conflict):
+    """A run created later already wrote the workspace's drift record."""
+
+    code = "STALE_DRIFT_FINDING"
+
+
+class TooManySchedules(Conflict):
+    code = "TOO_MANY_SCHEDULES"

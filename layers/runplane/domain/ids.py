@@ -28,6 +28,7 @@ class IdKind(StrEnum):
     USER = "user"
     WEB_SESSION = "web"
     SOURCE_INGESTION = "src"
+    SCHEDULE = "sch"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

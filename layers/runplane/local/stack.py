@@ -32,6 +32,7 @@ from runplane.domain.identity import Permission
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
+from runplane.local.scheduler import LocalScheduler
 from runplane.settings import Settings
 from runplane.store import models
 from runplane.store.provision import create_table
@@ -141,6 +142,13 @@ class LocalGitHubApp:
             .decode()
         )
         return cls(api_url, GITHUB_APP_ID, private, public, secrets.token_hex(32))
+
+
+def _fire_schedule(payload: dict[str, Any]) -> Any:
+    """What EventBridge Scheduler's Lambda target receives, delivered in-process."""
+    from functions.scheduler.handler import fire
+
+    return fire(payload, None)
 
 
 def is_dashboard(path: str) -> bool:
@@ -300,6 +308,7 @@ class EmbeddedStack:
         approval_window_seconds: int = 7 * 24 * 3600,
         runner_heartbeat_seconds: int = 900,
         github_api_url: str | None = None,
+        scheduler_poll_seconds: float = 20.0,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
@@ -317,6 +326,8 @@ class EmbeddedStack:
         self.github: LocalGitHubApp | None = (
             LocalGitHubApp.generate(github_api_url) if github_api_url else None
         )
+        self._scheduler_poll = scheduler_poll_seconds
+        self.scheduler: LocalScheduler | None = None
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -372,6 +383,13 @@ class EmbeddedStack:
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )
         self.activate()
+        self.scheduler = LocalScheduler(
+            self.services.schedule_registry,
+            _fire_schedule,
+            self.services.clock,
+            poll_seconds=self._scheduler_poll,
+        )
+        self.scheduler.start()
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
@@ -384,6 +402,9 @@ class EmbeddedStack:
         install(self.services)
 
     def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            self.scheduler = None
         if self.launcher is not None:
             self.launcher.stop_all()
         if self._server is not None:
@@ -412,6 +433,8 @@ class EmbeddedStack:
         kms = session.client("kms", endpoint_url=endpoint)
         key_id = kms.create_key(Description="Runplane embedded stack")["KeyMetadata"]["KeyId"]
         kms.create_alias(AliasName=settings.kms_key_id, TargetKeyId=key_id)
+        scheduler = session.client("scheduler", endpoint_url=endpoint)
+        scheduler.create_schedule_group(Name=settings.scheduler_group)
         sfn = session.client("stepfunctions", endpoint_url=endpoint)
         created = sfn.create_state_machine(
             name="runplane-run",

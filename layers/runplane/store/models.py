@@ -377,7 +377,16 @@ def configuration_version_key(cv_id: str) -> tuple[str, str]:
     return f"CV#{cv_id}", "CV"
 
 
+def configurations_partition(workspace_id: str) -> str:
+    """A workspace's uploaded configuration versions, newest last (by upload time)."""
+    return f"WS#{workspace_id}#CVS"
+
+
 class ConfigurationVersionItem(TableItem):
+    # Set on upload: schedules find the workspace's latest configuration through it.
+    gsi1: Gsi1[ConfigurationVersionItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(null=True, attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(null=True, attr_name=GSI1.sort_key)
     cv_id = UnicodeAttribute()
     org_id = UnicodeAttribute()
     workspace_id = UnicodeAttribute()
