@@ -110,6 +110,7 @@ class RunplaneStack(Stack):
             config=config,
             storage=self.storage,
             state_machine=self.orchestration.state_machine,
+            source_state_machine=self.sources.state_machine,
             functions=functions,
             run_movers=[*self.api.functions.values(), *self.tasks.by_name.values()],
             api_name=self.api.rest_api.rest_api_name,

@@ -55,6 +55,7 @@ class Observability(Construct):
         config: RunplaneConfig,
         storage: Storage,
         state_machine: sfn.StateMachine,
+        source_state_machine: sfn.StateMachine,
         functions: Sequence[RunplaneFunction],
         run_movers: Sequence[RunplaneFunction],
         api_name: str,
@@ -152,6 +153,17 @@ class Observability(Construct):
             "ExecutionsTimedOut",
             state_machine.metric_timed_out(period=PERIOD),
             "A run's workflow execution timed out.",
+        )
+        alarm(
+            "SourceExecutionsFailed",
+            source_state_machine.metric_failed(period=PERIOD),
+            "A GitHub delivery's source workflow failed: its ingestion records why, and "
+            "GitHub's redelivery starts it again (docs/github.md).",
+        )
+        alarm(
+            "SourceExecutionsTimedOut",
+            source_state_machine.metric_timed_out(period=PERIOD),
+            "A GitHub delivery's source workflow timed out.",
         )
         alarm(
             "RunsNeedIntervention",

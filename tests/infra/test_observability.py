@@ -22,12 +22,14 @@ def _alarm_on(stack: Synthesized, namespace: str, metric: str) -> list[dict[str,
 
 
 def test_failed_and_timed_out_executions_raise_alarms(stack: Synthesized) -> None:
-    machine, _ = stack.one("AWS::StepFunctions::StateMachine")
+    # Given both workflows: the runs' and the GitHub sources'
+    machines = set(stack.of_type("AWS::StepFunctions::StateMachine"))
+    assert len(machines) == 2
     for metric in ("ExecutionsFailed", "ExecutionsTimedOut"):
-        (alarm,) = _alarm_on(stack, "AWS/States", metric)
-        (dimension,) = alarm["Dimensions"]
-        assert ref(dimension["Value"]) == machine
-        assert alarm["Threshold"] == 1
+        alarms = _alarm_on(stack, "AWS/States", metric)
+        # Then each raises an alarm on its first failed or timed-out execution
+        assert {ref(a["Dimensions"][0]["Value"]) for a in alarms} == machines
+        assert all(a["Threshold"] == 1 for a in alarms)
 
 
 def test_every_function_alarms_on_errors_and_throttles(stack: Synthesized) -> None:
@@ -69,12 +71,14 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
             assert (f'"{status.value}"' in pattern) == (status in INTERVENTION_STATUSES), status
     # And every function that moves runs (the APIs, the dashboard, the task steps) is watched
     watched = {ref(f["LogGroupName"]) for f in filters}
+    # (the source workflow's steps only create runs; they never move one)
     movers = {
         ref(f["LoggingConfig"]["LogGroup"])
         for h, f in stack.functions().items()
         if h.startswith(
             ("functions.tasks.", "functions.api.", "functions.cloud_api.", "functions.dashboard.")
         )
+        and not h.startswith("functions.tasks.source_handlers.")
     }
     assert watched == movers
 

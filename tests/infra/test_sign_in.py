@@ -9,6 +9,8 @@ from typing import Any
 from tests.infra.synth import Synthesized, ref
 
 DASHBOARD = "functions.dashboard.app.handler"
+# The dashboard client's secret, beside the GitHub App's secrets.
+DASHBOARD_SECRET = "IdentityDashboardClientSecret"
 
 
 def dashboard_client(stack: Synthesized) -> tuple[str, dict[str, Any]]:
@@ -16,6 +18,13 @@ def dashboard_client(stack: Synthesized) -> tuple[str, dict[str, Any]]:
         (k, p)
         for k, p in stack.of_type("AWS::Cognito::UserPoolClient").items()
         if p.get("GenerateSecret")
+    ]
+    return found
+
+
+def dashboard_secret(stack: Synthesized) -> str:
+    (found,) = [
+        k for k in stack.of_type("AWS::SecretsManager::Secret") if k.startswith(DASHBOARD_SECRET)
     ]
     return found
 
@@ -63,7 +72,7 @@ def test_the_client_secret_is_copied_into_secrets_manager_at_deploy_time(
     # Given the secret and the resource that fills it
     pool, _ = stack.one("AWS::Cognito::UserPool")
     client, _ = dashboard_client(stack)
-    secret, _ = stack.one("AWS::SecretsManager::Secret")
+    secret = dashboard_secret(stack)
     _, copy = stack.one("Custom::RunplaneClientSecret")
     # Then it copies exactly the dashboard client's secret into that secret
     assert ref(copy["UserPoolId"]) == pool
@@ -90,15 +99,14 @@ def test_the_client_secret_is_copied_into_secrets_manager_at_deploy_time(
     template = json.dumps(stack.template)
     assert '"ClientSecret"]' not in template
     assert "DescribeCognitoUserPoolClient" not in template
-    _, props = stack.one("AWS::SecretsManager::Secret")
-    assert "SecretString" not in props
+    assert "SecretString" not in stack.of_type("AWS::SecretsManager::Secret")[secret]
 
 
 def test_the_dashboard_is_configured_for_hosted_ui_sign_in(stack: Synthesized) -> None:
     # Given the dashboard function's settings
     env = stack.environment(DASHBOARD)
     client, _ = dashboard_client(stack)
-    secret, _ = stack.one("AWS::SecretsManager::Secret")
+    secret = dashboard_secret(stack)
     domain, _ = stack.one("AWS::Cognito::UserPoolDomain")
     pool, _ = stack.one("AWS::Cognito::UserPool")
     # Then it names the hosted UI, its client, the secret's ARN (never the value), the
@@ -121,5 +129,9 @@ def test_the_dashboard_is_configured_for_hosted_ui_sign_in(stack: Synthesized) -
 def test_an_existing_issuer_keeps_the_dashboard_on_login_links(custom_stack: Synthesized) -> None:
     env = custom_stack.environment(DASHBOARD)
     assert not [name for name in env if name.startswith("RUNPLANE_SIGN_IN_")]
-    assert not custom_stack.of_type("AWS::SecretsManager::Secret")
+    assert not [
+        secret
+        for secret in custom_stack.of_type("AWS::SecretsManager::Secret")
+        if secret.startswith(DASHBOARD_SECRET)
+    ]
     assert not custom_stack.of_type("AWS::Cognito::UserPoolDomain")
