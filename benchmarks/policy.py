@@ -15,8 +15,8 @@ Per size: the sanitized input's size, sanitize and digest times (median), the fi
 evaluation in this process (cold) and the median of the following ones, in a forked
 child (the default isolation), the CPU time that costs (this process and the child:
 a figure the machine's other load barely changes), and in a thread; then where the
-time goes inside one evaluation: loading the input into the engine, compiling the
-modules, the queries.
+time goes inside one evaluation, in CPU time: loading the input into the engine,
+compiling the modules, the queries.
 
 Then two suites written the way third-party policies usually are (partial set rules,
 ``deny contains msg if {...}``), at ``--suite-sizes``: ``many-violations``, one
@@ -428,33 +428,33 @@ def _inputs(plan: dict[str, Any]) -> PolicyInputs:
 
 
 def _breakdown(content: Any, policy_input: dict[str, Any], engine: str) -> dict[str, float]:
-    """Where one in-process evaluation spends its time."""
+    """Where one in-process evaluation spends its time (CPU time of this process)."""
     if engine == "regorus":
         from runplane.adapters import rego_rs
 
         text = canonical_json(policy_input).decode("utf-8")
-        start = time.perf_counter()
+        start = time.process_time()
         base = rego_rs._engine()
         base.set_input_json(text)
-        built = time.perf_counter()
+        built = time.process_time()
         compiled = base.clone()
         rego_rs._add(compiled, content.modules)
-        loaded = time.perf_counter()
+        loaded = time.process_time()
         for policy in content.policies:
             rego_rs._evaluate_policy(compiled, policy, rego.MAX_MESSAGES)
-        done = time.perf_counter()
+        done = time.process_time()
     else:
         from runplane.adapters import rego_cpp
 
-        start = time.perf_counter()
+        start = time.process_time()
         handle = rego_cpp._input_handle(policy_input)
-        built = time.perf_counter()
+        built = time.process_time()
         cpp = rego_cpp._Compiled(content)
         cpp.set_input(handle)
-        loaded = time.perf_counter()
+        loaded = time.process_time()
         for policy in content.policies:
             rego_cpp._evaluate_policy(cpp, policy, rego.MAX_MESSAGES)
-        done = time.perf_counter()
+        done = time.process_time()
         rego_cpp._c.rego_free_input(handle)
     return {
         "build_input_ms": _ms(built - start),
