@@ -53,7 +53,6 @@ from runplane.domain.policy_unit_tests import UnitTest
 from runplane.domain.rego_v0 import compiled_source
 
 _INT64: Final = 2**63
-_SPECIAL: Final = frozenset({"print"})
 
 # -- regopy plumbing -------------------------------------------------------------------------
 
