@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runplane.adapters.rego import RegoEvaluator
-from runplane.adapters.rego_cpp import _Compiled
 from runplane.adapters.rego_arrays import array_plan
+from runplane.adapters.rego_cpp import _Compiled
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 
 CHANGES = {
