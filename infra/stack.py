@@ -29,11 +29,13 @@ from infra.constructs.task_functions import TaskFunctions
 
 
 def policy_runtime() -> str:
-    """The policy runtime release launch controls check: the pinned regopy."""
-    for requirement in assets.runtime_dependencies():
-        pinned = re.fullmatch(r"regopy==([0-9.]+)", requirement.replace(" ", ""))
-        if pinned:
-            return f"regopy@{pinned.group(1)}"
+    """The policy runtime release launch controls check: the pinned default engine
+    (gordon-to-regorus), else the pinned regopy."""
+    for package in ("gordon-to-regorus", "regopy"):
+        for requirement in assets.runtime_dependencies():
+            pinned = re.fullmatch(rf"{package}==([0-9.]+)", requirement.replace(" ", ""))
+            if pinned:
+                return f"{package}@{pinned.group(1)}"
     return "policy-runtime@none"
 
 

@@ -338,6 +338,13 @@ class PolicySet(BaseModel):
     name: str
     digest: str
     version: int
+    input_shape: str = Field(
+        default="runplane", description="The input document the set's policies see"
+    )
+    rego_v0_modules: list[str] = Field(
+        default_factory=list,
+        description="Modules written in Rego v0, upgraded to v1 each time they are compiled",
+    )
     policies: list[dict[str, Any]]
     attached_workspaces: list[str]
     all_workspaces: bool

@@ -435,7 +435,13 @@ def _policy_list(args: argparse.Namespace) -> int:
             if entry["all_workspaces"]
             else (", ".join(entry["attached_workspaces"]) or "not attached")
         )
-        print(f"{entry['name']}  {entry['digest']}  version {entry['version']}  {where}")
+        shape = entry.get("input_shape", "runplane")
+        print(
+            f"{entry['name']}  {entry['digest']}  version {entry['version']}  "
+            f"input {shape}  {where}"
+        )
+        for module in entry.get("rego_v0_modules") or ():
+            print(f"    {module}: Rego v0, upgraded to v1 for evaluation")
         for policy in entry["policies"]:
             print(f"    {policy['name']} ({policy['enforcement']})")
     return 0
@@ -459,6 +465,16 @@ def _policy_test(args: argparse.Namespace) -> int:
     from runplane.domain.policy import load_policy_set_dir, overall
     from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 
+    # Bad usage, as argparse reports it: exit 2.
+    if args.dir and args.dir_flag and args.dir != args.dir_flag:
+        print(
+            f"error: two directories given: {args.dir} and --dir {args.dir_flag}", file=sys.stderr
+        )
+        return EXIT_API_ERROR
+    args.dir = args.dir or args.dir_flag
+    if not args.dir:
+        print("error: pass the policy set directory: --dir DIR", file=sys.stderr)
+        return EXIT_API_ERROR
     content = load_policy_set_dir(Path(args.dir))
     for warning in check_input_roots(content):
         print(f"warning: {warning}", file=sys.stderr)
@@ -816,7 +832,8 @@ def _policy_parser(commands: Any) -> None:
         _policy_test,
         connected=False,
     )
-    test.add_argument("dir", help="the policy set directory")
+    test.add_argument("dir", nargs="?", help="the policy set directory (or --dir)")
+    test.add_argument("--dir", dest="dir_flag", metavar="DIR", help="the policy set directory")
     test.add_argument("--plan", help="`tofu show -json PLANFILE` output")
     test.add_argument("--unit", action="store_true", help="run the *_test.rego files' test_* rules")
     test.add_argument(

@@ -8,7 +8,6 @@ policy evaluation or remote runs.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from datetime import timedelta
 from functools import cached_property, lru_cache
@@ -78,8 +77,10 @@ def jwt_verifier(settings: Settings) -> JwtVerifier | None:
 
 def rego_release() -> str:
     """The policy runtime's release identity, read without loading the engine (the
-    evaluator records its full identity, with the rego-cpp version, on each result)."""
-    return f"regopy@{importlib.metadata.version('regopy')}"
+    evaluator records its full identity, with the engine's version, on each result)."""
+    from runplane.adapters.rego import engine_release
+
+    return engine_release()
 
 
 @lru_cache(maxsize=1)

@@ -170,3 +170,47 @@ def test_a_conftest_style_v0_directory_publishes_with_its_original_text(
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["digest"] == content.digest()
     assert sorted(p["name"] for p in listed["policies"]) == ["main.deny", "main.warn_names"]
+    # And the listing says which modules are read as Rego v0, and the input shape
+    assert listed["rego_v0_modules"] == ["lib/naming.rego", "main.rego"]
+    assert listed["input_shape"] == "runplane"
+    assert main(["policy", "list", *connect]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith(f"conftest-style  {content.digest()}  version 1  input runplane  ")
+    assert "    main.rego: Rego v0, upgraded to v1 for evaluation" in text
+
+
+def test_the_listing_shows_each_sets_input_shape(
+    local: Local, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given an organization of its own and a set declaring the Scalr input shape
+    org, token = local.other_organization(unique("policy-shape-list"))
+    connect = ["--url", local.url, "--token", token, "--organization", org]
+    directory = tmp_path / "scalr"
+    directory.mkdir()
+    (directory / "tags.rego").write_text(
+        "package scalr.tags\n\nimport rego.v1\n\n"
+        'deny contains "untagged" if {\n\tsome rc in input.tfplan.resource_changes\n'
+        "\tnot rc.change.after.tags\n}\n",
+        encoding="utf-8",
+    )
+    (directory / "policy-set.json").write_text(
+        json.dumps(
+            {
+                "name": "scalr-tags",
+                "input_shape": "tfplan",
+                "policies": [
+                    {"name": "tags", "enforcement": "advisory", "query": "data.scalr.tags.deny"}
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    # When it is published and the sets are listed
+    assert main(["policy", "publish", str(directory), *connect]) == 0
+    capsys.readouterr()
+    assert main(["policy", "list", *connect]) == 0
+    # Then the line of the set names its shape, and no module as v0
+    out = capsys.readouterr().out
+    assert "scalr-tags  sha256:" in out
+    assert "  input tfplan  not attached" in out
+    assert "Rego v0" not in out

@@ -256,7 +256,7 @@ def test_a_hard_mandatory_failure_fails_the_run_with_digest_bound_evidence(arena
             "input_digest": check.body["input_digest"],
         }
     ]
-    assert check.body["runtime"].startswith("regopy@")
+    assert check.body["runtime"].startswith("gordon-to-regorus@0.13.0 regorus@")
     [result] = check.body["results"]
     assert result["outcome"] == "failed"
     assert result["messages"] == ["test_thing.gone would be deleted"]

@@ -13,6 +13,7 @@ HEAVY = (
     "moto",
     "cryptography",
     "regopy",
+    "regorus",
     "aws_lambda_powertools",
 )
 

@@ -87,3 +87,41 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> N
     # Then it stops with the shell's SIGPIPE status and says nothing
     assert done.returncode == 141
     assert done.stderr == ""
+
+
+def test_the_directory_may_be_given_with_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a saved plan deleting a bucket
+    plan = saved_plan(tmp_path, ["delete"])
+    # When the set is named with --dir instead of the positional argument
+    status = main(["policy", "test", "--dir", str(DENY_DELETE), "--plan", str(plan)])
+    # Then it is evaluated the same way
+    assert status == 1
+    assert "aws_s3_bucket.logs would be deleted" in capsys.readouterr().out
+    # And the same directory both ways is accepted
+    assert (
+        main(["policy", "test", str(DENY_DELETE), "--dir", str(DENY_DELETE), "--plan", str(plan)])
+        == 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--dir", "elsewhere"], "two directories given"),
+        ([], "pass the policy set directory: --dir DIR"),
+    ],
+)
+def test_two_directories_or_none_is_bad_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], said: str
+) -> None:
+    plan = saved_plan(tmp_path, ["delete"])
+    positional = [str(DENY_DELETE)] if extra else []
+    # When the command names two different directories, or none
+    status = main(["policy", "test", *positional, *extra, "--plan", str(plan)])
+    # Then it exits 2 with one line saying so, and evaluates nothing
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.startswith(f"error: {said}")
+    assert "overall" not in captured.out

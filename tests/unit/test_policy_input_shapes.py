@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,9 @@ def test_documents_and_digests_are_deterministic(shape: str) -> None:
     # When each builds the shape / Then the documents and digests are the same
     assert canonical_json(first.document(shape)) == canonical_json(second.document(shape))
     assert first.digest(shape) == second.digest(shape) == input_digest(first.document(shape))
+    # And the text the evaluator loads is the very text the digest covers
+    assert first.canonical(shape) == canonical_json(first.document(shape))
+    assert first.digest(shape) == "sha256:" + hashlib.sha256(first.canonical(shape)).hexdigest()
 
 
 def test_the_runplane_shape_is_the_unchanged_sanitized_document() -> None:

@@ -13,7 +13,13 @@ from runplane.adapters.rego_unit import run_unit_tests
 from runplane.cli import main
 from runplane.domain import hcl
 from runplane.domain.errors import InvalidPolicySet
-from runplane.domain.policy import Enforcement, PolicyModule, load_policy_set_dir
+from runplane.domain.policy import (
+    Enforcement,
+    PolicyDefinition,
+    PolicyModule,
+    PolicySetContent,
+    load_policy_set_dir,
+)
 from runplane.domain.policy_packaging import DECISIONS_MODULE, read_modules
 from runplane.domain.policy_unit_tests import UnitTestOutcome, discover
 from runplane.domain.rego_v0 import compiled_source
@@ -343,7 +349,25 @@ def test_what_cannot_be_upgraded_is_refused_with_file_line_and_fix(
     source: str, phrase: str
 ) -> None:
     with pytest.raises(InvalidPolicySet, match=re.escape(phrase)):
-        compiled_source("m.rego", "package a\n\n" + source)
+        compiled_source("m.rego", "package a\n\n" + source, rego_cpp=True)
+
+
+def test_regorus_reads_keywords_as_names_and_sprintf_q_as_opa_does() -> None:
+    # Given a v1 module using `contains` as a variable and sprintf's %q
+    source = (
+        "package a\n\nimport rego.v1\n\n"
+        'deny := [m | contains := "x"; m := sprintf("%q is %s", [contains, contains])]\n'
+    )
+    # Then regorus compiles it unchanged, and the policy gives OPA's message
+    assert compiled_source("m.rego", source).source == source
+    content = PolicySetContent(
+        "q",
+        (PolicyModule("m.rego", source),),
+        (PolicyDefinition("q", Enforcement.ADVISORY, "data.a.deny"),),
+    )
+    validate_policy_set(content, isolation="thread")
+    [result] = RegoEvaluator(isolation="thread").evaluate([content], {})
+    assert result.messages == ('"x" is x',)
 
 
 def test_a_refused_upgrade_refuses_publication() -> None:
@@ -432,8 +456,8 @@ def test_a_set_that_crashes_the_evaluator_errors_its_tests_and_passes_none() -> 
             "test_after {\n\ttrue\n}\n",
         ),
     ]
-    # When they run
-    results = run_unit_tests(modules, discover([modules[1]]))
+    # When they run on rego-cpp
+    results = run_unit_tests(modules, discover([modules[1]]), engine="regopy")
     # Then every test errors, each naming the crash (rego-cpp compiles the whole set
     # for each test, so the crash is hit whichever test runs), and the run returns
     assert [(r.test.rule, r.outcome) for r in results] == [
@@ -441,6 +465,12 @@ def test_a_set_that_crashes_the_evaluator_errors_its_tests_and_passes_none() -> 
         ("test_after", UnitTestOutcome.ERROR),
     ]
     assert all("the evaluator crashed" in r.message for r in results)
+    # And on regorus, the default engine, both tests simply pass
+    results = run_unit_tests(modules, discover([modules[1]]))
+    assert [(r.test.rule, r.outcome) for r in results] == [
+        ("test_crashes", UnitTestOutcome.PASS),
+        ("test_after", UnitTestOutcome.PASS),
+    ]
 
 
 def test_with_data_mocks_a_rule() -> None:

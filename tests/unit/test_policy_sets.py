@@ -346,12 +346,16 @@ def test_the_example_sets_validate() -> None:
 
 
 def test_a_module_that_does_not_parse_is_refused_with_its_line() -> None:
-    # Given a module with an unclosed array on line 5
+    # Given a module with an unclosed array on line 5 (the file ends on line 7)
     source = 'package runplane.demo\n\nimport rego.v1\n\ndeny := [msg |\n  msg := "x"\n'
     # When it is validated
     with pytest.raises(InvalidPolicySet) as refused:
         validate_policy_set(_content(source))
-    # Then the error names the module and the line, without the whole source
+    # Then the error names the module and the line, without the whole source: regorus
+    # names the line where it expected the bracket, rego-cpp the line that opened it
+    assert "demo.rego line 7: expecting `]`" in refused.value.message
+    with pytest.raises(InvalidPolicySet) as refused:
+        validate_policy_set(_content(source), engine_name="regopy")
     assert "demo.rego line 5: this is unclosed" in refused.value.message
     assert "import rego.v1" not in refused.value.message
 

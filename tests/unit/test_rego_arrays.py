@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.adapters.rego import RegoEvaluator, _Compiled
+from runplane.adapters.rego import RegoEvaluator
 from runplane.adapters.rego_arrays import array_plan
+from runplane.adapters.rego_cpp import _Compiled
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 
 CHANGES = {
@@ -68,7 +69,7 @@ def test_a_partial_set_rule_gets_array_companions_with_the_same_result() -> None
         "data.p.deny": ("p/deny_runplane_array_0", "p/deny_runplane_array_1")
     }
     # And evaluation gives the set's members, once each
-    [result] = RegoEvaluator(isolation="thread").evaluate([set_content], CHANGES)
+    [result] = RegoEvaluator(isolation="thread", engine="regopy").evaluate([set_content], CHANGES)
     assert result.outcome == "failed"
     assert result.messages == EXPECTED
     # And the rule that counts the set still sees the set
@@ -78,7 +79,7 @@ def test_a_partial_set_rule_gets_array_companions_with_the_same_result() -> None
 
 
 def _handle(value: object) -> object:
-    from runplane.adapters.rego import _input_handle
+    from runplane.adapters.rego_cpp import _input_handle
 
     return _input_handle(value)
 
@@ -90,7 +91,7 @@ def test_definitions_across_modules_and_set_comprehensions_are_rewritten() -> No
     # A set comprehension is rewritten, and gives the set's members
     comprehension = content(SET_COMPREHENSION)
     assert array_plan(comprehension).entrypoints == {"data.p.deny": ("p/deny_runplane_array_0",)}
-    [result] = RegoEvaluator(isolation="thread").evaluate([comprehension], CHANGES)
+    [result] = RegoEvaluator(isolation="thread", engine="regopy").evaluate([comprehension], CHANGES)
     assert result.messages == EXPECTED[:3]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runplane.adapters.rego import RegoEvaluator
+from runplane.adapters.rego import ENGINE_VARIABLE, RegoEvaluator, engine_release
 from runplane.domain.policy import (
     Enforcement,
     PolicyDefinition,
@@ -181,11 +181,11 @@ def test_messages_are_sorted_deduplicated_capped_and_stringified() -> None:
     ("rule", "reason"),
     [
         ("deny := [x | x := 1 / input.zero]", "divide by zero"),
-        ("deny := input.a\ndeny := input.b", "complete rules must not produce multiple outputs"),
-        ('deny := [x | x := object.get("s", "k", 1)]', "operand 1 must be object"),
+        ("deny := input.a\ndeny := input.b", "t.rego line 4: rule conflicts with rule"),
+        ('deny := [x | x := object.get("s", "k", 1)]', "`object.get` expects object argument"),
         ("deny := 5", "is a number, not a set or array"),
         ('deny := {"a": 1}', "is an object, not a set or array"),
-        ("deny := [x | x := no_such_function(1)]", "Function not found"),
+        ("deny := [x | x := no_such_function(1)]", "could not find function no_such_function"),
     ],
 )
 def test_a_policy_that_errors_is_errored_not_passed(rule: str, reason: str) -> None:
@@ -254,14 +254,14 @@ def test_a_runaway_policy_is_killed_at_the_deadline_and_fails_closed() -> None:
 
 def test_a_thread_evaluation_also_gives_up_at_the_deadline() -> None:
     # Given a policy that takes a few tenths of a second
-    slow = "package t\nimport rego.v1\ndeny := [x | some x in numbers.range(1, 100000); x < 0]\n"
+    slow = "package t\nimport rego.v1\ndeny := [x | some x in numbers.range(1, 2000000); x < 0]\n"
     content = _set(slow, ("slow", Enforcement.SOFT_MANDATORY, "data.t.deny"))
     # When it is evaluated in a thread with a deadline shorter than that
     [result] = RegoEvaluator(isolation="thread").evaluate([content], {}, timeout_seconds=0.01)
     # Then it is errored as timed out (the query itself finishes in the background)
     assert result.outcome == PolicyOutcome.ERRORED
     assert "timed out after 0.01s" in result.messages[0]
-    # (Let it finish: a process forked while rego-cpp runs in a thread inherits its
+    # (Let it finish: a process forked while an engine runs in a thread inherits its
     # half-held state, and the next test forks evaluations.)
     for thread in threading.enumerate():
         if thread.name == "rego-evaluation":
@@ -290,7 +290,9 @@ def test_a_crash_in_the_evaluator_is_contained_to_its_policy_set() -> None:
     deny_delete = load_policy_set_dir(EXAMPLES / "deny-delete")
     policy_input = _input(_rc("aws_s3_bucket.old", ["delete"], None, before=TAGGED_BUCKET))
     # When they are evaluated in child processes
-    results = RegoEvaluator().evaluate([deny_delete, crash, deny_delete], policy_input)
+    results = RegoEvaluator(engine="regopy").evaluate(
+        [deny_delete, crash, deny_delete], policy_input
+    )
     # Then this process survives, the crashing set's policies are errored, and the
     # sets before and after it are evaluated
     assert [(r.policy_set, str(r.outcome)) for r in results] == [
@@ -303,7 +305,27 @@ def test_a_crash_in_the_evaluator_is_contained_to_its_policy_set() -> None:
 
 
 def test_the_runtime_identity_names_the_evaluator_and_its_versions() -> None:
-    assert RegoEvaluator().runtime_identity == "regopy@1.5.2 rego-cpp@1.5.2"
+    # Given the pinned engines installed, regorus is the default
+    assert RegoEvaluator().runtime_identity == "gordon-to-regorus@0.13.0 regorus@0.13.0"
+    assert RegoEvaluator(engine="regopy").runtime_identity == "regopy@1.5.2 rego-cpp@1.5.2"
+    assert engine_release() == "gordon-to-regorus@0.13.0"
+
+
+def test_the_engine_is_chosen_by_name_or_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the setting naming regopy
+    monkeypatch.setenv(ENGINE_VARIABLE, "regopy")
+    # Then the evaluator, its release and its results are regopy's
+    evaluator = RegoEvaluator()
+    assert evaluator.runtime_identity.startswith("regopy@1.5.2 ")
+    assert engine_release() == "regopy@1.5.2"
+    content = load_policy_set_dir(EXAMPLES / "deny-delete")
+    policy_input = _input(_rc("aws_s3_bucket.old", ["delete"], None, before=TAGGED_BUCKET))
+    [result] = evaluator.evaluate([content], policy_input)
+    assert result.outcome == PolicyOutcome.FAILED
+    # And a name that is no engine is refused, naming the setting
+    monkeypatch.setenv(ENGINE_VARIABLE, "opa")
+    with pytest.raises(ValueError, match="RUNPLANE_POLICY_ENGINE is one of regopy, regorus"):
+        RegoEvaluator()
 
 
 def _result(level: Enforcement, outcome: PolicyOutcome) -> PolicyResult:
@@ -363,10 +385,14 @@ def test_the_evaluation_process_has_no_environment_to_reveal(
     monkeypatch.setenv("RUNPLANE_TEST_SECRET", "do-not-leak")
     source = "package t\nimport rego.v1\ndeny := [opa.runtime().env.RUNPLANE_TEST_SECRET]\n"
     content = _set(source, ("env", Enforcement.ADVISORY, "data.t.deny"))
-    # When it is evaluated in a thread of this process, the probe does reach it
-    [in_thread] = RegoEvaluator(isolation="thread").evaluate([content], {})
-    assert in_thread.messages == ("do-not-leak",)
+    # When it is evaluated in a thread of this process, rego-cpp's probe does reach it
+    # (regorus's opa.runtime() has no env at all)
+    [cpp_thread] = RegoEvaluator(isolation="thread", engine="regopy").evaluate([content], {})
+    assert cpp_thread.messages == ("do-not-leak",)
+    [rs_thread] = RegoEvaluator(isolation="thread", engine="regorus").evaluate([content], {})
+    assert rs_thread.messages == ()
     # Then in the child process the production evaluator uses, there is nothing to read
-    [in_child] = RegoEvaluator(isolation="process").evaluate([content], {})
-    assert str(in_child.outcome) == "passed"
-    assert in_child.messages == ()
+    for engine in ("regopy", "regorus"):
+        [in_child] = RegoEvaluator(isolation="process", engine=engine).evaluate([content], {})
+        assert str(in_child.outcome) == "passed"
+        assert in_child.messages == ()

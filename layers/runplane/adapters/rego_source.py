@@ -1,34 +1,26 @@
-"""What the evaluator compiles for a policy set, and the functions it lacks.
-
-The published modules are the authors' text; the evaluator compiles each module's
-``compiled_source`` (Rego v0 upgraded to v1, see ``runplane.domain.rego_v0``).
-"""
+"""Engine-neutral reading of a policy set's sources: calls to functions the engine
+lacks, and where a queried rule is defined."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from runplane.domain.policy import PolicyModule
-from runplane.domain.rego_v0 import calls, compiled_source, function_heads, import_aliases
+from runplane.domain.rego_v0 import calls, function_heads, import_aliases
 
 _SPECIAL: frozenset[str] = frozenset({"print"})
-"""Functions rego-cpp evaluates that ``is_builtin`` does not list."""
+"""Functions the engines evaluate that their builtin lists leave out."""
 
 
-def add_modules(interpreter: Any, modules: Iterable[PolicyModule]) -> None:
-    """Add each module as the evaluator compiles it (raises ``InvalidPolicySet`` for a
-    module that cannot be upgraded, ``RegoError`` for one that does not parse)."""
-    for module in modules:
-        interpreter.add_module(module.name, compiled_source(module.name, module.source).source)
-
-
-def unknown_function(interpreter: Any, modules: Iterable[PolicyModule]) -> str | None:
+def unknown_function(
+    is_builtin: Callable[[str], bool], engine: str, modules: Iterable[PolicyModule]
+) -> str | None:
     """``module line N calls NAME, ...`` for the first call to a function that neither the
-    evaluator nor the modules define, or None.
+    engine (``is_builtin``; ``engine`` names it in the message) nor the modules define, or
+    None.
 
-    rego-cpp reports an unknown function only when a query reaches it, without a line:
-    a rule no policy queries yet would hide it until it is used.
+    Both engines report an unknown function only when a query reaches it: a rule no
+    policy queries yet would hide it until it is used.
     """
     modules = list(modules)
     defined = set().union(*(function_heads(m.source) for m in modules))
@@ -37,18 +29,12 @@ def unknown_function(interpreter: Any, modules: Iterable[PolicyModule]) -> str |
         for name, line in calls(module.source):
             if name in defined or name.split(".", 1)[0] in aliases or name in _SPECIAL:
                 continue
-            if not interpreter.is_builtin(name):
+            if not is_builtin(name):
                 return (
                     f"{module.name} line {line} calls {name}, a function the evaluator does "
-                    f"not have (rego-cpp {_version()}) and no module of the set defines"
+                    f"not have ({engine}) and no module of the set defines"
                 )
     return None
-
-
-def _version() -> str:
-    import regopy  # type: ignore[import-untyped]
-
-    return str(regopy.rego_version())
 
 
 def rule_location(modules: Iterable[PolicyModule], query: str) -> str:

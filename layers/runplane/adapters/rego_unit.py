@@ -1,71 +1,23 @@
 """Policy unit tests run with the production evaluator, isolated like evaluations.
 
-Every test runs in a forked child process (``runplane.adapters.rego``); a crash errors
-the test it stopped, and the tests after it run in a fresh child. rego-cpp 1.5.2
-supports ``with input as ...`` and ``with data.x as ...``, but it crashes (signal 11) on
-some ``with input as`` over rules that read other rules that read ``input``.
+Every test runs in a forked child process (``runplane.adapters.rego_isolation``); a
+crash errors the test it stopped, and the tests after it run in a fresh child. Both
+engines support ``with input as ...`` and ``with data.x as ...``; rego-cpp 1.5.2 (the
+``regopy`` engine) crashes (signal 11) on some ``with input as`` over rules that read
+other rules that read ``input``, regorus does not.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Sequence
 
-from regopy import RegoError  # type: ignore[import-untyped]
-
-from runplane.adapters.rego import (
-    Isolation,
-    _Emit,
-    _interpreter,
-    _parse_errors,
-    _query,
-    _QueryError,
-    _run,
-    _short,
-)
-from runplane.adapters.rego_source import add_modules, unknown_function
+from runplane.adapters.rego import engine as _engine
+from runplane.adapters.rego_isolation import Isolation, run_isolated
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyModule
 from runplane.domain.policy_unit_tests import UnitTest, UnitTestOutcome, UnitTestResult
-
-
-def _work(
-    modules: Sequence[PolicyModule],
-    tests: Sequence[UnitTest],
-    first: int,
-    stop: threading.Event,
-    emit: _Emit,
-) -> None:
-    sources = {m.name: m.source for m in modules}
-    interpreter = _interpreter()
-    try:
-        add_modules(interpreter, modules)
-    except RegoError as error:
-        emit({"i": -1, "refused": _short(_parse_errors(str(error), sources))})
-        return
-    except InvalidPolicySet as error:
-        emit({"i": -1, "refused": str(error)})
-        return
-    unknown = unknown_function(interpreter, modules)
-    if unknown:
-        emit({"i": -1, "refused": unknown})
-        return
-    interpreter.set_input({})
-    for index in range(first, len(tests)):
-        if stop.is_set():
-            return
-        try:
-            value = _query(interpreter, tests[index].query)
-        except _QueryError as error:
-            emit({"i": index, "outcome": "ERROR", "message": str(error)})
-            continue
-        if value is True:
-            emit({"i": index, "outcome": "PASS"})
-        else:
-            shown = "undefined" if not isinstance(value, bool | int | str) else repr(value)
-            emit({"i": index, "outcome": "FAIL", "message": f"the test is {shown}, not true"})
 
 
 def run_unit_tests(
@@ -74,19 +26,24 @@ def run_unit_tests(
     *,
     timeout_seconds: float = 60.0,
     isolation: Isolation = "process",
+    engine: str | None = None,
 ) -> list[UnitTestResult]:
-    """One result per test, in order. ``modules`` are the policies and the test modules.
+    """One result per test, in order. ``modules`` are the policies and the test modules;
+    ``engine`` names the engine (the default one if None).
 
     Raises ``InvalidPolicySet`` (naming the module and line) if a module does not parse,
     cannot be upgraded from Rego v0, or calls a function the evaluator does not have.
     """
+    chosen = _engine(engine)
+    for module in modules:
+        chosen.compiled(module)  # refuses what cannot be upgraded, before forking
     records: dict[int, dict[str, str]] = {}
     deadline = time.monotonic() + timeout_seconds
     first = 0
     reason = ""
     while first < len(tests):
-        found, stopped = _run(
-            functools.partial(_work, modules, tests, first),
+        found, stopped = run_isolated(
+            functools.partial(chosen.unit_work, modules, tests, first),
             deadline - time.monotonic(),
             isolation,
         )

@@ -20,6 +20,7 @@ left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine do
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -226,6 +227,7 @@ class PolicyInputs:
         self._meta = meta
         self._documents: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
+        self._canonical: dict[str, bytes] = {}
         self._hidden: list[str] | None = None
         self._plan_document: dict[str, Any] | None = None
 
@@ -233,6 +235,7 @@ class PolicyInputs:
         """Use ``document`` as the ``shape`` document (one the caller already holds)."""
         self._documents[shape] = document
         self._digests.pop(shape, None)
+        self._canonical.pop(shape, None)
 
     def _terraform_shaped(self) -> dict[str, Any]:
         if self._plan_document is None:
@@ -274,12 +277,22 @@ class PolicyInputs:
     def documents(self, shapes: Sequence[str]) -> dict[str, dict[str, Any]]:
         return {shape: self.document(shape) for shape in dict.fromkeys(shapes)}
 
+    def canonical(self, shape: str) -> bytes:
+        """The canonical JSON of the ``shape`` document: what its digest covers, and what
+        the evaluator loads (serialized once)."""
+        text = self._canonical.get(shape)
+        if text is None:
+            from runplane.domain.policy import canonical_json
+
+            text = self._canonical[shape] = canonical_json(self.document(shape))
+        return text
+
     def digest(self, shape: str) -> str:
         digest = self._digests.get(shape)
         if digest is None:
-            from runplane.domain.policy import input_digest
-
-            digest = self._digests[shape] = input_digest(self.document(shape))
+            digest = self._digests[shape] = (
+                "sha256:" + hashlib.sha256(self.canonical(shape)).hexdigest()
+            )
         return digest
 
     @property

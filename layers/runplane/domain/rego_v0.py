@@ -1,6 +1,6 @@
 """Rego v0 modules, upgraded to the v1 syntax the evaluator reads.
 
-Pure: standard library only. rego-cpp reads every module as Rego v1, where a v0 partial
+Pure: standard library only. The evaluators read every module as Rego v1, where a v0 partial
 set rule (``deny[msg] { ... }``) means an *object* keyed by its messages, so a v0 policy
 would be refused ("is an object") or, worse, read differently. The published source
 stays the author's text (it is what the digest covers); the evaluator compiles
@@ -14,16 +14,17 @@ author's lines:
   and ``else = v { body }`` gain the ``if`` v1 requires;
 - ``default name = v`` becomes ``default name := v``.
 
-``import rego.v1`` is not added: rego-cpp reads v1 without it, and a new line would
+``import rego.v1`` is not added: both engines read v1 without it, and a new line would
 move every line after it. A module is v0 when it does not import ``rego.v1`` and it
 imports ``future.keywords``, or has a rule body without ``if``, or a ``default`` rule
 assigned with ``=``. Anything the rewrite cannot handle is refused with the module,
 line, construct and fix (``InvalidPolicySet``).
 
-Independently of the version, ``sprintf`` format strings written as literals have
-``%q`` replaced by ``\\"%v\\"`` (rego-cpp 1.5.2 prints ``%q`` verbatim; for strings the
-two print the same), and names rego-cpp reads as keywords (``contains``, ``in``,
-``every``, ``if``) used as variables are refused with a clear message.
+For rego-cpp only (the ``regopy`` engine), independently of the version, ``sprintf``
+format strings written as literals have ``%q`` replaced by ``\\"%v\\"`` (rego-cpp 1.5.2
+prints ``%q`` verbatim; for strings the two print the same), and names rego-cpp reads as
+keywords (``contains``, ``in``, ``every``, ``if``) used as variables are refused with a
+clear message. regorus reads both as OPA does.
 """
 
 from __future__ import annotations
@@ -114,20 +115,22 @@ class _Edit:
     text: str
 
 
-def compiled_source(module: str, source: str) -> Upgrade:
+def compiled_source(module: str, source: str, *, rego_cpp: bool = False) -> Upgrade:
     """The v1 text the evaluator compiles for ``source`` (see the module docstring).
 
-    Raises ``InvalidPolicySet`` naming ``module`` and the line for a construct that
-    cannot be upgraded or that rego-cpp would misread.
+    ``rego_cpp``: also work around rego-cpp 1.5.2 (``%q``, keywords as names); regorus
+    needs only the v0 upgrade. Raises ``InvalidPolicySet`` naming ``module`` and the line
+    for a construct that cannot be upgraded (or that rego-cpp would misread).
     """
     toks = tokens(source)
-    _refuse_keyword_names(module, toks)
+    if rego_cpp:
+        _refuse_keyword_names(module, toks)
     edits: list[_Edit] = []
     notes: list[str] = []
     v0 = _is_v0(toks)
     if v0:
         edits, notes = _Rules(module, toks).upgrade()
-    for edit, note in _sprintf_q(toks):
+    for edit, note in _sprintf_q(toks) if rego_cpp else ():
         edits.append(edit)
         notes.append(note)
     if not edits:

@@ -36,6 +36,7 @@ from runplane.domain.policy import (
     policy_set_from_document,
 )
 from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
 from runplane.store import policy_sets as store
@@ -71,12 +72,18 @@ class PublishedSet:
     created: bool
     warnings: tuple[str, ...] = ()
     """Publication warnings (``"unknown_input_roots": "warn"``); none on reads."""
+    input_shape: str = "runplane"
+    """The ``input`` document the set's policies see."""
+    rego_v0_modules: tuple[str, ...] = ()
+    """Modules written in Rego v0, which the evaluator upgrades each time it compiles."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "digest": self.digest,
             "version": self.version,
+            "input_shape": self.input_shape,
+            "rego_v0_modules": list(self.rego_v0_modules),
             "policies": self.policies,
             "attached_workspaces": list(self.attached_workspaces),
             "all_workspaces": self.all_workspaces,
@@ -107,8 +114,26 @@ class Evaluation:
         }
 
 
+@dataclass(frozen=True)
+class _Summary:
+    """What listings say about a version's content (derived from it, immutable)."""
+
+    input_shape: str
+    rego_v0_modules: tuple[str, ...]
+
+    @classmethod
+    def of(cls, content: PolicySetContent) -> _Summary:
+        return cls(
+            content.input_shape,
+            tuple(m.name for m in content.modules if compiled_source(m.name, m.source).v0),
+        )
+
+
 def _published(
-    head: store.PolicySetHead, created: bool, warnings: Sequence[str] = ()
+    head: store.PolicySetHead,
+    created: bool,
+    summary: _Summary,
+    warnings: Sequence[str] = (),
 ) -> PublishedSet:
     return PublishedSet(
         head.name,
@@ -119,6 +144,8 @@ def _published(
         head.all_workspaces,
         created,
         tuple(warnings),
+        summary.input_shape,
+        summary.rego_v0_modules,
     )
 
 
@@ -130,6 +157,8 @@ class Policies:
         self._artifacts = artifacts
         # Built on first use: the Rego engine is loaded only where policies run.
         self._evaluator = evaluator
+        # By digest: a published version's content never changes.
+        self._summaries: dict[str, _Summary] = {}
 
     @property
     def runtime_identity(self) -> str:
@@ -145,8 +174,9 @@ class Policies:
         self._evaluator().validate(content)
         org, digest = principal.organization_id, content.digest()
         head = store.find(org, content.name)
+        summary = self._summaries.setdefault(digest, _Summary.of(content))
         if head is not None and head.current_digest == digest:
-            return _published(head, created=False, warnings=warnings)
+            return _published(head, created=False, summary=summary, warnings=warnings)
         policies = [
             {"name": p.name, "enforcement": p.enforcement.value, "description": p.description}
             for p in content.policies
@@ -178,7 +208,9 @@ class Policies:
             if earlier is None:
                 self._artifacts.discard(artifact_id)
             raise
-        return _published(store.get(org, content.name), created=True, warnings=warnings)
+        return _published(
+            store.get(org, content.name), created=True, summary=summary, warnings=warnings
+        )
 
     def attach(
         self,
@@ -202,17 +234,24 @@ class Policies:
             if workspace is None or workspace.organization_id != principal.organization_id:
                 raise NotFound("workspace", workspace_id, f"/workspaces/{index}")
         store.attach(head, unique, all_workspaces, by=principal.ref, now=self._clock.now()).commit()
-        return _published(store.get(principal.organization_id, name), created=False)
+        return self._read(store.get(principal.organization_id, name))
 
     def list(self, principal: Principal) -> list[PublishedSet]:
         # Policy sets belong to the organization, not to a workspace: a runner
         # session, confined to its run's workspace, cannot read them.
         principal.require(Permission.ORGANIZATION_READ)
-        return [_published(h, created=False) for h in store.all_of(principal.organization_id)]
+        return [self._read(h) for h in store.all_of(principal.organization_id)]
 
     def get(self, principal: Principal, name: str) -> PublishedSet:
         principal.require(Permission.ORGANIZATION_READ)
-        return _published(store.get(principal.organization_id, name), created=False)
+        return self._read(store.get(principal.organization_id, name))
+
+    def _read(self, head: store.PolicySetHead) -> PublishedSet:
+        summary = self._summaries.get(head.current_digest)
+        if summary is None:
+            summary = _Summary.of(self._content(head.org_id, head))
+            self._summaries[head.current_digest] = summary
+        return _published(head, created=False, summary=summary)
 
     # -- a run's policy check ---------------------------------------------------------------
 

@@ -1,0 +1,271 @@
+"""The regorus engine (Microsoft's Rust Rego interpreter): the only module importing it.
+
+It comes from ``gordon-to-regorus`` 0.13.0, a build of microsoft/regorus's Python
+bindings published under another name (see docs/policy.md for what was verified).
+Facts about that build this adapter is built on:
+
+- ``Engine.add_policy`` parses a module and raises ``RuntimeError`` if it does not; like
+  every regorus error, the text is ``--> MODULE:ROW:COL``, the source line, a caret,
+  ``error: MESSAGE`` and, with ``RUST_BACKTRACE`` set, a stack trace. A message may quote
+  a value (``Got `"..."` instead``): only the location and the message, with quoted
+  values blanked, are ever reported.
+- ``eval_rule_as_json`` returns the rule's value as JSON (sets as arrays, integers beyond
+  64 bits exactly); an undefined value is the JSON string ``"<undefined>"``, which
+  ``eval_query_as_json`` (no result when undefined) tells apart from that string. A path
+  naming no rule raises "not a valid rule path".
+- Builtin errors are strict (an error, never "undefined"), and ``print``/``trace`` go to
+  stderr unless gathered: the engine gathers them, and they are dropped.
+- Its builtins include ``time.now_ns``, ``rand.intn`` and ``uuid.rfc4122`` (real clock and
+  randomness), ``opa.runtime`` (without the environment) and ``http.send`` (always
+  undefined; the build has no HTTP client). Publication refuses every one of them
+  (``refuse_forbidden_builtins``). It has no ``crypto.*``, ``io.jwt.*`` or
+  ``net.lookup_ip_addr``; the builtin list comes from the engine (``opa.runtime``).
+- A module is parsed as Rego v1; v0 modules are upgraded first (``rego_v0``), so one set
+  may mix both. Rust panics surface as exceptions, and the work runs isolated anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from typing import Any, Final
+
+import regorus  # type: ignore[import-untyped]
+
+from runplane.adapters.rego_isolation import (
+    Emit,
+    Record,
+    policy_record,
+    shape_problem,
+    short,
+)
+from runplane.adapters.rego_source import rule_location, unknown_function
+from runplane.domain.errors import InvalidPolicySet
+from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
+from runplane.domain.policy_unit_tests import UnitTest
+from runplane.domain.rego_v0 import compiled_source
+
+PACKAGE: Final = "gordon-to-regorus"
+_UNDEFINED_JSON: Final = '"<undefined>"'
+_LOCATION = re.compile(r"-->\s*(.+?):(\d+):(\d+)")
+_MESSAGE = re.compile(r"(?m)^error: (.*)$")
+_BACKTICKED = re.compile(r"`([^`]*)`")
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_KEPT = re.compile(r"[A-Za-z_][\w.]*|[^\w\s\"']{1,3}")
+"""What a message may quote as it is: a name or a token; anything else may be a value."""
+
+
+class _QueryError(Exception):
+    pass
+
+
+def message(error: BaseException) -> str:
+    """``MODULE line N: MESSAGE`` from a regorus error, with quoted values blanked."""
+    text = str(error)
+    found = _MESSAGE.search(text)
+    if found:
+        what = found.group(1).strip()
+    else:
+        what = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        what = what if not what.startswith("Stack backtrace") else ""
+    what = _BACKTICKED.sub(lambda m: m.group(0) if _KEPT.fullmatch(m.group(1)) else "`…`", what)
+    what = _QUOTED.sub('"…"', what) or "unknown error"
+    where = _LOCATION.search(text)
+    return f"{where.group(1)} line {where.group(2)}: {what}" if where else what
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(name: str, source: str) -> str:
+    return compiled_source(name, source).source
+
+
+def _engine() -> Any:
+    engine = regorus.Engine()
+    engine.set_gather_prints(True)  # print() output is the policy's, never our logs'
+    return engine
+
+
+def _add(engine: Any, modules: Sequence[PolicyModule]) -> None:
+    for module in modules:
+        engine.add_policy(module.name, _compiled(module.name, module.source))
+
+
+def _value(engine: Any, query: str) -> tuple[bool, Any]:
+    """``(defined, value)`` of a rule path; ``_QueryError`` with a short message."""
+    try:
+        text = engine.eval_rule_as_json(query)
+        if text != _UNDEFINED_JSON:
+            return True, json.loads(text)
+        results = json.loads(engine.eval_query_as_json(query)).get("result") or []
+    except Exception as error:  # RuntimeError from regorus; a panic included
+        raise _QueryError(short([message(error)])) from None
+    if not results or not results[0].get("expressions"):
+        return False, None
+    return True, results[0]["expressions"][0].get("value")
+
+
+@functools.lru_cache(maxsize=1)
+def builtins() -> frozenset[str]:
+    """The builtin functions this build evaluates, as it lists them."""
+    engine = _engine()
+    engine.add_policy(
+        "builtins.rego", "package runplane_builtins\n\nnames := opa.runtime().builtins\n"
+    )
+    return frozenset(json.loads(engine.eval_rule_as_json("data.runplane_builtins.names")))
+
+
+def _unknown(modules: Sequence[PolicyModule]) -> str | None:
+    known = builtins()
+    return unknown_function(known.__contains__, ENGINE.label(), modules)
+
+
+class RegorusEngine:
+    """The ``Engine`` (``runplane.adapters.rego``) built on regorus."""
+
+    name: Final = "regorus"
+
+    @functools.cache  # noqa: B019 - one instance per process
+    def label(self) -> str:
+        engine = _engine()
+        engine.add_policy(
+            "v.rego", 'package runplane_version\n\nv := opa.runtime()["regorus-version"]\n'
+        )
+        return f"regorus {json.loads(engine.eval_rule_as_json('data.runplane_version.v'))}"
+
+    def identity(self) -> str:
+        try:
+            package = metadata.version(PACKAGE)
+        except metadata.PackageNotFoundError:  # pragma: no cover
+            package = "unknown"
+        return f"{PACKAGE}@{package} {self.label().replace(' ', '@')}"
+
+    def compiled(self, module: PolicyModule) -> str:
+        return _compiled(module.name, module.source)
+
+    def payload(self, document: Mapping[str, Any], canonical: Callable[[], bytes]) -> Any:
+        # regorus parses JSON text far faster than it converts Python values, and the
+        # canonical text is already built for the input digest.
+        return canonical()
+
+    def evaluate_work(
+        self,
+        sets: Sequence[PolicySetContent],
+        first_index: int,
+        payloads: Sequence[Any],
+        max_messages: int,
+        stop: threading.Event,
+        emit: Emit,
+    ) -> None:
+        loaded: dict[int, Any] = {}  # one parsed input per distinct document
+        index = first_index
+        for content, payload in zip(sets, payloads, strict=True):
+            engine: Any = None
+            problem = ""
+            try:
+                base = loaded.get(id(payload))
+                if base is None:
+                    base = loaded[id(payload)] = _engine()
+                    base.set_input_json(payload.decode("utf-8"))
+                engine = base.clone()
+                engine.set_gather_prints(True)
+                _add(engine, content.modules)
+            except InvalidPolicySet as error:
+                engine, problem = None, short([str(error)])
+            except Exception as error:
+                engine, problem = None, short([message(error)])
+            for policy in content.policies:
+                if stop.is_set():
+                    return
+                if engine is None:
+                    record: Record = {
+                        "outcome": "errored",
+                        "messages": [f"the policy set did not load: {problem}"],
+                    }
+                else:
+                    record = _evaluate_policy(engine, policy, max_messages)
+                emit({"i": index, **record})
+                index += 1
+
+    def validate_work(self, content: PolicySetContent, stop: threading.Event, emit: Emit) -> None:
+        engine = _engine()
+        try:
+            _add(engine, content.modules)
+        except InvalidPolicySet as error:
+            emit({"i": 0, "error": str(error)})
+            return
+        except Exception as error:
+            emit({"i": 0, "error": short([message(error)])})
+            return
+        unknown = _unknown(content.modules)
+        if unknown:
+            emit({"i": 0, "error": unknown})
+            return
+        engine.set_input_json("{}")
+        for index, policy in enumerate(content.policies):
+            if stop.is_set():
+                return
+            problem = None
+            try:
+                defined, value = _value(engine, policy.query)
+            except _QueryError as error:
+                where = rule_location(content.modules, policy.query)
+                problem = f"policy {policy.name} does not compile{where}: {error}"
+            else:
+                if defined and not isinstance(value, list):
+                    problem = shape_problem(
+                        policy, value, rule_location(content.modules, policy.query)
+                    )
+            emit({"i": index, "error": problem})
+
+    def unit_work(
+        self,
+        modules: Sequence[PolicyModule],
+        tests: Sequence[UnitTest],
+        first: int,
+        stop: threading.Event,
+        emit: Emit,
+    ) -> None:
+        engine = _engine()
+        try:
+            _add(engine, modules)
+        except InvalidPolicySet as error:
+            emit({"i": -1, "refused": str(error)})
+            return
+        except Exception as error:
+            emit({"i": -1, "refused": short([message(error)])})
+            return
+        unknown = _unknown(modules)
+        if unknown:
+            emit({"i": -1, "refused": unknown})
+            return
+        engine.set_input_json("{}")
+        for index in range(first, len(tests)):
+            if stop.is_set():
+                return
+            try:
+                defined, value = _value(engine, tests[index].query)
+            except _QueryError as error:
+                emit({"i": index, "outcome": "ERROR", "message": str(error)})
+                continue
+            if defined and value is True:
+                emit({"i": index, "outcome": "PASS"})
+            else:
+                shown = (
+                    repr(value) if defined and isinstance(value, bool | int | str) else "undefined"
+                )
+                emit({"i": index, "outcome": "FAIL", "message": f"the test is {shown}, not true"})
+
+
+def _evaluate_policy(engine: Any, policy: PolicyDefinition, max_messages: int) -> Record:
+    try:
+        defined, value = _value(engine, policy.query)
+    except _QueryError as error:
+        return {"outcome": "errored", "messages": [f"evaluation failed: {error}"]}
+    return policy_record(policy, value, defined=defined, max_messages=max_messages)
+
+
+ENGINE: Final = RegorusEngine()
