@@ -225,6 +225,8 @@ class Review(BaseModel):
     stages: list[StageView]
     input: RunInput
     source: dict[str, Any] | None
+    # The run that queued this one through a run trigger (docs/run-triggers.md).
+    trigger: dict[str, str] | None = None
     plan: PlanView | None
     policy: StatusView | None
     approval: StatusView | None

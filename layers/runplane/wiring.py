@@ -19,6 +19,7 @@ from runplane.adapters.ids import RandomIds
 from runplane.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from runplane.adapters.event_queue import EventQueue
     from runplane.adapters.jwt import JwtVerifier
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
@@ -32,10 +33,13 @@ if TYPE_CHECKING:
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
     from runplane.services.logs import RunLogs
+    from runplane.services.notifications import Notifications
     from runplane.services.orchestration import Orchestration
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
+    from runplane.services.run_events import EventWorker, RunEvents
+    from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
     from runplane.services.state import StateVersions
@@ -144,7 +148,7 @@ class Services:
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
-        return RunLifecycle(self.clock, self.ids)
+        return RunLifecycle(self.clock, self.ids, self.run_events)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -302,6 +306,65 @@ class Services:
         from runplane.services.web_sessions import WebSessions
 
         return WebSessions(self.clock, self.ids)
+
+    # -- run events (triggers, notifications) ------------------------------------------------
+
+    @cached_property
+    def event_queue(self) -> EventQueue:
+        if self.settings.event_queue_url:
+            from runplane.adapters import aws
+            from runplane.adapters.event_queue import SqsEventQueue
+
+            return SqsEventQueue(aws.sqs(self.settings), self.settings.event_queue_url)
+        from runplane.adapters.event_queue import InProcessQueue
+
+        return InProcessQueue(lambda message: self.event_worker.handle(message))
+
+    @cached_property
+    def run_events(self) -> RunEvents:
+        from runplane.services.run_events import RunEvents
+
+        return RunEvents(self.clock, lambda: self.event_queue)
+
+    @cached_property
+    def notifications(self) -> Notifications:
+        from runplane.services.notifications import Notifications
+
+        settings = self.settings
+        return Notifications(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.keys,
+            self.event_queue,
+            allow_http=settings.notification_allow_http,
+            retry_base_seconds=settings.notification_retry_base_seconds,
+            control_plane_url=settings.control_plane_url,
+        )
+
+    @cached_property
+    def run_triggers(self) -> RunTriggers:
+        from runplane.services.run_triggers import RunTriggers
+
+        return RunTriggers(
+            self.clock, self.workspaces, self.runs, self.lifecycle.runs, self.workflow
+        )
+
+    @cached_property
+    def event_worker(self) -> EventWorker:
+        from runplane.services.run_events import EventWorker
+
+        worker = EventWorker(
+            self.clock,
+            self.event_queue,
+            self.run_events,
+            deliver=self.notifications.attempt,
+            approval_lead=timedelta(seconds=self.settings.approval_expiring_lead_seconds),
+            run_status=lambda run_id: self.lifecycle.runs.get(run_id).status,
+        )
+        worker.subscribe(self.run_triggers.on_event)
+        worker.subscribe(self.notifications.on_event)
+        return worker
 
 
 def build_services(

@@ -52,6 +52,10 @@ def ecs(settings: Settings) -> ECSClient:
     return _client("ecs", settings)  # type: ignore[no-any-return]
 
 
+def sqs(settings: Settings) -> Any:
+    return _client("sqs", settings)
+
+
 def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:

@@ -525,3 +525,30 @@ class CsrfRefused(RunplaneError):
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
+
+
+class RunTriggerRefused(InvalidInput):
+    """A run-trigger change that cannot be valid: self, past the limit, or a cycle."""
+
+    code = "RUN_TRIGGER_REFUSED"
+
+
+class AlreadyTriggered(ConcurrentChange):
+    """The source run already queued a run in this workspace: nothing new was written."""
+
+    code = "ALREADY_TRIGGERED"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"already queued as run {run_id}")
+        self.run_id = run_id
+
+
+class DeliveryFailed(RunplaneError):
+    """A notification endpoint did not accept a delivery (its status, or no answer)."""
+
+    code = "DELIVERY_FAILED"
+    http_status = 502
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

@@ -70,6 +70,8 @@ class PrincipalKind(StrEnum):
     USER = "user"
     API_TOKEN = "token"
     RUNNER = "runner"
+    # The control plane acting on its own (a run trigger), with the permissions it was given.
+    SYSTEM = "system"
 
 
 class Unauthenticated(RunplaneError):

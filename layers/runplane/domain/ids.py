@@ -27,6 +27,8 @@ class IdKind(StrEnum):
     RECOVERY = "rcv"
     USER = "user"
     WEB_SESSION = "web"
+    NOTIFICATION_DESTINATION = "ntf"
+    NOTIFICATION_DELIVERY = "dlv"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

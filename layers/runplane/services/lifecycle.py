@@ -21,6 +21,7 @@ from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import OPEN_APPLY_RECORD, RunKind, RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
+from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
@@ -38,9 +39,11 @@ class Moved:
 
 
 class RunLifecycle:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(self, clock: Clock, ids: IdGenerator, events: RunEvents | None = None) -> None:
         self._clock = clock
         self._ids = ids
+        # Told of every committed move (after the commit): triggers, notifications, hooks.
+        self._events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
 
@@ -103,6 +106,15 @@ class RunLifecycle:
                     "to_status": target.value,
                 },
             )
+            if self._events is not None:
+                self._events.status_moved(
+                    run,
+                    target,
+                    moved.version,
+                    moved.at,
+                    reason=reason,
+                    approval_expires_at=(run_updates or {}).get("approval_expires_at"),
+                )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -188,8 +188,13 @@ class Runs:
         variables: Mapping[str, str],
         message: str | None = None,
         remote_operation: bool = False,
+        trigger: Mapping[str, str] | None = None,
+        extra_writes: Callable[[str], Iterable[Transaction]] | None = None,
     ) -> Run:
-        """Create the durable run (``dispatch_pending``) and start its workflow."""
+        """Create the durable run (``dispatch_pending``) and start its workflow.
+
+        ``trigger`` records the source run that queued this one (shown in its review);
+        ``extra_writes`` (given the new run's ID) commit in the run's transaction."""
         principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         # Checked before anything is written: a denied launch leaves no trace.
@@ -244,12 +249,15 @@ class Runs:
             snapshot["message"] = message
         if remote_operation:
             snapshot["source"] = REMOTE_OPERATION
+        if trigger:
+            snapshot["trigger"] = dict(trigger)
         try:
             self._lifecycle.runs.create(
                 run,
                 actor=principal.ref,
                 extra_writes=[
-                    run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now)
+                    run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now),
+                    *(extra_writes(run.id) if extra_writes else ()),
                 ],
             )
         except BaseException:
@@ -493,6 +501,7 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
         "source": None,
+        "trigger": snapshot.get("trigger"),
         "plan": None,
         "policy": None,
         "approval": None,
