@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, StrictInt
 
+from functions.api import event_routes
 from functions.api import schema as oas
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
@@ -615,6 +616,8 @@ def build_app() -> IsolatedRestResolver:
     def runner_result(body: RunnerReport) -> Reply:
         report = body.model_dump(exclude_none=True)
         return _json(200, services().runner_api.report(principal(), report))
+
+    event_routes.register(app, principal)
 
     # -- errors -------------------------------------------------------------------------------
 

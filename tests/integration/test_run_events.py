@@ -1,0 +1,318 @@
+"""Run triggers and notifications against moto: rules, idempotency, refusals, HMAC."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from runplane.domain import notifications as rules
+from runplane.domain.errors import NotFound, RunTriggerRefused
+from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run_events import EventType, RunEvent
+from runplane.services.notifications import Notifications
+from runplane.services.run_events import RunEvents
+from runplane.services.run_triggers import RunTriggers
+from runplane.store import run_parts
+from runplane.store import run_triggers as trigger_store
+from tests.integration.arena import Arena, FakeWorkflow, created
+from tests.integration.drive import walk
+
+
+@dataclass
+class ListQueue:
+    """Our EventQueue port, keeping what was sent."""
+
+    sent: list[tuple[dict[str, Any], int]] = field(default_factory=list)
+
+    def send(self, message: Any, delay_seconds: int = 0) -> None:
+        self.sent.append((json.loads(json.dumps(dict(message))), delay_seconds))
+
+
+def triggers_of(arena: Arena) -> RunTriggers:
+    stack = arena.stack
+    return RunTriggers(
+        stack.clock, stack.workspaces, arena.runs, stack.lifecycle.runs, FakeWorkflow()
+    )
+
+
+def applied_event(arena: Arena, workspace_id: str, run_id: str) -> RunEvent:
+    return RunEvent(
+        id=f"{run_id}.0000000009",
+        type=EventType.APPLIED,
+        run_id=run_id,
+        organization_id=arena.org.id,
+        workspace_id=workspace_id,
+        run_kind=RunKind.PLAN_AND_APPLY,
+        status=RunStatus.SUCCEEDED,
+        at=arena.stack.clock.now(),
+    )
+
+
+# -- run triggers -----------------------------------------------------------------------
+
+
+def test_applied_source_run_queues_one_run_per_dependent_even_when_handled_twice(
+    arena: Arena,
+) -> None:
+    # Given A is a source of B, and B has run before (its configuration is known)
+    a, source_run = created(arena, "a")
+    b, _ = created(arena, "b")
+    triggers = triggers_of(arena)
+    triggers.add(arena.admin, b, a)
+    event = applied_event(arena, a, source_run)
+    before = {r.id for r in arena.stack.lifecycle.runs.list_for_workspace(b)}
+    # When the applied event is handled twice (a redelivered message)
+    triggers.on_event(event)
+    triggers.on_event(event)
+    # Then exactly one new run exists in B, and its review names the source run
+    new = [r for r in arena.stack.lifecycle.runs.list_for_workspace(b) if r.id not in before]
+    assert len(new) == 1
+    review = arena.runs.review(arena.admin, new[0].id)
+    assert review["trigger"] == {
+        "source_run_id": source_run,
+        "source_workspace_id": a,
+        "event_id": event.id,
+    }
+    assert review["kind"] == "plan_and_apply"
+    assert trigger_store.triggered(source_run) == {b: new[0].id}
+
+
+def test_only_applied_events_trigger(arena: Arena) -> None:
+    # Given A is a source of B
+    a, source_run = created(arena, "a")
+    b, _ = created(arena, "b")
+    triggers_of(arena).add(arena.admin, b, a)
+    before = len(arena.stack.lifecycle.runs.list_for_workspace(b))
+    # When A's run ends without an apply (a plan with no changes)
+    ended = applied_event(arena, a, source_run)
+    triggers_of(arena).on_event(RunEvent(**{**ended.__dict__, "type": EventType.ENDED}))
+    # Then nothing is queued in B
+    assert len(arena.stack.lifecycle.runs.list_for_workspace(b)) == before
+
+
+def test_twenty_sources_at_most_and_the_refusal_writes_nothing(arena: Arena) -> None:
+    # Given a workspace with 20 sources
+    stack = arena.stack
+    dependent = stack.tenancy.create_workspace(arena.org.id, "dependent").id
+    triggers = triggers_of(arena)
+    for n in range(20):
+        source = stack.tenancy.create_workspace(arena.org.id, f"source-{n}").id
+        triggers.add(arena.admin, dependent, source)
+    extra = stack.tenancy.create_workspace(arena.org.id, "source-20").id
+    snapshot = stack.scan()
+    # When a 21st is added
+    with pytest.raises(RunTriggerRefused) as refused:
+        triggers.add(arena.admin, dependent, extra)
+    # Then it is a 422 and nothing was written
+    assert refused.value.http_status == 422
+    assert "at most 20" in refused.value.message
+    assert stack.scan() == snapshot
+    assert len(triggers.show(arena.admin, dependent)["sources"]) == 20
+
+
+def test_self_and_cycles_are_refused_writing_nothing(arena: Arena) -> None:
+    # Given A -> B -> C (A is a source of B, B of C)
+    stack = arena.stack
+    a, b, c = (stack.tenancy.create_workspace(arena.org.id, n).id for n in "abc")
+    triggers = triggers_of(arena)
+    triggers.add(arena.admin, b, a)
+    triggers.add(arena.admin, c, b)
+    snapshot = stack.scan()
+    # When C is made a source of A (closing a cycle), or A a source of itself
+    for dependent, source in ((a, c), (a, a)):
+        with pytest.raises(RunTriggerRefused):
+            triggers.add(arena.admin, dependent, source)
+    # Then nothing was written
+    assert stack.scan() == snapshot
+
+
+def test_unknown_and_other_organizations_workspaces_are_not_found(arena: Arena) -> None:
+    # Given a workspace in another organization
+    stack = arena.stack
+    mine = stack.tenancy.create_workspace(arena.org.id, "mine").id
+    other_org = stack.tenancy.create_organization("other")
+    theirs = stack.tenancy.create_workspace(other_org.id, "theirs").id
+    snapshot = stack.scan()
+    # When either is named as a source
+    for source in (theirs, "ws-aaaaaaaaaaaaaaaaaaaaaaaaaa"):
+        with pytest.raises(NotFound) as missing:
+            triggers_of(arena).add(arena.admin, mine, source)
+        # Then 404, and nothing was written
+        assert missing.value.http_status == 404
+    assert stack.scan() == snapshot
+
+
+# -- the hook ---------------------------------------------------------------------------
+
+
+def test_committed_moves_publish_events_and_a_no_change_run_is_not_applied(arena: Arena) -> None:
+    # Given a lifecycle that publishes to a queue
+    stack = arena.stack
+    queue = ListQueue()
+    stack.lifecycle._events = RunEvents(stack.clock, lambda: queue)
+    _, changed = created(arena, "changes")
+    _, unchanged = created(arena, "no-changes")
+    # When one run applies and one finds nothing to change
+    walk(stack.lifecycle, stack.lifecycle.runs.get(changed), RunStatus.SUCCEEDED)
+    rest = walk(
+        stack.lifecycle, stack.lifecycle.runs.get(unchanged), RunStatus.POLICY_PASSED, changes=False
+    )
+    stack.lifecycle.move(rest, RunStatus.SUCCEEDED, actor="workflow")
+    # Then the applied run published needs_attention then applied; the other only ended
+    by_run: dict[str, list[str]] = {}
+    for message, _ in queue.sent:
+        event = message["event"]
+        by_run.setdefault(event["run_id"], []).append(event["type"])
+    assert by_run[changed] == ["needs_attention", "applied"]
+    assert by_run[unchanged] == ["ended"]
+    assert all(set(m) <= {"kind", "event"} for m, _ in queue.sent)
+
+
+# -- notifications ----------------------------------------------------------------------
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 answering from a script of statuses."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.received: list[tuple[bytes, dict[str, str]]] = []
+        receiver = self
+
+        class Handle(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append((body, dict(self.headers)))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None: ...
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handle)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/secret-path"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver([500, 500])
+    yield made
+    made.close()
+
+
+def test_deliveries_are_signed_retried_with_backoff_and_recorded(
+    arena: Arena, receiver: Receiver
+) -> None:
+    # Given a destination for applied events whose receiver fails twice
+    stack = arena.stack
+    queue = ListQueue()
+    notifications = Notifications(
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        stack.keys,
+        queue,
+        allow_http=True,
+        retry_base_seconds=5,
+        control_plane_url="http://127.0.0.1:1",
+    )
+    a, run_id = created(arena, "a")
+    made = notifications.create(
+        arena.admin, a, name="ops", kind="webhook", url=receiver.url, events=["applied"]
+    )
+    event = applied_event(arena, a, run_id)
+    # When the event is handled twice, and every queued delivery message is consumed
+    notifications.on_event(event)
+    notifications.on_event(event)
+    delays = []
+    while queue.sent:
+        message, delay = queue.sent.pop(0)
+        delays.append(delay)
+        notifications.attempt(message)
+    # Then the second handling re-queued the unsent delivery (crash recovery) and that
+    # duplicate message lost its claim: three requests, one delivery, growing delays
+    assert delays == [0, 0, 5, 10]
+    assert len(receiver.received) == 3
+    listed = notifications.deliveries(arena.admin, a, made.view["id"])
+    assert len(listed) == 1
+    assert listed[0]["status"] == "delivered"
+    assert [(x["attempt"], x["response_code"]) for x in listed[0]["attempts"]] == [
+        (1, 500),
+        (2, 500),
+        (3, 200),
+    ]
+    # And each body carries a valid HMAC under the destination's secret
+    for body, headers in receiver.received:
+        assert rules.verify(made.signing_secret.encode(), body, headers[rules.SIGNATURE_HEADER])
+        assert json.loads(body)["run"]["id"] == run_id
+    # And neither the secret nor the URL's path is stored or listed in the clear
+    dump = json.dumps(stack.scan(), default=str)
+    assert made.signing_secret not in dump and "secret-path" not in dump
+    assert notifications.list_for(arena.admin, a)[0]["url"] == "http://127.0.0.1:{}/…".format(
+        receiver.server.server_address[1]
+    )
+
+
+def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena) -> None:
+    # Given a destination nobody listens on
+    stack = arena.stack
+    queue = ListQueue()
+    notifications = Notifications(
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        stack.keys,
+        queue,
+        allow_http=True,
+        retry_base_seconds=1,
+        control_plane_url="http://127.0.0.1:1",
+    )
+    a, run_id = created(arena, "a")
+    made = notifications.create(
+        arena.admin, a, name="down", kind="slack", url="http://127.0.0.1:9/x", events=["applied"]
+    )
+    # When its deliveries are consumed
+    notifications.on_event(applied_event(arena, a, run_id))
+    while queue.sent:
+        notifications.attempt(queue.sent.pop(0)[0])
+    # Then it failed after MAX_ATTEMPTS attempts, each recorded with no response code
+    [delivery] = notifications.deliveries(arena.admin, a, made.view["id"])
+    assert delivery["status"] == "failed"
+    assert len(delivery["attempts"]) == rules.MAX_ATTEMPTS
+    assert all(x["response_code"] is None for x in delivery["attempts"])
+    assert run_parts.get(run_id, "input") is not None
+
+
+def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> None:
+    stack = arena.stack
+    notifications = Notifications(
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        stack.keys,
+        ListQueue(),
+        allow_http=False,
+        retry_base_seconds=1,
+        control_plane_url="http://127.0.0.1:1",
+    )
+    a = stack.tenancy.create_workspace(arena.org.id, "a").id
+    snapshot = stack.scan()
+    for url in ("http://example.com/hook", "https://user:pw@example.com/hook", "ftp://x/y"):
+        with pytest.raises(rules.InvalidInput) as refused:
+            notifications.create(
+                arena.admin, a, name="n", kind="webhook", url=url, events=["applied"]
+            )
+        assert refused.value.http_status == 422
+        assert "pw" not in refused.value.message
+    assert stack.scan() == snapshot
