@@ -186,7 +186,7 @@ class Receiver:
         receiver = self
 
         class Handle(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.received.append((body, dict(self.headers)))
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
@@ -259,9 +259,7 @@ def test_deliveries_are_signed_retried_with_backoff_and_recorded(
     # And neither the secret nor the URL's path is stored or listed in the clear
     dump = json.dumps(stack.scan(), default=str)
     assert made.signing_secret not in dump and "secret-path" not in dump
-    assert notifications.list_for(arena.admin, a)[0]["url"] == "http://127.0.0.1:{}/…".format(
-        receiver.server.server_address[1]
-    )
+    assert notifications.list_for(arena.admin, a)[0]["url"] == f"http://127.0.0.1:{receiver.server.server_address[1]}/…"
 
 
 def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena) -> None:
