@@ -554,6 +554,9 @@ def _workspace_parser(commands: Any) -> None:
         metavar="DURATION",
         help="how long a plan waits for a decision: seconds, or 90m, 72h, 7d, 1d12h",
     )
+    from runplane.cli_events import register as register_events
+
+    register_events(workspace_commands, _add, _client)
 
 
 def _run_parser(commands: Any) -> None:
