@@ -54,7 +54,11 @@ def register(
     command.add_argument("workspace", help="the dependent workspace (name or ws- ID)")
     command.add_argument("--add", metavar="SOURCE", help="add a source workspace")
     command.add_argument("--remove", metavar="SOURCE", help="remove a source workspace")
-    command.add_argument("--run-kind", choices=["plan_only", "plan_and_apply"])
+    command.add_argument(
+        "--run-kind",
+        choices=["plan_only", "plan_and_apply"],
+        help="the kind of run a trigger queues here (plan_and_apply by default)",
+    )
     command = add(workspace_commands, "notify", "notification destinations", notify)
     command.add_argument("workspace", help="workspace name or ws- ID")
     command.add_argument(
@@ -62,9 +66,26 @@ def register(
         choices=["list", "create", "delete", "test", "deliveries"],
         nargs="?",
         default="list",
+        help="what to do (%(default)s)",
     )
-    command.add_argument("destination", nargs="?", help="the destination (ntf-...)")
-    command.add_argument("--name", default="notifications")
-    command.add_argument("--kind", choices=["webhook", "slack"], default="webhook")
-    command.add_argument("--destination-url", dest="destination_url")
-    command.add_argument("--events", nargs="+", default=["applied", "errored"])
+    command.add_argument(
+        "destination", nargs="?", help="the destination (ntf-...) to delete, test or inspect"
+    )
+    command.add_argument("--name", default="notifications", help="a new destination's name")
+    command.add_argument(
+        "--kind",
+        choices=["webhook", "slack"],
+        default="webhook",
+        help="signed JSON webhook or Slack incoming webhook (%(default)s)",
+    )
+    command.add_argument(
+        "--destination-url",
+        dest="destination_url",
+        help="where a new destination POSTs (https; never shown back in full)",
+    )
+    command.add_argument(
+        "--events",
+        nargs="+",
+        default=["applied", "errored"],
+        help="events a new destination receives (%(default)s)",
+    )
