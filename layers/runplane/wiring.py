@@ -347,7 +347,12 @@ class Services:
         from runplane.services.run_triggers import RunTriggers
 
         return RunTriggers(
-            self.clock, self.workspaces, self.runs, self.lifecycle.runs, self.workflow
+            self.clock,
+            self.workspaces,
+            self.runs,
+            self.lifecycle.runs,
+            self.workflow,
+            self.event_queue,
         )
 
     @cached_property
@@ -362,6 +367,9 @@ class Services:
             approval_lead=timedelta(seconds=self.settings.approval_expiring_lead_seconds),
             run_status=lambda run_id: self.lifecycle.runs.get(run_id).status,
         )
+        from runplane.services.run_triggers import RETRY
+
+        worker.route(RETRY, self.run_triggers.retry)
         worker.subscribe(self.run_triggers.on_event)
         worker.subscribe(self.notifications.on_event)
         return worker

@@ -5,20 +5,23 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from runplane.adapters.webhooks import PostResult, WebhookClient
 from runplane.domain import notifications as rules
 from runplane.domain.errors import NotFound, RunTriggerRefused
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
+from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.notifications import Notifications
 from runplane.services.run_events import RunEvents
 from runplane.services.run_triggers import RunTriggers
-from runplane.store import run_parts
+from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
 from tests.integration.arena import Arena, FakeWorkflow, created
 from tests.integration.drive import walk
@@ -34,10 +37,15 @@ class ListQueue:
         self.sent.append((json.loads(json.dumps(dict(message))), delay_seconds))
 
 
-def triggers_of(arena: Arena) -> RunTriggers:
+def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
     stack = arena.stack
     return RunTriggers(
-        stack.clock, stack.workspaces, arena.runs, stack.lifecycle.runs, FakeWorkflow()
+        stack.clock,
+        stack.workspaces,
+        arena.runs,
+        stack.lifecycle.runs,
+        FakeWorkflow(),
+        queue if queue is not None else ListQueue(),
     )
 
 
@@ -146,6 +154,57 @@ def test_unknown_and_other_organizations_workspaces_are_not_found(arena: Arena) 
         # Then 404, and nothing was written
         assert missing.value.http_status == 404
     assert stack.scan() == snapshot
+
+
+def test_a_trigger_refused_by_launch_controls_backs_off_then_records_the_skip(
+    arena: Arena,
+) -> None:
+    # Given A is a source of B, B has run before, and launches are then switched off
+    stack = arena.stack
+    a, source_run = created(arena, "a")
+    b, _ = created(arena, "b")
+    queue = ListQueue()
+    triggers = triggers_of(arena, queue)
+    triggers.add(arena.admin, b, a)
+    LaunchControls(stack.clock, region="us-east-1", policy_runtime="none").set(
+        arena.admin, "organization", Controls(launches_enabled=False)
+    )
+    before = {r.id for r in stack.lifecycle.runs.list_for_workspace(b)}
+    event = applied_event(arena, a, source_run)
+
+    # When A's applied event is handled, and every retry it queues is consumed
+    triggers.on_event(event)
+    delays = []
+    while queue.sent:
+        message, delay = queue.sent.pop(0)
+        delays.append(delay)
+        triggers.retry(message)
+
+    # Then the launch was retried with growing delays a bounded number of times
+    assert delays == [60, 120, 240, 480]
+    # And no run exists in B; the source run's review and the audit trail say why
+    assert {r.id for r in stack.lifecycle.runs.list_for_workspace(b)} == before
+    review = arena.runs.review(arena.admin, source_run)
+    [skipped] = review["triggered_runs"]
+    assert (skipped["workspace_id"], skipped["run_id"]) == (b, None)
+    assert skipped["skipped"].startswith("launch refused 5 times: launches are switched off")
+    [audited] = [
+        e
+        for e in audit.organization_trail(arena.org.id)
+        if (e.subject_id, e.type) == (source_run, "run_trigger.skipped")
+    ]
+    assert audited.details["dependent_workspace_id"] == b
+    assert audited.details["reason"] == skipped["skipped"]
+
+    # When launches are back and the event is redelivered
+    LaunchControls(stack.clock, region="us-east-1", policy_runtime="none").set(
+        arena.admin, "organization", Controls()
+    )
+    snapshot = stack.scan()
+    triggers.on_event(event)
+    # Then the recorded skip stands: nothing is queued or written
+    assert stack.scan() == snapshot
+    assert queue.sent == []
 
 
 # -- the hook ---------------------------------------------------------------------------
@@ -258,8 +317,12 @@ def test_deliveries_are_signed_retried_with_backoff_and_recorded(
         assert json.loads(body)["run"]["id"] == run_id
     # And neither the secret nor the URL's path is stored or listed in the clear
     dump = json.dumps(stack.scan(), default=str)
-    assert made.signing_secret not in dump and "secret-path" not in dump
-    assert notifications.list_for(arena.admin, a)[0]["url"] == f"http://127.0.0.1:{receiver.server.server_address[1]}/…"
+    assert made.signing_secret not in dump
+    assert "secret-path" not in dump
+    assert (
+        notifications.list_for(arena.admin, a)[0]["url"]
+        == f"http://127.0.0.1:{receiver.server.server_address[1]}/…"
+    )
 
 
 def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena) -> None:
@@ -290,6 +353,79 @@ def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena
     assert len(delivery["attempts"]) == rules.MAX_ATTEMPTS
     assert all(x["response_code"] is None for x in delivery["attempts"])
     assert run_parts.get(run_id, "input") is not None
+
+
+class CrashingClient(WebhookClient):
+    """A worker that stops mid-send (the process dies after claiming the attempt)."""
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> PostResult:
+        raise KeyboardInterrupt
+
+
+def test_an_attempt_abandoned_by_a_stopped_worker_is_reclaimed_after_its_lease(
+    arena: Arena,
+) -> None:
+    # Given a delivery whose first attempt was claimed by a worker that then stopped
+    stack = arena.stack
+    queue = ListQueue()
+    receiver = Receiver([])
+    try:
+        settings = dict(allow_http=True, retry_base_seconds=5, control_plane_url="http://x")
+        crashing = Notifications(
+            stack.clock,
+            stack.ids,
+            stack.workspaces,
+            stack.keys,
+            queue,
+            client=CrashingClient(),
+            **settings,  # type: ignore[arg-type]
+        )
+        notifications = Notifications(
+            stack.clock,
+            stack.ids,
+            stack.workspaces,
+            stack.keys,
+            queue,
+            **settings,  # type: ignore[arg-type]
+        )
+        a, run_id = created(arena, "a")
+        made = notifications.create(
+            arena.admin, a, name="ops", kind="webhook", url=receiver.url, events=["applied"]
+        )
+        notifications.on_event(applied_event(arena, a, run_id))
+        [(message, _)] = queue.sent
+        queue.sent.clear()
+        with pytest.raises(KeyboardInterrupt):
+            crashing.attempt(message)
+        [stuck] = notifications.deliveries(arena.admin, a, made.view["id"])
+        assert (stuck["status"], stuck["attempts"]) == ("delivering", [])
+
+        # When the message is redelivered while the lease still holds
+        notifications.attempt(message)
+        # Then nothing is sent; the message is put back until the lease runs out
+        assert receiver.received == []
+        [(again, delay)] = queue.sent
+        queue.sent.clear()
+        assert again == message
+        assert 0 < delay <= rules.CLAIM_LEASE_SECONDS + 1
+
+        # When it is handled again after the lease ran out
+        stack.clock.advance(timedelta(seconds=rules.CLAIM_LEASE_SECONDS + 1))
+        notifications.attempt(again)
+        # Then the attempt is taken over and delivered; the lost one is on record
+        [delivery] = notifications.deliveries(arena.admin, a, made.view["id"])
+        assert delivery["status"] == "delivered"
+        assert [(x["attempt"], x["outcome"], x["response_code"]) for x in delivery["attempts"]] == [
+            (1, "lost", None),
+            (2, "delivered", 200),
+        ]
+        assert len(receiver.received) == 1
+        assert queue.sent == []
+        # And a late copy of the message finds nothing left to do
+        notifications.attempt(message)
+        assert len(receiver.received) == 1
+    finally:
+        receiver.close()
 
 
 def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> None:

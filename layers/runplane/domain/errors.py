@@ -541,14 +541,3 @@ class AlreadyTriggered(ConcurrentChange):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"already queued as run {run_id}")
         self.run_id = run_id
-
-
-class DeliveryFailed(RunplaneError):
-    """A notification endpoint did not accept a delivery (its status, or no answer)."""
-
-    code = "DELIVERY_FAILED"
-    http_status = 502
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status

@@ -20,6 +20,9 @@ MAX_URL: Final = 2048
 MAX_DESTINATIONS: Final = 20
 # Delivery attempts per event and destination: the first and five retries.
 MAX_ATTEMPTS: Final = 6
+# How long a worker owns a claimed attempt: well past one POST's timeout (10 s). A
+# claim older than this was abandoned by a worker that stopped; it may be taken over.
+CLAIM_LEASE_SECONDS: Final = 60
 SIGNATURE_HEADER: Final = "X-Runplane-Signature"
 EVENT_HEADER: Final = "X-Runplane-Event"
 DELIVERY_HEADER: Final = "X-Runplane-Delivery"

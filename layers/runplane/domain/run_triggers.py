@@ -14,6 +14,16 @@ MAX_SOURCES: Final = 20
 # How many workspaces a cycle check may walk: every one read is re-checked when the
 # change commits, and a transaction holds at most 100 items.
 MAX_WALK: Final = 90
+# A trigger whose launch is refused by launch controls (which say "retry later") is
+# tried this many times in all, backing off from the base, then recorded as skipped:
+# 1, 2, 4 and 8 minutes apart: a quarter of an hour of refusals.
+MAX_LAUNCH_TRIES: Final = 5
+LAUNCH_RETRY_BASE_SECONDS: Final = 60
+
+
+def launch_retry_delay(tries: int, base_seconds: int) -> int:
+    """Seconds before try ``tries + 1`` after ``tries`` refused launches."""
+    return int(min(900, base_seconds * 2 ** (tries - 1)))
 
 
 def check_new_source(dependent: str, source: str, current: Iterable[str]) -> None:

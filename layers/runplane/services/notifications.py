@@ -13,7 +13,8 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.adapters.event_queue import EventQueue
@@ -230,16 +231,30 @@ class Notifications:
     def attempt(self, message: Mapping[str, Any]) -> None:
         """Make one delivery attempt (the message names destination, event, attempt)."""
         delivery = store.get_delivery(str(message["destination_id"]), str(message["event_id"]))
-        if delivery is None or delivery.state not in {"pending", "retrying"}:
+        if delivery is None:
             return
-        if delivery.attempts + 1 != int(message.get("attempt", delivery.attempts + 1)):
+        wanted = int(message.get("attempt", delivery.attempts + 1))
+        now = self._clock.now()
+        lease_until = now + timedelta(seconds=rules.CLAIM_LEASE_SECONDS)
+        if delivery.state == "delivering" and delivery.attempts == wanted:
+            # This message's attempt was claimed and never recorded: a worker is sending
+            # it now, or stopped mid-way (SQS redelivers once its visibility runs out).
+            if delivery.lease_until is not None and delivery.lease_until > now:
+                # Still held: look again once the lease has run out.
+                wait = (delivery.lease_until - now).total_seconds()
+                self._queue.send(dict(message), int(wait) + 1)
+                return
+            claimed = self._reclaim(delivery, now, lease_until)
+        elif delivery.state in {"pending", "retrying"} and delivery.attempts + 1 == wanted:
+            claimed = self._claim(delivery, now, lease_until)
+        else:
             return  # a stale or duplicate message
-        try:
-            store.claim_attempt(delivery, self._clock.now()).commit()
-        except ConcurrentChange:
-            return
-        number = delivery.attempts + 1
-        claimed = store.Delivery(**{**delivery.__dict__, "attempts": number})
+        if claimed is not None:
+            self._attempt(claimed)
+
+    def _attempt(self, claimed: store.Delivery) -> None:
+        """Send the claimed attempt (number ``claimed.attempts``) and record what happened."""
+        delivery, number = claimed, claimed.attempts
         try:
             destination: store.Destination | None = store.get_destination(
                 delivery.workspace_id, delivery.destination_id
@@ -259,11 +274,11 @@ class Notifications:
         }
         if rules.is_success(result.status):
             record["outcome"] = "delivered"
-            store.record_attempt(claimed, record, "delivered", now).commit()
+            self._record(claimed, record, "delivered", now)
             return
         if destination is None or number >= rules.MAX_ATTEMPTS:
             record["outcome"] = "failed"
-            store.record_attempt(claimed, record, "failed", now).commit()
+            self._record(claimed, record, "failed", now)
             logger.warning(
                 "notification delivery gave up",
                 extra={"delivery_id": delivery.id, "attempts": number},
@@ -272,8 +287,64 @@ class Notifications:
         delay = rules.retry_delay(number, self._retry_base)
         record["outcome"] = "retrying"
         record["next_attempt_in_seconds"] = delay
-        store.record_attempt(claimed, record, "retrying", now).commit()
-        self._queue.send(_deliver_message(destination, delivery.event_id, number + 1), delay)
+        if self._record(claimed, record, "retrying", now):
+            self._queue.send(_deliver_message(destination, delivery.event_id, number + 1), delay)
+
+    def _record(
+        self, claimed: store.Delivery, record: Mapping[str, Any], state: str, now: datetime
+    ) -> bool:
+        try:
+            store.record_attempt(claimed, record, state, now).commit()
+        except ConcurrentChange:
+            # This worker outlived its lease and another took the attempt over: its
+            # outcome is the other's to record.
+            logger.warning(
+                "notification attempt outcome dropped: its lease had run out",
+                extra={"delivery_id": claimed.id, "attempt": claimed.attempts},
+            )
+            return False
+        return True
+
+    def _claim(
+        self, delivery: store.Delivery, now: datetime, lease_until: datetime
+    ) -> store.Delivery | None:
+        try:
+            store.claim_attempt(delivery, now, lease_until).commit()
+        except ConcurrentChange:
+            return None
+        return replace(
+            delivery, attempts=delivery.attempts + 1, state="delivering", lease_until=lease_until
+        )
+
+    def _reclaim(
+        self, delivery: store.Delivery, now: datetime, lease_until: datetime
+    ) -> store.Delivery | None:
+        """Take over a lapsed claim: the delivery with attempt ``attempts + 1`` claimed,
+        or None (another worker moved it on, or this was the last attempt: failed)."""
+        give_up = delivery.attempts >= rules.MAX_ATTEMPTS
+        lost = {
+            "attempt": delivery.attempts,
+            "at": now.isoformat(),
+            "response_code": None,
+            "error": "the worker stopped before recording this attempt",
+            "outcome": "failed" if give_up else "lost",
+        }
+        try:
+            store.reclaim_attempt(delivery, lost, now, lease_until, give_up=give_up).commit()
+        except ConcurrentChange:
+            return None
+        logger.warning(
+            "notification attempt reclaimed after its lease ran out",
+            extra={"delivery_id": delivery.id, "attempt": delivery.attempts},
+        )
+        if give_up:
+            return None
+        return replace(
+            delivery,
+            attempts=delivery.attempts + 1,
+            history=[*delivery.history, lost],
+            lease_until=lease_until,
+        )
 
     def _send(
         self, destination: store.Destination, event: RunEvent, delivery_id: str

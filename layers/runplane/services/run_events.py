@@ -106,10 +106,14 @@ class EventWorker:
         self._clock = clock
         self._queue = queue
         self._events = events
-        self._deliver = deliver
         self._lead = approval_lead
         self._run_status = run_status
         self._handlers: list[Handler] = []
+        self._routes: dict[str, Callable[[Mapping[str, Any]], None]] = {DELIVER: deliver}
+
+    def route(self, kind: str, consumer: Callable[[Mapping[str, Any]], None]) -> None:
+        """Hand messages of ``kind`` (a follow-up a handler queued) to ``consumer``."""
+        self._routes[kind] = consumer
 
     def subscribe(self, handler: Handler) -> None:
         """Add a handler of every run event (it must be idempotent per ``event.id``)."""
@@ -125,8 +129,9 @@ class EventWorker:
                 # Not due: hop again (a queue delays a message by at most 15 minutes).
                 self._queue.send(message, min(MAX_DELAY_SECONDS, int(remaining) + 1))
                 return
-        if message.get("kind") == DELIVER:
-            self._deliver(message)
+        consumer = self._routes.get(str(message.get("kind")))
+        if consumer is not None:
+            consumer(message)
             return
         if message.get("kind") != RUN_EVENT:
             logger.warning("unknown event message dropped", extra={"kind": message.get("kind")})

@@ -6,18 +6,34 @@ configuration is a proposal and never applied by a trigger) and the run kind
 configured with the workspace's triggers. The run is created in ONE transaction
 with a claim keyed by source run and dependent workspace, so an event handled
 twice queues one run.
+
+A launch refused by launch controls (503, "retry later") is retried with backoff a
+bounded number of times through the event queue; after the last try, or at once for
+a refusal no retry can change (no configuration, a deleted workspace), the skip is
+recorded on the claim (shown in the source run's review) with an organization audit
+event. A trigger never loops to the dead-letter queue for a known refusal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+from runplane.adapters.event_queue import EventQueue
 from runplane.adapters.workflow import Workflow
 from runplane.domain import run_triggers as rules
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run, Workspace
-from runplane.domain.errors import AlreadyTriggered, NotFound, RunTriggerRefused
+from runplane.domain.errors import (
+    AlreadyTriggered,
+    ConcurrentChange,
+    LaunchDenied,
+    NotFound,
+    RunplaneError,
+    RunTriggerRefused,
+)
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
@@ -34,6 +50,8 @@ logger = logging.getLogger("runplane.triggers")
 _TRIGGER_PERMISSIONS = frozenset(
     {Permission.WORKSPACE_READ, Permission.RUN_READ, Permission.RUN_CREATE}
 )
+# The event-queue message of a trigger retried after a refused launch.
+RETRY = "trigger"
 
 
 class RunTriggers:
@@ -44,12 +62,17 @@ class RunTriggers:
         runs: Runs,
         repository: RunRepository,
         workflow: Workflow,
+        queue: EventQueue,
+        *,
+        retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
     ) -> None:
         self._clock = clock
         self._workspaces = workspaces
         self._runs = runs
         self._repository = repository
         self._workflow = workflow
+        self._queue = queue
+        self._retry_base = retry_base_seconds
 
     # -- configuration (API) ----------------------------------------------------------------
 
@@ -139,9 +162,15 @@ class RunTriggers:
         for dependent_id in store.dependents(event.workspace_id):
             self.queue_dependent(event, dependent_id)
 
-    def queue_dependent(self, event: RunEvent, dependent_id: str) -> str | None:
+    def retry(self, message: Mapping[str, Any]) -> None:
+        """A trigger whose launch was refused earlier, tried again (an event message)."""
+        event = RunEvent.from_message(message["event"])
+        self.queue_dependent(event, str(message["dependent_workspace_id"]), int(message["try"]))
+
+    def queue_dependent(self, event: RunEvent, dependent_id: str, tries: int = 1) -> str | None:
         """The run ``event``'s source run queued in ``dependent_id`` (created now, or
-        found from an earlier try), or None when there is nothing to run."""
+        found from an earlier try), or None when nothing was queued (skipped, or to be
+        retried after a refused launch)."""
         try:
             dependent = workspace_store.get_workspace(dependent_id)
         except NotFound:
@@ -153,13 +182,10 @@ class RunTriggers:
             return None
         already = store.triggered(event.run_id).get(dependent.id)
         if already is not None:
-            return self._ensure_started(already)
+            return self._ensure_started(already) if already else None
         configuration = self._latest_configuration(dependent)
         if configuration is None:
-            logger.warning(
-                "run trigger skipped: the dependent workspace has no configuration yet",
-                extra={"run_id": event.run_id, "workspace_id": dependent.id},
-            )
+            self._skip(event, dependent, "the workspace has no configuration to run yet")
             return None
         principal = Principal(
             kind=PrincipalKind.SYSTEM,
@@ -187,8 +213,52 @@ class RunTriggers:
                 ],
             )
         except AlreadyTriggered as first:
-            return self._ensure_started(first.run_id)
+            return self._ensure_started(first.run_id) if first.run_id else None
+        except LaunchDenied as denied:
+            self._launch_refused(event, dependent, tries, denied)
+            return None
+        except ConcurrentChange:
+            raise  # transient: the event is redelivered
+        except RunplaneError as refused:
+            # Nothing a retry would change (e.g. the configuration is gone).
+            self._skip(event, dependent, refused.message)
+            return None
         return run.id
+
+    def _launch_refused(
+        self, event: RunEvent, dependent: Workspace, tries: int, denied: LaunchDenied
+    ) -> None:
+        if tries >= rules.MAX_LAUNCH_TRIES:
+            self._skip(event, dependent, f"launch refused {tries} times: {denied.reason}")
+            return
+        delay = rules.launch_retry_delay(tries, self._retry_base)
+        logger.info(
+            "run trigger launch refused; retrying",
+            extra={"run_id": event.run_id, "workspace_id": dependent.id, "try": tries},
+        )
+        message = {
+            "kind": RETRY,
+            "event": event.to_message(),
+            "dependent_workspace_id": dependent.id,
+            "try": tries + 1,
+        }
+        self._queue.send(message, delay)
+
+    def _skip(self, event: RunEvent, dependent: Workspace, reason: str) -> None:
+        logger.warning(
+            "run trigger skipped",
+            extra={"run_id": event.run_id, "workspace_id": dependent.id, "reason": reason},
+        )
+        # Refused when an earlier try already queued a run or recorded the skip.
+        with contextlib.suppress(AlreadyTriggered):
+            store.skip(
+                event.run_id,
+                dependent.id,
+                dependent.organization_id,
+                reason,
+                event.id,
+                self._clock.now(),
+            ).commit()
 
     def _ensure_started(self, run_id: str) -> str:
         """An earlier try created the run; its workflow start may be what failed."""

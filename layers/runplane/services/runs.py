@@ -35,7 +35,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.workspaces import Workspaces
-from runplane.store import run_parts, state_versions
+from runplane.store import run_parts, run_triggers, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import ConfigurationVersionItem, configuration_version_key
 from runplane.store.transaction import Transaction
@@ -502,6 +502,10 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
         },
         "source": None,
         "trigger": snapshot.get("trigger"),
+        "triggered_runs": [
+            {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
+            for t in run_triggers.triggered_runs(run.id)
+        ],
         "plan": None,
         "policy": None,
         "approval": None,

@@ -10,7 +10,7 @@ destination, with every attempt recorded on it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +62,10 @@ class DeliveryItem(TableItem):
     state = UnicodeAttribute()
     attempts = NumberAttribute(default=0)
     history = JSONAttribute(default=list)
+    # While ``delivering``: until when the claiming worker owns the attempt. A worker
+    # that stopped before recording it leaves the lease to run out; a later handling
+    # of the message then takes the attempt over (``reclaim_attempt``).
+    lease_until = UTCDateTimeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
 
@@ -107,6 +111,7 @@ class Delivery:
     history: list[dict[str, Any]]
     created_at: datetime
     updated_at: datetime
+    lease_until: datetime | None = None
 
 
 def _destination(item: DestinationItem) -> Destination:
@@ -140,6 +145,7 @@ def _delivery(item: DeliveryItem) -> Delivery:
         history=list(item.history or []),
         created_at=item.created_at,
         updated_at=item.updated_at,
+        lease_until=item.lease_until,
     )
 
 
@@ -238,23 +244,60 @@ def deliveries(destination_id: str) -> list[Delivery]:
     return sorted((_delivery(item) for item in items), key=lambda d: d.created_at, reverse=True)
 
 
-def claim_attempt(delivery: Delivery, now: datetime) -> Transaction:
-    """Claim attempt ``attempts + 1``: two workers holding the same message cannot both
-    send it (the loser's write is refused and it drops the message)."""
-
+def _moved_on(delivery: Delivery) -> Callable[[Item | None], Exception]:
     def refused(current: Item | None) -> Exception:
         return ConcurrentChange(f"delivery {delivery.id} moved on; this attempt is not ours")
 
+    return refused
+
+
+def claim_attempt(delivery: Delivery, now: datetime, lease_until: datetime) -> Transaction:
+    """Claim attempt ``attempts + 1`` until ``lease_until``: two workers holding the same
+    message cannot both send it (the loser's write is refused and it drops the message)."""
     return Transaction().update(
         DeliveryItem(*delivery_key(delivery.destination_id, delivery.event_id)),
         [
             DeliveryItem.attempts.set(delivery.attempts + 1),
             DeliveryItem.state.set("delivering"),
+            DeliveryItem.lease_until.set(lease_until),
             DeliveryItem.updated_at.set(now),
         ],
         condition=(DeliveryItem.attempts == delivery.attempts)
         & DeliveryItem.state.is_in("pending", "retrying"),
-        on_refused=refused,
+        on_refused=_moved_on(delivery),
+    )
+
+
+def reclaim_attempt(
+    delivery: Delivery,
+    lost: Mapping[str, Any],
+    now: datetime,
+    lease_until: datetime,
+    *,
+    give_up: bool,
+) -> Transaction:
+    """Take over a ``delivering`` delivery whose lease ran out (its worker stopped before
+    recording the attempt): the lost attempt goes into the history, and attempt
+    ``attempts + 1`` is claimed, or with ``give_up`` the delivery is ``failed``. Refused
+    while the lease holds or once anyone moved the delivery on."""
+    updates = [
+        DeliveryItem.history.set([*delivery.history, dict(lost)]),
+        DeliveryItem.updated_at.set(now),
+    ]
+    if give_up:
+        updates += [DeliveryItem.state.set("failed"), DeliveryItem.lease_until.remove()]
+    else:
+        updates += [
+            DeliveryItem.attempts.set(delivery.attempts + 1),
+            DeliveryItem.lease_until.set(lease_until),
+        ]
+    return Transaction().update(
+        DeliveryItem(*delivery_key(delivery.destination_id, delivery.event_id)),
+        updates,
+        condition=(DeliveryItem.attempts == delivery.attempts)
+        & (DeliveryItem.state == "delivering")
+        & (DeliveryItem.lease_until < now),
+        on_refused=_moved_on(delivery),
     )
 
 
@@ -267,6 +310,7 @@ def record_attempt(
         [
             DeliveryItem.history.set([*delivery.history, dict(attempt)]),
             DeliveryItem.state.set(state),
+            DeliveryItem.lease_until.remove(),
             DeliveryItem.updated_at.set(now),
         ],
         condition=(DeliveryItem.attempts == delivery.attempts)

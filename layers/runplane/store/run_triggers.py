@@ -5,7 +5,8 @@ makes a source run queue at most one run per dependent workspace.
   is conditioned on (a cycle check re-checks the versions it read).
 - ``WS#<source> / DEPENDENT#<dependent>``: found with one query when a source applies.
 - ``RUN#<source run> / TRIGGERED#<dependent>``: put only if absent, in the same
-  transaction as the run it names.
+  transaction as the run it names, or with the reason no run was queued (a skip,
+  written with an organization audit event).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pynamodb.attributes import (
 
 from runplane.domain.errors import AlreadyTriggered, ConcurrentChange
 from runplane.domain.run import RunKind
-from runplane.store.models import TableItem, run_key, workspace_key
+from runplane.store import audit
+from runplane.store.models import TableItem, org_event_key, run_key, workspace_key
 from runplane.store.transaction import Item, Transaction
 
 TRIGGERS_SK = "TRIGGERS"
@@ -48,7 +50,8 @@ class DependentLinkItem(TableItem):
 class TriggeredRunItem(TableItem):
     source_run_id = UnicodeAttribute()
     dependent_workspace_id = UnicodeAttribute()
-    run_id = UnicodeAttribute()
+    run_id = UnicodeAttribute()  # "" when skipped
+    skipped = UnicodeAttribute(null=True)  # why no run was queued
     created_at = UTCDateTimeAttribute()
 
 
@@ -174,11 +177,60 @@ def claim(source_run_id: str, dependent_id: str, run_id: str, now: datetime) -> 
     )
 
 
-def triggered(source_run_id: str) -> dict[str, str]:
-    """dependent workspace -> the run the source run queued there."""
+def skip(
+    source_run_id: str,
+    dependent_id: str,
+    org_id: str,
+    reason: str,
+    event_id: str,
+    now: datetime,
+) -> Transaction:
+    """Record that the source run queued nothing in ``dependent_id`` and why: the claim
+    (so a redelivered event does not try again) and an organization audit event."""
+    claim = Transaction().put_new(
+        TriggeredRunItem(
+            *triggered_key(source_run_id, dependent_id),
+            source_run_id=source_run_id,
+            dependent_workspace_id=dependent_id,
+            run_id="",
+            skipped=reason,
+            created_at=now,
+        ),
+        on_refused=lambda current: AlreadyTriggered(str((current or {}).get("run_id", ""))),
+    )
+    audit_id = f"{event_id}.skipped.{dependent_id}"
+    audit_event = audit.audit_item(
+        key=org_event_key(org_id, f"{now.isoformat()}#{audit_id}"),
+        event_id=audit_id,
+        org_id=org_id,
+        subject_id=source_run_id,
+        type="run_trigger.skipped",
+        actor="system:run-trigger",
+        at=now,
+        details={"dependent_workspace_id": dependent_id, "reason": reason},
+    )
+    return claim.put_new(audit_event)
+
+
+@dataclass(frozen=True)
+class Triggered:
+    dependent_workspace_id: str
+    run_id: str | None
+    skipped: str | None
+
+
+def triggered_runs(source_run_id: str) -> list[Triggered]:
+    """What the source run did in each dependent workspace: the run it queued, or why not."""
     items = TriggeredRunItem.query(
         run_key(source_run_id)[0],
         TriggeredRunItem.sk.startswith(TRIGGERED_PREFIX),
         consistent_read=True,
     )
-    return {item.dependent_workspace_id: item.run_id for item in items}
+    return [
+        Triggered(item.dependent_workspace_id, item.run_id or None, item.skipped) for item in items
+    ]
+
+
+def triggered(source_run_id: str) -> dict[str, str]:
+    """dependent workspace -> the run the source run queued there ("" when skipped)."""
+    return {t.dependent_workspace_id: t.run_id or "" for t in triggered_runs(source_run_id)}
