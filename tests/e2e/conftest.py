@@ -81,6 +81,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         port=0,
         engine=str(engine_path()),
         runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
+        # Notification retries back off from 1 s (30 s in a default stack).
+        notification_retry_base_seconds=1,
     )
     credentials = stack.start()
     try:
