@@ -12,6 +12,7 @@ from constructs import Construct
 from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.api import Api
+from infra.constructs.events import EventQueue, EventWorker
 from infra.constructs.functions import Platform
 from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
@@ -44,6 +45,7 @@ class RunplaneStack(Stack):
         self.storage = Storage(self, "Storage", config=config)
         self.sandbox = Sandbox(self, "Sandbox", config=config)
         self.identity = Identity(self, "Identity", config=config)
+        self.events = EventQueue(self, "RunEvents", config=config)
         layer = lambda_.LayerVersion(
             self,
             "RunplaneLayer",
@@ -59,6 +61,7 @@ class RunplaneStack(Stack):
             sandbox=self.sandbox.target,
             layer=layer,
             code=assets.functions_code(),
+            event_queue=self.events.queue,
             settings={
                 "definition_version": definition_version(),
                 "build_sha": config.build_sha,
@@ -76,10 +79,14 @@ class RunplaneStack(Stack):
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
+        self.event_worker = EventWorker(
+            self, "EventWorker", platform=self.platform, events=self.events
+        )
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
+            self.event_worker.function,
         ]
         self.observability = Observability(
             self,

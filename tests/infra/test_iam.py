@@ -31,6 +31,16 @@ OBJECTS = {
 DATA_KEYS = {"kms:Decrypt", "kms:GenerateDataKey"}
 RESUME = {"states:SendTaskSuccess"}
 BASE = LOGS | TRACING
+# Every function that writes the table may commit a status move and publish its event.
+EVENTS = {"sqs:SendMessage"}
+# The run-event worker consumes its queue (the SQS event source).
+CONSUME = {
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+}
 # Starting, resuming and canceling runs (their workflows and sandboxes).
 RUN_CONTROL = {
     "states:StartExecution",
@@ -42,32 +52,48 @@ RUN_CONTROL = {
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    "functions.api.app.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    "functions.api.app.handler": BASE | READ | WRITE | EVENTS | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Remote operations create, decide and cancel managed runs as the run API does.
-    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    "functions.cloud_api.handler.handler": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | OBJECTS
+    | DATA_KEYS
+    | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait.
     "functions.dashboard.app.handler": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | {"ecs:StopTask"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | EVENTS | RESUME | {"ecs:StopTask"},
+    # Run triggers create and start runs; deliveries unseal destination secrets.
+    "functions.events.handler.handler": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | CONSUME
+    | {"kms:Decrypt", "states:StartExecution"},
 }
 
 
@@ -101,6 +127,15 @@ def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
     return None
 
 
+def _event_queue(stack: Synthesized) -> str:
+    (queue,) = [
+        k
+        for k, p in stack.of_type("AWS::SQS::Queue").items()
+        if str(p.get("QueueName", "")).endswith("-run-events")
+    ]
+    return queue
+
+
 @pytest.mark.parametrize("handler", sorted(EXPECTED_ACTIONS))
 def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> None:
     table, _ = stack.one("AWS::DynamoDB::Table")
@@ -112,7 +147,8 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     ]
     cluster, _ = stack.one("AWS::ECS::Cluster")
     definition, _ = stack.one("AWS::ECS::TaskDefinition")
-    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}}
+    queue = _event_queue(stack)
+    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}, "sqs": {queue}}
     for action, resource, condition in stack.grants(stack.role_of(handler)):
         service = action.split(":")[0]
         if service == "xray":

@@ -42,9 +42,12 @@ def test_every_function_alarms_on_errors_and_throttles(stack: Synthesized) -> No
 
 
 def test_undelivered_run_failure_notifications_raise_an_alarm(stack: Synthesized) -> None:
-    queue, _ = stack.one("AWS::SQS::Queue")
-    (alarm,) = _alarm_on(stack, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
-    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
+    # (the other queues are the run-event queue and its dead-letter queue)
+    (queue,) = [q for q in stack.of_type("AWS::SQS::Queue") if q.startswith("Observability")]
+    alarms = _alarm_on(stack, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert [
+        a for a in alarms if a["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
+    ]
     # And the queue is the dead-letter queue of the rule that reports ended executions
     _, rule = stack.one("AWS::Events::Rule")
     (target,) = rule["Targets"]
