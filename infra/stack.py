@@ -99,6 +99,7 @@ class RunplaneStack(Stack):
             api_name=self.api.rest_api.rest_api_name,
             api_stage=self.api.stage_name,
         )
+        self.events.alarm_on_dead_letters(self.observability.topic)
         self._outputs()
 
     def _outputs(self) -> None:

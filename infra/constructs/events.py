@@ -13,7 +13,10 @@ until due, and retry backoffs are capped at 15 minutes.
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -70,6 +73,24 @@ class EventQueue(Construct):
             ),
             removal_policy=removal,
         )
+
+    def alarm_on_dead_letters(self, topic: sns.ITopic) -> cloudwatch.Alarm:
+        """A message in the dead-letter queue is an event nobody handled (a trigger not
+        queued, notifications not sent): someone should look."""
+        alarm = cloudwatch.Alarm(
+            self,
+            "DeadLettersAlarm",
+            alarm_description="Runplane: a run event failed every receive (dead-letter queue)",
+            metric=self.dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(5), statistic="Maximum"
+            ),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(actions.SnsAction(topic))
+        return alarm
 
 
 class EventWorker(Construct):

@@ -37,6 +37,20 @@ def test_the_queue_sets_poison_messages_aside_in_an_encrypted_dead_letter_queue(
     assert dead["MessageRetentionPeriod"] == 14 * 24 * 3600
 
 
+def test_a_dead_lettered_event_raises_an_alarm_on_the_alarm_topic(stack: Synthesized) -> None:
+    _, (dlq, _) = _queues(stack)
+    topic, _ = stack.one("AWS::SNS::Topic")
+    (alarm,) = [
+        a
+        for a in stack.of_type("AWS::CloudWatch::Alarm").values()
+        if a.get("Namespace") == "AWS/SQS"
+        and a["Dimensions"][0]["Value"] == {"Fn::GetAtt": [dlq, "QueueName"]}
+    ]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Threshold"] == 1
+    assert [ref(action) for action in alarm["AlarmActions"]] == [topic]
+
+
 def test_both_queues_refuse_requests_without_tls(stack: Synthesized) -> None:
     (main, _), (dlq, _) = _queues(stack)
     guarded = set()
