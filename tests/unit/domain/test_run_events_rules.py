@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runplane.domain import notifications as rules
+from runplane.domain import run_triggers as trigger_rules
 from runplane.domain.errors import InvalidInput, RunTriggerRefused
 from runplane.domain.run import RunStatus
 from runplane.domain.run_events import EventType, event_for_move
@@ -80,3 +81,14 @@ def test_only_known_notifiable_events_are_accepted() -> None:
         EventType.APPLIED,
         EventType.DRIFT_DETECTED,
     }
+
+
+def test_refused_trigger_launches_back_off_within_the_queues_delay_limit() -> None:
+    # Given the bounded retries of a trigger refused by launch controls
+    delays = [
+        trigger_rules.launch_retry_delay(n, trigger_rules.LAUNCH_RETRY_BASE_SECONDS)
+        for n in range(1, trigger_rules.MAX_LAUNCH_TRIES)
+    ]
+    # Then they double from a minute, and none exceeds what SQS can delay (15 minutes)
+    assert delays == [60, 120, 240, 480]
+    assert trigger_rules.launch_retry_delay(10, 60) == 900
