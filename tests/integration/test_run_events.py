@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from runplane.adapters.event_queue import MAX_DELAY_SECONDS
 from runplane.adapters.webhooks import PostResult, WebhookClient
 from runplane.domain import notifications as rules
 from runplane.domain.errors import NotFound, RunTriggerRefused
@@ -19,7 +20,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
 from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.notifications import Notifications
-from runplane.services.run_events import RunEvents
+from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.run_triggers import RunTriggers
 from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
@@ -450,3 +451,63 @@ def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> Non
         assert refused.value.http_status == 422
         assert "pw" not in refused.value.message
     assert stack.scan() == snapshot
+
+
+# -- long waits -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("still_waiting", [True, False])
+def test_approval_expiring_days_ahead_hops_through_the_queue_until_due(
+    arena: Arena, still_waiting: bool
+) -> None:
+    # Given a worker warning a day before approval deadlines, and a run awaiting
+    # approval whose deadline is three days away
+    stack = arena.stack
+    queue = ListQueue()
+    events = RunEvents(stack.clock, lambda: queue)
+    seen: list[RunEvent] = []
+    status = RunStatus.AWAITING_APPROVAL if still_waiting else RunStatus.REJECTED
+    worker = EventWorker(
+        stack.clock,
+        queue,
+        events,
+        deliver=lambda message: None,
+        approval_lead=timedelta(days=1),
+        run_status=lambda run_id: status,
+    )
+    worker.subscribe(seen.append)
+    a, run_id = created(arena, "a")
+    deadline = stack.clock.now() + timedelta(days=3)
+    waiting = RunEvent(
+        **{
+            **applied_event(arena, a, run_id).__dict__,
+            "type": EventType.NEEDS_ATTENTION,
+            "status": RunStatus.AWAITING_APPROVAL,
+            "details": {"approval_expires_at": deadline.isoformat()},
+        }
+    )
+
+    # When the needs_attention event is handled
+    worker.handle({"kind": "run_event", "event": waiting.to_message()})
+    [(expiring, _)] = queue.sent
+    queue.sent.clear()
+    # Then an approval_expiring message is queued for two days from now
+    assert expiring["event"]["type"] == "approval_expiring"
+    assert expiring["not_before"] == (deadline - timedelta(days=1)).isoformat()
+
+    # When it is received early (SQS delays a message at most 15 minutes)
+    stack.clock.advance(timedelta(days=1))
+    worker.handle(expiring)
+    # Then it is re-queued within SQS's limit and nobody is told yet
+    [(hop, delay)] = queue.sent
+    queue.sent.clear()
+    assert (hop, delay) == (expiring, MAX_DELAY_SECONDS)
+    assert [e.type for e in seen] == [EventType.NEEDS_ATTENTION]
+
+    # When it is received once due
+    stack.clock.advance(timedelta(days=1))
+    worker.handle(hop)
+    # Then handlers get approval_expiring only if the run still awaits approval
+    told = [EventType.NEEDS_ATTENTION, EventType.APPROVAL_EXPIRING]
+    assert [e.type for e in seen] == (told if still_waiting else told[:1])
+    assert queue.sent == []
