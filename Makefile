@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The browser tests drive Debian's chromium: Playwright never downloads a browser.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test test-fast test-e2e demo lint docs clean engine synth deploy
+.PHONY: test test-fast test-e2e demo lint docs clean engine synth deploy browser-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -18,12 +20,12 @@ $(STAMP): pyproject.toml
 # overlaps well even on two cores (the CDK tests stay on one worker, see
 # tests/conftest.py). The slowest tests are listed at the end, to keep the
 # suite's time in view.
-test: $(STAMP) engine
+test: $(STAMP) engine browser-deps
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e and not infra"
+	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser"
 
 # The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
 test-e2e: $(STAMP) engine
@@ -32,6 +34,12 @@ test-e2e: $(STAMP) engine
 # The pinned engine binary the tests run (see docs/engine.md).
 engine: $(STAMP)
 	$(BIN)/python -m tools.fetch_engine --dest $(VENV)/engine
+
+# Debian's chromium for the browser tests (tests/browser), installed once (as root);
+# nothing is done when it is already there.
+browser-deps:
+	@test -x /usr/bin/chromium || { apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The whole lifecycle on the embedded stack: plan -> policy -> approve -> apply,
 # then a plan with no changes; prints the run reviews.

@@ -117,6 +117,9 @@ class RunplaneConfig:
     alarm_email: str | None = None
     # The application build recorded on every run (a commit SHA); "unknown" if unset.
     build_sha: str = "unknown"
+    # GitHub sources (docs/github.md): the GitHub App's ID and the API it calls.
+    github_app_id: str = ""
+    github_api_url: str = "https://api.github.com"
 
     @property
     def prefix(self) -> str:

@@ -11,13 +11,20 @@ from constructs import Construct
 
 from infra.config import RunplaneConfig
 from infra.constructs import assets
-from infra.constructs.api import Api
+from infra.constructs.api import DASHBOARD, Api
 from infra.constructs.events import EventQueue, EventWorker
 from infra.constructs.functions import Platform
+from infra.constructs.github import (
+    GitHubSecrets,
+    SourceWorkflow,
+    report_statuses_on_run_end,
+    source_state_machine_arn,
+)
 from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
 from infra.constructs.sandbox import Sandbox
+from infra.constructs.scheduler import Schedules
 from infra.constructs.storage import Storage
 from infra.constructs.task_functions import TaskFunctions
 
@@ -54,6 +61,7 @@ class RunplaneStack(Stack):
             compatible_architectures=[assets.ARCHITECTURE],
             description="The runplane package and its runtime dependencies",
         )
+        self.github = GitHubSecrets(self, "GitHub", config=config)
         self.platform = Platform(
             config=config,
             storage=self.storage,
@@ -73,12 +81,25 @@ class RunplaneStack(Stack):
                 "engine_versions": config.engine_version,
                 "runner_phase_seconds": str(config.runner_phase_seconds),
                 "runner_heartbeat_seconds": str(config.runner_heartbeat_seconds),
+                "github_app_id": config.github_app_id,
+                "github_api_url": config.github_api_url,
             },
+            source_state_machine_arn=source_state_machine_arn(self, config),
+            github_secrets=self.github.by_setting,
         )
         self.api = Api(self, "Api", platform=self.platform, identity=self.identity)
+        dashboard = self.api.functions[DASHBOARD]
+        self.identity.add_dashboard_sign_in(dashboard.function, dashboard.role, self.api.url)
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
+        self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
+        for mover in (*self.api.functions.values(), *self.tasks.by_name.values()):
+            if mover.access.table and "dynamodb:UpdateItem" in mover.access.table:
+                report_statuses_on_run_end(mover, self.platform)
+        self.schedules = Schedules(
+            self, "Schedules", platform=self.platform, api=self.api.functions["api"]
+        )
         self.event_worker = EventWorker(
             self, "EventWorker", platform=self.platform, events=self.events
         )
@@ -87,6 +108,8 @@ class RunplaneStack(Stack):
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
             self.event_worker.function,
+            *self.sources.by_name.values(),
+            self.schedules.fire,
         ]
         self.observability = Observability(
             self,
@@ -123,6 +146,12 @@ class RunplaneStack(Stack):
                 "UserPoolClientId",
                 self.identity.client.user_pool_client_id,
                 "Cognito app client for the CLI",
+            )
+        if self.identity.hosted_ui is not None:
+            output(
+                "SignInDomain",
+                self.identity.hosted_ui.base_url(),
+                "Cognito hosted UI the dashboard signs people in with",
             )
         if self.api.domain is not None:
             output(

@@ -17,20 +17,21 @@ os.environ.update(
 )
 
 
-TIERS = ("unit", "integration", "e2e", "infra", "statemachines")
+TIERS = ("unit", "integration", "e2e", "infra", "statemachines", "browser")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`).
 
     Under pytest-xdist (`--dist loadgroup`) the CDK tests share one worker, so the
-    app is synthesized once; every other test goes wherever a worker is free.
+    app is synthesized once, and the browser tests share one worker too, so one
+    chromium serves them all; every other test goes wherever a worker is free.
     """
     for item in items:
         parts = item.path.parts
         for tier in TIERS:
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
-                if tier == "infra":
-                    item.add_marker(pytest.mark.xdist_group("infra"))
+                if tier in ("infra", "browser"):
+                    item.add_marker(pytest.mark.xdist_group(tier))
                 break

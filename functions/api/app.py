@@ -12,9 +12,10 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header
 from pydantic import BaseModel, Field, StrictInt
 
-from functions.api import event_routes
+from functions.api import event_routes, schedules
 from functions.api import schema as oas
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
@@ -42,6 +43,14 @@ class WorkspaceCreate(BaseModel):
 class WorkspaceUpdate(BaseModel):
     # Strict: lax parsing would read `true` as a one-second window.
     approval_window_seconds: StrictInt | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
+class GitHubBindingBody(BaseModel):
+    repository: str = Field(min_length=3, max_length=140)
+    branch: str = Field(min_length=1, max_length=255)
+    working_directory: str = Field(default="", max_length=500)
+    installation_id: StrictInt
+    push_run_kind: Literal["plan_and_apply", "plan_only"] = "plan_and_apply"
 
 
 class LaunchControlsBody(BaseModel):
@@ -459,6 +468,48 @@ def build_app() -> IsolatedRestResolver:
         )
         return _json(200, {"scope": scope, **asdict(controls)})
 
+    # -- GitHub sources -------------------------------------------------------------------------
+
+    @app.put(
+        "/api/v1/workspaces/<workspace_id>/github",
+        responses=oas.responses(200, oas.GitHubBindingView, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
+    def bind_github(workspace_id: str, body: GitHubBindingBody) -> Reply:
+        bound = services().github.bind(principal(), workspace_id, **body.model_dump())
+        return _json(200, bound.to_dict())
+
+    @app.get(
+        "/api/v1/workspaces/<workspace_id>/github",
+        responses=oas.responses(200, oas.GitHubBindingView, *oas.READ),
+        security=oas.PEOPLE,
+    )
+    def get_github(workspace_id: str) -> Reply:
+        return _json(200, services().github.binding(principal(), workspace_id).to_dict())
+
+    @app.delete(
+        "/api/v1/workspaces/<workspace_id>/github",
+        responses=oas.responses(200, oas.GitHubUnbound, *oas.WRITE),
+        security=oas.PEOPLE,
+    )
+    def unbind_github(workspace_id: str) -> Reply:
+        services().github.unbind(principal(), workspace_id)
+        return _json(200, {"workspace_id": workspace_id, "bound": False})
+
+    @app.post("/webhooks/github", responses=oas.webhook_responses())
+    def github_webhook(
+        x_github_event: Annotated[str, Header(min_length=1, max_length=100)],
+        x_github_delivery: Annotated[str, Header(min_length=1, max_length=100)],
+        x_hub_signature_256: Annotated[str | None, Header(max_length=100)] = None,
+    ) -> Reply:
+        # Signed by GitHub, not authenticated by a token: the service checks the HMAC
+        # of the exact bytes received.
+        event = app.current_event
+        raw = event.get("body") or ""
+        body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8")
+        reply = services().github.receive(dict(event.get("headers") or {}), body)
+        return _json(reply.status, reply.body)
+
     # -- reads: workspaces and run logs ---------------------------------------------------------
 
     def _workspace(ws: Workspace) -> dict[str, Any]:
@@ -475,6 +526,8 @@ def build_app() -> IsolatedRestResolver:
             "writer_run_id": ws.writer_run_id,
             "queue_length": ws.queue_length,
             "current_state_version_id": ws.current_state_version_id,
+            # What the last scheduled plan found (docs/schedules.md); null: never checked.
+            "drift": services().schedules.drift_of(ws.id),
         }
 
     @app.get(
@@ -618,6 +671,7 @@ def build_app() -> IsolatedRestResolver:
         return _json(200, services().runner_api.report(principal(), report))
 
     event_routes.register(app, principal)
+    schedules.register(app, principal)
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -660,14 +714,16 @@ def resolvers() -> ResolverPool:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Read before Powertools does: it fails untyped on some bodies (deep nesting, not UTF-8).
-    try:
-        parse_json(event.get("body"), bool(event.get("isBase64Encoded")))
-    except InvalidBody as unreadable:
-        return {
-            "statusCode": unreadable.http_status,
-            "headers": {"Content-Type": "application/json"},
-            "body": json.dumps(unreadable.to_body()),
-            "isBase64Encoded": False,
-        }
+    # A webhook's body is read only after its signature is checked, by its route.
+    if not str(event.get("path", "")).startswith("/webhooks/"):
+        try:
+            parse_json(event.get("body"), bool(event.get("isBase64Encoded")))
+        except InvalidBody as unreadable:
+            return {
+                "statusCode": unreadable.http_status,
+                "headers": {"Content-Type": "application/json"},
+                "body": json.dumps(unreadable.to_body()),
+                "isBase64Encoded": False,
+            }
     result: dict[str, Any] = resolvers().resolve(event, context)
     return result

@@ -7,6 +7,8 @@ from __future__ import annotations
 PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/api/v1/openapi.json"),
     ("POST", "/api/v1/runner/sessions"),
+    # GitHub signs its deliveries (X-Hub-Signature-256); the route verifies them.
+    ("POST", "/webhooks/github"),
 )
 
 

@@ -133,6 +133,18 @@ class WorkspaceUpdated(BaseModel):
     approval_window_seconds: int | None
 
 
+class DriftView(BaseModel):
+    """A workspace's drift (docs/schedules.md)."""
+
+    drifted: bool
+    run_id: str
+    detected_at: str | None
+    cleared_at: str | None
+    schedule_id: str | None
+    summary: dict[str, int] | None
+    cleared_by: Literal["scheduled_plan", "apply"] | None
+
+
 class WorkspaceView(BaseModel):
     id: str
     name: str
@@ -147,6 +159,9 @@ class WorkspaceView(BaseModel):
     writer_run_id: str | None
     queue_length: int
     current_state_version_id: str | None
+    drift: DriftView | None = Field(
+        default=None, description="What the last scheduled plan found; null: never checked"
+    )
 
 
 class WorkspaceList(BaseModel):
@@ -209,12 +224,37 @@ class StatusView(_Open):
     status: str
 
 
+class SourceIngestionView(BaseModel):
+    id: str
+    status: Literal["ready"]
+
+
+class SourceProvenance(BaseModel):
+    """Where a run's configuration came from (docs/github.md): identifiers and digests
+    of persisted records only."""
+
+    provider: Literal["github"]
+    repository: str
+    event: Literal["push", "pull_request"]
+    ref: str
+    branch: str
+    pull_request: int | None
+    commit_sha: str
+    working_directory: str
+    source_ingestion: SourceIngestionView
+    workflow_id: str
+    delivery_id: str
+    configuration_version_id: str
+    archive_sha256: str | None
+    configuration_artifact_id: str
+
+
 class Review(BaseModel):
     """The run review: every fact from the database."""
 
     id: str
     workspace_id: str
-    kind: Literal["plan_only", "speculative", "plan_and_apply"]
+    kind: Literal["plan_only", "speculative", "plan_and_apply", "refresh_only"]
     status: str
     label: str
     status_reason: str | None
@@ -224,7 +264,7 @@ class Review(BaseModel):
     workflow: Workflow
     stages: list[StageView]
     input: RunInput
-    source: dict[str, Any] | None
+    source: SourceProvenance | None
     # The run that queued this one through a run trigger (docs/run-triggers.md).
     trigger: dict[str, str] | None = None
     # What this run's apply queued in dependent workspaces: a run, or why not.
@@ -235,6 +275,12 @@ class Review(BaseModel):
     apply: StatusView | None
     failure: dict[str, str] | None = None
     recovery: RecoveryPanel | None = None
+    schedule: dict[str, str] | None = Field(
+        default=None, description="The schedule and fire time that created the run"
+    )
+    drift: dict[str, bool] | None = Field(
+        default=None, description="A scheduled plan's finding: whether it found drift"
+    )
 
 
 class RecoveryPanel(BaseModel):
@@ -326,3 +372,41 @@ class LaunchControls(BaseModel):
 
 class RunnerReply(_Open):
     """What the control plane tells a sandbox; see the runner contract."""
+
+
+# -- GitHub sources ------------------------------------------------------------------------
+
+
+class GitHubBindingView(BaseModel):
+    workspace_id: str
+    provider: Literal["github"]
+    repository: str
+    branch: str
+    working_directory: str
+    installation_id: int
+    push_run_kind: Literal["plan_and_apply", "plan_only"]
+
+
+class GitHubUnbound(BaseModel):
+    workspace_id: str
+    bound: Literal[False]
+
+
+class WebhookAck(BaseModel):
+    """What a delivery did: accepted (a source ingestion started) or ignored, and why."""
+
+    model_config = ConfigDict(extra="allow")
+    delivery_id: str
+    event: str
+    status: Literal["accepted", "ignored"]
+    source_id: str | None = None
+    reason: str | None = None
+    duplicate: bool = False
+
+
+def webhook_responses() -> dict[int, Any]:
+    success = {"description": "Accepted", "content": {JSON: {"model": WebhookAck}}}
+    declared: dict[int, Any] = {202: success, 200: {**success, "description": "Ignored"}}
+    for code in (400, 401, 409, 413, 422, 503):
+        declared[code] = _error(code)
+    return declared

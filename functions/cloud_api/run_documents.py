@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from functions.cloud_api.jsonapi import timestamp
 from runplane.domain.identity import Permission, Principal
+from runplane.domain.run import RunKind
 from runplane.domain.tfe_runs import (
     APPLY_PREFIX,
     PLAN_PREFIX,
@@ -57,7 +58,7 @@ def run(view: RemoteRun, principal: Principal) -> dict[str, Any]:
         "is-destroy": False,
         "message": view.message or "",
         "refresh": True,
-        "refresh-only": False,
+        "refresh-only": r.kind is RunKind.REFRESH_ONLY,
         "plan-only": not r.kind.may_apply,
         "auto-apply": False,
         "source": "tfe-api",

@@ -15,10 +15,11 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from functions.dashboard import actions, sign_in
 from functions.dashboard.web import Request, redirect, reply
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
-from runplane.domain.identity import Principal, Unauthenticated
+from runplane.domain.identity import STEP_UP_WINDOW, Principal, Unauthenticated
 from runplane.domain.run import RunStatus
 from runplane.domain.web_session import (
     SESSION_COOKIE,
@@ -42,6 +43,10 @@ BINDING_FIELDS = (
 _WORKSPACE = re.compile(r"/ui/workspaces/(?P<id>[A-Za-z0-9-]{1,64})")
 _RUN = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})")
 _DECISION = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/(?P<decision>approve|reject)")
+# An action refused on a run's page links back to that page.
+_RUN_PATH = re.compile(r"/ui/runs/[A-Za-z0-9-]{1,64}")
+_ACTION = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/(?P<action>recover|cancel)")
+_LIVE_LOG = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/logs/(?P<phase>plan|apply)")
 _STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -97,7 +102,8 @@ def logout(request: Request) -> Page:
     session.check_post(request, request.form())
     assert session.secret is not None
     services().web_sessions.sign_out(session.secret)
-    return redirect(SIGN_IN, cookies=[cleared_cookie(secure=request.scheme == "https")])
+    cookie = cleared_cookie(secure=request.scheme == "https")
+    return redirect(sign_in.signed_out_location(), cookies=[cookie])
 
 
 def workspaces(request: Request) -> Page:
@@ -123,6 +129,8 @@ def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | No
         "text": read.data.decode("utf-8", "replace"),
         "truncated": read.next_offset < read.length,
         "complete": read.complete,
+        "next_offset": read.next_offset,
+        "at_end": read.at_end,
     }
 
 
@@ -150,7 +158,15 @@ def run_page(request: Request, run_id: str) -> Page:
         deadline_passed=deadline_passed,
         active=not RunStatus(review["status"]).is_terminal,
         logs=logs,
+        signed_in_recently=_signed_in_recently(session.principal),
     )
+
+
+def _signed_in_recently(principal: Principal) -> bool:
+    """Whether the recovery form can be sent without signing in again (the service
+    checks it anyway; the page only says so up front)."""
+    signed_in = principal.auth_time
+    return signed_in is not None and services().clock.now() - signed_in <= STEP_UP_WINDOW
 
 
 def decide(request: Request, run_id: str, decision: str) -> Page:
@@ -179,6 +195,8 @@ def static(name: str) -> Page:
 
 def _route(request: Request) -> Page:
     method, path = request.method, request.path.rstrip("/") or "/"
+    if (signing_in := sign_in.route(request, method, path)) is not None:
+        return signing_in
     if method == "GET":
         fixed: dict[str, Callable[[Request], Page]] = {
             "/": workspaces,
@@ -194,11 +212,16 @@ def _route(request: Request) -> Page:
             return workspace(request, found["id"])
         if found := _RUN.fullmatch(path):
             return run_page(request, found["id"])
+        if found := _LIVE_LOG.fullmatch(path):
+            return actions.live_log(request, Session(request), found["id"], found["phase"])
     if method == "POST":
         if path == "/ui/logout":
             return logout(request)
         if found := _DECISION.fullmatch(path):
             return decide(request, found["id"], found["decision"])
+        if found := _ACTION.fullmatch(path):
+            act = actions.recover if found["action"] == "recover" else actions.cancel
+            return act(request, Session(request), found["id"])
     raise NotFound("page", path)
 
 
@@ -217,6 +240,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             message="sign in to use the dashboard",
         )
     except RunplaneError as error:
+        back = _RUN_PATH.match(request.path)
         return _render(
-            error.http_status, "error.html", session=None, code=error.code, message=error.message
+            error.http_status,
+            "error.html",
+            session=None,
+            code=error.code,
+            message=error.message,
+            back=back[0] if back else None,
         )

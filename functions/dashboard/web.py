@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import base64
+import email
+import email.policy
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
+
+from runplane.domain.errors import InvalidBody, TooLarge
 
 # Pages load nothing from elsewhere and run only the dashboard's own script.
 SECURITY_HEADERS = {
@@ -16,11 +22,16 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with every POST, even
+    # from our own pages, and the origin check would refuse them all.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 # A form carries a few digests and a comment; anything much larger is not ours.
 MAX_FORM_BYTES = 16 * 1024
+# The recovery form may carry an emergency state file (the recovery service takes up
+# to 10 MB of it), plus its fields and multipart framing.
+MAX_UPLOAD_BYTES = 10_000_000 + 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -57,10 +68,44 @@ class Request:
         return morsel.value if morsel is not None and morsel.value else None
 
     def form(self) -> dict[str, str]:
+        """The text fields of a urlencoded or multipart form (a urlencoded one larger
+        than any of ours reads as empty, so its CSRF check refuses it)."""
+        return self._parts[0]
+
+    def files(self) -> dict[str, bytes]:
+        """The non-empty files of a multipart form."""
+        return self._parts[1]
+
+    @cached_property
+    def _parts(self) -> tuple[dict[str, str], dict[str, bytes]]:
+        kind = self.headers.get("content-type", "")
+        if kind.lower().startswith("multipart/form-data"):
+            if len(self.body) > MAX_UPLOAD_BYTES:
+                raise TooLarge("the form is larger than 10 MB", "/emergency_state")
+            return _multipart(kind, self.body)
         if len(self.body) > MAX_FORM_BYTES:
-            return {}
+            return {}, {}
         text = self.body.decode("utf-8", "replace")
-        return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+        return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}, {}
+
+
+def _multipart(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, bytes]]:
+    header = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1", "replace")
+    message = email.message_from_bytes(header + body, policy=email.policy.HTTP)
+    if not message.is_multipart():
+        raise InvalidBody("the form could not be read: send it again from the page")
+    fields: dict[str, str] = {}
+    files: dict[str, bytes] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if not isinstance(name, str) or not isinstance(payload, bytes):
+            continue
+        if part.get_filename() is None:
+            fields[name] = payload.decode("utf-8", "replace")
+        elif payload:
+            files[name] = payload
+    return fields, files
 
 
 def reply(
@@ -80,6 +125,10 @@ def reply(
     if cookies:
         response["multiValueHeaders"] = {"Set-Cookie": cookies}
     return response
+
+
+def json_reply(status: int, body: Any) -> dict[str, Any]:
+    return reply(status, json.dumps(body), content_type="application/json")
 
 
 def redirect(location: str, cookies: list[str] | None = None) -> dict[str, Any]:

@@ -119,6 +119,13 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "A sandbox's first call redeems its one-time bootstrap handle (in the body) for the "
         "session it then presents as a bearer token.",
     ),
+    PublicRoute(
+        "POST",
+        "/webhooks/github",
+        RUN_API,
+        "GitHub signs each delivery with the App's webhook secret (X-Hub-Signature-256); "
+        "the handler verifies the HMAC of the exact body before recording anything.",
+    ),
 )
 PROXIES = {"/api/v1": RUN_API, "/api/v2": CLOUD_API}
 
@@ -162,6 +169,8 @@ class Api(Construct):
                     key=KEY_ACTIONS,
                     workflow=WORKFLOW_START + WORKFLOW_CALLBACKS,
                     stop_sandbox=True,
+                    # The GitHub webhook's signature is checked with this secret.
+                    github_secrets=("github_webhook_secret_arn",),
                     settings=(
                         "definition_version",
                         "build_sha",
@@ -240,7 +249,9 @@ class Api(Construct):
             rest_api_name=config.prefix,
             description="Runplane run API and Cloud API",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            binary_media_types=["application/octet-stream"],
+            # Uploads (state, configuration, the dashboard's recovery form) reach the
+            # functions as base64, byte for byte.
+            binary_media_types=["application/octet-stream", "multipart/form-data"],
             cloud_watch_role=config.api_gateway_cloud_watch_role,
             cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
             deploy_options=apigw.StageOptions(

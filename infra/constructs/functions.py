@@ -16,6 +16,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -67,6 +68,10 @@ class Access:
     workflow: tuple[str, ...] = ()
     start_sandbox: bool = False
     stop_sandbox: bool = False
+    # Starts source workflow executions (ingestions, commit statuses).
+    source_workflow: bool = False
+    # GitHub App secrets the function reads, by settings field (``*_secret_arn``).
+    github_secrets: tuple[str, ...] = ()
     # Settings fields (RUNPLANE_<NAME>) the function reads beyond its resources'.
     settings: tuple[str, ...] = field(default=())
 
@@ -95,6 +100,10 @@ class Platform:
     event_queue: sqs.IQueue | None = None
     # Values of settings fields that are not resource names (RUNPLANE_<NAME>).
     settings: dict[str, str] = field(default_factory=dict)
+    # The source workflow (fixed name, like the run workflow's) and the GitHub App's
+    # secrets, by settings field.
+    source_state_machine_arn: str = ""
+    github_secrets: dict[str, secretsmanager.ISecret] = field(default_factory=dict)
 
 
 class RunplaneFunction(Construct):
@@ -292,6 +301,25 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             "Sandbox task IDs are assigned by ECS at launch; the statement is limited to "
             "tasks of the Runplane sandbox cluster.",
         )
+    if access.source_workflow:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="SourceWorkflow",
+                actions=list(WORKFLOW_START),
+                resources=[platform.source_state_machine_arn],
+            )
+        )
+        env["RUNPLANE_SOURCE_STATE_MACHINE_ARN"] = platform.source_state_machine_arn
+    for name in access.github_secrets:
+        secret = platform.github_secrets[name]
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid=f"Secret{''.join(p.title() for p in name.split('_'))}",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[secret.secret_arn],
+            )
+        )
+        env[f"RUNPLANE_{name.upper()}"] = secret.secret_arn
     for name in access.settings:
         env[f"RUNPLANE_{name.upper()}"] = platform.settings[name]
     return env

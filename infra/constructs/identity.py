@@ -5,6 +5,12 @@ their roles from ``cognito:groups`` (``runplane.services.identity``); the pool
 has that attribute (writable by administrators only) and one group per role.
 The authorizer verifies tokens against a fixed key set, which a small custom
 resource reads from the pool's JWKS URL at deploy time.
+
+The dashboard signs people in through the pool's hosted UI
+(``add_dashboard_sign_in``): a second app client, confidential (with a secret),
+allowed only the authorization code grant, redirecting only to the dashboard's
+callback; its secret is copied into Secrets Manager at deploy time and only the
+dashboard function may read it.
 """
 
 from __future__ import annotations
@@ -16,14 +22,21 @@ from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.config import RunplaneConfig
 from infra.constructs import assets
+from infra.constructs.nag import acknowledge
 from runplane.domain.identity import ROLES
 from runplane.services.identity import ORGANIZATION_CLAIM
 
 JWKS_FETCHER = Path(__file__).resolve().parents[1] / "custom_resources" / "jwks.py"
+SECRET_COPIER = Path(__file__).resolve().parents[1] / "custom_resources" / "client_secret.py"
+# The dashboard's routes (runplane.domain.sign_in): the hosted UI returns the browser
+# to the callback, and to the sign-in page after logout.
+CALLBACK_PATH = "/ui/oauth2/callback"
+SIGNED_OUT_PATH = "/ui/sign-in"
 ORGANIZATION_ATTRIBUTE = ORGANIZATION_CLAIM.removeprefix("custom:")
 
 
@@ -32,8 +45,12 @@ class Identity(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: RunplaneConfig) -> None:
         super().__init__(scope, construct_id)
+        self.config = config
         self.user_pool: cognito.UserPool | None = None
         self.client: cognito.UserPoolClient | None = None
+        self.dashboard_client: cognito.UserPoolClient | None = None
+        self.hosted_ui: cognito.UserPoolDomain | None = None
+        self.client_secret: secretsmanager.Secret | None = None
         if not config.uses_cognito:
             assert config.jwt_issuer
             assert config.jwt_audience
@@ -101,37 +118,156 @@ class Identity(Construct):
         self.audience = client.user_pool_client_id
         self.jwks = self._fetched_jwks(config, f"{self.issuer}/.well-known/jwks.json")
 
-    def _fetched_jwks(self, config: RunplaneConfig, url: str) -> str:
-        logs_group = logs.LogGroup(
+    def add_dashboard_sign_in(
+        self, dashboard: lambda_.Function, dashboard_role: iam.IRole, url: str
+    ) -> None:
+        """Hosted-UI sign-in for the dashboard served at ``url`` (no-op with an
+        existing issuer: sign-in then stays with login links)."""
+        pool = self.user_pool
+        if pool is None:
+            return
+        config = self.config
+        stack = Stack.of(self)
+        # Hosted-UI prefixes are global per region: the account number keeps ours unique.
+        self.hosted_ui = pool.add_domain(
+            "HostedUi",
+            cognito_domain=cognito.CognitoDomainOptions(
+                domain_prefix=f"{config.prefix}-{stack.account}"
+            ),
+        )
+        client = pool.add_client(
+            "Dashboard",
+            user_pool_client_name=f"{config.prefix}-dashboard",
+            generate_secret=True,
+            auth_flows=cognito.AuthFlow(user_srp=True),
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True),
+                scopes=[
+                    cognito.OAuthScope.OPENID,
+                    cognito.OAuthScope.EMAIL,
+                    cognito.OAuthScope.PROFILE,
+                ],
+                callback_urls=[f"{url}{CALLBACK_PATH}"],
+                logout_urls=[f"{url}{SIGNED_OUT_PATH}"],
+            ),
+            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            prevent_user_existence_errors=True,
+            enable_token_revocation=True,
+            id_token_validity=Duration.hours(1),
+            access_token_validity=Duration.hours(1),
+            refresh_token_validity=Duration.days(1),
+            read_attributes=cognito.ClientAttributes()
+            .with_standard_attributes(email=True, preferred_username=True)
+            .with_custom_attributes(ORGANIZATION_ATTRIBUTE),
+            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
+        )
+        secret = secretsmanager.Secret(
             self,
-            "JwksFetcherLogs",
-            retention=config.log_retention,
+            "DashboardClientSecret",
+            description="Runplane dashboard: the hosted-UI app client's secret (from Cognito)",
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        acknowledge(
+            secret,
+            "AwsSolutions-SMG4",
+            "The value is the Cognito app client's own secret, generated by Cognito and copied "
+            "in at deploy time; it changes when the app client is replaced, not by rotation.",
+        )
+        copier = self._inline_function(
+            "ClientSecretCopier",
+            SECRET_COPIER,
+            "Runplane: copies the dashboard app client's secret into Secrets Manager (deploy time)",
+            "Runplane deploy-time client secret copy: reads the dashboard app client, "
+            "writes its secret, writes its own logs",
+        )
+        copier.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ReadClientSecret",
+                actions=["cognito-idp:DescribeUserPoolClient"],
+                resources=[pool.user_pool_arn],
+            )
+        )
+        copier.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="WriteClientSecret",
+                actions=["secretsmanager:PutSecretValue"],
+                resources=[secret.secret_arn],
+            )
+        )
+        copied = CustomResource(
+            self,
+            "DashboardClientSecretCopy",
+            service_token=copier.function_arn,
+            resource_type="Custom::RunplaneClientSecret",
+            properties={
+                "UserPoolId": pool.user_pool_id,
+                "ClientId": client.user_pool_client_id,
+                "SecretArn": secret.secret_arn,
+            },
+        )
+        # The dashboard reads the secret on its first sign-in, after the copy.
+        dashboard.node.add_dependency(copied)
+        dashboard_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="SignInClientSecret",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[secret.secret_arn],
+            )
+        )
+        settings = {
+            "sign_in_domain": self.hosted_ui.base_url(),
+            "sign_in_client_id": client.user_pool_client_id,
+            "sign_in_client_secret_arn": secret.secret_arn,
+            "sign_in_redirect_uri": f"{url}{CALLBACK_PATH}",
+            "jwt_issuer": self.issuer,
+            "jwt_jwks": self.jwks,
+        }
+        for name, value in settings.items():
+            dashboard.add_environment(f"RUNPLANE_{name.upper()}", value)
+        self.dashboard_client, self.client_secret = client, secret
+
+    def _inline_function(
+        self, name: str, source: Path, description: str, role_description: str
+    ) -> lambda_.Function:
+        """A deploy-time helper: inline source, its own log group and role (its logs only)."""
+        log_group = logs.LogGroup(
+            self,
+            f"{name}Logs",
+            retention=self.config.log_retention,
             removal_policy=RemovalPolicy.DESTROY,
         )
         role = iam.Role(
             self,
-            "JwksFetcherRole",
+            f"{name}Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Runplane deploy-time JWKS fetch: writes its own logs, nothing else",
+            description=role_description,
         )
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="WriteOwnLogs",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[logs_group.log_group_arn],
+                resources=[log_group.log_group_arn],
             )
         )
-        fetcher = lambda_.Function(
+        return lambda_.Function(
             self,
-            "JwksFetcher",
-            description="Runplane: reads the user pool's JWKS for the authorizer (deploy time)",
+            name,
+            description=description,
             runtime=assets.RUNTIME,
             architecture=assets.ARCHITECTURE,
             handler="index.handler",
-            code=lambda_.Code.from_inline(JWKS_FETCHER.read_text(encoding="utf-8")),
+            code=lambda_.Code.from_inline(source.read_text(encoding="utf-8")),
             role=role,
             timeout=Duration.seconds(30),
-            log_group=logs_group,
+            log_group=log_group,
+        )
+
+    def _fetched_jwks(self, config: RunplaneConfig, url: str) -> str:
+        fetcher = self._inline_function(
+            "JwksFetcher",
+            JWKS_FETCHER,
+            "Runplane: reads the user pool's JWKS for the authorizer (deploy time)",
+            "Runplane deploy-time JWKS fetch: writes its own logs, nothing else",
         )
         fetched = CustomResource(
             self,

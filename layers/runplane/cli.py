@@ -20,6 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from runplane import cli_schedules
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import InvalidPolicySet, RunplaneError
@@ -142,6 +143,7 @@ def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
     print(f"  writer run       {ws.get('writer_run_id') or '-'}")
     print(f"  queued runs      {ws.get('queue_length', 0)}")
     print(f"  current state    {ws.get('current_state_version_id') or '-'}")
+    print(f"  drift            {cli_schedules.drift_line(ws.get('drift'))}")
 
 
 def _workspace_show(args: argparse.Namespace) -> int:
@@ -158,6 +160,41 @@ def _workspace_update(args: argparse.Namespace) -> int:
     workspace_id = client.workspace_id(args.workspace)
     client.set_approval_window(workspace_id, seconds)
     _print_workspace(client.workspace(workspace_id), args.json)
+    return 0
+
+
+def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(binding)
+        return
+    print(f"{binding['workspace_id']}  github {binding['repository']}")
+    print(f"  branch             {binding['branch']}")
+    print(f"  working directory  {binding['working_directory'] or '.'}")
+    print(f"  installation       {binding['installation_id']}")
+    print(f"  push run kind      {binding['push_run_kind']}")
+
+
+def _workspace_github(args: argparse.Namespace) -> int:
+    client = _client(args)
+    workspace_id = client.workspace_id(args.workspace)
+    if args.unbind:
+        result = client.unbind_github(workspace_id)
+        _print_json(result) if args.json else print(f"{workspace_id}  not bound to GitHub")
+        return 0
+    if args.repository is None:
+        _print_binding(client.github_binding(workspace_id), args.json)
+        return 0
+    if args.branch is None or args.installation_id is None:
+        raise CliError("binding needs --repository, --branch and --installation-id")
+    bound = client.bind_github(
+        workspace_id,
+        repository=args.repository,
+        branch=args.branch,
+        installation_id=args.installation_id,
+        working_directory=args.working_directory,
+        push_run_kind=args.push_run_kind,
+    )
+    _print_binding(bound, args.json)
     return 0
 
 
@@ -554,6 +591,32 @@ def _workspace_parser(commands: Any) -> None:
         metavar="DURATION",
         help="how long a plan waits for a decision: seconds, or 90m, 72h, 7d, 1d12h",
     )
+    github = _add(
+        workspace_commands,
+        "github",
+        "show, bind or unbind the workspace's GitHub repository (docs/github.md)",
+        _workspace_github,
+    )
+    github.add_argument("workspace", help="workspace name or ws- ID")
+    github.add_argument("--repository", metavar="OWNER/NAME", help="bind to this repository")
+    github.add_argument(
+        "--branch", help="the branch whose pushes run (pull requests against it plan)"
+    )
+    github.add_argument(
+        "--working-directory", default="", metavar="PATH", help="the configuration's directory"
+    )
+    github.add_argument(
+        "--installation-id", type=int, metavar="ID", help="the GitHub App installation ID"
+    )
+    github.add_argument(
+        "--push-run-kind",
+        default="plan_and_apply",
+        choices=("plan_and_apply", "plan_only"),
+        help="what a push runs (%(default)s); pull requests always run speculative plans",
+    )
+    github.add_argument("--unbind", action="store_true", help="remove the binding")
+    cli_schedules.add_parser(workspace_commands, _add, _client)
+
     from runplane.cli_events import register as register_events
 
     register_events(workspace_commands, _add, _client)

@@ -263,6 +263,41 @@ class Client:
         )
         return result
 
+    def bind_github(
+        self,
+        workspace_id: str,
+        *,
+        repository: str,
+        branch: str,
+        installation_id: int,
+        working_directory: str = "",
+        push_run_kind: str = "plan_and_apply",
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/github",
+            {
+                "repository": repository,
+                "branch": branch,
+                "working_directory": working_directory,
+                "installation_id": installation_id,
+                "push_run_kind": push_run_kind,
+            },
+        )
+        return result
+
+    def github_binding(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/github"
+        )
+        return result
+
+    def unbind_github(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/github"
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         archive = pack(directory)
         created = self._call(
@@ -300,6 +335,38 @@ class Client:
                 "variables": dict(variables or {}),
             },
         )
+        return result
+
+    # -- schedules (docs/schedules.md) ------------------------------------------------------
+
+    def create_schedule(
+        self, workspace: str, expression: str, kind: str = "plan_only"
+    ) -> dict[str, Any]:
+        workspace_id = self.workspace_id(workspace)
+        result: dict[str, Any] = self._call(
+            "POST",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/schedules",
+            {"expression": expression, "kind": kind},
+        )
+        return result
+
+    def list_schedules(self, workspace: str) -> list[dict[str, Any]]:
+        workspace_id = self.workspace_id(workspace)
+        path = f"/api/v1/workspaces/{_seg(workspace_id)}/schedules"
+        result: list[dict[str, Any]] = self._call("GET", path)["schedules"]
+        return result
+
+    def schedule(self, schedule_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/schedules/{_seg(schedule_id)}")
+        return result
+
+    def pause_schedule(self, schedule_id: str, paused: bool = True) -> dict[str, Any]:
+        path = f"/api/v1/schedules/{_seg(schedule_id)}/actions/pause"
+        result: dict[str, Any] = self._call("POST", path, {"paused": paused})
+        return result
+
+    def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/schedules/{_seg(schedule_id)}")
         return result
 
     def create_token(self, name: str, role: str) -> dict[str, Any]:
@@ -471,7 +538,7 @@ def render_review(review: Mapping[str, Any]) -> str:
         f"variables {', '.join(inputs.get('variable_names') or []) or '-'}  "
         f"predecessor {inputs.get('predecessor_state_version_id') or '-'}"
     )
-    lines.append("  source     none (created without source ingestion)")
+    lines.extend(_render_source(review.get("source")))
     plan = review.get("plan")
     if plan:
         summary = plan["summary"]
@@ -503,6 +570,21 @@ def render_review(review: Mapping[str, Any]) -> str:
     if recovery:
         lines.extend(_render_recovery(recovery))
     return "\n".join(lines)
+
+
+def _render_source(source: Mapping[str, Any] | None) -> list[str]:
+    if not source:
+        return ["  source     none (created without source ingestion)"]
+    ingestion = source["source_ingestion"]
+    return [
+        f"  source     {source['provider']} {source['repository']} {source['ref']} "
+        f"{source['commit_sha']}  dir {source['working_directory'] or '.'}",
+        f"             ingestion {ingestion['id']} ({ingestion['status']})  "
+        f"workflow {source['workflow_id']}  delivery {source['delivery_id']}",
+        f"             configuration {source['configuration_version_id']}  "
+        f"artifact {source['configuration_artifact_id']}  "
+        f"archive sha256 {source['archive_sha256']}",
+    ]
 
 
 def _render_recovery(panel: Mapping[str, Any]) -> list[str]:

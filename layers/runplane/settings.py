@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 _PREFIX = "RUNPLANE_"
 
@@ -26,6 +27,14 @@ class Settings(BaseModel):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_jwks: str | None = None  # the issuer's JWKS document, as JSON
+    # Dashboard sign-in through the Cognito hosted UI (docs/dashboard.md, "Sign-in").
+    # Unset: the dashboard signs in only by one-time login links. The ID token is
+    # verified against jwt_issuer and jwt_jwks (fetched from the issuer if unset).
+    sign_in_domain: str | None = None  # the hosted UI's base URL
+    sign_in_client_id: str | None = None
+    sign_in_client_secret_arn: str | None = None  # Secrets Manager secret (deployments)
+    sign_in_client_secret: SecretStr | None = None  # the value itself (embedded stack, tests)
+    sign_in_redirect_uri: str | None = None  # <dashboard>/ui/oauth2/callback
     # Orchestration.
     state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
     control_plane_url: str = "http://127.0.0.1:8700"
@@ -49,6 +58,24 @@ class Settings(BaseModel):
     ecs_task_definition: str | None = None
     ecs_subnets: str | None = None  # comma-separated
     ecs_security_groups: str | None = None  # comma-separated
+    # GitHub sources: the source workflow, the App (its private key and the webhook
+    # secret live in Secrets Manager; only their ARNs are settings) and the limits.
+    source_state_machine_arn: str | None = None
+    github_api_url: str = "https://api.github.com"
+    github_app_id: str | None = None
+    github_app_private_key_secret_arn: str | None = None
+    github_webhook_secret_arn: str | None = None
+    # A delivery whose event is older than this is refused as a replay.
+    github_delivery_window_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+    github_webhook_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=10 * 1024 * 1024)
+    github_archive_max_bytes: int = Field(default=100_000_000, ge=1024, le=100_000_000)
+    # Where a commit status links to (the run review); unset: the control-plane URL.
+    public_url: str | None = None
+    # Workspace schedules: the EventBridge Scheduler group, the fire-schedule Lambda
+    # it targets, and the role Scheduler assumes to invoke it.
+    scheduler_group: str = "runplane-schedules"
+    scheduler_target_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:runplane-fire"
+    scheduler_role_arn: str = "arn:aws:iam::000000000000:role/runplane-scheduler"
 
     # Run events (docs/notifications.md): the SQS queue in AWS; unset, an in-process
     # queue (the embedded stack). http destinations only where nothing leaves the host.
@@ -63,6 +90,34 @@ class Settings(BaseModel):
             raise ValueError("runner_heartbeat_seconds must be shorter than runner_phase_seconds")
         return self
 
+    @property
+    def hosted_ui_sign_in(self) -> bool:
+        return self.sign_in_domain is not None
+
+    @model_validator(mode="after")
+    def _sign_in_complete(self) -> Settings:
+        if not self.hosted_ui_sign_in:
+            return self
+        missing = [
+            name
+            for name, value in (
+                ("sign_in_client_id", self.sign_in_client_id),
+                ("sign_in_redirect_uri", self.sign_in_redirect_uri),
+                ("jwt_issuer", self.jwt_issuer),
+                (
+                    "sign_in_client_secret_arn or sign_in_client_secret",
+                    self.sign_in_client_secret_arn or self.sign_in_client_secret,
+                ),
+            )
+            if not value
+        ]
+        if missing:
+            raise ValueError(f"hosted-UI sign-in needs {', '.join(missing)}")
+        for name in ("sign_in_domain", "sign_in_redirect_uri", "jwt_issuer"):
+            if not _secure_url(getattr(self, name)):
+                raise ValueError(f"{name} must be an https URL (http only on loopback)")
+        return self
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
@@ -74,6 +129,15 @@ class Settings(BaseModel):
         if "region" not in values and "AWS_REGION" in env:
             values["region"] = env["AWS_REGION"]
         return cls.model_validate(values)
+
+
+def _secure_url(url: str) -> bool:
+    """The client secret and tokens travel over these URLs: https, or plain http to
+    this machine only (the embedded stack and tests)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return bool(parts.hostname)
+    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,7 @@ import importlib.metadata
 import json
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
@@ -24,11 +24,14 @@ if TYPE_CHECKING:
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.scheduler import EventBridgeSchedules
+    from runplane.adapters.secrets import Secrets
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
     from runplane.domain.ids import IdGenerator
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.github import GitHubSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
+    from runplane.services.schedules import Schedules
+    from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
     from runplane.services.web_sessions import WebSessions
@@ -133,6 +138,22 @@ class Services:
         return Workflow(aws.stepfunctions(self.settings), self.settings.state_machine_arn)
 
     @cached_property
+    def source_workflow(self) -> Workflow | None:
+        """The source workflow (GitHub ingestions), when the deployment has one."""
+        from runplane.adapters import aws
+        from runplane.adapters.workflow import Workflow
+
+        arn = self.settings.source_state_machine_arn
+        return Workflow(aws.stepfunctions(self.settings), arn) if arn else None
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        from runplane.adapters import aws
+        from runplane.adapters.secrets import Secrets
+
+        return Secrets(aws.secretsmanager(self.settings))
+
+    @cached_property
     def launcher(self) -> Launcher:
         return self._launcher or launcher_for(self.settings)
 
@@ -148,7 +169,17 @@ class Services:
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
-        return RunLifecycle(self.clock, self.ids, self.run_events)
+        lifecycle = RunLifecycle(self.clock, self.ids, self.run_events)
+        if self.settings.source_state_machine_arn:
+            # The workflow is resolved when a run ends, not when the lifecycle is built.
+            lifecycle.run_end.on_end(lambda run, status: self._source_status(run, status))
+        return lifecycle
+
+    def _source_status(self, run: Any, status: Any) -> None:
+        from runplane.services.github import status_on_end
+
+        if self.source_workflow is not None:
+            status_on_end(self.source_workflow)(run, status)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -302,6 +333,58 @@ class Services:
         )
 
     @cached_property
+    def github(self) -> GitHubSources:
+        from runplane.services.github import GitHubConfig, GitHubSources
+
+        settings = self.settings
+        return GitHubSources(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle,
+            self.artifacts,
+            self.source_workflow,
+            self.secrets,
+            GitHubConfig(
+                api_url=settings.github_api_url,
+                app_id=settings.github_app_id,
+                private_key_secret_arn=settings.github_app_private_key_secret_arn,
+                webhook_secret_arn=settings.github_webhook_secret_arn,
+                delivery_window=timedelta(seconds=settings.github_delivery_window_seconds),
+                webhook_max_bytes=settings.github_webhook_max_bytes,
+                archive_max_bytes=settings.github_archive_max_bytes,
+                review_url=settings.public_url or settings.control_plane_url,
+            ),
+        )
+
+    @cached_property
+    def schedule_registry(self) -> EventBridgeSchedules:
+        from runplane.adapters import aws
+        from runplane.adapters.scheduler import EventBridgeSchedules
+
+        settings = self.settings
+        return EventBridgeSchedules(
+            aws.scheduler(settings),
+            group=settings.scheduler_group,
+            target_arn=settings.scheduler_target_arn,
+            role_arn=settings.scheduler_role_arn,
+        )
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from runplane.services.schedules import Schedules
+
+        return Schedules(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle.runs,
+            self.schedule_registry,
+        )
+
+    @cached_property
     def web_sessions(self) -> WebSessions:
         from runplane.services.web_sessions import WebSessions
 
@@ -348,6 +431,7 @@ class Services:
 
         return RunTriggers(
             self.clock,
+            self.ids,
             self.workspaces,
             self.runs,
             self.lifecycle.runs,
@@ -373,6 +457,51 @@ class Services:
         worker.subscribe(self.run_triggers.on_event)
         worker.subscribe(self.notifications.on_event)
         return worker
+
+    @cached_property
+    def sign_in(self) -> HostedUiSignIn | None:
+        """Hosted-UI sign-in for the dashboard, when the settings configure it."""
+        settings = self.settings
+        if not settings.hosted_ui_sign_in:
+            return None
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from runplane.adapters import aws
+        from runplane.adapters.hosted_ui import HostedUi, fetch_jwks
+        from runplane.domain.errors import SignInUnavailable
+        from runplane.services.sign_in import CachedKeys, HostedUiSignIn, organization_exists
+
+        assert settings.sign_in_domain
+        assert settings.sign_in_client_id
+        assert settings.sign_in_redirect_uri
+        assert settings.jwt_issuer
+        inline, arn = settings.sign_in_client_secret, settings.sign_in_client_secret_arn
+
+        @lru_cache(maxsize=1)
+        def client_secret() -> str:
+            if inline:
+                return inline.get_secret_value()
+            try:
+                return aws.secret_string(settings, arn or "")
+            except (BotoCoreError, ClientError, ValueError):
+                raise SignInUnavailable(
+                    "the dashboard's sign-in client secret cannot be read"
+                ) from None
+
+        hosted_ui = HostedUi(
+            domain=settings.sign_in_domain,
+            client_id=settings.sign_in_client_id,
+            client_secret=client_secret,
+            redirect_uri=settings.sign_in_redirect_uri,
+        )
+        keys = CachedKeys(
+            settings.jwt_issuer,
+            settings.sign_in_client_id,
+            json.loads(settings.jwt_jwks) if settings.jwt_jwks else None,
+            fetch_jwks,
+        )
+        exists = organization_exists(self.workspaces.organization_name)
+        return HostedUiSignIn(self.clock, self.web_sessions, hosted_ui, keys, exists)
 
 
 def build_services(

@@ -14,6 +14,7 @@ from runplane.client import Client, Connection
 from runplane.domain.identity import Permission
 from runplane.local.stack import Credentials, EmbeddedStack, terraform_rc
 from tests.engine import engine_path
+from tests.github_fake import FakeGitHub
 
 _names = itertools.count(1)
 HEARTBEAT_WINDOW_SECONDS = 20
@@ -71,24 +72,51 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
 
 
+class _SharedStack:
+    """The one embedded stack of this test process. The browser tier re-exports the
+    ``embedded`` fixture, and pytest then runs it once per tier: both get this stack,
+    since a second one would collide with the first in the in-process AWS fakes."""
+
+    local: Local | None = None
+    users = 0
+
+
 @pytest.fixture(scope="session")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
-    # see a silent sandbox detected in seconds, as production does in minutes.
-    stack = EmbeddedStack(
-        tmp_path_factory.mktemp("runplane-local"),
-        port=0,
-        engine=str(engine_path()),
-        runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
-        # Notification retries back off from 1 s (30 s in a default stack).
-        notification_retry_base_seconds=1,
-    )
-    credentials = stack.start()
+def fake_github() -> Iterator[FakeGitHub]:
+    """A fake GitHub on loopback; the stack's GitHub App is pointed at it."""
+    github = FakeGitHub().start()
     try:
-        yield Local(stack, credentials)
+        yield github
     finally:
-        stack.stop()
+        github.stop()
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) -> Iterator[Local]:
+    if _SharedStack.local is None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
+        # see a silent sandbox detected in seconds, as production does in minutes.
+        stack = EmbeddedStack(
+            tmp_path_factory.mktemp("runplane-local"),
+            port=0,
+            engine=str(engine_path()),
+            runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
+            github_api_url=fake_github.url,
+            # Notification retries back off from 1 s (30 s in a default stack).
+            notification_retry_base_seconds=1,
+        )
+        assert stack.github is not None
+        fake_github.trust(stack.github.app_id, stack.github.public_key_pem)
+        _SharedStack.local = Local(stack, stack.start())
+    _SharedStack.users += 1
+    try:
+        yield _SharedStack.local
+    finally:
+        _SharedStack.users -= 1
+        if _SharedStack.users == 0:
+            _SharedStack.local.stack.stop()
+            _SharedStack.local = None
 
 
 @pytest.fixture

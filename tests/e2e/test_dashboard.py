@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from runplane.domain.capabilities import handle_hash
 from runplane.domain.identity import Permission
+from runplane.domain.web_session import new_secret
+from runplane.store import web_sessions as web_store
 from tests.e2e.conftest import Local
-from tests.e2e.test_managed_runs import HELLO, config, new_workspace
+from tests.e2e.test_managed_runs import HELLO, PARTIAL, config, new_workspace, writer_of
 
 _HIDDEN = re.compile(r'<input type="hidden" name="([a-z0-9_]+)" value="([^"]*)">')
 
@@ -31,6 +35,27 @@ def signed_in(local: Local, organization_id: str | None = None) -> requests.Sess
         link = f"{local.url}/ui/login?code={code}"
     answer = browser.get(link, allow_redirects=False, timeout=30)
     assert answer.status_code == 303, answer.text
+    return browser
+
+
+def signed_in_long_ago(local: Local, minutes: int) -> requests.Session:
+    """A browser whose session was opened ``minutes`` ago (and is still valid)."""
+    services = local.stack.services
+    assert services is not None
+    now = services.clock.now()
+    grant = web_store.Grant(
+        services.workspaces.organization_id_of(local.organization),
+        "admin",
+        frozenset(Permission),
+        now - timedelta(minutes=minutes),
+        now + timedelta(hours=1),
+    )
+    code, secret = new_secret(), new_secret()
+    web_store.put_login_code(handle_hash(code), grant, "tests").commit()
+    session = web_store.WebSession(f"wss-old-{minutes}", grant)
+    web_store.redeem(handle_hash(code), handle_hash(secret), session).commit()
+    browser = requests.Session()
+    browser.cookies.set("runplane_session", secret)
     return browser
 
 
@@ -255,4 +280,155 @@ def test_a_run_past_its_approval_deadline_shows_the_expiry_and_no_decision(
     assert 'id="deadline-passed"' in page
     assert expired["approval"]["expires_at"] in page
     assert 'id="approve-form"' not in page
+    closed = page[page.index('id="decision-closed"') :]
+    assert closed.index('<button type="button" disabled>Approve</button>') < closed.index("</p>")
     assert '<span class="label" id="run-label">Expired</span>' in page
+
+
+def failed_apply_holding_the_workspace(local: Local, tmp_path: Path, prefix: str) -> dict[str, Any]:
+    """A run whose apply failed after publishing part of its state: it keeps the
+    workspace's writer authority until an operator recovers it."""
+    ws = new_workspace(local, prefix)
+    run = local.client.create_run(ws, config(tmp_path, PARTIAL))
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=180)
+    local.client.decide(run["id"], "approve")
+    done = local.client.watch(run["id"], timeout=180)
+    assert done["status"] == "apply_failed", done["status_reason"]
+    assert writer_of(ws)[0] == run["id"]
+    return done
+
+
+def test_recovering_through_the_run_page_releases_the_workspace_and_refusals_write_nothing(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a run holding its workspace for recovery, and its page in a fresh session
+    run = failed_apply_holding_the_workspace(local, tmp_path, "dash-recover")
+    ws = run["workspace_id"]
+    browser = signed_in(local)
+    url = f"{local.url}/ui/runs/{run['id']}"
+    page = browser.get(url, timeout=30).text
+
+    # Then the panel compares the pre-apply and current state pointers and offers the form
+    panel = run["recovery"]
+    assert panel["status"] == "required"
+    assert page.index('id="approval-bar"') < page.index('id="recovery-panel"')
+    assert page.index('id="recovery-panel"') < page.index('id="stage-timeline"')
+    assert f"<code>{panel['current_state_version_id']}</code> (moved)" in page
+    assert 'id="recover-form"' in page
+    assert 'id="step-up-note"' not in page
+    fields = form_fields(page, "recover-form")
+    assert fields["current_state_version_id"] == panel["current_state_version_id"]
+    valid = {
+        **fields,
+        "resolution": "current_state_verified",
+        "reason": "the provider shows only the good thing",
+        "confirm_authority_revocation": "yes",
+    }
+    # (a browser sends an empty file part when no file is chosen)
+    no_file = {"emergency_state": ("", b"", "application/octet-stream")}
+    refusals: list[tuple[requests.Session, dict[str, str], dict[str, str], int, str]] = [
+        # When the confirmation is missing
+        (browser, {**valid, "confirm_authority_revocation": ""}, {}, 422, "INVALID_INPUT"),
+        # When the reason is blank
+        (browser, {**valid, "reason": "  "}, {}, 422, "INVALID_INPUT"),
+        # When the form comes from another origin
+        (browser, valid, {"Origin": "https://evil.example"}, 403, "CSRF_REFUSED"),
+        # When the session was opened more than 15 minutes ago
+        (signed_in_long_ago(local, 20), {}, {}, 403, "STEP_UP_REQUIRED"),
+    ]
+    for who, data, headers, status, code in refusals:
+        if who is not browser:
+            stale = who.get(url, timeout=30).text
+            assert 'id="step-up-note"' in stale
+            data = {**valid, "csrf": form_fields(stale, "recover-form")["csrf"]}
+        answer = who.post(
+            f"{url}/recover",
+            data=data,
+            files=no_file,
+            headers=headers,
+            allow_redirects=False,
+            timeout=30,
+        )
+        # Then each is refused with a readable typed error, and a way back to the run
+        assert answer.status_code == status, answer.text
+        assert f"<strong>{code}</strong>" in answer.text
+        assert f'<a href="/ui/runs/{run["id"]}" id="back-to-run">' in answer.text
+        # And nothing was written: the run still holds the workspace, recovery not begun
+        assert writer_of(ws)[0] == run["id"]
+        assert local.client.review(run["id"])["recovery"]["status"] == "required"
+
+    # When the operator sends the form with a reason and the confirmation
+    answer = browser.post(
+        f"{url}/recover",
+        data=valid,
+        files=no_file,
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+
+    # Then the workspace is released and the page shows the completed recovery
+    assert answer.status_code == 303, answer.text
+    assert writer_of(ws) == (None, None)
+    after = local.client.review(run["id"])
+    assert (after["status"], after["recovery"]["status"]) == ("apply_failed", "completed")
+    final = browser.get(url, timeout=30).text
+    assert 'id="recovery-result"' in final
+    assert "the provider shows only the good thing" in final
+    assert 'id="recover-form"' not in final
+
+
+def test_canceling_through_the_run_page_ends_the_run(local: Local) -> None:
+    # Given a run awaiting approval, and its page offering to cancel it
+    run = awaiting_run(local, "dash-cancel")
+    browser = signed_in(local)
+    page = browser.get(f"{local.url}/ui/runs/{run['id']}", timeout=30).text
+    fields = form_fields(page, "cancel-form")
+
+    # When the cancel form is sent without its token, then with it
+    url = f"{local.url}/ui/runs/{run['id']}/cancel"
+    refused = browser.post(url, data={}, allow_redirects=False, timeout=30)
+    assert refused.status_code == 403
+    assert local.client.review(run["id"])["status"] == "awaiting_approval"
+    answer = browser.post(
+        url, data=fields, headers={"Origin": local.url}, allow_redirects=False, timeout=30
+    )
+
+    # Then the run is canceled, and its page offers no more actions
+    assert answer.status_code == 303, answer.text
+    assert local.client.review(run["id"])["status"] == "canceled"
+    final = browser.get(f"{local.url}/ui/runs/{run['id']}", timeout=30).text
+    assert 'id="cancel-form"' not in final
+    assert 'id="approve-form"' not in final
+    # And canceling again is refused with the run's real outcome
+    again = browser.post(url, data=fields, allow_redirects=False, timeout=30)
+    assert again.status_code == 409, again.text
+
+
+def test_the_live_log_endpoint_pages_a_log_by_offset(local: Local) -> None:
+    # Given a finished plan-only run
+    ws = new_workspace(local, "dash-live")
+    run = local.client.create_run(ws, HELLO, kind="plan_only")
+    local.client.watch(run["id"], timeout=180)
+    full = local.client.log(run["id"], "plan")
+    browser = signed_in(local)
+    base = f"{local.url}/ui/runs/{run['id']}/logs"
+
+    # When the page reads the plan log from the start, then from the middle
+    first = browser.get(f"{base}/plan?offset=0", timeout=30).json()
+    middle = len(full.encode()) // 2
+    rest = browser.get(f"{base}/plan?offset={middle}", timeout=30).json()
+
+    # Then each read carries the bytes from its offset, where to go on, and the end
+    assert (first["status"], first["terminal"]) == ("succeeded", True)
+    assert first["text"] == full
+    assert first["next_offset"] == first["length"] == len(full.encode())
+    assert first["at_end"] is True
+    assert rest["offset"] == middle
+    assert rest["text"] == full.encode()[middle:].decode()
+    # And a phase that never started, a bad offset, and no session are answered plainly
+    assert browser.get(f"{base}/apply?offset=0", timeout=30).json()["started"] is False
+    bad = browser.get(f"{base}/plan?offset=-1", timeout=30)
+    assert bad.status_code == 422
+    anonymous = requests.get(f"{base}/plan?offset=0", allow_redirects=False, timeout=30)
+    assert anonymous.status_code == 303

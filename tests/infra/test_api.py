@@ -25,6 +25,16 @@ DASHBOARD = "functions.dashboard.app.handler"
 DASHBOARD_METHODS = 2
 
 
+def cli_client(stack: Synthesized) -> tuple[str, dict[str, Any]]:
+    """The app client the CLI (and API bearer tokens) use: the one without a secret."""
+    (found,) = [
+        (k, p)
+        for k, p in stack.of_type("AWS::Cognito::UserPoolClient").items()
+        if not p.get("GenerateSecret")
+    ]
+    return found
+
+
 def _app_routes(build: Any) -> list[tuple[str, str]]:
     """(method, path) of every route a Powertools resolver serves."""
     app = build()
@@ -123,6 +133,7 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         ("GET", "/_logs/<run_id>/<phase>/<expires>/<grant>"),
         ("GET", "/api/v1/openapi.json"),
         ("POST", "/api/v1/runner/sessions"),
+        ("POST", "/webhooks/github"),
     }
     # And the gateway has no unauthenticated method beyond those
     unauthenticated = [
@@ -155,6 +166,16 @@ def test_the_dashboard_is_served_at_the_root_and_under_ui_with_its_own_sessions(
         served = gateway.resolve("GET", path)
         assert served is not None
         assert served["AuthorizationType"] == "CUSTOM"
+
+
+def test_uploads_and_the_recovery_form_reach_the_functions_as_binary(stack: Synthesized) -> None:
+    # Given the gateway
+    _, api = stack.one("AWS::ApiGateway::RestApi")
+    # Then state uploads and multipart forms (an emergency state file) arrive byte for byte
+    assert set(api["BinaryMediaTypes"]) >= {
+        "application/octet-stream",
+        "multipart/form-data",
+    }
 
 
 def test_unknown_paths_under_each_api_still_need_credentials(stack: Synthesized) -> None:
@@ -247,16 +268,18 @@ def test_the_user_pool_carries_the_organization_claim_and_one_group_per_role(
     assert pool["MfaConfiguration"] == "ON"
     groups = {g["GroupName"] for g in stack.of_type("AWS::Cognito::UserPoolGroup").values()}
     assert groups == set(ROLES)
-    # Users can never move themselves to another organization
-    _, client = stack.one("AWS::Cognito::UserPoolClient")
-    assert ORGANIZATION_CLAIM not in client["WriteAttributes"]
-    assert not client.get("GenerateSecret")
+    # Users can never move themselves to another organization, through either client
+    clients = stack.of_type("AWS::Cognito::UserPoolClient")
+    assert len(clients) == 2  # the CLI's and the dashboard's
+    for client in clients.values():
+        assert ORGANIZATION_CLAIM not in client["WriteAttributes"]
+    assert not cli_client(stack)[1].get("GenerateSecret")
 
 
 def test_the_authorizer_verifies_tokens_of_the_user_pool(stack: Synthesized) -> None:
     env = stack.environment(AUTHORIZER)
     pool, _ = stack.one("AWS::Cognito::UserPool")
-    client, _ = stack.one("AWS::Cognito::UserPoolClient")
+    client, _ = cli_client(stack)
     jwks, props = stack.one("Custom::RunplaneJwks")
     assert pool in json.dumps(env["RUNPLANE_JWT_ISSUER"])
     assert env["RUNPLANE_JWT_AUDIENCE"] == {"Ref": client}

@@ -55,6 +55,7 @@ def test_only_these_rules_are_acknowledged(stack: Synthesized) -> None:
         "AwsSolutions-IAM4",  # API Gateway's account logging role
         "AwsSolutions-IAM5",  # X-Ray, log delivery, ECR auth, artifact prefixes, sandbox tasks
         "AwsSolutions-S1",  # the access-log bucket itself
+        "AwsSolutions-SMG4",  # Cognito's app client secret; GitHub App secrets (rotated in GitHub)
         "AwsSolutions-SQS3",  # the dead-letter queue itself
     }
 

@@ -50,9 +50,32 @@ RUN_CONTROL = {
     "ecs:StopTask",
 }
 
+# A function that can end a run starts its commit-status report (source workflow).
+STATUS = {"states:StartExecution"}
+SECRET = {"secretsmanager:GetSecretValue"}
+# Managing workspace schedules in EventBridge Scheduler, with the role it invokes as.
+SCHEDULES = {
+    "scheduler:CreateSchedule",
+    "scheduler:DeleteSchedule",
+    "scheduler:GetSchedule",
+    "scheduler:UpdateSchedule",
+    "iam:PassRole",
+}
+
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    "functions.api.app.handler": BASE | READ | WRITE | EVENTS | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    # The GitHub webhook's signature is checked with the webhook secret.
+    "functions.api.app.handler": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | OBJECTS
+    | DATA_KEYS
+    | RUN_CONTROL
+    | SECRET
+    | SCHEDULES,
+    # A schedule fire creates a plan-only run (no variables) and starts its workflow.
+    "functions.scheduler.handler.fire": BASE | READ | WRITE | EVENTS | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE
     | READ
@@ -61,32 +84,42 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | OBJECTS
     | DATA_KEYS
     | RUN_CONTROL,
-    # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait.
+    # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
+    # hosted-UI sign-in reads its app client's secret.
     "functions.dashboard.app.handler": BASE
     | READ
     | WRITE
     | EVENTS
     | RESUME
-    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME,
+    | STATUS
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS | STATUS,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
     | EVENTS
     | RESUME
+    | STATUS
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
     | EVENTS
     | RESUME
+    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | EVENTS | RESUME | {"ecs:StopTask"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS | STATUS,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
+    "functions.tasks.handlers.fail_run": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | RESUME
+    | STATUS
+    | {"ecs:StopTask"},
     # Run triggers create and start runs; deliveries unseal destination secrets.
     "functions.events.handler.handler": BASE
     | READ
@@ -94,6 +127,22 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | EVENTS
     | CONSUME
     | {"kms:Decrypt", "states:StartExecution"},
+    # The source workflow: only its steps read the GitHub App's private key.
+    "functions.tasks.source_handlers.ingest_source": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | OBJECTS
+    | DATA_KEYS
+    | SECRET,
+    "functions.tasks.source_handlers.create_source_runs": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | {"states:StartExecution"}
+    | SECRET,
+    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.source_handlers.report_commit_status": BASE | READ | SECRET,
 }
 
 
@@ -112,6 +161,30 @@ def test_each_function_role_allows_exactly_its_actions(stack: Synthesized, handl
     assert sharing == [handler]
     # And it has no managed policies (AWS-managed or otherwise)
     assert not stack.of_type("AWS::IAM::Role")[role].get("ManagedPolicyArns")
+
+
+def service_of(stack: Synthesized, role_arn: Any) -> str | None:
+    """The service principal that may assume the role ``role_arn`` refers to."""
+    role = ref(role_arn)
+    if role is None:
+        return None
+    assume = stack.of_type("AWS::IAM::Role")[role]["AssumeRolePolicyDocument"]
+    return str(assume["Statement"][0]["Principal"].get("Service"))
+
+
+def test_scheduler_may_only_invoke_the_fire_function(stack: Synthesized) -> None:
+    # Given the role EventBridge Scheduler assumes
+    (role,) = [
+        name
+        for name, props in stack.of_type("AWS::IAM::Role").items()
+        if service_of(stack, {"Fn::GetAtt": [name, "Arn"]}) == "scheduler.amazonaws.com"
+    ]
+    # Then it may invoke exactly the fire-schedule function, and nothing else
+    grants = list(stack.grants(role))
+    fire = stack.function("functions.scheduler.handler.fire")["LogicalId"]
+    assert [(action, ref(resource)) for action, resource, _ in grants] == [
+        ("lambda:InvokeFunction", fire)
+    ]
 
 
 def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
@@ -148,7 +221,14 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     cluster, _ = stack.one("AWS::ECS::Cluster")
     definition, _ = stack.one("AWS::ECS::TaskDefinition")
     queue = _event_queue(stack)
-    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}, "sqs": {queue}}
+    secrets = set(stack.of_type("AWS::SecretsManager::Secret"))
+    owners = {
+        "dynamodb": {table},
+        "kms": {key},
+        "s3": {bucket},
+        "sqs": {queue},
+        "secretsmanager": secrets,
+    }
     for action, resource, condition in stack.grants(stack.role_of(handler)):
         service = action.split(":")[0]
         if service == "xray":
@@ -164,8 +244,14 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
         if action == "ecs:StopTask":
             assert _resource_owner(stack, resource) == cluster
             assert ref(condition["ArnEquals"]["ecs:cluster"]) == cluster
-        if action == "iam:PassRole":
+        if action == "iam:PassRole" and service_of(stack, resource) == "scheduler.amazonaws.com":
+            assert condition == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+        elif action == "iam:PassRole":
             assert condition == {"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}}
+        if service == "scheduler":
+            arn_tail = resource["Fn::Join"][1][-1]
+            assert arn_tail.startswith(":schedule/"), (handler, action)
+            assert arn_tail.endswith("-schedules/*"), (handler, action)
         if action == "ecs:TagResource":
             assert condition == {"StringEquals": {"ecs:CreateAction": "RunTask"}}
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from functions.tasks.handlers import HANDLERS
+from functions.tasks.source_handlers import SOURCE_HANDLERS
 from infra.constructs.orchestration import PLACEHOLDER, STATEMACHINES
 from tests.infra.synth import Synthesized, as_list, ref
 
@@ -14,6 +17,19 @@ ASL_FILES = sorted(STATEMACHINES.glob("*.asl.json"))
 
 def _state_machines(stack: Synthesized) -> dict[str, dict[str, object]]:
     return stack.of_type("AWS::StepFunctions::StateMachine")
+
+
+# Each workflow (state machine name suffix) and the handlers its Tasks invoke.
+WORKFLOWS = pytest.mark.parametrize(
+    ("suffix", "handlers"), [("-run", HANDLERS), ("-source", SOURCE_HANDLERS)]
+)
+
+
+def _machine(stack: Synthesized, suffix: str) -> dict[str, object]:
+    (props,) = [
+        p for p in _state_machines(stack).values() if str(p["StateMachineName"]).endswith(suffix)
+    ]
+    return props
 
 
 def test_every_asl_file_is_deployed_verbatim_with_every_placeholder_substituted(
@@ -36,11 +52,12 @@ def test_every_asl_file_is_deployed_verbatim_with_every_placeholder_substituted(
         assert all(ref(value) for value in substitutions.values()), "a substitution is a literal"
 
 
+@WORKFLOWS
 def test_each_function_placeholder_names_the_function_running_that_handler(
-    stack: Synthesized,
+    stack: Synthesized, suffix: str, handlers: dict[str, object]
 ) -> None:
-    # Given the run state machine's substitutions
-    (props,) = _state_machines(stack).values()
+    # Given the state machine's substitutions
+    props = _machine(stack, suffix)
     substitutions = props["DefinitionSubstitutions"]
     assert isinstance(substitutions, dict)
     by_id = {f["LogicalId"]: handler for handler, f in stack.functions().items()}
@@ -49,22 +66,25 @@ def test_each_function_placeholder_names_the_function_running_that_handler(
         name = re.fullmatch(r"(\w+)FunctionArn", placeholder)
         assert name is not None, placeholder
         assert value == {"Fn::GetAtt": [ref(value), "Arn"]}
-        handler = HANDLERS[name.group(1)]
-        assert by_id[ref(value)] == f"{handler.__module__}.{handler.__name__}"
+        handler = handlers[name.group(1)]
+        assert by_id[ref(value)] == f"{handler.__module__}.{handler.__name__}"  # type: ignore[attr-defined]
 
 
 def test_every_task_handler_has_its_own_function(stack: Synthesized) -> None:
-    # Then each HANDLERS entry runs in a function of its own
-    handlers = {f"{h.__module__}.{h.__name__}" for h in HANDLERS.values()}
+    # Then each HANDLERS and SOURCE_HANDLERS entry runs in a function of its own
+    handlers = {
+        f"{h.__module__}.{h.__name__}" for h in [*HANDLERS.values(), *SOURCE_HANDLERS.values()]
+    }
     deployed = {h for h in stack.functions() if h.startswith("functions.tasks.")}
     assert deployed == handlers
 
 
+@WORKFLOWS
 def test_the_state_machine_role_may_invoke_exactly_the_functions_the_asl_names(
-    stack: Synthesized,
+    stack: Synthesized, suffix: str, handlers: dict[str, object]
 ) -> None:
     # Given the functions the ASL invokes
-    (props,) = _state_machines(stack).values()
+    props = _machine(stack, suffix)
     substitutions = props["DefinitionSubstitutions"]
     assert isinstance(substitutions, dict)
     invoked = {ref(v) for k, v in substitutions.items() if k.endswith("FunctionArn")}
@@ -83,8 +103,11 @@ def test_the_state_machine_role_may_invoke_exactly_the_functions_the_asl_names(
     assert all(a.startswith(("logs:", "xray:")) for a in others)
 
 
-def test_executions_are_logged_without_data_and_traced(stack: Synthesized) -> None:
-    (props,) = _state_machines(stack).values()
+@WORKFLOWS
+def test_executions_are_logged_without_data_and_traced(
+    stack: Synthesized, suffix: str, handlers: dict[str, object]
+) -> None:
+    props = _machine(stack, suffix)
     logging = props["LoggingConfiguration"]
     assert isinstance(logging, dict)
     # Task inputs carry task tokens: ALL events, but never their data
@@ -96,7 +119,7 @@ def test_executions_are_logged_without_data_and_traced(stack: Synthesized) -> No
 
 def test_functions_learn_the_state_machine_arn_from_its_fixed_name(stack: Synthesized) -> None:
     # Given the functions that start or resume executions
-    (props,) = _state_machines(stack).values()
+    props = _machine(stack, "-run")
     name = props["StateMachineName"]
     for handler in stack.functions():
         env = stack.environment(handler)
@@ -110,5 +133,27 @@ def test_functions_learn_the_state_machine_arn_from_its_fixed_name(stack: Synthe
         role = stack.role_of(handler)
         for action, resource, _ in stack.grants(role):
             if action.startswith("states:"):
-                assert resource == env["RUNPLANE_STATE_MACHINE_ARN"], (handler, action)
+                assert resource in (
+                    env["RUNPLANE_STATE_MACHINE_ARN"],
+                    env.get("RUNPLANE_SOURCE_STATE_MACHINE_ARN"),
+                ), (handler, action)
     assert as_list(name) == [f"{stack.config.prefix}-run"]
+
+
+def test_functions_that_end_runs_may_start_only_the_source_workflow_for_statuses(
+    stack: Synthesized,
+) -> None:
+    # Given the source workflow's fixed name
+    name = _machine(stack, "-source")["StateMachineName"]
+    starters = 0
+    for handler in stack.functions():
+        env = stack.environment(handler)
+        if "RUNPLANE_SOURCE_STATE_MACHINE_ARN" not in env:
+            continue
+        starters += 1
+        # Then its ARN ends in that name, and the only grant on it is StartExecution
+        arn = env["RUNPLANE_SOURCE_STATE_MACHINE_ARN"]
+        assert f":stateMachine:{name}" in json.dumps(arn), handler
+        on_source = {a for a, r, _ in stack.grants(stack.role_of(handler)) if r == arn}
+        assert on_source == {"states:StartExecution"}, handler
+    assert starters > 3

@@ -42,6 +42,7 @@ def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
     stack = arena.stack
     return RunTriggers(
         stack.clock,
+        stack.ids,
         stack.workspaces,
         arena.runs,
         stack.lifecycle.runs,

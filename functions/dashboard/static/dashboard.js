@@ -1,17 +1,21 @@
-// Refreshes an active run's page, and counts down to deadlines. No data is stored.
+// The run page's live parts: counts down to deadlines and leases, and follows an
+// active run's logs and status by polling the dashboard. Nothing is stored.
 (function () {
   "use strict";
-  var seconds = Number(document.body.dataset.refresh || 0);
-  if (seconds > 0) {
-    setTimeout(function () { window.location.reload(); }, seconds * 1000);
-  }
+  var POLL_MS = 1500;
+
   function tick() {
     document.querySelectorAll(".countdown[data-until]").forEach(function (el) {
       var left = Math.floor((Date.parse(el.dataset.until) - Date.now()) / 1000);
       if (isNaN(left)) { return; }
       if (left <= 0) {
-        el.textContent = "(deadline passed)";
-        document.querySelectorAll("form.decision button").forEach(function (b) { b.disabled = true; });
+        if (el.dataset.ends === "lease") {
+          el.textContent = "(lease expired: another operator may take over)";
+          document.querySelectorAll("#recover-takeover").forEach(function (b) { b.disabled = false; });
+        } else {
+          el.textContent = "(deadline passed)";
+          document.querySelectorAll("form.decision button").forEach(function (b) { b.disabled = true; });
+        }
         return;
       }
       var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
@@ -20,4 +24,49 @@
   }
   tick();
   setInterval(tick, 1000);
+
+  // Follow an active run: append each phase's new log bytes, and re-render the page
+  // when the run's status changes (new forms, labels and panels come from the server).
+  var header = document.getElementById("run-header");
+  if (!header || header.dataset.live !== "1") { return; }
+  var base = "/ui/runs/" + encodeURIComponent(header.dataset.run) + "/logs/";
+  var shown = header.dataset.status;
+
+  function follow(pre) {
+    var url = base + pre.dataset.phase + "?offset=" + encodeURIComponent(pre.dataset.offset);
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (answer) {
+        if (!answer.ok) { throw new Error("log poll answered " + answer.status); }
+        return answer.json();
+      })
+      .then(function (read) {
+        if (read.started) {
+          var section = pre.closest("section");
+          section.hidden = false;
+          if (read.text) { pre.appendChild(document.createTextNode(read.text)); }
+          pre.dataset.offset = String(read.next_offset);
+          section.querySelector(".live-note").textContent = read.complete ? "" : "(live)";
+          if (read.at_end) { pre.dataset.done = "1"; }
+        }
+        return read;
+      });
+  }
+
+  function poll() {
+    var pres = Array.prototype.slice.call(document.querySelectorAll("pre.log-text[data-phase]"));
+    var open = pres.filter(function (pre) { return pre.dataset.done !== "1"; });
+    // With every log at its end, one (empty) read still reports the run's status.
+    Promise.all((open.length ? open : pres.slice(-1)).map(follow)).then(function (reads) {
+      var status = reads.length ? reads[0].status : shown;
+      if (status !== shown) {
+        window.location.reload();
+        return;
+      }
+      setTimeout(poll, POLL_MS);
+    }).catch(function () {
+      // Signed out or offline: stop following; a reload shows why.
+      header.dataset.live = "stopped";
+    });
+  }
+  setTimeout(poll, POLL_MS);
 })();

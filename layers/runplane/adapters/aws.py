@@ -56,6 +56,23 @@ def sqs(settings: Settings) -> Any:
     return _client("sqs", settings)
 
 
+def secret_string(settings: Settings, secret_id: str) -> str:
+    """A Secrets Manager secret's current string value (the caller keeps it out of logs)."""
+    client = _client("secretsmanager", settings)
+    value = client.get_secret_value(SecretId=secret_id).get("SecretString")
+    if not isinstance(value, str) or not value:
+        raise ValueError("the secret has no string value")
+    return value
+
+
+def secretsmanager(settings: Settings) -> Any:
+    return _client("secretsmanager", settings)
+
+
+def scheduler(settings: Settings) -> Any:
+    return _client("scheduler", settings)
+
+
 def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:

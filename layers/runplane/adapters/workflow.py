@@ -22,9 +22,14 @@ class Workflow:
 
     def start(self, run_id: str) -> None:
         """Start the run's execution, named by the run ID (so a retry cannot start two)."""
+        self.start_named(run_id, {"run_id": run_id})
+
+    def start_named(self, name: str, ids: Mapping[str, str]) -> None:
+        """Start an execution named ``name`` (idempotent on it) whose input is ``ids``:
+        public IDs only, never tokens or bodies."""
         try:
             self._sfn.start_execution(
-                stateMachineArn=self._arn, name=run_id, input=json.dumps({"run_id": run_id})
+                stateMachineArn=self._arn, name=name, input=json.dumps(dict(ids))
             )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":

@@ -541,3 +541,97 @@ class AlreadyTriggered(ConcurrentChange):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"already queued as run {run_id}")
         self.run_id = run_id
+
+
+class SignInRefused(RunplaneError):
+    """A hosted-UI sign-in that cannot complete: unknown or expired pre-session, state,
+    nonce or audience mismatch, a refused code, a person who belongs to no
+    organization. ``reason`` is machine-readable; nothing was created."""
+
+    code = "SIGN_IN_REFUSED"
+    http_status = 403
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{message} ({reason}); start again from the sign-in page")
+        self.reason = reason
+
+
+class SignInUnavailable(RunplaneError):
+    """The identity provider could not be reached or answered with an error of its own."""
+
+    code = "SIGN_IN_UNAVAILABLE"
+    http_status = 503
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{why}; try again in a minute")
+
+
+# -- GitHub source ingestion ----------------------------------------------------------
+
+
+class WebhookSignatureInvalid(RunplaneError):
+    """A webhook whose ``X-Hub-Signature-256`` does not match its body: nothing was written."""
+
+    code = "WEBHOOK_SIGNATURE_INVALID"
+    http_status = 401
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the X-Hub-Signature-256 header does not match the body and the webhook "
+            "secret; nothing was recorded"
+        )
+
+
+class WebhookReplayRefused(Conflict):
+    """A delivery that is too old, or a delivery ID seen before with another body."""
+
+    code = "WEBHOOK_REPLAY_REFUSED"
+
+
+class WebhookTooLarge(TooLarge):
+    code = "WEBHOOK_TOO_LARGE"
+
+
+class GitHubNotConfigured(RunplaneError):
+    """The deployment has no GitHub App configured (webhook secret or App key)."""
+
+    code = "GITHUB_NOT_CONFIGURED"
+    http_status = 503
+
+
+class GitHubUnavailable(RunplaneError):
+    """GitHub did not answer as expected (network, 5xx, rate limit): worth retrying."""
+
+    code = "GITHUB_UNAVAILABLE"
+    http_status = 503
+
+
+class SourceRefused(RunplaneError):
+    """A commit that cannot become a configuration (missing working directory, a
+    symlink or an unsafe path in the archive, over a size cap): final, not retried."""
+
+    code = "SOURCE_REFUSED"
+    http_status = 422
+
+
+class ScheduleAlreadyFired(Conflict):
+    """This schedule already fired for this scheduled time: nothing was written."""
+
+    code = "SCHEDULE_ALREADY_FIRED"
+
+
+class ScheduleMoved(Conflict):
+    """The schedule changed while it fired (another fire started a run, or it was
+    paused or deleted): nothing was written."""
+
+    code = "SCHEDULE_MOVED"
+
+
+class StaleDriftFinding(Conflict):
+    """A run created later already wrote the workspace's drift record."""
+
+    code = "STALE_DRIFT_FINDING"
+
+
+class TooManySchedules(Conflict):
+    code = "TOO_MANY_SCHEDULES"

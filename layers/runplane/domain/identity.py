@@ -62,6 +62,9 @@ ROLES: dict[str, frozenset[Permission]] = {
 # What a runner session may do, within its own run's workspace only.
 RUNNER_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.STATE_READ, P.STATE_WRITE})
 
+# What a schedule may do when it fires, within its own workspace only.
+SCHEDULE_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.RUN_READ, P.RUN_CREATE})
+
 # Recovery needs a recent sign-in, not only the permission.
 STEP_UP_WINDOW = timedelta(minutes=15)
 
@@ -72,6 +75,10 @@ class PrincipalKind(StrEnum):
     RUNNER = "runner"
     # The control plane acting on its own (a run trigger), with the permissions it was given.
     SYSTEM = "system"
+    # A source ingestion creating the runs of a GitHub event, confined to one workspace.
+    SOURCE = "source"
+    # A workspace schedule creating its run (never a caller of the API).
+    SCHEDULE = "schedule"
 
 
 class Unauthenticated(RunplaneError):

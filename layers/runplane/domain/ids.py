@@ -29,6 +29,8 @@ class IdKind(StrEnum):
     WEB_SESSION = "web"
     NOTIFICATION_DESTINATION = "ntf"
     NOTIFICATION_DELIVERY = "dlv"
+    SOURCE_INGESTION = "src"
+    SCHEDULE = "sch"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

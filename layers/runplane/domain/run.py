@@ -9,6 +9,9 @@ class RunKind(StrEnum):
     PLAN_ONLY = "plan_only"
     SPECULATIVE = "speculative"
     PLAN_AND_APPLY = "plan_and_apply"
+    # A plan that only refreshes state (``plan -refresh-only``): it reports drift,
+    # never proposes changes to infrastructure, and never applies.
+    REFRESH_ONLY = "refresh_only"
 
     @property
     def may_apply(self) -> bool:

@@ -32,6 +32,7 @@ from runplane.domain.identity import Permission
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
+from runplane.local.scheduler import LocalScheduler
 from runplane.settings import Settings
 from runplane.store import models
 from runplane.store.provision import create_table
@@ -40,6 +41,8 @@ from runplane.wiring import Services, build_services, install
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 ASL = Path(__file__).resolve().parents[3] / "statemachines" / "run.asl.json"
+SOURCE_ASL = ASL.parent / "source.asl.json"
+GITHUB_APP_ID = "1"
 DEFAULT_ORGANIZATION = "default"
 LOCAL_ISSUER = "https://runplane.local/issuer"
 LOCAL_AUDIENCE = "runplane-local"
@@ -49,9 +52,9 @@ def _function_name(handler: str) -> str:
     return f"runplane-{handler}"
 
 
-def _definition() -> str:
+def _definition(path: Path = ASL) -> str:
     """The same ASL a deployment uses, with each function placeholder substituted."""
-    text = ASL.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
     for name in task_handlers():
         arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{_function_name(name)}"
         text = text.replace(f"${{{name}FunctionArn}}", arn)
@@ -102,8 +105,50 @@ def _build_sha() -> str:
 
 def task_handlers() -> dict[str, Any]:
     from functions.tasks.handlers import HANDLERS
+    from functions.tasks.source_handlers import SOURCE_HANDLERS
 
-    return dict(HANDLERS)
+    return {**HANDLERS, **SOURCE_HANDLERS}
+
+
+@dataclass(frozen=True)
+class LocalGitHubApp:
+    """The GitHub App the stack trusts: its ID, RSA key and webhook secret (generated
+    at start; a local or fake GitHub is pointed at them)."""
+
+    api_url: str
+    app_id: str
+    private_key_pem: str
+    public_key_pem: str
+    webhook_secret: str
+
+    @classmethod
+    def generate(cls, api_url: str) -> LocalGitHubApp:
+        import secrets
+
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+        public = (
+            key.public_key()
+            .public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+            .decode()
+        )
+        return cls(api_url, GITHUB_APP_ID, private, public, secrets.token_hex(32))
+
+
+def _fire_schedule(payload: dict[str, Any]) -> Any:
+    """What EventBridge Scheduler's Lambda target receives, delivered in-process."""
+    from functions.scheduler.handler import fire
+
+    return fire(payload, None)
 
 
 def is_dashboard(path: str) -> bool:
@@ -118,7 +163,7 @@ def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
         from functions.dashboard.app import handler as dashboard
 
         return dashboard(event, context)
-    if path.startswith("/api/v1/"):
+    if path.startswith("/api/v1/") or path.startswith("/webhooks/"):
         from functions.api.app import handler as run_api
 
         return run_api(event, context)
@@ -263,6 +308,8 @@ class EmbeddedStack:
         approval_window_seconds: int = 7 * 24 * 3600,
         runner_heartbeat_seconds: int = 900,
         notification_retry_base_seconds: int = 30,
+        github_api_url: str | None = None,
+        scheduler_poll_seconds: float = 20.0,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
@@ -278,6 +325,11 @@ class EmbeddedStack:
         self.credentials: Credentials | None = None
         self.issuer: LocalIssuer | None = None
         self.provider_mirror: Path | None = None
+        self.github: LocalGitHubApp | None = (
+            LocalGitHubApp.generate(github_api_url) if github_api_url else None
+        )
+        self._scheduler_poll = scheduler_poll_seconds
+        self.scheduler: LocalScheduler | None = None
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -323,7 +375,9 @@ class EmbeddedStack:
             notification_retry_base_seconds=self._notification_retry_base,
         )
         arn = self._provision(settings, definition)
-        settings = settings.model_copy(update={"state_machine_arn": arn})
+        settings = settings.model_copy(
+            update={"state_machine_arn": arn, **self._provision_sources(settings)}
+        )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.issuer = self._issuer()
         self.provider_mirror = _provider_mirror(self.data_dir / "providers")
@@ -334,6 +388,13 @@ class EmbeddedStack:
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )
         self.activate()
+        self.scheduler = LocalScheduler(
+            self.services.schedule_registry,
+            _fire_schedule,
+            self.services.clock,
+            poll_seconds=self._scheduler_poll,
+        )
+        self.scheduler.start()
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
@@ -346,6 +407,9 @@ class EmbeddedStack:
         install(self.services)
 
     def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            self.scheduler = None
         if self.launcher is not None:
             self.launcher.stop_all()
         stop_events = getattr(self.services.event_queue if self.services else None, "stop", None)
@@ -377,6 +441,8 @@ class EmbeddedStack:
         kms = session.client("kms", endpoint_url=endpoint)
         key_id = kms.create_key(Description="Runplane embedded stack")["KeyMetadata"]["KeyId"]
         kms.create_alias(AliasName=settings.kms_key_id, TargetKeyId=key_id)
+        scheduler = session.client("scheduler", endpoint_url=endpoint)
+        scheduler.create_schedule_group(Name=settings.scheduler_group)
         sfn = session.client("stepfunctions", endpoint_url=endpoint)
         created = sfn.create_state_machine(
             name="runplane-run",
@@ -384,6 +450,33 @@ class EmbeddedStack:
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/runplane-run",
         )
         return str(created["stateMachineArn"])
+
+    def _provision_sources(self, settings: Settings) -> dict[str, Any]:
+        """The source workflow, and the GitHub App's secrets in Secrets Manager."""
+        session = boto3.session.Session(region_name=settings.region)
+        endpoint = settings.aws_endpoint_url
+        created = session.client("stepfunctions", endpoint_url=endpoint).create_state_machine(
+            name="runplane-source",
+            definition=_definition(SOURCE_ASL),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/runplane-source",
+        )
+        found: dict[str, Any] = {"source_state_machine_arn": created["stateMachineArn"]}
+        if self.github is None:
+            return found
+        manager = session.client("secretsmanager", endpoint_url=endpoint)
+        key = manager.create_secret(
+            Name="runplane/github-app-private-key", SecretString=self.github.private_key_pem
+        )
+        hook = manager.create_secret(
+            Name="runplane/github-webhook-secret", SecretString=self.github.webhook_secret
+        )
+        return {
+            **found,
+            "github_api_url": self.github.api_url,
+            "github_app_id": self.github.app_id,
+            "github_app_private_key_secret_arn": key["ARN"],
+            "github_webhook_secret_arn": hook["ARN"],
+        }
 
     def _issuer(self) -> LocalIssuer:
         path = self.data_dir / "issuer.json"

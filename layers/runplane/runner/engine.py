@@ -477,6 +477,7 @@ class Engine:
         lock: bool,
         destroy: bool = False,
         var_file: Path | None = None,
+        refresh_only: bool = False,
     ) -> EngineResult:
         """``plan -detailed-exitcode -out=OUT``; the result's ``has_changes`` reads exit 2.
 
@@ -489,6 +490,9 @@ class Engine:
             args.append("-lock=false")
         if destroy:
             args.append("-destroy")
+        if refresh_only:
+            # Exit code 2 then means the refresh found changes made outside the engine.
+            args.append("-refresh-only")
         if var_file is not None:
             args.append(f"-var-file={var_file}")
         exit_code, duration = self._run(args)

@@ -42,7 +42,7 @@ from runplane.runner.engine import (
     write_var_file,
 )
 from runplane.runner.logship import LogShipper, SendFailed
-from runplane.runner.plan_summary import summarize
+from runplane.runner.plan_summary import drifted_resources, summarize
 from runplane.runner.refusal import Refused, shown
 
 DEFAULT_HEARTBEAT_SECONDS = 60
@@ -229,21 +229,31 @@ class Runner:
         init = engine.init(lock=False, backend_config=backend_config)
         if not init.succeeded:
             return self._failed("engine init failed")
-        planned = engine.plan(self.workdir / "plan.bin", lock=False, var_file=var_file)
+        refresh_only = self.manifest.get("kind") == "refresh_only"
+        planned = engine.plan(
+            self.workdir / "plan.bin", lock=False, var_file=var_file, refresh_only=refresh_only
+        )
         if not planned.succeeded:
             return self._failed("engine plan failed")
         plan_json = engine.show_json(self.workdir / "plan.bin")
         version = engine.version()
         self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)
+        reported = summary.as_dict()
+        has_changes = summary.has_changes
+        if refresh_only:
+            # What drifted is the finding; the engine's exit code says whether it did.
+            reported["drifted"] = drifted_resources(plan_json)
+            has_changes = bool(planned.has_changes) or has_changes or reported["drifted"] > 0
+            reported["has_changes"] = has_changes
         plan_bytes = (self.workdir / "plan.bin").read_bytes()
         plan_id, _ = self.upload("plan", plan_bytes)
         json_bytes = json.dumps(plan_json, sort_keys=True).encode()
         json_id, json_sha = self.upload("plan_json", json_bytes)
         return {
             "outcome": "planned",
-            "has_changes": summary.has_changes,
-            "summary": summary.as_dict(),
+            "has_changes": has_changes,
+            "summary": reported,
             "plan_artifact_id": plan_id,
             "plan_sha256": hashlib.sha256(plan_bytes).hexdigest(),
             "plan_json_artifact_id": json_id,

@@ -111,3 +111,16 @@ def summarize(plan: Mapping[str, Any]) -> PlanSummary:
         output_changes=output_changes,
         has_changes=resource_changed or outputs_changed,
     )
+
+
+def drifted_resources(plan: Mapping[str, Any]) -> int:
+    """How many resources the refresh found changed outside the engine (``resource_drift``
+    entries whose action is not ``no-op``/``read``): what a refresh-only plan reports."""
+    drift = plan.get("resource_drift")
+    if not isinstance(drift, Sequence) or isinstance(drift, str):
+        return 0
+    return sum(
+        1
+        for entry in drift
+        if isinstance(entry, Mapping) and set(_actions(entry.get("change"))) - NO_CHANGE_ACTIONS
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runplane.adapters.jwt import JwtRejected, JwtVerifier
+from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import InvalidInput, NotFound, SessionRefused
@@ -183,17 +183,28 @@ class Identity:
             claims = self._verifier.verify(token, self._clock.now())
         except JwtRejected:
             raise Unauthenticated() from None
-        organization_id = claims.claims.get(ORGANIZATION_CLAIM)
-        if not isinstance(organization_id, str):
-            raise Unauthenticated("the token names no organization")
-        return Principal(
-            kind=PrincipalKind.USER,
-            id=claims.subject,
-            organization_id=organization_id,
-            permissions=permissions_for_roles(list(claims.groups)),
-            display=f"User {claims.username or claims.email or claims.subject}",
-            auth_time=claims.auth_time,
-        )
+        return user_principal(claims)
+
+
+def user_name(claims: VerifiedClaims) -> str:
+    return claims.username or claims.email or claims.subject
+
+
+def user_principal(claims: VerifiedClaims) -> Principal:
+    """The principal of a verified user token: the organization its
+    ``custom:organization`` claim names, the permissions of its ``cognito:groups``.
+    API bearer tokens and dashboard sign-in map people through this one function."""
+    organization_id = claims.claims.get(ORGANIZATION_CLAIM)
+    if not isinstance(organization_id, str):
+        raise Unauthenticated("the token names no organization")
+    return Principal(
+        kind=PrincipalKind.USER,
+        id=claims.subject,
+        organization_id=organization_id,
+        permissions=permissions_for_roles(list(claims.groups)),
+        display=f"User {user_name(claims)}",
+        auth_time=claims.auth_time,
+    )
 
 
 # -- the principal as an API Gateway authorizer passes it to handlers --------------------

@@ -21,7 +21,7 @@ from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import OPEN_APPLY_RECORD, RunKind, RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
-from runplane.services.run_events import RunEvents
+from runplane.services.run_events import RunEndListeners, RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
@@ -46,6 +46,7 @@ class RunLifecycle:
         self._events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
+        self.run_end = RunEndListeners()
 
     def create(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
         workspace = workspace_store.get_workspace(workspace_id)
@@ -115,6 +116,8 @@ class RunLifecycle:
                     reason=reason,
                     approval_expires_at=(run_updates or {}).get("approval_expires_at"),
                 )
+            if target.is_terminal:
+                self.run_end.ended(run, target)
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 

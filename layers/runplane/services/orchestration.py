@@ -27,10 +27,12 @@ from runplane.domain.errors import (
     LaunchDenied,
     NotFound,
     RunEnded,
+    StaleDriftFinding,
     TransitionRejected,
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import OPEN_APPLY_RECORD, RunStatus
+from runplane.services import drift
 from runplane.services.attempts import OPEN_ATTEMPT, attempt_part, close_attempt
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import Clearance, LaunchControls
@@ -333,9 +335,28 @@ class Orchestration:
                 extra.append(
                     self._close_apply_record(run.id, "the plan has no changes; nothing was applied")
                 )
-            moved = self._lifecycle.move(run, S.SUCCEEDED, actor=WORKFLOW, extra_writes=extra)
+            findings, found = drift.on_scheduled_plan(run, self._clock.now())
+            moved, noted = self._move_noting_drift(
+                run, S.SUCCEEDED, findings, actor=WORKFLOW, extra_writes=extra
+            )
             self._hand_off(moved)
+            if noted:
+                drift.announce(found)
         return {"status": self._lifecycle.runs.get(run_id).status.value}
+
+    def _move_noting_drift(
+        self, run: Run, target: RunStatus, findings: list[Transaction], **move: Any
+    ) -> tuple[Moved, bool]:
+        """Move with the drift record (see services/drift.py); if a run created later
+        already wrote it, move without. Returns whether the record was written."""
+        extra = list(move.pop("extra_writes", ()))
+        if findings:
+            try:
+                moved = self._lifecycle.move(run, target, extra_writes=[*extra, *findings], **move)
+                return moved, True
+            except StaleDriftFinding:
+                pass
+        return self._lifecycle.move(run, target, extra_writes=extra, **move), False
 
     def request_approval(self, run_id: str) -> dict[str, Any]:
         run = self._active(run_id)
@@ -636,9 +657,12 @@ class Orchestration:
         apply_lock = ApplyLock(
             run.workspace_id, str(attempt.body["lock_id"]), int(attempt.body["fence"]), run.id
         )
-        moved = self._lifecycle.move(
+        # An applied run makes the state match the infrastructure: recorded drift clears.
+        findings = drift.on_applied(run, now) if target is S.SUCCEEDED else []
+        moved, _ = self._move_noting_drift(
             run,
             target,
+            findings,
             actor=f"runner:{attempt_id}",
             reason=reason,
             state_published=published,

@@ -35,6 +35,7 @@ from runplane.domain.errors import (
     RunTriggerRefused,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
 from runplane.services.runs import Runs
@@ -58,6 +59,7 @@ class RunTriggers:
     def __init__(
         self,
         clock: Clock,
+        ids: IdGenerator,
         workspaces: Workspaces,
         runs: Runs,
         repository: RunRepository,
@@ -67,6 +69,7 @@ class RunTriggers:
         retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
     ) -> None:
         self._clock = clock
+        self._ids = ids
         self._workspaces = workspaces
         self._runs = runs
         self._repository = repository
@@ -194,6 +197,7 @@ class RunTriggers:
             permissions=_TRIGGER_PERMISSIONS,
             display=f"run trigger from {event.run_id}",
         )
+        run_id = self._ids.new(IdKind.RUN)
         try:
             run = self._runs.create(
                 principal,
@@ -203,14 +207,15 @@ class RunTriggers:
                 engine_version=None,
                 variables={},
                 message=f"Triggered by run {event.run_id}",
-                trigger={
-                    "source_run_id": event.run_id,
-                    "source_workspace_id": event.workspace_id,
-                    "event_id": event.id,
+                extra_input={
+                    "trigger": {
+                        "source_run_id": event.run_id,
+                        "source_workspace_id": event.workspace_id,
+                        "event_id": event.id,
+                    }
                 },
-                extra_writes=lambda run_id: [
-                    store.claim(event.run_id, dependent.id, run_id, self._clock.now())
-                ],
+                extra_writes=[store.claim(event.run_id, dependent.id, run_id, self._clock.now())],
+                run_id=run_id,
             )
         except AlreadyTriggered as first:
             return self._ensure_started(first.run_id) if first.run_id else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,10 +34,15 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
+from runplane.services.source_provenance import source_provenance
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts, run_triggers, state_versions
 from runplane.store import runs as run_store
-from runplane.store.models import ConfigurationVersionItem, configuration_version_key
+from runplane.store.models import (
+    ConfigurationVersionItem,
+    configuration_version_key,
+    configurations_partition,
+)
 from runplane.store.transaction import Transaction
 
 # A cancellation retries when the run moves under it, until the run has ended.
@@ -117,7 +122,7 @@ class Runs:
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
-        self._attach_configuration(cv_id, artifact)
+        self._attach_configuration(cv_id, artifact, item.workspace_id)
         return self.configuration(principal, cv_id)
 
     def store_configuration(self, item: ConfigurationVersionItem, archive: bytes) -> None:
@@ -126,17 +131,18 @@ class Runs:
         if item.status != "pending":
             raise Conflict(f"configuration version {item.cv_id} was already uploaded")
         artifact = self._artifacts.put(item.org_id, ArtifactKind.CONFIGURATION, [archive])
-        self._attach_configuration(item.cv_id, artifact)
+        self._attach_configuration(item.cv_id, artifact, item.workspace_id)
 
-    def _attach_configuration(self, cv_id: str, artifact: Artifact) -> None:
+    def _attach_configuration(self, cv_id: str, artifact: Artifact, workspace_id: str) -> None:
         try:
-            self._record_configuration(cv_id, artifact)
+            self._record_configuration(cv_id, artifact, workspace_id)
         except BaseException:
             # Another finalize won (or the write failed): this copy belongs to nothing.
             self._artifacts.discard(artifact.id)
             raise
 
-    def _record_configuration(self, cv_id: str, artifact: Artifact) -> None:
+    def _record_configuration(self, cv_id: str, artifact: Artifact, workspace_id: str) -> None:
+        now = self._clock.now()
         Transaction().update(
             ConfigurationVersionItem(*configuration_version_key(cv_id)),
             [
@@ -144,7 +150,10 @@ class Runs:
                 ConfigurationVersionItem.artifact_id.set(artifact.id),
                 ConfigurationVersionItem.sha256.set(artifact.sha256 or ""),
                 ConfigurationVersionItem.size.set(artifact.size or 0),
-                ConfigurationVersionItem.uploaded_at.set(self._clock.now()),
+                ConfigurationVersionItem.uploaded_at.set(now),
+                # Indexed under its workspace once uploaded: schedules plan the latest.
+                ConfigurationVersionItem.gsi1pk.set(configurations_partition(workspace_id)),
+                ConfigurationVersionItem.gsi1sk.set(f"{now.isoformat()}#{cv_id}"),
                 ConfigurationVersionItem.expires_at.remove(),
             ],
             condition=ConfigurationVersionItem.status == "pending",
@@ -188,13 +197,15 @@ class Runs:
         variables: Mapping[str, str],
         message: str | None = None,
         remote_operation: bool = False,
-        trigger: Mapping[str, str] | None = None,
-        extra_writes: Callable[[str], Iterable[Transaction]] | None = None,
+        extra_input: Mapping[str, Any] | None = None,
+        extra_writes: Sequence[Transaction] = (),
+        run_id: str | None = None,
     ) -> Run:
         """Create the durable run (``dispatch_pending``) and start its workflow.
 
-        ``trigger`` records the source run that queued this one (shown in its review);
-        ``extra_writes`` (given the new run's ID) commit in the run's transaction."""
+        ``extra_input`` joins the input snapshot (where the run came from);
+        ``extra_writes`` commit in the same transaction (or nothing is written), and
+        may name the run: ``run_id`` is then the ID the caller generated for it."""
         principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         # Checked before anything is written: a denied launch leaves no trace.
@@ -216,7 +227,7 @@ class Runs:
             )
         now = self._clock.now()
         run = Run(
-            id=self._ids.new(IdKind.RUN),
+            id=run_id or self._ids.new(IdKind.RUN),
             organization_id=workspace.organization_id,
             workspace_id=workspace.id,
             kind=kind,
@@ -249,15 +260,14 @@ class Runs:
             snapshot["message"] = message
         if remote_operation:
             snapshot["source"] = REMOTE_OPERATION
-        if trigger:
-            snapshot["trigger"] = dict(trigger)
+        snapshot.update(extra_input or {})
         try:
             self._lifecycle.runs.create(
                 run,
                 actor=principal.ref,
                 extra_writes=[
                     run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now),
-                    *(extra_writes(run.id) if extra_writes else ()),
+                    *extra_writes,
                 ],
             )
         except BaseException:
@@ -500,7 +510,8 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
             "variable_names": snapshot.get("variable_names", []),
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
-        "source": None,
+        # Followed through persisted records; None for a run not created from a source.
+        "source": source_provenance(run, snapshot),
         "trigger": snapshot.get("trigger"),
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
@@ -528,6 +539,11 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
         review["approval"] = {"status": approval.state, **approval.body}
     if "apply" in parts:
         review["apply"] = _apply_record(parts["apply"])
+    if snapshot.get("schedule"):
+        # Created by a workspace schedule: a plan with changes there is drift.
+        review["schedule"] = snapshot["schedule"]
+        if "plan" in parts:
+            review["drift"] = {"detected": bool(parts["plan"].body.get("has_changes"))}
     review["failure"] = _failure(parts)
     review["recovery"] = recovery_panel(run, now)
     return review

@@ -64,6 +64,32 @@ class WebSessions:
         store.redeem(code_hash, handle_hash(secret), session).commit()
         return SignedIn(secret, session.grant.valid_until)
 
+    def open(
+        self,
+        organization_id: str,
+        name: str,
+        permissions: Iterable[Permission],
+        *,
+        auth_time: datetime,
+    ) -> SignedIn:
+        """A session for someone the identity provider authenticated at ``auth_time``
+        (hosted-UI sign-in); step-up rules read that time, not the session's start."""
+        now = self._clock.now()
+        secret = new_secret()
+        session = store.WebSession(
+            self._ids.new(IdKind.WEB_SESSION),
+            store.Grant(
+                organization_id,
+                name,
+                frozenset(permissions),
+                now,
+                now + SESSION_LIFETIME,
+                auth_time=auth_time,
+            ),
+        )
+        store.put_session(handle_hash(secret), session).commit()
+        return SignedIn(secret, session.grant.valid_until)
+
     def authenticate(self, secret: str | None) -> Principal:
         if not secret:
             raise Unauthenticated("sign in to use the dashboard")
@@ -77,7 +103,7 @@ class WebSessions:
             organization_id=grant.organization_id,
             permissions=grant.permissions,
             display=f"User {grant.name} (dashboard)",
-            auth_time=grant.created_at,
+            auth_time=grant.auth_time or grant.created_at,
         )
 
     def sign_out(self, secret: str) -> None:

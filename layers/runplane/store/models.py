@@ -377,7 +377,16 @@ def configuration_version_key(cv_id: str) -> tuple[str, str]:
     return f"CV#{cv_id}", "CV"
 
 
+def configurations_partition(workspace_id: str) -> str:
+    """A workspace's uploaded configuration versions, newest last (by upload time)."""
+    return f"WS#{workspace_id}#CVS"
+
+
 class ConfigurationVersionItem(TableItem):
+    # Set on upload: schedules find the workspace's latest configuration through it.
+    gsi1: Gsi1[ConfigurationVersionItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(null=True, attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(null=True, attr_name=GSI1.sort_key)
     cv_id = UnicodeAttribute()
     org_id = UnicodeAttribute()
     workspace_id = UnicodeAttribute()
@@ -391,6 +400,8 @@ class ConfigurationVersionItem(TableItem):
     # Created through the TFE API: plan-only, and the hash of its one upload URL's secret.
     speculative = BooleanAttribute(null=True)
     upload_token_hash = UnicodeAttribute(null=True)
+    # Recorded from a GitHub commit: the source ingestion it came from.
+    source_id = UnicodeAttribute(null=True)
 
 
 class RunPartItem(TableItem):
@@ -524,3 +535,89 @@ class LogChunkItem(TableItem):
     sha256 = UnicodeAttribute()
     artifact_id = UnicodeAttribute()
     created_at = UTCDateTimeAttribute()
+
+
+# -- GitHub sources -------------------------------------------------------------
+
+
+def github_binding_key(workspace_id: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", "GITHUB"
+
+
+def github_route_key(repository: str, workspace_id: str) -> tuple[str, str]:
+    """A repository's bound workspaces, found with one query when its webhook arrives."""
+    return f"GHREPO#{repository}", f"WS#{workspace_id}"
+
+
+def github_installation_key(installation_id: int) -> tuple[str, str]:
+    return f"GHINSTALL#{installation_id}", "GHINSTALL"
+
+
+def github_delivery_key(delivery_id: str) -> tuple[str, str]:
+    return f"GHDELIVERY#{delivery_id}", "GHDELIVERY"
+
+
+def source_key(source_id: str) -> tuple[str, str]:
+    return f"SRC#{source_id}", "SRC"
+
+
+class GitHubBindingItem(TableItem):
+    """A workspace's GitHub binding; also stored under the repository as its route."""
+
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    repository = UnicodeAttribute()
+    branch = UnicodeAttribute()
+    working_directory = UnicodeAttribute(default="")
+    installation_id = NumberAttribute()
+    push_kind = UnicodeAttribute()
+    updated_at = UTCDateTimeAttribute()
+    updated_by = UnicodeAttribute()
+
+
+class GitHubInstallationItem(TableItem):
+    """Which organization a GitHub App installation belongs to: claimed by the first
+    binding, so no other organization can route that installation's code to itself."""
+
+    installation_id = NumberAttribute()
+    org_id = UnicodeAttribute()
+    claimed_at = UTCDateTimeAttribute()
+
+
+class GitHubDeliveryItem(TableItem):
+    """One webhook delivery, put once by its delivery ID; a repeat returns ``outcome``."""
+
+    delivery_id = UnicodeAttribute()
+    event = UnicodeAttribute()
+    body_sha256 = UnicodeAttribute()
+    received_at = UTCDateTimeAttribute()
+    status_code = NumberAttribute()
+    outcome = JSONAttribute(default=dict)
+    source_id = UnicodeAttribute(null=True)
+
+
+class SourceIngestionItem(TableItem):
+    """A commit fetched from GitHub for one delivery, and the runs it created.
+
+    ``targets``: one entry per bound workspace, with the configuration version,
+    artifact and run recorded for it. Never holds tokens or repository content."""
+
+    source_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    delivery_id = UnicodeAttribute()
+    event = UnicodeAttribute()
+    action = UnicodeAttribute(null=True)
+    repository = UnicodeAttribute()
+    branch = UnicodeAttribute()
+    ref = UnicodeAttribute()
+    commit_sha = UnicodeAttribute()
+    installation_id = NumberAttribute()
+    pull_request = NumberAttribute(null=True)
+    status = UnicodeAttribute()
+    workflow_id = UnicodeAttribute()
+    archive_sha256 = UnicodeAttribute(null=True)
+    archive_size = NumberAttribute(null=True)
+    targets = JSONAttribute(default=list)
+    reason = UnicodeAttribute(null=True)
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute()

@@ -29,6 +29,9 @@ class WebSessionItem(TableItem):
     permissions: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
     created_at = UTCDateTimeAttribute()
     valid_until = UTCDateTimeAttribute()
+    # When the person authenticated at the identity provider (hosted-UI sign-in);
+    # absent for login-link sessions, whose sign-in is their creation.
+    auth_time = UTCDateTimeAttribute(null=True)
 
 
 def login_code_key(code_hash: str) -> tuple[str, str]:
@@ -48,6 +51,7 @@ class Grant:
     permissions: frozenset[Permission]
     created_at: datetime
     valid_until: datetime
+    auth_time: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ def _grant(item: LoginCodeItem | WebSessionItem) -> Grant:
         permissions=frozenset(Permission(p) for p in item.permissions or ()),
         created_at=item.created_at,
         valid_until=item.valid_until,
+        auth_time=item.auth_time if isinstance(item, WebSessionItem) else None,
     )
 
 
@@ -92,7 +97,6 @@ def get_login_code(code_hash: str) -> Grant | None:
 def redeem(code_hash: str, secret_hash: str, session: WebSession) -> Transaction:
     """Consume the code and open the session in one transaction: of two uses of one
     code, exactly one succeeds."""
-    grant = session.grant
     return (
         Transaction()
         .delete(
@@ -100,17 +104,23 @@ def redeem(code_hash: str, secret_hash: str, session: WebSession) -> Transaction
             condition=LoginCodeItem.pk.exists(),
             on_refused=lambda current: LoginLinkRefused(),
         )
-        .put_new(
-            WebSessionItem(
-                *web_session_key(secret_hash),
-                session_id=session.id,
-                org_id=grant.organization_id,
-                name=grant.name,
-                permissions=sorted(p.value for p in grant.permissions),
-                created_at=grant.created_at,
-                valid_until=grant.valid_until,
-                expires_at=grant.valid_until,
-            )
+        .extend([put_session(secret_hash, session)])
+    )
+
+
+def put_session(secret_hash: str, session: WebSession) -> Transaction:
+    grant = session.grant
+    return Transaction().put_new(
+        WebSessionItem(
+            *web_session_key(secret_hash),
+            session_id=session.id,
+            org_id=grant.organization_id,
+            name=grant.name,
+            permissions=sorted(p.value for p in grant.permissions),
+            created_at=grant.created_at,
+            valid_until=grant.valid_until,
+            auth_time=grant.auth_time,
+            expires_at=grant.valid_until,
         )
     )
 

@@ -1,0 +1,24 @@
+"""The fire-schedule Lambda: EventBridge Scheduler's target, one call per fire.
+
+The input carries the schedule ID and the scheduled time only; a duplicate
+delivery of the same fire creates nothing (the service's conditional put).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from runplane.domain.errors import InvalidInput
+from runplane.wiring import services
+
+
+def fire(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        schedule_id = str(event["schedule_id"])
+        scheduled_at = datetime.fromisoformat(str(event["scheduled_time"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        raise InvalidInput("a fire names schedule_id and scheduled_time (ISO 8601)") from None
+    if scheduled_at.tzinfo is None:
+        raise InvalidInput("scheduled_time must carry its time zone", "/scheduled_time")
+    return services().schedules.fire(schedule_id, scheduled_at)

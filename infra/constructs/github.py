@@ -1,0 +1,198 @@
+"""GitHub sources: the App's secrets, the source workflow and its task functions.
+
+``statemachines/source.asl.json`` runs as its own state machine with a fixed name
+(functions that start it learn its ARN without a reference). Only its task
+functions read the App's private key; the run API reads the webhook secret.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from functions.tasks.source_handlers import SOURCE_HANDLERS
+from infra.config import RunplaneConfig
+from infra.constructs.functions import (
+    KEY_ACTIONS,
+    OBJECT_ACTIONS,
+    TABLE_READ,
+    TABLE_WRITE,
+    WORKFLOW_START,
+    Access,
+    Platform,
+    RunplaneFunction,
+)
+from infra.constructs.nag import acknowledge
+from infra.constructs.orchestration import FUNCTION_ARN, STATEMACHINES, placeholders
+from infra.constructs.storage import ARTIFACTS_PREFIX
+
+SOURCE_DEFINITION = STATEMACHINES / "source.asl.json"
+APP_KEY = "github_app_private_key_secret_arn"
+WEBHOOK = "github_webhook_secret_arn"
+_GITHUB_SETTINGS = ("github_app_id", "github_api_url")
+_STEP = TABLE_READ + TABLE_WRITE
+
+SOURCE_ACCESS: dict[str, Access] = {
+    # Exchanges a token, stores the configuration artifacts and their versions.
+    "IngestSource": Access(
+        table=_STEP,
+        object_prefixes=(ARTIFACTS_PREFIX,),
+        object_actions=OBJECT_ACTIONS,
+        key=KEY_ACTIONS,
+        github_secrets=(APP_KEY,),
+        settings=_GITHUB_SETTINGS,
+    ),
+    # Creates runs (and starts their workflows) and posts pending statuses.
+    "CreateSourceRuns": Access(
+        table=_STEP,
+        workflow=WORKFLOW_START,
+        github_secrets=(APP_KEY,),
+        settings=(
+            *_GITHUB_SETTINGS,
+            "definition_version",
+            "build_sha",
+            "runner_release",
+            "policy_runtime",
+            "engine_versions",
+            "control_plane_url",
+        ),
+    ),
+    "FailSource": Access(table=_STEP),
+    "ReportCommitStatus": Access(
+        table=TABLE_READ,
+        github_secrets=(APP_KEY,),
+        settings=(*_GITHUB_SETTINGS, "control_plane_url"),
+    ),
+}
+
+
+def source_state_machine_name(config: RunplaneConfig) -> str:
+    return f"{config.prefix}-source"
+
+
+def source_state_machine_arn(stack: Stack, config: RunplaneConfig) -> str:
+    return stack.format_arn(
+        service="states",
+        resource="stateMachine",
+        resource_name=source_state_machine_name(config),
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+class GitHubSecrets(Construct):
+    """The webhook secret (generated: paste it into the GitHub App) and the App's
+    private key (set after deploy: see docs/github.md)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: RunplaneConfig) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
+        self.webhook = secretsmanager.Secret(
+            self,
+            "WebhookSecret",
+            description="Runplane: the GitHub App's webhook secret (X-Hub-Signature-256)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=48, exclude_punctuation=True
+            ),
+            removal_policy=removal,
+        )
+        self.app_key = secretsmanager.Secret(
+            self,
+            "AppPrivateKey",
+            description="Runplane: the GitHub App's private key (PEM), set after deploy",
+            removal_policy=removal,
+        )
+        for secret in (self.webhook, self.app_key):
+            acknowledge(
+                secret,
+                "AwsSolutions-SMG4",
+                "GitHub App secrets are rotated in GitHub and then here; Secrets Manager "
+                "cannot rotate them by itself.",
+            )
+        self.by_setting: dict[str, secretsmanager.ISecret] = {
+            APP_KEY: self.app_key,
+            WEBHOOK: self.webhook,
+        }
+
+
+class SourceWorkflow(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: RunplaneConfig, platform: Platform
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.by_name: dict[str, RunplaneFunction] = {}
+        for name, handler in SOURCE_HANDLERS.items():
+            self.by_name[name] = RunplaneFunction(
+                self,
+                name,
+                platform=platform,
+                name=f"source-{name.lower()}",
+                handler=f"{handler.__module__}.{handler.__name__}",
+                description=f"Runplane source workflow step {name}",
+                access=SOURCE_ACCESS[name],
+                timeout=Duration.seconds(120 if name == "IngestSource" else 30),
+                memory_size=1024 if name == "IngestSource" else 512,
+            )
+        substitutions: dict[str, str] = {}
+        for placeholder in sorted(placeholders(SOURCE_DEFINITION)):
+            match = FUNCTION_ARN.fullmatch(placeholder)
+            if match is None or match.group(1) not in self.by_name:
+                raise ValueError(f"{SOURCE_DEFINITION.name}: nothing provides ${{{placeholder}}}")
+            substitutions[placeholder] = self.by_name[match.group(1)].function.function_arn
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description="Runplane source workflow: invokes exactly its task functions",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="InvokeTaskFunctions",
+                actions=["lambda:InvokeFunction"],
+                resources=sorted(substitutions.values()),
+            )
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=config.log_retention,
+            removal_policy=RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "Source",
+            state_machine_name=source_state_machine_name(config),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_string(
+                SOURCE_DEFINITION.read_text(encoding="utf-8")
+            ),
+            definition_substitutions=substitutions,
+            role=self.role,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Step Functions log delivery and X-Ray do not support resource-level permissions.",
+        )
+
+
+def report_statuses_on_run_end(mover: RunplaneFunction, platform: Platform) -> None:
+    """A function that can end a run starts that run's commit-status report (the
+    run-end listener of runs created from GitHub pull requests)."""
+    mover.role.add_to_policy(
+        iam.PolicyStatement(
+            sid="SourceWorkflow",
+            actions=list(WORKFLOW_START),
+            resources=[platform.source_state_machine_arn],
+        )
+    )
+    mover.function.add_environment(
+        "RUNPLANE_SOURCE_STATE_MACHINE_ARN", platform.source_state_machine_arn
+    )

@@ -1,0 +1,175 @@
+"""GitHub's REST API as a GitHub App: installation tokens, commit archives, commit statuses.
+
+The App authenticates with a short RS256 JWT signed by its private key; an
+installation token is then exchanged for each task and lives only in that
+task's memory. Neither ever reaches a log line, an error message or storage.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from runplane.domain.errors import GitHubUnavailable, SourceRefused
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 64 * 1024
+# GitHub accepts App JWTs of at most ten minutes; issued a minute back for clock skew.
+_JWT_SKEW_SECONDS = 60
+_JWT_LIFETIME_SECONDS = 540
+_ACCEPT = "application/vnd.github+json"
+_API_VERSION = "2022-11-28"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+@dataclass(frozen=True)
+class Archive:
+    sha256: str
+    size: int
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are followed by hand so the token never travels to another host."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class GitHubApp:
+    def __init__(
+        self, api_url: str, app_id: str, private_key_pem: str, *, timeout: float = 20.0
+    ) -> None:
+        self._api = api_url.rstrip("/")
+        self._app_id = app_id
+        key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise ValueError("the GitHub App private key must be an RSA key")
+        self._key = key
+        self._timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    def app_jwt(self, now: datetime) -> str:
+        issued = int(now.timestamp()) - _JWT_SKEW_SECONDS
+        header = {"alg": "RS256", "typ": "JWT"}
+        claims = {"iat": issued, "exp": issued + _JWT_LIFETIME_SECONDS, "iss": self._app_id}
+        signing_input = ".".join(
+            _b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
+        )
+        signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{_b64(signature)}"
+
+    def installation_token(self, installation_id: int, now: datetime) -> str:
+        reply = self._json(
+            "POST",
+            f"/app/installations/{int(installation_id)}/access_tokens",
+            f"Bearer {self.app_jwt(now)}",
+            {},
+        )
+        token = reply.get("token")
+        if not isinstance(token, str) or not token:
+            raise GitHubUnavailable("GitHub returned no installation token")
+        return token
+
+    def download_archive(
+        self, token: str, repository: str, sha: str, sink: IO[bytes], max_bytes: int
+    ) -> Archive:
+        """Stream the commit's tarball into ``sink``, hashing it; refused past ``max_bytes``."""
+        path = f"/repos/{_repo(repository)}/tarball/{urllib.parse.quote(sha, safe='')}"
+        url = self._api + path
+        for _ in range(3):
+            request = self._request("GET", url, f"token {token}")
+            try:
+                response = self._opener.open(request, timeout=self._timeout)
+            except urllib.error.HTTPError as error:
+                location = error.headers.get("Location") if error.code in {301, 302, 307} else None
+                if location is None:
+                    raise _failure(error, f"the archive of {repository}@{sha[:12]}") from None
+                # GitHub redirects to a short-lived signed URL that needs no token.
+                url = urllib.parse.urljoin(url, location)
+                token = ""
+                continue
+            except OSError as error:
+                raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
+            return _stream(response, sink, max_bytes)
+        raise GitHubUnavailable("GitHub redirected the archive download too many times")
+
+    def post_status(self, token: str, repository: str, sha: str, status: Mapping[str, str]) -> None:
+        path = f"/repos/{_repo(repository)}/statuses/{urllib.parse.quote(sha, safe='')}"
+        self._json("POST", path, f"token {token}", dict(status))
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _request(
+        self, method: str, url: str, authorization: str, body: bytes | None = None
+    ) -> urllib.request.Request:
+        headers = {
+            "Accept": _ACCEPT,
+            "X-GitHub-Api-Version": _API_VERSION,
+            "User-Agent": "runplane",
+        }
+        if authorization.split(" ", 1)[-1]:
+            headers["Authorization"] = authorization
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+
+    def _json(
+        self, method: str, path: str, authorization: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        request = self._request(method, self._api + path, authorization, json.dumps(body).encode())
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                raw = response.read(1024 * 1024)
+        except urllib.error.HTTPError as error:
+            raise _failure(error, f"{method} {path.split('?')[0]}") from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
+        try:
+            parsed = json.loads(raw or b"{}")
+        except ValueError:
+            raise GitHubUnavailable("GitHub answered with something other than JSON") from None
+        return parsed if isinstance(parsed, dict) else {}
+
+
+def _repo(repository: str) -> str:
+    owner, name = repository.split("/", 1)
+    return f"{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+
+def _failure(error: urllib.error.HTTPError, what: str) -> Exception:
+    # The body may echo the request; only the status is reported.
+    if error.code in {429, 500, 502, 503, 504} or (
+        error.code == 403 and error.headers.get("X-RateLimit-Remaining") == "0"
+    ):
+        return GitHubUnavailable(f"GitHub answered {error.code} for {what}; retrying later")
+    return SourceRefused(f"GitHub refused {what} ({error.code})")
+
+
+def _stream(response: Any, sink: IO[bytes], max_bytes: int) -> Archive:
+    digest = hashlib.sha256()
+    size = 0
+    with response:
+        while chunk := response.read(_CHUNK):
+            size += len(chunk)
+            if size > max_bytes:
+                raise SourceRefused(f"the commit archive is larger than {max_bytes} bytes")
+            digest.update(chunk)
+            sink.write(chunk)
+    sink.flush()
+    return Archive(digest.hexdigest(), size)

@@ -1,0 +1,256 @@
+"""GitHub sources: workspace bindings, webhook signatures and the events that start runs.
+
+Pure rules only: no HTTP, no storage. A binding names a repository, a branch, a
+working directory inside the repository and the GitHub App installation that may
+read it; a webhook delivery is accepted only with a valid HMAC-SHA256 signature,
+and only push and pull_request events can become runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from runplane.domain.errors import InvalidInput
+from runplane.domain.run import RunKind
+
+PROVIDER = "github"
+SIGNATURE_PREFIX = "sha256="
+# GitHub's own limits: an owner login is at most 39 characters, a repository name 100.
+_OWNER = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"
+_NAME = r"[A-Za-z0-9._-]{1,100}"
+REPOSITORY = re.compile(rf"{_OWNER}/{_NAME}")
+SHA = re.compile(r"[0-9a-f]{40}")
+DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,100}")
+MAX_BRANCH = 255
+MAX_WORKING_DIRECTORY = 500
+MAX_INSTALLATION_ID = 2**53
+# pull_request actions that carry new code to plan.
+PLANNED_PR_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+PUSH_KINDS = frozenset({RunKind.PLAN_AND_APPLY, RunKind.PLAN_ONLY})
+
+
+@dataclass(frozen=True)
+class Binding:
+    workspace_id: str
+    organization_id: str
+    repository: str
+    branch: str
+    working_directory: str
+    installation_id: int
+    push_kind: RunKind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workspace_id": self.workspace_id,
+            "provider": PROVIDER,
+            "repository": self.repository,
+            "branch": self.branch,
+            "working_directory": self.working_directory,
+            "installation_id": self.installation_id,
+            "push_run_kind": self.push_kind.value,
+        }
+
+
+def valid_repository(value: str) -> str:
+    if not REPOSITORY.fullmatch(value) or value.endswith((".git",)) or "/." in value:
+        raise InvalidInput("repository must be owner/name as GitHub spells it", "/repository")
+    # GitHub names are case-insensitive: bindings and events compare in lower case.
+    return value.lower()
+
+
+def valid_branch(value: str) -> str:
+    """A branch name git accepts (the rules of git check-ref-format that matter here)."""
+    bad = (
+        not value
+        or len(value) > MAX_BRANCH
+        or value.startswith(("/", "-", "refs/"))
+        or value.endswith(("/", ".", ".lock"))
+        or ".." in value
+        or "//" in value
+        or "@{" in value
+        or any(ord(c) < 0x21 or ord(c) == 0x7F or c in "~^:?*[\\" for c in value)
+    )
+    if bad:
+        raise InvalidInput("branch is not a valid git branch name", "/branch")
+    return value
+
+
+def valid_working_directory(value: str) -> str:
+    """A relative directory inside the repository, normalised ("" is its root)."""
+    if len(value) > MAX_WORKING_DIRECTORY:
+        raise InvalidInput("working_directory is too long", "/working_directory")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or "\\" in value:
+        raise InvalidInput(
+            "working_directory has control characters or backslashes", "/working_directory"
+        )
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    if value.startswith("/") or ".." in parts:
+        raise InvalidInput(
+            "working_directory must be a relative path inside the repository (no '..')",
+            "/working_directory",
+        )
+    return "/".join(parts)
+
+
+def valid_installation_id(value: int) -> int:
+    if isinstance(value, bool) or not 0 < value < MAX_INSTALLATION_ID:
+        raise InvalidInput("installation_id must be a positive integer", "/installation_id")
+    return value
+
+
+def valid_push_kind(value: str) -> RunKind:
+    try:
+        kind = RunKind(value)
+    except ValueError:
+        kind = None
+    if kind not in PUSH_KINDS:
+        raise InvalidInput("push_run_kind must be plan_and_apply or plan_only", "/push_run_kind")
+    assert kind is not None
+    return kind
+
+
+# -- webhooks ---------------------------------------------------------------------------
+
+
+def signature_matches(secret: bytes, body: bytes, header: str | None) -> bool:
+    """``header`` is ``sha256=<hex HMAC-SHA256 of body>``; compared in constant time."""
+    if not header or not header.startswith(SIGNATURE_PREFIX):
+        return False
+    expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), header[len(SIGNATURE_PREFIX) :].encode())
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceEvent:
+    """What a push or pull_request delivery asks for: code at one commit of one branch."""
+
+    event: str  # push | pull_request
+    action: str | None
+    repository: str
+    branch: str  # pushed branch, or the pull request's base branch
+    commit_sha: str
+    installation_id: int
+    occurred_at: datetime | None
+    pull_request: int | None = None
+
+    @property
+    def ref(self) -> str:
+        if self.pull_request is not None:
+            return f"refs/pull/{self.pull_request}/head"
+        return f"refs/heads/{self.branch}"
+
+    @property
+    def speculative(self) -> bool:
+        return self.event == "pull_request"
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A delivery acknowledged without doing anything, and why."""
+
+    reason: str
+
+
+def _get(payload: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(payload, dict):
+            return None
+        payload = payload.get(key)
+    return payload
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        from datetime import UTC
+
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else None
+    return None
+
+
+def parse_event(event: str, payload: Any) -> SourceEvent | Ignored:
+    """The source event a delivery carries, or why it is ignored."""
+    if event == "ping":
+        return Ignored("ping: the webhook is reachable")
+    if event not in {"push", "pull_request"}:
+        return Ignored(f"event {event!r} does not start runs")
+    if not isinstance(payload, dict):
+        return Ignored("the payload is not a JSON object")
+    repository = _get(payload, "repository", "full_name")
+    installation = _get(payload, "installation", "id")
+    if not isinstance(repository, str) or not REPOSITORY.fullmatch(repository):
+        return Ignored("the payload names no repository")
+    if not isinstance(installation, int) or isinstance(installation, bool):
+        return Ignored("the delivery comes from no GitHub App installation")
+    if event == "push":
+        return _push(payload, repository.lower(), installation)
+    return _pull_request(payload, repository.lower(), installation)
+
+
+def _push(payload: dict[str, Any], repository: str, installation: int) -> SourceEvent | Ignored:
+    ref = payload.get("ref")
+    sha = payload.get("after")
+    if payload.get("deleted") is True:
+        return Ignored("a deleted branch has no code to plan")
+    if not isinstance(ref, str) or not ref.startswith("refs/heads/"):
+        return Ignored("only pushes to branches start runs (not tags)")
+    if not isinstance(sha, str) or not SHA.fullmatch(sha):
+        return Ignored("the push names no commit")
+    occurred = _time(_get(payload, "head_commit", "timestamp")) or _time(
+        _get(payload, "repository", "pushed_at")
+    )
+    return SourceEvent(
+        event="push",
+        action=None,
+        repository=repository,
+        branch=ref.removeprefix("refs/heads/"),
+        commit_sha=sha,
+        installation_id=installation,
+        occurred_at=occurred,
+    )
+
+
+def _pull_request(
+    payload: dict[str, Any], repository: str, installation: int
+) -> SourceEvent | Ignored:
+    action = payload.get("action")
+    if action not in PLANNED_PR_ACTIONS:
+        return Ignored(f"pull_request action {action!r} carries no new code to plan")
+    base = _get(payload, "pull_request", "base", "ref")
+    sha = _get(payload, "pull_request", "head", "sha")
+    number = _get(payload, "pull_request", "number")
+    if not isinstance(base, str) or not isinstance(sha, str) or not SHA.fullmatch(sha):
+        return Ignored("the pull request names no base branch or head commit")
+    if not isinstance(number, int) or isinstance(number, bool):
+        return Ignored("the pull request has no number")
+    return SourceEvent(
+        event="pull_request",
+        action=str(action),
+        repository=repository,
+        branch=base,
+        commit_sha=sha,
+        installation_id=installation,
+        occurred_at=_time(_get(payload, "pull_request", "updated_at")),
+        pull_request=number,
+    )
+
+
+def commit_state(run_status: str) -> str:
+    """The commit status a finished run reports: success only for a completed plan."""
+    return "success" if run_status == "succeeded" else "failure"

@@ -1,0 +1,104 @@
+"""Drift: what the workspace's real infrastructure differs from its state by, as the
+last scheduled plan (or applied run) found it.
+
+A scheduled plan-only run that ends with changes records drift on the workspace
+(when, which run, the plan's counts); the next scheduled plan without changes, or
+the next applied run, clears it. Each write commits in the same transaction as
+the run's final move, and names the creation time of its run: a run created
+earlier never overwrites what a later one found (``StaleDriftFinding``).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from runplane.domain.entities import Run
+from runplane.domain.run import RunKind
+from runplane.store import run_parts
+from runplane.store import schedules as store
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger("runplane.drift")
+DRIFT_DETECTED = "drift_detected"
+_COUNTS = ("adds", "changes", "destroys", "replaces", "drifted")
+
+
+def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store.Drift | None]:
+    """The drift record a finished plan-only or refresh-only run writes, if a schedule
+    created it."""
+    if run.kind not in {RunKind.PLAN_ONLY, RunKind.REFRESH_ONLY}:
+        return [], None
+    snapshot = run_parts.get(run.id, "input")
+    origin = snapshot.body.get("schedule") if snapshot else None
+    plan = run_parts.get(run.id, "plan")
+    if not origin or plan is None:
+        return [], None
+    summary = plan.body.get("summary") or {}
+    drifted = bool(plan.body.get("has_changes"))
+    drift = store.Drift(
+        workspace_id=run.workspace_id,
+        state="drifted" if drifted else "clear",
+        as_of=run.created_at,
+        run_id=run.id,
+        detected_at=now if drifted else None,
+        cleared_at=None if drifted else now,
+        body={
+            "schedule_id": origin.get("schedule_id"),
+            "summary": {name: int(summary.get(name, 0)) for name in _COUNTS},
+            "cleared_by": None if drifted else "scheduled_plan",
+        },
+    )
+    return [store.put_drift(drift)], drift
+
+
+def on_applied(run: Run, now: datetime) -> list[Transaction]:
+    """An applied run makes the state match the infrastructure: clear recorded drift."""
+    current = store.get_drift(run.workspace_id)
+    if current is None or current.state != "drifted":
+        return []
+    cleared = store.Drift(
+        workspace_id=run.workspace_id,
+        state="clear",
+        as_of=run.created_at,
+        run_id=run.id,
+        detected_at=None,
+        cleared_at=now,
+        body={"cleared_by": "apply", "previous_run_id": current.run_id},
+    )
+    return [store.put_drift(cleared)]
+
+
+def announce(drift: store.Drift | None) -> None:
+    """After the drift record committed: the ``drift_detected`` run event.
+
+    This is the one place drift is announced; a notification seam on run events
+    plugs in here (called with the run, the workspace and the counts)."""
+    if drift is None or drift.state != "drifted":
+        return
+    logger.info(
+        "run event",
+        extra={
+            "event": DRIFT_DETECTED,
+            "run_id": drift.run_id,
+            "workspace_id": drift.workspace_id,
+            **drift.body.get("summary", {}),
+        },
+    )
+
+
+def view(workspace_id: str) -> dict[str, Any] | None:
+    """The workspace's drift as reads show it (None: never checked by a schedule)."""
+    drift = store.get_drift(workspace_id)
+    if drift is None:
+        return None
+    return {
+        "drifted": drift.state == "drifted",
+        "run_id": drift.run_id,
+        "detected_at": drift.detected_at.isoformat() if drift.detected_at else None,
+        "cleared_at": drift.cleared_at.isoformat() if drift.cleared_at else None,
+        "schedule_id": drift.body.get("schedule_id"),
+        "summary": drift.body.get("summary"),
+        "cleared_by": drift.body.get("cleared_by"),
+    }

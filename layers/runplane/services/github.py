@@ -1,0 +1,518 @@
+"""Runs from GitHub: workspace bindings, the webhook, and the source workflow's steps.
+
+The webhook only verifies, records the delivery and starts the source workflow
+with the ingestion's ID. The workflow's steps exchange an installation token
+(kept in the step's memory only), download the commit archive, record a
+configuration version per bound workspace, create their runs, and report
+commit statuses for pull requests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from runplane.adapters.github import GitHubApp
+from runplane.adapters.secrets import Secrets
+from runplane.adapters.source_archive import working_directory_archive
+from runplane.adapters.workflow import Workflow
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    GitHubNotConfigured,
+    InvalidBody,
+    InvalidInput,
+    NotFound,
+    RunplaneError,
+    SourceRefused,
+    WebhookReplayRefused,
+    WebhookSignatureInvalid,
+    WebhookTooLarge,
+)
+from runplane.domain.github import (
+    DELIVERY_ID,
+    Binding,
+    Ignored,
+    SourceEvent,
+    body_digest,
+    commit_state,
+    parse_event,
+    signature_matches,
+    valid_branch,
+    valid_installation_id,
+    valid_push_kind,
+    valid_repository,
+    valid_working_directory,
+)
+from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunKind, RunStatus
+from runplane.runner.archive import ArchiveLimits
+from runplane.services.artifacts import ArtifactStore
+from runplane.services.lifecycle import RunLifecycle
+from runplane.services.runs import Runs
+from runplane.services.workspaces import Workspaces
+from runplane.store import github as store
+from runplane.store.models import (
+    ConfigurationVersionItem,
+    SourceIngestionItem,
+    configuration_version_key,
+    source_key,
+)
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger("runplane.github")
+
+# One ingestion records every bound workspace's configuration in one transaction.
+MAX_BOUND_WORKSPACES = 40
+STATUS_CONTEXT = "runplane"
+_SPOOL_BYTES = 8 * 1024 * 1024
+SOURCE_PERMISSIONS = frozenset(
+    {Permission.RUN_CREATE, Permission.RUN_READ, Permission.WORKSPACE_READ}
+)
+
+
+@dataclass(frozen=True)
+class GitHubConfig:
+    api_url: str
+    app_id: str | None
+    private_key_secret_arn: str | None
+    webhook_secret_arn: str | None
+    delivery_window: timedelta
+    webhook_max_bytes: int
+    archive_max_bytes: int
+    review_url: str
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def source_principal(source_id: str, binding: Binding) -> Principal:
+    """What an ingestion acts as: create and read runs of one bound workspace."""
+    return Principal(
+        kind=PrincipalKind.SOURCE,
+        id=source_id,
+        organization_id=binding.organization_id,
+        permissions=frozenset(
+            {Permission.RUN_CREATE, Permission.RUN_READ, Permission.WORKSPACE_READ}
+        ),
+        display=f"GitHub source {source_id}",
+        workspace_id=binding.workspace_id,
+    )
+
+
+class GitHubSources:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        workspaces: Workspaces,
+        runs: Runs,
+        lifecycle: RunLifecycle,
+        artifacts: ArtifactStore,
+        workflow: Workflow | None,
+        secrets: Secrets,
+        config: GitHubConfig,
+        app: Callable[[str, str, str], GitHubApp] = GitHubApp,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._workspaces = workspaces
+        self._runs = runs
+        self._lifecycle = lifecycle
+        self._artifacts = artifacts
+        self._workflow = workflow
+        self._secrets = secrets
+        self._config = config
+        self._app_factory = app
+
+    # -- bindings ---------------------------------------------------------------------------
+
+    def bind(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        *,
+        repository: str,
+        branch: str,
+        working_directory: str,
+        installation_id: int,
+        push_run_kind: str,
+    ) -> Binding:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        binding = Binding(
+            workspace_id=workspace.id,
+            organization_id=workspace.organization_id,
+            repository=valid_repository(repository),
+            branch=valid_branch(branch),
+            working_directory=valid_working_directory(working_directory),
+            installation_id=valid_installation_id(installation_id),
+            push_kind=valid_push_kind(push_run_kind),
+        )
+        previous = store.get_binding(workspace.id)
+        store.bind(binding, previous, actor=principal.ref, now=self._clock.now()).commit()
+        return binding
+
+    def binding(self, principal: Principal, workspace_id: str) -> Binding:
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        found = store.get_binding(workspace.id)
+        if found is None or found.organization_id != workspace.organization_id:
+            raise NotFound("GitHub binding of workspace", workspace_id)
+        return found
+
+    def unbind(self, principal: Principal, workspace_id: str) -> None:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        store.unbind(self.binding(principal, workspace_id)).commit()
+
+    # -- the webhook ------------------------------------------------------------------------
+
+    def receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
+        """Verify, deduplicate and record one delivery; start its source workflow."""
+        config = self._config
+        if len(body) > config.webhook_max_bytes:
+            raise WebhookTooLarge(
+                f"webhook bodies are limited to {config.webhook_max_bytes} bytes; "
+                "nothing was recorded"
+            )
+        lowered = {k.lower(): v for k, v in headers.items()}
+        secret = self._secrets.read(config.webhook_secret_arn, "GitHub webhook secret")
+        if not signature_matches(secret.encode(), body, lowered.get("x-hub-signature-256")):
+            raise WebhookSignatureInvalid()
+        delivery_id = lowered.get("x-github-delivery", "")
+        event = lowered.get("x-github-event", "")
+        if not DELIVERY_ID.fullmatch(delivery_id):
+            raise InvalidInput("the X-GitHub-Delivery header is missing or malformed")
+        if not event or len(event) > 100:
+            raise InvalidInput("the X-GitHub-Event header is missing or malformed")
+        digest = body_digest(body)
+        existing = store.get_delivery(delivery_id)
+        if existing is not None:
+            return self._repeat(existing.source_id, existing.body_sha256, digest, existing)
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            raise InvalidBody("the webhook body is not JSON; nothing was recorded") from None
+        parsed = parse_event(event, payload)
+        if isinstance(parsed, Ignored):
+            return self._record(delivery_id, event, digest, 200, parsed.reason, None)
+        self._refuse_stale(delivery_id, parsed)
+        targets = self._targets(parsed)
+        if not targets:
+            reason = f"no workspace is bound to {parsed.repository} branch {parsed.branch}"
+            return self._record(delivery_id, event, digest, 200, reason, None)
+        return self._record(delivery_id, event, digest, 202, None, parsed, targets[0])
+
+    def _refuse_stale(self, delivery_id: str, parsed: SourceEvent) -> None:
+        occurred = parsed.occurred_at
+        if occurred is None:
+            raise WebhookReplayRefused(
+                f"delivery {delivery_id} carries no event time; it cannot be checked for replay"
+            )
+        if self._clock.now() - occurred > self._config.delivery_window:
+            raise WebhookReplayRefused(
+                f"delivery {delivery_id} is for an event older than "
+                f"{int(self._config.delivery_window.total_seconds())} s; nothing was recorded"
+            )
+
+    def _record(
+        self,
+        delivery_id: str,
+        event: str,
+        digest: str,
+        status: int,
+        reason: str | None,
+        parsed: SourceEvent | None,
+        binding: Binding | None = None,
+    ) -> WebhookReply:
+        now = self._clock.now()
+        source = None
+        outcome: dict[str, Any] = {"delivery_id": delivery_id, "event": event}
+        if parsed is None or binding is None:
+            outcome.update(status="ignored", reason=reason)
+        else:
+            source_id = self._ids.new(IdKind.SOURCE_INGESTION)
+            outcome.update(status="accepted", source_id=source_id)
+            source = SourceIngestionItem(
+                *source_key(source_id),
+                source_id=source_id,
+                org_id=binding.organization_id,
+                delivery_id=delivery_id,
+                event=parsed.event,
+                action=parsed.action,
+                repository=parsed.repository,
+                branch=parsed.branch,
+                ref=parsed.ref,
+                commit_sha=parsed.commit_sha,
+                installation_id=parsed.installation_id,
+                pull_request=parsed.pull_request,
+                status="pending",
+                workflow_id=source_id,
+                created_at=now,
+                updated_at=now,
+            )
+        delivery = store.Delivery(
+            delivery_id, event, digest, status, outcome, outcome.get("source_id")
+        )
+        try:
+            store.record_delivery(delivery, now, source).commit()
+        except store.DeliveryAlreadyRecorded as seen:
+            # The same delivery arrived twice at once: the first record stands.
+            current = seen.current
+            return self._repeat(
+                current.get("source_id"), str(current.get("body_sha256")), digest, None, current
+            )
+        if source is not None:
+            self._start(source.source_id)
+        return WebhookReply(status, outcome)
+
+    def _repeat(
+        self,
+        source_id: str | None,
+        recorded_digest: str,
+        digest: str,
+        item: Any,
+        plain: Mapping[str, Any] | None = None,
+    ) -> WebhookReply:
+        if recorded_digest != digest:
+            raise WebhookReplayRefused(
+                "this delivery ID was received before with a different body; nothing was recorded"
+            )
+        if item is not None:
+            status, outcome = int(item.status_code), dict(item.outcome or {})
+        else:
+            assert plain is not None
+            status, outcome = int(plain.get("status_code", 200)), dict(plain.get("outcome") or {})
+        if source_id is not None:
+            source = store.find_source(source_id)
+            if source is not None and source.status == "pending":
+                # The first attempt may have recorded it without starting its workflow.
+                self._start(source_id)
+        return WebhookReply(status, {**outcome, "duplicate": True})
+
+    def _start(self, source_id: str) -> None:
+        if self._workflow is None:
+            raise GitHubNotConfigured("no source workflow is configured for this deployment")
+        self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
+
+    def _targets(self, parsed: SourceEvent | SourceIngestionItem) -> list[Binding]:
+        """The bindings an event reaches: same repository, branch and installation, all
+        of the installation's organization (the first binding claimed it)."""
+        found = [
+            b
+            for b in store.bound_to(parsed.repository)
+            if b.branch == parsed.branch and b.installation_id == int(parsed.installation_id)
+        ]
+        organizations = {b.organization_id for b in found}
+        if len(organizations) > 1:
+            logger.warning("an installation is bound by several organizations; ignoring it")
+            return []
+        return sorted(found, key=lambda b: b.workspace_id)[:MAX_BOUND_WORKSPACES]
+
+    # -- the source workflow --------------------------------------------------------------------
+
+    def _app(self) -> GitHubApp:
+        config = self._config
+        if not config.app_id:
+            raise GitHubNotConfigured("no GitHub App ID is configured for this deployment")
+        key = self._secrets.read(config.private_key_secret_arn, "GitHub App private key")
+        return self._app_factory(config.api_url, config.app_id, key)
+
+    def ingest(self, source_id: str) -> dict[str, Any]:
+        """Fetch the commit and record a configuration version per bound workspace."""
+        source = store.get_source(source_id)
+        if source.status != "pending":
+            return {"source_id": source_id, "status": source.status}
+        targets = [b for b in self._targets(source) if b.organization_id == source.org_id]
+        try:
+            return self._ingest(source, targets)
+        except SourceRefused as refused:
+            store.mark_failed(source_id, refused.message, self._clock.now()).commit()
+            return {"source_id": source_id, "status": "failed"}
+
+    def _ingest(self, source: SourceIngestionItem, targets: list[Binding]) -> dict[str, Any]:
+        app = self._app()
+        token = app.installation_token(int(source.installation_id), self._clock.now())
+        limits = ArchiveLimits(max_total_bytes=self._config.archive_max_bytes)
+        archives: dict[str, bytes] = {}
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as tarball:
+            archive = app.download_archive(
+                token, source.repository, source.commit_sha, tarball, self._config.archive_max_bytes
+            )
+            del token
+            for binding in targets:
+                if binding.working_directory not in archives:
+                    archives[binding.working_directory] = working_directory_archive(
+                        tarball, binding.working_directory, limits
+                    )
+        now = self._clock.now()
+        stored: list[str] = []
+        write = Transaction()
+        recorded: list[dict[str, Any]] = []
+        try:
+            for binding in targets:
+                artifact = self._artifacts.put(
+                    binding.organization_id,
+                    ArtifactKind.CONFIGURATION,
+                    [archives[binding.working_directory]],
+                )
+                stored.append(artifact.id)
+                cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
+                write.put_new(
+                    ConfigurationVersionItem(
+                        *configuration_version_key(cv_id),
+                        cv_id=cv_id,
+                        org_id=binding.organization_id,
+                        workspace_id=binding.workspace_id,
+                        status="uploaded",
+                        upload_id=f"source:{source.source_id}",
+                        artifact_id=artifact.id,
+                        sha256=artifact.sha256 or "",
+                        size=artifact.size or 0,
+                        created_at=now,
+                        uploaded_at=now,
+                        speculative=source.event == "pull_request",
+                        source_id=source.source_id,
+                    )
+                )
+                kind = RunKind.SPECULATIVE if source.event == "pull_request" else binding.push_kind
+                recorded.append(
+                    {
+                        "workspace_id": binding.workspace_id,
+                        "working_directory": binding.working_directory,
+                        "kind": kind.value,
+                        "configuration_version_id": cv_id,
+                        "configuration_artifact_id": artifact.id,
+                        "run_id": None,
+                    }
+                )
+            write.extend(
+                [
+                    store.mark_ready(
+                        source.source_id,
+                        archive_sha256=archive.sha256,
+                        archive_size=archive.size,
+                        targets=recorded,
+                        now=now,
+                    )
+                ]
+            )
+            write.commit()
+        except BaseException:
+            for artifact_id in stored:
+                self._artifacts.discard(artifact_id)
+            raise
+        return {"source_id": source.source_id, "status": "ready", "targets": len(recorded)}
+
+    def create_runs(self, source_id: str) -> dict[str, Any]:
+        """Create the run of every target that has none yet; post pending statuses."""
+        source = store.get_source(source_id)
+        if source.status != "ready":
+            return {"source_id": source_id, "runs": 0}
+        targets = [dict(t) for t in source.targets or []]
+        created: list[str] = []
+        for target in targets:
+            if target.get("run_id") or target.get("error"):
+                continue
+            binding = store.get_binding(str(target["workspace_id"]))
+            if binding is None or binding.organization_id != source.org_id:
+                target["error"] = "UNBOUND"
+            else:
+                try:
+                    run = self._runs.create(
+                        source_principal(source_id, binding),
+                        binding.workspace_id,
+                        kind=RunKind(str(target["kind"])),
+                        configuration_version_id=str(target["configuration_version_id"]),
+                        engine_version=None,
+                        variables={},
+                        message=f"GitHub {source.event} {source.repository}@{source.commit_sha}",
+                    )
+                except RunplaneError as refused:
+                    target["error"] = refused.code
+                else:
+                    target["run_id"] = run.id
+                    created.append(run.id)
+            store.set_targets(source_id, targets, self._clock.now()).commit()
+        if created and source.event == "pull_request":
+            self._post_statuses(source, created, "pending")
+        return {"source_id": source_id, "runs": len(created)}
+
+    def fail(self, source_id: str, error: str) -> dict[str, Any]:
+        source = store.find_source(source_id)
+        if source is not None and source.status == "pending":
+            store.mark_failed(
+                source_id, f"ingestion failed: {error[:100]}", self._clock.now()
+            ).commit()
+        return {"source_id": source_id, "status": "failed"}
+
+    def report_status(self, run_id: str) -> dict[str, Any]:
+        """Post the commit status of a pull request's run (pending, success or failure)."""
+        run = self._lifecycle.runs.get(run_id)
+        source = self._source_of(run)
+        if source is None or source.event != "pull_request":
+            return {"run_id": run_id, "reported": False}
+        state = commit_state(run.status.value) if run.status.is_terminal else "pending"
+        self._post_statuses(source, [run.id], state, run.status)
+        return {"run_id": run_id, "reported": True, "state": state}
+
+    def _source_of(self, run: Run) -> SourceIngestionItem | None:
+        if not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:"):
+            return None
+        source = store.find_source(str(run.created_by).split(":", 1)[1])
+        if source is None or source.org_id != run.organization_id:
+            return None
+        return source
+
+    def _post_statuses(
+        self,
+        source: SourceIngestionItem,
+        run_ids: list[str],
+        state: str,
+        status: RunStatus | None = None,
+    ) -> None:
+        app = self._app()
+        token = app.installation_token(int(source.installation_id), self._clock.now())
+        for run_id in run_ids:
+            target: dict[str, Any] = next(
+                (t for t in source.targets or [] if t.get("run_id") == run_id), {}
+            )
+            description = {
+                "pending": "plan queued",
+                "success": "plan completed",
+                "failure": f"run ended {status.value if status else 'unsuccessfully'}",
+            }[state]
+            app.post_status(
+                token,
+                source.repository,
+                source.commit_sha,
+                {
+                    "state": state,
+                    "context": f"{STATUS_CONTEXT}/{target.get('workspace_id', run_id)}",
+                    "description": description,
+                    "target_url": f"{self._config.review_url.rstrip('/')}/api/v1/runs/{run_id}",
+                },
+            )
+        del token
+
+
+def status_on_end(workflow: Workflow) -> Callable[[Run, RunStatus], None]:
+    """A run-end listener: a run a source ingestion created reports its commit status
+    through the source workflow (which alone holds the GitHub App's key)."""
+
+    def listener(run: Run, status: RunStatus) -> None:
+        from_source = (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:")
+        # Only pull requests' (speculative) runs report a commit status.
+        if from_source and run.kind is RunKind.SPECULATIVE:
+            workflow.start_named(f"{run.id}-status", {"action": "report_status", "run_id": run.id})
+
+    return listener

@@ -1,0 +1,261 @@
+"""Workspace schedules: people manage them; a scheduler fires them.
+
+A fire creates a plan-only run against the workspace's latest configuration
+version, in one transaction with the fire record (keyed by schedule and
+scheduled time: a duplicate delivery writes nothing) and the schedule's active
+run (moved only from the value it was read with: at most one scheduled run per
+schedule is active). A fire while the previous scheduled run is still active is
+skipped, and the skip is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from runplane.domain import schedules as rules
+from runplane.domain.clock import Clock
+from runplane.domain.errors import (
+    InvalidInput,
+    LaunchDenied,
+    NotFound,
+    ScheduleAlreadyFired,
+    ScheduleMoved,
+    TooManySchedules,
+)
+from runplane.domain.identity import SCHEDULE_PERMISSIONS, Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunKind
+from runplane.services import drift
+from runplane.services.runs import Runs
+from runplane.services.workspaces import Workspaces
+from runplane.store import schedules as store
+from runplane.store.runs import RunRepository
+
+logger = logging.getLogger("runplane.schedules")
+_FIRE_ATTEMPTS = 3
+
+
+class ScheduleRegistry(Protocol):
+    """Where schedules are registered to fire (EventBridge Scheduler)."""
+
+    def put(
+        self, schedule_id: str, workspace_id: str, expression: str, *, enabled: bool
+    ) -> None: ...
+
+    def delete(self, schedule_id: str) -> None: ...
+
+
+class Schedules:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        workspaces: Workspaces,
+        runs: Runs,
+        run_repository: RunRepository,
+        registry: ScheduleRegistry,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._workspaces = workspaces
+        self._runs = runs
+        self._run_repository = run_repository
+        self._registry = registry
+
+    # -- management ------------------------------------------------------------------------
+
+    def create(
+        self, principal: Principal, workspace_id: str, expression: str, kind: str
+    ) -> store.Schedule:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        principal.require(Permission.RUN_CREATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        parsed = rules.parse(expression)
+        try:
+            schedule_kind = rules.ScheduleKind(kind)
+        except ValueError:
+            raise InvalidInput(
+                f"kind must be one of {', '.join(k.value for k in rules.ScheduleKind)}", "/kind"
+            ) from None
+        if len(store.list_for_workspace(workspace.id)) >= rules.MAX_SCHEDULES_PER_WORKSPACE:
+            raise TooManySchedules(
+                f"workspace {workspace.id} has {rules.MAX_SCHEDULES_PER_WORKSPACE} schedules, "
+                "the most it may have: delete one first"
+            )
+        now = self._clock.now()
+        schedule = store.Schedule(
+            id=self._ids.new(IdKind.SCHEDULE),
+            organization_id=workspace.organization_id,
+            workspace_id=workspace.id,
+            expression=parsed.text,
+            aws_expression=parsed.aws,
+            kind=schedule_kind.value,
+            state=rules.ScheduleState.ACTIVE.value,
+            created_at=now,
+            created_by=principal.ref,
+            updated_at=now,
+            active_run_id=None,
+            last_fire_at=None,
+            last_outcome=None,
+        )
+        store.create(schedule).commit()
+        try:
+            self._registry.put(schedule.id, workspace.id, schedule.aws_expression, enabled=True)
+        except BaseException:
+            # Never registered: the record would describe a schedule that never fires.
+            store.delete(schedule.id).commit()
+            raise
+        return schedule
+
+    def get(self, principal: Principal, schedule_id: str) -> store.Schedule:
+        principal.require(Permission.WORKSPACE_READ)
+        try:
+            schedule = store.get(schedule_id)
+        except NotFound:
+            raise NotFound("schedule", schedule_id) from None
+        if not principal.can_see_workspace(schedule.organization_id, schedule.workspace_id):
+            raise NotFound("schedule", schedule_id)
+        return schedule
+
+    def of_workspace(self, principal: Principal, workspace_id: str) -> list[store.Schedule]:
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        return store.list_for_workspace(workspace.id)
+
+    def fires(self, principal: Principal, schedule_id: str) -> list[store.Fire]:
+        return store.fires(self.get(principal, schedule_id).id)
+
+    def set_paused(self, principal: Principal, schedule_id: str, paused: bool) -> store.Schedule:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        schedule = self.get(principal, schedule_id)
+        state = rules.ScheduleState.PAUSED if paused else rules.ScheduleState.ACTIVE
+        self._registry.put(
+            schedule.id, schedule.workspace_id, schedule.aws_expression, enabled=not paused
+        )
+        store.set_state(schedule.id, state.value, self._clock.now()).commit()
+        return store.get(schedule.id)
+
+    def delete(self, principal: Principal, schedule_id: str) -> None:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        schedule = self.get(principal, schedule_id)
+        # Unregistered first: once the record is gone, nothing fires it again.
+        self._registry.delete(schedule.id)
+        store.delete(schedule.id).commit()
+
+    def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
+        """The drift of a workspace the caller has already read."""
+        return drift.view(workspace_id)
+
+    # -- firing ------------------------------------------------------------------------------
+
+    def fire(self, schedule_id: str, scheduled_at: datetime) -> dict[str, Any]:
+        """One delivery of one fire: the scheduler's only entry point."""
+        scheduled_at = scheduled_at.astimezone(UTC).replace(microsecond=0)
+        for _ in range(_FIRE_ATTEMPTS):
+            try:
+                schedule = store.get(schedule_id)
+            except NotFound:
+                return {"outcome": "gone"}
+            if schedule.state != rules.ScheduleState.ACTIVE:
+                return {"outcome": "paused"}
+            try:
+                return self._fire(schedule, scheduled_at)
+            except ScheduleAlreadyFired:
+                return {"outcome": "duplicate"}
+            except ScheduleMoved:
+                # Another fire started a run meanwhile: look again (this one may skip).
+                continue
+        return {"outcome": "contended"}
+
+    def _fire(self, schedule: store.Schedule, scheduled_at: datetime) -> dict[str, Any]:
+        now = self._clock.now()
+        active = self._still_active(schedule.active_run_id)
+        if active is not None:
+            reason = f"the previous scheduled run {schedule.active_run_id} is still {active}"
+            return self._skip(schedule, scheduled_at, reason, now)
+        configuration = store.latest_configuration_id(schedule.workspace_id)
+        if configuration is None:
+            return self._skip(
+                schedule, scheduled_at, "the workspace has no uploaded configuration", now
+            )
+        principal = Principal(
+            kind=PrincipalKind.SCHEDULE,
+            id=schedule.id,
+            organization_id=schedule.organization_id,
+            permissions=SCHEDULE_PERMISSIONS,
+            display=f"schedule {schedule.id}",
+            workspace_id=schedule.workspace_id,
+        )
+        run_id = self._ids.new(IdKind.RUN)
+        try:
+            run = self._runs.create(
+                principal,
+                schedule.workspace_id,
+                kind=RunKind(schedule.kind),
+                configuration_version_id=configuration,
+                engine_version=None,
+                variables={},
+                message=f"scheduled ({schedule.expression})",
+                extra_input={
+                    "schedule": {
+                        "schedule_id": schedule.id,
+                        "scheduled_at": scheduled_at.isoformat(),
+                    }
+                },
+                extra_writes=[
+                    store.record_fire(
+                        schedule, scheduled_at, outcome="created", run_id=run_id, now=now
+                    )
+                ],
+                run_id=run_id,
+            )
+        except LaunchDenied as denied:
+            return self._skip(schedule, scheduled_at, f"launch denied: {denied.reason}", now)
+        logger.info(
+            "schedule fired",
+            extra={"schedule_id": schedule.id, "run_id": run.id, "workspace_id": run.workspace_id},
+        )
+        return {"outcome": "created", "run_id": run.id}
+
+    def _skip(
+        self, schedule: store.Schedule, scheduled_at: datetime, reason: str, now: datetime
+    ) -> dict[str, Any]:
+        store.record_fire(
+            schedule, scheduled_at, outcome="skipped", reason=reason, now=now
+        ).commit()
+        logger.info("schedule fire skipped", extra={"schedule_id": schedule.id, "reason": reason})
+        return {"outcome": "skipped", "reason": reason}
+
+    def _still_active(self, run_id: str | None) -> str | None:
+        """The status of the schedule's previous run if it has not ended."""
+        if run_id is None:
+            return None
+        try:
+            run = self._run_repository.get(run_id)
+        except NotFound:
+            return None
+        return None if run.status.is_terminal else run.status.value
+
+
+def view(schedule: store.Schedule, now: datetime) -> dict[str, Any]:
+    parsed = rules.parse(schedule.expression)
+    next_fire = (
+        None
+        if schedule.state != rules.ScheduleState.ACTIVE
+        else parsed.next_after(now, anchor=schedule.created_at).isoformat()
+    )
+    return {
+        "id": schedule.id,
+        "workspace_id": schedule.workspace_id,
+        "expression": schedule.expression,
+        "aws_expression": schedule.aws_expression,
+        "kind": schedule.kind,
+        "state": schedule.state,
+        "created_at": schedule.created_at.isoformat(),
+        "created_by": schedule.created_by,
+        "next_fire_at": next_fire,
+        "active_run_id": schedule.active_run_id,
+        "last_fire_at": schedule.last_fire_at.isoformat() if schedule.last_fire_at else None,
+        "last_outcome": schedule.last_outcome,
+    }

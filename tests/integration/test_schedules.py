@@ -1,0 +1,304 @@
+"""Schedules on moto: registration with EventBridge Scheduler, idempotent fires,
+skips while the previous scheduled run is active, tenancy, and drift records."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+import requests
+
+from runplane.adapters.scheduler import SCHEDULED_TIME, EventBridgeSchedules
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.errors import InvalidInput, NotFound
+from runplane.domain.identity import Permission
+from runplane.domain.run import RunKind, RunStatus
+from runplane.services import drift
+from runplane.services.schedules import Schedules
+from runplane.store import run_parts
+from tests.integration.arena import Arena, planning, report_planned, show_json
+
+GROUP = "runplane-schedules-test"
+TARGET = "arn:aws:lambda:us-east-1:123456789012:function:runplane-fire"
+ROLE = "arn:aws:iam::123456789012:role/runplane-scheduler"
+FIRE_AT = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def scheduler(arena: Arena) -> object:
+    client = boto3.client("scheduler", region_name="us-east-1")
+    client.create_schedule_group(Name=GROUP)
+    return client
+
+
+@pytest.fixture
+def schedules(arena: Arena, scheduler: object) -> Schedules:
+    registry = EventBridgeSchedules(scheduler, group=GROUP, target_arn=TARGET, role_arn=ROLE)
+    stack = arena.stack
+    return Schedules(
+        stack.clock, stack.ids, stack.workspaces, arena.runs, stack.lifecycle.runs, registry
+    )
+
+
+def _uploaded_workspace(arena: Arena, name: str) -> str:
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, name)
+    upload = arena.runs.new_configuration_upload(arena.admin, ws.id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    return ws.id
+
+
+def test_a_schedule_is_registered_with_ids_only_and_the_aws_expression(
+    arena: Arena, schedules: Schedules, scheduler: object
+) -> None:
+    # Given a workspace
+    ws_id = _uploaded_workspace(arena, "registered")
+
+    # When a schedule is created for weekdays at 03:00 UTC
+    schedule = schedules.create(arena.admin, ws_id, "0 3 * * 1-5", "plan_only")
+
+    # Then EventBridge Scheduler holds it, targeting the fire Lambda with IDs only
+    held = scheduler.get_schedule(Name=schedule.id, GroupName=GROUP)  # type: ignore[attr-defined]
+    assert held["ScheduleExpression"] == "cron(0 3 ? * 2,3,4,5,6 *)"
+    assert held["ScheduleExpressionTimezone"] == "UTC"
+    assert held["State"] == "ENABLED"
+    assert held["Target"]["Arn"] == TARGET
+    assert json.loads(held["Target"]["Input"]) == {
+        "schedule_id": schedule.id,
+        "workspace_id": ws_id,
+        "scheduled_time": SCHEDULED_TIME,
+    }
+
+
+def test_pause_disables_and_delete_unregisters(
+    arena: Arena, schedules: Schedules, scheduler: object
+) -> None:
+    # Given a schedule
+    ws_id = _uploaded_workspace(arena, "paused")
+    schedule = schedules.create(arena.admin, ws_id, "rate(1 hour)", "plan_only")
+
+    # When it is paused
+    paused = schedules.set_paused(arena.admin, schedule.id, True)
+
+    # Then it is disabled in Scheduler and a fire creates nothing
+    held = scheduler.get_schedule(Name=schedule.id, GroupName=GROUP)  # type: ignore[attr-defined]
+    assert (paused.state, held["State"]) == ("paused", "DISABLED")
+    assert schedules.fire(schedule.id, FIRE_AT) == {"outcome": "paused"}
+    assert arena.runs.list(arena.admin, ws_id) == []
+
+    # When it is deleted, Then Scheduler no longer has it and reads are 404
+    schedules.delete(arena.admin, schedule.id)
+    listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]  # type: ignore[attr-defined]
+    assert listed == []
+    with pytest.raises(NotFound):
+        schedules.get(arena.admin, schedule.id)
+
+
+def test_a_too_frequent_or_malformed_expression_is_refused_and_writes_nothing(
+    arena: Arena, schedules: Schedules, scheduler: object
+) -> None:
+    # Given a workspace
+    ws_id = _uploaded_workspace(arena, "refused")
+    before = arena.stack.scan()
+
+    # When schedules fire every 5 minutes, or are not cron at all
+    for expression in ("*/5 * * * *", "rate(10 minutes)", "0 25 * * *", "daily"):
+        with pytest.raises(InvalidInput) as refused:
+            schedules.create(arena.admin, ws_id, expression, "plan_only")
+        # Then each is a 422 naming the field
+        assert refused.value.pointer == "/expression"
+
+    # And nothing was written or registered
+    assert arena.stack.scan() == before
+    assert scheduler.list_schedules(GroupName=GROUP)["Schedules"] == []  # type: ignore[attr-defined]
+
+
+def test_another_organizations_workspace_is_not_found_and_nothing_is_written(
+    arena: Arena, schedules: Schedules, scheduler: object
+) -> None:
+    # Given a workspace of another organization, and one of its schedules
+    stack = arena.stack
+    other = stack.tenancy.create_organization("globex")
+    theirs = stack.tenancy.create_workspace(other.id, "theirs")
+    token = stack.identity.issue_token(other.id, "admin", list(Permission), created_by="t").token
+    their_admin = stack.identity.authenticate(f"Bearer {token}")
+    their_schedule = schedules.create(their_admin, theirs.id, "0 4 * * *", "plan_only")
+    before = stack.scan()
+
+    # When our admin creates a schedule on it, or reads, pauses or deletes theirs
+    # Then each is 404 and nothing changes
+    with pytest.raises(NotFound):
+        schedules.create(arena.admin, theirs.id, "0 3 * * *", "plan_only")
+    with pytest.raises(NotFound):
+        schedules.of_workspace(arena.admin, theirs.id)
+    with pytest.raises(NotFound):
+        schedules.set_paused(arena.admin, their_schedule.id, True)
+    with pytest.raises(NotFound):
+        schedules.delete(arena.admin, their_schedule.id)
+    assert stack.scan() == before
+    held = scheduler.get_schedule(Name=their_schedule.id, GroupName=GROUP)  # type: ignore[attr-defined]
+    assert held["State"] == "ENABLED"
+
+
+def test_a_duplicate_fire_creates_nothing(arena: Arena, schedules: Schedules) -> None:
+    # Given a schedule that fired once for 03:00
+    ws_id = _uploaded_workspace(arena, "duplicate")
+    schedule = schedules.create(arena.admin, ws_id, "0 3 * * *", "plan_only")
+    first = schedules.fire(schedule.id, FIRE_AT)
+    assert first["outcome"] == "created"
+    before = arena.stack.scan()
+
+    # When the same fire is delivered again
+    again = schedules.fire(schedule.id, FIRE_AT)
+
+    # Then it is a duplicate, and nothing was written
+    assert again == {"outcome": "duplicate"}
+    assert arena.stack.scan() == before
+    runs = arena.runs.list(arena.admin, ws_id)
+    assert [(r.id, r.kind, r.created_by) for r in runs] == [
+        (first["run_id"], RunKind.PLAN_ONLY, f"schedule:{schedule.id}")
+    ]
+    snapshot = run_parts.require(first["run_id"], "input").body
+    assert snapshot["schedule"] == {
+        "schedule_id": schedule.id,
+        "scheduled_at": FIRE_AT.isoformat(),
+    }
+
+
+def test_a_fire_while_the_previous_scheduled_run_is_active_is_skipped_and_recorded(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given a schedule whose 03:00 run has not finished
+    ws_id = _uploaded_workspace(arena, "skipping")
+    schedule = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
+    first = schedules.fire(schedule.id, FIRE_AT)
+
+    # When the 04:00 fire arrives
+    later = FIRE_AT.replace(hour=4)
+    second = schedules.fire(schedule.id, later)
+
+    # Then it is skipped, the skip is recorded, and no second run exists
+    assert second["outcome"] == "skipped"
+    assert first["run_id"] in second["reason"]
+    assert len(arena.runs.list(arena.admin, ws_id)) == 1
+    fires = schedules.fires(arena.admin, schedule.id)
+    assert [(f.scheduled_at, f.outcome, f.run_id) for f in fires] == [
+        (later, "skipped", None),
+        (FIRE_AT, "created", first["run_id"]),
+    ]
+
+    # When the first run ends and the 05:00 fire arrives, Then a new run is created
+    run = arena.stack.lifecycle.runs.get(first["run_id"])
+    arena.stack.lifecycle.move(run, RunStatus.CANCELED, actor="test")
+    third = schedules.fire(schedule.id, FIRE_AT.replace(hour=5))
+    assert third["outcome"] == "created"
+    assert len(arena.runs.list(arena.admin, ws_id)) == 2
+
+
+def test_a_workspace_without_configuration_records_a_skip(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given a schedule on a workspace with no uploaded configuration
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, "empty")
+    schedule = schedules.create(arena.admin, ws.id, "0 3 * * *", "plan_only")
+
+    # When it fires, Then the fire is skipped with its reason and no run exists
+    fired = schedules.fire(schedule.id, FIRE_AT)
+    assert fired == {"outcome": "skipped", "reason": "the workspace has no uploaded configuration"}
+    assert arena.runs.list(arena.admin, ws.id) == []
+
+
+def _finish_scheduled_plan(arena: Arena, run_id: str, *, changes: bool) -> None:
+    o = arena.orchestration
+    o.queue(run_id)
+    o.start_runner(run_id, "plan", "token-plan")
+    if changes:
+        report_planned(arena, run_id)
+    else:
+        attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
+        plan_json = arena.stack.artifacts.put(arena.org.id, ArtifactKind.PLAN_JSON, [show_json()])
+        o.report_plan(
+            run_id,
+            attempt,
+            {
+                "outcome": "planned",
+                "has_changes": False,
+                "summary": {"adds": 0, "changes": 0, "destroys": 0, "output_changes": {}},
+                "plan_artifact_id": "art-plan",
+                "plan_sha256": "a" * 64,
+                "plan_json_artifact_id": plan_json.id,
+                "plan_json_sha256": "b" * 64,
+            },
+        )
+    assert o.evaluate_policy(run_id) == {"next": "finish"}
+    o.finish_plan(run_id)
+
+
+def test_drift_is_recorded_by_a_scheduled_plan_with_changes_and_cleared_by_one_without(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given a scheduled plan-only run
+    ws_id = _uploaded_workspace(arena, "drifting")
+    schedule = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
+    first = schedules.fire(schedule.id, FIRE_AT)["run_id"]
+
+    # When its plan finishes with changes
+    _finish_scheduled_plan(arena, first, changes=True)
+
+    # Then drift is recorded on the workspace with the run and the counts
+    found = drift.view(ws_id)
+    assert found is not None
+    assert (found["drifted"], found["run_id"], found["schedule_id"]) == (True, first, schedule.id)
+    assert found["summary"] == {"adds": 1, "changes": 0, "destroys": 0, "replaces": 0, "drifted": 0}
+    assert arena.runs.review(arena.admin, first)["drift"] == {"detected": True}
+
+    # When the next scheduled plan finds no changes
+    arena.stack.clock.advance(timedelta(hours=1))
+    second = schedules.fire(schedule.id, FIRE_AT.replace(hour=4))["run_id"]
+    _finish_scheduled_plan(arena, second, changes=False)
+
+    # Then drift is cleared by that run
+    cleared = drift.view(ws_id)
+    assert cleared is not None
+    assert (cleared["drifted"], cleared["run_id"], cleared["cleared_by"]) == (
+        False,
+        second,
+        "scheduled_plan",
+    )
+
+
+def test_a_plan_only_run_nobody_scheduled_records_no_drift(arena: Arena) -> None:
+    # Given a plan-only run created by a person
+    ws_id, run_id = planning(arena, "manual", kind=RunKind.PLAN_ONLY)
+
+    # When its plan finishes with changes
+    report_planned(arena, run_id)
+    arena.orchestration.evaluate_policy(run_id)
+    arena.orchestration.finish_plan(run_id)
+
+    # Then the workspace has no drift record
+    assert drift.view(ws_id) is None
+
+
+def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_finding(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given two schedules on a workspace, whose runs were created one after the other
+    ws_id = _uploaded_workspace(arena, "ordering")
+    early = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
+    late = schedules.create(arena.admin, ws_id, "30 * * * *", "plan_only")
+    older = schedules.fire(early.id, FIRE_AT)["run_id"]
+    arena.stack.clock.advance(timedelta(minutes=30))
+    newer = schedules.fire(late.id, FIRE_AT.replace(minute=30))["run_id"]
+
+    # When the newer run finds no changes first, and the older one then finds changes
+    _finish_scheduled_plan(arena, newer, changes=False)
+    _finish_scheduled_plan(arena, older, changes=True)
+
+    # Then the older run still succeeded, but the workspace keeps the newer finding
+    assert arena.stack.lifecycle.runs.get(older).status is RunStatus.SUCCEEDED
+    found = drift.view(ws_id)
+    assert found is not None
+    assert (found["drifted"], found["run_id"]) == (False, newer)

@@ -1,0 +1,90 @@
+"""GitHub source rules: signatures, event parsing and binding validation."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import pytest
+
+from runplane.domain.errors import InvalidInput
+from runplane.domain.github import (
+    Ignored,
+    SourceEvent,
+    parse_event,
+    signature_matches,
+    valid_branch,
+    valid_repository,
+    valid_working_directory,
+)
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def test_a_signature_matches_only_its_exact_body_and_secret() -> None:
+    body = b'{"a": 1}'
+    assert signature_matches(b"s", body, sign(b"s", body))
+    assert not signature_matches(b"s", body + b" ", sign(b"s", body))
+    assert not signature_matches(b"other", body, sign(b"s", body))
+    assert not signature_matches(b"s", body, None)
+    assert not signature_matches(b"s", body, "sha1=" + sign(b"s", body)[7:])
+
+
+def test_a_push_to_a_branch_is_a_source_event_and_tags_or_deletions_are_ignored() -> None:
+    payload = {
+        "ref": "refs/heads/main",
+        "after": SHA,
+        "repository": {"full_name": "Acme/Infra", "pushed_at": 1_700_000_000},
+        "installation": {"id": 5},
+    }
+    event = parse_event("push", payload)
+    assert isinstance(event, SourceEvent)
+    assert (event.repository, event.branch, event.commit_sha) == ("acme/infra", "main", SHA)
+    assert event.ref == "refs/heads/main"
+    assert event.occurred_at is not None
+    assert isinstance(parse_event("push", {**payload, "ref": "refs/tags/v1"}), Ignored)
+    assert isinstance(parse_event("push", {**payload, "deleted": True}), Ignored)
+    assert isinstance(parse_event("push", {**payload, "installation": None}), Ignored)
+    assert isinstance(parse_event("watch", payload), Ignored)
+
+
+def test_only_pull_request_actions_with_new_code_are_planned() -> None:
+    payload = {
+        "action": "synchronize",
+        "pull_request": {
+            "number": 3,
+            "updated_at": "2026-01-01T00:00:00Z",
+            "base": {"ref": "main"},
+            "head": {"sha": SHA},
+        },
+        "repository": {"full_name": "acme/infra"},
+        "installation": {"id": 5},
+    }
+    event = parse_event("pull_request", payload)
+    assert isinstance(event, SourceEvent)
+    assert (event.ref, event.speculative, event.branch) == ("refs/pull/3/head", True, "main")
+    assert isinstance(parse_event("pull_request", {**payload, "action": "closed"}), Ignored)
+
+
+@pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "..", "a\\b", "a\nb"])
+def test_working_directories_stay_inside_the_repository(bad: str) -> None:
+    if bad == "":
+        assert valid_working_directory(bad) == ""
+        return
+    with pytest.raises(InvalidInput):
+        valid_working_directory(bad)
+
+
+def test_names_are_normalised_or_refused() -> None:
+    assert valid_working_directory("./envs//prod/") == "envs/prod"
+    assert valid_repository("Acme/Infra.Live") == "acme/infra.live"
+    for bad in ("acme", "acme/infra/x", "-acme/infra", "acme/infra.git"):
+        with pytest.raises(InvalidInput):
+            valid_repository(bad)
+    for bad in ("a..b", "-x", "x.lock", "a b", "refs/heads/main", "x~1"):
+        with pytest.raises(InvalidInput):
+            valid_branch(bad)
