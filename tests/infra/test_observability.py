@@ -22,7 +22,12 @@ def _alarm_on(stack: Synthesized, namespace: str, metric: str) -> list[dict[str,
 
 
 def test_failed_and_timed_out_executions_raise_alarms(stack: Synthesized) -> None:
-    machine, _ = stack.one("AWS::StepFunctions::StateMachine")
+    # (the run workflow's; the source workflow's failures are a GitHub delivery's)
+    (machine,) = [
+        m
+        for m in stack.of_type("AWS::StepFunctions::StateMachine")
+        if m.startswith("Orchestration")
+    ]
     for metric in ("ExecutionsFailed", "ExecutionsTimedOut"):
         (alarm,) = _alarm_on(stack, "AWS/States", metric)
         (dimension,) = alarm["Dimensions"]
@@ -70,13 +75,19 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
         pattern = metric_filter["FilterPattern"]
         for status in RunStatus:
             assert (f'"{status.value}"' in pattern) == (status in INTERVENTION_STATUSES), status
-    # And every function that moves runs (the APIs, the dashboard, the task steps) is watched
+    # And every function that moves runs (the APIs, the dashboard, the run workflow's
+    # steps; not the source workflow's, which create runs but never move them) is watched
     watched = {ref(f["LogGroupName"]) for f in filters}
     movers = {
         ref(f["LoggingConfig"]["LogGroup"])
         for h, f in stack.functions().items()
         if h.startswith(
-            ("functions.tasks.", "functions.api.", "functions.cloud_api.", "functions.dashboard.")
+            (
+                "functions.tasks.handlers.",
+                "functions.api.",
+                "functions.cloud_api.",
+                "functions.dashboard.",
+            )
         )
     }
     assert watched == movers
