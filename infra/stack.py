@@ -17,7 +17,6 @@ from infra.constructs.functions import Platform
 from infra.constructs.github import (
     GitHubSecrets,
     SourceWorkflow,
-    report_statuses_on_run_end,
     source_state_machine_arn,
 )
 from infra.constructs.identity import Identity
@@ -94,9 +93,6 @@ class RunplaneStack(Stack):
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
         self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
-        for mover in (*self.api.functions.values(), *self.tasks.by_name.values()):
-            if mover.access.table and "dynamodb:UpdateItem" in mover.access.table:
-                report_statuses_on_run_end(mover, self.platform)
         self.schedules = Schedules(
             self, "Schedules", platform=self.platform, api=self.api.functions["api"]
         )

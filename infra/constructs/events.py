@@ -94,8 +94,9 @@ class EventQueue(Construct):
 
 
 class EventWorker(Construct):
-    """The consumer: run triggers (creating and starting runs) and notification
-    deliveries (unsealing each destination's URL and secret with the data key)."""
+    """The consumer: run triggers (creating and starting runs), notification
+    deliveries (unsealing each destination's URL and secret with the data key) and
+    commit-status reports (starting the source workflow)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, platform: Platform, events: EventQueue
@@ -112,6 +113,8 @@ class EventWorker(Construct):
                 table=TABLE_READ + TABLE_WRITE,
                 key=KEY_UNWRAP,
                 workflow=WORKFLOW_START,
+                # Commit statuses: a pull request's run that ended starts its report.
+                source_workflow=True,
                 settings=(
                     "definition_version",
                     "build_sha",

@@ -12,7 +12,7 @@ import importlib.metadata
 import json
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
@@ -169,17 +169,7 @@ class Services:
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
-        lifecycle = RunLifecycle(self.clock, self.ids, self.run_events)
-        if self.settings.source_state_machine_arn:
-            # The workflow is resolved when a run ends, not when the lifecycle is built.
-            lifecycle.run_end.on_end(lambda run, status: self._source_status(run, status))
-        return lifecycle
-
-    def _source_status(self, run: Any, status: Any) -> None:
-        from runplane.services.github import status_on_end
-
-        if self.source_workflow is not None:
-            status_on_end(self.source_workflow)(run, status)
+        return RunLifecycle(self.clock, self.ids, self.run_events)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -456,6 +446,10 @@ class Services:
         worker.route(RETRY, self.run_triggers.retry)
         worker.subscribe(self.run_triggers.on_event)
         worker.subscribe(self.notifications.on_event)
+        if self.source_workflow is not None:
+            from runplane.services.github import commit_status_reports
+
+            worker.subscribe(commit_status_reports(self.source_workflow, self.lifecycle.runs))
         return worker
 
     @cached_property

@@ -50,8 +50,6 @@ RUN_CONTROL = {
     "ecs:StopTask",
 }
 
-# A function that can end a run starts its commit-status report (source workflow).
-STATUS = {"states:StartExecution"}
 SECRET = {"secretsmanager:GetSecretValue"}
 # Managing workspace schedules in EventBridge Scheduler, with the role it invokes as.
 SCHEDULES = {
@@ -64,7 +62,8 @@ SCHEDULES = {
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    # The GitHub webhook's signature is checked with the webhook secret.
+    # The GitHub webhook's signature is checked with the webhook secret; it starts the
+    # source workflow.
     "functions.api.app.handler": BASE
     | READ
     | WRITE
@@ -91,36 +90,29 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | WRITE
     | EVENTS
     | RESUME
-    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS | STATUS,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
     | EVENTS
     | RESUME
-    | STATUS
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
     | EVENTS
     | RESUME
-    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS | STATUS,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME | STATUS,
-    "functions.tasks.handlers.fail_run": BASE
-    | READ
-    | WRITE
-    | EVENTS
-    | RESUME
-    | STATUS
-    | {"ecs:StopTask"},
-    # Run triggers create and start runs; deliveries unseal destination secrets.
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | EVENTS | RESUME | {"ecs:StopTask"},
+    # Run triggers create and start runs; deliveries unseal destination secrets; a pull
+    # request's run that ended starts its commit-status report (the source workflow):
+    # only this worker does, not every function that can end a run.
     "functions.events.handler.handler": BASE
     | READ
     | WRITE

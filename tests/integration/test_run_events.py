@@ -10,14 +10,19 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
+import requests
 
 from runplane.adapters.event_queue import MAX_DELAY_SECONDS
 from runplane.adapters.webhooks import PostResult, WebhookClient
+from runplane.adapters.workflow import Workflow
 from runplane.domain import notifications as rules
 from runplane.domain.errors import NotFound, RunTriggerRefused
+from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
+from runplane.services.github import commit_status_reports
 from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.notifications import Notifications
 from runplane.services.run_events import EventWorker, RunEvents
@@ -216,7 +221,7 @@ def test_committed_moves_publish_events_and_a_no_change_run_is_not_applied(arena
     # Given a lifecycle that publishes to a queue
     stack = arena.stack
     queue = ListQueue()
-    stack.lifecycle._events = RunEvents(stack.clock, lambda: queue)
+    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue)
     _, changed = created(arena, "changes")
     _, unchanged = created(arena, "no-changes")
     # When one run applies and one finds nothing to change
@@ -512,3 +517,129 @@ def test_approval_expiring_days_ahead_hops_through_the_queue_until_due(
     told = [EventType.NEEDS_ATTENTION, EventType.APPROVAL_EXPIRING]
     assert [e.type for e in seen] == (told if still_waiting else told[:1])
     assert queue.sent == []
+
+
+# -- commit statuses (a subscriber of the seam) ------------------------------------------
+
+
+def run_by(arena: Arena, workspace_id: str, kind: RunKind, source: str | None = None) -> str:
+    """A run created by a person, or (``source``) by that GitHub source ingestion."""
+    principal = arena.admin
+    if source is not None:
+        principal = Principal(
+            kind=PrincipalKind.SOURCE,
+            id=source,
+            organization_id=arena.org.id,
+            permissions=frozenset(
+                {Permission.RUN_CREATE, Permission.RUN_READ, Permission.WORKSPACE_READ}
+            ),
+            display=f"GitHub source {source}",
+            workspace_id=workspace_id,
+        )
+    upload = arena.runs.new_configuration_upload(arena.admin, workspace_id)
+    requests.put(upload.upload_url, data=b"config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    return arena.runs.create(
+        principal,
+        workspace_id,
+        kind=kind,
+        configuration_version_id=upload.id,
+        engine_version=None,
+        variables={},
+    ).id
+
+
+def ending(
+    arena: Arena, run_id: str, kind: RunKind, type_: EventType, status: RunStatus
+) -> RunEvent:
+    return RunEvent(
+        id=f"{run_id}.0000000007",
+        type=type_,
+        run_id=run_id,
+        organization_id=arena.org.id,
+        workspace_id=arena.stack.lifecycle.runs.get(run_id).workspace_id,
+        run_kind=kind,
+        status=status,
+        at=arena.stack.clock.now(),
+    )
+
+
+def test_a_pull_request_run_that_ended_starts_one_status_report_per_event(arena: Arena) -> None:
+    # Given the source workflow (in moto) and a worker with the commit-status subscriber
+    stack = arena.stack
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = sfn.create_state_machine(
+        name="runplane-source-test",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/runplane-source",
+    )["stateMachineArn"]
+    queue = ListQueue()
+    worker = EventWorker(
+        stack.clock,
+        queue,
+        RunEvents(stack.clock, lambda: queue),
+        deliver=lambda message: None,
+        approval_lead=timedelta(0),
+        run_status=lambda run_id: stack.lifecycle.runs.get(run_id).status,
+    )
+    worker.subscribe(commit_status_reports(Workflow(sfn, machine), stack.lifecycle.runs))
+    # And speculative runs a source ingestion and a person created, and a source's push run
+    ws = stack.tenancy.create_workspace(arena.org.id, "pr").id
+    pull_request = run_by(arena, ws, RunKind.SPECULATIVE, source="src-1")
+    manual = run_by(arena, ws, RunKind.SPECULATIVE)
+    push = run_by(arena, ws, RunKind.PLAN_AND_APPLY, source="src-1")
+
+    def handle(event: RunEvent) -> None:
+        worker.handle({"kind": "run_event", "event": event.to_message()})
+
+    # When the pull request's run ends (its event delivered twice), the others end, and
+    # the pull request's run publishes a non-terminal event
+    spec = RunKind.SPECULATIVE
+    ended = ending(arena, pull_request, spec, EventType.ENDED, RunStatus.SUCCEEDED)
+    handle(ended)
+    handle(ended)
+    handle(ending(arena, manual, spec, EventType.ERRORED, RunStatus.PLAN_FAILED))
+    handle(ending(arena, push, RunKind.PLAN_AND_APPLY, EventType.APPLIED, RunStatus.SUCCEEDED))
+    waiting = RunStatus.AWAITING_APPROVAL
+    handle(ending(arena, pull_request, spec, EventType.NEEDS_ATTENTION, waiting))
+
+    # Then exactly one report was started, named after the ending event, with IDs only
+    executions = sfn.list_executions(stateMachineArn=machine)["executions"]
+    assert [e["name"] for e in executions] == [f"{ended.id}-status"]
+    described = sfn.describe_execution(executionArn=executions[0]["executionArn"])
+    assert json.loads(described["input"]) == {"action": "report_status", "run_id": pull_request}
+
+
+@dataclass
+class RecordingWorkflow:
+    started: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+    def start_named(self, name: str, ids: Mapping[str, str]) -> None:
+        self.started.append((name, dict(ids)))
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        (EventType.APPLIED, RunStatus.SUCCEEDED),
+        (EventType.ERRORED, RunStatus.PLAN_FAILED),
+        (EventType.EXPIRED, RunStatus.EXPIRED),
+        (EventType.NEEDS_RECOVERY, RunStatus.NEEDS_RECOVERY),
+        (EventType.ENDED, RunStatus.CANCELED),
+    ],
+)
+def test_every_ending_event_reports_a_pull_request_status(
+    arena: Arena, kind: EventType, status: RunStatus
+) -> None:
+    # Given a pull request's run and the commit-status subscriber
+    workflow = RecordingWorkflow()
+    report = commit_status_reports(workflow, arena.stack.lifecycle.runs)  # type: ignore[arg-type]
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, "ending").id
+    run_id = run_by(arena, ws, RunKind.SPECULATIVE, source="src-2")
+    # When the run's ending event of this kind is handled
+    event = ending(arena, run_id, RunKind.SPECULATIVE, kind, status)
+    report(event)
+    # Then its status report is started
+    assert workflow.started == [
+        (f"{event.id}-status", {"action": "report_status", "run_id": run_id})
+    ]

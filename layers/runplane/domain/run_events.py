@@ -33,6 +33,16 @@ class EventType(StrEnum):
 
 # What a notification destination may subscribe to.
 NOTIFIABLE: frozenset[EventType] = frozenset(EventType) - {EventType.ENDED}
+# The events of a move into a terminal status: exactly one per run.
+ENDINGS: frozenset[EventType] = frozenset(
+    {
+        EventType.APPLIED,
+        EventType.ERRORED,
+        EventType.EXPIRED,
+        EventType.NEEDS_RECOVERY,
+        EventType.ENDED,
+    }
+)
 
 _ERRORED = frozenset({S.PLAN_FAILED, S.PLAN_CREDENTIALS_REQUIRED, S.POLICY_FAILED, S.APPLY_FAILED})
 _RECOVERY = frozenset({S.APPLY_START_UNCERTAIN, S.APPLY_INTERRUPTED, S.NEEDS_RECOVERY})
@@ -109,3 +119,8 @@ class RunEvent:
 def move_event_id(run_id: str, version: int) -> str:
     """A move's event is named by the run version it produced (one move per version)."""
     return f"{run_id}.{version:010d}"
+
+
+def drift_event_id(run_id: str) -> str:
+    """A run records at most one drift finding, so its run ID names the event."""
+    return f"{run_id}.drift"

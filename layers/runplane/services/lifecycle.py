@@ -21,7 +21,7 @@ from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import OPEN_APPLY_RECORD, RunKind, RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
-from runplane.services.run_events import RunEndListeners, RunEvents
+from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
@@ -42,11 +42,11 @@ class RunLifecycle:
     def __init__(self, clock: Clock, ids: IdGenerator, events: RunEvents | None = None) -> None:
         self._clock = clock
         self._ids = ids
-        # Told of every committed move (after the commit): triggers, notifications, hooks.
-        self._events = events
+        # Told of every committed move (after the commit): triggers, notifications,
+        # commit statuses; also how drift findings are published (services/drift.py).
+        self.events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
-        self.run_end = RunEndListeners()
 
     def create(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
         workspace = workspace_store.get_workspace(workspace_id)
@@ -107,8 +107,8 @@ class RunLifecycle:
                     "to_status": target.value,
                 },
             )
-            if self._events is not None:
-                self._events.status_moved(
+            if self.events is not None:
+                self.events.status_moved(
                     run,
                     target,
                     moved.version,
@@ -116,8 +116,6 @@ class RunLifecycle:
                     reason=reason,
                     approval_expires_at=(run_updates or {}).get("approval_expires_at"),
                 )
-            if target.is_terminal:
-                self.run_end.ended(run, target)
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 

@@ -183,26 +183,3 @@ class EventWorker:
             details={"approval_expires_at": deadline},
         )
         self._events.publish(expiring, not_before=due)
-
-
-RunEnded = Callable[[Run, RunStatus], None]
-
-
-class RunEndListeners:
-    """Synchronous listeners of a move that ended a run (called after it committed);
-    a failing listener is logged and skipped."""
-
-    def __init__(self) -> None:
-        self._ended: list[RunEnded] = []
-
-    def on_end(self, listener: RunEnded) -> None:
-        self._ended.append(listener)
-
-    def ended(self, run: Run, status: RunStatus) -> None:
-        for listener in self._ended:
-            try:
-                listener(run, status)
-            except Exception:
-                logger.exception(
-                    "a run-end listener failed", extra={"run_id": run.id, "status": status.value}
-                )
