@@ -12,11 +12,11 @@ from constructs import Construct
 from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.api import DASHBOARD, Api
+from infra.constructs.events import EventQueue, EventWorker
 from infra.constructs.functions import Platform
 from infra.constructs.github import (
     GitHubSecrets,
     SourceWorkflow,
-    report_statuses_on_run_end,
     source_state_machine_arn,
 )
 from infra.constructs.identity import Identity
@@ -53,6 +53,7 @@ class RunplaneStack(Stack):
         self.storage = Storage(self, "Storage", config=config)
         self.sandbox = Sandbox(self, "Sandbox", config=config)
         self.identity = Identity(self, "Identity", config=config)
+        self.events = EventQueue(self, "RunEvents", config=config)
         layer = lambda_.LayerVersion(
             self,
             "RunplaneLayer",
@@ -69,6 +70,7 @@ class RunplaneStack(Stack):
             sandbox=self.sandbox.target,
             layer=layer,
             code=assets.functions_code(),
+            event_queue=self.events.queue,
             settings={
                 "definition_version": definition_version(),
                 "build_sha": config.build_sha,
@@ -93,16 +95,17 @@ class RunplaneStack(Stack):
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
         self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
-        for mover in (*self.api.functions.values(), *self.tasks.by_name.values()):
-            if mover.access.table and "dynamodb:UpdateItem" in mover.access.table:
-                report_statuses_on_run_end(mover, self.platform)
         self.schedules = Schedules(
             self, "Schedules", platform=self.platform, api=self.api.functions["api"]
+        )
+        self.event_worker = EventWorker(
+            self, "EventWorker", platform=self.platform, events=self.events
         )
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
+            self.event_worker.function,
             *self.sources.by_name.values(),
             self.schedules.fire,
         ]
@@ -118,6 +121,7 @@ class RunplaneStack(Stack):
             api_name=self.api.rest_api.rest_api_name,
             api_stage=self.api.stage_name,
         )
+        self.events.alarm_on_dead_letters(self.observability.topic)
         self._outputs()
 
     def _outputs(self) -> None:

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header
 from pydantic import BaseModel, Field, StrictInt
 
-from functions.api import schedules
+from functions.api import event_routes, schedules
 from functions.api import schema as oas
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
@@ -670,6 +670,7 @@ def build_app() -> IsolatedRestResolver:
         report = body.model_dump(exclude_none=True)
         return _json(200, services().runner_api.report(principal(), report))
 
+    event_routes.register(app, principal)
     schedules.register(app, principal)
 
     # -- errors -------------------------------------------------------------------------------

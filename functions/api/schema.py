@@ -265,6 +265,10 @@ class Review(BaseModel):
     stages: list[StageView]
     input: RunInput
     source: SourceProvenance | None
+    # The run that queued this one through a run trigger (docs/run-triggers.md).
+    trigger: dict[str, str] | None = None
+    # What this run's apply queued in dependent workspaces: a run, or why not.
+    triggered_runs: list[dict[str, str | None]] = []
     plan: PlanView | None
     policy: StatusView | None
     approval: StatusView | None

@@ -169,7 +169,9 @@ class Api(Construct):
                     key=KEY_ACTIONS,
                     workflow=WORKFLOW_START + WORKFLOW_CALLBACKS,
                     stop_sandbox=True,
-                    # The GitHub webhook's signature is checked with this secret.
+                    # The GitHub webhook starts the source workflow (an ingestion)...
+                    source_workflow=True,
+                    # ...once its signature is checked with this secret.
                     github_secrets=("github_webhook_secret_arn",),
                     settings=(
                         "definition_version",

@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import RunplaneConfig
@@ -95,6 +96,8 @@ class Platform:
     sandbox: SandboxTarget
     layer: lambda_.ILayerVersion
     code: lambda_.Code
+    # The run-event queue (infra/constructs/events.py).
+    event_queue: sqs.IQueue | None = None
     # Values of settings fields that are not resource names (RUNPLANE_<NAME>).
     settings: dict[str, str] = field(default_factory=dict)
     # The source workflow (fixed name, like the run workflow's) and the GitHub App's
@@ -188,6 +191,17 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             iam.PolicyStatement(sid="Table", actions=list(access.table), resources=resources)
         )
         env["RUNPLANE_TABLE_NAME"] = storage.table.table_name
+    if platform.event_queue is not None and set(access.table) & set(TABLE_WRITE):
+        # A function that writes the table may commit a run's status move, and every
+        # committed move publishes its run event (services/run_events.py).
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="RunEvents",
+                actions=["sqs:SendMessage"],
+                resources=[platform.event_queue.queue_arn],
+            )
+        )
+        env["RUNPLANE_EVENT_QUEUE_URL"] = platform.event_queue.queue_url
     if access.object_prefixes:
         role.add_to_policy(
             iam.PolicyStatement(

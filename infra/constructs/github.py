@@ -181,18 +181,3 @@ class SourceWorkflow(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Step Functions log delivery and X-Ray do not support resource-level permissions.",
         )
-
-
-def report_statuses_on_run_end(mover: RunplaneFunction, platform: Platform) -> None:
-    """A function that can end a run starts that run's commit-status report (the
-    run-end listener of runs created from GitHub pull requests)."""
-    mover.role.add_to_policy(
-        iam.PolicyStatement(
-            sid="SourceWorkflow",
-            actions=list(WORKFLOW_START),
-            resources=[platform.source_state_machine_arn],
-        )
-    )
-    mover.function.add_environment(
-        "RUNPLANE_SOURCE_STATE_MACHINE_ARN", platform.source_state_machine_arn
-    )

@@ -633,6 +633,10 @@ def _workspace_parser(commands: Any) -> None:
     github.add_argument("--unbind", action="store_true", help="remove the binding")
     cli_schedules.add_parser(workspace_commands, _add, _client)
 
+    from runplane.cli_events import register as register_events
+
+    register_events(workspace_commands, _add, _client)
+
 
 def _run_parser(commands: Any) -> None:
     run = commands.add_parser("run", help="runs")

@@ -77,6 +77,13 @@ class Settings(BaseModel):
     scheduler_target_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:runplane-fire"
     scheduler_role_arn: str = "arn:aws:iam::000000000000:role/runplane-scheduler"
 
+    # Run events (docs/notifications.md): the SQS queue in AWS; unset, an in-process
+    # queue (the embedded stack). http destinations only where nothing leaves the host.
+    event_queue_url: str | None = None
+    notification_allow_http: bool = False
+    notification_retry_base_seconds: int = Field(default=30, ge=1, le=900)
+    approval_expiring_lead_seconds: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
+
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:
         if self.runner_heartbeat_seconds >= self.runner_phase_seconds:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
 from runplane.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from runplane.adapters.event_queue import EventQueue
     from runplane.adapters.jwt import JwtVerifier
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
@@ -34,10 +35,13 @@ if TYPE_CHECKING:
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
     from runplane.services.logs import RunLogs
+    from runplane.services.notifications import Notifications
     from runplane.services.orchestration import Orchestration
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
+    from runplane.services.run_events import EventWorker, RunEvents
+    from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
     from runplane.services.schedules import Schedules
@@ -166,17 +170,7 @@ class Services:
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
-        lifecycle = RunLifecycle(self.clock, self.ids)
-        if self.settings.source_state_machine_arn:
-            # The workflow is resolved when a run ends, not when the lifecycle is built.
-            lifecycle.events.on_end(lambda run, status: self._source_status(run, status))
-        return lifecycle
-
-    def _source_status(self, run: Any, status: Any) -> None:
-        from runplane.services.github import status_on_end
-
-        if self.source_workflow is not None:
-            status_on_end(self.source_workflow)(run, status)
+        return RunLifecycle(self.clock, self.ids, self.run_events)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -386,6 +380,78 @@ class Services:
         from runplane.services.web_sessions import WebSessions
 
         return WebSessions(self.clock, self.ids)
+
+    # -- run events (triggers, notifications) ------------------------------------------------
+
+    @cached_property
+    def event_queue(self) -> EventQueue:
+        if self.settings.event_queue_url:
+            from runplane.adapters import aws
+            from runplane.adapters.event_queue import SqsEventQueue
+
+            return SqsEventQueue(aws.sqs(self.settings), self.settings.event_queue_url)
+        from runplane.adapters.event_queue import InProcessQueue
+
+        return InProcessQueue(lambda message: self.event_worker.handle(message))
+
+    @cached_property
+    def run_events(self) -> RunEvents:
+        from runplane.services.run_events import RunEvents
+
+        return RunEvents(self.clock, lambda: self.event_queue)
+
+    @cached_property
+    def notifications(self) -> Notifications:
+        from runplane.services.notifications import Notifications
+
+        settings = self.settings
+        return Notifications(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.keys,
+            self.event_queue,
+            allow_http=settings.notification_allow_http,
+            retry_base_seconds=settings.notification_retry_base_seconds,
+            control_plane_url=settings.control_plane_url,
+        )
+
+    @cached_property
+    def run_triggers(self) -> RunTriggers:
+        from runplane.services.run_triggers import RunTriggers
+
+        return RunTriggers(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle.runs,
+            self.workflow,
+            self.event_queue,
+        )
+
+    @cached_property
+    def event_worker(self) -> EventWorker:
+        from runplane.services.run_events import EventWorker
+
+        worker = EventWorker(
+            self.clock,
+            self.event_queue,
+            self.run_events,
+            deliver=self.notifications.attempt,
+            approval_lead=timedelta(seconds=self.settings.approval_expiring_lead_seconds),
+            run_status=lambda run_id: self.lifecycle.runs.get(run_id).status,
+        )
+        from runplane.services.run_triggers import RETRY
+
+        worker.route(RETRY, self.run_triggers.retry)
+        worker.subscribe(self.run_triggers.on_event)
+        worker.subscribe(self.notifications.on_event)
+        if self.source_workflow is not None:
+            from runplane.services.github import commit_status_reports
+
+            worker.subscribe(commit_status_reports(self.source_workflow, self.lifecycle.runs))
+        return worker
 
     @cached_property
     def sign_in(self) -> HostedUiSignIn | None:

@@ -103,6 +103,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) 
             engine=str(engine_path()),
             runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
             github_api_url=fake_github.url,
+            # Notification retries back off from 1 s (30 s in a default stack).
+            notification_retry_base_seconds=1,
         )
         assert stack.github is not None
         fake_github.trust(stack.github.app_id, stack.github.public_key_pem)

@@ -31,6 +31,16 @@ OBJECTS = {
 DATA_KEYS = {"kms:Decrypt", "kms:GenerateDataKey"}
 RESUME = {"states:SendTaskSuccess"}
 BASE = LOGS | TRACING
+# Every function that writes the table may commit a status move and publish its event.
+EVENTS = {"sqs:SendMessage"}
+# The run-event worker consumes its queue (the SQS event source).
+CONSUME = {
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+}
 # Starting, resuming and canceling runs (their workflows and sandboxes).
 RUN_CONTROL = {
     "states:StartExecution",
@@ -40,8 +50,6 @@ RUN_CONTROL = {
     "ecs:StopTask",
 }
 
-# A function that can end a run starts its commit-status report (source workflow).
-STATUS = {"states:StartExecution"}
 SECRET = {"secretsmanager:GetSecretValue"}
 # Managing workspace schedules in EventBridge Scheduler, with the role it invokes as.
 SCHEDULES = {
@@ -54,59 +62,78 @@ SCHEDULES = {
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
-    # The GitHub webhook's signature is checked with the webhook secret.
+    # The GitHub webhook's signature is checked with the webhook secret; it starts the
+    # source workflow.
     "functions.api.app.handler": BASE
     | READ
     | WRITE
+    | EVENTS
     | OBJECTS
     | DATA_KEYS
     | RUN_CONTROL
     | SECRET
     | SCHEDULES,
     # A schedule fire creates a plan-only run (no variables) and starts its workflow.
-    "functions.scheduler.handler.fire": BASE | READ | WRITE | {"states:StartExecution"},
+    "functions.scheduler.handler.fire": BASE | READ | WRITE | EVENTS | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
-    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
+    "functions.cloud_api.handler.handler": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | OBJECTS
+    | DATA_KEYS
+    | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
     # hosted-UI sign-in reads its app client's secret.
     "functions.dashboard.app.handler": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
-    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | STATUS,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME | STATUS,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
-    | STATUS
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
+    | EVENTS
     | RESUME
-    | STATUS
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME | STATUS,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | STATUS,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME | STATUS,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME | STATUS,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | STATUS | {"ecs:StopTask"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | EVENTS | RESUME | {"ecs:StopTask"},
+    # Run triggers create and start runs; deliveries unseal destination secrets; a pull
+    # request's run that ended starts its commit-status report (the source workflow):
+    # only this worker does, not every function that can end a run.
+    "functions.events.handler.handler": BASE
+    | READ
+    | WRITE
+    | EVENTS
+    | CONSUME
+    | {"kms:Decrypt", "states:StartExecution"},
     # The source workflow: only its steps read the GitHub App's private key.
     "functions.tasks.source_handlers.ingest_source": BASE
     | READ
     | WRITE
+    | EVENTS
     | OBJECTS
     | DATA_KEYS
     | SECRET,
     "functions.tasks.source_handlers.create_source_runs": BASE
     | READ
     | WRITE
+    | EVENTS
     | {"states:StartExecution"}
     | SECRET,
-    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE,
+    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE | EVENTS,
     "functions.tasks.source_handlers.report_commit_status": BASE | READ | SECRET,
 }
 
@@ -165,6 +192,15 @@ def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
     return None
 
 
+def _event_queue(stack: Synthesized) -> str:
+    (queue,) = [
+        k
+        for k, p in stack.of_type("AWS::SQS::Queue").items()
+        if str(p.get("QueueName", "")).endswith("-run-events")
+    ]
+    return queue
+
+
 @pytest.mark.parametrize("handler", sorted(EXPECTED_ACTIONS))
 def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> None:
     table, _ = stack.one("AWS::DynamoDB::Table")
@@ -176,8 +212,15 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     ]
     cluster, _ = stack.one("AWS::ECS::Cluster")
     definition, _ = stack.one("AWS::ECS::TaskDefinition")
+    queue = _event_queue(stack)
     secrets = set(stack.of_type("AWS::SecretsManager::Secret"))
-    owners = {"dynamodb": {table}, "kms": {key}, "s3": {bucket}, "secretsmanager": secrets}
+    owners = {
+        "dynamodb": {table},
+        "kms": {key},
+        "s3": {bucket},
+        "sqs": {queue},
+        "secretsmanager": secrets,
+    }
     for action, resource, condition in stack.grants(stack.role_of(handler)):
         service = action.split(":")[0]
         if service == "xray":

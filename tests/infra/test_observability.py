@@ -44,9 +44,12 @@ def test_every_function_alarms_on_errors_and_throttles(stack: Synthesized) -> No
 
 
 def test_undelivered_run_failure_notifications_raise_an_alarm(stack: Synthesized) -> None:
-    queue, _ = stack.one("AWS::SQS::Queue")
-    (alarm,) = _alarm_on(stack, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
-    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
+    # (the other queues are the run-event queue and its dead-letter queue)
+    (queue,) = [q for q in stack.of_type("AWS::SQS::Queue") if q.startswith("Observability")]
+    alarms = _alarm_on(stack, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert [
+        a for a in alarms if a["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
+    ]
     # And the queue is the dead-letter queue of the rule that reports ended executions
     _, rule = stack.one("AWS::Events::Rule")
     (target,) = rule["Targets"]
@@ -69,16 +72,20 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
         pattern = metric_filter["FilterPattern"]
         for status in RunStatus:
             assert (f'"{status.value}"' in pattern) == (status in INTERVENTION_STATUSES), status
-    # And every function that moves runs (the APIs, the dashboard, the task steps) is watched
+    # And every function that moves runs (the APIs, the dashboard, the run workflow's
+    # steps; not the source workflow's, which create runs but never move them) is watched
     watched = {ref(f["LogGroupName"]) for f in filters}
-    # (the source workflow's steps only create runs; they never move one)
     movers = {
         ref(f["LoggingConfig"]["LogGroup"])
         for h, f in stack.functions().items()
         if h.startswith(
-            ("functions.tasks.", "functions.api.", "functions.cloud_api.", "functions.dashboard.")
+            (
+                "functions.tasks.handlers.",
+                "functions.api.",
+                "functions.cloud_api.",
+                "functions.dashboard.",
+            )
         )
-        and not h.startswith("functions.tasks.source_handlers.")
     }
     assert watched == movers
 

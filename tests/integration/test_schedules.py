@@ -11,14 +11,18 @@ import pytest
 import requests
 
 from runplane.adapters.scheduler import SCHEDULED_TIME, EventBridgeSchedules
+from runplane.domain import notifications as rules
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services import drift
+from runplane.services.notifications import Notifications
+from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from tests.integration.arena import Arena, planning, report_planned, show_json
+from tests.integration.test_run_events import ListQueue, Receiver
 
 GROUP = "runplane-schedules-test"
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:runplane-fire"
@@ -302,3 +306,81 @@ def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_findi
     found = drift.view(ws_id)
     assert found is not None
     assert (found["drifted"], found["run_id"]) == (False, newer)
+
+
+def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
+    arena: Arena, schedules: Schedules
+) -> None:
+    # Given a lifecycle publishing through the run-event seam to a worker that delivers
+    # notifications, and a workspace with one destination for drift_detected and one
+    # for applied only
+    stack = arena.stack
+    queue = ListQueue()
+    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue)
+    notifications = Notifications(
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        stack.keys,
+        queue,
+        allow_http=True,
+        retry_base_seconds=1,
+        control_plane_url="http://127.0.0.1:1",
+    )
+    worker = EventWorker(
+        stack.clock,
+        queue,
+        stack.lifecycle.events,
+        deliver=notifications.attempt,
+        approval_lead=timedelta(0),
+        run_status=lambda run_id: stack.lifecycle.runs.get(run_id).status,
+    )
+    worker.subscribe(notifications.on_event)
+    ws_id = _uploaded_workspace(arena, "drift-notified")
+    drifting, applied_only = Receiver([]), Receiver([])
+    try:
+        made = notifications.create(
+            arena.admin,
+            ws_id,
+            name="drift",
+            kind="webhook",
+            url=drifting.url,
+            events=["drift_detected"],
+        )
+        notifications.create(
+            arena.admin,
+            ws_id,
+            name="applies",
+            kind="webhook",
+            url=applied_only.url,
+            events=["applied"],
+        )
+        schedule = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
+        run_id = schedules.fire(schedule.id, FIRE_AT)["run_id"]
+
+        # When its scheduled plan finds changes, and the worker consumes the queue
+        _finish_scheduled_plan(arena, run_id, changes=True)
+        while queue.sent:
+            worker.handle(queue.sent.pop(0)[0])
+
+        # Then the drift destination got one signed drift_detected delivery with the counts
+        [(body, headers)] = drifting.received
+        assert rules.verify(made.signing_secret.encode(), body, headers[rules.SIGNATURE_HEADER])
+        sent = json.loads(body)
+        assert (sent["event"], sent["event_id"]) == ("drift_detected", f"{run_id}.drift")
+        assert sent["run"]["id"] == run_id
+        assert sent["details"] == {
+            "adds": "1",
+            "changes": "0",
+            "destroys": "0",
+            "replaces": "0",
+            "drifted": "0",
+            "schedule_id": schedule.id,
+        }
+        [delivery] = notifications.deliveries(arena.admin, ws_id, made.view["id"])
+        assert delivery["status"] == "delivered"
+        # And the destination for applied runs heard nothing
+        assert applied_only.received == []
+    finally:
+        drifting.close()
+        applied_only.close()

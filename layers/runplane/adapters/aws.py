@@ -52,6 +52,10 @@ def ecs(settings: Settings) -> ECSClient:
     return _client("ecs", settings)  # type: ignore[no-any-return]
 
 
+def sqs(settings: Settings) -> Any:
+    return _client("sqs", settings)
+
+
 def secret_string(settings: Settings, secret_id: str) -> str:
     """A Secrets Manager secret's current string value (the caller keeps it out of logs)."""
     client = _client("secretsmanager", settings)

@@ -527,6 +527,22 @@ class CsrfRefused(RunplaneError):
         super().__init__(why)
 
 
+class RunTriggerRefused(InvalidInput):
+    """A run-trigger change that cannot be valid: self, past the limit, or a cycle."""
+
+    code = "RUN_TRIGGER_REFUSED"
+
+
+class AlreadyTriggered(ConcurrentChange):
+    """The source run already queued a run in this workspace: nothing new was written."""
+
+    code = "ALREADY_TRIGGERED"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"already queued as run {run_id}")
+        self.run_id = run_id
+
+
 class SignInRefused(RunplaneError):
     """A hosted-UI sign-in that cannot complete: unknown or expired pre-session, state,
     nonce or audience mismatch, a refused code, a person who belongs to no

@@ -251,6 +251,12 @@ def _pull_request(
     )
 
 
+def status_execution_name(event_id: str) -> str:
+    """The source-workflow execution that reports the commit status of a run's ending
+    event (``<run ID>.<version>-status``): one per event, whatever redelivers it."""
+    return f"{event_id}-status"
+
+
 def commit_state(run_status: str) -> str:
     """The commit status a finished run reports: success only for a completed plan."""
     return "success" if run_status == "succeeded" else "failure"

@@ -73,6 +73,8 @@ class PrincipalKind(StrEnum):
     USER = "user"
     API_TOKEN = "token"
     RUNNER = "runner"
+    # The control plane acting on its own (a run trigger), with the permissions it was given.
+    SYSTEM = "system"
     # A source ingestion creating the runs of a GitHub event, confined to one workspace.
     SOURCE = "source"
     # A workspace schedule creating its run (never a caller of the API).

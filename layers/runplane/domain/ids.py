@@ -27,6 +27,8 @@ class IdKind(StrEnum):
     RECOVERY = "rcv"
     USER = "user"
     WEB_SESSION = "web"
+    NOTIFICATION_DESTINATION = "ntf"
+    NOTIFICATION_DELIVERY = "dlv"
     SOURCE_INGESTION = "src"
     SCHEDULE = "sch"
 

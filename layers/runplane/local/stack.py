@@ -307,6 +307,7 @@ class EmbeddedStack:
         engine: str | None = None,
         approval_window_seconds: int = 7 * 24 * 3600,
         runner_heartbeat_seconds: int = 900,
+        notification_retry_base_seconds: int = 30,
         github_api_url: str | None = None,
         scheduler_poll_seconds: float = 20.0,
     ) -> None:
@@ -316,6 +317,7 @@ class EmbeddedStack:
         self._engine = engine
         self._approval_window = approval_window_seconds
         self._runner_heartbeat = runner_heartbeat_seconds
+        self._notification_retry_base = notification_retry_base_seconds
         self.launcher: LocalProcessLauncher | None = None
         self._moto: Any = None
         self._server: GatewayServer | None = None
@@ -368,6 +370,9 @@ class EmbeddedStack:
             definition_version=f"run.asl.json#{digest}",
             build_sha=build,
             runner_release=f"runner@{build[:12]}",
+            # Run events use the in-process queue; receivers may be on loopback http.
+            notification_allow_http=True,
+            notification_retry_base_seconds=self._notification_retry_base,
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
@@ -407,6 +412,9 @@ class EmbeddedStack:
             self.scheduler = None
         if self.launcher is not None:
             self.launcher.stop_all()
+        stop_events = getattr(self.services.event_queue if self.services else None, "stop", None)
+        if stop_events is not None:
+            stop_events()
         if self._server is not None:
             self._server.stop()
             self._server = None

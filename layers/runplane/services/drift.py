@@ -16,12 +16,14 @@ from typing import Any
 
 from runplane.domain.entities import Run
 from runplane.domain.run import RunKind
+from runplane.domain.run_events import EventType, RunEvent, drift_event_id
+from runplane.services.run_events import RunEvents
 from runplane.store import run_parts
 from runplane.store import schedules as store
+from runplane.store.runs import Transitioned
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.drift")
-DRIFT_DETECTED = "drift_detected"
 _COUNTS = ("adds", "changes", "destroys", "replaces", "drifted")
 
 
@@ -70,21 +72,39 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
     return [store.put_drift(cleared)]
 
 
-def announce(drift: store.Drift | None) -> None:
-    """After the drift record committed: the ``drift_detected`` run event.
-
-    This is the one place drift is announced; a notification seam on run events
-    plugs in here (called with the run, the workspace and the counts)."""
+def announce(
+    drift: store.Drift | None,
+    run: Run,
+    moved: Transitioned,
+    events: RunEvents | None,
+) -> None:
+    """After the drift record committed with ``run``'s final move: publish the
+    ``drift_detected`` run event (notification destinations that subscribe to it get
+    the counts). Never raises: the finding is recorded whatever happens to the event."""
     if drift is None or drift.state != "drifted":
         return
+    summary = drift.body.get("summary") or {}
     logger.info(
-        "run event",
-        extra={
-            "event": DRIFT_DETECTED,
-            "run_id": drift.run_id,
-            "workspace_id": drift.workspace_id,
-            **drift.body.get("summary", {}),
-        },
+        "drift detected",
+        extra={"run_id": drift.run_id, "workspace_id": drift.workspace_id, **summary},
+    )
+    if events is None:
+        return
+    details = {name: str(count) for name, count in summary.items()}
+    if drift.body.get("schedule_id"):
+        details["schedule_id"] = str(drift.body["schedule_id"])
+    events.publish(
+        RunEvent(
+            id=drift_event_id(run.id),
+            type=EventType.DRIFT_DETECTED,
+            run_id=run.id,
+            organization_id=run.organization_id,
+            workspace_id=run.workspace_id,
+            run_kind=run.kind,
+            status=moved.status,
+            at=moved.at,
+            details=details,
+        )
     )
 
 

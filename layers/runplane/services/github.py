@@ -44,6 +44,7 @@ from runplane.domain.github import (
     commit_state,
     parse_event,
     signature_matches,
+    status_execution_name,
     valid_branch,
     valid_installation_id,
     valid_push_kind,
@@ -53,6 +54,7 @@ from runplane.domain.github import (
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run_events import ENDINGS, RunEvent
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.lifecycle import RunLifecycle
@@ -65,6 +67,7 @@ from runplane.store.models import (
     configuration_version_key,
     source_key,
 )
+from runplane.store.runs import RunRepository
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.github")
@@ -505,14 +508,23 @@ class GitHubSources:
         del token
 
 
-def status_on_end(workflow: Workflow) -> Callable[[Run, RunStatus], None]:
-    """A run-end listener: a run a source ingestion created reports its commit status
-    through the source workflow (which alone holds the GitHub App's key)."""
+def commit_status_reports(workflow: Workflow, runs: RunRepository) -> Callable[[RunEvent], None]:
+    """A run-event handler: a pull request's run (a speculative run a source ingestion
+    created) that ended reports its commit status through the source workflow, which
+    alone holds the GitHub App's key. The execution is named after the event, so a
+    redelivered event starts nothing twice."""
 
-    def listener(run: Run, status: RunStatus) -> None:
-        from_source = (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:")
-        # Only pull requests' (speculative) runs report a commit status.
-        if from_source and run.kind is RunKind.SPECULATIVE:
-            workflow.start_named(f"{run.id}-status", {"action": "report_status", "run_id": run.id})
+    def on_event(event: RunEvent) -> None:
+        if event.type not in ENDINGS or event.run_kind is not RunKind.SPECULATIVE:
+            return
+        try:
+            run = runs.get(event.run_id)
+        except NotFound:
+            return
+        if not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:"):
+            return
+        workflow.start_named(
+            status_execution_name(event.id), {"action": "report_status", "run_id": run.id}
+        )
 
-    return listener
+    return on_event

@@ -39,12 +39,14 @@ class Moved:
 
 
 class RunLifecycle:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(self, clock: Clock, ids: IdGenerator, events: RunEvents | None = None) -> None:
         self._clock = clock
         self._ids = ids
+        # Told of every committed move (after the commit): triggers, notifications,
+        # commit statuses; also how drift findings are published (services/drift.py).
+        self.events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
-        self.events = RunEvents()
 
     def create(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
         workspace = workspace_store.get_workspace(workspace_id)
@@ -105,8 +107,15 @@ class RunLifecycle:
                     "to_status": target.value,
                 },
             )
-            if target.is_terminal:
-                self.events.ended(run, target)
+            if self.events is not None:
+                self.events.status_moved(
+                    run,
+                    target,
+                    moved.version,
+                    moved.at,
+                    reason=reason,
+                    approval_expires_at=(run_updates or {}).get("approval_expires_at"),
+                )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 

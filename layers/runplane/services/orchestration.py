@@ -341,7 +341,7 @@ class Orchestration:
             )
             self._hand_off(moved)
             if noted:
-                drift.announce(found)
+                drift.announce(found, run, moved.transition, self._lifecycle.events)
         return {"status": self._lifecycle.runs.get(run_id).status.value}
 
     def _move_noting_drift(

@@ -36,7 +36,7 @@ from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.source_provenance import source_provenance
 from runplane.services.workspaces import Workspaces
-from runplane.store import run_parts, state_versions
+from runplane.store import run_parts, run_triggers, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import (
     ConfigurationVersionItem,
@@ -512,6 +512,11 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
         },
         # Followed through persisted records; None for a run not created from a source.
         "source": source_provenance(run, snapshot),
+        "trigger": snapshot.get("trigger"),
+        "triggered_runs": [
+            {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
+            for t in run_triggers.triggered_runs(run.id)
+        ],
         "plan": None,
         "policy": None,
         "approval": None,

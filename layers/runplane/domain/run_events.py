@@ -1,0 +1,126 @@
+"""Run events: what a committed status move means to people and to other workspaces.
+
+A status move is committed first; its event is published afterwards and
+handled asynchronously (run triggers, notifications, other hooks). This module
+is pure: which moves publish which event, and the event's wire form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from runplane.domain.run import RunKind, RunStatus
+
+S = RunStatus
+
+
+class EventType(StrEnum):
+    NEEDS_ATTENTION = "needs_attention"
+    APPROVAL_EXPIRING = "approval_expiring"
+    APPLIED = "applied"
+    ERRORED = "errored"
+    EXPIRED = "expired"
+    NEEDS_RECOVERY = "needs_recovery"
+    DRIFT_DETECTED = "drift_detected"
+    # Every other ending (plan completed, canceled, rejected): published for hooks
+    # that follow every terminal status; not a notification filter.
+    ENDED = "ended"
+
+
+# What a notification destination may subscribe to.
+NOTIFIABLE: frozenset[EventType] = frozenset(EventType) - {EventType.ENDED}
+# The events of a move into a terminal status: exactly one per run.
+ENDINGS: frozenset[EventType] = frozenset(
+    {
+        EventType.APPLIED,
+        EventType.ERRORED,
+        EventType.EXPIRED,
+        EventType.NEEDS_RECOVERY,
+        EventType.ENDED,
+    }
+)
+
+_ERRORED = frozenset({S.PLAN_FAILED, S.PLAN_CREDENTIALS_REQUIRED, S.POLICY_FAILED, S.APPLY_FAILED})
+_RECOVERY = frozenset({S.APPLY_START_UNCERTAIN, S.APPLY_INTERRUPTED, S.NEEDS_RECOVERY})
+
+
+def event_for_move(source: RunStatus, target: RunStatus) -> EventType | None:
+    """The event a committed move publishes, or None for a move inside the active path.
+
+    Only ``applying -> succeeded`` is *applied*: a plan_and_apply run whose plan had no
+    changes ends ``policy_passed -> succeeded`` without an apply, so it is an ordinary
+    ending and triggers no dependent run.
+    """
+    if target is S.AWAITING_APPROVAL:
+        return EventType.NEEDS_ATTENTION
+    if target is S.SUCCEEDED:
+        return EventType.APPLIED if source is S.APPLYING else EventType.ENDED
+    if target in _ERRORED:
+        return EventType.ERRORED
+    if target is S.EXPIRED:
+        return EventType.EXPIRED
+    if target in _RECOVERY:
+        return EventType.NEEDS_RECOVERY
+    if target.is_terminal:
+        return EventType.ENDED
+    return None
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One event of one run. ``id`` is deterministic (run and version), so publishing
+    the same move twice yields the same event and every consumer dedupes on it."""
+
+    id: str
+    type: EventType
+    run_id: str
+    organization_id: str
+    workspace_id: str
+    run_kind: RunKind
+    status: RunStatus
+    at: datetime
+    reason: str | None = None
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type.value,
+            "run_id": self.run_id,
+            "organization_id": self.organization_id,
+            "workspace_id": self.workspace_id,
+            "run_kind": self.run_kind.value,
+            "status": self.status.value,
+            "at": self.at.isoformat(),
+            "reason": self.reason,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_message(cls, body: Mapping[str, Any]) -> RunEvent:
+        return cls(
+            id=str(body["id"]),
+            type=EventType(body["type"]),
+            run_id=str(body["run_id"]),
+            organization_id=str(body["organization_id"]),
+            workspace_id=str(body["workspace_id"]),
+            run_kind=RunKind(body["run_kind"]),
+            status=RunStatus(body["status"]),
+            at=datetime.fromisoformat(str(body["at"])),
+            reason=body.get("reason"),
+            details={str(k): str(v) for k, v in (body.get("details") or {}).items()},
+        )
+
+
+def move_event_id(run_id: str, version: int) -> str:
+    """A move's event is named by the run version it produced (one move per version)."""
+    return f"{run_id}.{version:010d}"
+
+
+def drift_event_id(run_id: str) -> str:
+    """A run records at most one drift finding, so its run ID names the event."""
+    return f"{run_id}.drift"

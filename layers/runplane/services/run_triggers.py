@@ -1,0 +1,286 @@
+"""Run triggers: configure source workspaces; queue dependent runs when a source applies.
+
+A dependent run uses the configuration of the dependent workspace's most recent
+non-speculative run (what that workspace last planned from; a speculative
+configuration is a proposal and never applied by a trigger) and the run kind
+configured with the workspace's triggers. The run is created in ONE transaction
+with a claim keyed by source run and dependent workspace, so an event handled
+twice queues one run.
+
+A launch refused by launch controls (503, "retry later") is retried with backoff a
+bounded number of times through the event queue; after the last try, or at once for
+a refusal no retry can change (no configuration, a deleted workspace), the skip is
+recorded on the claim (shown in the source run's review) with an organization audit
+event. A trigger never loops to the dead-letter queue for a known refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from runplane.adapters.event_queue import EventQueue
+from runplane.adapters.workflow import Workflow
+from runplane.domain import run_triggers as rules
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run, Workspace
+from runplane.domain.errors import (
+    AlreadyTriggered,
+    ConcurrentChange,
+    LaunchDenied,
+    NotFound,
+    RunplaneError,
+    RunTriggerRefused,
+)
+from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run_events import EventType, RunEvent
+from runplane.services.runs import Runs
+from runplane.services.workspaces import Workspaces
+from runplane.store import run_parts
+from runplane.store import run_triggers as store
+from runplane.store import workspaces as workspace_store
+from runplane.store.runs import RunRepository
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger("runplane.triggers")
+
+_TRIGGER_PERMISSIONS = frozenset(
+    {Permission.WORKSPACE_READ, Permission.RUN_READ, Permission.RUN_CREATE}
+)
+# The event-queue message of a trigger retried after a refused launch.
+RETRY = "trigger"
+
+
+class RunTriggers:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        workspaces: Workspaces,
+        runs: Runs,
+        repository: RunRepository,
+        workflow: Workflow,
+        queue: EventQueue,
+        *,
+        retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._workspaces = workspaces
+        self._runs = runs
+        self._repository = repository
+        self._workflow = workflow
+        self._queue = queue
+        self._retry_base = retry_base_seconds
+
+    # -- configuration (API) ----------------------------------------------------------------
+
+    def show(self, principal: Principal, workspace_id: str) -> dict[str, Any]:
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        triggers = store.get(workspace.id)
+        return {
+            "workspace_id": workspace.id,
+            "run_kind": triggers.run_kind.value,
+            "sources": [self._named(s) for s in triggers.sources],
+            "dependents": [self._named(d) for d in sorted(store.dependents(workspace.id))],
+        }
+
+    def add(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        source_id: str,
+        run_kind: RunKind | None = None,
+    ) -> dict[str, Any]:
+        """Add ``source_id`` as a source of ``workspace_id`` (both in the caller's
+        organization). Refused, writing nothing: itself, past 20 sources, or a cycle."""
+        principal.require(Permission.WORKSPACE_UPDATE)
+        dependent = self._workspaces.by_id(principal, workspace_id)
+        try:
+            source = self._workspaces.by_id(principal, source_id)
+        except NotFound:
+            raise NotFound("workspace", source_id, "/source_workspace_id") from None
+        current = store.get(dependent.id)
+        rules.check_new_source(dependent.id, source.id, current.sources)
+        read: dict[str, store.Triggers] = {}
+
+        def sources_of(workspace: str) -> tuple[str, ...]:
+            read[workspace] = store.get(workspace)
+            return read[workspace].sources
+
+        cycle, _ = rules.find_cycle(dependent.id, source.id, sources_of)
+        if cycle:
+            raise RunTriggerRefused(
+                f"workspace {source.id} already depends on {dependent.id} through its own "
+                "sources: adding it would make a cycle",
+                "/source_workspace_id",
+            )
+        sources = current.sources if source.id in current.sources else (*current.sources, source.id)
+        kind = run_kind or current.run_kind
+        # Every trigger list the cycle check read must still be as read when this commits.
+        checks = [store.unchanged(t) for w, t in read.items() if w != dependent.id]
+        Transaction().extend(
+            [
+                store.replace(current, dependent.organization_id, sources, kind, self._clock.now()),
+                store.link(source.id, dependent.id, dependent.organization_id),
+                *checks,
+            ]
+        ).commit()
+        return self.show(principal, dependent.id)
+
+    def remove(self, principal: Principal, workspace_id: str, source_id: str) -> dict[str, Any]:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        dependent = self._workspaces.by_id(principal, workspace_id)
+        current = store.get(dependent.id)
+        if source_id not in current.sources:
+            raise NotFound("run trigger source", source_id)
+        sources = tuple(s for s in current.sources if s != source_id)
+        Transaction().extend(
+            [
+                store.replace(
+                    current, dependent.organization_id, sources, current.run_kind, self._clock.now()
+                ),
+                store.unlink(source_id, dependent.id),
+            ]
+        ).commit()
+        return self.show(principal, dependent.id)
+
+    def _named(self, workspace_id: str) -> dict[str, str]:
+        try:
+            name = workspace_store.get_workspace(workspace_id).name
+        except NotFound:
+            name = ""
+        return {"id": workspace_id, "name": name}
+
+    # -- the event handler (worker) ---------------------------------------------------------
+
+    def on_event(self, event: RunEvent) -> None:
+        """An applied run queues one run in each dependent workspace."""
+        if event.type is not EventType.APPLIED:
+            return
+        for dependent_id in store.dependents(event.workspace_id):
+            self.queue_dependent(event, dependent_id)
+
+    def retry(self, message: Mapping[str, Any]) -> None:
+        """A trigger whose launch was refused earlier, tried again (an event message)."""
+        event = RunEvent.from_message(message["event"])
+        self.queue_dependent(event, str(message["dependent_workspace_id"]), int(message["try"]))
+
+    def queue_dependent(self, event: RunEvent, dependent_id: str, tries: int = 1) -> str | None:
+        """The run ``event``'s source run queued in ``dependent_id`` (created now, or
+        found from an earlier try), or None when nothing was queued (skipped, or to be
+        retried after a refused launch)."""
+        try:
+            dependent = workspace_store.get_workspace(dependent_id)
+        except NotFound:
+            return None
+        triggers = store.get(dependent.id)
+        if dependent.organization_id != event.organization_id or (
+            event.workspace_id not in triggers.sources
+        ):
+            return None
+        already = store.triggered(event.run_id).get(dependent.id)
+        if already is not None:
+            return self._ensure_started(already) if already else None
+        configuration = self._latest_configuration(dependent)
+        if configuration is None:
+            self._skip(event, dependent, "the workspace has no configuration to run yet")
+            return None
+        principal = Principal(
+            kind=PrincipalKind.SYSTEM,
+            id=f"trigger:{event.run_id}",
+            organization_id=dependent.organization_id,
+            permissions=_TRIGGER_PERMISSIONS,
+            display=f"run trigger from {event.run_id}",
+        )
+        run_id = self._ids.new(IdKind.RUN)
+        try:
+            run = self._runs.create(
+                principal,
+                dependent.id,
+                kind=triggers.run_kind,
+                configuration_version_id=configuration,
+                engine_version=None,
+                variables={},
+                message=f"Triggered by run {event.run_id}",
+                extra_input={
+                    "trigger": {
+                        "source_run_id": event.run_id,
+                        "source_workspace_id": event.workspace_id,
+                        "event_id": event.id,
+                    }
+                },
+                extra_writes=[store.claim(event.run_id, dependent.id, run_id, self._clock.now())],
+                run_id=run_id,
+            )
+        except AlreadyTriggered as first:
+            return self._ensure_started(first.run_id) if first.run_id else None
+        except LaunchDenied as denied:
+            self._launch_refused(event, dependent, tries, denied)
+            return None
+        except ConcurrentChange:
+            raise  # transient: the event is redelivered
+        except RunplaneError as refused:
+            # Nothing a retry would change (e.g. the configuration is gone).
+            self._skip(event, dependent, refused.message)
+            return None
+        return run.id
+
+    def _launch_refused(
+        self, event: RunEvent, dependent: Workspace, tries: int, denied: LaunchDenied
+    ) -> None:
+        if tries >= rules.MAX_LAUNCH_TRIES:
+            self._skip(event, dependent, f"launch refused {tries} times: {denied.reason}")
+            return
+        delay = rules.launch_retry_delay(tries, self._retry_base)
+        logger.info(
+            "run trigger launch refused; retrying",
+            extra={"run_id": event.run_id, "workspace_id": dependent.id, "try": tries},
+        )
+        message = {
+            "kind": RETRY,
+            "event": event.to_message(),
+            "dependent_workspace_id": dependent.id,
+            "try": tries + 1,
+        }
+        self._queue.send(message, delay)
+
+    def _skip(self, event: RunEvent, dependent: Workspace, reason: str) -> None:
+        logger.warning(
+            "run trigger skipped",
+            extra={"run_id": event.run_id, "workspace_id": dependent.id, "reason": reason},
+        )
+        # Refused when an earlier try already queued a run or recorded the skip.
+        with contextlib.suppress(AlreadyTriggered):
+            store.skip(
+                event.run_id,
+                dependent.id,
+                dependent.organization_id,
+                reason,
+                event.id,
+                self._clock.now(),
+            ).commit()
+
+    def _ensure_started(self, run_id: str) -> str:
+        """An earlier try created the run; its workflow start may be what failed."""
+        if self._repository.get(run_id).status is RunStatus.DISPATCH_PENDING:
+            self._workflow.start(run_id)
+        return run_id
+
+    def _latest_configuration(self, workspace: Workspace) -> str | None:
+        runs: list[Run] = sorted(
+            self._repository.list_for_workspace(workspace.id),
+            key=lambda r: r.created_at,
+            reverse=True,
+        )
+        for run in runs:
+            if run.kind is RunKind.SPECULATIVE:
+                continue
+            snapshot = run_parts.get(run.id, "input")
+            if snapshot is not None and snapshot.body.get("configuration_version_id"):
+                return str(snapshot.body["configuration_version_id"])
+        return None

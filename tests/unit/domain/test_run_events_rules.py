@@ -1,0 +1,94 @@
+"""Rules of run events, run triggers and notification destinations."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.domain import notifications as rules
+from runplane.domain import run_triggers as trigger_rules
+from runplane.domain.errors import InvalidInput, RunTriggerRefused
+from runplane.domain.run import RunStatus
+from runplane.domain.run_events import EventType, event_for_move
+from runplane.domain.run_triggers import MAX_SOURCES, check_new_source, find_cycle
+
+S = RunStatus
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "event"),
+    [
+        (S.POLICY_PASSED, S.AWAITING_APPROVAL, EventType.NEEDS_ATTENTION),
+        (S.APPLYING, S.SUCCEEDED, EventType.APPLIED),
+        (S.POLICY_PASSED, S.SUCCEEDED, EventType.ENDED),
+        (S.PLANNING, S.PLAN_FAILED, EventType.ERRORED),
+        (S.APPLYING, S.APPLY_FAILED, EventType.ERRORED),
+        (S.AWAITING_APPROVAL, S.EXPIRED, EventType.EXPIRED),
+        (S.APPLYING, S.NEEDS_RECOVERY, EventType.NEEDS_RECOVERY),
+        (S.APPLYING, S.APPLY_INTERRUPTED, EventType.NEEDS_RECOVERY),
+        (S.QUEUED, S.CANCELED, EventType.ENDED),
+        (S.QUEUED, S.PLANNING, None),
+    ],
+)
+def test_each_move_publishes_its_event(
+    source: RunStatus, target: RunStatus, event: EventType | None
+) -> None:
+    assert event_for_move(source, target) is event
+
+
+def test_a_source_list_is_bounded_and_never_names_itself() -> None:
+    full = [f"ws-{n}" for n in range(MAX_SOURCES)]
+    with pytest.raises(RunTriggerRefused):
+        check_new_source("ws-x", "ws-new", full)
+    with pytest.raises(RunTriggerRefused):
+        check_new_source("ws-x", "ws-x", [])
+    check_new_source("ws-x", full[0], full)  # already a source: no growth
+
+
+def test_cycles_are_found_through_the_sources_of_sources() -> None:
+    # b's source is a, c's source is b: making c a source of a closes a -> b -> c -> a
+    graph = {"a": [], "b": ["a"], "c": ["b"]}
+    assert find_cycle("a", "c", lambda w: graph[w])[0] is True
+    assert find_cycle("c", "a", lambda w: graph[w])[0] is False
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://example.com/x", "https://u:p@example.com/x", "https:///nohost", "https://e.com/#f"],
+)
+def test_destination_urls_are_refused(url: str) -> None:
+    with pytest.raises(InvalidInput):
+        rules.check_url(url, allow_http=False)
+
+
+def test_listings_never_echo_the_path_or_query() -> None:
+    shown = rules.display_url("https://hooks.slack.com/services/T0/B0/secretpart?x=1")
+    assert shown == "https://hooks.slack.com/…"
+
+
+def test_signatures_cover_the_exact_body_and_backoff_doubles_to_a_cap() -> None:
+    sig = rules.signature(b"k", b"{}")
+    assert rules.verify(b"k", b"{}", sig)
+    assert not rules.verify(b"k", b"{} ", sig)
+    assert [rules.retry_delay(n, 30) for n in range(1, 7)] == [30, 60, 120, 240, 480, 900]
+
+
+def test_only_known_notifiable_events_are_accepted() -> None:
+    with pytest.raises(InvalidInput):
+        rules.check_events(["ended"])
+    with pytest.raises(InvalidInput):
+        rules.check_events([])
+    assert rules.check_events(["applied", "drift_detected"]) == {
+        EventType.APPLIED,
+        EventType.DRIFT_DETECTED,
+    }
+
+
+def test_refused_trigger_launches_back_off_within_the_queues_delay_limit() -> None:
+    # Given the bounded retries of a trigger refused by launch controls
+    delays = [
+        trigger_rules.launch_retry_delay(n, trigger_rules.LAUNCH_RETRY_BASE_SECONDS)
+        for n in range(1, trigger_rules.MAX_LAUNCH_TRIES)
+    ]
+    # Then they double from a minute, and none exceeds what SQS can delay (15 minutes)
+    assert delays == [60, 120, 240, 480]
+    assert trigger_rules.launch_retry_delay(10, 60) == 900
