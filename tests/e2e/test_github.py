@@ -21,6 +21,7 @@ import pytest
 
 from runplane.client import ApiError, Client, Connection
 from tests.e2e.conftest import Local, unique
+from tests.e2e.test_dashboard import signed_in
 from tests.github_fake import FakeGitHub
 
 INSTALLATION = 4242
@@ -187,6 +188,13 @@ def test_a_push_plans_every_bound_workspace_once_with_provenance_and_no_token_an
     assert other.list_runs(foreign) == []
     # And the provenance holds identifiers and digests, never storage details
     assert "object_key" not in json.dumps(source)
+    # And the run page's header shows the same identity
+    page = signed_in(local).get(f"{local.url}/ui/runs/{planned['id']}", timeout=30)
+    assert page.status_code == 200
+    header = page.text.split('id="run-source"', 1)[1].split("</dd>", 1)[0]
+    for shown in (repository, "push to", "main", sha[:12], "envs/a", delivery, body["source_id"]):
+        assert shown in header, shown
+    assert source["configuration_artifact_id"] not in page.text
 
     # When the same delivery arrives again
     before = len(table_items(local))
