@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.e2e.conftest import Local, embedded, fake_github, local
+from tests.e2e.conftest import Local, embedded, local
 
-__all__ = ["embedded", "fake_github", "local"]
+__all__ = ["embedded", "local"]
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags, chromium keeps trying the network at

@@ -73,28 +73,22 @@ def unique(prefix: str) -> str:
 
 
 class _SharedStack:
-    """The one embedded stack of this test process. The browser tier re-exports the
-    ``embedded`` fixture, and pytest then runs it once per tier: both get this stack,
-    since a second one would collide with the first in the in-process AWS fakes."""
+    """The one embedded stack of this test process, with the fake GitHub its App points
+    at. The browser tier re-exports these fixtures, and pytest then runs each once per
+    tier: every tier gets this stack and this fake, since a second stack would collide
+    with the first in the in-process AWS fakes (and a second fake would not be the one
+    the stack trusts)."""
 
     local: Local | None = None
+    github: FakeGitHub | None = None
     users = 0
 
 
 @pytest.fixture(scope="session")
-def fake_github() -> Iterator[FakeGitHub]:
-    """A fake GitHub on loopback; the stack's GitHub App is pointed at it."""
-    github = FakeGitHub().start()
-    try:
-        yield github
-    finally:
-        github.stop()
-
-
-@pytest.fixture(scope="session")
-def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) -> Iterator[Local]:
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     if _SharedStack.local is None:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        github = FakeGitHub().start()
         # A short heartbeat window (runners beat every 3 s) lets the runner-loss tests
         # see a silent sandbox detected in seconds, as production does in minutes.
         stack = EmbeddedStack(
@@ -102,12 +96,13 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) 
             port=0,
             engine=str(engine_path()),
             runner_heartbeat_seconds=HEARTBEAT_WINDOW_SECONDS,
-            github_api_url=fake_github.url,
+            github_api_url=github.url,
             # Notification retries back off from 1 s (30 s in a default stack).
             notification_retry_base_seconds=1,
         )
         assert stack.github is not None
-        fake_github.trust(stack.github.app_id, stack.github.public_key_pem)
+        github.trust(stack.github.app_id, stack.github.public_key_pem)
+        _SharedStack.github = github
         _SharedStack.local = Local(stack, stack.start())
     _SharedStack.users += 1
     try:
@@ -117,6 +112,16 @@ def embedded(tmp_path_factory: pytest.TempPathFactory, fake_github: FakeGitHub) 
         if _SharedStack.users == 0:
             _SharedStack.local.stack.stop()
             _SharedStack.local = None
+            if _SharedStack.github is not None:
+                _SharedStack.github.stop()
+                _SharedStack.github = None
+
+
+@pytest.fixture(scope="session")
+def fake_github(embedded: Local) -> FakeGitHub:
+    """The fake GitHub on loopback that the stack's GitHub App is pointed at."""
+    assert _SharedStack.github is not None
+    return _SharedStack.github
 
 
 @pytest.fixture

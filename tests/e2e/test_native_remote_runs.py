@@ -216,7 +216,8 @@ def test_an_interrupt_while_planning_cancels_the_run(local: Local, tmp_path: Pat
 
     # Then the managed run is canceled and the client says so (Terraform 1.0.3 still
     # exits 0: it judges the run by the status it read before canceling)
-    assert "The remote operation was successfully cancelled." in output, output
+    status = local.client.review(run_id)["status"]
+    assert "The remote operation was successfully cancelled." in output, (status, output)
     assert local.client.review(run_id)["status"] == "canceled"
     assert tfe(local, "GET", f"/runs/{run_id}").json()["data"]["attributes"]["status"] == (
         "canceled"
