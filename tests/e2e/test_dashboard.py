@@ -13,7 +13,9 @@ import requests
 
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.identity import Permission
+from runplane.domain.recovery import RecoveryRequest, RecoveryState, Resolution
 from runplane.domain.web_session import new_secret
+from runplane.store import recovery as recovery_store
 from runplane.store import web_sessions as web_store
 from tests.e2e.conftest import Local
 from tests.e2e.test_managed_runs import HELLO, PARTIAL, config, new_workspace, writer_of
@@ -432,3 +434,111 @@ def test_the_live_log_endpoint_pages_a_log_by_offset(local: Local) -> None:
     assert bad.status_code == 422
     anonymous = requests.get(f"{base}/plan?offset=0", allow_redirects=False, timeout=30)
     assert anonymous.status_code == 303
+
+
+def prepared_by_someone_else(local: Local, run: dict[str, Any], lease_left: timedelta) -> str:
+    """A recovery of ``run`` another operator prepared (current state verified) and left,
+    its lease running for ``lease_left`` more (negative: it ran out)."""
+    services = local.stack.services
+    assert services is not None
+    now = services.clock.now()
+    verified = run["recovery"]["current_state_version_id"]
+    evidence = RecoveryRequest(Resolution.CURRENT_STATE_VERIFIED, "night shift", True, verified)
+    holder = "user:night-shift"
+    recovery_store.prepare(
+        recovery_store.Recovery(
+            id=f"rcv-{run['id'][4:]}",
+            run_id=run["id"],
+            organization_id=services.workspaces.organization_id_of(local.organization),
+            workspace_id=run["workspace_id"],
+            state=RecoveryState.PREPARED,
+            holder=holder,
+            generation=1,
+            fingerprint=evidence.fingerprint(),
+            lease_expires_at=now + lease_left,
+            target_artifact_id=None,
+            body={
+                "resolution": evidence.resolution.value,
+                "reason": evidence.reason,
+                "prepared_by": holder,
+                "current_state_version_id": verified,
+                "pre_apply_state_version_id": run["input"]["predecessor_state_version_id"],
+                "takeovers": [],
+            },
+            created_at=now - timedelta(minutes=20),
+            updated_at=now - timedelta(minutes=20),
+        )
+    ).commit()
+    return holder
+
+
+def test_a_recovery_left_by_another_operator_is_taken_over_through_the_page_once_its_lease_ran_out(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a run needing recovery that another operator prepared and left
+    run = failed_apply_holding_the_workspace(local, tmp_path, "dash-takeover")
+    holder = prepared_by_someone_else(local, run, timedelta(minutes=5))
+    browser = signed_in(local)
+    url = f"{local.url}/ui/runs/{run['id']}"
+
+    # Then while their lease runs, the page offers no takeover and a submission is refused
+    page = browser.get(url, timeout=30).text
+    assert holder in page
+    assert re.search(r'<input type="checkbox" name="takeover"[^>]* disabled', page)
+    fields = form_fields(page, "recover-form")
+    valid = {
+        **fields,
+        "resolution": "current_state_verified",
+        "reason": "picking up the night shift's recovery",
+        "confirm_authority_revocation": "yes",
+        "takeover": "yes",
+    }
+    no_file = {"emergency_state": ("", b"", "application/octet-stream")}
+    leased = browser.post(
+        f"{url}/recover", data=valid, files=no_file, headers={"Origin": local.url}, timeout=30
+    )
+    assert leased.status_code == 409, leased.text
+    assert "<strong>RECOVERY_LEASED</strong>" in leased.text
+    assert writer_of(run["workspace_id"])[0] == run["id"]
+
+    # When the lease has run out (the other operator never came back)
+    recovery_store_lease_ran_out(local, run["id"])
+    page = browser.get(url, timeout=30).text
+    assert not re.search(r'<input type="checkbox" name="takeover"[^>]* disabled', page)
+    # And the operator sends the form without confirming the takeover
+    unconfirmed = {k: v for k, v in valid.items() if k != "takeover"}
+    unconfirmed["csrf"] = form_fields(page, "recover-form")["csrf"]
+    refused = browser.post(
+        f"{url}/recover", data=unconfirmed, files=no_file, headers={"Origin": local.url}, timeout=30
+    )
+    # Then it is refused, naming the takeover, and nothing is written
+    assert refused.status_code == 409, refused.text
+    assert "confirm the takeover" in refused.text
+    assert writer_of(run["workspace_id"])[0] == run["id"]
+
+    # When the takeover is confirmed
+    taken = browser.post(
+        f"{url}/recover",
+        data={**valid, "csrf": unconfirmed["csrf"]},
+        files=no_file,
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+
+    # Then the recovery completes, released the workspace, and the takeover is on record
+    assert taken.status_code == 303, taken.text
+    assert writer_of(run["workspace_id"]) == (None, None)
+    panel = local.client.review(run["id"])["recovery"]
+    assert panel["status"] == "completed"
+    assert [t["from"] for t in panel["takeovers"]] == [holder]
+
+
+def recovery_store_lease_ran_out(local: Local, run_id: str) -> None:
+    """Move the prepared recovery's lease into the past, as time would."""
+    services = local.stack.services
+    assert services is not None
+    recovery = recovery_store.get(run_id)
+    assert recovery is not None
+    past = services.clock.now() - timedelta(seconds=1)
+    recovery_store.lease(recovery, recovery.holder, past, recovery.body, past).commit()
