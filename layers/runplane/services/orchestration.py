@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -31,13 +31,28 @@ from runplane.domain.errors import (
     TransitionRejected,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.run import OPEN_APPLY_RECORD, RunStatus
+from runplane.domain.parts import (
+    OPEN_APPLY_RECORD,
+    OPEN_ATTEMPT,
+    ApplyRecord,
+    ApplyRecordState,
+    ApprovalBinding,
+    ApprovalBody,
+    ApprovalState,
+    AttemptBody,
+    AttemptState,
+    PartKind,
+    PlanEvidence,
+    PlanEvidenceState,
+    check_move,
+)
+from runplane.domain.run import RunStatus
 from runplane.services import drift
-from runplane.services.attempts import OPEN_ATTEMPT, attempt_part, close_attempt
+from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import Clearance, LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
-from runplane.services.policy import Policies
+from runplane.services.policy import RESERVED, Policies
 from runplane.services.writer import Handoff
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
@@ -137,24 +152,20 @@ class Orchestration:
         if snapshot.get("variables_artifact_id"):
             inputs.append(snapshot["variables_artifact_id"])
         apply_start = None
-        attempt_body: dict[str, Any] = {
-            "attempt_id": attempt_id,
-            "sandbox_id": sandbox_id,
-            "phase": stage.value,
-            "launched_at": now.isoformat(),
-        }
         # A full scope refuses the whole start with SandboxCapacityExhausted, which
         # the workflow retries with backoff: nothing is written until a slot is free.
         slots, take_slots = clearance.take_slots()
-        attempt_body["slots"] = slots
+        attempt_body = AttemptBody(
+            attempt_id, sandbox_id, stage.value, now.isoformat(), tuple(slots)
+        )
         if stage is Phase.PLAN:
             workspace = workspace_store.get_workspace(run.workspace_id)
             pinned = workspace.current_state_version_id
             attempt = run_parts.put(
                 run.id,
                 attempt_part(stage),
-                state="launching",
-                body=attempt_body,
+                state=AttemptState.LAUNCHING,
+                body=attempt_body.to_body(),
                 now=now,
                 token=token,
             )
@@ -166,10 +177,9 @@ class Orchestration:
                 extra_writes=[attempt, *take_slots],
             )
         else:
-            plan = run_parts.require(run.id, "plan").body
-            inputs.append(plan["plan_artifact_id"])
+            inputs.append(run_parts.plan_evidence(run.id).plan_artifact_id)
             lock = self._lifecycle.writer.acquire_apply_lock(run)
-            attempt_body.update({"lock_id": lock.lock_id, "fence": lock.fence})
+            attempt_body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
             minted_apply = self._capabilities.mint(
                 CapabilityKind.APPLY_START,
                 binding,
@@ -180,8 +190,8 @@ class Orchestration:
             run_parts.put(
                 run.id,
                 attempt_part(stage),
-                state="launching",
-                body=attempt_body,
+                state=AttemptState.LAUNCHING,
+                body=attempt_body.to_body(),
                 now=now,
                 token=token,
             ).extend(
@@ -189,14 +199,9 @@ class Orchestration:
                     run_parts.change(
                         run.id,
                         "apply",
-                        expected_state="pending",
-                        state="starting",
-                        body={
-                            "attempt_id": attempt_id,
-                            "lock_id": lock.lock_id,
-                            "fence": lock.fence,
-                            "resulting_state_version_id": None,
-                        },
+                        expected_state=ApplyRecordState.PENDING,
+                        state=ApplyRecordState.STARTING,
+                        body=ApplyRecord(None, attempt_id, lock.lock_id, lock.fence).to_body(),
                         now=now,
                     ),
                     *take_slots,
@@ -224,9 +229,9 @@ class Orchestration:
         run_parts.change(
             run.id,
             attempt_part(stage),
-            expected_state="launching",
-            state="started",
-            body={**attempt_body, "sandbox_ref": reference},
+            expected_state=AttemptState.LAUNCHING,
+            state=AttemptState.STARTED,
+            body=replace(attempt_body, sandbox_ref=reference).to_body(),
             now=self._clock.now(),
         ).commit()
         return {"attempt_id": attempt_id, "replayed": False}
@@ -241,14 +246,18 @@ class Orchestration:
         recorded is partial evidence: the start fails closed.
         """
         now = self._clock.now()
-        replayed = {"attempt_id": attempt.body["attempt_id"], "replayed": True}
-        if attempt.state == "started":
+        replayed = {"attempt_id": run_parts.attempt_body(attempt).attempt_id, "replayed": True}
+        if attempt.state == AttemptState.STARTED:
             run_parts.change(
-                run.id, attempt_part(stage), expected_state="started", token=token, now=now
+                run.id,
+                attempt_part(stage),
+                expected_state=AttemptState.STARTED,
+                token=token,
+                now=now,
             ).commit()
             return replayed
-        if attempt.state in {"succeeded", "failed"}:
-            planned = stage is Phase.PLAN and attempt.state == "succeeded"
+        if attempt.state in {AttemptState.SUCCEEDED, AttemptState.FAILED}:
+            planned = stage is Phase.PLAN and attempt.state == AttemptState.SUCCEEDED
             outcome = S.PLAN_COMPLETE.value if planned else run.status.value
             self._workflow.resume(token, {"outcome": outcome})
             return replayed
@@ -258,7 +267,9 @@ class Orchestration:
             target,
             actor=WORKFLOW,
             reason="runner start could not be proven",
-            extra_writes=close_attempt(run.id, attempt_part(stage), attempt, "abandoned", now),
+            extra_writes=close_attempt(
+                run.id, attempt_part(stage), attempt, AttemptState.ABANDONED, now
+            ),
         )
         self._hand_off(moved)
         raise RunEnded(run.id, target)
@@ -293,7 +304,7 @@ class Orchestration:
             policy_inputs = self._policies.policy_inputs(run)
             digest = policy_inputs.digest("runplane")
             check = run_parts.require(run.id, "policy")
-            if check.state == "running":
+            if check.state == RESERVED:
                 Policies.bind(run, check, digest, self._clock.now()).commit()
                 check = run_parts.require(run.id, "policy")
             evaluation = self._policies.evaluate(run, policy_inputs, digest)
@@ -320,8 +331,8 @@ class Orchestration:
         return run_parts.change(
             run_id,
             "apply",
-            expected_state="pending",
-            state="closed",
+            expected_state=ApplyRecordState.PENDING,
+            state=ApplyRecordState.CLOSED,
             body={"reason": reason, "resulting_state_version_id": None},
             now=self._clock.now(),
         )
@@ -366,19 +377,18 @@ class Orchestration:
             expires_at = now + (
                 timedelta(seconds=window) if window else self._timing.approval_window
             )
-            plan = run_parts.require(run.id, "plan").body
             policy = run_parts.require(run.id, "policy").body
-            binding = {
-                "plan_sha256": plan["plan_sha256"],
-                "predecessor_state_version_id": run.predecessor_sv_id,
-                "policy_input_digest": policy.get("input_digest"),
-                "policy_result_digest": policy.get("result_digest"),
-            }
+            binding = ApprovalBinding(
+                plan_sha256=run_parts.plan_evidence(run.id).plan_sha256,
+                predecessor_state_version_id=run.predecessor_sv_id,
+                policy_input_digest=policy.get("input_digest"),
+                policy_result_digest=policy.get("result_digest"),
+            )
             approval = run_parts.put(
                 run.id,
                 "approval",
-                state="waiting",
-                body={"expires_at": expires_at.isoformat(), "binding": binding},
+                state=ApprovalState.WAITING,
+                body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
                 now=now,
             )
             self._lifecycle.move(
@@ -399,12 +409,12 @@ class Orchestration:
         """Store the approval wait's token; a decision already recorded resumes at once."""
         self._active(run_id)
         approval = run_parts.require(run_id, "approval")
-        if approval.state == "waiting":
+        if approval.state == ApprovalState.WAITING:
             try:
                 run_parts.change(
                     run_id,
                     "approval",
-                    expected_state="waiting",
+                    expected_state=ApprovalState.WAITING,
                     token=token,
                     now=self._clock.now(),
                 ).commit()
@@ -418,7 +428,7 @@ class Orchestration:
         """The approval wait timed out: the database decides what happened."""
         run = self._active(run_id)
         approval = run_parts.require(run_id, "approval")
-        if approval.state in {"approved", "rejected"}:
+        if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
             return {"decision": approval.body["decision"]}
         now = self._clock.now()
         if run.approval_expires_at is not None and now < run.approval_expires_at:
@@ -426,8 +436,8 @@ class Orchestration:
         expire = run_parts.change(
             run_id,
             "approval",
-            expected_state="waiting",
-            state="expired",
+            expected_state=ApprovalState.WAITING,
+            state=ApprovalState.EXPIRED,
             token=None,
             now=now,
         )
@@ -468,19 +478,23 @@ class Orchestration:
             lock = self._lifecycle.writer.held_apply_lock(run)
         now = self._clock.now()
         closing = (
-            close_attempt(run.id, attempt_part(stage), open_attempt, "lost", now)
+            close_attempt(run.id, attempt_part(stage), open_attempt, AttemptState.LOST, now)
             if stage and open_attempt
             else []
         )
         record = run_parts.get(run.id, "apply") if stage is Phase.APPLY else None
         if record is not None and record.state in OPEN_APPLY_RECORD:
             # The apply record says what is known: nothing started, or nothing certain.
+            known = (
+                ApplyRecordState.FAILED if target is S.APPLY_FAILED else ApplyRecordState.UNCERTAIN
+            )
+            check_move(PartKind.APPLY_RECORD, record.state, known)
             closing.append(
                 run_parts.change(
                     run.id,
                     "apply",
                     expected_state=record.state,
-                    state="failed" if target is S.APPLY_FAILED else "uncertain",
+                    state=known,
                     body={**record.body, "reason": reason},
                     now=now,
                 )
@@ -524,7 +538,7 @@ class Orchestration:
                 run.id,
                 attempt_part(Phase.PLAN),
                 attempt,
-                "succeeded" if outcome == "planned" else "failed",
+                AttemptState.SUCCEEDED if outcome == "planned" else AttemptState.FAILED,
                 now,
                 log_artifact_id=report.get("log_artifact_id"),
                 engine_seconds=report.get("engine_seconds"),
@@ -533,26 +547,32 @@ class Orchestration:
         )
         if outcome == "planned":
             has_changes = bool(report["has_changes"])
-            evidence = {
-                "attempt_id": attempt_id,
-                "plan_artifact_id": report["plan_artifact_id"],
-                "plan_sha256": report["plan_sha256"],
-                "plan_json_artifact_id": report["plan_json_artifact_id"],
-                "plan_json_sha256": report["plan_json_sha256"],
-                "log_artifact_id": report.get("log_artifact_id"),
-                "summary": report["summary"],
-                "has_changes": has_changes,
-                "engine_version": report.get("engine_version"),
-                "predecessor_state_version_id": run.predecessor_sv_id,
-            }
+            evidence = PlanEvidence(
+                attempt_id=attempt_id,
+                plan_artifact_id=report["plan_artifact_id"],
+                plan_sha256=report["plan_sha256"],
+                plan_json_artifact_id=report["plan_json_artifact_id"],
+                plan_json_sha256=report["plan_json_sha256"],
+                log_artifact_id=report.get("log_artifact_id"),
+                summary=report["summary"],
+                has_changes=has_changes,
+                engine_version=report.get("engine_version"),
+                predecessor_state_version_id=run.predecessor_sv_id,
+            )
             writes = [
                 done,
-                run_parts.put(run.id, "plan", state="committed", body=evidence, now=now),
+                run_parts.put(
+                    run.id,
+                    "plan",
+                    state=PlanEvidenceState.COMMITTED,
+                    body=evidence.to_body(),
+                    now=now,
+                ),
                 # Reserved atomically with the plan: clients never race its creation.
                 run_parts.put(
                     run.id,
                     "policy",
-                    state="running",
+                    state=RESERVED,
                     body={"id": self._ids.new(IdKind.POLICY_CHECK), "input_digest": None},
                     now=now,
                 ),
@@ -562,8 +582,8 @@ class Orchestration:
                     run_parts.put(
                         run.id,
                         "apply",
-                        state="pending",
-                        body={"resulting_state_version_id": None},
+                        state=ApplyRecordState.PENDING,
+                        body=ApplyRecord().to_body(),
                         now=now,
                     )
                 )
@@ -597,10 +617,14 @@ class Orchestration:
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
         approval = run_parts.require(run.id, "approval")
-        if attempt.body["attempt_id"] != attempt_id or approval.state != "approved":
+        if attempt.body["attempt_id"] != attempt_id or approval.state != ApprovalState.APPROVED:
             raise Conflict(f"run {run.id} is not approved for attempt {attempt_id}")
         started = run_parts.change(
-            run.id, "apply", expected_state="starting", state="started", now=self._clock.now()
+            run.id,
+            "apply",
+            expected_state=ApplyRecordState.STARTING,
+            state=ApplyRecordState.STARTED,
+            now=self._clock.now(),
         )
         writes, _ = self._lifecycle.runs.transition_writes(
             run, S.APPLYING, [started], actor=f"runner:{attempt_id}"
@@ -625,15 +649,17 @@ class Orchestration:
             target, reason = S.NEEDS_RECOVERY, "the published state could not be confirmed"
         else:
             target, reason = S.APPLY_FAILED, str(report.get("reason") or "apply failed")[:200]
-        apply_state = {S.SUCCEEDED: "succeeded", S.NEEDS_RECOVERY: "uncertain"}.get(
-            target, "failed"
-        )
+        apply_state = {
+            S.SUCCEEDED: ApplyRecordState.SUCCEEDED,
+            S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
+        }.get(target, ApplyRecordState.FAILED)
+        check_move(PartKind.APPLY_RECORD, ApplyRecordState.STARTED, apply_state)
         writes = [
             *close_attempt(
                 run.id,
                 attempt_part(Phase.APPLY),
                 attempt,
-                "succeeded" if engine_ok else "failed",
+                AttemptState.SUCCEEDED if engine_ok else AttemptState.FAILED,
                 now,
                 log_artifact_id=report.get("log_artifact_id"),
                 engine_seconds=report.get("engine_seconds"),
@@ -642,7 +668,7 @@ class Orchestration:
             run_parts.change(
                 run.id,
                 "apply",
-                expected_state="started",
+                expected_state=ApplyRecordState.STARTED,
                 state=apply_state,
                 body={
                     **run_parts.require(run.id, "apply").body,
