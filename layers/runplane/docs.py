@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from runplane.domain.parts import CREATED_AS, MOVES, PartKind
 from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.tfe_runs import REFINEMENTS, RUN_STATUS_TABLE
 from runplane.domain.transitions import TRANSITIONS, WRITER_ON_ENTRY, Requires
@@ -71,6 +72,22 @@ def apply_record_table() -> str:
     return "\n".join(lines)
 
 
+def part_moves() -> str:
+    lines = []
+    for kind in PartKind:
+        lines += [
+            f"**{kind.value}** (created `{CREATED_AS[kind]}`)",
+            "",
+            "| From | To | When |",
+            "| --- | --- | --- |",
+        ]
+        lines += [f"| `{m.source}` | `{m.target}` | {m.why} |" for m in MOVES[kind]]
+        if not MOVES[kind]:
+            lines.append("| | | never moves: written once |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 def tfe_run_statuses() -> str:
     lines = ["| Run status | TFE run status | Unless |", "| --- | --- | --- |"]
     for status in RunStatus:
@@ -86,6 +103,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "run-transitions": transitions_table,
     "run-diagram": state_diagram,
     "apply-record-on-end": apply_record_table,
+    "run-part-moves": part_moves,
     "tfe-run-statuses": tfe_run_statuses,
 }
 

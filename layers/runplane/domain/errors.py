@@ -106,6 +106,18 @@ class IllegalTransition(Conflict):
         self.target = target
 
 
+class IllegalPartMove(Conflict):
+    """A run part's move table has no row for this move."""
+
+    code = "ILLEGAL_PART_MOVE"
+
+    def __init__(self, part: str, source: str, target: str) -> None:
+        super().__init__(f"a run's {part} cannot move from {source} to {target}")
+        self.part = part
+        self.source = source
+        self.target = target
+
+
 class TransitionRejected(Conflict):
     """The run was not in the expected status and version; nothing was written.
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from runplane.domain.parts import OPEN_APPLY_RECORD as OPEN_APPLY_RECORD
+from runplane.domain.parts import ApplyRecordState as ApplyRecordState
+
 
 class RunKind(StrEnum):
     PLAN_ONLY = "plan_only"
@@ -118,24 +121,6 @@ STATUS_MEANINGS: dict[RunStatus, str] = {
         "The apply started but its outcome is unknown; writer authority is held until recovery"
     ),
 }
-
-
-class ApplyRecordState(StrEnum):
-    """The apply record of a run that may apply, created pending with its plan."""
-
-    PENDING = "pending"
-    STARTING = "starting"
-    STARTED = "started"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    UNCERTAIN = "uncertain"
-    # Nothing was or will be applied: the run ended before its apply could start.
-    CLOSED = "closed"
-
-
-OPEN_APPLY_RECORD: frozenset[ApplyRecordState] = frozenset(
-    {ApplyRecordState.PENDING, ApplyRecordState.STARTING, ApplyRecordState.STARTED}
-)
 
 
 def apply_record_on_end(status: RunStatus) -> ApplyRecordState:

@@ -244,6 +244,31 @@ WRITER_ON_ENTRY: Mapping[RunStatus, WriterEffect] = MappingProxyType(
     }
 )
 
+# Where a run ends when a workflow step fails or times out while it rests in a
+# status: never a success. At approval, a failed apply step may have started.
+FAILURE_OUTCOME: Mapping[RunStatus, RunStatus] = MappingProxyType(
+    {
+        S.DISPATCH_PENDING: S.CANCELED,
+        S.QUEUED: S.CANCELED,
+        S.PLANNING: S.PLAN_FAILED,
+        S.PLAN_COMPLETE: S.CANCELED,
+        S.POLICY_EVALUATING: S.POLICY_FAILED,
+        S.POLICY_PASSED: S.CANCELED,
+        S.AWAITING_APPROVAL: S.CANCELED,
+        S.APPLYING: S.NEEDS_RECOVERY,
+    }
+)
+FAILURE_OUTCOME_DURING_APPLY: Mapping[RunStatus, RunStatus] = MappingProxyType(
+    {**FAILURE_OUTCOME, S.AWAITING_APPROVAL: S.APPLY_START_UNCERTAIN}
+)
+
+
+def failure_outcome(status: RunStatus, *, during_apply: bool) -> RunStatus | None:
+    """Where a failed workflow step ends a run in ``status`` (None: it has ended)."""
+    table = FAILURE_OUTCOME_DURING_APPLY if during_apply else FAILURE_OUTCOME
+    return table.get(status)
+
+
 _BY_MOVE: Mapping[tuple[RunStatus, RunStatus], Transition] = MappingProxyType(
     {(row.source, row.target): row for row in TRANSITIONS}
 )

@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.capabilities import Binding, Phase
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptState, PartKind, check_move
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
 
-# Attempt states in which a sandbox may be running (and holds its slots).
-OPEN_ATTEMPT = frozenset({"launching", "started"})
+__all__ = ["OPEN_ATTEMPT", "attempt_part", "close_attempt", "open_attempt"]
 
 
 def attempt_part(phase: Phase) -> str:
@@ -25,10 +25,16 @@ def attempt_part(phase: Phase) -> str:
 
 
 def close_attempt(
-    run_id: str, part: str, attempt: run_parts.RunPart, state: str, now: datetime, **evidence: Any
+    run_id: str,
+    part: str,
+    attempt: run_parts.RunPart,
+    state: AttemptState,
+    now: datetime,
+    **evidence: Any,
 ) -> list[Transaction]:
     """Close an attempt exactly once (its current state is the condition), give
     back the sandbox slots it took and revoke its runner sessions."""
+    check_move(PartKind.ATTEMPT, attempt.state, state)
     closing = run_parts.change(
         run_id,
         part,

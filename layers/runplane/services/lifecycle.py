@@ -19,7 +19,8 @@ from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run
 from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.run import OPEN_APPLY_RECORD, RunKind, RunStatus, apply_record_on_end
+from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
+from runplane.domain.run import RunKind, RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
@@ -130,13 +131,15 @@ class RunLifecycle:
         record = run_parts.get(run.id, "apply")
         if record is None or record.state not in OPEN_APPLY_RECORD:
             return []
+        ending = apply_record_on_end(target)
+        check_move(PartKind.APPLY_RECORD, record.state, ending)
         # Conditioned on the state read here: a concurrent change retries the move.
         return [
             run_parts.change(
                 run.id,
                 "apply",
                 expected_state=record.state,
-                state=apply_record_on_end(target).value,
+                state=ending,
                 body={
                     **record.body,
                     "reason": (reason or f"the run ended {target.value}")[:200],

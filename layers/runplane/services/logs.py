@@ -25,8 +25,8 @@ from runplane.domain.logs import (
     MIN_READ_BYTES,
     utf8_end,
 )
+from runplane.domain.parts import OPEN_ATTEMPT
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.attempts import OPEN_ATTEMPT
 from runplane.services.runner_api import session_of
 from runplane.services.runs import Runs
 from runplane.store import log_chunks, run_parts

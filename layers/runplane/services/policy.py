@@ -28,6 +28,7 @@ from runplane.domain.errors import (
     PolicyBindingRefused,
 )
 from runplane.domain.identity import Permission, Principal
+from runplane.domain.parts import ApprovalState, PlanEvidenceState
 from runplane.domain.policy import (
     PolicyResult,
     PolicySetContent,
@@ -280,7 +281,7 @@ class Policies:
         """Bind the reserved row to the exact input digest: only the row this run's
         plan commit reserved, only once."""
         plan = run_parts.get(run.id, "plan")
-        if plan is None or plan.state != "committed" or check.state != RESERVED:
+        if plan is None or plan.state != PlanEvidenceState.COMMITTED or check.state != RESERVED:
             raise PolicyBindingRefused(
                 f"run {run.id}: the policy check is {check.state}; only the row reserved "
                 "by the run's committed plan can be bound, once"
@@ -363,7 +364,7 @@ class Policies:
             or check is None
             or check.state != SOFT_FAILED
             or approval is None
-            or approval.state != "waiting"
+            or approval.state != ApprovalState.WAITING
         ):
             state = check.state if check else "missing"
             raise Conflict(
@@ -393,7 +394,7 @@ class Policies:
                 run_parts.change(
                     run.id,
                     "approval",
-                    expected_state="waiting",
+                    expected_state=ApprovalState.WAITING,
                     body={**approval.body, "binding": binding},
                     now=now,
                     on_refused=lambda current: stale,

@@ -36,6 +36,7 @@ from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ArtifactCorrupt, ConcurrentChange, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptState
 from runplane.domain.recovery import (
     LEASE,
     MAX_TAKEOVERS,
@@ -58,7 +59,7 @@ from runplane.domain.recovery import (
     verify_chain,
 )
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
+from runplane.services.attempts import close_attempt
 from runplane.services.state import UPLOAD_URL_LIFETIME
 from runplane.store import capabilities as capability_store
 from runplane.store import recovery as store
@@ -562,7 +563,7 @@ def _revocations(
     for name, part in parts.items():
         if name.startswith("attempt#"):
             if part.state in OPEN_ATTEMPT:
-                writes.extend(close_attempt(run.id, name, part, "recovered", now))
+                writes.extend(close_attempt(run.id, name, part, AttemptState.RECOVERED, now))
             elif part.body.get("attempt_id"):
                 writes.append(
                     capability_store.revoke_attempt_sessions(str(part.body["attempt_id"]), now)

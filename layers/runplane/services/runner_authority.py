@@ -19,8 +19,9 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import RunnerAuthorityRefused, RunNotApplying, StaleFence
 from runplane.domain.identity import Principal
+from runplane.domain.parts import OPEN_ATTEMPT
 from runplane.domain.run import RunStatus
-from runplane.services.attempts import OPEN_ATTEMPT, attempt_part
+from runplane.services.attempts import attempt_part
 from runplane.store import run_parts
 from runplane.store import runs as run_store
 from runplane.store.runs import RunRepository

@@ -25,11 +25,12 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.parts import OPEN_ATTEMPT, ApprovalState, AttemptState
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.domain.variables import check_variables
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.attempts import OPEN_ATTEMPT, close_attempt
+from runplane.services.attempts import close_attempt
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
@@ -320,9 +321,13 @@ class Runs:
             raise InvalidInput("decision must be approve or reject", "/decision")
         run = self.get(principal, run_id)
         approval = run_parts.get(run.id, "approval")
-        if run.status is RunStatus.EXPIRED or (approval and approval.state == "expired"):
+        if run.status is RunStatus.EXPIRED or (
+            approval and approval.state == ApprovalState.EXPIRED
+        ):
             raise ApprovalExpired(run.id)
-        if approval is not None and (approval.state != "waiting" or run.status.is_terminal):
+        if approval is not None and (
+            approval.state != ApprovalState.WAITING or run.status.is_terminal
+        ):
             raise AlreadyDecided(run.id, run.status, approval.state)
         if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
             raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
@@ -343,11 +348,11 @@ class Runs:
             "decided_at": now.isoformat(),
             "comment": (comment or "")[:1000],
         }
-        state = "approved" if decision == "approve" else "rejected"
+        state = ApprovalState.APPROVED if decision == "approve" else ApprovalState.REJECTED
         record = run_parts.change(
             run.id,
             "approval",
-            expected_state="waiting",
+            expected_state=ApprovalState.WAITING,
             state=state,
             body=body,
             now=now,
@@ -424,13 +429,13 @@ class Runs:
         now = self._clock.now()
         writes = []
         approval = parts.get("approval")
-        if approval is not None and approval.state == "waiting":
+        if approval is not None and approval.state == ApprovalState.WAITING:
             writes.append(
                 run_parts.change(
                     run.id,
                     "approval",
-                    expected_state="waiting",
-                    state="canceled",
+                    expected_state=ApprovalState.WAITING,
+                    state=ApprovalState.CANCELED,
                     token=None,
                     now=now,
                     on_refused=lambda current: AlreadyDecided(
@@ -440,7 +445,7 @@ class Runs:
             )
         for name, part in parts.items():
             if name.startswith("attempt#") and part.state in OPEN_ATTEMPT:
-                writes.extend(close_attempt(run.id, name, part, "stopped", now))
+                writes.extend(close_attempt(run.id, name, part, AttemptState.STOPPED, now))
         signal = run_parts.put(
             run.id,
             "signal#cancel",
@@ -554,7 +559,11 @@ def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:
     (redacted and bounded by the runner), where the status reason is one short line."""
     for phase in ("apply", "plan"):
         attempt = parts.get(f"attempt#{phase}")
-        if attempt is not None and attempt.state == "failed" and attempt.body.get("reason"):
+        if (
+            attempt is not None
+            and attempt.state == AttemptState.FAILED
+            and attempt.body.get("reason")
+        ):
             return {"phase": phase, "reason": str(attempt.body["reason"])}
     return None
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.parts import AttemptBody, AttemptState, PlanEvidence
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 
@@ -53,6 +54,15 @@ def require(run_id: str, name: str) -> RunPart:
     return part
 
 
+def attempt_body(part: RunPart) -> AttemptBody:
+    return AttemptBody.from_body(part.body)
+
+
+def plan_evidence(run_id: str) -> PlanEvidence:
+    """The run's committed plan evidence (NotFound before the plan committed)."""
+    return PlanEvidence.from_body(require(run_id, "plan").body)
+
+
 def all_of(run_id: str) -> dict[str, RunPart]:
     items = RunPartItem.query(
         run_part_key(run_id, "")[0], RunPartItem.sk.startswith(PART_PREFIX), consistent_read=True
@@ -76,7 +86,7 @@ def put(
             *run_part_key(run_id, name),
             run_id=run_id,
             part=name,
-            state=state,
+            state=str(state),
             body=dict(body),
             token=token,
             created_at=now,
@@ -102,10 +112,14 @@ def change(
     on_refused: OnRefused | None = None,
 ) -> Transaction:
     """Change a part iff it is in ``expected_state``; ``body`` replaces the document."""
-    expected = (expected_state,) if isinstance(expected_state, str) else expected_state
+    expected = (
+        (str(expected_state),)
+        if isinstance(expected_state, str)
+        else tuple(str(s) for s in expected_state)
+    )
     actions = [RunPartItem.updated_at.set(now)]
     if state is not None:
-        actions.append(RunPartItem.state.set(state))
+        actions.append(RunPartItem.state.set(str(state)))
     if body is not None:
         actions.append(RunPartItem.body.set(dict(body)))
     if token is None:
@@ -126,8 +140,11 @@ def change(
 
 
 def expect(
-    run_id: str, name: str, states: frozenset[str] | tuple[str, ...], on_refused: OnRefused
+    run_id: str,
+    name: str,
+    states: frozenset[str] | frozenset[AttemptState] | tuple[str, ...],
+    on_refused: OnRefused,
 ) -> Transaction:
     """A condition check, to commit with other writes: the part is in one of ``states``."""
-    condition = RunPartItem.state.is_in(*sorted(states))
+    condition = RunPartItem.state.is_in(*sorted(str(s) for s in states))
     return Transaction().check(RunPartItem, run_part_key(run_id, name), condition, on_refused)

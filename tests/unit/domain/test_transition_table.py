@@ -183,3 +183,18 @@ def test_every_run_driven_to_its_end_closes_all_stages(
         stages.update(row.stages)
         status = row.target
     assert all(stage.is_closed for stage in stages.values()), (status, stages)
+
+
+def test_a_failed_step_ends_every_active_run_by_a_move_in_the_table() -> None:
+    # Given every active status, when a workflow step fails in it (apply step or not),
+    # then the failure outcome is never a success and is a move the table holds.
+    for status in ACTIVE_STATUSES:
+        for during_apply in (False, True):
+            target = transitions.failure_outcome(status, during_apply=during_apply)
+            assert target is not None, status
+            assert target is not RunStatus.SUCCEEDED, status
+            assert transitions.find(status, target) is not None, (status, target)
+    assert transitions.failure_outcome(RunStatus.AWAITING_APPROVAL, during_apply=True) is (
+        RunStatus.APPLY_START_UNCERTAIN
+    )
+    assert transitions.failure_outcome(RunStatus.SUCCEEDED, during_apply=False) is None

@@ -1,0 +1,333 @@
+"""The parts of a run besides its status, each a small state machine of its own.
+
+A run's attempts, plan evidence, approval and apply record are documents with a
+state. Like the run transition table (domain/transitions.py), the tables here are
+the only definition of which state moves a part may make: services name the move
+they make and ``check_move`` refuses one the table does not hold. The store
+conditions every write on the state it expects, so two racing writers cannot both
+move a part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from runplane.domain.errors import IllegalPartMove
+
+
+class PartKind(StrEnum):
+    ATTEMPT = "attempt"
+    PLAN_EVIDENCE = "plan"
+    APPROVAL = "approval"
+    APPLY_RECORD = "apply"
+
+
+class AttemptState(StrEnum):
+    """One runner phase's sandbox: launched, then closed exactly once."""
+
+    LAUNCHING = "launching"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    # The workflow gave up on it (a timeout or failed step).
+    LOST = "lost"
+    # A retried start found a launch that was never recorded: failed closed.
+    ABANDONED = "abandoned"
+    # The run was canceled while it ran.
+    STOPPED = "stopped"
+    # A recovery took the run's writer authority.
+    RECOVERED = "recovered"
+
+
+class PlanEvidenceState(StrEnum):
+    """A plan's artifacts and digests: written once, with the plan result."""
+
+    COMMITTED = "committed"
+
+
+class ApprovalState(StrEnum):
+    """The approval of a plan, bound to its digests while it waits."""
+
+    WAITING = "waiting"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+
+
+class ApplyRecordState(StrEnum):
+    """The apply record of a run that may apply, created pending with its plan."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"
+    # Nothing was or will be applied: the run ended before its apply could start.
+    CLOSED = "closed"
+
+
+# Attempt states in which a sandbox may be running (and holds its slots).
+OPEN_ATTEMPT: frozenset[AttemptState] = frozenset({AttemptState.LAUNCHING, AttemptState.STARTED})
+OPEN_APPLY_RECORD: frozenset[ApplyRecordState] = frozenset(
+    {ApplyRecordState.PENDING, ApplyRecordState.STARTING, ApplyRecordState.STARTED}
+)
+
+PartState = AttemptState | PlanEvidenceState | ApprovalState | ApplyRecordState
+
+
+@dataclass(frozen=True)
+class PartMove:
+    source: PartState
+    target: PartState
+    why: str
+
+
+def _moves(
+    sources: Iterable[PartState], targets: Iterable[PartState], why: str
+) -> tuple[PartMove, ...]:
+    return tuple(PartMove(s, t, why) for s in sources for t in targets)
+
+
+A, P, R = AttemptState, ApprovalState, ApplyRecordState
+# In table order (the sets above have none, and the docs render these rows).
+_OPEN_A = (A.LAUNCHING, A.STARTED)
+_OPEN_R = (R.PENDING, R.STARTING, R.STARTED)
+
+ATTEMPT_MOVES: tuple[PartMove, ...] = (
+    PartMove(A.LAUNCHING, A.STARTED, "the sandbox launched"),
+    *_moves(_OPEN_A, (A.SUCCEEDED, A.FAILED), "the runner reported its result"),
+    *_moves(_OPEN_A, (A.LOST,), "the workflow step failed or timed out"),
+    PartMove(A.LAUNCHING, A.ABANDONED, "a retried start cannot prove the launch"),
+    *_moves(_OPEN_A, (A.STOPPED,), "the run was canceled"),
+    *_moves(_OPEN_A, (A.RECOVERED,), "a recovery took the writer authority"),
+)
+
+PLAN_EVIDENCE_MOVES: tuple[PartMove, ...] = ()
+
+APPROVAL_MOVES: tuple[PartMove, ...] = (
+    PartMove(P.WAITING, P.APPROVED, "a person approved the bound plan"),
+    PartMove(P.WAITING, P.REJECTED, "a person rejected the plan"),
+    PartMove(P.WAITING, P.EXPIRED, "the deadline passed without a decision"),
+    PartMove(P.WAITING, P.CANCELED, "the run was canceled"),
+)
+
+APPLY_RECORD_MOVES: tuple[PartMove, ...] = (
+    PartMove(R.PENDING, R.STARTING, "the apply runner launched"),
+    PartMove(R.STARTING, R.STARTED, "the runner redeemed its apply start"),
+    PartMove(R.STARTED, R.SUCCEEDED, "the apply published confirmed state"),
+    *_moves((R.STARTED,), (R.FAILED, R.UNCERTAIN), "the runner reported its result"),
+    *_moves(_OPEN_R, (R.FAILED, R.UNCERTAIN, R.CLOSED), "the run ended"),
+)
+
+MOVES: Mapping[PartKind, tuple[PartMove, ...]] = MappingProxyType(
+    {
+        PartKind.ATTEMPT: ATTEMPT_MOVES,
+        PartKind.PLAN_EVIDENCE: PLAN_EVIDENCE_MOVES,
+        PartKind.APPROVAL: APPROVAL_MOVES,
+        PartKind.APPLY_RECORD: APPLY_RECORD_MOVES,
+    }
+)
+
+CREATED_AS: Mapping[PartKind, PartState] = MappingProxyType(
+    {
+        PartKind.ATTEMPT: A.LAUNCHING,
+        PartKind.PLAN_EVIDENCE: PlanEvidenceState.COMMITTED,
+        PartKind.APPROVAL: P.WAITING,
+        PartKind.APPLY_RECORD: R.PENDING,
+    }
+)
+
+_ALLOWED: Mapping[PartKind, frozenset[tuple[str, str]]] = MappingProxyType(
+    {
+        kind: frozenset((m.source.value, m.target.value) for m in rows)
+        for kind, rows in MOVES.items()
+    }
+)
+
+
+def allows(kind: PartKind, source: str, target: str) -> bool:
+    return (source, target) in _ALLOWED[kind]
+
+
+def check_move(kind: PartKind, source: str, target: str) -> None:
+    """Refuse a move of a ``kind`` part that its table does not hold."""
+    if not allows(kind, source, target):
+        raise IllegalPartMove(kind.value, source, target)
+
+
+# -- bodies -----------------------------------------------------------------------------------
+#
+# Each part's document, typed. ``from_body`` reads the stored document; ``to_body``
+# gives the document exactly as it is stored (keys and all), so the item shapes
+# stay what they were.
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class AttemptBody:
+    attempt_id: str
+    sandbox_id: str
+    phase: str
+    launched_at: str
+    slots: tuple[str, ...] = ()
+    # Apply attempts only: the apply lock granted to this attempt.
+    lock_id: str | None = None
+    fence: int | None = None
+    sandbox_ref: str | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> AttemptBody:
+        fence = body.get("fence")
+        slots = body.get("slots") or ()
+        return cls(
+            attempt_id=str(body["attempt_id"]),
+            sandbox_id=str(body["sandbox_id"]),
+            phase=str(body.get("phase", "")),
+            launched_at=str(body.get("launched_at", "")),
+            slots=tuple(str(s) for s in slots) if isinstance(slots, list | tuple) else (),
+            lock_id=_opt_str(body.get("lock_id")),
+            fence=int(fence) if isinstance(fence, int | str) else None,
+            sandbox_ref=_opt_str(body.get("sandbox_ref")),
+        )
+
+    def to_body(self) -> dict[str, object]:
+        body: dict[str, object] = {
+            "attempt_id": self.attempt_id,
+            "sandbox_id": self.sandbox_id,
+            "phase": self.phase,
+            "launched_at": self.launched_at,
+            "slots": list(self.slots),
+        }
+        if self.lock_id is not None:
+            body.update({"lock_id": self.lock_id, "fence": self.fence})
+        if self.sandbox_ref is not None:
+            body["sandbox_ref"] = self.sandbox_ref
+        return body
+
+
+@dataclass(frozen=True)
+class PlanEvidence:
+    attempt_id: str
+    plan_artifact_id: str
+    plan_sha256: str
+    plan_json_artifact_id: str
+    plan_json_sha256: str
+    log_artifact_id: str | None
+    summary: Mapping[str, object]
+    has_changes: bool
+    engine_version: str | None
+    predecessor_state_version_id: str | None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> PlanEvidence:
+        summary = body.get("summary")
+        return cls(
+            attempt_id=str(body["attempt_id"]),
+            plan_artifact_id=str(body["plan_artifact_id"]),
+            plan_sha256=str(body["plan_sha256"]),
+            plan_json_artifact_id=str(body["plan_json_artifact_id"]),
+            plan_json_sha256=str(body["plan_json_sha256"]),
+            log_artifact_id=_opt_str(body.get("log_artifact_id")),
+            summary=dict(summary) if isinstance(summary, Mapping) else {},
+            has_changes=bool(body.get("has_changes")),
+            engine_version=_opt_str(body.get("engine_version")),
+            predecessor_state_version_id=_opt_str(body.get("predecessor_state_version_id")),
+        )
+
+    def to_body(self) -> dict[str, object]:
+        return {
+            "attempt_id": self.attempt_id,
+            "plan_artifact_id": self.plan_artifact_id,
+            "plan_sha256": self.plan_sha256,
+            "plan_json_artifact_id": self.plan_json_artifact_id,
+            "plan_json_sha256": self.plan_json_sha256,
+            "log_artifact_id": self.log_artifact_id,
+            "summary": dict(self.summary),
+            "has_changes": self.has_changes,
+            "engine_version": self.engine_version,
+            "predecessor_state_version_id": self.predecessor_state_version_id,
+        }
+
+
+@dataclass(frozen=True)
+class ApprovalBinding:
+    """What an approval holds for: the exact plan, predecessor and policy evidence."""
+
+    plan_sha256: str
+    predecessor_state_version_id: str | None
+    policy_input_digest: str | None
+    policy_result_digest: str | None
+
+    def to_body(self) -> dict[str, object]:
+        return {
+            "plan_sha256": self.plan_sha256,
+            "predecessor_state_version_id": self.predecessor_state_version_id,
+            "policy_input_digest": self.policy_input_digest,
+            "policy_result_digest": self.policy_result_digest,
+        }
+
+
+@dataclass(frozen=True)
+class ApprovalBody:
+    expires_at: str
+    binding: ApprovalBinding
+    decision: str | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> ApprovalBody:
+        raw = body.get("binding")
+        bound: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+        return cls(
+            expires_at=str(body.get("expires_at", "")),
+            binding=ApprovalBinding(
+                plan_sha256=str(bound.get("plan_sha256", "")),
+                predecessor_state_version_id=_opt_str(bound.get("predecessor_state_version_id")),
+                policy_input_digest=_opt_str(bound.get("policy_input_digest")),
+                policy_result_digest=_opt_str(bound.get("policy_result_digest")),
+            ),
+            decision=_opt_str(body.get("decision")),
+        )
+
+    def to_body(self) -> dict[str, object]:
+        body: dict[str, object] = {"expires_at": self.expires_at, "binding": self.binding.to_body()}
+        if self.decision is not None:
+            body["decision"] = self.decision
+        return body
+
+
+@dataclass(frozen=True)
+class ApplyRecord:
+    """Which attempt, lock and fence applied, and what state it published."""
+
+    resulting_state_version_id: str | None = None
+    attempt_id: str | None = None
+    lock_id: str | None = None
+    fence: int | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> ApplyRecord:
+        fence = body.get("fence")
+        return cls(
+            resulting_state_version_id=_opt_str(body.get("resulting_state_version_id")),
+            attempt_id=_opt_str(body.get("attempt_id")),
+            lock_id=_opt_str(body.get("lock_id")),
+            fence=int(fence) if isinstance(fence, int | str) else None,
+        )
+
+    def to_body(self) -> dict[str, object]:
+        if self.attempt_id is None:
+            return {"resulting_state_version_id": self.resulting_state_version_id}
+        return {
+            "attempt_id": self.attempt_id,
+            "lock_id": self.lock_id,
+            "fence": self.fence,
+            "resulting_state_version_id": self.resulting_state_version_id,
+        }

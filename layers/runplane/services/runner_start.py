@@ -1,0 +1,190 @@
+"""Starting a runner phase: record the attempt, mint its capabilities, launch it.
+
+A retried start never launches a second sandbox (see ``_replay_start``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from runplane.adapters.launchers import LaunchRequest
+from runplane.domain.capabilities import Binding, CapabilityKind, Phase
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    LaunchDenied,
+    RunEnded,
+)
+from runplane.domain.ids import IdKind
+from runplane.domain.parts import (
+    ApplyRecord,
+    ApplyRecordState,
+    AttemptBody,
+    AttemptState,
+)
+from runplane.services.attempts import attempt_part, close_attempt
+from runplane.services.launch_controls import Clearance
+from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
+from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
+from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+
+
+class RunnerStart(WorkflowService):
+    """The workflow task that launches a runner sandbox for a phase."""
+
+    def start_runner(self, run_id: str, phase: str, token: str) -> dict[str, Any]:
+        """Start a runner phase: record the attempt with the wait's token, mint its
+        capabilities, launch the sandbox. A retry of the same phase stores the new
+        token and does not start a second sandbox."""
+        run = self._active(run_id)
+        stage = Phase(phase)
+        existing = run_parts.get(run.id, attempt_part(stage))
+        now = self._clock.now()
+        if existing is not None:
+            return self._replay_start(run, stage, existing, token)
+        clearance = self._check_launch(run, stage)
+        snapshot = run_parts.require(run.id, "input").body
+        attempt_id = self._ids.new(IdKind.ATTEMPT)
+        sandbox_id = self._ids.new(IdKind.SANDBOX)
+        binding = Binding(run.id, attempt_id, stage, sandbox_id)
+        inputs = [snapshot["configuration_artifact_id"]]
+        if snapshot.get("variables_artifact_id"):
+            inputs.append(snapshot["variables_artifact_id"])
+        apply_start = None
+        # A full scope refuses the whole start with SandboxCapacityExhausted, which
+        # the workflow retries with backoff: nothing is written until a slot is free.
+        slots, take_slots = clearance.take_slots()
+        attempt_body = AttemptBody(
+            attempt_id, sandbox_id, stage.value, now.isoformat(), tuple(slots)
+        )
+        if stage is Phase.PLAN:
+            workspace = workspace_store.get_workspace(run.workspace_id)
+            pinned = workspace.current_state_version_id
+            attempt = run_parts.put(
+                run.id,
+                attempt_part(stage),
+                state=AttemptState.LAUNCHING,
+                body=attempt_body.to_body(),
+                now=now,
+                token=token,
+            )
+            self._lifecycle.move(
+                run,
+                S.PLANNING,
+                actor=WORKFLOW,
+                run_updates={"predecessor_sv_id": pinned},
+                extra_writes=[attempt, *take_slots],
+            )
+        else:
+            inputs.append(run_parts.plan_evidence(run.id).plan_artifact_id)
+            lock = self._lifecycle.writer.acquire_apply_lock(run)
+            attempt_body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
+            minted_apply = self._capabilities.mint(
+                CapabilityKind.APPLY_START,
+                binding,
+                lifetime=self._timing.apply_start_lifetime,
+                organization_id=run.organization_id,
+            )
+            apply_start = minted_apply.handle
+            run_parts.put(
+                run.id,
+                attempt_part(stage),
+                state=AttemptState.LAUNCHING,
+                body=attempt_body.to_body(),
+                now=now,
+                token=token,
+            ).extend(
+                [
+                    run_parts.change(
+                        run.id,
+                        "apply",
+                        expected_state=ApplyRecordState.PENDING,
+                        state=ApplyRecordState.STARTING,
+                        body=ApplyRecord(None, attempt_id, lock.lock_id, lock.fence).to_body(),
+                        now=now,
+                    ),
+                    *take_slots,
+                ]
+            ).commit()
+        bootstrap = self._capabilities.mint(
+            CapabilityKind.BOOTSTRAP,
+            binding,
+            lifetime=self._timing.bootstrap_lifetime,
+            organization_id=run.organization_id,
+            inputs=inputs,
+        )
+        reference = self._launcher.launch(
+            LaunchRequest(
+                run_id=run.id,
+                attempt_id=attempt_id,
+                phase=stage.value,
+                sandbox_id=sandbox_id,
+                control_plane_url=self._url,
+                bootstrap=bootstrap.handle,
+                apply_start=apply_start,
+                heartbeat_seconds=_heartbeat_interval(self._timing.runner_heartbeat),
+            )
+        )
+        run_parts.change(
+            run.id,
+            attempt_part(stage),
+            expected_state=AttemptState.LAUNCHING,
+            state=AttemptState.STARTED,
+            body=replace(attempt_body, sandbox_ref=reference).to_body(),
+            now=self._clock.now(),
+        ).commit()
+        return {"attempt_id": attempt_id, "replayed": False}
+
+    def _replay_start(
+        self, run: Run, stage: Phase, attempt: run_parts.RunPart, token: str
+    ) -> dict[str, Any]:
+        """A retried start step: complete from the attempt's evidence, never start twice.
+
+        A started sandbox keeps running and will resume the new token; a
+        finished one's outcome resumes it now. An attempt whose launch was never
+        recorded is partial evidence: the start fails closed.
+        """
+        now = self._clock.now()
+        replayed = {"attempt_id": run_parts.attempt_body(attempt).attempt_id, "replayed": True}
+        if attempt.state == AttemptState.STARTED:
+            run_parts.change(
+                run.id,
+                attempt_part(stage),
+                expected_state=AttemptState.STARTED,
+                token=token,
+                now=now,
+            ).commit()
+            return replayed
+        if attempt.state in {AttemptState.SUCCEEDED, AttemptState.FAILED}:
+            planned = stage is Phase.PLAN and attempt.state == AttemptState.SUCCEEDED
+            outcome = S.PLAN_COMPLETE.value if planned else run.status.value
+            self._workflow.resume(token, {"outcome": outcome})
+            return replayed
+        target = S.PLAN_FAILED if stage is Phase.PLAN else S.APPLY_START_UNCERTAIN
+        moved = self._lifecycle.move(
+            run,
+            target,
+            actor=WORKFLOW,
+            reason="runner start could not be proven",
+            extra_writes=close_attempt(
+                run.id, attempt_part(stage), attempt, AttemptState.ABANDONED, now
+            ),
+        )
+        self._hand_off(moved)
+        raise RunEnded(run.id, target)
+
+    def _check_launch(self, run: Run, stage: Phase) -> Clearance:
+        """Launch controls again, against the release recorded on the run. A denied
+        start ends the run without starting anything (and frees the workspace)."""
+        try:
+            return self._launch_controls.check(
+                run.organization_id, run.runner_release or "", capacity=False
+            )
+        except LaunchDenied as denied:
+            target = S.CANCELED if stage is Phase.PLAN else S.APPLY_FAILED
+            moved = self._lifecycle.move(
+                run, target, actor=WORKFLOW, reason=f"LAUNCH_DENIED: {denied.reason}"
+            )
+            self._hand_off(moved)
+            raise RunEnded(run.id, target) from None

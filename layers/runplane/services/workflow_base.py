@@ -1,0 +1,102 @@
+"""What every workflow service shares: its collaborators and three small helpers.
+
+The run workflow's work is split by purpose (services/workflow_steps.py,
+services/runner_start.py, services/runner_reports.py); each is built from the
+same collaborators, and services/orchestration.py composes them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from runplane.adapters.launchers import Launcher
+from runplane.adapters.workflow import Workflow
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    RunEnded,
+    StaleDriftFinding,
+)
+from runplane.domain.ids import IdGenerator
+from runplane.domain.run import RunStatus
+from runplane.services.capabilities import Capabilities
+from runplane.services.launch_controls import LaunchControls
+from runplane.services.lifecycle import Moved, RunLifecycle
+from runplane.services.policy import Policies
+from runplane.services.writer import Handoff
+from runplane.store.transaction import Transaction
+
+logger = logging.getLogger(__name__)
+S = RunStatus
+WORKFLOW = "workflow"
+
+
+@dataclass(frozen=True)
+class Timing:
+    approval_window: timedelta = timedelta(days=7)
+    bootstrap_lifetime: timedelta = timedelta(minutes=15)
+    apply_start_lifetime: timedelta = timedelta(minutes=30)
+    # The workflow's waits on a runner phase: overall, and between two heartbeats.
+    runner_phase: timedelta = timedelta(hours=4)
+    runner_heartbeat: timedelta = timedelta(minutes=15)
+
+
+def heartbeat_interval(window: timedelta) -> int:
+    """How often a runner heartbeats: six chances per window, so one slow call is no loss."""
+    return max(1, int(window.total_seconds()) // 6)
+
+
+class WorkflowService:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        lifecycle: RunLifecycle,
+        capabilities: Capabilities,
+        workflow: Workflow,
+        launcher: Launcher,
+        *,
+        control_plane_url: str,
+        launch_controls: LaunchControls,
+        policies: Policies,
+        timing: Timing | None = None,
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._lifecycle = lifecycle
+        self._capabilities = capabilities
+        self._workflow = workflow
+        self._launcher = launcher
+        self._url = control_plane_url
+        self._launch_controls = launch_controls
+        self._policies = policies
+        self._timing = timing or Timing()
+
+    def _active(self, run_id: str) -> Run:
+        """The run, if it has not ended; a step of an ended run ends the workflow."""
+        run = self._lifecycle.runs.get(run_id)
+        if run.status.is_terminal:
+            raise RunEnded(run.id, run.status)
+        return run
+
+    def _move_noting_drift(
+        self, run: Run, target: RunStatus, findings: list[Transaction], **move: Any
+    ) -> tuple[Moved, bool]:
+        """Move with the drift record (see services/drift.py); if a run created later
+        already wrote it, move without. Returns whether the record was written."""
+        extra = list(move.pop("extra_writes", ()))
+        if findings:
+            try:
+                moved = self._lifecycle.move(run, target, extra_writes=[*extra, *findings], **move)
+                return moved, True
+            except StaleDriftFinding:
+                pass
+        return self._lifecycle.move(run, target, extra_writes=extra, **move), False
+
+    def _hand_off(self, moved: Moved) -> None:
+        handoff: Handoff | None = moved.handoff
+        if handoff is not None:
+            self._workflow.resume(handoff.token, {"held": True})

@@ -1,0 +1,255 @@
+"""The run workflow's own steps: queueing, policy, approval, finishing and failing.
+
+Each method is one workflow task, invoked by a task Lambda with the run ID and,
+for waits, the task token. Every status change goes through ``RunLifecycle.move``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from runplane.domain.capabilities import Phase
+from runplane.domain.errors import (
+    ConcurrentChange,
+    TransitionRejected,
+)
+from runplane.domain.parts import (
+    OPEN_APPLY_RECORD,
+    OPEN_ATTEMPT,
+    ApplyRecordState,
+    ApprovalBinding,
+    ApprovalBody,
+    ApprovalState,
+    AttemptState,
+    PartKind,
+    check_move,
+)
+from runplane.domain.transitions import failure_outcome
+from runplane.services import drift
+from runplane.services.attempts import attempt_part, close_attempt
+from runplane.services.policy import RESERVED, Policies
+from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
+from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+from runplane.store.transaction import Transaction
+
+
+class WorkflowSteps(WorkflowService):
+    """The workflow tasks that do not start or hear from a runner."""
+
+    def queue(self, run_id: str) -> dict[str, Any]:
+        run = self._active(run_id)
+        if run.status is S.DISPATCH_PENDING:
+            self._lifecycle.move(run, S.QUEUED, actor=WORKFLOW)
+        return {
+            "needs_writer": run.kind.needs_writer_reservation,
+            "runner_timeout_seconds": int(self._timing.runner_phase.total_seconds()),
+            "runner_heartbeat_seconds": int(self._timing.runner_heartbeat.total_seconds()),
+        }
+
+    def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
+        """Take the writer reservation or queue for it; the token resumes the wait."""
+        run = self._active(run_id)
+        reservation = self._lifecycle.writer.reserve(run, token)
+        if reservation.held:
+            self._workflow.resume(token, {"held": True})
+        return {"held": reservation.held, "position": reservation.position}
+
+    def evaluate_policy(self, run_id: str) -> dict[str, Any]:
+        """Bind the reserved policy check to the sanitized plan's digest, evaluate the
+        attached policy sets, and record the results as the run moves on.
+
+        A retry re-derives the same input (sanitization is deterministic); a bound
+        digest that no longer matches fails closed.
+        """
+        run = self._active(run_id)
+        if run.status is S.PLAN_COMPLETE:
+            self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
+            run = self._lifecycle.runs.get(run_id)
+        if run.status is S.POLICY_EVALUATING:
+            policy_inputs = self._policies.policy_inputs(run)
+            digest = policy_inputs.digest("runplane")
+            check = run_parts.require(run.id, "policy")
+            if check.state == RESERVED:
+                Policies.bind(run, check, digest, self._clock.now()).commit()
+                check = run_parts.require(run.id, "policy")
+            evaluation = self._policies.evaluate(run, policy_inputs, digest)
+            recorded = Policies.record(run, check, evaluation, self._clock.now())
+            passed = evaluation.outcome in {"passed", "soft_failed"}
+            target = S.POLICY_PASSED if passed else S.POLICY_FAILED
+            writes = [recorded]
+            reason = None
+            if not passed:
+                blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
+                reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
+                if run_parts.get(run.id, "apply") is not None:
+                    writes.append(self._close_apply_record(run.id, "a mandatory policy failed"))
+            moved = self._lifecycle.move(
+                run, target, actor=WORKFLOW, reason=reason, extra_writes=writes
+            )
+            self._hand_off(moved)
+            run = self._lifecycle.runs.get(run_id)
+        apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
+        return {"next": "approval" if apply_next else "finish"}
+
+    def _close_apply_record(self, run_id: str, reason: str) -> Transaction:
+        """The pending apply record closed: this run will apply nothing."""
+        return run_parts.change(
+            run_id,
+            "apply",
+            expected_state=ApplyRecordState.PENDING,
+            state=ApplyRecordState.CLOSED,
+            body={"reason": reason, "resulting_state_version_id": None},
+            now=self._clock.now(),
+        )
+
+    def finish_plan(self, run_id: str) -> dict[str, Any]:
+        """Nothing to apply: succeed, skip approval and apply, close the apply record."""
+        run = self._active(run_id)
+        if run.status is S.POLICY_PASSED:
+            extra = []
+            if run_parts.get(run.id, "apply") is not None:
+                extra.append(
+                    self._close_apply_record(run.id, "the plan has no changes; nothing was applied")
+                )
+            findings, found = drift.on_scheduled_plan(run, self._clock.now())
+            moved, noted = self._move_noting_drift(
+                run, S.SUCCEEDED, findings, actor=WORKFLOW, extra_writes=extra
+            )
+            self._hand_off(moved)
+            if noted:
+                drift.announce(found, run, moved.transition, self._lifecycle.events)
+        return {"status": self._lifecycle.runs.get(run_id).status.value}
+
+    def request_approval(self, run_id: str) -> dict[str, Any]:
+        run = self._active(run_id)
+        if run.status is S.POLICY_PASSED:
+            now = self._clock.now()
+            window = workspace_store.get_workspace(run.workspace_id).approval_window_seconds
+            expires_at = now + (
+                timedelta(seconds=window) if window else self._timing.approval_window
+            )
+            policy = run_parts.require(run.id, "policy").body
+            binding = ApprovalBinding(
+                plan_sha256=run_parts.plan_evidence(run.id).plan_sha256,
+                predecessor_state_version_id=run.predecessor_sv_id,
+                policy_input_digest=policy.get("input_digest"),
+                policy_result_digest=policy.get("result_digest"),
+            )
+            approval = run_parts.put(
+                run.id,
+                "approval",
+                state=ApprovalState.WAITING,
+                body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
+                now=now,
+            )
+            self._lifecycle.move(
+                run,
+                S.AWAITING_APPROVAL,
+                actor=WORKFLOW,
+                run_updates={"approval_expires_at": expires_at},
+                extra_writes=[approval],
+            )
+            run = self._lifecycle.runs.get(run_id)
+        assert run.approval_expires_at is not None
+        remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
+        # Whole seconds, rounded up with a second to spare: the wait must never
+        # time out before the persisted deadline, or arbitration finds it pending.
+        return {"timeout_seconds": max(1, math.ceil(remaining) + 1)}
+
+    def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
+        """Store the approval wait's token; a decision already recorded resumes at once."""
+        self._active(run_id)
+        approval = run_parts.require(run_id, "approval")
+        if approval.state == ApprovalState.WAITING:
+            try:
+                run_parts.change(
+                    run_id,
+                    "approval",
+                    expected_state=ApprovalState.WAITING,
+                    token=token,
+                    now=self._clock.now(),
+                ).commit()
+                return {"waiting": True}
+            except ConcurrentChange:
+                approval = run_parts.require(run_id, "approval")
+        self._workflow.resume(token, {"decision": approval.body.get("decision", approval.state)})
+        return {"waiting": False}
+
+    def arbitrate_expiry(self, run_id: str) -> dict[str, Any]:
+        """The approval wait timed out: the database decides what happened."""
+        run = self._active(run_id)
+        approval = run_parts.require(run_id, "approval")
+        if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
+            return {"decision": approval.body["decision"]}
+        now = self._clock.now()
+        if run.approval_expires_at is not None and now < run.approval_expires_at:
+            return {"decision": "pending"}
+        expire = run_parts.change(
+            run_id,
+            "approval",
+            expected_state=ApprovalState.WAITING,
+            state=ApprovalState.EXPIRED,
+            token=None,
+            now=now,
+        )
+        try:
+            moved = self._lifecycle.move(
+                run, S.EXPIRED, actor=WORKFLOW, reason="APPROVAL_EXPIRED", extra_writes=[expire]
+            )
+        except (ConcurrentChange, TransitionRejected):
+            approval = run_parts.require(run_id, "approval")
+            return {"decision": approval.body.get("decision", approval.state)}
+        self._hand_off(moved)
+        return {"decision": "expired"}
+
+    def fail(self, run_id: str, phase: str, error: str) -> dict[str, Any]:
+        """A workflow step failed or timed out: end the run without claiming success."""
+        run = self._lifecycle.runs.get(run_id)
+        reason = f"{phase}: {error}"[:200]
+        stage = Phase(phase) if phase in {p.value for p in Phase} else None
+        attempt = run_parts.get(run.id, attempt_part(stage)) if stage else None
+        open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
+        target = failure_outcome(run.status, during_apply=phase == "apply")
+        if target is None:
+            return {"status": run.status.value}
+        lock = None
+        if target is S.APPLY_START_UNCERTAIN and attempt is None:
+            # No attempt was recorded, so no sandbox was launched: the start is proven
+            # not to have happened (a start refused for capacity, say).
+            target = S.APPLY_FAILED
+            lock = self._lifecycle.writer.held_apply_lock(run)
+        now = self._clock.now()
+        closing = (
+            close_attempt(run.id, attempt_part(stage), open_attempt, AttemptState.LOST, now)
+            if stage and open_attempt
+            else []
+        )
+        record = run_parts.get(run.id, "apply") if stage is Phase.APPLY else None
+        if record is not None and record.state in OPEN_APPLY_RECORD:
+            # The apply record says what is known: nothing started, or nothing certain.
+            known = (
+                ApplyRecordState.FAILED if target is S.APPLY_FAILED else ApplyRecordState.UNCERTAIN
+            )
+            check_move(PartKind.APPLY_RECORD, record.state, known)
+            closing.append(
+                run_parts.change(
+                    run.id,
+                    "apply",
+                    expected_state=record.state,
+                    state=known,
+                    body={**record.body, "reason": reason},
+                    now=now,
+                )
+            )
+        moved = self._lifecycle.move(
+            run, target, actor=WORKFLOW, reason=reason, lock=lock, extra_writes=closing
+        )
+        self._hand_off(moved)
+        reference = open_attempt.body.get("sandbox_ref") if open_attempt else None
+        if reference:
+            # Whatever it is still doing, its result can no longer be accepted.
+            self._launcher.stop(str(reference))
+        return {"status": target.value}
