@@ -176,9 +176,7 @@ def decide(request: Request, run_id: str, decision: str) -> Page:
     s = services()
     binding = {name: form[name] for name in BINDING_FIELDS if form.get(name)}
     comment = form.get("comment") or None
-    decided = s.runs.decide(session.principal, run_id, decision, comment, binding)
-    if decided.token:
-        s.workflow.resume(decided.token, {"decision": decision})
+    s.runs.decide(session.principal, run_id, decision, comment, binding)
     return redirect(f"/ui/runs/{run_id}")
 
 

@@ -291,9 +291,7 @@ class RemoteRuns:
         comment: str | None,
         binding: Mapping[str, str] | None,
     ) -> None:
-        decided = self._runs.decide(principal, run_id, decision, comment, binding)
-        if decided.token:
-            self._workflow.resume(decided.token, {"decision": decision})
+        self._runs.decide(principal, run_id, decision, comment, binding)
 
     # -- logs -------------------------------------------------------------------------------
 
