@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from functions.bodies import parse_json
 from functions.isolation import IsolatedRestResolver, ResolverPool
+from functions.observability import observed
 from runplane.domain.errors import InvalidBody
 
 
@@ -52,6 +53,7 @@ def resolvers() -> ResolverPool:
     return ResolverPool(build_app)
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Read before Powertools does: it fails untyped on some bodies (deep nesting, not UTF-8).
     # A webhook's body is read only after its signature is checked, by its route.

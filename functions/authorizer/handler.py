@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions.observability import observed
 from runplane.domain.identity import Unauthenticated
 from runplane.services.identity import encode_principal
 from runplane.wiring import services
@@ -20,6 +21,7 @@ def _header(event: dict[str, Any], name: str) -> str | None:
     return None
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
         principal = services().identity.authenticate(_header(event, "Authorization"))

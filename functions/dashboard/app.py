@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from functions.dashboard import actions, sign_in
 from functions.dashboard.web import Request, redirect, reply
+from functions.observability import observed
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
 from runplane.domain.identity import STEP_UP_WINDOW, Principal, Unauthenticated
@@ -223,6 +224,7 @@ def _route(request: Request) -> Page:
     raise NotFound("page", path)
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = Request.of(event)
     try:

@@ -13,7 +13,7 @@ from functions.api.edge import Reply, json_reply, principal
 from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 # A region, release or runtime name in launch controls.
 Name = Annotated[str, Field(min_length=1, max_length=100)]

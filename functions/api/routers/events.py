@@ -13,7 +13,7 @@ from functions.api.edge import Reply, json_reply, principal
 from runplane.domain.run import RunKind
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class TriggerSourceBody(BaseModel):

@@ -14,7 +14,7 @@ from functions.api.edge import Reply, json_reply, principal
 from functions.isolation import current_event
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class GitHubBindingBody(BaseModel):

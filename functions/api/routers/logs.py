@@ -13,7 +13,7 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.logs import END_OF_TEXT
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 @router.get(

@@ -15,7 +15,7 @@ from runplane.domain.errors import InvalidInput
 from runplane.domain.logs import MAX_CHUNK_BYTES
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class SessionStart(BaseModel):

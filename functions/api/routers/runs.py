@@ -16,7 +16,7 @@ from runplane.domain.recovery import ClaimedUpload, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class RunCreate(BaseModel):

@@ -13,7 +13,7 @@ from functions.api.edge import Reply, json_reply, principal
 from runplane.services.schedules import view
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class ScheduleCreate(BaseModel):

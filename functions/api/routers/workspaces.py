@@ -12,7 +12,7 @@ from functions.api.edge import Reply, json_reply, principal
 from runplane.domain.entities import Workspace
 from runplane.wiring import services
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 class WorkspaceCreate(BaseModel):
