@@ -9,9 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import observed
-from runplane.domain.identity import Unauthenticated
-from runplane.services.identity import encode_principal
-from runplane.wiring import services
 
 
 def _header(event: dict[str, Any], name: str) -> str | None:
@@ -23,6 +20,12 @@ def _header(event: dict[str, Any], name: str) -> str | None:
 
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Loaded by the first request, not at import: the module stays cheap to import
+    # and the identity service brings only what authenticating needs.
+    from runplane.domain.identity import Unauthenticated
+    from runplane.services.identity import encode_principal
+    from runplane.wiring import services
+
     try:
         principal = services().identity.authenticate(_header(event, "Authorization"))
     except Unauthenticated:
