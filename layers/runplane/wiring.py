@@ -320,7 +320,6 @@ class Services:
             self.lifecycle,
             self.workspaces,
             self.logs,
-            self.workflow,
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
         )
