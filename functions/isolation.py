@@ -14,10 +14,23 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+# The event being resolved on this thread, for routes declared on Routers: a Router
+# included in several pooled resolvers reads its last resolver's event, not its own.
+_resolving: ContextVar[APIGatewayProxyEvent | None] = ContextVar("resolving", default=None)
+
+
+def current_event() -> APIGatewayProxyEvent:
+    """The event this thread is resolving."""
+    event = _resolving.get()
+    if event is None:
+        raise RuntimeError("current_event is only available while resolving a request")
+    return event
 
 
 class IsolatedRestResolver(APIGatewayRestResolver):
@@ -39,9 +52,11 @@ class IsolatedRestResolver(APIGatewayRestResolver):
         self._own_event = cast(
             APIGatewayProxyEvent, self._to_proxy_event(cast(dict[str, Any], event))
         )
+        resolving = _resolving.set(self._own_event)
         try:
             return super().resolve(event, context)
         finally:
+            _resolving.reset(resolving)
             self._own_event = None
 
 

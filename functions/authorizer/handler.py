@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runplane.domain.identity import Unauthenticated
-from runplane.services.identity import encode_principal
-from runplane.wiring import services
+from functions.observability import observed
 
 
 def _header(event: dict[str, Any], name: str) -> str | None:
@@ -20,7 +18,14 @@ def _header(event: dict[str, Any], name: str) -> str | None:
     return None
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Loaded by the first request, not at import: the module stays cheap to import
+    # and the identity service brings only what authenticating needs.
+    from runplane.domain.identity import Unauthenticated
+    from runplane.services.identity import encode_principal
+    from runplane.wiring import services
+
     try:
         principal = services().identity.authenticate(_header(event, "Authorization"))
     except Unauthenticated:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -268,17 +269,18 @@ class StateVersionBody(BaseModel):
     data: StateVersionData
 
 
-def pointer_of(error: ValidationError) -> tuple[str, str]:
+# Workspace and state attributes whose JSON names differ from their fields'.
+ATTRIBUTE_ALIASES = {
+    "terraform_version": "terraform-version",
+    "tag_names": "tag-names",
+    "json_state": "json-state",
+    "execution_mode": "execution-mode",
+}
+
+
+def pointer_of(error: ValidationError, aliases: Mapping[str, str] = {}) -> tuple[str, str]:
     """The JSON pointer and message of the first problem, for a 422 body."""
     first = error.errors()[0]
-    parts = []
-    for part in first["loc"]:
-        parts.append(str(part))
-    aliases = {
-        "terraform_version": "terraform-version",
-        "tag_names": "tag-names",
-        "json_state": "json-state",
-        "execution_mode": "execution-mode",
-    }
-    pointer = "/" + "/".join(aliases.get(p, p) for p in parts)
+    names = {**ATTRIBUTE_ALIASES, **aliases}
+    pointer = "/" + "/".join(names.get(str(p), str(p)) for p in first["loc"])
     return pointer, str(first["msg"])

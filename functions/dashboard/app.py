@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from functions.dashboard import actions, sign_in
 from functions.dashboard.web import Request, redirect, reply
+from functions.observability import observed
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
 from runplane.domain.identity import STEP_UP_WINDOW, Principal, Unauthenticated
@@ -176,9 +177,7 @@ def decide(request: Request, run_id: str, decision: str) -> Page:
     s = services()
     binding = {name: form[name] for name in BINDING_FIELDS if form.get(name)}
     comment = form.get("comment") or None
-    decided = s.runs.decide(session.principal, run_id, decision, comment, binding)
-    if decided.token:
-        s.workflow.resume(decided.token, {"decision": decision})
+    s.runs.decide(session.principal, run_id, decision, comment, binding)
     return redirect(f"/ui/runs/{run_id}")
 
 
@@ -225,6 +224,7 @@ def _route(request: Request) -> Page:
     raise NotFound("page", path)
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = Request.of(event)
     try:

@@ -8,11 +8,13 @@ import json
 import logging
 from typing import Any
 
+from functions.observability import observed
 from runplane.wiring import services
 
 logger = logging.getLogger("runplane.events")
 
 
+@observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
     worker = services().event_worker

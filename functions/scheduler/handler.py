@@ -9,10 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from functions.observability import observed
 from runplane.domain.errors import InvalidInput
 from runplane.wiring import services
 
 
+@observed
 def fire(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
         schedule_id = str(event["schedule_id"])

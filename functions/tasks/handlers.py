@@ -8,41 +8,51 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions.observability import observed
 from runplane.wiring import services
 
 
+@observed
 def queue_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.queue(event["run_id"])
 
 
+@observed
 def wait_for_writer(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.wait_for_writer(event["run_id"], event["token"])
 
 
+@observed
 def start_runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.start_runner(event["run_id"], event["phase"], event["token"])
 
 
+@observed
 def evaluate_policy(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.evaluate_policy(event["run_id"])
 
 
+@observed
 def finish_plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.finish_plan(event["run_id"])
 
 
+@observed
 def request_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.request_approval(event["run_id"])
 
 
+@observed
 def wait_for_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.wait_for_approval(event["run_id"], event["token"])
 
 
+@observed
 def arbitrate_expiry(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.arbitrate_expiry(event["run_id"])
 
 
+@observed
 def fail_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().orchestration.fail(event["run_id"], event["phase"], str(event["error"]))
 

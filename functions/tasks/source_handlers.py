@@ -9,21 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions.observability import observed
 from runplane.wiring import services
 
 
+@observed
 def ingest_source(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().github.ingest(event["source_id"])
 
 
+@observed
 def create_source_runs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().github.create_runs(event["source_id"])
 
 
+@observed
 def fail_source(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().github.fail(event["source_id"], str(event["error"]))
 
 
+@observed
 def report_commit_status(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return services().github.report_status(event["run_id"])
 

@@ -6,12 +6,20 @@ import os
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, SecretStr, model_validator
+
+from runplane.domain.errors import NotConfigured
 
 _PREFIX = "RUNPLANE_"
+# The resources a deployment must name: their defaults are the embedded stack's.
+RESOURCES = ("table_name", "artifact_bucket", "kms_key_id", "state_machine_arn")
 
 
 class Settings(BaseModel):
+    # Read from a deployed function's environment (not the embedded stack's, which
+    # points at a local endpoint): resource names must be given, not defaulted.
+    _deployed: bool = PrivateAttr(default=False)
+
     table_name: str = "runplane"
     artifact_bucket: str = "runplane-artifacts"
     kms_key_id: str = "alias/runplane"
@@ -90,6 +98,13 @@ class Settings(BaseModel):
             raise ValueError("runner_heartbeat_seconds must be shorter than runner_phase_seconds")
         return self
 
+    def resource(self, name: str) -> str:
+        """A resource's name; in a deployment, only one its environment gave."""
+        if self._deployed and name not in self.model_fields_set:
+            raise NotConfigured(name)
+        value: str = getattr(self, name)
+        return value
+
     @property
     def hosted_ui_sign_in(self) -> bool:
         return self.sign_in_domain is not None
@@ -128,7 +143,9 @@ class Settings(BaseModel):
         }
         if "region" not in values and "AWS_REGION" in env:
             values["region"] = env["AWS_REGION"]
-        return cls.model_validate(values)
+        settings = cls.model_validate(values)
+        settings._deployed = settings.aws_endpoint_url is None
+        return settings
 
 
 def _secure_url(url: str) -> bool:
@@ -142,4 +159,7 @@ def _secure_url(url: str) -> bool:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings.from_env()
+    settings = Settings.from_env()
+    # Every function reads the table: one without its name refuses to start.
+    settings.resource("table_name")
+    return settings

@@ -113,7 +113,7 @@ class Services:
         self.ids: IdGenerator = ids or RandomIds()
         self._verifier = verifier
         self._launcher = launcher
-        models.bind(settings.table_name, settings.region, settings.aws_endpoint_url)
+        models.bind(settings.resource("table_name"), settings.region, settings.aws_endpoint_url)
 
     # -- adapters -------------------------------------------------------------------------
 
@@ -122,21 +122,23 @@ class Services:
         from runplane.adapters import aws
         from runplane.adapters.object_store import ObjectStore
 
-        return ObjectStore(aws.s3(self.settings), self.settings.artifact_bucket)
+        return ObjectStore(aws.s3(self.settings), self.settings.resource("artifact_bucket"))
 
     @cached_property
     def keys(self) -> DataKeys:
         from runplane.adapters import aws
         from runplane.adapters.keys import DataKeys
 
-        return DataKeys(aws.kms(self.settings), self.settings.kms_key_id)
+        return DataKeys(aws.kms(self.settings), self.settings.resource("kms_key_id"))
 
     @cached_property
     def workflow(self) -> Workflow:
         from runplane.adapters import aws
         from runplane.adapters.workflow import Workflow
 
-        return Workflow(aws.stepfunctions(self.settings), self.settings.state_machine_arn)
+        return Workflow(
+            aws.stepfunctions(self.settings), self.settings.resource("state_machine_arn")
+        )
 
     @cached_property
     def source_workflow(self) -> Workflow | None:
@@ -318,7 +320,6 @@ class Services:
             self.lifecycle,
             self.workspaces,
             self.logs,
-            self.workflow,
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
         )

@@ -77,6 +77,7 @@ class Arena:
     launcher: FakeLauncher
     policies: Policies
     runner_api: RunnerApi
+    workflow: FakeWorkflow = field(default_factory=FakeWorkflow)
 
     def runner_token(self, run_id: str, phase: str) -> str:
         """The session secret the sandbox of the run's ``phase`` attempt gets by
@@ -160,7 +161,7 @@ def build_arena(stack: Stack, org: Organization) -> Arena:
     runner_api = RunnerApi(
         stack.sessions, stack.capabilities, stack.transfers, orchestration, stack.lifecycle.runs
     )
-    return Arena(stack, org, admin, runs, orchestration, launcher, policies, runner_api)
+    return Arena(stack, org, admin, runs, orchestration, launcher, policies, runner_api, workflow)
 
 
 def created(

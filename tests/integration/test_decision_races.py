@@ -88,6 +88,23 @@ def test_racing_decisions_and_cancellations_never_answer_contention(arena: Arena
     print(f"\nrefused decisions by the status they named: {dict(refusals)}")
 
 
+def test_a_decision_resumes_the_workflow_wait_itself(arena: Arena) -> None:
+    # Given a run awaiting approval whose workflow stored its wait's token
+    _, run_id = plan_complete(arena, "resumed-by-decision")
+    o = arena.orchestration
+    o.evaluate_policy(run_id)
+    o.request_approval(run_id)
+    o.wait_for_approval(run_id, "token-waiting")
+    resumed_before = len(arena.workflow.resumed)
+
+    # When a person rejects it through the service (no caller resumes anything)
+    arena.runs.decide(arena.admin, run_id, "reject", "not now")
+
+    # Then the service itself resumed the wait with the decision
+    assert arena.workflow.resumed[resumed_before:] == ["token-waiting"]
+    assert run_parts.require(run_id, "approval").state == "rejected"
+
+
 def test_a_decision_resumes_a_wait_whose_token_was_stored_after_the_decision_read_it(
     arena: Arena, stack: Stack
 ) -> None:
@@ -99,9 +116,11 @@ def test_a_decision_resumes_a_wait_whose_token_was_stored_after_the_decision_rea
     assert run_parts.require(run_id, "approval").token is None
 
     # When the workflow stores its token between the decision's read and its write
+    resumed_before = len(arena.workflow.resumed)
     stack.clock.on_next_reading(lambda: o.wait_for_approval(run_id, "token-late"))
     decided = arena.runs.decide(arena.admin, run_id, "approve", None)
 
     # Then the decision carries that token, so the wait it raced with is resumed
     assert run_parts.require(run_id, "approval").state == "approved"
     assert decided.token == "token-late"
+    assert arena.workflow.resumed[resumed_before:] == ["token-late"]

@@ -12,7 +12,7 @@ from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.logs import RunLogs
 from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunOptions
-from tests.integration.arena import Arena, FakeWorkflow, planning
+from tests.integration.arena import Arena, planning
 
 UPLOAD_SECONDS = 300
 
@@ -26,7 +26,6 @@ def remote_runs(arena: Arena) -> RemoteRuns:
         stack.lifecycle,
         stack.workspaces,
         RunLogs(stack.clock, stack.artifacts, arena.runs),
-        FakeWorkflow(),
         stack.keys,
         upload_seconds=UPLOAD_SECONDS,
     )

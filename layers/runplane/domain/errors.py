@@ -647,3 +647,18 @@ class StaleDriftFinding(Conflict):
 
 class TooManySchedules(Conflict):
     code = "TOO_MANY_SCHEDULES"
+
+
+class NotConfigured(RunplaneError):
+    """A deployed function was not given the name of a resource it uses: it refuses to
+    serve rather than address a default name that may exist in the same account."""
+
+    code = "NOT_CONFIGURED"
+    http_status = 503
+
+    def __init__(self, setting: str) -> None:
+        super().__init__(
+            f"this function is not configured with RUNPLANE_{setting.upper()}; "
+            "set it in the function's environment"
+        )
+        self.setting = setting

@@ -20,7 +20,6 @@ from typing import Any
 
 from runplane.adapters.keys import DataKeys, KeyUnavailable
 from runplane.adapters.launchers import Launcher
-from runplane.adapters.workflow import Workflow
 from runplane.domain.capabilities import Phase, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run, Workspace
@@ -129,7 +128,6 @@ class RemoteRuns:
         lifecycle: RunLifecycle,
         workspaces: Workspaces,
         logs: RunLogs,
-        workflow: Workflow,
         keys: DataKeys,
         *,
         upload_seconds: int,
@@ -140,7 +138,6 @@ class RemoteRuns:
         self._lifecycle = lifecycle
         self._workspaces = workspaces
         self._logs = logs
-        self._workflow = workflow
         self._upload_seconds = upload_seconds
         self._keys = keys
 
@@ -291,9 +288,7 @@ class RemoteRuns:
         comment: str | None,
         binding: Mapping[str, str] | None,
     ) -> None:
-        decided = self._runs.decide(principal, run_id, decision, comment, binding)
-        if decided.token:
-            self._workflow.resume(decided.token, {"decision": decision})
+        self._runs.decide(principal, run_id, decision, comment, binding)
 
     # -- logs -------------------------------------------------------------------------------
 

@@ -314,8 +314,8 @@ class Runs:
         comment: str | None,
         binding: Mapping[str, str] | None = None,
     ) -> Decision:
-        """Record an approval or rejection before the deadline; the workflow is resumed
-        by the caller with the returned token."""
+        """Record an approval or rejection before the deadline and resume the workflow's
+        wait for it (if the wait already ended, the workflow reads the decision itself)."""
         principal.require(Permission.RUN_APPROVE)
         if decision not in {"approve", "reject"}:
             raise InvalidInput("decision must be approve or reject", "/decision")
@@ -386,6 +386,8 @@ class Runs:
             # The workflow may have stored its wait's token after the read above; had it
             # stored it after the decision, it would have resumed itself instead.
             token = run_parts.require(run.id, "approval").token
+        if token:
+            self._workflow.resume(token, {"decision": decision})
         return Decision(run.id, decision, token)
 
     def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:

@@ -1,0 +1,69 @@
+"""GitHub sources: a workspace's repository binding and the App's webhook."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Header
+from pydantic import BaseModel, Field, StrictInt
+
+from functions.api import schema as oas
+from functions.api.edge import Reply, json_reply, principal
+from functions.isolation import current_event
+from runplane.wiring import services
+
+router = Router()  # type: ignore[no-untyped-call]
+
+
+class GitHubBindingBody(BaseModel):
+    repository: str = Field(min_length=3, max_length=140)
+    branch: str = Field(min_length=1, max_length=255)
+    working_directory: str = Field(default="", max_length=500)
+    installation_id: StrictInt
+    push_run_kind: Literal["plan_and_apply", "plan_only"] = "plan_and_apply"
+
+
+@router.put(
+    "/api/v1/workspaces/<workspace_id>/github",
+    responses=oas.responses(200, oas.GitHubBindingView, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def bind_github(workspace_id: str, body: GitHubBindingBody) -> Reply:
+    bound = services().github.bind(principal(), workspace_id, **body.model_dump())
+    return json_reply(200, bound.to_dict())
+
+
+@router.get(
+    "/api/v1/workspaces/<workspace_id>/github",
+    responses=oas.responses(200, oas.GitHubBindingView, *oas.READ),
+    security=oas.PEOPLE,
+)
+def get_github(workspace_id: str) -> Reply:
+    return json_reply(200, services().github.binding(principal(), workspace_id).to_dict())
+
+
+@router.delete(
+    "/api/v1/workspaces/<workspace_id>/github",
+    responses=oas.responses(200, oas.GitHubUnbound, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def unbind_github(workspace_id: str) -> Reply:
+    services().github.unbind(principal(), workspace_id)
+    return json_reply(200, {"workspace_id": workspace_id, "bound": False})
+
+
+@router.post("/webhooks/github", responses=oas.webhook_responses())
+def github_webhook(
+    x_github_event: Annotated[str, Header(min_length=1, max_length=100)],
+    x_github_delivery: Annotated[str, Header(min_length=1, max_length=100)],
+    x_hub_signature_256: Annotated[str | None, Header(max_length=100)] = None,
+) -> Reply:
+    # Signed by GitHub, not authenticated by a token: the service checks the HMAC
+    # of the exact bytes received.
+    event = current_event()
+    raw = event.get("body") or ""
+    body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8")
+    reply = services().github.receive(dict(event.get("headers") or {}), body)
+    return json_reply(reply.status, reply.body)

@@ -1,0 +1,129 @@
+"""Run API routes for workspace schedules (docs/schedules.md). Handlers parse, call
+one service, map the result."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field
+
+from functions.api import schema as oas
+from functions.api.edge import Reply, json_reply, principal
+from runplane.services.schedules import view
+from runplane.wiring import services
+
+router = Router()  # type: ignore[no-untyped-call]
+
+
+class ScheduleCreate(BaseModel):
+    expression: str = Field(
+        min_length=1,
+        max_length=200,
+        description="Five-field cron in UTC (minute hour day-of-month month day-of-week) "
+        "or rate(N minutes|hours|days); at most one fire every 15 minutes",
+    )
+    kind: Literal["plan_only", "refresh_only"] = "plan_only"
+
+
+class SchedulePause(BaseModel):
+    paused: bool
+
+
+class ScheduleView(BaseModel):
+    id: str
+    workspace_id: str
+    expression: str
+    aws_expression: str
+    kind: str
+    state: Literal["active", "paused"]
+    created_at: str
+    created_by: str
+    next_fire_at: str | None
+    active_run_id: str | None
+    last_fire_at: str | None
+    last_outcome: Literal["created", "skipped"] | None
+
+
+class FireView(BaseModel):
+    scheduled_at: str
+    outcome: Literal["created", "skipped"]
+    run_id: str | None
+    reason: str | None
+
+
+class ScheduleDetail(ScheduleView):
+    fires: list[FireView] = Field(description="The latest fires, newest first")
+
+
+class ScheduleList(BaseModel):
+    schedules: list[ScheduleView]
+
+
+class ScheduleDeleted(BaseModel):
+    id: str
+    deleted: bool
+
+
+@router.post(
+    "/api/v1/workspaces/<workspace_id>/schedules",
+    responses=oas.responses(201, ScheduleView, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def create_schedule(workspace_id: str, body: ScheduleCreate) -> Reply:
+    s = services()
+    created = s.schedules.create(principal(), workspace_id, body.expression, body.kind)
+    return json_reply(201, view(created, s.clock.now()))
+
+
+@router.get(
+    "/api/v1/workspaces/<workspace_id>/schedules",
+    responses=oas.responses(200, ScheduleList, *oas.READ),
+    security=oas.PEOPLE,
+)
+def list_schedules(workspace_id: str) -> Reply:
+    s = services()
+    found = s.schedules.of_workspace(principal(), workspace_id)
+    return json_reply(200, {"schedules": [view(one, s.clock.now()) for one in found]})
+
+
+@router.get(
+    "/api/v1/schedules/<schedule_id>",
+    responses=oas.responses(200, ScheduleDetail, *oas.READ),
+    security=oas.PEOPLE,
+)
+def get_schedule(schedule_id: str) -> Reply:
+    s = services()
+    who = principal()
+    schedule = s.schedules.get(who, schedule_id)
+    fires = [
+        {
+            "scheduled_at": fire.scheduled_at.isoformat(),
+            "outcome": fire.outcome,
+            "run_id": fire.run_id,
+            "reason": fire.reason,
+        }
+        for fire in s.schedules.fires(who, schedule_id)
+    ]
+    return json_reply(200, {**view(schedule, s.clock.now()), "fires": fires})
+
+
+@router.post(
+    "/api/v1/schedules/<schedule_id>/actions/pause",
+    responses=oas.responses(200, ScheduleView, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def pause_schedule(schedule_id: str, body: SchedulePause) -> Reply:
+    s = services()
+    changed = s.schedules.set_paused(principal(), schedule_id, body.paused)
+    return json_reply(200, view(changed, s.clock.now()))
+
+
+@router.delete(
+    "/api/v1/schedules/<schedule_id>",
+    responses=oas.responses(200, ScheduleDeleted, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def delete_schedule(schedule_id: str) -> Reply:
+    services().schedules.delete(principal(), schedule_id)
+    return json_reply(200, {"id": schedule_id, "deleted": True})

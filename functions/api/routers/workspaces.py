@@ -1,0 +1,121 @@
+"""Workspaces and their configuration uploads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field, StrictInt
+
+from functions.api import schema as oas
+from functions.api.edge import Reply, json_reply, principal
+from runplane.domain.entities import Workspace
+from runplane.wiring import services
+
+router = Router()  # type: ignore[no-untyped-call]
+
+
+class WorkspaceCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=90)
+    terraform_version: str | None = Field(default=None, max_length=40)
+
+
+class WorkspaceUpdate(BaseModel):
+    # Strict: lax parsing would read `true` as a one-second window.
+    approval_window_seconds: StrictInt | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
+@router.post(
+    "/api/v1/workspaces",
+    responses=oas.responses(201, oas.WorkspaceCreated, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def create_workspace(body: WorkspaceCreate) -> Reply:
+    who = principal()
+    s = services()
+    org = s.workspaces.organization_name(who.organization_id)
+    ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
+    return json_reply(201, {"id": ws.id, "name": ws.name, "organization": org})
+
+
+@router.patch(
+    "/api/v1/workspaces/<workspace_id>",
+    responses=oas.responses(200, oas.WorkspaceUpdated, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
+    who = principal()
+    s = services()
+    ws = s.workspaces.update(
+        who,
+        s.workspaces.by_id(who, workspace_id),
+        approval_window_seconds=body.approval_window_seconds,
+    )
+    return json_reply(
+        200,
+        {"id": ws.id, "name": ws.name, "approval_window_seconds": ws.approval_window_seconds},
+    )
+
+
+@router.post(
+    "/api/v1/workspaces/<workspace_id>/configuration-versions",
+    responses=oas.responses(201, oas.ConfigurationUpload, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def new_configuration(workspace_id: str) -> Reply:
+    upload = services().runs.new_configuration_upload(principal(), workspace_id)
+    return json_reply(
+        201,
+        {
+            "id": upload.id,
+            "upload_url": upload.upload_url,
+            "expires_at": upload.expires_at.isoformat(),
+        },
+    )
+
+
+@router.post(
+    "/api/v1/configuration-versions/<cv_id>/actions/finalize",
+    responses=oas.responses(200, oas.Configuration, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def finalize_configuration(cv_id: str) -> Reply:
+    return json_reply(200, services().runs.finalize_configuration(principal(), cv_id))
+
+
+def _workspace(ws: Workspace) -> dict[str, Any]:
+    return {
+        "id": ws.id,
+        "name": ws.name,
+        "created_at": ws.created_at.isoformat(),
+        "description": ws.description,
+        "tags": list(ws.tag_names),
+        "terraform_version": ws.terraform_version,
+        # null: the deployment's default window applies.
+        "approval_window_seconds": ws.approval_window_seconds,
+        "locked": ws.locked,
+        "writer_run_id": ws.writer_run_id,
+        "queue_length": ws.queue_length,
+        "current_state_version_id": ws.current_state_version_id,
+        # What the last scheduled plan found (docs/schedules.md); null: never checked.
+        "drift": services().schedules.drift_of(ws.id),
+    }
+
+
+@router.get(
+    "/api/v1/workspaces",
+    responses=oas.responses(200, oas.WorkspaceList, *oas.AUTHENTICATED),
+    security=oas.PEOPLE,
+)
+def list_workspaces() -> Reply:
+    found = services().workspaces.list_own(principal())
+    return json_reply(200, {"workspaces": [_workspace(ws) for ws in found]})
+
+
+@router.get(
+    "/api/v1/workspaces/<workspace_id>",
+    responses=oas.responses(200, oas.WorkspaceView, *oas.READ),
+    security=oas.PEOPLE,
+)
+def get_workspace(workspace_id: str) -> Reply:
+    return json_reply(200, _workspace(services().workspaces.by_id(principal(), workspace_id)))

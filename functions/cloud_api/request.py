@@ -1,0 +1,109 @@
+"""What every Cloud API router reads of the current request, its one way of
+validating a JSON:API body, and its one mapping of errors to JSON:API error bodies."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from pydantic import BaseModel, ValidationError
+
+from functions.bodies import parse_json
+from functions.cloud_api import jsonapi
+from functions.isolation import current_event
+from runplane.domain.errors import InvalidInput, RunplaneError
+from runplane.domain.identity import Principal
+from runplane.domain.paging import Page
+from runplane.services.identity import decode_principal
+from runplane.wiring import services
+
+Reply = Response[str]
+M = TypeVar("M", bound=BaseModel)
+
+
+def json_reply(status: int, body: Any, content_type: str = jsonapi.JSONAPI) -> Reply:
+    return Response(status_code=status, content_type=content_type, body=json.dumps(body))
+
+
+def document(data: Any, status: int = 200, **top: Any) -> Reply:
+    return json_reply(status, {"data": data, **top})
+
+
+def principal() -> Principal:
+    return decode_principal(current_event().request_context.raw_event.get("authorizer"))
+
+
+def query(name: str) -> str | None:
+    return current_event().get_query_string_value(name)
+
+
+def base_url() -> str:
+    """Absolute URLs for clients, as they reached us (stage prefix included)."""
+    event = current_event()
+    host = event.headers.get("Host") or "localhost"
+    proto = event.headers.get("X-Forwarded-Proto") or "https"
+    full_path = str(event.request_context.raw_event.get("path") or event.path)
+    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
+    return f"{proto}://{host}{prefix}"
+
+
+def json_body() -> Any:
+    event = current_event()
+    return parse_json(event.body, bool(event.is_base64_encoded))
+
+
+def body(model: type[M], *, absent_is_empty: bool = False, aliases: Mapping[str, str] = {}) -> M:
+    """The request's JSON:API body as ``model``, or a 422 pointing at the first problem
+    (``aliases``: the JSON names of the model's fields, where they differ)."""
+    parsed = json_body()
+    try:
+        return model.model_validate({} if parsed is None and absent_is_empty else parsed)
+    except ValidationError as invalid:
+        pointer, message = jsonapi.pointer_of(invalid, aliases)
+        raise InvalidInput(message, pointer) from None
+
+
+def raw_body() -> bytes:
+    event = current_event()
+    if event.is_base64_encoded:
+        return base64.b64decode(event.body or "")
+    return (event.body or "").encode("utf-8")
+
+
+def page_params() -> tuple[int, int]:
+    try:
+        return int(query("page[number]") or 1), int(query("page[size]") or 20)
+    except ValueError:
+        raise InvalidInput("page[number] and page[size] must be integers") from None
+
+
+def paged(everything: list[Any], render: Callable[[Any], Any]) -> Reply:
+    page = Page.of(everything, *page_params())
+    return document([render(item) for item in page.items], meta=jsonapi.pagination(page))
+
+
+def org_name_of(org_id: str) -> str:
+    return services().workspaces.organization_name(org_id)
+
+
+def register_errors(app: APIGatewayRestResolver) -> None:
+    @app.exception_handler(RunplaneError)  # type: ignore[untyped-decorator]
+    def runplane_error(error: RunplaneError) -> Reply:
+        pointer = getattr(error, "pointer", None)
+        reply = json_reply(
+            error.http_status,
+            jsonapi.error(
+                error.http_status, error.code.lower().replace("_", " "), error.message, pointer
+            ),
+        )
+        retry_after = getattr(error, "retry_after_seconds", None)
+        if retry_after:
+            reply.headers["Retry-After"] = str(retry_after)
+        return reply
+
+    @app.not_found
+    def not_found(_: Exception) -> Reply:
+        return json_reply(404, jsonapi.error(404, "not found", "no such endpoint"))

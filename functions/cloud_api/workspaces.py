@@ -1,0 +1,197 @@
+"""Cloud API routes of discovery, organizations, workspaces and locking."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from functions.cloud_api import jsonapi
+from functions.cloud_api.request import (
+    Reply,
+    body,
+    document,
+    json_body,
+    json_reply,
+    org_name_of,
+    page_params,
+    paged,
+    principal,
+    query,
+)
+from runplane.domain.errors import InvalidInput
+from runplane.domain.identity import Principal
+from runplane.domain.tfe_runs import ExecutionMode
+from runplane.wiring import services
+
+router = Router()  # type: ignore[no-untyped-call]
+
+
+# -- discovery and handshake ----------------------------------------------------------
+
+
+@router.get("/.well-known/terraform.json")
+def discovery() -> Reply:
+    api = "/api/v2/"
+    return json_reply(
+        200,
+        {"tfe.v2": api, "tfe.v2.1": api, "tfe.v2.2": api, "state.v2": api},
+        content_type="application/json",
+    )
+
+
+@router.get("/api/v2/ping")
+def ping() -> Reply:
+    return Response(status_code=204, headers={"X-RateLimit-Limit": "30"})
+
+
+@router.get("/api/v2/account/details")
+def account_details() -> Reply:
+    return document(jsonapi.account(principal()))
+
+
+@router.get("/api/v2/organizations")
+def list_organizations() -> Reply:
+    return paged(services().workspaces.organizations(principal()), jsonapi.organization)
+
+
+@router.get("/api/v2/organizations/<org>")
+def read_organization(org: str) -> Reply:
+    found = services().workspaces.read_organization(principal(), org)
+    return document(jsonapi.organization(found))
+
+
+@router.get("/api/v2/organizations/<org>/entitlement-set")
+def entitlement_set(org: str) -> Reply:
+    found = services().workspaces.organization(principal(), org)
+    return document(jsonapi.entitlements(found, principal()))
+
+
+# -- workspaces -------------------------------------------------------------------------
+
+
+@router.get("/api/v2/organizations/<org>/workspaces")
+def list_workspaces(org: str) -> Reply:
+    tags = tuple(t for t in (query("search[tags]") or "").split(",") if t)
+    number, size = page_params()
+    who = principal()
+    page = services().workspaces.search(
+        who, org, search=query("search[name]"), tags=tags, page=number, size=size
+    )
+    return document(
+        [jsonapi.workspace(w, org, who) for w in page.items], meta=jsonapi.pagination(page)
+    )
+
+
+@router.get("/api/v2/organizations/<org>/workspaces/<name>")
+def read_workspace_by_name(org: str, name: str) -> Reply:
+    who = principal()
+    return document(jsonapi.workspace(services().workspaces.by_name(who, org, name), org, who))
+
+
+@router.post("/api/v2/organizations/<org>/workspaces")
+def create_workspace(org: str) -> Reply:
+    who = principal()
+    attributes = body(jsonapi.WorkspaceBody).data.attributes
+    if not attributes.name:
+        raise InvalidInput("a workspace needs a name", "/data/attributes/name")
+    created = services().workspaces.create(
+        who,
+        org,
+        attributes.name,
+        terraform_version=attributes.terraform_version,
+        description=attributes.description,
+        tags=tuple(attributes.tag_names or ()),
+        execution_mode=_execution_mode(attributes.execution_mode) or ExecutionMode.LOCAL,
+    )
+    return document(jsonapi.workspace(created, org, who), status=201)
+
+
+def _update(who: Principal, ws_id: str) -> Reply:
+    attributes = body(jsonapi.WorkspaceBody).data.attributes
+    mode = _execution_mode(attributes.execution_mode)
+    ws = services().workspaces.by_id(who, ws_id)
+    if attributes.name and attributes.name != ws.name:
+        raise InvalidInput("renaming a workspace is not supported", "/data/attributes/name")
+    updated = services().workspaces.update(
+        who,
+        ws,
+        terraform_version=attributes.terraform_version,
+        description=attributes.description,
+        tags=tuple(attributes.tag_names) if attributes.tag_names is not None else None,
+        execution_mode=mode,
+    )
+    return document(jsonapi.workspace(updated, org_name_of(updated.organization_id), who))
+
+
+@router.get("/api/v2/workspaces/<ws_id>")
+def read_workspace(ws_id: str) -> Reply:
+    who = principal()
+    ws = services().workspaces.by_id(who, ws_id)
+    return document(jsonapi.workspace(ws, org_name_of(ws.organization_id), who))
+
+
+@router.patch("/api/v2/workspaces/<ws_id>")
+def update_workspace(ws_id: str) -> Reply:
+    return _update(principal(), ws_id)
+
+
+@router.patch("/api/v2/organizations/<org>/workspaces/<name>")
+def update_workspace_by_name(org: str, name: str) -> Reply:
+    who = principal()
+    return _update(who, services().workspaces.by_name(who, org, name).id)
+
+
+# -- locking ----------------------------------------------------------------------------
+
+
+def _lock_reason() -> str | None:
+    parsed = json_body()
+    if not isinstance(parsed, dict):
+        return None
+    # The CLI wraps the reason in JSON:API; pytfe sends it bare.
+    data = parsed.get("data")
+    if isinstance(data, dict):
+        reason = (data.get("attributes") or {}).get("reason")
+    else:
+        reason = parsed.get("reason")
+    return str(reason)[:500] if reason else None
+
+
+def _workspace_response(who: Principal, action: Callable[[], Any]) -> Reply:
+    ws = action()
+    return document(jsonapi.workspace(ws, org_name_of(ws.organization_id), who))
+
+
+@router.post("/api/v2/workspaces/<ws_id>/actions/lock")
+def lock(ws_id: str) -> Reply:
+    who = principal()
+    reason = _lock_reason()
+    return _workspace_response(who, lambda: services().workspaces.lock(who, ws_id, reason))
+
+
+@router.post("/api/v2/workspaces/<ws_id>/actions/unlock")
+def unlock(ws_id: str) -> Reply:
+    who = principal()
+    return _workspace_response(who, lambda: services().workspaces.unlock(who, ws_id))
+
+
+@router.post("/api/v2/workspaces/<ws_id>/actions/force-unlock")
+def force_unlock(ws_id: str) -> Reply:
+    who = principal()
+    return _workspace_response(who, lambda: services().workspaces.force_unlock(who, ws_id))
+
+
+def _execution_mode(mode: str | None) -> ExecutionMode | None:
+    if mode is None:
+        return None
+    try:
+        return ExecutionMode(mode)
+    except ValueError:
+        raise InvalidInput(
+            "a workspace's execution mode is 'local' (the client runs the engine) or "
+            "'remote' (plan and apply create managed runs here)",
+            "/data/attributes/execution-mode",
+        ) from None
