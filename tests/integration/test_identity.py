@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import botocore.client
 import pytest
 
 from runplane.domain.capabilities import CapabilityKind
@@ -16,6 +15,7 @@ from runplane.services.attempts import close_attempt
 from runplane.services.identity import decode_principal, encode_principal
 from runplane.store import run_parts
 from tests.integration.conftest import Stack
+from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import new_binding
 
 P = Permission
@@ -116,21 +116,6 @@ def test_a_runner_session_is_confined_to_its_runs_workspace(
     stack.sessions.revoke_attempt(binding.attempt_id)
     with pytest.raises(Unauthenticated):
         stack.identity.authenticate(f"Bearer {grant.token}")
-
-
-class DynamoDBRequests:
-    """Counts the DynamoDB requests botocore sends (counts are deterministic)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.operations: list[str] = []
-        original = botocore.client.BaseClient._make_api_call
-
-        def counted(client: Any, operation: str, params: Any) -> Any:
-            if client.meta.service_model.service_name == "dynamodb":
-                self.operations.append(operation)
-            return original(client, operation, params)
-
-        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
 
 
 def _runner_grant(stack: Stack, org: Organization, workspace: Workspace) -> tuple[Any, str]:
