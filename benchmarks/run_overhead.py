@@ -97,7 +97,7 @@ def _site() -> str:
 
 
 def _count_call_sites() -> None:
-    original = botocore.client.BaseClient._make_api_call
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def counted(self: Any, operation: str, params: Any) -> Any:
         if self.meta.service_model.service_name == "dynamodb":
@@ -105,7 +105,7 @@ def _count_call_sites() -> None:
                 CALL_SITES[f"{operation} {_site()}"] += 1
         return original(self, operation, params)
 
-    botocore.client.BaseClient._make_api_call = counted  # type: ignore[method-assign]
+    setattr(botocore.client.BaseClient, "_make_api_call", counted)  # noqa: B010
 
 
 def main() -> None:

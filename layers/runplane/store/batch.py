@@ -21,7 +21,8 @@ _ATTEMPTS = 5
 def get_many(keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
     """The raw items found for ``keys`` (absent keys are missing from the result)."""
     connection = TableItem._get_connection()
-    client = connection.connection.client
+    # pynamodb's client type names only what pynamodb itself calls.
+    client: Any = connection.connection.client
     table = connection.table_name
     wanted: list[dict[str, Any]] = [
         {PARTITION_KEY: {"S": pk}, SORT_KEY: {"S": sk}} for pk, sk in dict.fromkeys(keys)
