@@ -22,13 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.client
 
 from runplane.client import Client, Connection
 from runplane.local import moto_serial
@@ -65,10 +68,52 @@ def _cost(counts: Counter[str], transitions: float, lambdas: float) -> dict[str,
     }
 
 
+# DynamoDB requests by call site: "store function <- first caller outside store/".
+CALL_SITES: Counter[str] = Counter()
+_SITES_LOCK = threading.Lock()
+_REVIEW_SITES: Counter[str] = Counter()
+
+
+def _site() -> str:
+    """The innermost runplane frame, and the first frame above it outside store/."""
+    frame = sys._getframe(2)
+    inner = outer = ""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/runplane/" in name and "/runplane/local/" not in name:
+            where = name.split("/runplane/", 1)[1].removesuffix(".py")
+            label = f"{where}:{frame.f_code.co_name}"
+            if not inner:
+                inner = label
+            elif not where.startswith("store/") and not outer:
+                outer = label
+                break
+        elif "/functions/" in name and inner and not outer:
+            where = name.split("/functions/", 1)[1].removesuffix(".py")
+            outer = f"functions/{where}:{frame.f_code.co_name}"
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"{inner or '?'} <- {outer or '?'}"
+
+
+def _count_call_sites() -> None:
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
+
+    def counted(self: Any, operation: str, params: Any) -> Any:
+        if self.meta.service_model.service_name == "dynamodb":
+            with _SITES_LOCK:
+                CALL_SITES[f"{operation} {_site()}"] += 1
+        return original(self, operation, params)
+
+    setattr(botocore.client.BaseClient, "_make_api_call", counted)  # noqa: B010
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sites", type=int, default=40, help="call sites to list (0: none)")
     args = parser.parse_args()
+    _count_call_sites()
     engine = REPO / ".venv" / "engine" / "terraform"
     if not engine.exists():
         raise SystemExit("run `make engine` first")
@@ -81,6 +126,7 @@ def main() -> None:
             workspace = client.create_workspace("bench")["id"]
             # One warm-up run, not measured: first executions parse the ASL.
             _one_run(client, workspace, "warmup", stack)
+            CALL_SITES.clear()
             rows = [_one_run(client, workspace, f"v{i}", stack) for i in range(args.runs)]
         finally:
             stack.stop()
@@ -121,6 +167,10 @@ def main() -> None:
         f"{summary['state_transitions_per_run']} state transitions, "
         f"~${cost['total_usd']:.6f} in DynamoDB + Step Functions + Lambda"
     )
+    if args.sites:
+        print(f"DynamoDB requests per run by call site (top {args.sites}):")
+        for site, n in CALL_SITES.most_common(args.sites):
+            print(f"{n / len(rows):>7.1f}  {site}")
     print(json.dumps(summary))
 
 
@@ -131,7 +181,13 @@ def _dynamodb() -> Counter[str]:
 def _review_cost(client: Client, run_id: str) -> Counter[str]:
     """The DynamoDB requests one review costs: the benchmark's polling is not the run's."""
     before = _dynamodb()
+    sites = Counter(CALL_SITES)
     client.review(run_id)
+    # The review is served on the gateway's thread: subtract its sites as well.
+    with _SITES_LOCK:
+        _REVIEW_SITES.clear()
+        _REVIEW_SITES.update(Counter(CALL_SITES) - sites)
+        CALL_SITES.subtract(_REVIEW_SITES)
     return _dynamodb() - before
 
 
@@ -159,6 +215,8 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
     reviews = polls + more + 2
     per_review = _review_cost(client, run["id"])
     polling = Counter({k: v * reviews for k, v in per_review.items()})
+    with _SITES_LOCK:
+        CALL_SITES.subtract(Counter({k: v * reviews for k, v in _REVIEW_SITES.items()}))
     if review["status"] != "succeeded":
         raise SystemExit(f"run {run['id']} ended {review['status']}")
     engine = sum(

@@ -6,9 +6,11 @@ Creates ``--runs`` plan_and_apply runs of examples/hello spread round-robin over
 ``--workspaces`` workspaces, from ``--clients`` threads at once; each run is
 approved the moment it awaits approval. Runs of one workspace queue FIFO for
 its writer reservation, so a workspace applies one run at a time. Reported:
-runs per minute, creation-to-terminal time (p50, p95), and this process's peak
+runs per minute, creation-to-terminal time (p50, p95), this process's peak
 resident memory (the embedded stack, moto and the gateway all live in it; the
-runners are separate processes).
+runners are separate processes), its resident memory as each quarter of the
+runs ends (to see whether it levels off), and the sandbox directories still on
+disk once every run has ended.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ ENDED = {"succeeded", "plan_failed", "policy_failed", "apply_failed", "needs_rec
 def _peak_rss_mib() -> float:
     # ru_maxrss is KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_mib() -> float:
+    """This process's resident memory now (not its peak)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
 
 
 def _one_run(client: Client, workspace: str, value: str) -> tuple[str, float]:
@@ -67,13 +74,23 @@ def measure(runs: int, workspaces: int, clients: int) -> dict[str, Any]:
             client = Client(Connection(credentials.url, credentials.token))
             names = [client.create_workspace(f"bench-{i}")["id"] for i in range(workspaces)]
             rss_before = _peak_rss_mib()
-            jobs: list[Callable[[], tuple[str, float]]] = [
-                (lambda i=i: _one_run(client, names[i % workspaces], f"v{i}")) for i in range(runs)
-            ]
+            ended: list[float] = []
+            lock = threading.Lock()
+
+            def job(i: int) -> tuple[str, float]:
+                outcome = _one_run(client, names[i % workspaces], f"v{i}")
+                with lock:
+                    ended.append(_rss_mib())
+                return outcome
+
             started = time.perf_counter()
             with ThreadPoolExecutor(max_workers=clients) as pool:
-                outcomes = list(pool.map(lambda job: job(), jobs))
+                outcomes = list(pool.map(job, range(runs)))
             elapsed = time.perf_counter() - started
+            # Reapers remove a sandbox's directory once its runner exits.
+            time.sleep(2)
+            assert stack.launcher is not None
+            left = sum(1 for path in stack.launcher.sandboxes.values() if path.exists())
         finally:
             stack.stop()
     durations = [seconds for _, seconds in outcomes]
@@ -89,6 +106,10 @@ def measure(runs: int, workspaces: int, clients: int) -> dict[str, Any]:
         "p95_s": round(_percentile(durations, 0.95), 1),
         "peak_rss_mib_before": round(rss_before, 1),
         "peak_rss_mib": round(_peak_rss_mib(), 1),
+        "rss_mib_by_quarter": [
+            round(ended[max(0, len(ended) * q // 4 - 1)], 1) for q in (1, 2, 3, 4)
+        ],
+        "sandbox_dirs_left": left,
         "threads_at_end": threading.active_count(),
     }
 
@@ -103,7 +124,9 @@ def main() -> None:
     print(
         f"{result['runs']} runs over {result['workspaces']} workspaces in {result['elapsed_s']} s: "
         f"{result['runs_per_minute']} runs/min, p50 {result['p50_s']} s, p95 {result['p95_s']} s, "
-        f"peak RSS {result['peak_rss_mib']} MiB (after start-up {result['peak_rss_mib_before']})"
+        f"peak RSS {result['peak_rss_mib']} MiB (after start-up {result['peak_rss_mib_before']}); "
+        f"RSS as each quarter ended {result['rss_mib_by_quarter']} MiB; "
+        f"sandbox directories left {result['sandbox_dirs_left']}"
     )
     print(json.dumps(result))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -10,9 +11,11 @@ from runplane.domain.capabilities import CapabilityKind
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
 from runplane.domain.run import RunKind
+from runplane.services.attempts import close_attempt
 from runplane.services.identity import decode_principal, encode_principal
 from runplane.store import run_parts
 from tests.integration.conftest import Stack
+from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import new_binding
 
 P = Permission
@@ -113,6 +116,60 @@ def test_a_runner_session_is_confined_to_its_runs_workspace(
     stack.sessions.revoke_attempt(binding.attempt_id)
     with pytest.raises(Unauthenticated):
         stack.identity.authenticate(f"Bearer {grant.token}")
+
+
+def _runner_grant(stack: Stack, org: Organization, workspace: Workspace) -> tuple[Any, str]:
+    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    binding = new_binding(stack)
+    binding = type(binding)(run.id, binding.attempt_id, binding.phase, binding.sandbox_id)
+    run_parts.put(
+        run.id,
+        f"attempt#{binding.phase.value}",
+        state="started",
+        body={"attempt_id": binding.attempt_id, "sandbox_id": binding.sandbox_id},
+        now=stack.clock.now(),
+    ).commit()
+    minted = stack.capabilities.mint(
+        CapabilityKind.BOOTSTRAP, binding, lifetime=timedelta(minutes=5), organization_id=org.id
+    )
+    return binding, stack.sessions.start(minted.handle, binding).token
+
+
+def test_a_known_runner_session_authenticates_in_one_request_and_revocation_stays_immediate(
+    stack: Stack, org: Organization, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a runner session this process has authenticated once
+    binding, token = _runner_grant(stack, org, workspace)
+    stack.identity.authenticate(f"Bearer {token}")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When its sandbox calls again
+    principal = stack.identity.authenticate(f"Bearer {token}")
+
+    # Then the session and its attempt are read in one request
+    assert principal.run_id == binding.run_id
+    assert requests.operations == ["BatchGetItem"]
+
+    # And once its attempt closes (which revokes its sessions), the next call is refused
+    attempt = run_parts.require(binding.run_id, f"attempt#{binding.phase.value}")
+    close_attempt(binding.run_id, attempt.name, attempt, "succeeded", stack.clock.now())[0].commit()
+    with pytest.raises(Unauthenticated, match="attempt has ended"):
+        stack.identity.authenticate(f"Bearer {token}")
+
+
+def test_a_known_runner_session_revoked_alone_is_refused_at_once(
+    stack: Stack, org: Organization, workspace: Workspace
+) -> None:
+    # Given a runner session this process has authenticated once
+    binding, token = _runner_grant(stack, org, workspace)
+    stack.identity.authenticate(f"Bearer {token}")
+
+    # When its sessions are revoked while the attempt's part still reads open
+    stack.sessions.revoke_attempt(binding.attempt_id)
+
+    # Then its next call is refused, without waiting for anything to expire
+    with pytest.raises(Unauthenticated, match="not valid"):
+        stack.identity.authenticate(f"Bearer {token}")
 
 
 def test_the_principal_survives_the_authorizer_context(stack: Stack, org: Organization) -> None:

@@ -14,6 +14,7 @@ from runplane.domain.logs import LIVE_LOG_BYTES, MAX_CHUNK_BYTES, MAX_CHUNKS
 from runplane.services.logs import RunLogs
 from runplane.store import run_parts
 from tests.integration.arena import Arena, planning
+from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
 def runner_of(arena: Arena, run_id: str) -> Principal:
@@ -64,6 +65,24 @@ def test_a_resent_chunk_is_stored_once_and_other_bytes_under_its_number_are_refu
     )
     # And reads from an offset return the rest of it
     assert logs.read(arena.admin, run_id, Phase.PLAN, offset=16).data == b"Plan: 1 to add\n"
+
+
+def test_a_new_chunk_costs_one_read_and_one_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a running plan and its runner session
+    _, run_id = planning(arena, "cheap")
+    runner, logs = runner_of(arena, run_id), logs_of(arena)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When a new chunk is stored
+    stored = logs.store_chunk(runner, 0, 0, b"Initializing...\n")
+
+    # Then the attempt and the chunk were read together, and the chunk and its
+    # artifact's record written in one transaction
+    assert stored == {"sequence": 0, "next_offset": 16, "replayed": False}
+    assert requests.operations == ["BatchGetItem", "TransactWriteItems"]
+    assert logs.read(arena.admin, run_id, Phase.PLAN).data == b"Initializing...\n"
 
 
 def test_a_chunk_that_does_not_follow_its_predecessor_writes_nothing(arena: Arena) -> None:

@@ -42,6 +42,7 @@ from tests.integration.arena import (
     to_applying,
     to_approval,
 )
+from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.test_state_authority import LINEAGE, publish, raw_state
 
 S = RunStatus
@@ -383,3 +384,21 @@ def test_a_runner_does_not_see_state_published_after_its_run_pinned(arena: Arena
     assert arena.stack.state.current(runner, ws_id).id == pinned
     with pytest.raises(NotFound):
         arena.stack.state.get(runner, later.id)  # type: ignore[attr-defined]
+
+
+def test_a_runner_reads_its_run_s_pin_once_per_attempt(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a planning run's runner that has read its workspace's current state once
+    ws_id, pinned = with_state(arena, "pin-once")
+    _, run_id = planning(arena, "pin-once", workspace_id=ws_id, kind=RunKind.PLAN_ONLY)
+    runner = arena.runner(run_id, "plan")
+    assert arena.stack.state.current(runner, ws_id).id == pinned
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine's backend asks again
+    again = arena.stack.state.current(runner, ws_id)
+
+    # Then it gets the same pinned version, reading the workspace and the version only
+    assert again.id == pinned
+    assert requests.operations == ["GetItem", "GetItem"]

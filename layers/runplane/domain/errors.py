@@ -329,6 +329,13 @@ class SessionRefused(RunplaneError):
         super().__init__(f"the runner session is not valid: {why}")
 
 
+class SessionAttemptEnded(SessionRefused):
+    """The session's attempt has closed: its sandbox is refused from then on."""
+
+    def __init__(self) -> None:
+        super().__init__("its attempt has ended")
+
+
 class RunnerAuthorityRefused(RunplaneError):
     """A runner session asked for authority its attempt does not hold: a plan
     session, another attempt or sandbox, or an attempt that has ended."""

@@ -18,7 +18,7 @@ artifact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +38,7 @@ from runplane.domain.errors import ArtifactCorrupt, ArtifactTooLarge, NotFound
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import artifacts as store
 from runplane.store.artifacts import ArtifactRecord
+from runplane.store.transaction import Transaction
 
 
 def key_context(artifact_id: str, organization_id: str) -> dict[str, str]:
@@ -117,8 +118,17 @@ class _Keys:
 
 
 class ArtifactStore(_ArtifactAccess):
-    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
-        """Encrypt and store a plaintext stream; over the limit, nothing is stored."""
+    def put(
+        self,
+        organization_id: str,
+        kind: ArtifactKind,
+        plaintext: Iterable[bytes],
+        together: Callable[[Artifact], Transaction] | None = None,
+    ) -> Artifact:
+        """Encrypt and store a plaintext stream; over the limit, nothing is stored.
+
+        ``together`` gives writes that commit in the artifact's own transaction
+        (whatever refers to it): if they are refused, nothing is stored."""
         artifact_id = self._ids.new(IdKind.ARTIFACT)
         data_key = self._keys.generate(key_context(artifact_id, organization_id))
         encryption = Encryption(data_key.plaintext, artifact_id, limit=self._limit)
@@ -140,7 +150,7 @@ class ArtifactStore(_ArtifactAccess):
                 wrapped_key=data_key.wrapped,
                 chunk_size=CHUNK_SIZE,
                 etag=stored.etag,
-            ).commit()
+            ).extend([together(artifact)] if together else []).commit()
         except BaseException:
             self._objects.delete(key)
             raise

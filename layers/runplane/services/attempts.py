@@ -55,7 +55,11 @@ def close_attempt(
 def open_attempt(binding: Binding) -> run_parts.RunPart | None:
     """The run's attempt for the binding's phase, if it is exactly this attempt and
     sandbox and has not been closed."""
-    attempt = run_parts.get(binding.run_id, attempt_part(binding.phase))
+    return open_or_none(binding, run_parts.get(binding.run_id, attempt_part(binding.phase)))
+
+
+def open_or_none(binding: Binding, attempt: run_parts.RunPart | None) -> run_parts.RunPart | None:
+    """``attempt`` (the run's part for the binding's phase) if it is still open for it."""
     if (
         attempt is None
         or attempt.state not in OPEN_ATTEMPT

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,12 +30,15 @@ from runplane.domain.errors import (
     CapabilityConsumed,
     ConcurrentChange,
     RunplaneError,
+    SessionAttemptEnded,
     SessionRefused,
     TooMuchContention,
     UnknownCapability,
 )
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.services.attempts import attempt_part, open_or_none
 from runplane.store import capabilities as store
+from runplane.store import run_parts
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger(__name__)
@@ -42,6 +46,8 @@ logger = logging.getLogger(__name__)
 HANDLE_PREFIX = "rpc_"
 SESSION_PREFIX = "rps_"
 MAX_SESSION = timedelta(hours=4)
+# Sessions whose binding a process remembers (oldest forgotten first).
+_REMEMBERED_SESSIONS = 10_000
 
 
 def new_handle() -> str:
@@ -189,6 +195,9 @@ class RunnerSessions:
         self._clock = clock
         self._ids = ids
         self._lifetime = lifetime
+        # Token hash -> binding, immutable facts that name the attempt to read.
+        self._bindings: dict[str, Binding] = {}
+        self._bindings_lock = threading.Lock()
 
     def start(self, handle: str, binding: Binding) -> SessionGrant:
         """Redeem a bootstrap handle for a session; an exact replay returns the same one."""
@@ -241,11 +250,40 @@ class RunnerSessions:
             raise SessionRefused("it was revoked")
         return SessionGrant(session, secret)
 
+    def authenticate_open(self, token: str) -> RunnerSession:
+        """``authenticate``, and refused too once the session's attempt has closed.
+
+        Both are read in one consistent request once this process has seen the
+        token: a session's binding never changes, so it tells which attempt to
+        read along with the session. Revocation stays immediate."""
+        if not token.startswith(SESSION_PREFIX):
+            raise SessionRefused("malformed token")
+        secret_hash = handle_hash(token)
+        with self._bindings_lock:
+            binding = self._bindings.get(secret_hash)
+        if binding is None:
+            session = self.authenticate(token)
+            attempt = run_parts.get(session.binding.run_id, attempt_part(session.binding.phase))
+            with self._bindings_lock:
+                if len(self._bindings) >= _REMEMBERED_SESSIONS:
+                    self._bindings.pop(next(iter(self._bindings)))
+                self._bindings[secret_hash] = session.binding
+        else:
+            found, attempt = store.get_session_and_part(
+                secret_hash, binding.run_id, attempt_part(binding.phase)
+            )
+            session = self._valid(found)
+        if open_or_none(session.binding, attempt) is None:
+            raise SessionAttemptEnded()
+        return session
+
     def authenticate(self, token: str) -> RunnerSession:
         """The session a runner call presents; refused when unknown, expired or revoked."""
         if not token.startswith(SESSION_PREFIX):
             raise SessionRefused("malformed token")
-        session = store.get_session(handle_hash(token))
+        return self._valid(store.get_session(handle_hash(token)))
+
+    def _valid(self, session: RunnerSession | None) -> RunnerSession:
         if session is None:
             raise SessionRefused("unknown token")
         if session.revoked:

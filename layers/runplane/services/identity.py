@@ -18,7 +18,12 @@ from typing import Any
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
-from runplane.domain.errors import InvalidInput, NotFound, SessionRefused
+from runplane.domain.errors import (
+    InvalidInput,
+    NotFound,
+    SessionAttemptEnded,
+    SessionRefused,
+)
 from runplane.domain.identity import (
     ROLES,
     RUNNER_PERMISSIONS,
@@ -30,7 +35,6 @@ from runplane.domain.identity import (
     permissions_for_roles,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.services.attempts import open_attempt
 from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
 from runplane.store.runs import RunRepository
@@ -136,14 +140,15 @@ class Identity:
         )
 
     def _runner_principal(self, secret: str) -> Principal:
+        # The session and its attempt are read on every call (one request), so a
+        # closed attempt's sandbox is refused at once even if the listing that
+        # revokes its sessions missed one.
         try:
-            session = self._sessions.authenticate(secret)
+            session = self._sessions.authenticate_open(secret)
+        except SessionAttemptEnded:
+            raise Unauthenticated("the runner session's attempt has ended") from None
         except SessionRefused:
             raise Unauthenticated("the runner session is not valid") from None
-        # Read on every call, so a closed attempt's sandbox is refused at once even
-        # if the listing that revokes its sessions missed one.
-        if open_attempt(session.binding) is None:
-            raise Unauthenticated("the runner session's attempt has ended")
         run_id = session.binding.run_id
         try:
             workspace_id = self._workspace_of_run(run_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.capabilities import Phase
 from runplane.domain.clock import Clock
 from runplane.domain.errors import ArtifactTooLarge, Conflict, InvalidInput, NotFound
@@ -73,40 +73,48 @@ class RunLogs:
         binding = session.binding
         self._check_chunk(sequence, offset, data)
         part = f"attempt#{binding.phase.value}"
-        attempt = run_parts.get(binding.run_id, part)
+        # The attempt and the chunk in one request; the chunk and its artifact's
+        # record in one transaction (a chunk is a runner call: keep it cheap).
+        stored, attempt = log_chunks.get_with_part(
+            binding.run_id, binding.attempt_id, sequence, part
+        )
         if attempt is None or attempt.body.get("attempt_id") != binding.attempt_id:
             raise NotFound("attempt", binding.attempt_id)
         digest = hashlib.sha256(data).hexdigest()
-        stored = log_chunks.get(binding.run_id, binding.attempt_id, sequence)
         if stored is not None:
             return self._replayed(stored, offset, digest)
         if attempt.state not in OPEN_ATTEMPT:
             raise Conflict(f"the {binding.phase} attempt of run {binding.run_id} has ended")
-        artifact = self._artifacts.put(session.organization_id, ArtifactKind.LOGS, [data])
-        chunk = LogChunk(
-            run_id=binding.run_id,
-            organization_id=session.organization_id,
-            attempt_id=binding.attempt_id,
-            phase=binding.phase.value,
-            sequence=sequence,
-            offset=offset,
-            size=len(data),
-            sha256=digest,
-            artifact_id=artifact.id,
-            created_at=self._clock.now(),
-        )
+        created_at = self._clock.now()
+
+        def chunk_of(artifact: Artifact) -> LogChunk:
+            return LogChunk(
+                run_id=binding.run_id,
+                organization_id=session.organization_id,
+                attempt_id=binding.attempt_id,
+                phase=binding.phase.value,
+                sequence=sequence,
+                offset=offset,
+                size=len(data),
+                sha256=digest,
+                artifact_id=artifact.id,
+                created_at=created_at,
+            )
+
         try:
-            log_chunks.put(chunk, part, OPEN_ATTEMPT).commit()
+            artifact = self._artifacts.put(
+                session.organization_id,
+                ArtifactKind.LOGS,
+                [data],
+                together=lambda artifact: log_chunks.put(chunk_of(artifact), part, OPEN_ATTEMPT),
+            )
         except ChunkTaken:
-            self._artifacts.discard(artifact.id)
+            # Refused with the artifact's record: nothing of this call was stored.
             raced = log_chunks.get(binding.run_id, binding.attempt_id, sequence)
             if raced is None:
                 raise
             return self._replayed(raced, offset, digest)
-        except BaseException:
-            self._artifacts.discard(artifact.id)
-            raise
-        return {"sequence": sequence, "next_offset": chunk.end, "replayed": False}
+        return {"sequence": sequence, "next_offset": chunk_of(artifact).end, "replayed": False}
 
     @staticmethod
     def _check_chunk(sequence: int, offset: int, data: bytes) -> None:

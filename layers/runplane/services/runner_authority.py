@@ -13,6 +13,7 @@ attempt, so a result, a cancellation or a loss that commits first refuses it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from runplane.domain.capabilities import Phase
@@ -84,9 +85,31 @@ def still_applying(run_id: str) -> Transaction:
     )
 
 
+# Attempt -> the state version its run had pinned (oldest forgotten first).
+_PINS: dict[str, str | None] = {}
+_PINS_LOCK = threading.Lock()
+_REMEMBERED_PINS = 10_000
+
+
 def pinned_state(principal: Principal, runs: RunRepository) -> str | None:
-    """The state version a runner sees as current: the one its run pinned."""
-    return runs.get(principal.run_id or "").predecessor_sv_id
+    """The state version a runner sees as current: the one its run pinned.
+
+    The pin is written with the plan attempt, before any session of the run
+    exists, and only a new plan attempt writes it again: for one attempt it
+    never changes, so it is read once per attempt and process (every state
+    read of the engine's backend asks for it)."""
+    attempt = principal.attempt_id
+    if not attempt:
+        return runs.get(principal.run_id or "").predecessor_sv_id
+    with _PINS_LOCK:
+        if attempt in _PINS:
+            return _PINS[attempt]
+    pinned = runs.get(principal.run_id or "").predecessor_sv_id
+    with _PINS_LOCK:
+        if len(_PINS) >= _REMEMBERED_PINS:
+            _PINS.pop(next(iter(_PINS)))
+        _PINS[attempt] = pinned
+    return pinned
 
 
 def may_read(principal: Principal, version: StateVersion, runs: RunRepository) -> bool:

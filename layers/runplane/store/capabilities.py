@@ -23,14 +23,17 @@ from runplane.domain.errors import (
     ConcurrentChange,
     UnknownCapability,
 )
+from runplane.store import batch, run_parts
 from runplane.store.models import (
     CapabilityItem,
     JtiClaimItem,
     RunnerSessionItem,
     capability_key,
     jti_claim_key,
+    run_part_key,
     session_key,
 )
+from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Item, Transaction
 
 # Records outlive their validity a little, so a late replay is told "expired"
@@ -198,6 +201,19 @@ def get_session(secret_hash: str) -> RunnerSession | None:
     except RunnerSessionItem.DoesNotExist:
         return None
     return _to_session(item)
+
+
+def get_session_and_part(
+    secret_hash: str, run_id: str, part: str
+) -> tuple[RunnerSession | None, RunPart | None]:
+    """A session and one part of its run (its attempt) in one consistent request."""
+    session, part_key = session_key(secret_hash), run_part_key(run_id, part)
+    found = batch.get_many([session, part_key])
+    raw_session, raw_part = found.get(session), found.get(part_key)
+    return (
+        _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
+        run_parts.from_raw(raw_part) if raw_part else None,
+    )
 
 
 def _to_session(item: RunnerSessionItem) -> RunnerSession:

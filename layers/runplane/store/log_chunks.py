@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from runplane.domain.errors import Conflict
+from runplane.store import batch, run_parts
 from runplane.store.models import (
     LOG_CHUNK_PREFIX,
     LogChunkItem,
@@ -18,6 +19,7 @@ from runplane.store.models import (
     log_chunk_key,
     run_part_key,
 )
+from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Item, Transaction
 
 
@@ -70,6 +72,19 @@ def get(run_id: str, attempt_id: str, sequence: int) -> LogChunk | None:
     except LogChunkItem.DoesNotExist:
         return None
     return _to_chunk(item)
+
+
+def get_with_part(
+    run_id: str, attempt_id: str, sequence: int, part: str
+) -> tuple[LogChunk | None, RunPart | None]:
+    """A chunk and one part of its run (its attempt) in one consistent request."""
+    chunk_key, part_key = log_chunk_key(run_id, attempt_id, sequence), run_part_key(run_id, part)
+    found = batch.get_many([chunk_key, part_key])
+    raw_chunk, raw_part = found.get(chunk_key), found.get(part_key)
+    return (
+        _to_chunk(LogChunkItem.from_raw_data(raw_chunk)) if raw_chunk else None,
+        run_parts.from_raw(raw_part) if raw_part else None,
+    )
 
 
 def of_attempt(run_id: str, attempt_id: str) -> list[LogChunk]:

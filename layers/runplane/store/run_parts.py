@@ -40,6 +40,11 @@ def _to_part(item: RunPartItem) -> RunPart:
     )
 
 
+def from_raw(raw: dict[str, Any]) -> RunPart:
+    """A part from the raw item a batch read returned."""
+    return _to_part(RunPartItem.from_raw_data(raw))
+
+
 def get(run_id: str, name: str) -> RunPart | None:
     try:
         return _to_part(RunPartItem.get(*run_part_key(run_id, name), consistent_read=True))
