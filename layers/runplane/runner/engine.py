@@ -33,6 +33,7 @@ from typing import IO, Any, Final
 
 from runplane.domain.logs import LOG_CAP_BYTES
 from runplane.domain.variables import name_problem
+from runplane.runner.cli_config import cli_config, provider_installation
 from runplane.runner.refusal import Refused
 
 DEFAULT_LOG_CAP: Final = LOG_CAP_BYTES
@@ -804,36 +805,9 @@ def write_cli_config(
             raise ValueError(
                 f"not an absolute path usable in a CLI configuration: {mirror!r} (provider_mirror)"
             )
-        pattern = "registry.terraform.io/runplane/*"
-        installation = (
-            "\n"
-            "provider_installation {\n"
-            "  filesystem_mirror {\n"
-            f'    path    = "{mirror}"\n'
-            f'    include = ["{pattern}"]\n'
-            "  }\n"
-            "  direct {\n"
-            f'    exclude = ["{pattern}"]\n'
-            "  }\n"
-            "}\n"
-        )
-    services = "".join(
-        f'    "{service}" = "{api_url}",\n' for service in ("tfe.v2", "tfe.v2.1", "tfe.v2.2")
-    )
-    content = (
-        "disable_checkpoint = true\n"
-        "\n"
-        f'host "{host}" {{\n'
-        "  services = {\n"
-        f"{services}"
-        "  }\n"
-        "}\n"
-        "\n"
-        f'credentials "{host}" {{\n'
-        f'  token = "{token}"\n'
-        "}\n"
-        f"{installation}"
-    )
+        installation = provider_installation(mirror, ["registry.terraform.io/runplane/*"])
+    services = {name: api_url for name in ("tfe.v2", "tfe.v2.1", "tfe.v2.2")}
+    content = cli_config(host, services, token, installation=installation, disable_checkpoint=True)
     return _write_private(Path(path), content)
 
 
