@@ -12,7 +12,8 @@ from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.artifacts import ArtifactStatus
-from runplane.domain.entities import Organization, Workspace
+from runplane.domain.entities import Organization, Run, Workspace
+from runplane.domain.run import RunKind
 from runplane.local.moto_serial import serialize_requests
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
 from runplane.services.capabilities import Capabilities, RunnerSessions
@@ -24,6 +25,7 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
+from tests.builders import bare_run
 from tests.fakes import FakeClock, SeededIds
 from tests.integration.arena import Arena, build_arena
 
@@ -51,6 +53,18 @@ class Stack:
     workspaces: Workspaces
     state: StateVersions
     issuer: LocalIssuer
+
+    def new_run(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
+        """A bare ``dispatch_pending`` run (see ``tests/builders.py``)."""
+        return bare_run(
+            self.clock,
+            self.ids,
+            self.lifecycle.runs,
+            organization_id,
+            workspace_id,
+            kind,
+            actor=actor,
+        )
 
     def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
         return artifact_store.get(artifact_id).artifact.status

@@ -18,7 +18,7 @@ S = RunStatus
 
 
 def apply_run(stack: Stack, org: Organization, workspace: Workspace) -> Run:
-    return stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    return stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
 
 
 def holder_and_queue(workspace_id: str) -> tuple[str | None, list[tuple[str, str]]]:
@@ -70,7 +70,7 @@ def test_plan_only_and_speculative_runs_never_touch_the_reservation(
     holder = apply_run(stack, org, workspace)
     stack.lifecycle.writer.reserve(holder, "token-1")
     for kind in (RunKind.PLAN_ONLY, RunKind.SPECULATIVE):
-        run = stack.lifecycle.create(org.id, workspace.id, kind, actor="user:ada")
+        run = stack.new_run(org.id, workspace.id, kind, actor="user:ada")
         with pytest.raises(ReservationNotNeeded):
             stack.lifecycle.writer.reserve(run, "token")
         before = workspace_store.queue_state(workspace.id)

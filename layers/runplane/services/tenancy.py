@@ -6,6 +6,7 @@ from __future__ import annotations
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.services.workspaces import create_workspace
 from runplane.store import workspaces as store
 
 
@@ -25,16 +26,4 @@ class Tenancy:
 
     def create_workspace(self, organization_id: str, name: str) -> Workspace:
         store.get_organization(organization_id)
-        workspace = Workspace(
-            id=self._ids.new(IdKind.WORKSPACE),
-            organization_id=organization_id,
-            name=valid_name("workspace", name),
-            created_at=self._clock.now(),
-            fence=0,
-            writer_run_id=None,
-            lock_id=None,
-            lock_run_id=None,
-            queue_length=0,
-        )
-        store.create_workspace(workspace).commit()
-        return workspace
+        return create_workspace(self._clock, self._ids, organization_id, name)

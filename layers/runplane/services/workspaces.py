@@ -144,23 +144,17 @@ class Workspaces:
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_CREATE)
         org = self.organization(principal, org_name)
-        workspace = Workspace(
-            id=self._ids.new(IdKind.WORKSPACE),
-            organization_id=org.id,
-            name=valid_name("workspace", name, "/data/attributes/name"),
-            created_at=self._clock.now(),
-            fence=0,
-            writer_run_id=None,
-            lock_id=None,
-            lock_run_id=None,
-            queue_length=0,
+        return create_workspace(
+            self._clock,
+            self._ids,
+            org.id,
+            name,
+            name_pointer="/data/attributes/name",
             terraform_version=terraform_version,
             description=description,
-            tag_names=valid_tags(tags, TAGS_POINTER),
-            execution_mode=ExecutionMode(execution_mode).value,
+            tags=tags,
+            execution_mode=execution_mode,
         )
-        store.create_workspace(workspace).commit()
-        return workspace
 
     def update(
         self,
@@ -265,3 +259,35 @@ class Workspaces:
         return WorkspaceHeldByRun(
             workspace_id, run_id, status.value if status else None, needs_recovery=recovering
         )
+
+
+def create_workspace(
+    clock: Clock,
+    ids: IdGenerator,
+    organization_id: str,
+    name: str,
+    *,
+    name_pointer: str | None = None,
+    terraform_version: str | None = None,
+    description: str | None = None,
+    tags: tuple[str, ...] = (),
+    execution_mode: ExecutionMode = ExecutionMode.LOCAL,
+) -> Workspace:
+    """Write a new, unreserved, unlocked workspace; refused if its name is taken."""
+    workspace = Workspace(
+        id=ids.new(IdKind.WORKSPACE),
+        organization_id=organization_id,
+        name=valid_name("workspace", name, name_pointer),
+        created_at=clock.now(),
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+        terraform_version=terraform_version,
+        description=description,
+        tag_names=valid_tags(tags, TAGS_POINTER),
+        execution_mode=ExecutionMode(execution_mode).value,
+    )
+    store.create_workspace(workspace).commit()
+    return workspace

@@ -15,7 +15,9 @@ times. No decision is ever taken on a read alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run, Waiter
@@ -49,6 +51,16 @@ class Handoff:
     workspace_id: str
     run_id: str
     token: str
+
+
+class Resumes(Protocol):
+    def resume(self, token: str, output: Mapping[str, Any]) -> bool: ...
+
+
+def hand_off(workflow: Resumes, handoff: Handoff | None) -> None:
+    """Wake the run a committed release handed the reservation to: it now holds it."""
+    if handoff is not None:
+        workflow.resume(handoff.token, {"held": True})
 
 
 @dataclass(frozen=True)
