@@ -6,14 +6,18 @@ from __future__ import annotations
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.services.repositories import WorkspaceDirectory
 from runplane.services.workspaces import create_workspace
-from runplane.store import workspaces as store
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 
 class Tenancy:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(
+        self, clock: Clock, ids: IdGenerator, directory: WorkspaceDirectory | None = None
+    ) -> None:
         self._clock = clock
         self._ids = ids
+        self._directory = directory or DynamoWorkspaceDirectory()
 
     def create_organization(self, name: str) -> Organization:
         org = Organization(
@@ -21,9 +25,9 @@ class Tenancy:
             name=valid_name("organization", name),
             created_at=self._clock.now(),
         )
-        store.create_organization(org).commit()
+        self._directory.create_organization(org)
         return org
 
     def create_workspace(self, organization_id: str, name: str) -> Workspace:
-        store.get_organization(organization_id)
-        return create_workspace(self._clock, self._ids, organization_id, name)
+        self._directory.get_organization(organization_id)
+        return create_workspace(self._directory, self._clock, self._ids, organization_id, name)
