@@ -26,7 +26,7 @@ from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services import runner_authority
 from runplane.services.repositories import WorkspaceDirectory
-from runplane.store import workspaces as store
+from runplane.store import apply_lock
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
@@ -217,7 +217,7 @@ class Workspaces:
                 # is held by one client process, not by a set of credentials.
                 raise WorkspaceAlreadyLocked(workspace.id, workspace.lock_holder_display)
             try:
-                store.acquire_lock(
+                apply_lock.acquire_lock(
                     workspace.id,
                     holder,
                     lock_id=self._ids.new(IdKind.LOCK),
@@ -247,7 +247,7 @@ class Workspaces:
             raise WorkspaceLocked(
                 f"workspace {workspace.id} is locked by {workspace.lock_holder_display}"
             )
-        store.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
+        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
         return self._directory.get_workspace(workspace.id)
 
     def force_unlock(self, principal: Principal, workspace_id: str) -> Workspace:
@@ -257,7 +257,7 @@ class Workspaces:
             raise WorkspaceNotLocked(workspace.id)
         if workspace.lock_run_id is not None:
             raise self.held_by_run(workspace.id, workspace.lock_run_id)
-        store.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
+        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
         return self._directory.get_workspace(workspace.id)
 
     def held_by_run(self, workspace_id: str, run_id: str) -> WorkspaceHeldByRun:
