@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runplane.domain.errors import InvalidPolicySet, PolicyModuleRefused
+from runplane.domain.plan_values import Mark, Mismatch, marked
 from runplane.domain.policy_input import DEFAULT_SHAPE, REFUSE, shape_options
 
 POLICY_SET_METADATA_FILE: Final = "policy-set.json"
@@ -59,8 +59,6 @@ MAX_DESCRIPTION_CHARS: Final = 1000
 SENSITIVE_MARKER: Final = "(sensitive)"
 UNKNOWN_MARKER: Final = "(known after apply)"
 POLICY_INPUT_FORMAT: Final = "runplane-policy-input/1"
-
-_MAX_VALUE_DEPTH: Final = 100
 
 
 class Enforcement(StrEnum):
@@ -606,56 +604,19 @@ def input_digest(doc: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
-class _Mismatch(Exception):
-    """A sensitivity structure that is malformed or does not mirror its value."""
+def _clean(value: Any, sensitive: Any, unknown: Any) -> Any:
+    """The value with sensitive and unknown places replaced by their text markers."""
+    return _markers(marked(value, sensitive, unknown, unknown_first=False))
 
 
-def _clean(value: Any, sensitive: Any, unknown: Any, depth: int = 0) -> Any:
-    if sensitive is True:
-        return SENSITIVE_MARKER
-    if sensitive is not False and not isinstance(sensitive, dict | list):
-        raise _Mismatch
-    if unknown is True:
-        return UNKNOWN_MARKER
-    if depth > _MAX_VALUE_DEPTH:
-        raise _Mismatch
+def _markers(value: Any) -> Any:
+    if isinstance(value, Mark):
+        return SENSITIVE_MARKER if value.sensitive else UNKNOWN_MARKER
     if isinstance(value, dict):
-        if isinstance(sensitive, list):
-            raise _Mismatch
-        s_mask: dict[str, Any] = sensitive or {}
-        u_mask: dict[str, Any] = unknown if isinstance(unknown, dict) else {}
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Mismatch
-            out[key] = _clean(item, s_mask.get(key, False), u_mask.get(key, False), depth + 1)
-        for key, flag in u_mask.items():
-            # Unknown attributes are omitted from the engine's values: mark them.
-            if flag is True and isinstance(key, str) and key not in value:
-                out[key] = SENSITIVE_MARKER if s_mask.get(key) is True else UNKNOWN_MARKER
-        return out
+        return {key: _markers(item) for key, item in value.items()}
     if isinstance(value, list):
-        if isinstance(sensitive, dict):
-            raise _Mismatch
-        if isinstance(sensitive, list) and len(sensitive) != len(value):
-            raise _Mismatch
-        s_items = sensitive if isinstance(sensitive, list) else [False] * len(value)
-        u_items = (
-            unknown
-            if isinstance(unknown, list) and len(unknown) == len(value)
-            else [False] * len(value)
-        )
-        return [
-            _clean(item, s, u, depth + 1)
-            for item, s, u in zip(value, s_items, u_items, strict=True)
-        ]
-    if isinstance(sensitive, dict | list):
-        raise _Mismatch  # a structure describing a scalar
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    raise _Mismatch
+        return [_markers(item) for item in value]
+    return value
 
 
 def _redacted(change: Mapping[str, Any], which: str, *, unknown: bool) -> Any:
@@ -673,7 +634,7 @@ def _redacted(change: Mapping[str, Any], which: str, *, unknown: bool) -> Any:
         return SENSITIVE_MARKER
     try:
         return _clean(value, change.get(mask_key, False), unknowns)
-    except _Mismatch:
+    except Mismatch:
         return SENSITIVE_MARKER
 
 
