@@ -35,6 +35,7 @@ from typing import Any, Final
 from runplane.domain.errors import InvalidPolicySet, PolicyModuleRefused
 from runplane.domain.plan_values import Mark, Mismatch, marked
 from runplane.domain.policy_input import DEFAULT_SHAPE, REFUSE, shape_options
+from runplane.domain.rego_v0 import tokens as rego_tokens
 
 POLICY_SET_METADATA_FILE: Final = "policy-set.json"
 """The metadata file of a policy-set directory."""
@@ -508,54 +509,34 @@ _Token = tuple[str, str, int]
 
 
 def _tokens(source: str) -> list[_Token]:
-    """A coarse Rego tokenizer: identifiers, strings (decoded), ``.``, ``[``, ``]``;
-    every other character is an ``other`` token; comments and whitespace are dropped."""
-    tokens: list[_Token] = []
-    i, line, n = 0, 1, len(source)
-    while i < n:
-        c = source[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif c.isspace():
-            i += 1
-        elif c == "#":
-            end = source.find("\n", i)
-            i = n if end < 0 else end
-        elif c == '"':
-            j = i + 1
-            while j < n and source[j] not in '"\n':
-                j += 2 if source[j] == "\\" else 1
-            literal = source[i : min(j + 1, n)]
-            try:
-                value = json.loads(literal)
-            except ValueError:
-                value = literal.strip('"')
-            tokens.append(("str", value if isinstance(value, str) else literal, line))
-            i = j + 1
-        elif c == "`":
-            end = source.find("`", i + 1)
-            end = n if end < 0 else end
-            tokens.append(("str", source[i + 1 : end], line))
-            line += source.count("\n", i, end)
-            i = end + 1
-        elif c.isalpha() or c == "_":
-            j = i + 1
-            while j < n and (source[j].isalnum() or source[j] == "_"):
-                j += 1
-            tokens.append(("ident", source[i:j], line))
-            i = j
-        elif c.isdigit():
-            j = i + 1
-            while j < n and (source[j].isalnum() or source[j] in "_."):
-                # a number: digits, a fraction, an exponent; never the start of a name
-                j += 1
-            tokens.append(("other", source[i:j], line))
-            i = j
-        else:
-            tokens.append((c if c in ".[]" else "other", c, line))
-            i += 1
-    return tokens
+    """Rego tokens (``rego_v0.tokens``) as the reference scans read them: identifiers,
+    strings (decoded), ``.``, ``[``, ``]``; every other token is ``other``; comments and
+    newlines are dropped."""
+    out: list[_Token] = []
+    for token in rego_tokens(source):
+        if token.kind == "nl":
+            continue
+        if token.kind == "str":
+            out.append(("str", _string_value(token.text), token.line))
+        elif token.kind == "ident":
+            out.append(("ident", token.text, token.line))
+        elif token.kind == "num":
+            out.append(("other", token.text, token.line))
+        else:  # punctuation, one token per character (":=" is two)
+            out.extend((c if c in ".[]" else "other", c, token.line) for c in token.text)
+    return out
+
+
+def _string_value(literal: str) -> str:
+    """A string token's value: a raw string's text, a quoted string decoded (as written
+    when it does not decode)."""
+    if literal.startswith("`"):
+        return literal[1:-1] if len(literal) > 1 and literal.endswith("`") else literal[1:]
+    try:
+        value = json.loads(literal)
+    except ValueError:
+        value = literal.strip('"')
+    return value if isinstance(value, str) else literal
 
 
 def _blank_comments_and_strings(source: str) -> str:
