@@ -1,5 +1,5 @@
 """The one walk over a planned value and its engine structures (``*_sensitive``,
-``after_unknown``), shared by both sanitized plan documents (``policy.sanitize_plan`` and
+``after_unknown``), shared by both sanitized plan documents (``policy_sanitize.sanitize_plan`` and
 ``policy_plan.sanitized_plan_document``), which differ only in how they write the marks.
 
 Pure: standard library only. The walk fails closed: a sensitivity structure that is

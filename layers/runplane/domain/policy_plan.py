@@ -1,7 +1,7 @@
 """The sanitized plan in Terraform's ``show -json`` structure, for the plan-shaped inputs.
 
 Pure: standard library only. Built from the engine's ``show -json`` plan with the same
-rules as ``runplane.domain.policy.sanitize_plan``: a value the engine marks sensitive is
+rules as ``runplane.domain.policy_sanitize.sanitize_plan``: a value the engine marks sensitive is
 ``"(sensitive)"``, and a value whose sensitivity structure is missing, malformed or
 shaped differently is hidden whole. Unlike that document, a value unknown until apply
 is left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine does.
