@@ -25,9 +25,11 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.wiring import Services
 from tests.builders import bare_run
+from tests.composition import services_for
 from tests.fakes import FakeClock, SeededIds
-from tests.integration.arena import Arena, build_arena
+from tests.integration.arena import Arena, FakeLauncher, FakeWorkflow, build_arena
 
 TABLE = "runplane-test"
 
@@ -53,6 +55,7 @@ class Stack:
     workspaces: Workspaces
     state: StateVersions
     issuer: LocalIssuer
+    services: Services
 
     def new_run(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
         """A bare ``dispatch_pending`` run (see ``tests/builders.py``)."""
@@ -99,28 +102,41 @@ def stack() -> Iterator[Stack]:
         key_id = kms.create_key(Description="runplane test key")["KeyMetadata"]["KeyId"]
         clock, ids = FakeClock(), SeededIds()
         objects, keys = ObjectStore(s3, BUCKET), DataKeys(kms, key_id)
-        lifecycle = RunLifecycle(clock, ids)
-        sessions = RunnerSessions(clock, ids)
-        artifacts = ArtifactStore(clock, ids, objects, keys)
-        workspaces = Workspaces(clock, ids, lifecycle.runs)
         issuer = _issuer()
-        yield Stack(
+        services = services_for(
             clock,
             ids,
-            Tenancy(clock, ids),
-            lifecycle,
-            client,
-            s3,
-            objects,
-            keys,
-            artifacts,
-            SandboxTransfers(clock, ids, objects, keys),
-            Capabilities(clock, ids),
-            sessions,
-            Identity(clock, ids, sessions, lifecycle.runs, issuer.verifier(leeway_seconds=0)),
-            workspaces,
-            StateVersions(clock, ids, workspaces, artifacts),
-            issuer,
+            table=TABLE,
+            objects=objects,
+            keys=keys,
+            verifier=issuer.verifier(leeway_seconds=0),
+            launcher=FakeLauncher(),
+            workflow=FakeWorkflow(),
+            control_plane_url="http://127.0.0.1:1",
+            policy_runtime="none",
+            approval_window_seconds=600,
+            definition_version="test",
+            build_sha="test",
+            runner_release="runner@test",
+        )
+        yield Stack(
+            clock=clock,
+            ids=ids,
+            tenancy=services.tenancy,
+            lifecycle=services.lifecycle,
+            dynamodb=client,
+            s3=s3,
+            objects=objects,
+            keys=keys,
+            artifacts=services.artifacts,
+            transfers=services.transfers,
+            capabilities=services.capabilities,
+            sessions=services.sessions,
+            identity=services.identity,
+            workspaces=services.workspaces,
+            state=services.state,
+            issuer=issuer,
+            services=services,
         )
 
 
