@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import boto3
 import pytest
@@ -13,6 +14,7 @@ from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.artifacts import ArtifactStatus
 from runplane.domain.entities import Organization, Run, Workspace
+from runplane.domain.ids import IdGenerator
 from runplane.domain.run import RunKind
 from runplane.local.moto_serial import serialize_requests
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
@@ -35,6 +37,16 @@ TABLE = "runplane-test"
 
 
 BUCKET = "runplane-artifacts-test"
+
+# What the stack's services are configured with (over the defaults of Settings).
+SETTINGS: dict[str, Any] = {
+    "control_plane_url": "http://127.0.0.1:1",
+    "policy_runtime": "none",
+    "approval_window_seconds": 600,
+    "definition_version": "test",
+    "build_sha": "test",
+    "runner_release": "runner@test",
+}
 
 
 @dataclass
@@ -67,6 +79,21 @@ class Stack:
             workspace_id,
             kind,
             actor=actor,
+        )
+
+    def rewired(self, ids: IdGenerator | None = None, **settings: Any) -> Services:
+        """Another process's services on this stack: the same table, objects, keys, clock
+        and fakes, with ``settings`` over the stack's (and other ``ids``, if given)."""
+        return services_for(
+            self.clock,
+            ids or self.ids,
+            table=TABLE,
+            objects=self.objects,
+            keys=self.keys,
+            verifier=self.issuer.verifier(leeway_seconds=0),
+            launcher=self.services.launcher,
+            workflow=self.services.workflow,
+            **{**SETTINGS, **settings},
         )
 
     def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
@@ -112,12 +139,7 @@ def stack() -> Iterator[Stack]:
             verifier=issuer.verifier(leeway_seconds=0),
             launcher=FakeLauncher(),
             workflow=FakeWorkflow(),
-            control_plane_url="http://127.0.0.1:1",
-            policy_runtime="none",
-            approval_window_seconds=600,
-            definition_version="test",
-            build_sha="test",
-            runner_release="runner@test",
+            **SETTINGS,
         )
         yield Stack(
             clock=clock,
