@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The browser tests drive Debian's chromium: Playwright never downloads a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test test-fast test-e2e demo lint docs clean engine synth deploy browser-deps
+.PHONY: test test-fast test-service test-e2e demo lint docs clean engine synth deploy browser-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -26,6 +26,10 @@ test: $(STAMP) engine browser-deps
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser"
+
+# The service tier alone: services over in-memory repositories, no moto (seconds).
+test-service: $(STAMP)
+	$(BIN)/python -m pytest -q -m service
 
 # The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
 test-e2e: $(STAMP) engine

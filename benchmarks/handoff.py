@@ -29,6 +29,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
 from runplane.store.provision import create_table
+from tests.builders import bare_run
 
 TABLE = "runplane-bench"
 
@@ -46,7 +47,9 @@ def measure(waiting: int, handoffs: int) -> dict[str, Any]:
         org = tenancy.create_organization(f"bench-{waiting}")
         ws = tenancy.create_workspace(org.id, "queue")
         runs = [
-            lifecycle.create(org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="bench")
+            bare_run(
+                clock, ids, lifecycle.runs, org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="bench"
+            )
             for _ in range(waiting + 1)
         ]
         for run in runs:

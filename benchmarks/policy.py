@@ -41,12 +41,10 @@ from runplane.domain.policy import (
     PolicyModule,
     PolicyOutcome,
     PolicySetContent,
-    canonical_json,
-    input_digest,
     load_policy_set_dir,
-    sanitize_plan,
 )
 from runplane.domain.policy_input import PolicyInputs, RunMetadata
+from runplane.domain.policy_sanitize import canonical_json, input_digest, sanitize_plan
 
 BASELINE = Path(__file__).resolve().parent.parent / "examples" / "policies" / "baseline"
 AWS = "registry.terraform.io/hashicorp/aws"

@@ -26,8 +26,8 @@ from runplane.domain.policy import (
     PolicyModule,
     PolicySetContent,
     load_policy_set_dir,
-    sanitize_plan,
 )
+from runplane.domain.policy_sanitize import sanitize_plan
 
 ENGINES = ("regopy", "regorus")
 

@@ -17,7 +17,7 @@ os.environ.update(
 )
 
 
-TIERS = ("unit", "integration", "e2e", "infra", "statemachines", "browser")
+TIERS = ("unit", "service", "integration", "e2e", "infra", "statemachines", "browser")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,11 +1,19 @@
-"""Deterministic stand-ins for the clock and ID ports."""
+"""Deterministic stand-ins for the clock and ID ports, and in-memory repositories.
+
+The repositories keep the promises of the seams in ``runplane.services.repositories``
+(conditional writes that change nothing when refused, the same typed errors); the
+contract test (tests/integration/test_repository_contract.py) holds them to it.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from runplane.domain.entities import Organization, Workspace
+from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
 from runplane.domain.ids import IdKind
 
 
@@ -42,3 +50,74 @@ class SeededIds:
     def new(self, kind: IdKind) -> str:
         body = "".join(self._random.choice(self._ALPHABET) for _ in range(26))
         return f"{kind.value}-{body}"
+
+
+class InMemoryWorkspaces:
+    """A ``WorkspaceDirectory`` in dicts: names are claimed for good, as in the table."""
+
+    def __init__(self) -> None:
+        self.organizations: dict[str, Organization] = {}
+        self.workspaces: dict[str, Workspace] = {}
+        self._org_names: dict[str, str] = {}
+        self._workspace_names: dict[tuple[str, str], str] = {}
+
+    def create_organization(self, org: Organization) -> None:
+        if org.name in self._org_names:
+            raise AlreadyExists(f"organization name {org.name!r} is already taken")
+        if org.id in self.organizations:
+            raise ConcurrentChange(f"organization {org.id} changed concurrently")
+        self._org_names[org.name] = org.id
+        self.organizations[org.id] = org
+
+    def get_organization(self, org_id: str) -> Organization:
+        if org_id not in self.organizations:
+            raise NotFound("organization", org_id)
+        return self.organizations[org_id]
+
+    def find_organization_id(self, name: str) -> str | None:
+        return self._org_names.get(name)
+
+    def create_workspace(self, workspace: Workspace) -> None:
+        claim = (workspace.organization_id, workspace.name)
+        if claim in self._workspace_names:
+            raise AlreadyExists(f"workspace name {workspace.name!r} is already taken")
+        if workspace.id in self.workspaces:
+            raise ConcurrentChange(f"workspace {workspace.id} changed concurrently")
+        self._workspace_names[claim] = workspace.id
+        # As the table stores it: a new workspace starts at fence 0 with an empty queue.
+        self.workspaces[workspace.id] = replace(workspace, fence=0, queue_length=0)
+
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        if workspace_id not in self.workspaces:
+            raise NotFound("workspace", workspace_id)
+        return self.workspaces[workspace_id]
+
+    def find_workspace_id(self, org_id: str, name: str) -> str | None:
+        return self._workspace_names.get((org_id, name))
+
+    def list_workspaces(self, org_id: str) -> list[Workspace]:
+        found = [w for w in self.workspaces.values() if w.organization_id == org_id]
+        return sorted(found, key=lambda w: w.name)
+
+    def update_settings(
+        self,
+        workspace_id: str,
+        *,
+        terraform_version: str | None = None,
+        description: str | None = None,
+        tag_names: tuple[str, ...] | None = None,
+        approval_window_seconds: int | None = None,
+        execution_mode: str | None = None,
+    ) -> None:
+        given = {
+            "terraform_version": terraform_version,
+            "description": description,
+            "tag_names": tag_names,
+            "approval_window_seconds": approval_window_seconds,
+            "execution_mode": execution_mode,
+        }
+        changes = {name: value for name, value in given.items() if value is not None}
+        if not changes:
+            return  # as the table: nothing to write, so nothing is checked
+        current = self.get_workspace(workspace_id)
+        self.workspaces[workspace_id] = replace(current, **changes)  # type: ignore[arg-type]

@@ -23,6 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from runplane.runner.cli_config import provider_installation
+
 HOSTNAME = "registry.terraform.io"
 NAMESPACE = "runplane"
 TYPE = "test"
@@ -66,18 +68,7 @@ def provider_installation_block(mirror: Path) -> str:
     path = os.fspath(Path(mirror).absolute())
     if not _HCL_SAFE_PATH.fullmatch(path):
         raise ValueError(f"the mirror path cannot be written in a CLI configuration: {path!r}")
-    pattern = f"{HOSTNAME}/{NAMESPACE}/*"
-    return (
-        "provider_installation {\n"
-        "  filesystem_mirror {\n"
-        f'    path    = "{path}"\n'
-        f'    include = ["{pattern}"]\n'
-        "  }\n"
-        "  direct {\n"
-        f'    exclude = ["{pattern}"]\n'
-        "  }\n"
-        "}\n"
-    )
+    return provider_installation(path, [f"{HOSTNAME}/{NAMESPACE}/*"])
 
 
 def main(argv: list[str] | None = None) -> int:

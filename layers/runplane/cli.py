@@ -462,8 +462,9 @@ def _policy_attach(args: argparse.Namespace) -> int:
 def _policy_test(args: argparse.Namespace) -> int:
     """Evaluate a policy set directory against a saved plan, with the production evaluator."""
     from runplane.adapters.rego import RegoEvaluator
-    from runplane.domain.policy import load_policy_set_dir, overall
+    from runplane.domain.policy import load_policy_set_dir
     from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+    from runplane.domain.policy_results import overall
 
     # Bad usage, as argparse reports it: exit 2.
     if args.dir and args.dir_flag and args.dir != args.dir_flag:

@@ -26,22 +26,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runplane.runner.engine import (
+from runplane.runner.bounded_log import BoundedLog
+from runplane.runner.engine import Engine, resolve_engine
+from runplane.runner.engine_classify import credentials_missing, missing_credentials_provider
+from runplane.runner.engine_config import (
     BACKEND_OVERRIDE_NAME,
-    BoundedLog,
-    Engine,
+    write_backend_config,
+    write_backend_override,
+    write_cli_config,
+    write_var_file,
+)
+from runplane.runner.engine_errors import (
     EngineCommandFailed,
     EngineError,
     EngineNotFound,
     EngineOutputTooLarge,
     EngineTimeout,
-    credentials_missing,
-    missing_credentials_provider,
-    resolve_engine,
-    write_backend_config,
-    write_backend_override,
-    write_cli_config,
-    write_var_file,
 )
 from runplane.runner.plan_summary import summarize
 from runplane.runner.refusal import Refused

@@ -21,7 +21,7 @@ import pytest
 
 from examples.providers import install
 from examples.providers.install import install_mirror, provider_installation_block
-from runplane.runner.engine import write_cli_config
+from runplane.runner.engine_config import write_cli_config
 from tests.engine import engine_env, engine_path
 
 linux_amd64 = pytest.mark.skipif(

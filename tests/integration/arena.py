@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import requests
@@ -17,14 +16,12 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.run import RunKind
-from runplane.services.launch_controls import LaunchControls
-from runplane.services.orchestration import Orchestration, Timing
+from runplane.services.orchestration import Orchestration
 from runplane.services.policy import Policies
 from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
-from runplane.wiring import rego_evaluator
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Stack
@@ -129,39 +126,23 @@ def show_json(*changes: tuple[str, list[str]]) -> bytes:
 
 
 def build_arena(stack: Stack, org: Organization) -> Arena:
-    workflow, launcher = FakeWorkflow(), FakeLauncher()
-    controls = LaunchControls(stack.clock, region="us-east-1", policy_runtime="none")
-    policies = Policies(stack.clock, stack.artifacts, rego_evaluator)
-    orchestration = Orchestration(
-        stack.clock,
-        stack.ids,
-        stack.lifecycle,
-        stack.capabilities,
-        workflow,
-        launcher,
-        control_plane_url="http://127.0.0.1:1",
-        launch_controls=controls,
-        policies=policies,
-        timing=Timing(approval_window=timedelta(minutes=10)),
-    )
-    runs = Runs(
-        stack.clock,
-        stack.ids,
-        stack.lifecycle,
-        stack.workspaces,
-        stack.artifacts,
-        workflow,
-        definition_version="test",
-        build_sha="test",
-        launch_controls=controls,
-        runner_release="runner@test",
-    )
+    services = stack.services
+    launcher, workflow = services.launcher, services.workflow
+    assert isinstance(launcher, FakeLauncher)
+    assert isinstance(workflow, FakeWorkflow)
     token = stack.identity.issue_token(org.id, "admin", list(Permission), created_by="t").token
     admin = stack.identity.authenticate(f"Bearer {token}")
-    runner_api = RunnerApi(
-        stack.sessions, stack.capabilities, stack.transfers, orchestration, stack.lifecycle.runs
+    return Arena(
+        stack,
+        org,
+        admin,
+        services.runs,
+        services.orchestration,
+        launcher,
+        services.policies,
+        services.runner_api,
+        workflow,
     )
-    return Arena(stack, org, admin, runs, orchestration, launcher, policies, runner_api, workflow)
 
 
 def created(

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import boto3
 import pytest
@@ -12,7 +13,9 @@ from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.artifacts import ArtifactStatus
-from runplane.domain.entities import Organization, Workspace
+from runplane.domain.entities import Organization, Run, Workspace
+from runplane.domain.ids import IdGenerator
+from runplane.domain.run import RunKind
 from runplane.local.moto_serial import serialize_requests
 from runplane.services.artifacts import ArtifactStore, SandboxTransfers
 from runplane.services.capabilities import Capabilities, RunnerSessions
@@ -24,13 +27,26 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.wiring import Services
+from tests.builders import bare_run
+from tests.composition import services_for
 from tests.fakes import FakeClock, SeededIds
-from tests.integration.arena import Arena, build_arena
+from tests.integration.arena import Arena, FakeLauncher, FakeWorkflow, build_arena
 
 TABLE = "runplane-test"
 
 
 BUCKET = "runplane-artifacts-test"
+
+# What the stack's services are configured with (over the defaults of Settings).
+SETTINGS: dict[str, Any] = {
+    "control_plane_url": "http://127.0.0.1:1",
+    "policy_runtime": "none",
+    "approval_window_seconds": 600,
+    "definition_version": "test",
+    "build_sha": "test",
+    "runner_release": "runner@test",
+}
 
 
 @dataclass
@@ -51,6 +67,34 @@ class Stack:
     workspaces: Workspaces
     state: StateVersions
     issuer: LocalIssuer
+    services: Services
+
+    def new_run(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
+        """A bare ``dispatch_pending`` run (see ``tests/builders.py``)."""
+        return bare_run(
+            self.clock,
+            self.ids,
+            self.lifecycle.runs,
+            organization_id,
+            workspace_id,
+            kind,
+            actor=actor,
+        )
+
+    def rewired(self, ids: IdGenerator | None = None, **settings: Any) -> Services:
+        """Another process's services on this stack: the same table, objects, keys, clock
+        and fakes, with ``settings`` over the stack's (and other ``ids``, if given)."""
+        return services_for(
+            self.clock,
+            ids or self.ids,
+            table=TABLE,
+            objects=self.objects,
+            keys=self.keys,
+            verifier=self.issuer.verifier(leeway_seconds=0),
+            launcher=self.services.launcher,
+            workflow=self.services.workflow,
+            **{**SETTINGS, **settings},
+        )
 
     def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
         return artifact_store.get(artifact_id).artifact.status
@@ -85,28 +129,36 @@ def stack() -> Iterator[Stack]:
         key_id = kms.create_key(Description="runplane test key")["KeyMetadata"]["KeyId"]
         clock, ids = FakeClock(), SeededIds()
         objects, keys = ObjectStore(s3, BUCKET), DataKeys(kms, key_id)
-        lifecycle = RunLifecycle(clock, ids)
-        sessions = RunnerSessions(clock, ids)
-        artifacts = ArtifactStore(clock, ids, objects, keys)
-        workspaces = Workspaces(clock, ids, lifecycle.runs)
         issuer = _issuer()
-        yield Stack(
+        services = services_for(
             clock,
             ids,
-            Tenancy(clock, ids),
-            lifecycle,
-            client,
-            s3,
-            objects,
-            keys,
-            artifacts,
-            SandboxTransfers(clock, ids, objects, keys),
-            Capabilities(clock, ids),
-            sessions,
-            Identity(clock, ids, sessions, lifecycle.runs, issuer.verifier(leeway_seconds=0)),
-            workspaces,
-            StateVersions(clock, ids, workspaces, artifacts),
-            issuer,
+            table=TABLE,
+            objects=objects,
+            keys=keys,
+            verifier=issuer.verifier(leeway_seconds=0),
+            launcher=FakeLauncher(),
+            workflow=FakeWorkflow(),
+            **SETTINGS,
+        )
+        yield Stack(
+            clock=clock,
+            ids=ids,
+            tenancy=services.tenancy,
+            lifecycle=services.lifecycle,
+            dynamodb=client,
+            s3=s3,
+            objects=objects,
+            keys=keys,
+            artifacts=services.artifacts,
+            transfers=services.transfers,
+            capabilities=services.capabilities,
+            sessions=services.sessions,
+            identity=services.identity,
+            workspaces=services.workspaces,
+            state=services.state,
+            issuer=issuer,
+            services=services,
         )
 
 

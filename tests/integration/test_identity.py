@@ -89,7 +89,7 @@ def test_an_expired_jwt_or_one_without_organization_is_refused(
 def test_a_runner_session_is_confined_to_its_runs_workspace(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
     binding = new_binding(stack)
     binding = type(binding)(run.id, binding.attempt_id, binding.phase, binding.sandbox_id)
     # A session is honoured only while its attempt is the run's open one.

@@ -33,7 +33,7 @@ def runner_of(arena: Arena, run_id: str) -> Principal:
 
 
 def logs_of(arena: Arena) -> RunLogs:
-    return RunLogs(arena.stack.clock, arena.stack.artifacts, arena.runs)
+    return arena.stack.services.logs
 
 
 def test_a_resent_chunk_is_stored_once_and_other_bytes_under_its_number_are_refused(

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from runplane.domain.errors import PolicyInputRootRefused
-from runplane.domain.policy import input_digest, load_policy_set_dir
+from runplane.domain.policy import load_policy_set_dir
 from runplane.domain.policy_input import PolicyInputs, RunMetadata
+from runplane.domain.policy_sanitize import input_digest
 from runplane.domain.run import RunStatus
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store

@@ -10,7 +10,6 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.errors import LaunchDenied, NotFound, UploadUrlExpired
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services.launch_controls import Controls, LaunchControls
-from runplane.services.logs import RunLogs
 from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunOptions
 from tests.integration.arena import Arena, planning
 
@@ -18,17 +17,7 @@ UPLOAD_SECONDS = 300
 
 
 def remote_runs(arena: Arena) -> RemoteRuns:
-    stack = arena.stack
-    return RemoteRuns(
-        stack.clock,
-        stack.ids,
-        arena.runs,
-        stack.lifecycle,
-        stack.workspaces,
-        RunLogs(stack.clock, stack.artifacts, arena.runs),
-        stack.keys,
-        upload_seconds=UPLOAD_SECONDS,
-    )
+    return arena.stack.services.remote_runs
 
 
 def remote_workspace(arena: Arena, name: str) -> str:

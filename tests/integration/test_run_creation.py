@@ -8,10 +8,8 @@ import requests
 from runplane.domain.errors import ConcurrentChange
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
-from runplane.services.launch_controls import LaunchControls
-from runplane.services.runs import Runs
 from tests.fakes import SeededIds
-from tests.integration.arena import Arena, FakeWorkflow, created
+from tests.integration.arena import Arena, created
 
 
 class ReusedRunId(SeededIds):
@@ -33,18 +31,7 @@ def test_a_refused_creation_discards_the_variables_it_stored(arena: Arena) -> No
     upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
     requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
     arena.runs.finalize_configuration(arena.admin, upload.id)
-    runs = Runs(
-        stack.clock,
-        ReusedRunId(existing),
-        stack.lifecycle,
-        stack.workspaces,
-        stack.artifacts,
-        FakeWorkflow(),
-        definition_version="test",
-        build_sha="test",
-        launch_controls=LaunchControls(stack.clock, region="us-east-1", policy_runtime="none"),
-        runner_release="runner@test",
-    )
+    runs = stack.rewired(ids=ReusedRunId(existing)).runs
     before, objects = stack.scan(), stack.bucket_keys()
 
     # When the second run's creation is refused after its variables were encrypted and stored

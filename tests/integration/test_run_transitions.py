@@ -21,7 +21,7 @@ def test_a_move_updates_status_version_stages_and_audit_together(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     # Given a queued plan-only run
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
     run = walk(stack.lifecycle, run, S.QUEUED)
 
     # When planning starts
@@ -43,7 +43,7 @@ def test_a_stale_version_is_rejected_with_the_current_item_and_writes_nothing(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     # Given a run that moved on since a caller read it
-    stale = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
+    stale = stack.new_run(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
     walk(stack.lifecycle, stale, S.QUEUED)
     before = stack.scan()
 
@@ -63,7 +63,7 @@ def test_a_stale_version_is_rejected_with_the_current_item_and_writes_nothing(
 def test_an_illegal_move_is_refused_before_anything_is_written(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
     before = stack.scan()
 
     with pytest.raises(IllegalTransition):
@@ -76,7 +76,7 @@ def test_a_refused_extra_fact_refuses_the_move_too(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     # Given a fact that already exists (immutable evidence cannot be put twice)
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
     Transaction().put_new(NameClaimItem("CLAIM#x", "CLAIM", owner_id="first")).commit()
     before = stack.scan()
 
@@ -96,7 +96,7 @@ def test_a_refused_extra_fact_refuses_the_move_too(
 def test_the_audit_event_exists_iff_the_move_happened(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.SPECULATIVE, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.SPECULATIVE, actor="user:ada")
     run = walk(stack.lifecycle, run, S.POLICY_PASSED, changes=True)
 
     stack.lifecycle.move(run, S.SUCCEEDED, actor="workflow")
@@ -116,7 +116,7 @@ def test_concurrent_moves_from_the_same_status_have_exactly_one_winner(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     # Given a planning run and four writers holding the same snapshot
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
     run = walk(stack.lifecycle, run, S.PLANNING)
     targets = [S.PLAN_COMPLETE, S.PLAN_FAILED, S.CANCELED, S.PLAN_CREDENTIALS_REQUIRED] * 2
     start = threading.Barrier(len(targets))
@@ -153,7 +153,7 @@ def test_concurrent_moves_from_the_same_status_have_exactly_one_winner(
 def test_a_terminal_run_never_moves_again(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_ONLY, actor="user:ada")
     stack.lifecycle.move(run, S.CANCELED, actor="user:ada")
     canceled = stack.lifecycle.runs.get(run.id)
     before = stack.scan()

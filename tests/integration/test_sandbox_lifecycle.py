@@ -20,12 +20,10 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunStatus
 from runplane.services.launch_controls import GLOBAL, Controls
-from runplane.services.runs import Runs
 from runplane.store import run_parts, sandbox_slots
 from runplane.store import workspaces as workspace_store
 from tests.integration.arena import (
     Arena,
-    FakeWorkflow,
     applying,
     awaiting_approval,
     created,
@@ -261,19 +259,7 @@ def test_a_run_asking_for_an_engine_the_deployment_lacks_is_refused(
     arena: Arena, stack: Stack
 ) -> None:
     # Given a deployment whose runner image provides engine 1.8.5 only
-    runs = Runs(
-        stack.clock,
-        stack.ids,
-        stack.lifecycle,
-        stack.workspaces,
-        stack.artifacts,
-        FakeWorkflow(),
-        definition_version="test",
-        build_sha="test",
-        launch_controls=arena.orchestration._launch_controls,
-        runner_release="runner@test",
-        engine_versions=frozenset({"1.8.5"}),
-    )
+    runs = stack.rewired(engine_versions="1.8.5").runs
     arena.runs = runs
     before = len([i for i in stack.scan() if i["SK"]["S"] == "RUN"])
 

@@ -50,7 +50,7 @@ def user(stack: Stack, org: Organization, name: str = "ada") -> Principal:
 
 
 def holding_run(stack: Stack, org: Organization, ws: Workspace) -> Run:
-    run = stack.lifecycle.create(org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    run = stack.new_run(org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
     stack.lifecycle.writer.reserve(run, "token")
     return run
 

@@ -11,6 +11,7 @@ from runplane.domain.errors import NotWriter, StaleFence, TransitionRejected
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services.writer import ReservationNotNeeded
 from runplane.store import workspaces as workspace_store
+from runplane.store import writer_queue
 from tests.integration.conftest import Stack
 from tests.integration.drive import walk
 
@@ -18,11 +19,11 @@ S = RunStatus
 
 
 def apply_run(stack: Stack, org: Organization, workspace: Workspace) -> Run:
-    return stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    return stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
 
 
 def holder_and_queue(workspace_id: str) -> tuple[str | None, list[tuple[str, str]]]:
-    workspace, _, waiters = workspace_store.queue_state(workspace_id)
+    workspace, _, waiters = writer_queue.queue_state(workspace_id)
     return workspace.writer_run_id, [(w.run_id, w.token) for w in waiters]
 
 
@@ -70,14 +71,14 @@ def test_plan_only_and_speculative_runs_never_touch_the_reservation(
     holder = apply_run(stack, org, workspace)
     stack.lifecycle.writer.reserve(holder, "token-1")
     for kind in (RunKind.PLAN_ONLY, RunKind.SPECULATIVE):
-        run = stack.lifecycle.create(org.id, workspace.id, kind, actor="user:ada")
+        run = stack.new_run(org.id, workspace.id, kind, actor="user:ada")
         with pytest.raises(ReservationNotNeeded):
             stack.lifecycle.writer.reserve(run, "token")
-        before = workspace_store.queue_state(workspace.id)
+        before = writer_queue.queue_state(workspace.id)
         run = walk(stack.lifecycle, run, S.POLICY_PASSED)
         moved = stack.lifecycle.move(run, S.SUCCEEDED, actor="workflow")
         assert moved.handoff is None
-        assert workspace_store.queue_state(workspace.id) == before
+        assert writer_queue.queue_state(workspace.id) == before
 
 
 def test_asking_again_keeps_the_place_and_takes_the_new_token(

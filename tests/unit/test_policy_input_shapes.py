@@ -10,15 +10,10 @@ from typing import Any
 import pytest
 
 from runplane.domain.errors import InvalidPolicySet
-from runplane.domain.policy import (
-    canonical_json,
-    input_digest,
-    load_policy_set_dir,
-    policy_set_from_document,
-    sanitize_plan,
-)
+from runplane.domain.policy import load_policy_set_dir, policy_set_from_document
 from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs, RunMetadata
 from runplane.domain.policy_plan import sanitized_configuration
+from runplane.domain.policy_sanitize import canonical_json, input_digest, sanitize_plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 SECRET = "s3cr3t-7f1c"

@@ -67,7 +67,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def _sanitized(plan: dict[str, object]) -> dict[str, object]:
-    from runplane.domain.policy import sanitize_plan
+    from runplane.domain.policy_sanitize import sanitize_plan
 
     return sanitize_plan(plan, workspace="w", run_kind="plan_and_apply", engine_version="1.0.3")
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runplane.domain.policy import (
+from runplane.domain.policy_sanitize import (
     POLICY_INPUT_FORMAT,
     SENSITIVE_MARKER,
     UNKNOWN_MARKER,

@@ -13,15 +13,14 @@ import pytest
 from runplane.adapters.rego import validate_policy_set
 from runplane.domain.errors import InvalidPolicySet, PolicyModuleRefused
 from runplane.domain.policy import (
-    FORBIDDEN_BUILTINS,
     Enforcement,
     PolicyDefinition,
     PolicyModule,
     PolicySetContent,
-    forbidden_builtins,
     load_policy_set_dir,
     policy_set_from_document,
 )
+from runplane.domain.policy_capabilities import FORBIDDEN_BUILTINS, forbidden_builtins
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 

@@ -16,14 +16,12 @@ from runplane.domain.policy import (
     PolicyDefinition,
     PolicyModule,
     PolicyOutcome,
-    PolicyResult,
     PolicySetContent,
     PolicyVerdict,
-    advisory_warnings,
     load_policy_set_dir,
-    overall,
-    sanitize_plan,
 )
+from runplane.domain.policy_results import PolicyResult, advisory_warnings, overall
+from runplane.domain.policy_sanitize import sanitize_plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 AWS = "registry.terraform.io/hashicorp/aws"

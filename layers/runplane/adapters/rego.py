@@ -35,16 +35,11 @@ from runplane.adapters.rego_isolation import (
     run_isolated,
 )
 from runplane.domain.errors import InvalidPolicySet
-from runplane.domain.policy import (
-    PolicyModule,
-    PolicyOutcome,
-    PolicyResult,
-    PolicySetContent,
-    canonical_json,
-    check_policy_set,
-    refuse_forbidden_builtins,
-)
+from runplane.domain.policy import PolicyModule, PolicyOutcome, PolicySetContent, check_policy_set
+from runplane.domain.policy_capabilities import refuse_forbidden_builtins
 from runplane.domain.policy_input import PolicyInputs
+from runplane.domain.policy_results import PolicyResult
+from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.policy_unit_tests import UnitTest
 
 __all__ = [

@@ -21,11 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from runplane.domain.policy import (
-    PolicyModule,
-    PolicySetContent,
-    _blank_comments_and_strings,
-)
+from runplane.domain.policy import PolicyModule, PolicySetContent
+from runplane.domain.policy_capabilities import _blank_comments_and_strings
 
 SUFFIX: Final = "_runplane_array_"
 _PACKAGE = re.compile(r"(?m)^[ \t]*package[ \t]+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)")

@@ -1,7 +1,7 @@
 """Run logs: the bounds shared by the runner that streams them and the API that serves them.
 
 A phase's log is bounded twice over: the runner keeps at most ``LOG_CAP_BYTES``
-(the first half and the most recent half, see ``runplane.runner.engine.BoundedLog``)
+(the first half and the most recent half, see ``runplane.runner.bounded_log.BoundedLog``)
 for the final log artifact, and streams live only the first half, ``LIVE_LOG_BYTES``.
 That half is exactly the start of the final log, so an offset into the live log is an
 offset into the final log too.

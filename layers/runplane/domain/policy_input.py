@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from runplane.domain.errors import InvalidPolicySet, PolicyInputRootRefused
+from runplane.domain.policy_capabilities import _tokens
 from runplane.domain.policy_plan import known_fields, sanitized_plan_document
 
 if TYPE_CHECKING:
@@ -113,8 +114,6 @@ def input_roots(source: str) -> list[tuple[str, int]]:
     count; comments and string contents do not; ``input`` alone (``with input as``,
     ``input[k]`` with a variable) names no root.
     """
-    from runplane.domain.policy import _tokens  # the tokenizer the capability scan uses
-
     tokens = _tokens(source)
     found: list[tuple[str, int]] = []
     for i, (kind, text, line) in enumerate(tokens):
@@ -248,7 +247,7 @@ class PolicyInputs:
             return cached
         meta = self._meta
         if shape == "runplane":
-            from runplane.domain.policy import sanitize_plan
+            from runplane.domain.policy_sanitize import sanitize_plan
 
             document = sanitize_plan(
                 self._plan,
@@ -282,7 +281,7 @@ class PolicyInputs:
         the evaluator loads (serialized once)."""
         text = self._canonical.get(shape)
         if text is None:
-            from runplane.domain.policy import canonical_json
+            from runplane.domain.policy_sanitize import canonical_json
 
             text = self._canonical[shape] = canonical_json(self.document(shape))
         return text

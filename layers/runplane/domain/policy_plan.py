@@ -1,7 +1,7 @@
 """The sanitized plan in Terraform's ``show -json`` structure, for the plan-shaped inputs.
 
 Pure: standard library only. Built from the engine's ``show -json`` plan with the same
-rules as ``runplane.domain.policy.sanitize_plan``: a value the engine marks sensitive is
+rules as ``runplane.domain.policy_sanitize.sanitize_plan``: a value the engine marks sensitive is
 ``"(sensitive)"``, and a value whose sensitivity structure is missing, malformed or
 shaped differently is hidden whole. Unlike that document, a value unknown until apply
 is left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine does.
@@ -11,10 +11,11 @@ copied (see ``sanitized_configuration``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+from runplane.domain.plan_values import Mark, Mismatch, marked
 
 SENSITIVE: Final = "(sensitive)"
 _MAX_DEPTH: Final = 100
@@ -25,76 +26,41 @@ def known_fields(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-class _Mismatch(Exception):
-    """A sensitivity structure that is malformed or does not mirror its value."""
-
-
 _ABSENT: Final = object()
 
 
-def _split(value: Any, sensitive: Any, unknown: Any, depth: int = 0) -> tuple[Any, Any, Any]:
+def _split(value: Any, sensitive: Any, unknown: Any) -> tuple[Any, Any, Any]:
     """``(value, unknown, sensitive)`` with sensitive values hidden and unknown ones left
     out (their place marked ``True`` in the unknown structure); the structures keep only
     what is ``True`` somewhere below, so nothing under a hidden value shows."""
-    if unknown is True:
-        return _ABSENT, True, sensitive is True
-    if sensitive is True:
+    return _structures(marked(value, sensitive, unknown, unknown_first=True))
+
+
+def _structures(value: Any) -> tuple[Any, Any, Any]:
+    if isinstance(value, Mark):
+        if value.unknown:
+            return _ABSENT, True, value.sensitive
         return SENSITIVE, False, True
-    if sensitive is not False and not isinstance(sensitive, dict | list):
-        raise _Mismatch
-    if depth > _MAX_DEPTH:
-        raise _Mismatch
     if isinstance(value, dict):
-        if isinstance(sensitive, list):
-            raise _Mismatch
-        s_mask: dict[str, Any] = sensitive or {}
-        u_mask: dict[str, Any] = unknown if isinstance(unknown, dict) else {}
         out: dict[str, Any] = {}
         u_out: dict[str, Any] = {}
         s_out: dict[str, Any] = {}
         for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Mismatch
-            v, u, s = _split(item, s_mask.get(key, False), u_mask.get(key, False), depth + 1)
+            v, u, s = _structures(item)
             if v is not _ABSENT:
                 out[key] = v
             if u:
                 u_out[key] = u
             if s:
                 s_out[key] = s
-        for key, flag in u_mask.items():
-            # The engine leaves unknown attributes out of its values.
-            if flag is True and isinstance(key, str) and key not in value:
-                u_out[key] = True
-                if s_mask.get(key) is True:
-                    s_out[key] = True
         return out, u_out, s_out
     if isinstance(value, list):
-        if isinstance(sensitive, dict):
-            raise _Mismatch
-        if isinstance(sensitive, list) and len(sensitive) != len(value):
-            raise _Mismatch
-        s_items = sensitive if isinstance(sensitive, list) else [False] * len(value)
-        u_items = (
-            unknown
-            if isinstance(unknown, list) and len(unknown) == len(value)
-            else [False] * len(value)
-        )
-        parts = [
-            _split(item, s, u, depth + 1)
-            for item, s, u in zip(value, s_items, u_items, strict=True)
-        ]
+        parts = [_structures(item) for item in value]
         items = [None if v is _ABSENT else v for v, _, _ in parts]
         u_list = [u or False for _, u, _ in parts]
         s_list = [s or False for _, _, s in parts]
         return items, (u_list if any(u_list) else False), (s_list if any(s_list) else False)
-    if isinstance(sensitive, dict | list):
-        raise _Mismatch
-    if value is None or isinstance(value, str | bool | int):
-        return value, False, False
-    if isinstance(value, float) and math.isfinite(value):
-        return value, False, False
-    raise _Mismatch
+    return value, False, False
 
 
 @dataclass
@@ -116,7 +82,7 @@ def _side(
         return SENSITIVE, False, True
     try:
         v, u, s = _split(value, change.get(mask_key, False), unknown)
-    except _Mismatch:
+    except Mismatch:
         hidden.addresses.append(f"{address} ({which})")
         return SENSITIVE, False, True
     if v is _ABSENT:

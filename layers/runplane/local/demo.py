@@ -106,7 +106,8 @@ def run_demo(engine: Path, example: Path) -> int:
 
 
 def main() -> int:
-    from runplane.runner.engine import EngineNotFound, resolve_engine
+    from runplane.runner.engine import resolve_engine
+    from runplane.runner.engine_errors import EngineNotFound
 
     pinned = REPO / ".venv" / "engine" / "terraform"
     try:

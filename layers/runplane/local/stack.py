@@ -33,6 +33,7 @@ from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
 from runplane.local.scheduler import LocalScheduler
+from runplane.runner import cli_config as cli_config_hcl
 from runplane.settings import Settings
 from runplane.store import models
 from runplane.store.provision import create_table
@@ -235,18 +236,6 @@ def find_engine(
     raise EngineNotFound(ENGINE_HELP)
 
 
-def _hcl_string(value: str) -> str:
-    """``value`` as a quoted HCL string: escapes and template introducers neutralised."""
-    escaped = (
-        value.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("${", "$${")
-        .replace("%{", "%%{")
-    )
-    return f'"{escaped}"'
-
-
 def provider_installation(mirror: Path) -> str:
     """Install every namespace the mirror holds from it only; everything else directly."""
     if not mirror.is_dir():
@@ -260,40 +249,17 @@ def provider_installation(mirror: Path) -> str:
     )
     if not patterns:
         return ""
-    listed = ", ".join(_hcl_string(p) for p in patterns)
-    return (
-        "\n"
-        "provider_installation {\n"
-        "  filesystem_mirror {\n"
-        f"    path    = {_hcl_string(os.fspath(mirror.absolute()))}\n"
-        f"    include = [{listed}]\n"
-        "  }\n"
-        "  direct {\n"
-        f"    exclude = [{listed}]\n"
-        "  }\n"
-        "}\n"
-    )
+    return cli_config_hcl.provider_installation(os.fspath(mirror.absolute()), patterns)
 
 
 def terraform_rc(credentials: Credentials, provider_mirror: Path | None = None) -> str:
     """A CLI configuration that lets ``terraform``/``tofu`` use the stack over plain HTTP,
     and install the providers runs get from the stack's mirror (when it has one)."""
     api = f"{credentials.url}/api/v2/"
-    host = credentials.host()
+    services = {name: api for name in ("tfe.v2", "tfe.v2.1", "tfe.v2.2", "state.v2")}
     installation = provider_installation(provider_mirror) if provider_mirror else ""
-    return (
-        f'host "{host}" {{\n'
-        "  services = {\n"
-        f'    "tfe.v2" = "{api}",\n'
-        f'    "tfe.v2.1" = "{api}",\n'
-        f'    "tfe.v2.2" = "{api}",\n'
-        f'    "state.v2" = "{api}",\n'
-        "  }\n"
-        "}\n\n"
-        f'credentials "{host}" {{\n'
-        f'  token = "{credentials.token}"\n'
-        "}\n"
-        f"{installation}"
+    return cli_config_hcl.cli_config(
+        credentials.host(), services, credentials.token, installation=installation
     )
 
 

@@ -2,7 +2,7 @@
 
 A failed plan or apply is reported with the engine's own ``Error:`` blocks, so the run
 review says what went wrong without opening the log. The text comes from the
-:class:`~runplane.runner.engine.BoundedLog`, so secrets are already redacted.
+:class:`~runplane.runner.bounded_log.BoundedLog`, so secrets are already redacted.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Ship the run's log to the control plane while the phase runs.
 
-The :class:`~runplane.runner.engine.BoundedLog` hands its redacted head to
+The :class:`~runplane.runner.bounded_log.BoundedLog` hands its redacted head to
 :meth:`LogShipper.feed` as it is decided (one redaction path: nothing reaches the
 shipper unredacted). A sender thread cuts what it holds into chunks numbered from 0,
 each sent with the byte offset it starts at. A chunk, once cut, is resent unchanged

@@ -28,19 +28,18 @@ from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
 from runplane.runner.archive import ArchiveLimits, extract_configuration
+from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.config_check import check_root_module
 from runplane.runner.diagnostics import engine_errors
-from runplane.runner.engine import (
-    BoundedLog,
-    Engine,
-    EngineError,
-    credentials_missing,
-    resolve_engine,
+from runplane.runner.engine import Engine, resolve_engine
+from runplane.runner.engine_classify import credentials_missing
+from runplane.runner.engine_config import (
     write_backend_config,
     write_backend_override,
     write_cli_config,
     write_var_file,
 )
+from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
 from runplane.runner.plan_summary import drifted_resources, summarize
 from runplane.runner.refusal import Refused, shown

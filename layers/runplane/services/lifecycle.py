@@ -17,17 +17,16 @@ from typing import Any
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run
-from runplane.domain.errors import ConcurrentChange, NotFound, TooMuchContention
-from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.errors import ConcurrentChange, TooMuchContention
+from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
-from runplane.domain.run import RunKind, RunStatus, apply_record_on_end
+from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
-from runplane.store import workspaces as workspace_store
 from runplane.store.models import run_part_key
-from runplane.store.runs import FIRST_VERSION, RunRepository, Transitioned
+from runplane.store.runs import RunRepository, Transitioned
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runs")
@@ -48,24 +47,6 @@ class RunLifecycle:
         self.events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
-
-    def create(self, organization_id: str, workspace_id: str, kind: RunKind, *, actor: str) -> Run:
-        workspace = workspace_store.get_workspace(workspace_id)
-        if workspace.organization_id != organization_id:
-            raise NotFound("workspace", workspace_id)
-        now = self._clock.now()
-        run = Run(
-            id=self._ids.new(IdKind.RUN),
-            organization_id=organization_id,
-            workspace_id=workspace_id,
-            kind=kind,
-            status=RunStatus.DISPATCH_PENDING,
-            version=FIRST_VERSION,
-            created_at=now,
-            updated_at=now,
-        )
-        self.runs.create(run, actor=actor)
-        return run
 
     def move(
         self,

@@ -29,14 +29,10 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.parts import ApprovalState, PlanEvidenceState
-from runplane.domain.policy import (
-    PolicyResult,
-    PolicySetContent,
-    canonical_json,
-    overall,
-    policy_set_from_document,
-)
+from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+from runplane.domain.policy_results import PolicyResult, overall
+from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore

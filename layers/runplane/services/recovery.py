@@ -63,7 +63,7 @@ from runplane.services.attempts import close_attempt
 from runplane.services.state import UPLOAD_URL_LIFETIME
 from runplane.store import capabilities as capability_store
 from runplane.store import recovery as store
-from runplane.store import run_parts, state_versions
+from runplane.store import run_parts, state_versions, writer_queue, writer_recovery
 from runplane.store import runs as run_store
 from runplane.store import workspaces as workspace_store
 from runplane.store.recovery import Recovery
@@ -297,7 +297,7 @@ class Recoveries:
                 "still current; it never overwrites a newer version"
             )
         discards = self._pending_to_discard(run, None, recovery)
-        oldest = workspace_store.oldest_waiter(workspace.id) if workspace.queue_length else None
+        oldest = writer_queue.oldest_waiter(workspace.id) if workspace.queue_length else None
         now = self._clock.now()
         result: dict[str, Any] = {
             "recovery_id": recovery.id,
@@ -320,7 +320,7 @@ class Recoveries:
             [
                 store.complete(recovery, {**recovery.body, "result": result}, now),
                 run_store.expect_status(run.id, run.status, _run_moved(run.id)),
-                workspace_store.recover_writer(
+                writer_recovery.recover_writer(
                     workspace,
                     run.id,
                     oldest,

@@ -37,6 +37,7 @@ from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.source_provenance import source_provenance
 from runplane.services.workspaces import Workspaces
+from runplane.services.writer import hand_off
 from runplane.store import run_parts, run_triggers, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import (
@@ -378,7 +379,7 @@ class Runs:
                     reason="rejected",
                     extra_writes=[record],
                 )
-                self._hand_off(moved.handoff)
+                hand_off(self._workflow, moved.handoff)
         except (AlreadyDecided, ConcurrentChange, TransitionRejected):
             raise self._decided_meanwhile(run.id) from None
         token = approval.token
@@ -462,7 +463,7 @@ class Runs:
             reason=f"canceled by {principal.display}",
             extra_writes=[signal, *writes],
         )
-        self._hand_off(moved.handoff)
+        hand_off(self._workflow, moved.handoff)
         for name, part in parts.items():
             reference = part.body.get("sandbox_ref")
             if name.startswith("attempt#") and reference and part.state in OPEN_ATTEMPT:
@@ -470,10 +471,6 @@ class Runs:
         for token in [*tokens, *([waiter] if waiter else [])]:
             self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")
         return self._lifecycle.runs.get(run.id)
-
-    def _hand_off(self, handoff: Any) -> None:
-        if handoff is not None:
-            self._workflow.resume(handoff.token, {"held": True})
 
 
 def _state_of(part: Mapping[str, Any] | None) -> str | None:

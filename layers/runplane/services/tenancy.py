@@ -6,13 +6,18 @@ from __future__ import annotations
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.store import workspaces as store
+from runplane.services.repositories import WorkspaceDirectory
+from runplane.services.workspaces import create_workspace
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 
 class Tenancy:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(
+        self, clock: Clock, ids: IdGenerator, directory: WorkspaceDirectory | None = None
+    ) -> None:
         self._clock = clock
         self._ids = ids
+        self._directory = directory or DynamoWorkspaceDirectory()
 
     def create_organization(self, name: str) -> Organization:
         org = Organization(
@@ -20,21 +25,9 @@ class Tenancy:
             name=valid_name("organization", name),
             created_at=self._clock.now(),
         )
-        store.create_organization(org).commit()
+        self._directory.create_organization(org)
         return org
 
     def create_workspace(self, organization_id: str, name: str) -> Workspace:
-        store.get_organization(organization_id)
-        workspace = Workspace(
-            id=self._ids.new(IdKind.WORKSPACE),
-            organization_id=organization_id,
-            name=valid_name("workspace", name),
-            created_at=self._clock.now(),
-            fence=0,
-            writer_run_id=None,
-            lock_id=None,
-            lock_run_id=None,
-            queue_length=0,
-        )
-        store.create_workspace(workspace).commit()
-        return workspace
+        self._directory.get_organization(organization_id)
+        return create_workspace(self._directory, self._clock, self._ids, organization_id, name)

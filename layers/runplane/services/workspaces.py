@@ -25,8 +25,10 @@ from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services import runner_authority
-from runplane.store import workspaces as store
+from runplane.services.repositories import WorkspaceDirectory
+from runplane.store import apply_lock
 from runplane.store.runs import RunRepository
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 TAGS_POINTER = "/data/attributes/tag-names"
 # How long a plan may wait for a decision (default seven days, set by deployment).
@@ -36,10 +38,17 @@ _ATTEMPTS = 5
 
 
 class Workspaces:
-    def __init__(self, clock: Clock, ids: IdGenerator, runs: RunRepository) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        runs: RunRepository,
+        directory: WorkspaceDirectory | None = None,
+    ) -> None:
         self._clock = clock
         self._ids = ids
         self._runs = runs
+        self._directory = directory or DynamoWorkspaceDirectory()
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
 
@@ -49,10 +58,10 @@ class Workspaces:
         """The caller's own organization by name; any other is 'not found'."""
         found = self._organizations.get(name)
         if found is None:
-            org_id = store.find_organization_id(name)
+            org_id = self._directory.find_organization_id(name)
             if org_id is None:
                 raise NotFound("organization", name)
-            found = store.get_organization(org_id)
+            found = self._directory.get_organization(org_id)
             if len(self._organizations) < 10_000:
                 self._organizations[name] = found
         if found.id != principal.organization_id:
@@ -62,7 +71,7 @@ class Workspaces:
     def organizations(self, principal: Principal) -> list[Organization]:
         """Every organization the caller sees: its own."""
         principal.require(Permission.ORGANIZATION_READ)
-        return [store.get_organization(principal.organization_id)]
+        return [self._directory.get_organization(principal.organization_id)]
 
     def read_organization(self, principal: Principal, name: str) -> Organization:
         """The organization itself, for callers who may read it (a runner session,
@@ -71,18 +80,18 @@ class Workspaces:
         return self.organization(principal, name)
 
     def organization_id_of(self, name: str) -> str:
-        org_id = store.find_organization_id(name)
+        org_id = self._directory.find_organization_id(name)
         if org_id is None:
             raise NotFound("organization", name)
         return org_id
 
     def organization_name(self, organization_id: str) -> str:
-        return store.get_organization(organization_id).name
+        return self._directory.get_organization(organization_id).name
 
     def by_id(self, principal: Principal, workspace_id: str) -> Workspace:
         principal.require(Permission.WORKSPACE_READ)
         try:
-            workspace = store.get_workspace(workspace_id)
+            workspace = self._directory.get_workspace(workspace_id)
         except NotFound:
             raise NotFound("workspace", workspace_id) from None
         if not principal.can_see_workspace(workspace.organization_id, workspace.id):
@@ -91,7 +100,7 @@ class Workspaces:
 
     def by_name(self, principal: Principal, org_name: str, name: str) -> Workspace:
         org = self.organization(principal, org_name)
-        workspace_id = store.find_workspace_id(org.id, name)
+        workspace_id = self._directory.find_workspace_id(org.id, name)
         if workspace_id is None:
             raise NotFound("workspace", name)
         return self.by_id(principal, workspace_id)
@@ -102,7 +111,7 @@ class Workspaces:
         return sorted(
             (
                 w
-                for w in store.list_workspaces(principal.organization_id)
+                for w in self._directory.list_workspaces(principal.organization_id)
                 if principal.can_see_workspace(w.organization_id, w.id)
             ),
             key=lambda w: w.name,
@@ -122,7 +131,7 @@ class Workspaces:
         org = self.organization(principal, org_name)
         found = [
             w
-            for w in store.list_workspaces(org.id)
+            for w in self._directory.list_workspaces(org.id)
             if (not search or search.lower() in w.name.lower())
             and set(tags) <= set(w.tag_names)
             and principal.can_see_workspace(w.organization_id, w.id)
@@ -144,23 +153,18 @@ class Workspaces:
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_CREATE)
         org = self.organization(principal, org_name)
-        workspace = Workspace(
-            id=self._ids.new(IdKind.WORKSPACE),
-            organization_id=org.id,
-            name=valid_name("workspace", name, "/data/attributes/name"),
-            created_at=self._clock.now(),
-            fence=0,
-            writer_run_id=None,
-            lock_id=None,
-            lock_run_id=None,
-            queue_length=0,
+        return create_workspace(
+            self._directory,
+            self._clock,
+            self._ids,
+            org.id,
+            name,
+            name_pointer="/data/attributes/name",
             terraform_version=terraform_version,
             description=description,
-            tag_names=valid_tags(tags, TAGS_POINTER),
-            execution_mode=ExecutionMode(execution_mode).value,
+            tags=tags,
+            execution_mode=execution_mode,
         )
-        store.create_workspace(workspace).commit()
-        return workspace
 
     def update(
         self,
@@ -183,15 +187,15 @@ class Workspaces:
                 f"the approval window is {MIN_APPROVAL_WINDOW} s to {MAX_APPROVAL_WINDOW} s",
                 "/approval_window_seconds",
             )
-        store.update_settings(
+        self._directory.update_settings(
             workspace.id,
             terraform_version=terraform_version,
             description=description,
             tag_names=tags,
             approval_window_seconds=approval_window_seconds,
             execution_mode=None if execution_mode is None else ExecutionMode(execution_mode).value,
-        ).commit()
-        return store.get_workspace(workspace.id)
+        )
+        return self._directory.get_workspace(workspace.id)
 
     # -- locking --------------------------------------------------------------------------
 
@@ -213,7 +217,7 @@ class Workspaces:
                 # is held by one client process, not by a set of credentials.
                 raise WorkspaceAlreadyLocked(workspace.id, workspace.lock_holder_display)
             try:
-                store.acquire_lock(
+                apply_lock.acquire_lock(
                     workspace.id,
                     holder,
                     lock_id=self._ids.new(IdKind.LOCK),
@@ -224,9 +228,9 @@ class Workspaces:
             except WorkspaceHeldByRun as held:
                 raise self.held_by_run(workspace.id, held.run_id) from None
             except ConcurrentChange:
-                workspace = store.get_workspace(workspace.id)
+                workspace = self._directory.get_workspace(workspace.id)
                 continue
-            return store.get_workspace(workspace.id)
+            return self._directory.get_workspace(workspace.id)
         raise TooMuchContention(f"workspace {workspace_id}: the lock kept changing")
 
     def unlock(self, principal: Principal, workspace_id: str) -> Workspace:
@@ -243,8 +247,8 @@ class Workspaces:
             raise WorkspaceLocked(
                 f"workspace {workspace.id} is locked by {workspace.lock_holder_display}"
             )
-        store.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
-        return store.get_workspace(workspace.id)
+        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
+        return self._directory.get_workspace(workspace.id)
 
     def force_unlock(self, principal: Principal, workspace_id: str) -> Workspace:
         workspace = self.by_id(principal, workspace_id)
@@ -253,8 +257,8 @@ class Workspaces:
             raise WorkspaceNotLocked(workspace.id)
         if workspace.lock_run_id is not None:
             raise self.held_by_run(workspace.id, workspace.lock_run_id)
-        store.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
-        return store.get_workspace(workspace.id)
+        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
+        return self._directory.get_workspace(workspace.id)
 
     def held_by_run(self, workspace_id: str, run_id: str) -> WorkspaceHeldByRun:
         try:
@@ -265,3 +269,36 @@ class Workspaces:
         return WorkspaceHeldByRun(
             workspace_id, run_id, status.value if status else None, needs_recovery=recovering
         )
+
+
+def create_workspace(
+    directory: WorkspaceDirectory,
+    clock: Clock,
+    ids: IdGenerator,
+    organization_id: str,
+    name: str,
+    *,
+    name_pointer: str | None = None,
+    terraform_version: str | None = None,
+    description: str | None = None,
+    tags: tuple[str, ...] = (),
+    execution_mode: ExecutionMode = ExecutionMode.LOCAL,
+) -> Workspace:
+    """Write a new, unreserved, unlocked workspace; refused if its name is taken."""
+    workspace = Workspace(
+        id=ids.new(IdKind.WORKSPACE),
+        organization_id=organization_id,
+        name=valid_name("workspace", name, name_pointer),
+        created_at=clock.now(),
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+        terraform_version=terraform_version,
+        description=description,
+        tag_names=valid_tags(tags, TAGS_POINTER),
+        execution_mode=ExecutionMode(execution_mode).value,
+    )
+    directory.create_workspace(workspace)
+    return workspace

@@ -15,12 +15,15 @@ times. No decision is ever taken on a read alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run, Waiter
 from runplane.domain.errors import ConcurrentChange, NotWriter, RunplaneError, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.store import apply_lock, writer_queue
 from runplane.store import workspaces as store
 from runplane.store.transaction import Transaction
 
@@ -51,6 +54,16 @@ class Handoff:
     token: str
 
 
+class Resumes(Protocol):
+    def resume(self, token: str, output: Mapping[str, Any]) -> bool: ...
+
+
+def hand_off(workflow: Resumes, handoff: Handoff | None) -> None:
+    """Wake the run a committed release handed the reservation to: it now holds it."""
+    if handoff is not None:
+        workflow.resume(handoff.token, {"held": True})
+
+
 @dataclass(frozen=True)
 class Release:
     """Writes that release a run's hold on the workspace, and who gets it next."""
@@ -77,20 +90,20 @@ class WriterAuthority:
                 f"run {run.id} is {run.kind}: only plan_and_apply runs take the writer reservation"
             )
         for _ in range(MAX_ATTEMPTS):
-            workspace, seq = store.writer_view(run.workspace_id)
+            workspace, seq = writer_queue.writer_view(run.workspace_id)
             if workspace.writer_run_id == run.id:
                 return Reservation(workspace.id, run.id, held=True)
             # Never a walk of the queue: a run finds its own place in one read.
-            mine = store.waiter_of(workspace.id, run.id) if workspace.queue_length else None
+            mine = writer_queue.waiter_of(workspace.id, run.id) if workspace.queue_length else None
             now = self._clock.now()
             if mine is not None:
-                writes = store.replace_waiter_token(mine, token)
-                position = store.position_of(mine)
+                writes = writer_queue.replace_waiter_token(mine, token)
+                position = writer_queue.position_of(mine)
             elif workspace.writer_run_id is None and workspace.queue_length == 0:
-                writes = store.take_free_reservation(workspace.id, run.id, now)
+                writes = writer_queue.take_free_reservation(workspace.id, run.id, now)
                 position = None
             else:
-                writes = store.enqueue_waiter(workspace.id, run.id, token, seq, now)
+                writes = writer_queue.enqueue_waiter(workspace.id, run.id, token, seq, now)
                 position = workspace.queue_length + 1
             try:
                 writes.commit()
@@ -103,7 +116,7 @@ class WriterAuthority:
         """The token of ``run``'s wait in its workspace's queue, if it is waiting."""
         if not run.kind.needs_writer_reservation:
             return None
-        mine = store.waiter_of(run.workspace_id, run.id)
+        mine = writer_queue.waiter_of(run.workspace_id, run.id)
         return mine.token if mine else None
 
     def release_writes(
@@ -129,14 +142,16 @@ class WriterAuthority:
         """Like ``release_writes``, but None when the run neither holds nor waits."""
         workspace = store.get_workspace(workspace_id)
         if workspace.writer_run_id != run_id:
-            mine = store.waiter_of(workspace_id, run_id) if workspace.queue_length else None
-            return Release(store.remove_waiter(mine), None) if mine else None
+            mine = writer_queue.waiter_of(workspace_id, run_id) if workspace.queue_length else None
+            return Release(writer_queue.remove_waiter(mine), None) if mine else None
         if lock is None and workspace.lock_run_id == run_id and workspace.lock_id is not None:
             lock = ApplyLock(workspace_id, workspace.lock_id, workspace.fence, run_id)
         oldest: Waiter | None = (
-            store.oldest_waiter(workspace_id) if workspace.queue_length else None
+            writer_queue.oldest_waiter(workspace_id) if workspace.queue_length else None
         )
-        writes = store.release_reservation(workspace_id, run_id, oldest, self._clock.now(), lock)
+        writes = writer_queue.release_reservation(
+            workspace_id, run_id, oldest, self._clock.now(), lock
+        )
         handoff = Handoff(workspace_id, oldest.run_id, oldest.token) if oldest else None
         return Release(writes, handoff)
 
@@ -163,7 +178,7 @@ class WriterAuthority:
                 return ApplyLock(workspace.id, workspace.lock_id, workspace.fence, run.id)
             lock = ApplyLock(workspace.id, self._ids.new(IdKind.LOCK), workspace.fence + 1, run.id)
             try:
-                store.acquire_apply_lock(
+                apply_lock.acquire_apply_lock(
                     workspace.id, run.id, lock.lock_id, workspace.fence, self._clock.now()
                 ).commit()
             except ConcurrentChange:
@@ -182,8 +197,8 @@ class WriterAuthority:
     @staticmethod
     def require_authority(lock: ApplyLock) -> Transaction:
         """Add to any write that needs apply authority; refused with ``StaleFence``."""
-        return store.require_authority(lock)
+        return apply_lock.require_authority(lock)
 
     @staticmethod
     def release_apply_lock(lock: ApplyLock) -> Transaction:
-        return store.release_apply_lock(lock)
+        return apply_lock.release_apply_lock(lock)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runplane.runner.config_check import check_root_module
-from runplane.runner.engine import BACKEND_OVERRIDE_NAME
+from runplane.runner.engine_config import BACKEND_OVERRIDE_NAME
 from runplane.runner.refusal import Refused
 
 PLAIN = 'output "a" {\n  value = 1\n}\n'

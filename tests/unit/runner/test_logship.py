@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runplane.domain.logs import utf8_end
+from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.diagnostics import engine_errors
-from runplane.runner.engine import BoundedLog
 from runplane.runner.logship import LogShipper, Pacing, SendFailed
 
 FAST = Pacing(interval=0.0, batch_bytes=1, first_backoff=0.001, max_backoff=0.002)

@@ -1,0 +1,50 @@
+"""The repository seams: what a service needs of the store, per area.
+
+Services that take one of these can run against the DynamoDB store (``store/``) or
+an in-memory fake (``tests/fakes.py``) that keeps the same promises: every write is
+conditional, a refused write changes nothing and raises the same typed error. A
+contract test runs the same cases against both (tests/integration/test_repository_contract.py).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from runplane.domain.entities import Organization, Workspace
+
+
+class WorkspaceDirectory(Protocol):
+    """Organizations and workspaces by ID and by unique name, and workspace settings.
+
+    - ``create_*`` claims the name and writes the record at once; a taken name raises
+      ``AlreadyExists`` and writes nothing.
+    - ``get_*`` raises ``NotFound``; ``find_*_id`` returns None for an unknown name.
+    - ``list_workspaces`` is in name order.
+    - ``update_settings`` sets only the settings given; an unknown workspace raises
+      ``NotFound`` and writes nothing.
+    """
+
+    def create_organization(self, org: Organization) -> None: ...
+
+    def get_organization(self, org_id: str) -> Organization: ...
+
+    def find_organization_id(self, name: str) -> str | None: ...
+
+    def create_workspace(self, workspace: Workspace) -> None: ...
+
+    def get_workspace(self, workspace_id: str) -> Workspace: ...
+
+    def find_workspace_id(self, org_id: str, name: str) -> str | None: ...
+
+    def list_workspaces(self, org_id: str) -> list[Workspace]: ...
+
+    def update_settings(
+        self,
+        workspace_id: str,
+        *,
+        terraform_version: str | None = None,
+        description: str | None = None,
+        tag_names: tuple[str, ...] | None = None,
+        approval_window_seconds: int | None = None,
+        execution_mode: str | None = None,
+    ) -> None: ...

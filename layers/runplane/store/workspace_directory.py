@@ -1,0 +1,48 @@
+"""The DynamoDB workspace directory (``services.repositories.WorkspaceDirectory``)."""
+
+from __future__ import annotations
+
+from runplane.domain.entities import Organization, Workspace
+from runplane.store import workspaces as store
+
+
+class DynamoWorkspaceDirectory:
+    def create_organization(self, org: Organization) -> None:
+        store.create_organization(org).commit()
+
+    def get_organization(self, org_id: str) -> Organization:
+        return store.get_organization(org_id)
+
+    def find_organization_id(self, name: str) -> str | None:
+        return store.find_organization_id(name)
+
+    def create_workspace(self, workspace: Workspace) -> None:
+        store.create_workspace(workspace).commit()
+
+    def get_workspace(self, workspace_id: str) -> Workspace:
+        return store.get_workspace(workspace_id)
+
+    def find_workspace_id(self, org_id: str, name: str) -> str | None:
+        return store.find_workspace_id(org_id, name)
+
+    def list_workspaces(self, org_id: str) -> list[Workspace]:
+        return store.list_workspaces(org_id)
+
+    def update_settings(
+        self,
+        workspace_id: str,
+        *,
+        terraform_version: str | None = None,
+        description: str | None = None,
+        tag_names: tuple[str, ...] | None = None,
+        approval_window_seconds: int | None = None,
+        execution_mode: str | None = None,
+    ) -> None:
+        store.update_settings(
+            workspace_id,
+            terraform_version=terraform_version,
+            description=description,
+            tag_names=tag_names,
+            approval_window_seconds=approval_window_seconds,
+            execution_mode=execution_mode,
+        ).commit()

@@ -1,0 +1,129 @@
+"""The repository contract: the same cases against the DynamoDB store (on moto) and the
+in-memory fake the service tier uses (tests/service), so the fake cannot drift."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from runplane.domain.entities import Organization, Workspace
+from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.services.repositories import WorkspaceDirectory
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+from tests.fakes import InMemoryWorkspaces
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+ACME = Organization(id="org-acme", name="acme", created_at=AT)
+
+
+def _workspace(workspace_id: str, name: str, org_id: str = ACME.id) -> Workspace:
+    return Workspace(
+        id=workspace_id,
+        organization_id=org_id,
+        name=name,
+        created_at=AT,
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+        tag_names=("net",),
+    )
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def directory(request: pytest.FixtureRequest) -> WorkspaceDirectory:
+    if request.param == "dynamodb":
+        request.getfixturevalue("stack")  # moto, with the table
+        return DynamoWorkspaceDirectory()
+    return InMemoryWorkspaces()
+
+
+def test_a_created_workspace_reads_back_by_id_and_by_name(directory: WorkspaceDirectory) -> None:
+    # Given an organization
+    directory.create_organization(ACME)
+    # When a workspace is created in it
+    directory.create_workspace(_workspace("ws-1", "network"))
+    # Then it reads back whole, by ID and by name
+    assert directory.get_workspace("ws-1") == _workspace("ws-1", "network")
+    assert directory.find_workspace_id(ACME.id, "network") == "ws-1"
+    assert directory.find_organization_id("acme") == ACME.id
+    assert directory.get_organization(ACME.id) == ACME
+
+
+def test_a_taken_workspace_name_is_refused_and_writes_nothing(
+    directory: WorkspaceDirectory,
+) -> None:
+    # Given a workspace named "network"
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    # When another workspace claims the same name in the same organization
+    with pytest.raises(AlreadyExists):
+        directory.create_workspace(_workspace("ws-2", "network"))
+    # Then the second was not written and the name still names the first
+    with pytest.raises(NotFound):
+        directory.get_workspace("ws-2")
+    assert directory.find_workspace_id(ACME.id, "network") == "ws-1"
+    assert [w.id for w in directory.list_workspaces(ACME.id)] == ["ws-1"]
+
+
+def test_the_same_name_is_free_in_another_organization(directory: WorkspaceDirectory) -> None:
+    other = Organization(id="org-other", name="other", created_at=AT)
+    directory.create_organization(ACME)
+    directory.create_organization(other)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    directory.create_workspace(_workspace("ws-2", "network", other.id))
+    assert directory.find_workspace_id(other.id, "network") == "ws-2"
+
+
+def test_a_taken_organization_name_is_refused_and_writes_nothing(
+    directory: WorkspaceDirectory,
+) -> None:
+    directory.create_organization(ACME)
+    with pytest.raises(AlreadyExists):
+        directory.create_organization(replace(ACME, id="org-copy"))
+    with pytest.raises(NotFound):
+        directory.get_organization("org-copy")
+    assert directory.find_organization_id("acme") == ACME.id
+
+
+def test_unknown_records_are_not_found_and_unknown_names_none(
+    directory: WorkspaceDirectory,
+) -> None:
+    with pytest.raises(NotFound):
+        directory.get_workspace("ws-none")
+    with pytest.raises(NotFound):
+        directory.get_organization("org-none")
+    assert directory.find_workspace_id(ACME.id, "none") is None
+    assert directory.find_organization_id("none") is None
+    assert directory.list_workspaces(ACME.id) == []
+
+
+def test_workspaces_list_in_name_order(directory: WorkspaceDirectory) -> None:
+    directory.create_organization(ACME)
+    for workspace_id, name in (("ws-1", "zeta"), ("ws-2", "alpha"), ("ws-3", "mid")):
+        directory.create_workspace(_workspace(workspace_id, name))
+    assert [w.name for w in directory.list_workspaces(ACME.id)] == ["alpha", "mid", "zeta"]
+
+
+def test_settings_change_only_what_is_given(directory: WorkspaceDirectory) -> None:
+    # Given a workspace with a tag
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    # When its description and approval window are set
+    directory.update_settings("ws-1", description="core", approval_window_seconds=60)
+    # Then those two changed and nothing else did
+    assert directory.get_workspace("ws-1") == replace(
+        _workspace("ws-1", "network"), description="core", approval_window_seconds=60
+    )
+
+
+def test_settings_of_an_unknown_workspace_are_not_found_and_write_nothing(
+    directory: WorkspaceDirectory,
+) -> None:
+    with pytest.raises(NotFound):
+        directory.update_settings("ws-none", description="x")
+    with pytest.raises(NotFound):
+        directory.get_workspace("ws-none")

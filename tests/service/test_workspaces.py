@@ -1,0 +1,93 @@
+"""Workspaces and tenancy over the in-memory directory: names, visibility, settings."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from runplane.domain.errors import AlreadyExists, InvalidInput, NotFound
+from runplane.domain.tfe_runs import ExecutionMode
+from tests.service.conftest import Tier
+
+
+def test_a_created_workspace_is_found_by_name_and_in_search(tier: Tier) -> None:
+    # Given an organization and its admin
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    # When the admin creates a remote workspace with tags
+    created = tier.workspaces.create(
+        admin, "acme", "network", tags=("net", "prod"), execution_mode=ExecutionMode.REMOTE
+    )
+    # Then it is found by name, and by a tag search
+    assert tier.workspaces.by_name(admin, "acme", "network") == created
+    assert created.execution_mode == "remote"
+    assert created.tag_names == ("net", "prod")
+    assert [w.id for w in tier.workspaces.search(admin, "acme", tags=("prod",)).items] == [
+        created.id
+    ]
+
+
+def test_a_taken_name_is_refused_and_writes_nothing(tier: Tier) -> None:
+    # Given a workspace named "network"
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    tier.workspaces.create(admin, "acme", "network")
+    before = copy.deepcopy(tier.directory.workspaces)
+    # When another is created with the same name
+    with pytest.raises(AlreadyExists):
+        tier.workspaces.create(admin, "acme", "network")
+    # Then nothing was written
+    assert tier.directory.workspaces == before
+
+
+def test_a_bad_name_is_invalid_input_naming_the_field_and_writes_nothing(tier: Tier) -> None:
+    org = tier.tenancy.create_organization("acme")
+    with pytest.raises(InvalidInput) as refused:
+        tier.workspaces.create(tier.admin(org), "acme", "no spaces")
+    assert refused.value.pointer == "/data/attributes/name"
+    assert tier.directory.workspaces == {}
+
+
+def test_another_organizations_workspace_is_not_found(tier: Tier) -> None:
+    # Given a workspace in another organization
+    acme, other = (tier.tenancy.create_organization(n) for n in ("acme", "other"))
+    theirs = tier.tenancy.create_workspace(other.id, "network")
+    # When acme's admin asks for it, by ID or through the other organization's name
+    # Then neither reveals it
+    with pytest.raises(NotFound):
+        tier.workspaces.by_id(tier.admin(acme), theirs.id)
+    with pytest.raises(NotFound):
+        tier.workspaces.by_name(tier.admin(acme), "other", "network")
+
+
+def test_a_workspace_for_an_unknown_organization_is_not_found_and_writes_nothing(
+    tier: Tier,
+) -> None:
+    with pytest.raises(NotFound):
+        tier.tenancy.create_workspace("org-none", "network")
+    assert tier.directory.workspaces == {}
+
+
+def test_an_approval_window_out_of_range_is_refused_and_changes_nothing(tier: Tier) -> None:
+    # Given a workspace
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    workspace = tier.workspaces.create(admin, "acme", "network")
+    # When its approval window is set to zero seconds
+    with pytest.raises(InvalidInput) as refused:
+        tier.workspaces.update(admin, workspace, approval_window_seconds=0)
+    # Then it is refused, naming the field, and the workspace is unchanged
+    assert refused.value.pointer == "/approval_window_seconds"
+    assert tier.workspaces.by_id(admin, workspace.id) == workspace
+
+
+def test_settings_updates_are_read_back(tier: Tier) -> None:
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    workspace = tier.workspaces.create(admin, "acme", "network")
+    updated = tier.workspaces.update(
+        admin, workspace, description="core network", approval_window_seconds=3600
+    )
+    assert (updated.description, updated.approval_window_seconds) == ("core network", 3600)
+    assert tier.workspaces.list_own(admin) == [updated]
