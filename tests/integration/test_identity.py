@@ -119,7 +119,7 @@ def test_a_runner_session_is_confined_to_its_runs_workspace(
 
 
 def _runner_grant(stack: Stack, org: Organization, workspace: Workspace) -> tuple[Any, str]:
-    run = stack.lifecycle.create(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
     binding = new_binding(stack)
     binding = type(binding)(run.id, binding.attempt_id, binding.phase, binding.sandbox_id)
     run_parts.put(
