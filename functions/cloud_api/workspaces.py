@@ -69,6 +69,16 @@ def entitlement_set(org: str) -> Reply:
     return document(jsonapi.entitlements(found, principal()))
 
 
+@router.get("/api/v2/organizations/<org>/runs/queue")
+def organization_run_queue(org: str) -> Reply:
+    # Runs wait per workspace (the writer reservation), and a launch over the
+    # organization's limits is refused with 503 rather than queued: there is no
+    # organization-wide queue, so it is always empty. Terraform's remote backend reads
+    # it while a run is pending or confirmed, and a 404 there fails the operation.
+    services().workspaces.organization(principal(), org)
+    return paged([], lambda run: run)
+
+
 # -- workspaces -------------------------------------------------------------------------
 
 

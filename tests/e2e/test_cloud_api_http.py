@@ -253,6 +253,26 @@ def test_an_unknown_endpoint_is_a_jsonapi_404_with_the_api_version(local: Local)
     assert_error(response, 404)
 
 
+def test_the_organization_run_queue_is_empty_and_only_the_organizations_own(
+    local: Local,
+) -> None:
+    # Given an organization, and another one
+    other_org, _ = local.other_organization(unique("queue-org"))
+
+    # When Terraform's remote backend reads the organization's run queue (it does while
+    # a run is pending or confirmed)
+    queue = call(local, "GET", f"/api/v2/organizations/{local.organization}/runs/queue")
+
+    # Then it is an empty page: runs wait per workspace, and launches over the limits are
+    # refused rather than queued
+    assert queue.status_code == 200, queue.text
+    body = queue.json()
+    assert body["data"] == []
+    assert body["meta"]["pagination"]["total-count"] == 0
+    # And another organization's queue is not found
+    assert_error(call(local, "GET", f"/api/v2/organizations/{other_org}/runs/queue"), 404)
+
+
 # -- tenancy ----------------------------------------------------------------------------------
 
 
