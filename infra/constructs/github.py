@@ -7,7 +7,7 @@ functions read the App's private key; the run API reads the webhook secret.
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -27,7 +27,12 @@ from infra.constructs.functions import (
     RunplaneFunction,
 )
 from infra.constructs.nag import acknowledge
-from infra.constructs.orchestration import FUNCTION_ARN, STATEMACHINES, placeholders
+from infra.constructs.orchestration import (
+    FUNCTION_ARN,
+    STATEMACHINES,
+    named_state_machine_arn,
+    placeholders,
+)
 from infra.constructs.storage import ARTIFACTS_PREFIX
 
 SOURCE_DEFINITION = STATEMACHINES / "source.asl.json"
@@ -75,12 +80,7 @@ def source_state_machine_name(config: RunplaneConfig) -> str:
 
 
 def source_state_machine_arn(stack: Stack, config: RunplaneConfig) -> str:
-    return stack.format_arn(
-        service="states",
-        resource="stateMachine",
-        resource_name=source_state_machine_name(config),
-        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-    )
+    return named_state_machine_arn(stack, source_state_machine_name(config))
 
 
 class GitHubSecrets(Construct):

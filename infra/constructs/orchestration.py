@@ -44,10 +44,15 @@ def state_machine_name(config: RunplaneConfig) -> str:
 
 
 def state_machine_arn(stack: Stack, config: RunplaneConfig) -> str:
+    return named_state_machine_arn(stack, state_machine_name(config))
+
+
+def named_state_machine_arn(stack: Stack, name: str) -> str:
+    """A state machine's ARN from its name, before the machine exists (no cycle)."""
     return stack.format_arn(
         service="states",
         resource="stateMachine",
-        resource_name=state_machine_name(config),
+        resource_name=name,
         arn_format=ArnFormat.COLON_RESOURCE_NAME,
     )
 

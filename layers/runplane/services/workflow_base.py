@@ -26,7 +26,7 @@ from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.policy import Policies
-from runplane.services.writer import Handoff
+from runplane.services.writer import hand_off
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,4 @@ class WorkflowService:
         return self._lifecycle.move(run, target, extra_writes=extra, **move), False
 
     def _hand_off(self, moved: Moved) -> None:
-        handoff: Handoff | None = moved.handoff
-        if handoff is not None:
-            self._workflow.resume(handoff.token, {"held": True})
+        hand_off(self._workflow, moved.handoff)
