@@ -562,6 +562,17 @@ class AlreadyTriggered(ConcurrentChange):
         self.run_id = run_id
 
 
+class RunAlreadyExists(ConcurrentChange):
+    """A run with this ID was created before (a retried creation that derives its run's
+    ID): nothing new was written; ``run_id`` names the existing run."""
+
+    code = "RUN_ALREADY_EXISTS"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} already exists; nothing was written")
+        self.run_id = run_id
+
+
 class SignInRefused(RunplaneError):
     """A hosted-UI sign-in that cannot complete: unknown or expired pre-session, state,
     nonce or audience mismatch, a refused code, a person who belongs to no

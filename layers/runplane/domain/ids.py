@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from enum import StrEnum
 from typing import Protocol
@@ -41,6 +43,14 @@ class IdGenerator(Protocol):
     def new(self, kind: IdKind) -> str:
         """A fresh public ID such as ``run-3xk...``."""
         ...
+
+
+def derived_id(kind: IdKind, *parts: str) -> str:
+    """The one ID of ``kind`` that ``parts`` name, in the public ID format: a step
+    retried after a crash derives the same ID, so its conditional put refuses a second
+    record. Unguessable as long as one part is (e.g. a random public ID)."""
+    digest = hashlib.sha256("\x1f".join((kind.value, *parts)).encode()).digest()[:16]
+    return f"{kind.value}-{base64.b32encode(digest).decode('ascii').rstrip('=').lower()}"
 
 
 def kind_of(public_id: str) -> IdKind | None:

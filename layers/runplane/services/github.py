@@ -29,6 +29,7 @@ from runplane.domain.errors import (
     InvalidBody,
     InvalidInput,
     NotFound,
+    RunAlreadyExists,
     RunplaneError,
     SourceRefused,
     WebhookReplayRefused,
@@ -52,7 +53,7 @@ from runplane.domain.github import (
     valid_working_directory,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
-from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.ids import IdGenerator, IdKind, derived_id
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import ENDINGS, RunEvent
 from runplane.runner.archive import ArchiveLimits
@@ -431,24 +432,46 @@ class GitHubSources:
                 target["error"] = "UNBOUND"
             else:
                 try:
-                    run = self._runs.create(
-                        source_principal(source_id, binding),
-                        binding.workspace_id,
-                        kind=RunKind(str(target["kind"])),
-                        configuration_version_id=str(target["configuration_version_id"]),
-                        engine_version=None,
-                        variables={},
-                        message=f"GitHub {source.event} {source.repository}@{source.commit_sha}",
-                    )
+                    run_id = self._create_run(source, binding, target)
                 except RunplaneError as refused:
                     target["error"] = refused.code
                 else:
-                    target["run_id"] = run.id
-                    created.append(run.id)
+                    target["run_id"] = run_id
+                    created.append(run_id)
             store.set_targets(source_id, targets, self._clock.now()).commit()
         if created and source.event == "pull_request":
             self._post_statuses(source, created, "pending")
         return {"source_id": source_id, "runs": len(created)}
+
+    def _create_run(self, source: SourceIngestionItem, binding: Binding, target: Any) -> str:
+        """Create the target's run, or find the one an earlier try created.
+
+        The run's ID derives from the ingestion and the workspace, so a try that
+        crashed after creating the run and before recording it cannot make a second
+        one: the retry's creation is refused and adopts the first run instead."""
+        run_id = derived_id(IdKind.RUN, source.source_id, binding.workspace_id)
+        try:
+            return self._runs.create(
+                source_principal(source.source_id, binding),
+                binding.workspace_id,
+                kind=RunKind(str(target["kind"])),
+                configuration_version_id=str(target["configuration_version_id"]),
+                engine_version=None,
+                variables={},
+                message=f"GitHub {source.event} {source.repository}@{source.commit_sha}",
+                run_id=run_id,
+            ).id
+        except RunAlreadyExists:
+            run = self._lifecycle.runs.get(run_id)
+            if run.created_by != f"{PrincipalKind.SOURCE}:{source.source_id}" or (
+                run.workspace_id != binding.workspace_id
+            ):
+                raise
+            # The crashed try may have stopped before starting the run's workflow. The
+            # execution is named by the run ID: Step Functions starts it at most once.
+            if run.status is RunStatus.DISPATCH_PENDING:
+                self._runs.start_workflow(run.id)
+            return run.id
 
     def fail(self, source_id: str, error: str) -> dict[str, Any]:
         source = store.find_source(source_id)

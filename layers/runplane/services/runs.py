@@ -277,10 +277,15 @@ class Runs:
             if variables_artifact is not None:
                 self._artifacts.discard(variables_artifact)
             raise
-        # A failed dispatch leaves the run dispatch_pending; starting again is safe
-        # (the execution is named by the run ID).
-        self._workflow.start(run.id)
+        self.start_workflow(run.id)
         return run
+
+    def start_workflow(self, run_id: str) -> None:
+        """Start the run's execution. A failed dispatch leaves the run dispatch_pending;
+        starting again is safe: the execution is named by the run ID, and Step Functions
+        answers a second start of that name with the first execution (or
+        ExecutionAlreadyExists once it closed, which the adapter treats as started)."""
+        self._workflow.start(run_id)
 
     def get(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)

@@ -13,7 +13,12 @@ from pynamodb.expressions.update import Action
 from runplane.domain import transitions
 from runplane.domain.clock import Clock
 from runplane.domain.entities import AuditEvent, Run, RunStage
-from runplane.domain.errors import ConcurrentChange, NotFound, TransitionRejected
+from runplane.domain.errors import (
+    ConcurrentChange,
+    NotFound,
+    RunAlreadyExists,
+    TransitionRejected,
+)
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.store import audit
@@ -73,7 +78,8 @@ class RunRepository:
                 build_sha=run.build_sha,
                 runner_release=run.runner_release,
                 created_by=actor,
-            )
+            ),
+            on_refused=lambda current: RunAlreadyExists(run.id),
         )
         for stage in Stage:
             tx.put_new(
