@@ -28,6 +28,7 @@ def build_app() -> IsolatedRestResolver:
         runner,
         runs,
         schedules,
+        variables,
         workspaces,
     )
 
@@ -42,7 +43,7 @@ def build_app() -> IsolatedRestResolver:
         return Response(status_code=200, content_type="application/json", body=schema)
 
     # In this order the OpenAPI document lists them.
-    for router in (workspaces, runs, access, github, logs, runner, events, schedules):
+    for router in (workspaces, variables, runs, access, github, logs, runner, events, schedules):
         app.include_router(router.router)
     register_errors(app)
     return app

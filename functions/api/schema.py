@@ -205,11 +205,19 @@ class StageView(BaseModel):
     finished_at: str | None
 
 
+class RunVariable(BaseModel):
+    name: str
+    source: Literal["run", "workspace"] = Field(
+        description="workspace: snapshotted from the workspace's variables at creation"
+    )
+
+
 class RunInput(BaseModel):
     configuration_version_id: str | None
     configuration_sha256: str | None
     engine_version: str | None
     variable_names: list[str]
+    variables: list[RunVariable] = Field(description="Names and sources, never values")
     predecessor_state_version_id: str | None
 
 
@@ -372,6 +380,29 @@ class LaunchControls(BaseModel):
     policy_runtimes: list[str]
     max_sandboxes: int | None
     running_sandboxes: int | None = Field(default=None, description="Only when read")
+
+
+# -- workspace variables ---------------------------------------------------------------
+
+
+class VariableView(BaseModel):
+    name: str
+    sensitive: bool
+    description: str | None
+    value: str | None = Field(description="null for a sensitive variable: never returned")
+    updated_at: str
+    updated_by: str
+
+
+class VariableList(BaseModel):
+    workspace_id: str
+    variables: list[VariableView]
+
+
+class VariableDeleted(BaseModel):
+    workspace_id: str
+    name: str
+    deleted: Literal[True]
 
 
 # -- runner ------------------------------------------------------------------------------------

@@ -298,6 +298,33 @@ class Client:
         )
         return result
 
+    def list_variables(self, workspace_id: str) -> list[dict[str, Any]]:
+        found = self._call("GET", f"/api/v1/workspaces/{_seg(workspace_id)}/variables")
+        result: list[dict[str, Any]] = found["variables"]
+        return result
+
+    def set_variable(
+        self,
+        workspace_id: str,
+        name: str,
+        value: str,
+        *,
+        sensitive: bool = False,
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(name)}",
+            {"value": value, "sensitive": sensitive, "description": description},
+        )
+        return result
+
+    def delete_variable(self, workspace_id: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(name)}"
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         archive = pack(directory)
         created = self._call(
@@ -533,9 +560,13 @@ def render_review(review: Mapping[str, Any]) -> str:
     stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
     lines.append(f"  stages     {stages}")
     inputs = review["input"]
+    named = [
+        f"{v['name']} (workspace)" if v.get("source") == "workspace" else str(v["name"])
+        for v in inputs.get("variables") or [{"name": n} for n in inputs.get("variable_names", [])]
+    ]
     lines.append(
         f"  input      configuration {str(inputs.get('configuration_sha256'))[:12]}  "
-        f"variables {', '.join(inputs.get('variable_names') or []) or '-'}  "
+        f"variables {', '.join(named) or '-'}  "
         f"predecessor {inputs.get('predecessor_state_version_id') or '-'}"
     )
     lines.extend(_render_source(review.get("source")))

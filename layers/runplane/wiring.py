@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
+    from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workspaces import Workspaces
 
@@ -283,7 +284,14 @@ class Services:
             engine_versions=frozenset(
                 v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
             ),
+            workspace_variables=self.workspace_variables,
         )
+
+    @cached_property
+    def workspace_variables(self) -> WorkspaceVariables:
+        from runplane.services.variables import WorkspaceVariables
+
+        return WorkspaceVariables(self.clock, self.ids, self.workspaces, self.keys)
 
     @cached_property
     def recoveries(self) -> Recoveries:

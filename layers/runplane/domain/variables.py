@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
 
 from runplane.domain.errors import InvalidInput, VariablesTooLarge
 
@@ -75,3 +78,90 @@ def check_variables(variables: Mapping[str, object]) -> None:
             f"the variables' values add up to {total:,} bytes; at most {MAX_VARIABLES_BYTES:,}",
             "/variables",
         )
+
+
+# -- workspace variables ---------------------------------------------------------------------
+
+MAX_DESCRIPTION: Final = 512
+
+
+class VariableSource(StrEnum):
+    """Where a run's variable came from; the run's own win over the workspace's."""
+
+    RUN = "run"
+    WORKSPACE = "workspace"
+
+
+@dataclass(frozen=True)
+class WorkspaceVariable:
+    """A workspace variable as stored; ``value`` is None for a sensitive one, whose
+    value is sealed and never read back."""
+
+    name: str
+    sensitive: bool
+    description: str | None
+    value: str | None
+    updated_at: datetime
+    updated_by: str
+
+    def __repr__(self) -> str:
+        # Never the value: a repr ends up in logs and tracebacks.
+        return f"WorkspaceVariable({self.name!r}, sensitive={self.sensitive})"
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sensitive": self.sensitive,
+            "description": self.description,
+            "value": None if self.sensitive else self.value,
+            "updated_at": self.updated_at.isoformat(),
+            "updated_by": self.updated_by,
+        }
+
+
+def check_workspace_variable(name: str, value: object, description: str | None) -> int:
+    """Raise :class:`InvalidInput` (or :class:`VariablesTooLarge`) for a workspace
+    variable the engine could not take; the value's size in bytes otherwise."""
+    if len(name) > MAX_VARIABLE_NAME:
+        raise InvalidInput(f"a variable name has at most {MAX_VARIABLE_NAME} characters", "/name")
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInput(problem, "/name")
+    if not isinstance(value, str):
+        raise InvalidInput(f"variable {name!r} must have a string value", "/value")
+    if description is not None and len(description) > MAX_DESCRIPTION:
+        raise InvalidInput(
+            f"a description has at most {MAX_DESCRIPTION} characters", "/description"
+        )
+    size = len(value.encode("utf-8"))
+    if size > MAX_VARIABLE_BYTES:
+        raise VariablesTooLarge(
+            f"variable {name} is {size:,} bytes; a value has at most {MAX_VARIABLE_BYTES:,}",
+            "/value",
+        )
+    return size
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A run's variables: the workspace's snapshot with the run's own over it."""
+
+    values: dict[str, str]
+    sources: dict[str, VariableSource]
+
+    def __repr__(self) -> str:
+        return f"Merged({sorted(self.values)})"
+
+    @property
+    def workspace_names(self) -> list[str]:
+        return sorted(n for n, s in self.sources.items() if s is VariableSource.WORKSPACE)
+
+
+def merge(workspace: Mapping[str, str], run: Mapping[str, str]) -> Merged:
+    """The run's own variables win over the workspace's of the same name (as in HCP
+    Terraform). The merged set must still pass :func:`check_variables`."""
+    values = {**workspace, **run}
+    sources = {
+        name: VariableSource.RUN if name in run else VariableSource.WORKSPACE for name in values
+    }
+    return Merged(values, sources)

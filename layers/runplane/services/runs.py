@@ -28,7 +28,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.parts import OPEN_ATTEMPT, ApprovalState, AttemptState
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
-from runplane.domain.variables import check_variables
+from runplane.domain.variables import VariableSource, check_variables, merge
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import close_attempt
 from runplane.services.launch_controls import LaunchControls
@@ -36,6 +36,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.source_provenance import source_provenance
+from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
 from runplane.store import run_parts, run_triggers, state_versions
@@ -80,6 +81,7 @@ class Runs:
         launch_controls: LaunchControls,
         runner_release: str,
         engine_versions: frozenset[str] = frozenset(),
+        workspace_variables: WorkspaceVariables | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -93,6 +95,7 @@ class Runs:
         self._runner_release = runner_release
         # The engine versions the runner image provides; empty: whatever it runs.
         self._engine_versions = engine_versions
+        self._workspace_variables = workspace_variables
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -221,6 +224,13 @@ class Runs:
                 "/configuration_version_id",
             )
         check_variables(variables)
+        # The workspace's variables as they are now, under the run's own: plan and
+        # apply read this one pinned set, and the approval binds to it.
+        merged = merge(
+            self._workspace_variables.snapshot(workspace) if self._workspace_variables else {},
+            variables,
+        )
+        check_variables(merged.values)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
             raise InvalidInput(
                 f"engine version {engine_version} is not available here; this deployment "
@@ -242,18 +252,19 @@ class Runs:
             runner_release=self._runner_release,
         )
         variables_artifact = None
-        if variables:
+        if merged.values:
             variables_artifact = self._artifacts.put(
                 workspace.organization_id,
                 ArtifactKind.VARIABLES,
-                [json.dumps(dict(variables), sort_keys=True).encode()],
+                [json.dumps(merged.values, sort_keys=True).encode()],
             ).id
         snapshot = {
             "configuration_version_id": configuration_version_id,
             "configuration_artifact_id": configuration["artifact_id"],
             "configuration_sha256": configuration["sha256"],
             "variables_artifact_id": variables_artifact,
-            "variable_names": sorted(variables),
+            "variable_names": sorted(merged.values),
+            "workspace_variable_names": merged.workspace_names,
             "engine_version": engine_version or workspace.terraform_version or "",
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),
@@ -517,6 +528,8 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
             "configuration_sha256": snapshot.get("configuration_sha256"),
             "engine_version": snapshot.get("engine_version"),
             "variable_names": snapshot.get("variable_names", []),
+            # Names and where each came from; values never leave the encrypted artifact.
+            "variables": variable_sources(snapshot),
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
         # Followed through persisted records; None for a run not created from a source.
@@ -556,6 +569,19 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
     review["failure"] = _failure(parts)
     review["recovery"] = recovery_panel(run, now)
     return review
+
+
+def variable_sources(snapshot: Mapping[str, Any]) -> list[dict[str, str]]:
+    from_workspace = set(snapshot.get("workspace_variable_names", []))
+    return [
+        {
+            "name": name,
+            "source": (
+                VariableSource.WORKSPACE if name in from_workspace else VariableSource.RUN
+            ).value,
+        }
+        for name in snapshot.get("variable_names", [])
+    ]
 
 
 def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:

@@ -1,0 +1,117 @@
+"""Workspace variables: set, list and delete them, and the snapshot every run takes.
+
+Sensitive values are write-only: sealed with a KMS data key bound to the workspace and
+the variable's name, opened only to snapshot them into a new run's encrypted
+variables artifact, and never returned, logged or audited.
+"""
+
+from __future__ import annotations
+
+from runplane.adapters.keys import DataKeys
+from runplane.adapters.sealed import Sealed, seal, unseal
+from runplane.domain.clock import Clock
+from runplane.domain.entities import Workspace
+from runplane.domain.errors import InvalidInput, NotFound
+from runplane.domain.identity import Permission, Principal
+from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.variables import WorkspaceVariable, check_workspace_variable
+from runplane.services.workspaces import Workspaces
+from runplane.store import workspace_variables as store
+
+
+def _context(workspace_id: str, name: str) -> dict[str, str]:
+    # KMS encryption context and AES-GCM associated data: a sealed value copied to
+    # another workspace or name does not open.
+    return {"purpose": "workspace-variable", "workspace_id": workspace_id, "name": name}
+
+
+class WorkspaceVariables:
+    def __init__(
+        self, clock: Clock, ids: IdGenerator, workspaces: Workspaces, keys: DataKeys
+    ) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._workspaces = workspaces
+        self._keys = keys
+
+    def list(self, principal: Principal, workspace_id: str) -> list[WorkspaceVariable]:
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        return [stored.variable for stored in store.all_of(workspace.id)]
+
+    def set(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        name: str,
+        value: str,
+        *,
+        sensitive: bool = False,
+        description: str | None = None,
+    ) -> tuple[WorkspaceVariable, bool]:
+        """Create or replace the variable; True if it was created. A sensitive variable
+        stays sensitive: replacing it with a non-sensitive one needs a delete first."""
+        principal.require(Permission.WORKSPACE_UPDATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        size = check_workspace_variable(name, value, description)
+        previous = store.find(workspace.id, name)
+        if previous is not None and previous.variable.sensitive and not sensitive:
+            raise InvalidInput(
+                f"variable {name} is sensitive; delete it first to store it in the clear",
+                "/sensitive",
+            )
+        variable = WorkspaceVariable(
+            name=name,
+            sensitive=sensitive,
+            description=description,
+            value=None if sensitive else value,
+            updated_at=self._clock.now(),
+            updated_by=principal.ref,
+        )
+        sealed = (
+            seal(self._keys, _context(workspace.id, name), value.encode("utf-8"))
+            if sensitive
+            else None
+        )
+        store.put(
+            org_id=workspace.organization_id,
+            workspace_id=workspace.id,
+            variable=variable,
+            size=size,
+            wrapped_key=sealed.wrapped_key if sealed else None,
+            sealed=sealed.ciphertext if sealed else None,
+            previous=previous,
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+        ).commit()
+        return variable, previous is None
+
+    def delete(self, principal: Principal, workspace_id: str, name: str) -> None:
+        principal.require(Permission.WORKSPACE_UPDATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        previous = store.find(workspace.id, name)
+        if previous is None:
+            raise NotFound("variable", name)
+        store.delete(
+            org_id=workspace.organization_id,
+            workspace_id=workspace.id,
+            previous=previous,
+            actor=principal.ref,
+            now=self._clock.now(),
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+        ).commit()
+
+    def snapshot(self, workspace: Workspace) -> dict[str, str]:
+        """Every variable's value, sensitive ones opened: only for a new run's
+        variables artifact (encrypted), never for a reply."""
+        values: dict[str, str] = {}
+        for stored in store.all_of(workspace.id):
+            name = stored.variable.name
+            if stored.variable.sensitive:
+                opened = unseal(
+                    self._keys,
+                    _context(workspace.id, name),
+                    Sealed(stored.wrapped_key or b"", stored.sealed or b""),
+                )
+                values[name] = opened.decode("utf-8")
+            else:
+                values[name] = stored.variable.value or ""
+        return values

@@ -1,0 +1,258 @@
+"""Workspace variables in the table: one item per variable, and one tally per workspace
+(how many, how many value bytes) that every set and delete updates in the same
+transaction, so concurrent writers cannot pass the limits between them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pynamodb.attributes import (
+    BinaryAttribute,
+    BooleanAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UTCDateTimeAttribute,
+)
+
+from runplane.domain.errors import ConcurrentChange, InvalidInput, VariablesTooLarge
+from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.store import audit
+from runplane.store.models import TableItem, org_event_key
+from runplane.store.transaction import Item, OnRefused, Transaction
+
+VARIABLE_PREFIX = "VAR#"
+
+
+def variable_key(workspace_id: str, name: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", f"{VARIABLE_PREFIX}{name}"
+
+
+def tally_key(workspace_id: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", "VARTALLY"
+
+
+class WorkspaceVariableItem(TableItem):
+    """A non-sensitive value is stored as is; a sensitive one only sealed (a wrapped
+    KMS data key and AES-GCM ciphertext bound to the workspace and the name)."""
+
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    name = UnicodeAttribute()
+    sensitive = BooleanAttribute()
+    description = UnicodeAttribute(null=True)
+    value = UnicodeAttribute(null=True)
+    wrapped_key = BinaryAttribute(null=True, legacy_encoding=False)
+    sealed = BinaryAttribute(null=True, legacy_encoding=False)
+    size = NumberAttribute()
+    version = NumberAttribute()
+    updated_at = UTCDateTimeAttribute()
+    updated_by = UnicodeAttribute()
+
+
+class VariableTallyItem(TableItem):
+    workspace_id = UnicodeAttribute()
+    variables = NumberAttribute()
+    bytes = NumberAttribute()
+
+
+@dataclass(frozen=True)
+class StoredVariable:
+    variable: WorkspaceVariable
+    size: int
+    version: int
+    wrapped_key: bytes | None
+    sealed: bytes | None
+
+    def __repr__(self) -> str:
+        return f"StoredVariable({self.variable!r}, version={self.version})"
+
+
+def _stored(item: WorkspaceVariableItem) -> StoredVariable:
+    return StoredVariable(
+        variable=WorkspaceVariable(
+            name=item.name,
+            sensitive=bool(item.sensitive),
+            description=item.description,
+            value=None if item.sensitive else item.value,
+            updated_at=item.updated_at,
+            updated_by=item.updated_by,
+        ),
+        size=int(item.size),
+        version=int(item.version),
+        wrapped_key=item.wrapped_key,
+        sealed=item.sealed,
+    )
+
+
+def all_of(workspace_id: str) -> list[StoredVariable]:
+    """The workspace's variables by name (a consistent read of each)."""
+    items = WorkspaceVariableItem.query(
+        f"WS#{workspace_id}",
+        WorkspaceVariableItem.sk.startswith(VARIABLE_PREFIX),
+        consistent_read=True,
+    )
+    return sorted((_stored(item) for item in items), key=lambda v: v.variable.name)
+
+
+def find(workspace_id: str, name: str) -> StoredVariable | None:
+    try:
+        return _stored(
+            WorkspaceVariableItem.get(*variable_key(workspace_id, name), consistent_read=True)
+        )
+    except WorkspaceVariableItem.DoesNotExist:
+        return None
+
+
+def _changed(name: str) -> OnRefused:
+    def refuse(current: Item | None) -> Exception:
+        return ConcurrentChange(f"variable {name} changed meanwhile; nothing was written")
+
+    return refuse
+
+
+def _audit(
+    org_id: str,
+    workspace_id: str,
+    event_id: str,
+    type_: str,
+    details: dict[str, str],
+    actor: str,
+    now: datetime,
+) -> Transaction:
+    return Transaction().put_new(
+        audit.audit_item(
+            key=org_event_key(org_id, f"{now.isoformat()}#{event_id}"),
+            event_id=event_id,
+            org_id=org_id,
+            subject_id=workspace_id,
+            type=type_,
+            actor=actor,
+            at=now,
+            details=details,
+        )
+    )
+
+
+def put(
+    *,
+    org_id: str,
+    workspace_id: str,
+    variable: WorkspaceVariable,
+    size: int,
+    wrapped_key: bytes | None,
+    sealed: bytes | None,
+    previous: StoredVariable | None,
+    event_id: str,
+) -> Transaction:
+    """Create (``previous`` None) or replace exactly the ``previous`` version read; the
+    tally's condition keeps the workspace within its count and byte limits."""
+    name, now = variable.name, variable.updated_at
+    key = variable_key(workspace_id, name)
+    item = WorkspaceVariableItem(
+        *key,
+        workspace_id=workspace_id,
+        org_id=org_id,
+        name=name,
+        sensitive=variable.sensitive,
+        description=variable.description,
+        value=None if variable.sensitive else variable.value,
+        wrapped_key=wrapped_key,
+        sealed=sealed,
+        size=size,
+        version=1 if previous is None else previous.version + 1,
+        updated_at=now,
+        updated_by=variable.updated_by,
+    )
+    condition = (
+        WorkspaceVariableItem.pk.does_not_exist()
+        if previous is None
+        else WorkspaceVariableItem.version == previous.version
+    )
+    grows = size - (0 if previous is None else previous.size)
+    added = 1 if previous is None else 0
+    tally = VariableTallyItem(*tally_key(workspace_id))
+    within = (VariableTallyItem.pk.does_not_exist()) | (
+        (VariableTallyItem.variables <= MAX_VARIABLES - added)
+        & (VariableTallyItem.bytes <= MAX_VARIABLES_BYTES - grows)
+    )
+
+    def over(current: Item | None) -> Exception:
+        count = int((current or {}).get("variables", 0))
+        if added and count + added > MAX_VARIABLES:
+            return InvalidInput(f"a workspace has at most {MAX_VARIABLES} variables", "/name")
+        return VariablesTooLarge(
+            f"the workspace's variable values would add up to more than "
+            f"{MAX_VARIABLES_BYTES:,} bytes",
+            "/value",
+        )
+
+    details = {"name": name, "sensitive": str(variable.sensitive).lower()}
+    return (
+        Transaction()
+        .put(item, condition=condition, on_refused=_changed(name))
+        .update(
+            tally,
+            [
+                VariableTallyItem.workspace_id.set(workspace_id),
+                VariableTallyItem.variables.add(added),
+                VariableTallyItem.bytes.add(grows),
+            ],
+            condition=within,
+            on_refused=over,
+        )
+        .extend(
+            [
+                _audit(
+                    org_id,
+                    workspace_id,
+                    event_id,
+                    "workspace.variable_set",
+                    details,
+                    variable.updated_by,
+                    now,
+                )
+            ]
+        )
+    )
+
+
+def delete(
+    *,
+    org_id: str,
+    workspace_id: str,
+    previous: StoredVariable,
+    actor: str,
+    now: datetime,
+    event_id: str,
+) -> Transaction:
+    name = previous.variable.name
+    details = {"name": name, "sensitive": str(previous.variable.sensitive).lower()}
+    return (
+        Transaction()
+        .delete(
+            WorkspaceVariableItem(*variable_key(workspace_id, name)),
+            condition=WorkspaceVariableItem.version == previous.version,
+            on_refused=_changed(name),
+        )
+        .update(
+            VariableTallyItem(*tally_key(workspace_id)),
+            [
+                VariableTallyItem.variables.add(-1),
+                VariableTallyItem.bytes.add(-previous.size),
+            ],
+        )
+        .extend(
+            [
+                _audit(
+                    org_id,
+                    workspace_id,
+                    event_id,
+                    "workspace.variable_deleted",
+                    details,
+                    actor,
+                    now,
+                )
+            ]
+        )
+    )
