@@ -17,8 +17,7 @@ from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.run import RunKind
 from runplane.domain.variables import MAX_VARIABLE_BYTES, MAX_VARIABLES
 from runplane.services.runs import Runs
-from runplane.store import audit
-from runplane.store import run_parts
+from runplane.store import audit, run_parts
 from runplane.store import workspace_variables as variable_store
 from tests.integration.arena import Arena
 
