@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from runplane.domain.errors import InvalidInput
-from runplane.domain.variables import MAX_VARIABLES, check_variables, name_problem, pointer
+from runplane.domain.variables import (
+    MAX_DESCRIPTION,
+    MAX_VARIABLES,
+    VariableSource,
+    check_variables,
+    check_workspace_variable,
+    merge,
+    name_problem,
+    pointer,
+)
 
 
 @pytest.mark.parametrize("name", ["region", "_private", "my-var", "a1", "A_B-c9", "countdown"])
@@ -60,3 +69,32 @@ def test_values_must_be_strings_and_the_count_is_capped() -> None:
     with pytest.raises(InvalidInput, match=f"at most {MAX_VARIABLES}") as refused:
         check_variables({f"v{i}": "x" for i in range(MAX_VARIABLES + 1)})
     assert refused.value.pointer == "/variables"
+
+
+def test_the_runs_own_variables_win_over_the_workspaces_and_each_names_its_source() -> None:
+    # Given workspace variables and a run's own, sharing one name
+    workspace = {"region": "eu-west-1", "token": "t"}
+    own = {"region": "us-east-2", "extra": "x"}
+    # When they are merged
+    merged = merge(workspace, own)
+    # Then the run's value wins, and only the workspace's unshadowed names are its
+    assert merged.values == {"region": "us-east-2", "token": "t", "extra": "x"}
+    assert merged.sources == {
+        "region": VariableSource.RUN,
+        "token": VariableSource.WORKSPACE,
+        "extra": VariableSource.RUN,
+    }
+    assert merged.workspace_names == ["token"]
+    # And the merge shows no value in its repr
+    assert "eu-west-1" not in repr(merged)
+    assert "us-east-2" not in repr(merged)
+
+
+def test_a_workspace_variable_is_checked_like_a_run_variable_with_field_pointers() -> None:
+    assert check_workspace_variable("region", "eu-west-1", None) == len("eu-west-1")
+    with pytest.raises(InvalidInput) as bad_name:
+        check_workspace_variable("for_each", "x", None)
+    assert bad_name.value.pointer == "/name"
+    with pytest.raises(InvalidInput) as long_description:
+        check_workspace_variable("region", "x", "d" * (MAX_DESCRIPTION + 1))
+    assert long_description.value.pointer == "/description"
