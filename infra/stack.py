@@ -12,7 +12,7 @@ from constructs import Construct
 from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.api import DASHBOARD, Api
-from infra.constructs.events import EventQueue, EventWorker
+from infra.constructs.events import EventQueue, EventRelay, EventWorker
 from infra.constructs.functions import Platform
 from infra.constructs.github import (
     GitHubSecrets,
@@ -101,11 +101,19 @@ class RunplaneStack(Stack):
         self.event_worker = EventWorker(
             self, "EventWorker", platform=self.platform, events=self.events
         )
+        self.event_relay = EventRelay(
+            self,
+            "EventRelay",
+            platform=self.platform,
+            events=self.events,
+            table=self.storage.table,
+        )
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
             self.event_worker.function,
+            self.event_relay.function,
             *self.sources.by_name.values(),
             self.schedules.fire,
         ]
@@ -122,6 +130,7 @@ class RunplaneStack(Stack):
             api_stage=self.api.stage_name,
         )
         self.events.alarm_on_dead_letters(self.observability.topic)
+        self.event_relay.alarm_on_failures(self.observability.topic)
         self._outputs()
 
     def _outputs(self) -> None:

@@ -72,6 +72,8 @@ class Access:
     source_workflow: bool = False
     # GitHub App secrets the function reads, by settings field (``*_secret_arn``).
     github_secrets: tuple[str, ...] = ()
+    # Sends to the run-event queue: the outbox relay, and the worker's follow-ups.
+    send_events: bool = False
     # Settings fields (RUNPLANE_<NAME>) the function reads beyond its resources'.
     settings: tuple[str, ...] = field(default=())
 
@@ -191,9 +193,9 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             iam.PolicyStatement(sid="Table", actions=list(access.table), resources=resources)
         )
         env["RUNPLANE_TABLE_NAME"] = storage.table.table_name
-    if platform.event_queue is not None and set(access.table) & set(TABLE_WRITE):
-        # A function that writes the table may commit a run's status move, and every
-        # committed move publishes its run event (services/run_events.py).
+    if platform.event_queue is not None and access.send_events:
+        # A move's run event is an outbox item of its transaction: only the relay
+        # and the worker's follow-ups send (services/run_events.py).
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="RunEvents",

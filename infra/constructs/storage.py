@@ -83,6 +83,8 @@ class Storage(Construct):
             # Items hold hashes, IDs and metadata; secrets and state live in artifacts,
             # which are envelope-encrypted under the customer-managed key.
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            # The outbox relay reads new outbox items from the stream (events.py).
+            stream=dynamodb.StreamViewType(request["StreamSpecification"]["StreamViewType"]),
             removal_policy=removal,
         )
         assert request["BillingMode"] == "PAY_PER_REQUEST"

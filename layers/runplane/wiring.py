@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runplane.domain.ids import IdGenerator
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
@@ -408,6 +409,12 @@ class Services:
         from runplane.services.run_events import RunEvents
 
         return RunEvents(self.clock, lambda: self.event_queue)
+
+    @cached_property
+    def event_relay(self) -> EventRelay:
+        from runplane.services.event_relay import EventRelay
+
+        return EventRelay(lambda: self.event_queue)
 
     @cached_property
     def notifications(self) -> Notifications:

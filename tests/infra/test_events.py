@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runplane.adapters.event_queue import MAX_DELAY_SECONDS
@@ -10,6 +11,16 @@ from runplane.domain import run_triggers as trigger_rules
 from tests.infra.synth import Synthesized, ref
 
 WORKER = "functions.events.handler.handler"
+RELAY = "functions.events.relay.handler"
+
+
+def _mappings_of(stack: Synthesized, handler: str) -> list[dict[str, Any]]:
+    function = stack.function(handler)["LogicalId"]
+    return [
+        props
+        for props in stack.of_type("AWS::Lambda::EventSourceMapping").values()
+        if ref(props["FunctionName"]) == function
+    ]
 
 
 def _queues(stack: Synthesized) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
@@ -67,7 +78,7 @@ def test_the_worker_consumes_the_queue_with_partial_batch_responses(stack: Synth
     # Given the worker function and its event source mapping
     (main, queue), _ = _queues(stack)
     worker = stack.function(WORKER)
-    ((_, mapping),) = stack.of_type("AWS::Lambda::EventSourceMapping").items()
+    (mapping,) = _mappings_of(stack, WORKER)
     # Then it reads the run-event queue and reports failed records one by one
     assert ref(mapping["EventSourceArn"]) == main
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
@@ -78,16 +89,21 @@ def test_the_worker_consumes_the_queue_with_partial_batch_responses(stack: Synth
     assert queue["VisibilityTimeout"] > rules.CLAIM_LEASE_SECONDS
 
 
-def test_every_function_that_writes_the_table_can_publish_run_events(stack: Synthesized) -> None:
+def test_only_the_relay_and_the_worker_send_run_events(stack: Synthesized) -> None:
+    # Given every function: a move's event is an outbox item of its transaction
     (main, _), _ = _queues(stack)
     for handler in stack.functions():
-        actions = stack.actions(stack.role_of(handler))
+        sends = ("sqs:SendMessage", main) in {
+            (a, ref(r)) for a, r, _ in stack.grants(stack.role_of(handler))
+        }
         environment = stack.environment(handler)
-        if "dynamodb:PutItem" in actions:
-            # Then it may send to the run-event queue, which its settings name
-            assert "sqs:SendMessage" in actions, handler
+        if handler in {RELAY, WORKER}:
+            # Then the relay and the worker (its follow-ups) send to the queue they are told of
+            assert sends, handler
             assert ref(environment["RUNPLANE_EVENT_QUEUE_URL"]) == main, handler
         else:
+            # And no other function may send to it, nor is told of it
+            assert not sends, handler
             assert "RUNPLANE_EVENT_QUEUE_URL" not in environment, handler
 
 
@@ -103,3 +119,70 @@ def test_delays_stay_within_what_sqs_allows() -> None:
         )
         <= 900
     )
+
+
+# -- the outbox relay ---------------------------------------------------------------------
+
+
+def test_the_table_streams_new_images_for_the_outbox_relay(stack: Synthesized) -> None:
+    _, table = stack.one("AWS::DynamoDB::Table")
+    assert table["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+
+
+def test_the_relay_reads_only_inserted_outbox_items_and_sets_failures_aside(
+    stack: Synthesized,
+) -> None:
+    # Given the relay function's event source mapping
+    table, _ = stack.one("AWS::DynamoDB::Table")
+    (mapping,) = _mappings_of(stack, RELAY)
+    # Then it reads the table's stream from its oldest record
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table, "StreamArn"]}
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    # And only an outbox item's INSERT reaches it
+    [pattern] = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert pattern == {
+        "eventName": ["INSERT"],
+        "dynamodb": {"Keys": {"SK": {"S": [{"prefix": "EVENT#"}]}}},
+    }
+    # And a failing batch is halved and retried, the failed record named, and what
+    # still fails is sent to the relay's own encrypted failure queue
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["MaximumRetryAttempts"] >= 3
+    failures = ref(mapping["DestinationConfig"]["OnFailure"]["Destination"])
+    queue = stack.of_type("AWS::SQS::Queue")[str(failures)]
+    assert str(queue["QueueName"]).endswith("-run-events-relay-failures")
+    assert queue["SqsManagedSseEnabled"] is True
+
+
+def test_the_relay_may_read_the_stream_and_send_to_the_queues_only(stack: Synthesized) -> None:
+    # Given the relay's role
+    table, _ = stack.one("AWS::DynamoDB::Table")
+    (main, _), _ = _queues(stack)
+    grants = list(stack.grants(stack.role_of(RELAY)))
+    # Then it reads exactly the table's stream, and writes no item of the table
+    stream_reads = {a for a, r, _ in grants if a.startswith("dynamodb:") and r != "*"}
+    assert stream_reads == {
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+    }
+    for action, resource, _ in grants:
+        if action in stream_reads:
+            assert resource == {"Fn::GetAtt": [table, "StreamArn"]}
+    # And it sends run events to the run-event queue
+    assert ("sqs:SendMessage", main) in {(a, ref(r)) for a, r, _ in grants}
+
+
+def test_a_record_the_relay_gave_up_on_raises_an_alarm(stack: Synthesized) -> None:
+    (mapping,) = _mappings_of(stack, RELAY)
+    failures = ref(mapping["DestinationConfig"]["OnFailure"]["Destination"])
+    topic, _ = stack.one("AWS::SNS::Topic")
+    (alarm,) = [
+        a
+        for a in stack.of_type("AWS::CloudWatch::Alarm").values()
+        if a.get("Namespace") == "AWS/SQS"
+        and a["Dimensions"][0]["Value"] == {"Fn::GetAtt": [failures, "QueueName"]}
+    ]
+    assert alarm["Threshold"] == 1
+    assert [ref(action) for action in alarm["AlarmActions"]] == [topic]

@@ -31,8 +31,18 @@ OBJECTS = {
 DATA_KEYS = {"kms:Decrypt", "kms:GenerateDataKey"}
 RESUME = {"states:SendTaskSuccess"}
 BASE = LOGS | TRACING
-# Every function that writes the table may commit a status move and publish its event.
+# A move's event is an outbox item of its transaction: only the relay and the worker's
+# follow-ups send to the run-event queue.
 EVENTS = {"sqs:SendMessage"}
+# The outbox relay reads the table's stream (ListStreams has no resource type) and sends
+# what it gives up on to its failure queue.
+STREAM_READ = {
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+}
+RELAY_FAILURES = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 # The run-event worker consumes its queue (the SQS event source).
 CONSUME = {
     "sqs:ReceiveMessage",
@@ -67,49 +77,39 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.api.app.handler": BASE
     | READ
     | WRITE
-    | EVENTS
     | OBJECTS
     | DATA_KEYS
     | RUN_CONTROL
     | SECRET
     | SCHEDULES,
     # A schedule fire creates a plan-only run (no variables) and starts its workflow.
-    "functions.scheduler.handler.fire": BASE | READ | WRITE | EVENTS | {"states:StartExecution"},
+    "functions.scheduler.handler.fire": BASE | READ | WRITE | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
-    "functions.cloud_api.handler.handler": BASE
-    | READ
-    | WRITE
-    | EVENTS
-    | OBJECTS
-    | DATA_KEYS
-    | RUN_CONTROL,
+    "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;
     # hosted-UI sign-in reads its app client's secret.
     "functions.dashboard.app.handler": BASE
     | READ
     | WRITE
-    | EVENTS
     | RESUME
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt", "secretsmanager:GetSecretValue"},
-    "functions.tasks.handlers.queue_run": BASE | READ | WRITE | EVENTS,
-    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | EVENTS | RESUME,
+    "functions.tasks.handlers.queue_run": BASE | READ | WRITE,
+    "functions.tasks.handlers.wait_for_writer": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.start_runner": BASE
     | READ
     | WRITE
-    | EVENTS
     | RESUME
     | {"ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
     "functions.tasks.handlers.evaluate_policy": BASE
     | READ
     | WRITE
-    | EVENTS
     | RESUME
     | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
-    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.request_approval": BASE | READ | WRITE | EVENTS,
-    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | EVENTS | RESUME,
-    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | EVENTS | RESUME | {"ecs:StopTask"},
+    "functions.tasks.handlers.finish_plan": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.request_approval": BASE | READ | WRITE,
+    "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
+    "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | {"ecs:StopTask"},
     # Run triggers create and start runs; deliveries unseal destination secrets; a pull
     # request's run that ended starts its commit-status report (the source workflow):
     # only this worker does, not every function that can end a run.
@@ -123,18 +123,18 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.tasks.source_handlers.ingest_source": BASE
     | READ
     | WRITE
-    | EVENTS
     | OBJECTS
     | DATA_KEYS
     | SECRET,
     "functions.tasks.source_handlers.create_source_runs": BASE
     | READ
     | WRITE
-    | EVENTS
     | {"states:StartExecution"}
     | SECRET,
-    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE | EVENTS,
+    "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE,
     "functions.tasks.source_handlers.report_commit_status": BASE | READ | SECRET,
+    # The outbox relay: stream records in, run events out.
+    "functions.events.relay.handler": BASE | STREAM_READ | EVENTS | RELAY_FAILURES,
 }
 
 
@@ -192,11 +192,11 @@ def _resource_owner(stack: Synthesized, resource: Any) -> str | None:
     return None
 
 
-def _event_queue(stack: Synthesized) -> str:
+def _event_queue(stack: Synthesized, suffix: str = "-run-events") -> str:
     (queue,) = [
         k
         for k, p in stack.of_type("AWS::SQS::Queue").items()
-        if str(p.get("QueueName", "")).endswith("-run-events")
+        if str(p.get("QueueName", "")).endswith(suffix)
     ]
     return queue
 
@@ -213,18 +213,20 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     cluster, _ = stack.one("AWS::ECS::Cluster")
     definition, _ = stack.one("AWS::ECS::TaskDefinition")
     queue = _event_queue(stack)
+    relay_failures = _event_queue(stack, "-run-events-relay-failures")
     secrets = set(stack.of_type("AWS::SecretsManager::Secret"))
     owners = {
         "dynamodb": {table},
         "kms": {key},
         "s3": {bucket},
-        "sqs": {queue},
+        "sqs": {queue, relay_failures},
         "secretsmanager": secrets,
     }
     for action, resource, condition in stack.grants(stack.role_of(handler)):
         service = action.split(":")[0]
-        if service == "xray":
-            # Then only tracing is granted on every resource (it has no resource types)
+        if service == "xray" or action == "dynamodb:ListStreams":
+            # Then only tracing and listing streams are granted on every resource (they
+            # have no resource types)
             assert resource == "*"
             continue
         assert resource != "*", f"{handler}: {action} on every resource"

@@ -31,6 +31,7 @@ from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
 from tests.integration.arena import Arena, FakeWorkflow, created
 from tests.integration.drive import walk
+from tests.integration.outbox import relay_outbox
 
 
 @dataclass
@@ -218,7 +219,7 @@ def test_a_trigger_refused_by_launch_controls_backs_off_then_records_the_skip(
 
 
 def test_committed_moves_publish_events_and_a_no_change_run_is_not_applied(arena: Arena) -> None:
-    # Given a lifecycle that publishes to a queue
+    # Given a lifecycle that announces its moves (in the outbox), relayed to a queue
     stack = arena.stack
     queue = ListQueue()
     stack.lifecycle.events = RunEvents(stack.clock, lambda: queue)
@@ -230,6 +231,7 @@ def test_committed_moves_publish_events_and_a_no_change_run_is_not_applied(arena
         stack.lifecycle, stack.lifecycle.runs.get(unchanged), RunStatus.POLICY_PASSED, changes=False
     )
     stack.lifecycle.move(rest, RunStatus.SUCCEEDED, actor="workflow")
+    relay_outbox(stack.scan(), queue)
     # Then the applied run published needs_attention then applied; the other only ended
     by_run: dict[str, list[str]] = {}
     for message, _ in queue.sent:

@@ -22,6 +22,7 @@ from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from tests.integration.arena import Arena, planning, report_planned, show_json
+from tests.integration.outbox import relay_outbox
 from tests.integration.test_run_events import ListQueue, Receiver
 
 GROUP = "runplane-schedules-test"
@@ -311,7 +312,8 @@ def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_findi
 def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
     arena: Arena, schedules: Schedules
 ) -> None:
-    # Given a lifecycle publishing through the run-event seam to a worker that delivers
+    # Given a lifecycle announcing through the run-event seam (the outbox, relayed to a
+    # queue) to a worker that delivers
     # notifications, and a workspace with one destination for drift_detected and one
     # for applied only
     stack = arena.stack
@@ -360,6 +362,7 @@ def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
 
         # When its scheduled plan finds changes, and the worker consumes the queue
         _finish_scheduled_plan(arena, run_id, changes=True)
+        relay_outbox(stack.scan(), queue)
         while queue.sent:
             worker.handle(queue.sent.pop(0)[0])
 

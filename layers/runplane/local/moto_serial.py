@@ -16,7 +16,12 @@ Copying every table on every transaction also makes each one cost as much as
 the whole table (most of the embedded stack's CPU once a few hundred runs
 exist). Since requests are serialized, a transaction here saves only the items
 it names and puts exactly those back if it is cancelled: the same all-or-nothing
-outcome, at the cost of the items it touches.
+outcome, at the cost of the items it touches. moto applies a transaction's writes
+one by one, and each appends a stream record: a cancelled transaction also drops
+the records it appended, as DynamoDB's stream never shows a cancelled write.
+
+DynamoDB Streams reads the DynamoDB backend's shards, so it is served under the
+DynamoDB lock (it calls no other service); its requests are counted apart.
 """
 
 from __future__ import annotations
@@ -39,16 +44,21 @@ def _handler_class(service: str) -> type[Any]:
         from moto.dynamodb.responses import DynamoHandler
 
         return DynamoHandler  # type: ignore[no-any-return, unused-ignore]
+    if service == "dynamodbstreams":
+        from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+        return DynamoDBStreamsHandler  # type: ignore[no-any-return, unused-ignore]
     raise ValueError(f"no request serialization is defined for {service}")
 
 
 def serialize_requests(service: str) -> threading.RLock:
     """Serialize ``service``'s request handling (idempotent); returns its lock."""
+    shared = serialize_requests("dynamodb") if service == "dynamodbstreams" else None
     with _GUARD:
         if service in _PATCHED:
             return _PATCHED[service]
         handler = _handler_class(service)
-        lock = threading.RLock()
+        lock = shared or threading.RLock()
         original: Callable[..., Any] = handler.call_action
 
         counts: Counter[str] = REQUEST_COUNTS.setdefault(service, Counter())
@@ -98,6 +108,7 @@ def _roll_back_only_touched_items() -> None:
     @functools.wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         saved = [_saved_item(self, entry) for entry in transact_items]
+        streams = _stream_ends(self, transact_items)
         kept.skipping = True
         try:
             original(self, transact_items)
@@ -105,11 +116,27 @@ def _roll_back_only_touched_items() -> None:
             for found in reversed(saved):
                 if found is not None:
                     _put_back(*found)
+            for shard, end in streams:
+                del shard.items[max(0, end - shard.starting_sequence_number) :]
             raise
         finally:
             kept.skipping = False
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _stream_ends(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[Any, int]]:
+    """Each touched table's stream shard, with the sequence number its next record gets."""
+    ends: dict[int, tuple[Any, int]] = {}
+    for entry in transact_items:
+        operation = next(iter(entry.values()), None)
+        if not isinstance(operation, dict):
+            continue
+        table = backend.tables.get(operation.get("TableName"))
+        shard = getattr(table, "stream_shard", None)
+        if shard is not None:
+            ends[id(shard)] = (shard, shard.starting_sequence_number + len(shard.items))
+    return list(ends.values())
 
 
 def _saved_item(backend: Any, entry: dict[str, Any]) -> tuple[Any, Any, Any, Any] | None:

@@ -32,7 +32,9 @@ from runplane.domain.identity import Permission
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
+from runplane.local.moto_streams import bound_streams
 from runplane.local.scheduler import LocalScheduler
+from runplane.local.stream_relay import StreamRelay
 from runplane.runner import cli_config as cli_config_hcl
 from runplane.settings import Settings
 from runplane.store import models
@@ -296,6 +298,7 @@ class EmbeddedStack:
         )
         self._scheduler_poll = scheduler_poll_seconds
         self.scheduler: LocalScheduler | None = None
+        self.relay: StreamRelay | None = None
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -307,6 +310,8 @@ class EmbeddedStack:
         # moto's HTTP server logs every request; the stack reports its own state.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         serialize_requests("dynamodb")
+        serialize_requests("dynamodbstreams")
+        bound_streams()
         moto_port = free_port()
         # moto's Step Functions interpreter calls Lambda through this port.
         os.environ["MOTO_PORT"] = str(moto_port)
@@ -336,7 +341,8 @@ class EmbeddedStack:
             definition_version=f"run.asl.json#{digest}",
             build_sha=build,
             runner_release=f"runner@{build[:12]}",
-            # Run events use the in-process queue; receivers may be on loopback http.
+            # Run events use the in-process queue (fed by the stream relay); receivers
+            # may be on loopback http.
             notification_allow_http=True,
             notification_retry_base_seconds=self._notification_retry_base,
         )
@@ -354,6 +360,15 @@ class EmbeddedStack:
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )
         self.activate()
+        # Run events reach the queue as in AWS: from the outbox, through the table's stream.
+        session = boto3.session.Session(region_name=settings.region)
+        self.relay = StreamRelay.for_table(
+            session.client("dynamodb", endpoint_url=endpoint),
+            session.client("dynamodbstreams", endpoint_url=endpoint),
+            settings.table_name,
+            self.services.event_relay.relay,
+        )
+        self.relay.start()
         self.scheduler = LocalScheduler(
             self.services.schedule_registry,
             _fire_schedule,
@@ -378,6 +393,9 @@ class EmbeddedStack:
             self.scheduler = None
         if self.launcher is not None:
             self.launcher.stop_all()
+        if self.relay is not None:
+            self.relay.stop()
+            self.relay = None
         stop_events = getattr(self.services.event_queue if self.services else None, "stop", None)
         if stop_events is not None:
             stop_events()

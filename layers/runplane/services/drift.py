@@ -17,7 +17,6 @@ from typing import Any
 from runplane.domain.entities import Run
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
-from runplane.services.run_events import RunEvents
 from runplane.store import run_parts
 from runplane.store import schedules as store
 from runplane.store.runs import Transitioned
@@ -72,28 +71,18 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
     return [store.put_drift(cleared)]
 
 
-def announce(
-    drift: store.Drift | None,
-    run: Run,
-    moved: Transitioned,
-    events: RunEvents | None,
-) -> None:
-    """After the drift record committed with ``run``'s final move: publish the
-    ``drift_detected`` run event (notification destinations that subscribe to it get
-    the counts). Never raises: the finding is recorded whatever happens to the event."""
+def detected_event(drift: store.Drift | None, run: Run, moved: Transitioned) -> list[RunEvent]:
+    """The ``drift_detected`` run event of a drift record committed with ``run``'s final
+    move (``moved``): notification destinations that subscribe to it get the counts. It
+    is an outbox item of that same transaction, so the finding and its event commit
+    together (``RunLifecycle.move``'s ``also_announce``)."""
     if drift is None or drift.state != "drifted":
-        return
+        return []
     summary = drift.body.get("summary") or {}
-    logger.info(
-        "drift detected",
-        extra={"run_id": drift.run_id, "workspace_id": drift.workspace_id, **summary},
-    )
-    if events is None:
-        return
     details = {name: str(count) for name, count in summary.items()}
     if drift.body.get("schedule_id"):
         details["schedule_id"] = str(drift.body["schedule_id"])
-    events.publish(
+    return [
         RunEvent(
             id=drift_event_id(run.id),
             type=EventType.DRIFT_DETECTED,
@@ -105,6 +94,17 @@ def announce(
             at=moved.at,
             details=details,
         )
+    ]
+
+
+def log_finding(drift: store.Drift | None) -> None:
+    """One structured line per committed drift finding (alarms count them)."""
+    if drift is None or drift.state != "drifted":
+        return
+    summary = drift.body.get("summary") or {}
+    logger.info(
+        "drift detected",
+        extra={"run_id": drift.run_id, "workspace_id": drift.workspace_id, **summary},
     )
 
 

@@ -5,13 +5,15 @@ target status releases the workspace writer reservation, the release (and the
 hand-off to the oldest waiter) is part of that same transaction, so no status
 is ever visible with a reservation it should not have. Likewise a move that
 ends the run closes an apply record still open, unless the move itself writes
-it: a finished run never shows a pending apply.
+it: a finished run never shows a pending apply. And the move's run event (and any
+other event the caller announces with it) is an outbox item of that same
+transaction (services/run_events.py): nothing is sent on the move's path.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +23,13 @@ from runplane.domain.errors import ConcurrentChange, TooMuchContention
 from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
 from runplane.domain.run import RunStatus, apply_record_on_end
+from runplane.domain.run_events import RunEvent
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store.models import run_part_key
-from runplane.store.runs import RunRepository, Transitioned
+from runplane.store.runs import Announce, RunRepository, Transitioned
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runs")
@@ -42,8 +45,8 @@ class RunLifecycle:
     def __init__(self, clock: Clock, ids: IdGenerator, events: RunEvents | None = None) -> None:
         self._clock = clock
         self._ids = ids
-        # Told of every committed move (after the commit): triggers, notifications,
-        # commit statuses; also how drift findings are published (services/drift.py).
+        # Builds the outbox write of every move's event (triggers, notifications,
+        # commit statuses) and of the events a caller announces with a move (drift).
         self.events = events
         self.runs = RunRepository(clock, ids)
         self.writer = WriterAuthority(clock, ids)
@@ -59,21 +62,30 @@ class RunLifecycle:
         lock: ApplyLock | None = None,
         run_updates: Mapping[str, Any] | None = None,
         extra_writes: Iterable[Transaction] = (),
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
     ) -> Moved:
         """Move ``run`` (a snapshot) to ``target``; see the module docstring.
 
         ``state_published`` says an apply published state, which makes
         ``apply_failed`` keep the writer authority for recovery. ``lock`` is the
         apply lock the caller holds, released exactly (or ``StaleFence``).
+        ``also_announce`` makes further events of the move (committed with it).
         """
         extra = list(extra_writes)
+        announce = self._announcer(run, target, reason, run_updates, also_announce)
         for _ in range(MAX_ATTEMPTS):
             release = self._release_on_entry(run, target, state_published, lock)
             writes = [*extra, release.writes] if release else list(extra)
             writes.extend(self._close_apply_record(run, target, reason, extra))
             try:
                 moved = self.runs.transition(
-                    run, target, writes, actor=actor, reason=reason, run_updates=run_updates
+                    run,
+                    target,
+                    writes,
+                    actor=actor,
+                    reason=reason,
+                    run_updates=run_updates,
+                    announce=announce,
                 )
             except ConcurrentChange:
                 # Only the queue can move under us here: a changed run raises
@@ -89,17 +101,30 @@ class RunLifecycle:
                     "to_status": target.value,
                 },
             )
-            if self.events is not None:
-                self.events.status_moved(
-                    run,
-                    target,
-                    moved.version,
-                    moved.at,
-                    reason=reason,
-                    approval_expires_at=(run_updates or {}).get("approval_expires_at"),
-                )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
+
+    def _announcer(
+        self,
+        run: Run,
+        target: RunStatus,
+        reason: str | None,
+        run_updates: Mapping[str, Any] | None,
+        also: Callable[[Transitioned], Iterable[RunEvent]] | None,
+    ) -> Announce | None:
+        events = self.events
+        if events is None:
+            return None
+        expires_at = (run_updates or {}).get("approval_expires_at")
+
+        def announce(moved: Transitioned) -> list[Transaction]:
+            writes = events.status_moved(
+                run, target, moved.version, moved.at, reason=reason, approval_expires_at=expires_at
+            )
+            writes += [events.announce(event) for event in (also(moved) if also else ())]
+            return writes
+
+        return announce
 
     def _close_apply_record(
         self, run: Run, target: RunStatus, reason: str | None, extra: list[Transaction]

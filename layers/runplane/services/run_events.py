@@ -1,9 +1,14 @@
-"""The run-event seam: publish after a status move commits, handle asynchronously.
+"""The run-event seam: announce in the move's transaction, relay, handle asynchronously.
 
-``RunEvents.publish`` is the one entry point (``RunLifecycle.move`` calls
-``status_moved``; schedules call ``publish`` with ``drift_detected``). It puts a
-message of public IDs on the event queue and never raises: an event that cannot
-be queued is logged, and the run it describes is unaffected.
+``RunEvents`` is the one place events are made. ``status_moved`` (called by
+``RunLifecycle.move``) and ``announce`` (the drift finding, services/drift.py)
+build the *outbox* write of an event, which commits in the same transaction as the
+change it announces (store/outbox.py); nothing is sent on the move's path. The
+table's stream carries each outbox item to the relay (services/event_relay.py),
+which puts its message on the event queue: a committed change is announced even if
+the process that committed it dies right after. ``publish`` sends straight to the
+queue, for the delayed follow-ups the worker itself queues (it is driven by an
+at-least-once queue, so a follow-up it fails to send is retried with its message).
 
 ``EventWorker.handle`` consumes one message: run events go to every handler
 (run triggers, notifications, and any added with ``subscribe``, such as commit
@@ -24,6 +29,8 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.run import RunStatus
 from runplane.domain.run_events import EventType, RunEvent, event_for_move, move_event_id
+from runplane.store import outbox
+from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.events")
 
@@ -32,9 +39,14 @@ DELIVER = "deliver"
 Handler = Callable[[RunEvent], None]
 
 
+def run_event_message(event: RunEvent) -> dict[str, Any]:
+    """The queue message of ``event`` (public IDs and statuses only)."""
+    return {"kind": RUN_EVENT, "event": event.to_message()}
+
+
 class RunEvents:
-    """Publishes run events. ``queue`` is a factory, so a process that never publishes
-    never builds a queue client."""
+    """Makes run events. ``queue`` is a factory, so a process that never sends a
+    follow-up never builds a queue client."""
 
     def __init__(self, clock: Clock, queue: Callable[[], EventQueue]) -> None:
         self._clock = clock
@@ -49,47 +61,46 @@ class RunEvents:
         *,
         reason: str | None = None,
         approval_expires_at: datetime | None = None,
-    ) -> None:
-        """Publish the event of a committed move of ``run`` (its snapshot before it)."""
+    ) -> list[Transaction]:
+        """The outbox write of the event of ``run``'s move (its snapshot before it) to
+        ``target``, producing ``version`` at ``at``; none for a move inside the active path."""
         kind = event_for_move(run.status, target)
         if kind is None:
-            return
+            return []
         details = {"from_status": run.status.value}
         if approval_expires_at is not None:
             details["approval_expires_at"] = approval_expires_at.isoformat()
-        self.publish(
-            RunEvent(
-                id=move_event_id(run.id, version),
-                type=kind,
-                run_id=run.id,
-                organization_id=run.organization_id,
-                workspace_id=run.workspace_id,
-                run_kind=run.kind,
-                status=target,
-                at=at,
-                reason=reason,
-                details=details,
+        return [
+            self.announce(
+                RunEvent(
+                    id=move_event_id(run.id, version),
+                    type=kind,
+                    run_id=run.id,
+                    organization_id=run.organization_id,
+                    workspace_id=run.workspace_id,
+                    run_kind=run.kind,
+                    status=target,
+                    at=at,
+                    reason=reason,
+                    details=details,
+                )
             )
-        )
+        ]
+
+    @staticmethod
+    def announce(event: RunEvent) -> Transaction:
+        """The outbox write of ``event``: commit it with the change it announces."""
+        return outbox.put(event.run_id, event.id, run_event_message(event), event.at)
 
     def publish(self, event: RunEvent, *, not_before: datetime | None = None) -> None:
-        """Queue ``event``; never raises (the move it describes has committed)."""
-        message: dict[str, Any] = {"kind": RUN_EVENT, "event": event.to_message()}
+        """Queue ``event`` now (delayed until ``not_before``): for follow-ups a queue
+        consumer makes, which raise to be retried with the message that made them."""
+        message = run_event_message(event)
         delay = 0
         if not_before is not None:
             message["not_before"] = not_before.isoformat()
             delay = max(0, int((not_before - self._clock.now()).total_seconds()))
-        try:
-            self._queue().send(message, delay)
-        except Exception as error:  # a lost event must not fail the run
-            logger.error(
-                "run event not queued",
-                extra={
-                    "run_id": event.run_id,
-                    "event": event.type.value,
-                    "error": type(error).__name__,
-                },
-            )
+        self._queue().send(message, delay)
 
 
 class EventWorker:

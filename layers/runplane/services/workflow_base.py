@@ -22,11 +22,13 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator
 from runplane.domain.run import RunStatus
+from runplane.services import drift
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.policy import Policies
 from runplane.services.writer import hand_off
+from runplane.store.schedules import Drift
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger(__name__)
@@ -83,14 +85,26 @@ class WorkflowService:
         return run
 
     def _move_noting_drift(
-        self, run: Run, target: RunStatus, findings: list[Transaction], **move: Any
+        self,
+        run: Run,
+        target: RunStatus,
+        findings: list[Transaction],
+        found: Drift | None = None,
+        **move: Any,
     ) -> tuple[Moved, bool]:
-        """Move with the drift record (see services/drift.py); if a run created later
-        already wrote it, move without. Returns whether the record was written."""
+        """Move with the drift record (see services/drift.py) and, if ``found`` is a
+        finding, its ``drift_detected`` event; if a run created later already wrote the
+        record, move without either. Returns whether the record was written."""
         extra = list(move.pop("extra_writes", ()))
         if findings:
             try:
-                moved = self._lifecycle.move(run, target, extra_writes=[*extra, *findings], **move)
+                moved = self._lifecycle.move(
+                    run,
+                    target,
+                    extra_writes=[*extra, *findings],
+                    also_announce=lambda done: drift.detected_event(found, run, done),
+                    **move,
+                )
                 return moved, True
             except StaleDriftFinding:
                 pass

@@ -116,11 +116,11 @@ class WorkflowSteps(WorkflowService):
                 )
             findings, found = drift.on_scheduled_plan(run, self._clock.now())
             moved, noted = self._move_noting_drift(
-                run, S.SUCCEEDED, findings, actor=WORKFLOW, extra_writes=extra
+                run, S.SUCCEEDED, findings, found, actor=WORKFLOW, extra_writes=extra
             )
             self._hand_off(moved)
             if noted:
-                drift.announce(found, run, moved.transition, self._lifecycle.events)
+                drift.log_finding(found)
         return {"status": self._lifecycle.runs.get(run_id).status.value}
 
     def request_approval(self, run_id: str) -> dict[str, Any]:

@@ -373,6 +373,14 @@ def run_part_key(run_id: str, part: str) -> tuple[str, str]:
     return f"RUN#{run_id}", f"{PART_PREFIX}{part}"
 
 
+OUTBOX_PREFIX = "EVENT#"
+
+
+def outbox_key(run_id: str, event_id: str) -> tuple[str, str]:
+    """A run's outbox events live beside it, named by their (deterministic) event ID."""
+    return f"RUN#{run_id}", f"{OUTBOX_PREFIX}{event_id}"
+
+
 def configuration_version_key(cv_id: str) -> tuple[str, str]:
     return f"CV#{cv_id}", "CV"
 
@@ -402,6 +410,17 @@ class ConfigurationVersionItem(TableItem):
     upload_token_hash = UnicodeAttribute(null=True)
     # Recorded from a GitHub commit: the source ingestion it came from.
     source_id = UnicodeAttribute(null=True)
+
+
+class OutboxItem(TableItem):
+    """A run event to queue, put in the transaction of the change it announces; the
+    table's stream carries it to the relay (services/event_relay.py)."""
+
+    run_id = UnicodeAttribute()
+    event_id = UnicodeAttribute()
+    # The queue message, JSON: public IDs and statuses only.
+    message = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
 
 
 class RunPartItem(TableItem):

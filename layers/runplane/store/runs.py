@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,10 @@ class Transitioned:
     version: int
     event: str
     at: datetime
+
+
+# The outbox writes announcing a move, built from the move itself (its version and time).
+Announce = Callable[[Transitioned], Iterable[Transaction]]
 
 
 def runs_partition(workspace_id: str) -> str:
@@ -142,11 +146,18 @@ class RunRepository:
         actor: str,
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
+        announce: Announce | None = None,
     ) -> Transitioned:
         """Move ``run`` from its snapshot status and version to ``target`` in ONE transaction.
         See ``transition_writes`` for what the transaction holds."""
         tx, moved = self.transition_writes(
-            run, target, extra_writes, actor=actor, reason=reason, run_updates=run_updates
+            run,
+            target,
+            extra_writes,
+            actor=actor,
+            reason=reason,
+            run_updates=run_updates,
+            announce=announce,
         )
         tx.commit()
         return moved
@@ -160,14 +171,17 @@ class RunRepository:
         actor: str,
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
+        announce: Announce | None = None,
     ) -> tuple[Transaction, Transitioned]:
         """The uncommitted transaction of a move, for a caller that must commit it
         together with writes of its own (a capability redemption).
 
         The transaction holds the conditional status+version update, the stage
-        changes the transition table prescribes, the audit event, and the
-        caller's ``extra_writes``. The version condition proves the snapshot
-        (and so the facts the table's guard read) is what the database holds.
+        changes the transition table prescribes, the audit event, the
+        caller's ``extra_writes`` and the outbox events ``announce`` builds from
+        the move (so an event exists exactly when its move committed). The
+        version condition proves the snapshot (and so the facts the table's
+        guard read) is what the database holds.
         A refused run condition raises ``TransitionRejected`` with the current
         item; any refusal writes nothing.
         """
@@ -215,7 +229,10 @@ class RunRepository:
             on_refused=rejected,
         )
         tx.extend(extra_writes)
-        return tx, Transitioned(run.id, run.status, target, version, row.event, now)
+        moved = Transitioned(run.id, run.status, target, version, row.event, now)
+        if announce is not None:
+            tx.extend(announce(moved))
+        return tx, moved
 
     @staticmethod
     def _stage_write(

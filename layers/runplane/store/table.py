@@ -12,6 +12,9 @@ from typing import Any
 PARTITION_KEY = "PK"
 SORT_KEY = "SK"
 TTL_ATTRIBUTE = "expires_at"
+# The stream carries each new outbox item (store/outbox.py) to the event relay; the
+# relay needs only the new image.
+STREAM_VIEW_TYPE = "NEW_IMAGE"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ def create_table_request(table_name: str) -> dict[str, Any]:
             }
             for index in GLOBAL_INDEXES
         ],
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW_TYPE},
     }
 
 
