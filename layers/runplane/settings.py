@@ -106,6 +106,11 @@ class Settings(BaseModel):
         return value
 
     @property
+    def deployed(self) -> bool:
+        """Read from a deployed function's environment (not the embedded stack's)."""
+        return self._deployed
+
+    @property
     def hosted_ui_sign_in(self) -> bool:
         return self.sign_in_domain is not None
 

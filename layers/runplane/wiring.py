@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
+from runplane.domain.errors import NotConfigured
 from runplane.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -400,6 +401,10 @@ class Services:
             from runplane.adapters.event_queue import SqsEventQueue
 
             return SqsEventQueue(aws.sqs(self.settings), self.settings.event_queue_url)
+        if self.settings.deployed:
+            # Only the relay and the worker are given the queue; any other function
+            # that tried to send would otherwise queue in its own memory and lose it.
+            raise NotConfigured("event_queue_url")
         from runplane.adapters.event_queue import InProcessQueue
 
         return InProcessQueue(lambda message: self.event_worker.handle(message))

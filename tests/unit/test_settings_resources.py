@@ -54,3 +54,15 @@ def test_the_embedded_stack_and_direct_construction_keep_the_defaults() -> None:
     for settings in (embedded, built):
         assert settings.resource("artifact_bucket") == "runplane-artifacts"
         assert settings.resource("table_name") == "runplane"
+
+
+def test_a_deployed_function_without_the_event_queue_refuses_to_send_run_events() -> None:
+    # Given a deployed function that was not given the event queue (only the relay and
+    # the worker are)
+    from runplane.wiring import Services
+
+    services = Services(Settings.from_env(DEPLOYED))
+
+    # When it reaches for the queue, then it is refused instead of queueing in memory
+    with pytest.raises(NotConfigured, match="RUNPLANE_EVENT_QUEUE_URL"):
+        services.event_queue.send({"kind": "run_event"}, 0)
