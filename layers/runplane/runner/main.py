@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
+from runplane.domain.plan_summary import drifted_resources, summarize
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.config_check import check_root_module
@@ -41,7 +42,6 @@ from runplane.runner.engine_config import (
 )
 from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
-from runplane.runner.plan_summary import drifted_resources, summarize
 from runplane.runner.refusal import Refused, shown
 
 DEFAULT_HEARTBEAT_SECONDS = 60
