@@ -27,6 +27,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Forbidden, Principal, Unauthenticated
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import GLOBAL
 from runplane.services.state import PendingUpload
 from runplane.store import capabilities as capability_store
@@ -138,7 +139,7 @@ def test_a_plan_session_is_dead_once_its_plan_is_reported(arena: Arena) -> None:
 
 def _report_failed(arena: Arena, run_id: str) -> None:
     attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
-    arena.orchestration.report_apply(run_id, attempt, {"outcome": "failed", "reason": "boom"})
+    arena.orchestration.report_apply(run_id, attempt, Failed(reason="boom"))
 
 
 def _cancel(arena: Arena, run_id: str) -> None:

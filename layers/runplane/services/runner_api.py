@@ -12,6 +12,7 @@ from runplane.domain.capabilities import Binding, Phase, RunnerSession
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.run import RunStatus
+from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import SandboxTransfers
 from runplane.services.attempts import open_attempt
@@ -179,7 +180,7 @@ class RunnerApi:
         )
         return {"alive": alive}
 
-    def report(self, principal: Principal, report: Mapping[str, Any]) -> dict[str, str]:
+    def report(self, principal: Principal, report: RunnerReport) -> dict[str, str]:
         session = session_of(principal)
         binding = session.binding
         if binding.phase is Phase.PLAN:
