@@ -26,6 +26,7 @@ from runplane.domain.parts import (
     PlanEvidenceState,
     check_move,
 )
+from runplane.domain.publications import published_by
 from runplane.domain.runner_reports import (
     CredentialsRequired,
     Failed,
@@ -37,6 +38,7 @@ from runplane.domain.runner_reports import (
 from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED
+from runplane.services.publications import apply_identity, publication_of
 from runplane.services.workflow_base import S, WorkflowService
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
@@ -235,14 +237,15 @@ class RunnerReports(WorkflowService):
         """(confirmed, published, pointer): did this attempt publish the current state?
 
         Confirmed means the current version, and every version back to the run's
-        pinned predecessor, carries this run's exact attempt, sandbox, lock and
-        fence (an apply may publish intermediate snapshots: at most
-        ``MAX_PUBLICATIONS`` of them).
+        pinned predecessor, was published by this attempt (``published_by``: an apply
+        may publish intermediate snapshots, at most ``MAX_PUBLICATIONS`` of them).
+        Published means the current version is this run's, confirmed or not.
         """
         workspace = workspace_store.get_workspace(run.workspace_id)
         pointer = workspace.current_state_version_id
         if pointer is None or pointer == run.predecessor_sv_id:
             return False, False, pointer
+        identity = apply_identity(run, attempt)
         published = False
         cursor: str | None = pointer
         for _ in range(MAX_PUBLICATIONS):
@@ -252,17 +255,9 @@ class RunnerReports(WorkflowService):
                 version = state_versions.get(cursor or "")
             except NotFound:
                 return False, published, pointer
-            provenance = version.provenance or {}
-            ours = (
-                provenance.get("run_id") == run.id
-                and provenance.get("attempt_id") == attempt["attempt_id"]
-                and provenance.get("sandbox_id") == attempt["sandbox_id"]
-                and provenance.get("fence") == attempt["fence"]
-                and version.lock_id == attempt["lock_id"]
-                and version.sha256 is not None
-            )
+            ours = published_by(publication_of(version), identity)
             if cursor == pointer:
-                published = provenance.get("run_id") == run.id
+                published = (version.provenance or {}).get("run_id") == run.id
             if not ours:
                 return False, published, pointer
             cursor = version.predecessor_id
