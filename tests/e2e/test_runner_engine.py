@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runplane.domain.plan_summary import summarize
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.engine import Engine, resolve_engine
 from runplane.runner.engine_classify import credentials_missing, missing_credentials_provider
@@ -43,7 +44,6 @@ from runplane.runner.engine_errors import (
     EngineOutputTooLarge,
     EngineTimeout,
 )
-from runplane.runner.plan_summary import summarize
 from runplane.runner.refusal import Refused
 from tests.engine import engine_env, engine_path
 

@@ -15,7 +15,9 @@ import requests
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal
+from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.run import RunKind
+from runplane.domain.runner_reports import Planned
 from runplane.services.orchestration import Orchestration
 from runplane.services.policy import Policies
 from runplane.services.runner_api import RunnerApi
@@ -196,18 +198,25 @@ def report_planned(arena: Arena, run_id: str, plan: bytes | None = None) -> None
         arena.org.id, ArtifactKind.PLAN_JSON, [plan or show_json(("one", ["create"]))]
     )
     arena.orchestration.report_plan(
-        run_id,
-        attempt,
-        {
-            "outcome": "planned",
-            "has_changes": True,
-            "summary": {"adds": 1, "changes": 0, "destroys": 0, "output_changes": {}},
-            "plan_artifact_id": "art-plan",
-            "plan_sha256": "a" * 64,
-            "plan_json_artifact_id": plan_json.id,
-            "plan_json_sha256": "b" * 64,
-        },
+        run_id, attempt, planned(arena, plan_json.id, PlanSummary(adds=1, has_changes=True))
     )
+
+
+def planned(arena: Arena, plan_json_id: str, summary: PlanSummary) -> Planned:
+    """A runner's report of a saved plan whose JSON is ``plan_json_id``."""
+    return Planned(
+        summary=summary,
+        plan_artifact_id="art-plan",
+        plan_sha256="a" * 64,
+        plan_json_artifact_id=plan_json_id,
+        plan_json_sha256="b" * 64,
+        log_artifact_id=log_artifact(arena),
+    )
+
+
+def log_artifact(arena: Arena, text: bytes = b"the phase's log\n") -> str:
+    """A stored final log, as a runner uploads it before reporting."""
+    return arena.stack.artifacts.put(arena.org.id, ArtifactKind.LOGS, [text]).id
 
 
 def plan_complete(

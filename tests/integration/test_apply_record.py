@@ -16,6 +16,7 @@ import pytest
 
 from runplane.domain.errors import RunEnded
 from runplane.domain.run import RunStatus
+from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import Controls
 from runplane.store import run_parts
 from tests.integration.arena import (
@@ -165,7 +166,7 @@ def test_a_failed_plan_has_no_apply_record_to_leave_open(arena: Arena) -> None:
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
 
     # When its plan fails
-    arena.orchestration.report_plan(run_id, attempt, {"outcome": "failed", "reason": "boom"})
+    arena.orchestration.report_plan(run_id, attempt, Failed(reason="boom"))
 
     # Then the run failed before any apply record existed: the review shows none
     assert arena.runs.get(arena.admin, run_id).status is S.PLAN_FAILED

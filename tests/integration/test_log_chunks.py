@@ -11,6 +11,7 @@ from runplane.domain.capabilities import Binding, CapabilityKind, Phase
 from runplane.domain.errors import ArtifactTooLarge, Conflict, InvalidInput, NotFound
 from runplane.domain.identity import Forbidden, Permission, Principal
 from runplane.domain.logs import LIVE_LOG_BYTES, MAX_CHUNK_BYTES, MAX_CHUNKS
+from runplane.domain.runner_reports import Failed
 from runplane.services.logs import RunLogs
 from runplane.store import run_parts
 from tests.integration.arena import Arena, planning
@@ -132,7 +133,7 @@ def test_after_the_attempt_ended_chunks_are_refused_and_the_log_is_complete(
     runner, logs = runner_of(arena, run_id), logs_of(arena)
     logs.store_chunk(runner, 0, 0, b"Error: boom\n")
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
-    arena.orchestration.report_plan(run_id, attempt, {"outcome": "failed", "reason": "boom"})
+    arena.orchestration.report_plan(run_id, attempt, Failed(reason="boom"))
     before = arena.stack.scan(), arena.stack.bucket_keys()
 
     # When a late chunk arrives

@@ -19,12 +19,13 @@ from typing import Any
 
 from runplane.domain.errors import RunplaneError
 from runplane.domain.run import INTERVENTION_STATUSES, OPEN_APPLY_RECORD, RunStatus
+from runplane.domain.runner_reports import Applied, Failed
 from runplane.domain.transitions import TRANSITIONS
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, SeededIds
-from tests.integration.arena import Arena, applying, awaiting_approval
+from tests.integration.arena import Arena, applying, awaiting_approval, log_artifact
 
 SEED = 20261129
 S = RunStatus
@@ -123,8 +124,13 @@ def test_the_apply_result_and_a_cancellation_race_to_one_outcome(arena: Arena) -
         ws, run_id = applying(arena, f"race-b-{trial}")
         attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
         result = rng.choice(["applied", "failed"])
+        report = (
+            Applied(log_artifact_id=log_artifact(arena))
+            if result == "applied"
+            else Failed(reason="apply failed")
+        )
         actions = [
-            partial(arena.orchestration.report_apply, run_id, attempt, {"outcome": result}),
+            partial(arena.orchestration.report_apply, run_id, attempt, report),
             partial(arena.runs.cancel, arena.admin, run_id, arena.launcher),
         ]
         rng.shuffle(actions)

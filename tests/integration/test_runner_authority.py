@@ -27,16 +27,23 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Forbidden, Principal, Unauthenticated
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.runner_reports import Applied, Failed
 from runplane.services.launch_controls import GLOBAL
 from runplane.services.state import PendingUpload
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
-from runplane.store.models import RunnerSessionItem, session_key
+from runplane.store.models import (
+    RunnerSessionItem,
+    StateVersionItem,
+    session_key,
+    state_version_key,
+)
 from tests.integration.arena import (
     Arena,
     applying,
     awaiting_approval,
+    log_artifact,
     planning,
     report_planned,
     to_applying,
@@ -138,7 +145,7 @@ def test_a_plan_session_is_dead_once_its_plan_is_reported(arena: Arena) -> None:
 
 def _report_failed(arena: Arena, run_id: str) -> None:
     attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
-    arena.orchestration.report_apply(run_id, attempt, {"outcome": "failed", "reason": "boom"})
+    arena.orchestration.report_apply(run_id, attempt, Failed(reason="boom"))
 
 
 def _cancel(arena: Arena, run_id: str) -> None:
@@ -231,6 +238,54 @@ def test_the_current_apply_publishes_with_full_provenance(arena: Arena) -> None:
     assert version.lock_id == attempt["lock_id"]  # type: ignore[attr-defined]
     current = workspace_store.get_workspace(ws_id).current_state_version_id
     assert current == version.id  # type: ignore[attr-defined]
+
+
+def test_the_state_check_and_the_apply_result_confirm_the_attempt_s_own_publication(
+    arena: Arena,
+) -> None:
+    # Given an applying run whose apply sandbox published the successor state
+    ws_id, _ = with_state(arena, "confirmed")
+    _, run_id = applying(arena, "confirmed", workspace_id=ws_id)
+    runner = arena.runner(run_id, "apply")
+    version = try_publish(arena, runner, ws_id, 2)
+    attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
+
+    # When the runner checks the state and reports that it applied
+    check = arena.runner_api.state_check(runner)
+    status = arena.orchestration.report_apply(
+        run_id, attempt, Applied(log_artifact_id=log_artifact(arena))
+    )
+
+    # Then both recognise the version as this attempt's, and the run succeeds
+    assert check["state_version_id"] == version.id  # type: ignore[attr-defined]
+    assert check["matches"] is True
+    assert status == S.SUCCEEDED
+
+
+def test_a_version_stamped_under_another_fence_is_not_the_attempt_s_for_either_check(
+    arena: Arena,
+) -> None:
+    # Given an applying run whose current state carries its attempt and sandbox, but
+    # another fence than the attempt was granted
+    ws_id, _ = with_state(arena, "other-fence")
+    _, run_id = applying(arena, "other-fence", workspace_id=ws_id)
+    runner = arena.runner(run_id, "apply")
+    version = try_publish(arena, runner, ws_id, 2)
+    item = StateVersionItem.get(*state_version_key(version.id))  # type: ignore[attr-defined]
+    stamped = dict(item.provenance)
+    stamped["fence"] = int(stamped["fence"]) + 1
+    item.update(actions=[StateVersionItem.provenance.set(stamped)])
+    attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
+
+    # When the runner checks the state and reports that it applied
+    check = arena.runner_api.state_check(runner)
+    status = arena.orchestration.report_apply(
+        run_id, attempt, Applied(log_artifact_id=log_artifact(arena))
+    )
+
+    # Then neither takes the version for this attempt's: no match, and no success
+    assert check["matches"] is False
+    assert status == S.NEEDS_RECOVERY
 
 
 @pytest.mark.parametrize("field", ["attempt_id", "sandbox_id"])

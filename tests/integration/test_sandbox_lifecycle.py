@@ -19,6 +19,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunStatus
+from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.store import run_parts, sandbox_slots
 from runplane.store import workspaces as workspace_store
@@ -93,7 +94,7 @@ def test_a_finished_plan_gives_its_slot_back_and_the_next_start_takes_it(arena: 
 
     # When its plan result is reported
     attempt = run_parts.require(first, "attempt#plan").body["attempt_id"]
-    arena.orchestration.report_plan(first, attempt, {"outcome": "errored", "reason": "x"})
+    arena.orchestration.report_plan(first, attempt, Failed(reason="x"))
 
     # Then the slot is free again and another run can start a sandbox
     assert running(arena) == (0, 0)

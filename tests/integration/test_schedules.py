@@ -15,13 +15,14 @@ from runplane.domain import notifications as rules
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission
+from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services import drift
 from runplane.services.notifications import Notifications
 from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.schedules import Schedules
 from runplane.store import run_parts
-from tests.integration.arena import Arena, planning, report_planned, show_json
+from tests.integration.arena import Arena, planned, planning, report_planned, show_json
 from tests.integration.outbox import relay_outbox
 from tests.integration.test_run_events import ListQueue, Receiver
 
@@ -224,19 +225,7 @@ def _finish_scheduled_plan(arena: Arena, run_id: str, *, changes: bool) -> None:
     else:
         attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
         plan_json = arena.stack.artifacts.put(arena.org.id, ArtifactKind.PLAN_JSON, [show_json()])
-        o.report_plan(
-            run_id,
-            attempt,
-            {
-                "outcome": "planned",
-                "has_changes": False,
-                "summary": {"adds": 0, "changes": 0, "destroys": 0, "output_changes": {}},
-                "plan_artifact_id": "art-plan",
-                "plan_sha256": "a" * 64,
-                "plan_json_artifact_id": plan_json.id,
-                "plan_json_sha256": "b" * 64,
-            },
-        )
+        o.report_plan(run_id, attempt, planned(arena, plan_json.id, PlanSummary()))
     assert o.evaluate_policy(run_id) == {"next": "finish"}
     o.finish_plan(run_id)
 

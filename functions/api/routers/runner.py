@@ -4,13 +4,15 @@ its report."""
 from __future__ import annotations
 
 import base64
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from pydantic import BaseModel, Field
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
+from runplane.domain import runner_reports
 from runplane.domain.errors import InvalidInput
 from runplane.domain.logs import MAX_CHUNK_BYTES
 from runplane.wiring import services
@@ -45,20 +47,6 @@ class LogChunkBody(BaseModel):
     offset: int = Field(ge=0)
     # Base64 of at most MAX_CHUNK_BYTES bytes.
     data: str = Field(min_length=1, max_length=4 * (MAX_CHUNK_BYTES // 3 + 1))
-
-
-class RunnerReport(BaseModel):
-    outcome: Literal["planned", "failed", "credentials_required", "applied"]
-    reason: str | None = Field(default=None, max_length=2000)
-    has_changes: bool | None = None
-    summary: dict[str, Any] | None = None
-    plan_artifact_id: str | None = None
-    plan_sha256: str | None = None
-    plan_json_artifact_id: str | None = None
-    plan_json_sha256: str | None = None
-    log_artifact_id: str | None = None
-    engine_version: str | None = None
-    engine_seconds: float | None = Field(default=None, ge=0)
 
 
 @router.post(
@@ -153,6 +141,9 @@ def runner_log_chunk(body: LogChunkBody) -> Reply:
     responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
     security=oas.RUNNER,
 )
-def runner_result(body: RunnerReport) -> Reply:
-    report = body.model_dump(exclude_none=True)
+def runner_result(
+    body: Annotated[dict[str, Any], Body(description="A runner report (docs/architecture.md)")],
+) -> Reply:
+    # The contract's own reader validates it (one definition, shared with the runner).
+    report = runner_reports.from_wire(body)
     return json_reply(200, services().runner_api.report(principal(), report))

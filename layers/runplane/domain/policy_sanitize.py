@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
+from runplane.domain.plan_summary import tally
 from runplane.domain.plan_values import Mark, Mismatch, marked
 
 SENSITIVE_MARKER: Final = "(sensitive)"
@@ -114,21 +115,6 @@ def _output_change(name: str, change: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _summary(changes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    add = change = destroy = replace = 0
-    for entry in changes:
-        actions = entry["actions"]
-        if sorted(actions) == ["create", "delete"]:
-            add, destroy, replace = add + 1, destroy + 1, replace + 1
-        elif actions == ["create"]:
-            add += 1
-        elif actions == ["update"]:
-            change += 1
-        elif actions == ["delete"]:
-            destroy += 1
-    return {"add": add, "change": change, "destroy": destroy, "replace": replace}
-
-
 def sanitize_plan(
     plan: Mapping[str, Any], *, workspace: str, run_kind: str, engine_version: str
 ) -> dict[str, Any]:
@@ -165,5 +151,6 @@ def sanitize_plan(
         "run": {"workspace": workspace, "kind": str(run_kind), "engine_version": engine_version},
         "resource_changes": resources,
         "output_changes": outputs,
-        "summary": _summary(resources),
+        # The shared count under the policy input's own names (see domain/plan_summary.py).
+        "summary": tally(entry["actions"] for entry in resources).policy_input(),
     }

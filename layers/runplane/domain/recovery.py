@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from runplane.domain.errors import Conflict, InvalidInput, RunplaneError, StateRejected
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal
+from runplane.domain.publications import ApplyIdentity, Publication, published_by
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.state import check_state, is_serial, parse_json
 
@@ -195,34 +196,6 @@ def lease_remaining_seconds(expires_at: datetime, now: datetime) -> int:
 # -- evidence ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ApplyIdentity:
-    """What every state version the interrupted apply published must carry."""
-
-    run_id: str
-    attempt_id: str | None
-    sandbox_id: str | None
-    lock_id: str | None
-    fence: int | None
-    predecessor_id: str | None  # the version the run pinned before applying
-
-
-@dataclass(frozen=True)
-class Publication:
-    """A state version as the chain check sees it."""
-
-    id: str
-    predecessor_id: str | None
-    finalized: bool
-    run_id: str | None
-    attempt_id: str | None
-    sandbox_id: str | None
-    lock_id: str | None
-    fence: int | None
-    serial: int
-    lineage: str
-
-
 def verify_chain(
     current_id: str | None, apply: ApplyIdentity, lookup: Callable[[str], Publication]
 ) -> int:
@@ -244,15 +217,7 @@ def verify_chain(
                 "pinned state; recovery verifies at most that many"
             )
         version = lookup(cursor)
-        exact = (
-            version.finalized
-            and version.run_id == apply.run_id
-            and version.attempt_id == apply.attempt_id
-            and version.sandbox_id == apply.sandbox_id
-            and version.lock_id == apply.lock_id
-            and version.fence == apply.fence
-        )
-        if not exact:
+        if not published_by(version, apply):
             raise RecoveryRefused(
                 f"state version {version.id} was not published by this run's apply "
                 "(run, attempt, sandbox, lock and fence must all match); refusing to "

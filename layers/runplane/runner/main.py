@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -27,6 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
+from runplane.domain.plan_summary import drifted_resources, summarize
+from runplane.domain.runner_reports import (
+    MAX_REASON,
+    Applied,
+    CredentialsRequired,
+    Failed,
+    Planned,
+    RunnerReport,
+)
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.config_check import check_root_module
@@ -41,11 +51,9 @@ from runplane.runner.engine_config import (
 )
 from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
-from runplane.runner.plan_summary import drifted_resources, summarize
 from runplane.runner.refusal import Refused, shown
 
 DEFAULT_HEARTBEAT_SECONDS = 60
-MAX_REASON = 2000
 _LOGGED_ERROR = 500
 # A live log chunk waits at most this long for the control plane before it is retried.
 _CHUNK_TIMEOUT = 15
@@ -222,7 +230,7 @@ class Runner:
         binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
         return Engine(binary, config, env, self.log), var_file, backend_config
 
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> RunnerReport:
         engine, var_file, backend_config = self.prepare()
         started = time.perf_counter()
         init = engine.init(lock=False, backend_config=backend_config)
@@ -238,30 +246,29 @@ class Runner:
         version = engine.version()
         self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)
-        reported = summary.as_dict()
-        has_changes = summary.has_changes
         if refresh_only:
             # What drifted is the finding; the engine's exit code says whether it did.
-            reported["drifted"] = drifted_resources(plan_json)
-            has_changes = bool(planned.has_changes) or has_changes or reported["drifted"] > 0
-            reported["has_changes"] = has_changes
+            drifted = drifted_resources(plan_json)
+            summary = dataclasses.replace(
+                summary,
+                drifted=drifted,
+                has_changes=bool(planned.has_changes) or summary.has_changes or drifted > 0,
+            )
         plan_bytes = (self.workdir / "plan.bin").read_bytes()
         plan_id, _ = self.upload("plan", plan_bytes)
         json_bytes = json.dumps(plan_json, sort_keys=True).encode()
         json_id, json_sha = self.upload("plan_json", json_bytes)
-        return {
-            "outcome": "planned",
-            "has_changes": has_changes,
-            "summary": reported,
-            "plan_artifact_id": plan_id,
-            "plan_sha256": hashlib.sha256(plan_bytes).hexdigest(),
-            "plan_json_artifact_id": json_id,
-            "plan_json_sha256": json_sha,
-            "engine_version": version,
-            "log_artifact_id": self._upload_log(),
-        }
+        return Planned(
+            summary=summary,
+            plan_artifact_id=plan_id,
+            plan_sha256=hashlib.sha256(plan_bytes).hexdigest(),
+            plan_json_artifact_id=json_id,
+            plan_json_sha256=json_sha,
+            engine_version=version,
+            log_artifact_id=self._upload_log(),
+        )
 
-    def apply(self) -> dict[str, Any]:
+    def apply(self) -> RunnerReport:
         plan_bytes = self.download(self.manifest["plan_artifact_id"])
         plan_sha = hashlib.sha256(plan_bytes).hexdigest()
         self.api.call(
@@ -281,7 +288,7 @@ class Runner:
             return self._failed("engine apply failed")
         check = self.api.call("GET", "/api/v1/runner/state-check")
         self.log.write(f"\nstate check: {json.dumps(check)}\n")
-        return {"outcome": "applied", "log_artifact_id": self._upload_log()}
+        return Applied(log_artifact_id=self._upload_log())
 
     def _new_log(self, secrets: list[str]) -> BoundedLog:
         """A log redacting ``secrets``: it replaces the current one before anything
@@ -297,19 +304,19 @@ class Runner:
         except Exception as error:  # unreachable, reset, timed out: retried
             raise SendFailed(None, type(error).__name__) from None
 
-    def _failed(self, reason: str) -> dict[str, Any]:
+    def _failed(self, reason: str) -> Failed:
         text = self.log.text()
-        outcome = "credentials_required" if credentials_missing(text) else "failed"
+        failure = CredentialsRequired if credentials_missing(text) else Failed
         # The engine's own diagnostics say what went wrong (the log is redacted already).
         errors = engine_errors(text, MAX_REASON - len(reason) - 2)
         if errors:
             reason = f"{reason}:\n{errors}"
-        result: dict[str, Any] = {"outcome": outcome, "reason": reason[:MAX_REASON]}
+        log_artifact_id = None
         try:
-            result["log_artifact_id"] = self._upload_log()
+            log_artifact_id = self._upload_log()
         except Exception as error:  # reported without its log
             print(f"runner: the log could not be uploaded ({type(error).__name__})")
-        return result
+        return failure(reason=reason[:MAX_REASON], log_artifact_id=log_artifact_id)
 
     def _upload_log(self) -> str:
         # The rest of the live stream goes first: then the final log (the source of
@@ -321,7 +328,7 @@ class Runner:
         artifact_id, _ = self.upload("logs", self.log.bytes())
         return artifact_id
 
-    def _outcome(self) -> dict[str, Any]:
+    def _outcome(self) -> RunnerReport:
         """The phase's result; every failure becomes a reported ``failed`` outcome."""
         try:
             return self.plan() if self.phase == "plan" else self.apply()
@@ -345,16 +352,17 @@ class Runner:
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()
         try:
-            result = self._outcome()
-            result["engine_seconds"] = round(self.engine_seconds, 3)
-            self.api.call("POST", "/api/v1/runner/result", result)
+            result = dataclasses.replace(
+                self._outcome(), engine_seconds=round(self.engine_seconds, 3)
+            )
+            self.api.call("POST", "/api/v1/runner/result", result.to_wire())
         finally:
             stop.set()
             self.shipper.close()
-        if result["outcome"] in {"planned", "applied"}:
-            return 0
-        print(f"runner: {self.phase} ended {result['outcome']}: {result.get('reason', '')}")
-        return 1
+        if isinstance(result, Failed):
+            print(f"runner: {self.phase} ended {result.OUTCOME}: {result.reason}")
+            return 1
+        return 0
 
     def _heartbeat(self, stop: threading.Event) -> None:
         interval = int(self.env.get("RUNPLANE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS))

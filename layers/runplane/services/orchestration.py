@@ -7,7 +7,6 @@ services/workflow_steps.py (the workflow's own steps), services/runner_start.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from runplane.adapters.launchers import Launcher
@@ -15,6 +14,7 @@ from runplane.adapters.workflow import Workflow
 from runplane.domain.capabilities import Phase
 from runplane.domain.clock import Clock
 from runplane.domain.ids import IdGenerator
+from runplane.domain.runner_reports import RunnerReport
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
@@ -90,11 +90,11 @@ class Orchestration:
     def heartbeat(self, run_id: str, phase: Phase, attempt_id: str) -> bool:
         return self.reports.heartbeat(run_id, phase, attempt_id)
 
-    def report_plan(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+    def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         return self.reports.report_plan(run_id, attempt_id, report)
 
     def apply_start_writes(self, run_id: str, attempt_id: str) -> Transaction:
         return self.reports.apply_start_writes(run_id, attempt_id)
 
-    def report_apply(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+    def report_apply(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         return self.reports.report_apply(run_id, attempt_id, report)

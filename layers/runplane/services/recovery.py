@@ -41,9 +41,7 @@ from runplane.domain.recovery import (
     LEASE,
     MAX_TAKEOVERS,
     RECOVERABLE_STATUSES,
-    ApplyIdentity,
     NotRecoverable,
-    Publication,
     RecoveryBlocked,
     RecoveryLeased,
     RecoveryRefused,
@@ -60,6 +58,7 @@ from runplane.domain.recovery import (
 )
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import close_attempt
+from runplane.services.publications import apply_identity, publication_of
 from runplane.services.state import UPLOAD_URL_LIFETIME
 from runplane.store import capabilities as capability_store
 from runplane.store import recovery as store
@@ -441,7 +440,7 @@ class Recoveries:
             predecessor = (
                 None
                 if run.predecessor_sv_id is None
-                else _publication(state_versions.get(run.predecessor_sv_id))
+                else publication_of(state_versions.get(run.predecessor_sv_id))
             )
             check_emergency_successor(snapshot, predecessor)
 
@@ -539,18 +538,11 @@ def verify_current(run: Run, workspace: Workspace) -> int:
     """How many versions the run's apply published since its pinned state, or refused."""
     attempt = run_parts.get(run.id, "attempt#apply")
     body = attempt.body if attempt else {}
-    apply = ApplyIdentity(
-        run_id=run.id,
-        attempt_id=body.get("attempt_id"),
-        sandbox_id=body.get("sandbox_id"),
-        lock_id=body.get("lock_id"),
-        fence=None if body.get("fence") is None else int(body["fence"]),
-        predecessor_id=run.predecessor_sv_id,
-    )
+    apply = apply_identity(run, body)
     return verify_chain(
         workspace.current_state_version_id,
         apply,
-        lambda sv_id: _publication(state_versions.get(sv_id)),
+        lambda sv_id: publication_of(state_versions.get(sv_id)),
     )
 
 
@@ -583,23 +575,6 @@ def _revocations(
                 )
             )
     return writes
-
-
-def _publication(version: StateVersion) -> Publication:
-    provenance = version.provenance or {}
-    fence = provenance.get("fence")
-    return Publication(
-        id=version.id,
-        predecessor_id=version.predecessor_id,
-        finalized=version.status == FINALIZED,
-        run_id=provenance.get("run_id"),
-        attempt_id=provenance.get("attempt_id"),
-        sandbox_id=provenance.get("sandbox_id"),
-        lock_id=version.lock_id,
-        fence=None if fence is None else int(fence),
-        serial=version.serial,
-        lineage=version.lineage,
-    )
 
 
 def _run_moved(run_id: str) -> Any:

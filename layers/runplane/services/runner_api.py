@@ -11,12 +11,15 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.publications import published_by
 from runplane.domain.run import RunStatus
+from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import SandboxTransfers
-from runplane.services.attempts import open_attempt
+from runplane.services.attempts import attempt_part, open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
+from runplane.services.publications import apply_identity, publication_of
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
@@ -163,13 +166,16 @@ class RunnerApi:
         if workspace.current_state_version_id is None:
             return {"state_version_id": None, "matches": False}
         version = state_versions.get(workspace.current_state_version_id)
-        provenance = version.provenance or {}
+        # The same rule as the apply's result: this attempt's exact stamp, lock and fence.
+        attempt = run_parts.require(run.id, attempt_part(session.binding.phase)).body
+        ours = attempt.get("attempt_id") == session.binding.attempt_id and published_by(
+            publication_of(version), apply_identity(run, attempt)
+        )
         return {
             "state_version_id": version.id,
             "serial": version.serial,
             "sha256": version.sha256,
-            "matches": provenance.get("attempt_id") == session.binding.attempt_id
-            and provenance.get("sandbox_id") == session.binding.sandbox_id,
+            "matches": ours,
         }
 
     def heartbeat(self, principal: Principal) -> dict[str, bool]:
@@ -179,7 +185,7 @@ class RunnerApi:
         )
         return {"alive": alive}
 
-    def report(self, principal: Principal, report: Mapping[str, Any]) -> dict[str, str]:
+    def report(self, principal: Principal, report: RunnerReport) -> dict[str, str]:
         session = session_of(principal)
         binding = session.binding
         if binding.phase is Phase.PLAN:

@@ -26,9 +26,19 @@ from runplane.domain.parts import (
     PlanEvidenceState,
     check_move,
 )
+from runplane.domain.publications import published_by
+from runplane.domain.runner_reports import (
+    CredentialsRequired,
+    Failed,
+    Planned,
+    RunnerReport,
+    check_phase,
+    succeeded,
+)
 from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED
+from runplane.services.publications import apply_identity, publication_of
 from runplane.services.workflow_base import S, WorkflowService
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
@@ -48,8 +58,9 @@ class RunnerReports(WorkflowService):
             return False
         return self._workflow.heartbeat(attempt.token)
 
-    def report_plan(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+    def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         """Commit a plan attempt's authenticated result and resume the workflow."""
+        check_phase(report, Phase.PLAN)
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.PLAN))
         if attempt.body["attempt_id"] != attempt_id:
@@ -57,31 +68,28 @@ class RunnerReports(WorkflowService):
         if run.status is not S.PLANNING:
             raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
         now = self._clock.now()
-        outcome = str(report.get("outcome"))
         done = Transaction().extend(
             close_attempt(
                 run.id,
                 attempt_part(Phase.PLAN),
                 attempt,
-                AttemptState.SUCCEEDED if outcome == "planned" else AttemptState.FAILED,
+                AttemptState.SUCCEEDED if succeeded(report) else AttemptState.FAILED,
                 now,
-                log_artifact_id=report.get("log_artifact_id"),
-                engine_seconds=report.get("engine_seconds"),
-                reason=report.get("reason"),
+                **_attempt_evidence(report),
             )
         )
-        if outcome == "planned":
-            has_changes = bool(report["has_changes"])
+        if isinstance(report, Planned):
+            has_changes = report.has_changes
             evidence = PlanEvidence(
                 attempt_id=attempt_id,
-                plan_artifact_id=report["plan_artifact_id"],
-                plan_sha256=report["plan_sha256"],
-                plan_json_artifact_id=report["plan_json_artifact_id"],
-                plan_json_sha256=report["plan_json_sha256"],
-                log_artifact_id=report.get("log_artifact_id"),
-                summary=report["summary"],
+                plan_artifact_id=report.plan_artifact_id,
+                plan_sha256=report.plan_sha256,
+                plan_json_artifact_id=report.plan_json_artifact_id,
+                plan_json_sha256=report.plan_json_sha256,
+                log_artifact_id=report.log_artifact_id,
+                summary=report.summary.as_dict(),
                 has_changes=has_changes,
-                engine_version=report.get("engine_version"),
+                engine_version=report.engine_version,
                 predecessor_state_version_id=run.predecessor_sv_id,
             )
             writes = [
@@ -121,14 +129,14 @@ class RunnerReports(WorkflowService):
             )
             target = S.PLAN_COMPLETE
         else:
-            target = (
-                S.PLAN_CREDENTIALS_REQUIRED if outcome == "credentials_required" else S.PLAN_FAILED
-            )
+            assert isinstance(report, Failed)  # check_phase: a plan reports no apply
+            credentials = isinstance(report, CredentialsRequired)
+            target = S.PLAN_CREDENTIALS_REQUIRED if credentials else S.PLAN_FAILED
             moved = self._lifecycle.move(
                 run,
                 target,
                 actor=f"runner:{attempt_id}",
-                reason=str(report.get("reason") or outcome)[:200],
+                reason=report.reason[:200],
                 extra_writes=[done],
             )
             self._hand_off(moved)
@@ -156,9 +164,10 @@ class RunnerReports(WorkflowService):
         )
         return writes
 
-    def report_apply(self, run_id: str, attempt_id: str, report: Mapping[str, Any]) -> str:
+    def report_apply(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         """Commit an apply result. Success needs a confirmed publication: the current
         state must carry this run's exact attempt, sandbox, lock and fence."""
+        check_phase(report, Phase.APPLY)
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
         if attempt.body["attempt_id"] != attempt_id:
@@ -167,13 +176,14 @@ class RunnerReports(WorkflowService):
             raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
         now = self._clock.now()
         confirmed, published, pointer = self._publication(run, attempt.body)
-        engine_ok = report.get("outcome") == "applied"
+        engine_ok = succeeded(report)
         if engine_ok and confirmed:
             target, reason = S.SUCCEEDED, None
         elif engine_ok:
             target, reason = S.NEEDS_RECOVERY, "the published state could not be confirmed"
         else:
-            target, reason = S.APPLY_FAILED, str(report.get("reason") or "apply failed")[:200]
+            assert isinstance(report, Failed)  # check_phase: an apply reports no plan
+            target, reason = S.APPLY_FAILED, report.reason[:200]
         apply_state = {
             S.SUCCEEDED: ApplyRecordState.SUCCEEDED,
             S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
@@ -186,9 +196,7 @@ class RunnerReports(WorkflowService):
                 attempt,
                 AttemptState.SUCCEEDED if engine_ok else AttemptState.FAILED,
                 now,
-                log_artifact_id=report.get("log_artifact_id"),
-                engine_seconds=report.get("engine_seconds"),
-                reason=report.get("reason"),
+                **_attempt_evidence(report),
             ),
             run_parts.change(
                 run.id,
@@ -229,14 +237,15 @@ class RunnerReports(WorkflowService):
         """(confirmed, published, pointer): did this attempt publish the current state?
 
         Confirmed means the current version, and every version back to the run's
-        pinned predecessor, carries this run's exact attempt, sandbox, lock and
-        fence (an apply may publish intermediate snapshots: at most
-        ``MAX_PUBLICATIONS`` of them).
+        pinned predecessor, was published by this attempt (``published_by``: an apply
+        may publish intermediate snapshots, at most ``MAX_PUBLICATIONS`` of them).
+        Published means the current version is this run's, confirmed or not.
         """
         workspace = workspace_store.get_workspace(run.workspace_id)
         pointer = workspace.current_state_version_id
         if pointer is None or pointer == run.predecessor_sv_id:
             return False, False, pointer
+        identity = apply_identity(run, attempt)
         published = False
         cursor: str | None = pointer
         for _ in range(MAX_PUBLICATIONS):
@@ -246,18 +255,19 @@ class RunnerReports(WorkflowService):
                 version = state_versions.get(cursor or "")
             except NotFound:
                 return False, published, pointer
-            provenance = version.provenance or {}
-            ours = (
-                provenance.get("run_id") == run.id
-                and provenance.get("attempt_id") == attempt["attempt_id"]
-                and provenance.get("sandbox_id") == attempt["sandbox_id"]
-                and provenance.get("fence") == attempt["fence"]
-                and version.lock_id == attempt["lock_id"]
-                and version.sha256 is not None
-            )
+            ours = published_by(publication_of(version), identity)
             if cursor == pointer:
-                published = provenance.get("run_id") == run.id
+                published = (version.provenance or {}).get("run_id") == run.id
             if not ours:
                 return False, published, pointer
             cursor = version.predecessor_id
         return False, published, pointer
+
+
+def _attempt_evidence(report: RunnerReport) -> dict[str, Any]:
+    """What a closed attempt records of its report (as it always has: absent is null)."""
+    return {
+        "log_artifact_id": report.log_artifact_id,
+        "engine_seconds": report.engine_seconds,
+        "reason": report.reason if isinstance(report, Failed) else None,
+    }

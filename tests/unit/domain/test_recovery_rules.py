@@ -11,10 +11,9 @@ import pytest
 
 from runplane.domain.errors import InvalidInput, StateRejected
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.publications import ApplyIdentity, Publication
 from runplane.domain.recovery import (
     MAX_CHAIN,
-    ApplyIdentity,
-    Publication,
     RecoveryRefused,
     RecoveryRequest,
     Resolution,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runplane.runner.plan_summary import drifted_resources
+from runplane.domain.plan_summary import drifted_resources
 
 
 def _drift(*actions: list[str]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runplane.runner.plan_summary import PlanSummary, summarize
+from runplane.domain.plan_summary import PlanSummary, summarize
+from runplane.domain.policy_sanitize import input_digest, sanitize_plan
 
 CREATE = ["create"]
 UPDATE = ["update"]
@@ -232,3 +233,81 @@ def test_counts_equal_the_items_of_each_action(shapes: list[str], outputs: dict[
         v != "no-op" for v in outputs.values()
     )
     assert summary.has_changes is expected
+
+
+@given(
+    shapes=st.lists(
+        st.sampled_from([*sorted(SHAPES), "forget", "odd"]),
+        max_size=30,
+    )
+)
+def test_the_policy_input_counts_what_the_plan_summary_counts(shapes: list[str]) -> None:
+    # Given generated resource changes, some with actions neither summary counts
+    actions = {**SHAPES, "forget": ["forget"], "odd": ["update", "create"]}
+    document = plan([actions[s] for s in shapes])
+
+    # When the runner summarises the plan and the policy input is derived from it
+    summary = summarize(document)
+    policy = sanitize_plan(document, workspace="w", run_kind="plan_only", engine_version="1")
+
+    # Then both give the same counts, each under its own persisted names
+    assert policy["summary"] == {
+        "add": summary.adds,
+        "change": summary.changes,
+        "destroy": summary.destroys,
+        "replace": summary.replaces,
+    }
+
+
+def test_the_policy_input_digest_of_a_known_plan_is_unchanged() -> None:
+    # Given a plan with every counted shape (its digest was taken before the counting
+    # moved into one implementation; approvals bind this digest)
+    document: dict[str, Any] = {
+        "format_version": "1.0",
+        "resource_changes": [
+            golden_resource("a", ["create"], None, {"triggers": None}),
+            golden_resource("b", ["delete", "create"], {"id": "1"}, {}),
+            golden_resource("c", ["update"], {"id": "2"}, {"id": "2"}),
+            golden_resource("d", ["delete"], {"id": "3"}, None),
+            golden_resource("e", ["no-op"], {"id": "4"}, {"id": "4"}),
+        ],
+        "output_changes": {
+            "greeting": {
+                "actions": ["create"],
+                "before": None,
+                "after": "hi",
+                "after_unknown": False,
+                "before_sensitive": False,
+                "after_sensitive": False,
+            }
+        },
+    }
+
+    # When its policy input is derived
+    doc = sanitize_plan(
+        document, workspace="prod", run_kind="plan_and_apply", engine_version="1.0.3"
+    )
+
+    # Then the summary keeps the policy input's names and the digest is the one recorded
+    assert doc["summary"] == {"add": 2, "change": 1, "destroy": 2, "replace": 1}
+    assert input_digest(doc) == (
+        "sha256:cc18e0b7b9d8067791597968576a8d56546d002642b95cd79dd785d9e0154a79"
+    )
+
+
+def golden_resource(name: str, actions: list[str], before: Any, after: Any) -> dict[str, Any]:
+    change: dict[str, Any] = {"actions": actions, "before": before, "after": after}
+    if before is not None:
+        change["before_sensitive"] = {}
+    if after is not None:
+        change["after_sensitive"] = {}
+    if actions[0] in {"create", "delete"} and after is not None:
+        change["after_unknown"] = {"id": True}
+    return {
+        "address": f"null_resource.{name}",
+        "mode": "managed",
+        "type": "null_resource",
+        "name": name,
+        "provider_name": "registry.terraform.io/hashicorp/null",
+        "change": change,
+    }

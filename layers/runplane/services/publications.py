@@ -1,0 +1,44 @@
+"""The publication check's facts, read from a run's apply attempt and a state version
+(the rule itself is ``runplane.domain.publications.published_by``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from runplane.domain.entities import Run
+from runplane.domain.publications import ApplyIdentity, Publication
+from runplane.store.state_versions import FINALIZED, StateVersion
+
+
+def apply_identity(run: Run, attempt: Mapping[str, object]) -> ApplyIdentity:
+    """What the run's apply attempt (its part's body) stamps on what it publishes."""
+    fence = attempt.get("fence")
+    return ApplyIdentity(
+        run_id=run.id,
+        attempt_id=_text(attempt.get("attempt_id")),
+        sandbox_id=_text(attempt.get("sandbox_id")),
+        lock_id=_text(attempt.get("lock_id")),
+        fence=None if fence is None else int(str(fence)),
+        predecessor_id=run.predecessor_sv_id,
+    )
+
+
+def publication_of(version: StateVersion) -> Publication:
+    provenance = version.provenance or {}
+    fence = provenance.get("fence")
+    return Publication(
+        id=version.id,
+        predecessor_id=version.predecessor_id,
+        finalized=version.status == FINALIZED,
+        run_id=provenance.get("run_id"),
+        attempt_id=provenance.get("attempt_id"),
+        sandbox_id=provenance.get("sandbox_id"),
+        lock_id=version.lock_id,
+        fence=None if fence is None else int(fence),
+        serial=version.serial,
+        lineage=version.lineage,
+    )
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
