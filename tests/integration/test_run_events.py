@@ -645,3 +645,27 @@ def test_every_ending_event_reports_a_pull_request_status(
     assert workflow.started == [
         (f"{event.id}-status", {"action": "report_status", "run_id": run_id})
     ]
+
+
+def test_a_triggered_run_takes_its_workspaces_variables(arena: Arena) -> None:
+    # Given A is a source of B, and B has a plain and a sensitive workspace variable
+    a, source_run = created(arena, "vars-a")
+    b, _ = created(arena, "vars-b")
+    variables = arena.stack.services.workspace_variables
+    variables.set(arena.admin, b, "region", "eu-west-3")
+    variables.set(arena.admin, b, "token", "hidden-value", sensitive=True)
+    triggers = triggers_of(arena)
+    triggers.add(arena.admin, b, a)
+    before = {r.id for r in arena.stack.lifecycle.runs.list_for_workspace(b)}
+
+    # When A's run is applied
+    triggers.on_event(applied_event(arena, a, source_run))
+
+    # Then B's triggered run carries both, named as the workspace's, values unshown
+    new = [r for r in arena.stack.lifecycle.runs.list_for_workspace(b) if r.id not in before]
+    review = arena.runs.review(arena.admin, new[0].id)
+    assert review["input"]["variables"] == [
+        {"name": "region", "source": "workspace"},
+        {"name": "token", "source": "workspace"},
+    ]
+    assert "hidden-value" not in json.dumps(review, default=str)

@@ -376,3 +376,18 @@ def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
     finally:
         drifting.close()
         applied_only.close()
+
+
+def test_a_scheduled_run_takes_its_workspaces_variables(arena: Arena, schedules: Schedules) -> None:
+    # Given a scheduled workspace with a workspace variable
+    ws_id = _uploaded_workspace(arena, "scheduled-vars")
+    arena.stack.services.workspace_variables.set(arena.admin, ws_id, "region", "eu-west-3")
+    schedule = schedules.create(arena.admin, ws_id, "0 3 * * *", "plan_only")
+
+    # When the schedule fires
+    fired = schedules.fire(schedule.id, FIRE_AT)
+
+    # Then the scheduled run's pinned input holds the workspace's variable
+    snapshot = run_parts.require(fired["run_id"], "input").body
+    assert snapshot["variable_names"] == ["region"]
+    assert snapshot["workspace_variable_names"] == ["region"]
