@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.conftest import Local
 from tests.e2e.test_cli import cli, cli_json, connect
+from tests.e2e.test_dashboard import signed_in
 from tests.e2e.test_github import (
     bound_workspace,
     eventually,
@@ -116,8 +117,16 @@ def test_a_push_plans_with_the_workspace_variables_and_the_sensitive_one_never_s
         {"name": "region", "source": "workspace"},
         {"name": "token", "source": "workspace"},
     ]
-    # And the secret is in no API read, review, log, table item, workflow history or log line
+    # And the run page names them with their source
+    page = signed_in(local).get(f"{local.url}/ui/runs/{run['id']}", timeout=30)
+    shown = page.text.split('id="run-variables"', 1)[1].split("</dd>", 1)[0]
+    assert "<code>region</code>" in shown
+    assert "<code>token</code>" in shown
+    assert shown.count("(workspace)") == 2
+    # And the secret is in no API read, review, run page, log, table item, workflow
+    # history or log line
     reads = [
+        page.text,
         json.dumps(local.client.list_variables(ws)),
         json.dumps(local.client.review(run["id"])),
         log,
