@@ -25,6 +25,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.paging import Page
 from runplane.domain.parts import OPEN_ATTEMPT, ApprovalState, AttemptState
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
@@ -35,6 +36,7 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
+from runplane.services.repositories import RunReader
 from runplane.services.source_provenance import source_provenance
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
@@ -46,6 +48,7 @@ from runplane.store.models import (
     configuration_version_key,
     configurations_partition,
 )
+from runplane.store.run_reader import DynamoRunReader
 from runplane.store.transaction import Transaction
 
 # A cancellation retries when the run moves under it, until the run has ended.
@@ -82,6 +85,7 @@ class Runs:
         runner_release: str,
         engine_versions: frozenset[str] = frozenset(),
         workspace_variables: WorkspaceVariables | None = None,
+        reader: RunReader | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -96,6 +100,7 @@ class Runs:
         # The engine versions the runner image provides; empty: whatever it runs.
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
+        self._reader: RunReader = reader or DynamoRunReader(lifecycle.runs)
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -301,7 +306,7 @@ class Runs:
     def get(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)
         try:
-            run = self._lifecycle.runs.get(run_id)
+            run = self._reader.get_run(run_id)
         except NotFound:
             raise NotFound("run", run_id) from None
         if not principal.can_see_workspace(run.organization_id, run.workspace_id):
@@ -309,17 +314,21 @@ class Runs:
         return run
 
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
+        """The workspace's runs, newest first."""
         principal.require(Permission.RUN_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return sorted(
-            self._lifecycle.runs.list_for_workspace(workspace.id),
-            key=lambda r: r.created_at,
-            reverse=True,
-        )
+        return self._reader.runs_of_workspace(workspace.id)
+
+    def page(
+        self, principal: Principal, workspace_id: str, number: int = 1, size: int = 20
+    ) -> Page[Run]:
+        """Page ``number`` of the workspace's runs, newest first (``InvalidInput`` for a
+        page number below 1 or a size outside 1 to 100)."""
+        return Page.of(self.list(principal, workspace_id), number, size)
 
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
         run = self.get(principal, run_id)
-        return build_review(run, self._lifecycle, self._clock.now())
+        return build_review(run, self._reader, self._clock.now())
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -493,10 +502,10 @@ def _state_of(part: Mapping[str, Any] | None) -> str | None:
     return None if part is None else str(part.get("state"))
 
 
-def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, Any]:
+def build_review(run: Run, reader: RunReader, now: datetime) -> dict[str, Any]:
     """The run review: every fact from the database, nothing inferred from the deployment."""
-    stages = lifecycle.runs.stages(run.id)
-    parts = run_parts.all_of(run.id)
+    stages = reader.stages(run.id)
+    parts = reader.parts(run.id)
     snapshot = parts["input"].body if "input" in parts else {}
     applied = Stage.APPLY in stages and stages[Stage.APPLY].status is StageStatus.COMPLETED
     review: dict[str, Any] = {
