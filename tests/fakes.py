@@ -12,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
+from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound, RunAlreadyExists
 from runplane.domain.ids import IdKind
+from runplane.domain.run import Stage, StageStatus
+from runplane.store.run_parts import RunPart
 
 
 class FakeClock:
@@ -121,3 +123,45 @@ class InMemoryWorkspaces:
             return  # as the table: nothing to write, so nothing is checked
         current = self.get_workspace(workspace_id)
         self.workspaces[workspace_id] = replace(current, **changes)  # type: ignore[arg-type]
+
+
+class InMemoryRuns:
+    """A ``RunReader`` in dicts, with the writes a test needs to give it runs."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+        self._stages: dict[str, dict[Stage, RunStage]] = {}
+        self._parts: dict[str, dict[str, RunPart]] = {}
+
+    def add(self, run: Run) -> None:
+        """As the table's create: the run with its four stages pending, or refused."""
+        if run.id in self.runs:
+            raise RunAlreadyExists(run.id)
+        self.runs[run.id] = run
+        self._stages[run.id] = {
+            stage: RunStage(run.id, stage, StageStatus.PENDING, None, None) for stage in Stage
+        }
+        self._parts[run.id] = {}
+
+    def add_part(self, part: RunPart) -> None:
+        """As the table's part write: parts are created once."""
+        held = self._parts.setdefault(part.run_id, {})
+        if part.name in held:
+            raise ConcurrentChange(f"run {part.run_id} already has its {part.name}")
+        held[part.name] = part
+
+    def get_run(self, run_id: str) -> Run:
+        if run_id not in self.runs:
+            raise NotFound("run", run_id)
+        return self.runs[run_id]
+
+    def runs_of_workspace(self, workspace_id: str) -> list[Run]:
+        found = [r for r in self.runs.values() if r.workspace_id == workspace_id]
+        # The table's order: "<created_at ISO>#<run ID>", read backwards.
+        return sorted(found, key=lambda r: (r.created_at.isoformat(), r.id), reverse=True)
+
+    def stages(self, run_id: str) -> dict[Stage, RunStage]:
+        return dict(self._stages.get(run_id, {}))
+
+    def parts(self, run_id: str) -> dict[str, RunPart]:
+        return dict(self._parts.get(run_id, {}))

@@ -6,15 +6,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import boto3
 import pytest
+from botocore.client import BaseClient
 from pynamodb.connection.base import Connection
 
+from runplane.adapters.keys import DataKeys
+from runplane.adapters.object_store import ObjectStore
+from runplane.adapters.workflow import Workflow
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.services.artifacts import ArtifactStore
+from runplane.services.launch_controls import LaunchControls
+from runplane.services.lifecycle import RunLifecycle
+from runplane.services.runs import Runs
 from runplane.services.tenancy import Tenancy
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
-from tests.fakes import FakeClock, InMemoryWorkspaces, SeededIds
+from tests.fakes import FakeClock, InMemoryRuns, InMemoryWorkspaces, SeededIds
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +34,8 @@ def no_table(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("a service test reached DynamoDB")
 
     monkeypatch.setattr(Connection, "_make_api_call", refuse)
+    # Nor may it reach any other AWS service (S3, KMS, Step Functions).
+    monkeypatch.setattr(BaseClient, "_make_api_call", refuse)
 
 
 @dataclass
@@ -34,6 +45,8 @@ class Tier:
     directory: InMemoryWorkspaces
     tenancy: Tenancy
     workspaces: Workspaces
+    run_reader: InMemoryRuns
+    runs: Runs
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -48,10 +61,38 @@ class Tier:
 @pytest.fixture
 def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
+    workspaces = Workspaces(clock, ids, RunRepository(clock, ids), directory)
+    run_reader = InMemoryRuns()
+    # The reads under test go through the in-memory reader; these clients are never
+    # called by them (the guard above fails a test that does).
+    region = "us-east-1"
+    runs = Runs(
+        clock,
+        ids,
+        RunLifecycle(clock, ids),
+        workspaces,
+        ArtifactStore(
+            clock,
+            ids,
+            ObjectStore(boto3.client("s3", region_name=region), "artifacts"),
+            DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
+        ),
+        Workflow(
+            boto3.client("stepfunctions", region_name=region),
+            f"arn:aws:states:{region}:000000000000:stateMachine:runs",
+        ),
+        definition_version="def-1",
+        build_sha="build-1",
+        launch_controls=LaunchControls(clock, region=region, policy_runtime="rego-1"),
+        runner_release="runner-1",
+        reader=run_reader,
+    )
     return Tier(
         clock,
         ids,
         directory,
         Tenancy(clock, ids, directory),
-        Workspaces(clock, ids, RunRepository(clock, ids), directory),
+        workspaces,
+        run_reader,
+        runs,
     )

@@ -11,9 +11,10 @@ move a part.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import ClassVar
 
 from runplane.domain.errors import IllegalPartMove
 
@@ -182,6 +183,9 @@ class AttemptBody:
     lock_id: str | None = None
     fence: int | None = None
     sandbox_ref: str | None = None
+    # Set when the attempt closes: when, and what the runner said of a failure.
+    finished_at: str | None = None
+    reason: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> AttemptBody:
@@ -196,6 +200,8 @@ class AttemptBody:
             lock_id=_opt_str(body.get("lock_id")),
             fence=int(fence) if isinstance(fence, int | str) else None,
             sandbox_ref=_opt_str(body.get("sandbox_ref")),
+            finished_at=_opt_str(body.get("finished_at")),
+            reason=_opt_str(body.get("reason")),
         )
 
     def to_body(self) -> dict[str, object]:
@@ -210,7 +216,7 @@ class AttemptBody:
             body.update({"lock_id": self.lock_id, "fence": self.fence})
         if self.sandbox_ref is not None:
             body["sandbox_ref"] = self.sandbox_ref
-        return body
+        return body | _present(finished_at=self.finished_at, reason=self.reason)
 
 
 @dataclass(frozen=True)
@@ -265,14 +271,35 @@ class ApprovalBinding:
     predecessor_state_version_id: str | None
     policy_input_digest: str | None
     policy_result_digest: str | None
+    # Who overrode a soft-mandatory policy failure, and why (set by the override).
+    policy_override: Mapping[str, object] | None = None
+
+    @classmethod
+    def from_body(cls, bound: Mapping[str, object]) -> ApprovalBinding:
+        override = bound.get("policy_override")
+        return cls(
+            plan_sha256=str(bound.get("plan_sha256", "")),
+            predecessor_state_version_id=_opt_str(bound.get("predecessor_state_version_id")),
+            policy_input_digest=_opt_str(bound.get("policy_input_digest")),
+            policy_result_digest=_opt_str(bound.get("policy_result_digest")),
+            policy_override=dict(override) if isinstance(override, Mapping) else None,
+        )
 
     def to_body(self) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "plan_sha256": self.plan_sha256,
             "predecessor_state_version_id": self.predecessor_state_version_id,
             "policy_input_digest": self.policy_input_digest,
             "policy_result_digest": self.policy_result_digest,
         }
+        if self.policy_override is not None:
+            body["policy_override"] = dict(self.policy_override)
+        return body
+
+    def differs(self, expected: Mapping[str, object]) -> str | None:
+        """The first field of ``expected`` this binding does not hold (None: all match)."""
+        held = self.to_body()
+        return next((name for name, value in expected.items() if held.get(name) != value), None)
 
 
 @dataclass(frozen=True)
@@ -280,27 +307,30 @@ class ApprovalBody:
     expires_at: str
     binding: ApprovalBinding
     decision: str | None = None
+    decided_by: str | None = None
+    decided_at: str | None = None
+    comment: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> ApprovalBody:
         raw = body.get("binding")
-        bound: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
         return cls(
             expires_at=str(body.get("expires_at", "")),
-            binding=ApprovalBinding(
-                plan_sha256=str(bound.get("plan_sha256", "")),
-                predecessor_state_version_id=_opt_str(bound.get("predecessor_state_version_id")),
-                policy_input_digest=_opt_str(bound.get("policy_input_digest")),
-                policy_result_digest=_opt_str(bound.get("policy_result_digest")),
-            ),
+            binding=ApprovalBinding.from_body(raw if isinstance(raw, Mapping) else {}),
             decision=_opt_str(body.get("decision")),
+            decided_by=_opt_str(body.get("decided_by")),
+            decided_at=_opt_str(body.get("decided_at")),
+            comment=_opt_str(body.get("comment")),
         )
 
     def to_body(self) -> dict[str, object]:
         body: dict[str, object] = {"expires_at": self.expires_at, "binding": self.binding.to_body()}
-        if self.decision is not None:
-            body["decision"] = self.decision
-        return body
+        return body | _present(
+            decision=self.decision,
+            decided_by=self.decided_by,
+            decided_at=self.decided_at,
+            comment=self.comment,
+        )
 
 
 @dataclass(frozen=True)
@@ -311,23 +341,112 @@ class ApplyRecord:
     attempt_id: str | None = None
     lock_id: str | None = None
     fence: int | None = None
+    # Set as the record closes: why, whether state was published, how the run ended.
+    reason: str | None = None
+    state_published: bool | None = None
+    run_status: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> ApplyRecord:
         fence = body.get("fence")
+        published = body.get("state_published")
         return cls(
             resulting_state_version_id=_opt_str(body.get("resulting_state_version_id")),
             attempt_id=_opt_str(body.get("attempt_id")),
             lock_id=_opt_str(body.get("lock_id")),
             fence=int(fence) if isinstance(fence, int | str) else None,
+            reason=_opt_str(body.get("reason")),
+            state_published=published if isinstance(published, bool) else None,
+            run_status=_opt_str(body.get("run_status")),
         )
 
     def to_body(self) -> dict[str, object]:
+        closing = _present(
+            state_published=self.state_published, reason=self.reason, run_status=self.run_status
+        )
         if self.attempt_id is None:
-            return {"resulting_state_version_id": self.resulting_state_version_id}
+            return {"resulting_state_version_id": self.resulting_state_version_id} | closing
         return {
             "attempt_id": self.attempt_id,
             "lock_id": self.lock_id,
             "fence": self.fence,
             "resulting_state_version_id": self.resulting_state_version_id,
+        } | closing
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """The run's input snapshot, pinned at creation: what plan and apply read.
+
+    The fields named here are the ones read back; ``extra`` keeps the rest of the
+    document (where the run came from: a source, a trigger's details) as stored.
+    """
+
+    configuration_version_id: str | None = None
+    configuration_artifact_id: str | None = None
+    configuration_sha256: str | None = None
+    variables_artifact_id: str | None = None
+    variable_names: tuple[str, ...] = ()
+    workspace_variable_names: tuple[str, ...] = ()
+    engine_version: str | None = None
+    message: str | None = None
+    # A remote operation (the TFE CLI), as opposed to a run made through our API.
+    source: str | None = None
+    # Set when a run trigger or a schedule created the run.
+    trigger: Mapping[str, object] | None = None
+    schedule: Mapping[str, object] | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    _OPTIONAL: ClassVar[tuple[str, ...]] = (
+        "configuration_version_id",
+        "configuration_artifact_id",
+        "configuration_sha256",
+        "variables_artifact_id",
+        "engine_version",
+        "message",
+        "source",
+    )
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> RunInput:
+        trigger, schedule = body.get("trigger"), body.get("schedule")
+        named = {*cls._OPTIONAL, "variable_names", "workspace_variable_names"}
+        return cls(
+            **{name: _opt_str(body.get(name)) for name in cls._OPTIONAL},
+            variable_names=_strings(body.get("variable_names")),
+            workspace_variable_names=_strings(body.get("workspace_variable_names")),
+            trigger=dict(trigger) if isinstance(trigger, Mapping) else None,
+            schedule=dict(schedule) if isinstance(schedule, Mapping) else None,
+            extra={k: v for k, v in body.items() if k not in named | {"trigger", "schedule"}},
+        )
+
+    def to_body(self) -> dict[str, object]:
+        body: dict[str, object] = dict(self.extra)
+        body.update({name: getattr(self, name) for name in self._OPTIONAL})
+        body["variable_names"] = list(self.variable_names)
+        body["workspace_variable_names"] = list(self.workspace_variable_names)
+        # Absent keys stay absent, as creation wrote them only when they had a value.
+        return {k: v for k, v in body.items() if v is not None or k in self._ALWAYS} | _present(
+            trigger=dict(self.trigger) if self.trigger is not None else None,
+            schedule=dict(self.schedule) if self.schedule is not None else None,
+        )
+
+    # Written at creation even without a value; the other named keys only with one.
+    _ALWAYS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "configuration_version_id",
+            "configuration_artifact_id",
+            "configuration_sha256",
+            "variables_artifact_id",
+            "engine_version",
         }
+    )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+def _present(**fields: object) -> dict[str, object]:
+    """The fields that have a value: a part's later keys are absent until set."""
+    return {name: value for name, value in fields.items() if value is not None}

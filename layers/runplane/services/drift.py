@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from runplane.domain.entities import Run
+from runplane.domain.parts import PlanEvidence, RunInput
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.store import run_parts
@@ -32,12 +34,13 @@ def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store
     if run.kind not in {RunKind.PLAN_ONLY, RunKind.REFRESH_ONLY}:
         return [], None
     snapshot = run_parts.get(run.id, "input")
-    origin = snapshot.body.get("schedule") if snapshot else None
-    plan = run_parts.get(run.id, "plan")
-    if not origin or plan is None:
+    origin = RunInput.from_body(snapshot.body).schedule if snapshot else None
+    part = run_parts.get(run.id, "plan")
+    if not origin or part is None:
         return [], None
-    summary = plan.body.get("summary") or {}
-    drifted = bool(plan.body.get("has_changes"))
+    plan = PlanEvidence.from_body(part.body)
+    summary = plan.summary
+    drifted = plan.has_changes
     drift = store.Drift(
         workspace_id=run.workspace_id,
         state="drifted" if drifted else "clear",
@@ -47,7 +50,7 @@ def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store
         cleared_at=None if drifted else now,
         body={
             "schedule_id": origin.get("schedule_id"),
-            "summary": {name: int(summary.get(name, 0)) for name in _COUNTS},
+            "summary": {name: _count(summary.get(name)) for name in _COUNTS},
             "cleared_by": None if drifted else "scheduled_plan",
         },
     )
@@ -122,3 +125,8 @@ def view(workspace_id: str) -> dict[str, Any] | None:
         "summary": drift.body.get("summary"),
         "cleared_by": drift.body.get("cleared_by"),
     }
+
+
+def _count(value: object) -> int:
+    # DynamoDB gives numbers back as Decimal.
+    return int(value) if isinstance(value, int | float | Decimal) else 0

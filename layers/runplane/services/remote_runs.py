@@ -33,6 +33,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.logs import END_OF_TEXT, MIN_READ_BYTES
+from runplane.domain.parts import ApprovalBody, PlanEvidence, RunInput
 from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.tfe_runs import ExecutionMode, RunFacts
 from runplane.services.lifecycle import RunLifecycle
@@ -237,8 +238,8 @@ class RemoteRuns:
         """The run and the facts of it a TFE client reads (run already authorized)."""
         parts = run_parts.all_of(run.id)
         stages = self._lifecycle.runs.stages(run.id)
-        snapshot = parts["input"].body if "input" in parts else {}
-        plan = parts["plan"].body if "plan" in parts else {}
+        snapshot = RunInput.from_body(parts["input"].body if "input" in parts else {})
+        plan = PlanEvidence.from_body(parts["plan"].body) if "plan" in parts else None
         approval = parts.get("approval")
         policy = parts.get("policy")
 
@@ -257,9 +258,9 @@ class RemoteRuns:
         return RemoteRun(
             run=run,
             facts=facts,
-            configuration_version_id=snapshot.get("configuration_version_id"),
-            message=snapshot.get("message"),
-            summary=plan.get("summary") or {},
+            configuration_version_id=snapshot.configuration_version_id,
+            message=snapshot.message,
+            summary=dict(plan.summary) if plan is not None else {},
             policy=None if policy is None else {"state": policy.state, **policy.body},
         )
 
@@ -271,7 +272,9 @@ class RemoteRuns:
         in the decision's conditional write), then resume the run's workflow."""
         run = self._runs.get(principal, run_id)
         approval = run_parts.get(run.id, "approval")
-        binding = approval.body.get("binding", {}) if approval is not None else {}
+        binding = (
+            ApprovalBody.from_body(approval.body).binding.to_body() if approval is not None else {}
+        )
         self._decide(principal, run.id, "approve", comment, binding)
 
     def discard(self, principal: Principal, run_id: str, comment: str | None) -> None:
@@ -286,7 +289,7 @@ class RemoteRuns:
         run_id: str,
         decision: str,
         comment: str | None,
-        binding: Mapping[str, str] | None,
+        binding: Mapping[str, object] | None,
     ) -> None:
         self._runs.decide(principal, run_id, decision, comment, binding)
 

@@ -8,9 +8,13 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from runplane.domain.entities import Organization, Workspace
+from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.run import Stage
+
+if TYPE_CHECKING:
+    from runplane.store.run_parts import RunPart
 
 
 class WorkspaceDirectory(Protocol):
@@ -48,3 +52,25 @@ class WorkspaceDirectory(Protocol):
         approval_window_seconds: int | None = None,
         execution_mode: str | None = None,
     ) -> None: ...
+
+
+class RunReader(Protocol):
+    """What the Runs service reads to show a run: the run, its stages and its parts.
+
+    Reads only: a run's writes are its conditional transitions (``RunLifecycle``),
+    which stay on the store.
+
+    - ``get_run`` raises ``NotFound`` for an unknown run.
+    - ``runs_of_workspace`` is newest first (creation time, then ID, both descending);
+      another workspace's runs are never in it.
+    - ``stages`` holds the stages recorded for the run (all four from its creation).
+    - ``parts`` holds the run's parts by name; empty for an unknown run.
+    """
+
+    def get_run(self, run_id: str) -> Run: ...
+
+    def runs_of_workspace(self, workspace_id: str) -> list[Run]: ...
+
+    def stages(self, run_id: str) -> dict[Stage, RunStage]: ...
+
+    def parts(self, run_id: str) -> dict[str, RunPart]: ...

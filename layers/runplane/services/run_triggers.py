@@ -36,6 +36,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.parts import RunInput
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
 from runplane.services.runs import Runs
@@ -281,6 +282,7 @@ class RunTriggers:
             if run.kind is RunKind.SPECULATIVE:
                 continue
             snapshot = run_parts.get(run.id, "input")
-            if snapshot is not None and snapshot.body.get("configuration_version_id"):
-                return str(snapshot.body["configuration_version_id"])
+            cv_id = RunInput.from_body(snapshot.body).configuration_version_id if snapshot else None
+            if cv_id:
+                return cv_id
         return None

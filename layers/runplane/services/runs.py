@@ -25,7 +25,16 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.parts import OPEN_ATTEMPT, ApprovalState, AttemptState
+from runplane.domain.paging import Page
+from runplane.domain.parts import (
+    OPEN_ATTEMPT,
+    ApplyRecord,
+    ApprovalBody,
+    ApprovalState,
+    AttemptState,
+    PlanEvidence,
+    RunInput,
+)
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.domain.variables import VariableSource, check_variables, merge
@@ -35,6 +44,7 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
+from runplane.services.repositories import RunReader
 from runplane.services.source_provenance import source_provenance
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
@@ -46,6 +56,7 @@ from runplane.store.models import (
     configuration_version_key,
     configurations_partition,
 )
+from runplane.store.run_reader import DynamoRunReader
 from runplane.store.transaction import Transaction
 
 # A cancellation retries when the run moves under it, until the run has ended.
@@ -82,6 +93,7 @@ class Runs:
         runner_release: str,
         engine_versions: frozenset[str] = frozenset(),
         workspace_variables: WorkspaceVariables | None = None,
+        reader: RunReader | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -96,6 +108,7 @@ class Runs:
         # The engine versions the runner image provides; empty: whatever it runs.
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
+        self._reader: RunReader = reader or DynamoRunReader(lifecycle.runs)
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -301,7 +314,7 @@ class Runs:
     def get(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)
         try:
-            run = self._lifecycle.runs.get(run_id)
+            run = self._reader.get_run(run_id)
         except NotFound:
             raise NotFound("run", run_id) from None
         if not principal.can_see_workspace(run.organization_id, run.workspace_id):
@@ -309,17 +322,21 @@ class Runs:
         return run
 
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
+        """The workspace's runs, newest first."""
         principal.require(Permission.RUN_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return sorted(
-            self._lifecycle.runs.list_for_workspace(workspace.id),
-            key=lambda r: r.created_at,
-            reverse=True,
-        )
+        return self._reader.runs_of_workspace(workspace.id)
+
+    def page(
+        self, principal: Principal, workspace_id: str, number: int = 1, size: int = 20
+    ) -> Page[Run]:
+        """Page ``number`` of the workspace's runs, newest first (``InvalidInput`` for a
+        page number below 1 or a size outside 1 to 100)."""
+        return Page.of(self.list(principal, workspace_id), number, size)
 
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
         run = self.get(principal, run_id)
-        return build_review(run, self._lifecycle, self._clock.now())
+        return build_review(run, self._reader, self._clock.now())
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -329,7 +346,7 @@ class Runs:
         run_id: str,
         decision: str,
         comment: str | None,
-        binding: Mapping[str, str] | None = None,
+        binding: Mapping[str, object] | None = None,
     ) -> Decision:
         """Record an approval or rejection before the deadline and resume the workflow's
         wait for it (if the wait already ended, the workflow reads the decision itself)."""
@@ -351,13 +368,12 @@ class Runs:
         now = self._clock.now()
         if run.approval_expires_at is not None and now >= run.approval_expires_at:
             raise ApprovalExpired(run.id)
-        bound = approval.body.get("binding", {})
-        for name, value in (binding or {}).items():
-            if bound.get(name) != value:
-                raise Conflict(
-                    f"run {run.id} awaits a decision on a different {name}: "
-                    "review the run again before deciding"
-                )
+        different = ApprovalBody.from_body(approval.body).binding.differs(binding or {})
+        if different is not None:
+            raise Conflict(
+                f"run {run.id} awaits a decision on a different {different}: "
+                "review the run again before deciding"
+            )
         body = {
             **approval.body,
             "decision": decision,
@@ -481,9 +497,10 @@ class Runs:
         )
         hand_off(self._workflow, moved.handoff)
         for name, part in parts.items():
-            reference = part.body.get("sandbox_ref")
-            if name.startswith("attempt#") and reference and part.state in OPEN_ATTEMPT:
-                launcher.stop(str(reference))
+            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT:
+                reference = run_parts.attempt_body(part).sandbox_ref
+                if reference:
+                    launcher.stop(reference)
         for token in [*tokens, *([waiter] if waiter else [])]:
             self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")
         return self._lifecycle.runs.get(run.id)
@@ -493,11 +510,11 @@ def _state_of(part: Mapping[str, Any] | None) -> str | None:
     return None if part is None else str(part.get("state"))
 
 
-def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, Any]:
+def build_review(run: Run, reader: RunReader, now: datetime) -> dict[str, Any]:
     """The run review: every fact from the database, nothing inferred from the deployment."""
-    stages = lifecycle.runs.stages(run.id)
-    parts = run_parts.all_of(run.id)
-    snapshot = parts["input"].body if "input" in parts else {}
+    stages = reader.stages(run.id)
+    parts = reader.parts(run.id)
+    snapshot = RunInput.from_body(parts["input"].body if "input" in parts else {})
     applied = Stage.APPLY in stages and stages[Stage.APPLY].status is StageStatus.COMPLETED
     review: dict[str, Any] = {
         "id": run.id,
@@ -524,17 +541,17 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
             for stage in Stage
         ],
         "input": {
-            "configuration_version_id": snapshot.get("configuration_version_id"),
-            "configuration_sha256": snapshot.get("configuration_sha256"),
-            "engine_version": snapshot.get("engine_version"),
-            "variable_names": snapshot.get("variable_names", []),
+            "configuration_version_id": snapshot.configuration_version_id,
+            "configuration_sha256": snapshot.configuration_sha256,
+            "engine_version": snapshot.engine_version,
+            "variable_names": list(snapshot.variable_names),
             # Names and where each came from; values never leave the encrypted artifact.
             "variables": variable_sources(snapshot),
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
         # Followed through persisted records; None for a run not created from a source.
-        "source": source_provenance(run, snapshot),
-        "trigger": snapshot.get("trigger"),
+        "source": source_provenance(run, snapshot.configuration_version_id),
+        "trigger": snapshot.trigger,
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
             for t in run_triggers.triggered_runs(run.id)
@@ -544,13 +561,13 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
         "approval": None,
         "apply": None,
     }
-    if "plan" in parts:
-        plan = parts["plan"].body
+    plan = PlanEvidence.from_body(parts["plan"].body) if "plan" in parts else None
+    if plan is not None:
         review["plan"] = {
-            "has_changes": plan.get("has_changes"),
-            "summary": plan.get("summary"),
-            "plan_sha256": plan.get("plan_sha256"),
-            "engine_version": plan.get("engine_version"),
+            "has_changes": plan.has_changes,
+            "summary": dict(plan.summary),
+            "plan_sha256": plan.plan_sha256,
+            "engine_version": plan.engine_version,
         }
     if "policy" in parts:
         policy = parts["policy"]
@@ -558,21 +575,24 @@ def build_review(run: Run, lifecycle: RunLifecycle, now: datetime) -> dict[str, 
     if "approval" in parts:
         approval = parts["approval"]
         # The binding is what a decision applies to: plan, predecessor and policy digests.
-        review["approval"] = {"status": approval.state, **approval.body}
+        review["approval"] = {
+            "status": approval.state,
+            **ApprovalBody.from_body(approval.body).to_body(),
+        }
     if "apply" in parts:
         review["apply"] = _apply_record(parts["apply"])
-    if snapshot.get("schedule"):
+    if snapshot.schedule:
         # Created by a workspace schedule: a plan with changes there is drift.
-        review["schedule"] = snapshot["schedule"]
-        if "plan" in parts:
-            review["drift"] = {"detected": bool(parts["plan"].body.get("has_changes"))}
+        review["schedule"] = dict(snapshot.schedule)
+        if plan is not None:
+            review["drift"] = {"detected": plan.has_changes}
     review["failure"] = _failure(parts)
     review["recovery"] = recovery_panel(run, now)
     return review
 
 
-def variable_sources(snapshot: Mapping[str, Any]) -> list[dict[str, str]]:
-    from_workspace = set(snapshot.get("workspace_variable_names", []))
+def variable_sources(snapshot: RunInput) -> list[dict[str, str]]:
+    from_workspace = set(snapshot.workspace_variable_names)
     return [
         {
             "name": name,
@@ -580,7 +600,7 @@ def variable_sources(snapshot: Mapping[str, Any]) -> list[dict[str, str]]:
                 VariableSource.WORKSPACE if name in from_workspace else VariableSource.RUN
             ).value,
         }
-        for name in snapshot.get("variable_names", [])
+        for name in snapshot.variable_names
     ]
 
 
@@ -589,20 +609,19 @@ def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:
     (redacted and bounded by the runner), where the status reason is one short line."""
     for phase in ("apply", "plan"):
         attempt = parts.get(f"attempt#{phase}")
-        if (
-            attempt is not None
-            and attempt.state == AttemptState.FAILED
-            and attempt.body.get("reason")
-        ):
-            return {"phase": phase, "reason": str(attempt.body["reason"])}
+        if attempt is None or attempt.state != AttemptState.FAILED:
+            continue
+        reason = run_parts.attempt_body(attempt).reason
+        if reason:
+            return {"phase": phase, "reason": reason}
     return None
 
 
 def _apply_record(part: run_parts.RunPart) -> dict[str, Any]:
     """The apply record, reported independently from state publication."""
-    body = part.body
-    pointer = body.get("resulting_state_version_id")
-    record: dict[str, Any] = {"status": part.state, "reason": body.get("reason")}
+    body = ApplyRecord.from_body(part.body)
+    pointer = body.resulting_state_version_id
+    record: dict[str, Any] = {"status": part.state, "reason": body.reason}
     if pointer is None:
         record["resulting_state_version"] = {"status": "not_recorded"}
         return record

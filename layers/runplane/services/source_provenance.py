@@ -7,7 +7,6 @@ identifiers and digests are returned: never object keys, tokens or content.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from runplane.domain.entities import Run
@@ -18,9 +17,8 @@ from runplane.store import github as github_store
 from runplane.store.models import ConfigurationVersionItem, configuration_version_key
 
 
-def source_provenance(run: Run, snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
-    cv_id = snapshot.get("configuration_version_id")
-    if not isinstance(cv_id, str) or not cv_id:
+def source_provenance(run: Run, cv_id: str | None) -> dict[str, Any] | None:
+    if not cv_id:
         return None
     try:
         cv = ConfigurationVersionItem.get(*configuration_version_key(cv_id), consistent_read=True)
