@@ -17,7 +17,7 @@ from runplane.services.artifacts import SandboxTransfers
 from runplane.services.attempts import open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
-from runplane.store import run_parts, state_versions
+from runplane.store import run_batch, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
 
@@ -80,8 +80,11 @@ class RunnerApi:
         return {"token": grant.token, "manifest": self._manifest(grant.session)}
 
     def _manifest(self, session: RunnerSession) -> dict[str, Any]:
-        run = self._runs.get(session.binding.run_id)
-        snapshot = run_parts.require(run.id, "input").body
+        apply = session.binding.phase is Phase.APPLY
+        run, parts = run_batch.run_and_parts(
+            session.binding.run_id, ["input", "plan"] if apply else ["input"]
+        )
+        snapshot = run_batch.require(parts, run.id, "input").body
         manifest: dict[str, Any] = {
             "run_id": run.id,
             "kind": run.kind.value,
@@ -96,8 +99,8 @@ class RunnerApi:
             # Created by a remote backend: its configuration names that backend.
             "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
         }
-        if session.binding.phase is Phase.APPLY:
-            plan = run_parts.require(run.id, "plan").body
+        if apply:
+            plan = run_batch.require(parts, run.id, "plan").body
             manifest["plan_artifact_id"] = plan["plan_artifact_id"]
             manifest["plan_sha256"] = plan["plan_sha256"]
         return manifest
@@ -142,11 +145,11 @@ class RunnerApi:
     ) -> dict[str, str]:
         """Redeem the apply-start capability together with the move to ``applying``."""
         session = session_of(principal)
-        run = self._runs.get(session.binding.run_id)
-        plan = run_parts.require(run.id, "plan").body
+        run, parts = run_batch.run_and_parts(session.binding.run_id, ["plan", "attempt#apply"])
+        plan = run_batch.require(parts, run.id, "plan").body
         if request.get("plan_sha256") != plan["plan_sha256"]:
             raise Conflict("the plan presented is not the approved plan")
-        attempt = run_parts.require(run.id, "attempt#apply").body
+        attempt = run_batch.require(parts, run.id, "attempt#apply").body
         result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
         extra = []
         if run.status is RunStatus.AWAITING_APPROVAL:
@@ -158,8 +161,9 @@ class RunnerApi:
     def state_check(self, principal: Principal) -> dict[str, Any]:
         """What the current state of the run's workspace says about its publisher."""
         session = session_of(principal)
-        run = self._runs.get(session.binding.run_id)
-        workspace = workspace_store.get_workspace(run.workspace_id)
+        # A run's workspace never changes: the session's principal names it.
+        workspace_id = principal.workspace_id or self._runs.get(session.binding.run_id).workspace_id
+        workspace = workspace_store.get_workspace(workspace_id)
         if workspace.current_state_version_id is None:
             return {"state_version_id": None, "matches": False}
         version = state_versions.get(workspace.current_state_version_id)

@@ -21,12 +21,13 @@ from runplane.domain.parts import (
     ApplyRecordState,
     AttemptBody,
     AttemptState,
+    PlanEvidence,
 )
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
-from runplane.store import run_parts
+from runplane.store import run_batch, run_parts
 from runplane.store import workspaces as workspace_store
 
 
@@ -37,14 +38,18 @@ class RunnerStart(WorkflowService):
         """Start a runner phase: record the attempt with the wait's token, mint its
         capabilities, launch the sandbox. A retry of the same phase stores the new
         token and does not start a second sandbox."""
-        run = self._active(run_id)
         stage = Phase(phase)
-        existing = run_parts.get(run.id, attempt_part(stage))
+        # The run, its attempt and the inputs a start needs, in one consistent read.
+        needed = [attempt_part(stage), "input", *(["plan"] if stage is Phase.APPLY else [])]
+        run, parts = run_batch.run_and_parts(run_id, needed)
+        if run.status.is_terminal:
+            raise RunEnded(run.id, run.status)
+        existing = parts[attempt_part(stage)]
         now = self._clock.now()
         if existing is not None:
             return self._replay_start(run, stage, existing, token)
         clearance = self._check_launch(run, stage)
-        snapshot = run_parts.require(run.id, "input").body
+        snapshot = run_batch.require(parts, run.id, "input").body
         attempt_id = self._ids.new(IdKind.ATTEMPT)
         sandbox_id = self._ids.new(IdKind.SANDBOX)
         binding = Binding(run.id, attempt_id, stage, sandbox_id)
@@ -77,7 +82,8 @@ class RunnerStart(WorkflowService):
                 extra_writes=[attempt, *take_slots],
             )
         else:
-            inputs.append(run_parts.plan_evidence(run.id).plan_artifact_id)
+            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
+            inputs.append(plan.plan_artifact_id)
             lock = self._lifecycle.writer.acquire_apply_lock(run)
             attempt_body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
             minted_apply = self._capabilities.mint(

@@ -219,7 +219,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
-            runner_authority.apply_authority(principal, workspace, self._runs)
+            runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         holder = LockHolder(principal.ref, principal.display)
@@ -252,7 +252,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
-            runner_authority.apply_authority(principal, workspace, self._runs)
+            runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         if workspace.lock_id is None:
