@@ -56,6 +56,18 @@ class RunnerStart(WorkflowService):
         inputs = [snapshot["configuration_artifact_id"]]
         if snapshot.get("variables_artifact_id"):
             inputs.append(snapshot["variables_artifact_id"])
+        if stage is Phase.APPLY:
+            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
+            inputs.append(plan.plan_artifact_id)
+        # The sandbox's capabilities are created in the attempt's own transaction:
+        # one write, and none of them exists unless the attempt does.
+        bootstrap, mint_bootstrap = self._capabilities.minting(
+            CapabilityKind.BOOTSTRAP,
+            binding,
+            lifetime=self._timing.bootstrap_lifetime,
+            organization_id=run.organization_id,
+            inputs=inputs,
+        )
         apply_start = None
         # A full scope refuses the whole start with SandboxCapacityExhausted, which
         # the workflow retries with backoff: nothing is written until a slot is free.
@@ -79,14 +91,12 @@ class RunnerStart(WorkflowService):
                 S.PLANNING,
                 actor=WORKFLOW,
                 run_updates={"predecessor_sv_id": pinned},
-                extra_writes=[attempt, *take_slots],
+                extra_writes=[attempt, mint_bootstrap, *take_slots],
             )
         else:
-            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
-            inputs.append(plan.plan_artifact_id)
             lock = self._lifecycle.writer.acquire_apply_lock(run)
             attempt_body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
-            minted_apply = self._capabilities.mint(
+            minted_apply, mint_apply = self._capabilities.minting(
                 CapabilityKind.APPLY_START,
                 binding,
                 lifetime=self._timing.apply_start_lifetime,
@@ -110,16 +120,11 @@ class RunnerStart(WorkflowService):
                         body=ApplyRecord(None, attempt_id, lock.lock_id, lock.fence).to_body(),
                         now=now,
                     ),
+                    mint_apply,
+                    mint_bootstrap,
                     *take_slots,
                 ]
             ).commit()
-        bootstrap = self._capabilities.mint(
-            CapabilityKind.BOOTSTRAP,
-            binding,
-            lifetime=self._timing.bootstrap_lifetime,
-            organization_id=run.organization_id,
-            inputs=inputs,
-        )
         reference = self._launcher.launch(
             LaunchRequest(
                 run_id=run.id,
