@@ -45,9 +45,11 @@ Send = Callable[[int, int, bytes], None]
 
 @dataclass(frozen=True)
 class Pacing:
-    interval: float = 1.0
+    interval: float = 2.0
     """Least time between two sends: a quiet log's next line goes at once, a busy
-    log's lines are batched per interval."""
+    log's lines are batched per interval. Each send is a runner call (its session's
+    authentication, then one transaction): two seconds halves a busy phase's calls
+    against one, and keeps a line's latency within about twice what it was."""
     batch_bytes: int = 32 * 1024
     """Send before the interval has passed once this much is waiting."""
     first_backoff: float = 0.5
