@@ -244,7 +244,7 @@ def test_reads_do_not_end_inside_a_character(data: bytes, more: bool, cut: int) 
 
 
 def test_a_burst_after_a_quiet_spell_is_gathered_into_one_chunk() -> None:
-    # Given default pacing, a send half a second ago, then a second without output
+    # Given default pacing, a send half a second ago, then a quiet spell
     pacing = Pacing()
     quiet = {"last_send": 59.5, "now": 60.0, "quiet": True}
 
