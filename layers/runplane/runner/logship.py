@@ -53,7 +53,7 @@ class Pacing:
     gather: float = 0.25
     """How long the first line after a quiet spell waits for the lines that follow
     it (an engine prints in bursts: a burst goes as one chunk, not two)."""
-    quiet: float = 2.0
+    quiet: float = 1.0
     """A line after this long without output starts a quiet spell's burst: it goes
     after ``gather`` whenever the last send was."""
     batch_bytes: int = 32 * 1024
