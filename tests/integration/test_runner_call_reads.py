@@ -10,7 +10,7 @@ from tests.integration.arena import Arena, applying, awaiting_approval
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
-def test_an_apply_sandbox_s_start_reads_the_run_once_and_writes_three_times(
+def test_an_apply_sandbox_s_start_reads_the_run_once_and_writes_twice(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given an approved run whose workflow is about to start its apply sandbox
@@ -28,9 +28,9 @@ def test_an_apply_sandbox_s_start_reads_the_run_once_and_writes_three_times(
     assert run_parts.require(run_id, "attempt#apply").state == "started"
     reads = [op for op in requests.operations if op != "TransactWriteItems"]
     assert reads == ["BatchGetItem", "BatchGetItem", "GetItem", "GetItem"]
-    # And wrote three times: the apply lock; the attempt with its apply record, slots
-    # and both capabilities; the attempt's launch
-    assert requests.operations.count("TransactWriteItems") == 3
+    # And wrote twice: the attempt with the apply lock, its apply record, slots and
+    # both capabilities; then the attempt's launch
+    assert requests.operations.count("TransactWriteItems") == 2
 
 
 def test_an_apply_sandbox_s_manifest_is_one_read(
