@@ -10,7 +10,12 @@ reports:
   (reported by the runner for its plan and apply phases), and their
   difference: the control plane's overhead (workflow, Lambdas, DynamoDB, S3,
   KMS, the runner's own transfers, plus the polling interval of the approval);
-- DynamoDB requests by operation and Step Functions state transitions;
+- DynamoDB requests by operation (and how many of them write) and Step
+  Functions state transitions;
+- the HTTP calls the sandboxes made, by route;
+- where the overhead went: sandbox start-up, the runners' other work, the
+  control plane between sandboxes, and a sampled split of this process's busy
+  threads between moto, the AWS SDK and our code (``benchmarks.overhead_split``);
 - what those counts would cost in AWS (list prices, us-east-1).
 
 The embedded stack runs everything on this machine, so absolute seconds are
@@ -33,6 +38,7 @@ from typing import Any
 import boto3
 import botocore.client
 
+from benchmarks.overhead_split import Sampler, Timeline
 from runplane.client import Client, Connection
 from runplane.local import moto_serial
 from runplane.local.stack import EmbeddedStack
@@ -48,6 +54,8 @@ LAMBDA_REQUEST = 0.20 / 1_000_000
 LAMBDA_GB_SECOND = 0.0000166667
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
 READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
+WRITE_REQUESTS = WRITES | {"TransactWriteItems"}
+TIMELINE = Timeline()
 
 
 def _cost(counts: Counter[str], transitions: float, lambdas: float) -> dict[str, float]:
@@ -114,6 +122,7 @@ def main() -> None:
     parser.add_argument("--sites", type=int, default=40, help="call sites to list (0: none)")
     args = parser.parse_args()
     _count_call_sites()
+    TIMELINE.install()
     engine = REPO / ".venv" / "engine" / "terraform"
     if not engine.exists():
         raise SystemExit("run `make engine` first")
@@ -127,18 +136,28 @@ def main() -> None:
             # One warm-up run, not measured: first executions parse the ASL.
             _one_run(client, workspace, "warmup", stack)
             CALL_SITES.clear()
-            rows = [_one_run(client, workspace, f"v{i}", stack) for i in range(args.runs)]
+            TIMELINE.calls.clear()
+            sampler = Sampler()
+            sampler.start()
+            try:
+                rows = [_one_run(client, workspace, f"v{i}", stack) for i in range(args.runs)]
+            finally:
+                sampler.stop()
         finally:
             stack.stop()
 
     overheads = [r["overhead_s"] for r in rows]
     print(
-        f"{'run':<4} {'total s':>8} {'engine s':>9} {'overhead s':>11} {'ddb req':>8} {'sfn tr':>7}"
+        f"{'run':<4} {'total s':>8} {'engine s':>9} {'overhead s':>11} {'start-up s':>11} "
+        f"{'runner s':>9} {'control s':>10} {'ddb req':>8} {'writes':>7} {'sfn tr':>7}"
     )
     for i, row in enumerate(rows):
+        split = row["split"]
         print(
             f"{i:<4} {row['total_s']:>8.2f} {row['engine_s']:>9.2f} {row['overhead_s']:>11.2f} "
-            f"{row['dynamodb_requests']:>8} {row['transitions']:>7}"
+            f"{split['sandbox_start_up_s']:>11.2f} {split['runner_other_s']:>9.2f} "
+            f"{split['control_plane_s']:>10.2f} {row['dynamodb_requests']:>8} "
+            f"{row['dynamodb_writes']:>7} {row['transitions']:>7}"
         )
     counts: Counter[str] = Counter()
     for row in rows:
@@ -153,20 +172,35 @@ def main() -> None:
         "median_engine_s": round(statistics.median(r["engine_s"] for r in rows), 2),
         "median_overhead_s": round(statistics.median(overheads), 2),
         "dynamodb_requests_per_run": round(sum(per_run.values()), 1),
+        "dynamodb_writes_per_run": round(sum(per_run[op] for op in WRITE_REQUESTS), 1),
         "dynamodb_by_operation_per_run": {k: round(v, 1) for k, v in sorted(per_run.items())},
         "state_transitions_per_run": round(transitions, 1),
         "lambda_invocations_per_run": round(lambdas, 1),
         "cost_per_run_usd": {k: round(v, 7) for k, v in cost.items()},
+        "median_overhead_split_s": {
+            key: round(statistics.median(r["split"][key] for r in rows), 2)
+            for key in rows[0]["split"]
+        },
+        "stack_cpu_s_per_run": {k: round(v / len(rows), 2) for k, v in sampler.seconds().items()},
+        "sandbox_calls_per_run": round(sum(TIMELINE.calls.values()) / len(rows), 1),
     }
     print(
         f"median overhead per run: {summary['median_overhead_s']} s "
         f"(engine {summary['median_engine_s']} s of {summary['median_total_s']} s)"
     )
     print(
-        f"per run: {summary['dynamodb_requests_per_run']} DynamoDB requests, "
+        f"per run: {summary['dynamodb_requests_per_run']} DynamoDB requests "
+        f"({summary['dynamodb_writes_per_run']} writes), "
         f"{summary['state_transitions_per_run']} state transitions, "
         f"~${cost['total_usd']:.6f} in DynamoDB + Step Functions + Lambda"
     )
+    print(f"overhead split (median s): {summary['median_overhead_split_s']}")
+    print(f"stack process CPU per run (s, sampled): {summary['stack_cpu_s_per_run']}")
+    other = {k: round(v / len(rows), 2) for k, v in sampler.other.most_common(8)}
+    print(f"  of which other: {other}")
+    print(f"sandbox HTTP calls per run by route ({summary['sandbox_calls_per_run']}):")
+    for route, n in TIMELINE.calls.most_common():
+        print(f"{n / len(rows):>7.1f}  {route}")
     if args.sites:
         print(f"DynamoDB requests per run by call site (top {args.sites}):")
         for site, n in CALL_SITES.most_common(args.sites):
@@ -203,13 +237,15 @@ def _wait(client: Client, run_id: str, until: set[str]) -> tuple[dict[str, Any],
 
 def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -> dict[str, Any]:
     before = _dynamodb()
+    TIMELINE.reset()
     started = time.perf_counter()
     run = client.create_run(workspace, REPO / "examples" / "hello", variables={"greeting": value})
     ended = {"succeeded", "plan_failed", "apply_failed", "needs_recovery", "canceled"}
     _, polls = _wait(client, run["id"], {"awaiting_approval", *ended})
     client.decide(run["id"], "approve")
     review, more = _wait(client, run["id"], ended)
-    total = time.perf_counter() - started
+    finished = time.perf_counter()
+    total = finished - started
     after = _dynamodb()
     # Reviews (the create and decide responses, and every poll) are the client's reads.
     reviews = polls + more + 2
@@ -238,7 +274,9 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
         "engine_s": engine,
         "overhead_s": total - engine,
         "dynamodb_requests": sum(delta.values()),
+        "dynamodb_writes": sum(delta[op] for op in WRITE_REQUESTS),
         "dynamodb_by_operation": dict(delta),
+        "split": TIMELINE.split(started, finished, engine),
         "transitions": transitions,
         "lambda_invocations": lambdas,
     }

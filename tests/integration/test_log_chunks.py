@@ -68,7 +68,7 @@ def test_a_resent_chunk_is_stored_once_and_other_bytes_under_its_number_are_refu
     assert logs.read(arena.admin, run_id, Phase.PLAN, offset=16).data == b"Plan: 1 to add\n"
 
 
-def test_a_new_chunk_costs_one_read_and_one_write(
+def test_a_new_chunk_costs_one_write_and_no_read(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a running plan and its runner session
@@ -79,10 +79,10 @@ def test_a_new_chunk_costs_one_read_and_one_write(
     # When a new chunk is stored
     stored = logs.store_chunk(runner, 0, 0, b"Initializing...\n")
 
-    # Then the attempt and the chunk were read together, and the chunk and its
-    # artifact's record written in one transaction
+    # Then nothing was read (authenticating the session read its attempt): the chunk
+    # and its artifact's record were written in one transaction conditioned on both
     assert stored == {"sequence": 0, "next_offset": 16, "replayed": False}
-    assert requests.operations == ["BatchGetItem", "TransactWriteItems"]
+    assert requests.operations == ["TransactWriteItems"]
     assert logs.read(arena.admin, run_id, Phase.PLAN).data == b"Initializing...\n"
 
 
@@ -171,3 +171,24 @@ def test_people_of_another_organization_or_without_run_read_cannot_read_it(
     # And a person cannot send chunks (only a runner session can)
     with pytest.raises(Forbidden):
         logs.store_chunk(arena.admin, 0, 0, b"x")
+
+
+def test_a_chunk_resent_after_its_attempt_ended_is_acknowledged_and_writes_nothing(
+    arena: Arena,
+) -> None:
+    # Given a plan whose runner stored chunk 0, then reported its result
+    _, run_id = planning(arena, "late-resend")
+    runner, logs = runner_of(arena, run_id), logs_of(arena)
+    logs.store_chunk(runner, 0, 0, b"Error: boom\n")
+    attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
+    arena.orchestration.report_plan(run_id, attempt, Failed(reason="boom"))
+    before = arena.stack.scan(), arena.stack.bucket_keys()
+
+    # When chunk 0 is resent (its answer was lost), and other bytes under its number
+    again = logs.store_chunk(runner, 0, 0, b"Error: boom\n")
+    with pytest.raises(Conflict):
+        logs.store_chunk(runner, 0, 0, b"Error: bang\n")
+
+    # Then the resend is acknowledged, the conflict refused, and nothing was written
+    assert again == {"sequence": 0, "next_offset": 12, "replayed": True}
+    assert (arena.stack.scan(), arena.stack.bucket_keys()) == before

@@ -45,15 +45,36 @@ Send = Callable[[int, int, bytes], None]
 
 @dataclass(frozen=True)
 class Pacing:
-    interval: float = 1.0
-    """Least time between two sends: a quiet log's next line goes at once, a busy
-    log's lines are batched per interval."""
+    interval: float = 2.0
+    """Least time between two sends: a quiet log's next line goes after ``gather``,
+    a busy log's lines are batched per interval. Each send is a runner call (its session's
+    authentication, then one transaction): two seconds halves a busy phase's calls
+    against one, and keeps a line's latency within about twice what it was."""
+    gather: float = 0.25
+    """How long the first line after a quiet spell waits for the lines that follow
+    it (an engine prints in bursts: a burst goes as one chunk, not two)."""
+    quiet: float = 1.0
+    """A line after this long without output starts a quiet spell's burst: it goes
+    after ``gather`` whenever the last send was."""
     batch_bytes: int = 32 * 1024
     """Send before the interval has passed once this much is waiting."""
     first_backoff: float = 0.5
     max_backoff: float = 5.0
     drain_seconds: float = 10.0
     """How long :meth:`LogShipper.close` keeps trying to deliver what is left."""
+
+
+def send_delay(
+    pacing: Pacing, *, waiting: int, since: float, last_send: float, now: float, quiet: bool
+) -> float:
+    """Seconds until what is waiting (fed from ``since``; after a quiet spell if
+    ``quiet``) should be sent; 0: now."""
+    if waiting >= pacing.batch_bytes:
+        return 0.0
+    gathered = since + pacing.gather - now
+    if quiet:
+        return max(gathered, 0.0)
+    return max(last_send + pacing.interval - now, gathered, 0.0)
 
 
 class LogShipper:
@@ -74,6 +95,9 @@ class LogShipper:
         self._wake = threading.Condition()
         self._buffer = bytearray()  # fed, not yet cut into a chunk
         self._fed = 0
+        self._since = 0.0  # when the buffer last went from empty to not empty
+        self._quiet = True  # and whether that ended a quiet spell
+        self._last_fed = float("-inf")
         self._in_flight: tuple[int, int, bytes] | None = None
         self._sequence = 0
         self._offset = 0  # where the next chunk starts
@@ -103,6 +127,11 @@ class LogShipper:
             room = self._limit - self._fed
             piece = data[: max(room, 0)]
             if piece:
+                now = self._clock()
+                if not self._buffer:
+                    self._since = now
+                    self._quiet = now - self._last_fed >= self._pacing.quiet
+                self._last_fed = now
                 self._buffer += piece
                 self._fed += len(piece)
                 self._wake.notify()
@@ -164,8 +193,15 @@ class LogShipper:
                 if waiting == 0 and self._closing:
                     self._stopped = True
                     return None
-                due = last_send + self._pacing.interval - self._clock()
-                if waiting and (self._closing or due <= 0 or waiting >= self._pacing.batch_bytes):
+                due = send_delay(
+                    self._pacing,
+                    waiting=waiting,
+                    since=self._since,
+                    last_send=last_send,
+                    now=self._clock(),
+                    quiet=self._quiet,
+                )
+                if waiting and (self._closing or due <= 0):
                     data = bytes(self._buffer[: self._chunk_bytes])
                     del self._buffer[: len(data)]
                     self._in_flight = (self._sequence, self._offset, data)

@@ -111,10 +111,27 @@ class Capabilities:
         organization_id: str,
         inputs: Sequence[str] = (),
     ) -> Minted:
+        minted, write = self.minting(
+            kind, binding, lifetime=lifetime, organization_id=organization_id, inputs=inputs
+        )
+        write.commit()
+        return minted
+
+    def minting(
+        self,
+        kind: CapabilityKind,
+        binding: Binding,
+        *,
+        lifetime: timedelta,
+        organization_id: str,
+        inputs: Sequence[str] = (),
+    ) -> tuple[Minted, Transaction]:
+        """A new capability and the write that creates it, to commit with other writes
+        (the capability exists only once that transaction commits)."""
         now = self._clock.now()
         handle = new_handle()
         minted = Minted(self._ids.new(IdKind.CAPABILITY), now + lifetime, handle)
-        store.mint(
+        write = store.mint(
             handle_hash(handle),
             jti=minted.jti,
             organization_id=organization_id,
@@ -123,12 +140,12 @@ class Capabilities:
             inputs=inputs,
             now=now,
             valid_until=minted.valid_until,
-        ).commit()
+        )
         logger.info(
             "capability minted",
             extra={"jti": minted.jti, "kind": kind.value, "attempt_id": binding.attempt_id},
         )
-        return minted
+        return minted, write
 
     def redeem_once(self, handle: str, kind: CapabilityKind, binding: Binding) -> None:
         """Redeem a strictly one-time capability (a secret): a second use is refused."""

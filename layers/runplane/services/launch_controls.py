@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from runplane.domain.clock import Clock
 from runplane.domain.errors import LaunchDenied
 from runplane.domain.identity import Permission, Principal
+from runplane.store import launch_controls as controls_store
 from runplane.store import sandbox_slots
 from runplane.store.models import LaunchControlsItem, launch_controls_key
 from runplane.store.transaction import Transaction
@@ -36,6 +37,12 @@ def _read(scope: str) -> Controls:
     try:
         item = LaunchControlsItem.get(*launch_controls_key(scope), consistent_read=True)
     except LaunchControlsItem.DoesNotExist:
+        return Controls()
+    return _controls(item)
+
+
+def _controls(item: LaunchControlsItem | None) -> Controls:
+    if item is None:
         return Controls()
     return Controls(
         launches_enabled=bool(item.launches_enabled),
@@ -79,8 +86,9 @@ class LaunchControls:
         """
         scopes = {GLOBAL: "platform", organization_id: "organization"}
         try:
-            read = {scope: _read(scope) for scope in scopes}
-            running = {scope: sandbox_slots.active(scope) for scope in scopes} if capacity else {}
+            # Every scope's controls (and counts) in one consistent request.
+            items, running = controls_store.read(list(scopes), counts=capacity)
+            read = {scope: _controls(item) for scope, item in items.items()}
         except Exception as unreadable:  # fail closed on anything unexpected
             raise LaunchDenied("launch controls could not be read") from unreadable
         for scope, label in scopes.items():

@@ -30,7 +30,7 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.runner_api import session_of
 from runplane.services.runs import Runs
 from runplane.store import log_chunks, run_parts
-from runplane.store.log_chunks import ChunkTaken, LogChunk
+from runplane.store.log_chunks import LogChunk
 
 
 @dataclass(frozen=True)
@@ -73,18 +73,11 @@ class RunLogs:
         binding = session.binding
         self._check_chunk(sequence, offset, data)
         part = f"attempt#{binding.phase.value}"
-        # The attempt and the chunk in one request; the chunk and its artifact's
-        # record in one transaction (a chunk is a runner call: keep it cheap).
-        stored, attempt = log_chunks.get_with_part(
-            binding.run_id, binding.attempt_id, sequence, part
-        )
-        if attempt is None or attempt.body.get("attempt_id") != binding.attempt_id:
-            raise NotFound("attempt", binding.attempt_id)
+        # No read first: the session's authentication has just read its attempt, and
+        # the chunk's one transaction is conditioned on that attempt being open and
+        # on the chunk's number being free (a runner call: keep it cheap). A resend
+        # is told apart by that refusal, and then read.
         digest = hashlib.sha256(data).hexdigest()
-        if stored is not None:
-            return self._replayed(stored, offset, digest)
-        if attempt.state not in OPEN_ATTEMPT:
-            raise Conflict(f"the {binding.phase} attempt of run {binding.run_id} has ended")
         created_at = self._clock.now()
 
         def chunk_of(artifact: Artifact) -> LogChunk:
@@ -108,12 +101,14 @@ class RunLogs:
                 [data],
                 together=lambda artifact: log_chunks.put(chunk_of(artifact), part, OPEN_ATTEMPT),
             )
-        except ChunkTaken:
-            # Refused with the artifact's record: nothing of this call was stored.
-            raced = log_chunks.get(binding.run_id, binding.attempt_id, sequence)
-            if raced is None:
+        except Conflict:
+            # Refused with the artifact's record: nothing of this call was stored. A
+            # resend is acknowledged again, even once the attempt has ended (a store
+            # may report any of the refused conditions).
+            stored = log_chunks.get(binding.run_id, binding.attempt_id, sequence)
+            if stored is None:
                 raise
-            return self._replayed(raced, offset, digest)
+            return self._replayed(stored, offset, digest)
         return {"sequence": sequence, "next_offset": chunk_of(artifact).end, "replayed": False}
 
     @staticmethod

@@ -20,7 +20,7 @@ from runplane.services.attempts import attempt_part, open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.services.publications import apply_identity, publication_of
-from runplane.store import run_parts, state_versions
+from runplane.store import run_batch, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
 
@@ -83,8 +83,11 @@ class RunnerApi:
         return {"token": grant.token, "manifest": self._manifest(grant.session)}
 
     def _manifest(self, session: RunnerSession) -> dict[str, Any]:
-        run = self._runs.get(session.binding.run_id)
-        snapshot = run_parts.require(run.id, "input").body
+        apply = session.binding.phase is Phase.APPLY
+        run, parts = run_batch.run_and_parts(
+            session.binding.run_id, ["input", "plan"] if apply else ["input"]
+        )
+        snapshot = run_batch.require(parts, run.id, "input").body
         manifest: dict[str, Any] = {
             "run_id": run.id,
             "kind": run.kind.value,
@@ -99,8 +102,8 @@ class RunnerApi:
             # Created by a remote backend: its configuration names that backend.
             "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
         }
-        if session.binding.phase is Phase.APPLY:
-            plan = run_parts.require(run.id, "plan").body
+        if apply:
+            plan = run_batch.require(parts, run.id, "plan").body
             manifest["plan_artifact_id"] = plan["plan_artifact_id"]
             manifest["plan_sha256"] = plan["plan_sha256"]
         return manifest
@@ -145,11 +148,11 @@ class RunnerApi:
     ) -> dict[str, str]:
         """Redeem the apply-start capability together with the move to ``applying``."""
         session = session_of(principal)
-        run = self._runs.get(session.binding.run_id)
-        plan = run_parts.require(run.id, "plan").body
+        run, parts = run_batch.run_and_parts(session.binding.run_id, ["plan", "attempt#apply"])
+        plan = run_batch.require(parts, run.id, "plan").body
         if request.get("plan_sha256") != plan["plan_sha256"]:
             raise Conflict("the plan presented is not the approved plan")
-        attempt = run_parts.require(run.id, "attempt#apply").body
+        attempt = run_batch.require(parts, run.id, "attempt#apply").body
         result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
         extra = []
         if run.status is RunStatus.AWAITING_APPROVAL:
@@ -161,13 +164,15 @@ class RunnerApi:
     def state_check(self, principal: Principal) -> dict[str, Any]:
         """What the current state of the run's workspace says about its publisher."""
         session = session_of(principal)
-        run = self._runs.get(session.binding.run_id)
+        binding = session.binding
+        # The run (its predecessor is part of the stamp) and the attempt in one read.
+        run, parts = run_batch.run_and_parts(binding.run_id, [attempt_part(binding.phase)])
         workspace = workspace_store.get_workspace(run.workspace_id)
         if workspace.current_state_version_id is None:
             return {"state_version_id": None, "matches": False}
         version = state_versions.get(workspace.current_state_version_id)
         # The same rule as the apply's result: this attempt's exact stamp, lock and fence.
-        attempt = run_parts.require(run.id, attempt_part(session.binding.phase)).body
+        attempt = run_batch.require(parts, run.id, attempt_part(binding.phase)).body
         ours = attempt.get("attempt_id") == session.binding.attempt_id and published_by(
             publication_of(version), apply_identity(run, attempt)
         )

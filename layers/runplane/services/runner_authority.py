@@ -23,7 +23,7 @@ from runplane.domain.identity import Principal
 from runplane.domain.parts import OPEN_ATTEMPT
 from runplane.domain.run import RunStatus
 from runplane.services.attempts import attempt_part
-from runplane.store import run_parts
+from runplane.store import run_batch, run_parts
 from runplane.store import runs as run_store
 from runplane.store.runs import RunRepository
 from runplane.store.state_versions import StateVersion
@@ -41,9 +41,7 @@ class ApplyAuthority:
     fence: int
 
 
-def apply_authority(
-    principal: Principal, workspace: Workspace, runs: RunRepository
-) -> ApplyAuthority:
+def apply_authority(principal: Principal, workspace: Workspace) -> ApplyAuthority:
     """The apply authority ``principal`` (a runner session) holds on ``workspace``,
     or the typed refusal: 403 for the wrong session, 409 for the wrong moment."""
     run_id = principal.run_id or ""
@@ -51,14 +49,15 @@ def apply_authority(
         raise RunnerAuthorityRefused(
             run_id, "a plan session may read the run's pinned state but never lock or write it"
         )
-    attempt = run_parts.get(run_id, attempt_part(Phase.APPLY))
+    # The run and its apply attempt in one consistent request.
+    run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY)])
+    attempt = parts[attempt_part(Phase.APPLY)]
     if attempt is None or attempt.body.get("attempt_id") != principal.attempt_id:
         raise RunnerAuthorityRefused(run_id, "it is not the session of the run's current apply")
     if attempt.body.get("sandbox_id") != principal.sandbox_id:
         raise RunnerAuthorityRefused(run_id, "it belongs to another sandbox")
     if attempt.state not in OPEN_ATTEMPT:
         raise RunnerAuthorityRefused(run_id, f"its apply attempt has ended ({attempt.state})")
-    run = runs.get(run_id)
     if run.status is not RunStatus.APPLYING:
         raise RunNotApplying(run.id, run.status)
     lock_id, fence = str(attempt.body["lock_id"]), int(attempt.body["fence"])

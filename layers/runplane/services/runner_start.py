@@ -6,14 +6,17 @@ A retried start never launches a second sandbox (see ``_replay_start``).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from runplane.adapters.launchers import LaunchRequest
 from runplane.domain.capabilities import Binding, CapabilityKind, Phase
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
+    ConcurrentChange,
     LaunchDenied,
     RunEnded,
+    TooMuchContention,
 )
 from runplane.domain.ids import IdKind
 from runplane.domain.parts import (
@@ -21,13 +24,16 @@ from runplane.domain.parts import (
     ApplyRecordState,
     AttemptBody,
     AttemptState,
+    PlanEvidence,
 )
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
-from runplane.store import run_parts
+from runplane.services.writer import MAX_ATTEMPTS
+from runplane.store import run_batch, run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.transaction import Transaction
 
 
 class RunnerStart(WorkflowService):
@@ -37,20 +43,36 @@ class RunnerStart(WorkflowService):
         """Start a runner phase: record the attempt with the wait's token, mint its
         capabilities, launch the sandbox. A retry of the same phase stores the new
         token and does not start a second sandbox."""
-        run = self._active(run_id)
         stage = Phase(phase)
-        existing = run_parts.get(run.id, attempt_part(stage))
+        # The run, its attempt and the inputs a start needs, in one consistent read.
+        needed = [attempt_part(stage), "input", *(["plan"] if stage is Phase.APPLY else [])]
+        run, parts = run_batch.run_and_parts(run_id, needed)
+        if run.status.is_terminal:
+            raise RunEnded(run.id, run.status)
+        existing = parts[attempt_part(stage)]
         now = self._clock.now()
         if existing is not None:
             return self._replay_start(run, stage, existing, token)
         clearance = self._check_launch(run, stage)
-        snapshot = run_parts.require(run.id, "input").body
+        snapshot = run_batch.require(parts, run.id, "input").body
         attempt_id = self._ids.new(IdKind.ATTEMPT)
         sandbox_id = self._ids.new(IdKind.SANDBOX)
         binding = Binding(run.id, attempt_id, stage, sandbox_id)
         inputs = [snapshot["configuration_artifact_id"]]
         if snapshot.get("variables_artifact_id"):
             inputs.append(snapshot["variables_artifact_id"])
+        if stage is Phase.APPLY:
+            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
+            inputs.append(plan.plan_artifact_id)
+        # The sandbox's capabilities are created in the attempt's own transaction:
+        # one write, and none of them exists unless the attempt does.
+        bootstrap, mint_bootstrap = self._capabilities.minting(
+            CapabilityKind.BOOTSTRAP,
+            binding,
+            lifetime=self._timing.bootstrap_lifetime,
+            organization_id=run.organization_id,
+            inputs=inputs,
+        )
         apply_start = None
         # A full scope refuses the whole start with SandboxCapacityExhausted, which
         # the workflow retries with backoff: nothing is written until a slot is free.
@@ -74,46 +96,12 @@ class RunnerStart(WorkflowService):
                 S.PLANNING,
                 actor=WORKFLOW,
                 run_updates={"predecessor_sv_id": pinned},
-                extra_writes=[attempt, *take_slots],
+                extra_writes=[attempt, mint_bootstrap, *take_slots],
             )
         else:
-            inputs.append(run_parts.plan_evidence(run.id).plan_artifact_id)
-            lock = self._lifecycle.writer.acquire_apply_lock(run)
-            attempt_body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
-            minted_apply = self._capabilities.mint(
-                CapabilityKind.APPLY_START,
-                binding,
-                lifetime=self._timing.apply_start_lifetime,
-                organization_id=run.organization_id,
+            apply_start, attempt_body = self._start_apply(
+                run, token, now, attempt_body, binding, mint_bootstrap, take_slots
             )
-            apply_start = minted_apply.handle
-            run_parts.put(
-                run.id,
-                attempt_part(stage),
-                state=AttemptState.LAUNCHING,
-                body=attempt_body.to_body(),
-                now=now,
-                token=token,
-            ).extend(
-                [
-                    run_parts.change(
-                        run.id,
-                        "apply",
-                        expected_state=ApplyRecordState.PENDING,
-                        state=ApplyRecordState.STARTING,
-                        body=ApplyRecord(None, attempt_id, lock.lock_id, lock.fence).to_body(),
-                        now=now,
-                    ),
-                    *take_slots,
-                ]
-            ).commit()
-        bootstrap = self._capabilities.mint(
-            CapabilityKind.BOOTSTRAP,
-            binding,
-            lifetime=self._timing.bootstrap_lifetime,
-            organization_id=run.organization_id,
-            inputs=inputs,
-        )
         reference = self._launcher.launch(
             LaunchRequest(
                 run_id=run.id,
@@ -135,6 +123,65 @@ class RunnerStart(WorkflowService):
             now=self._clock.now(),
         ).commit()
         return {"attempt_id": attempt_id, "replayed": False}
+
+    def _start_apply(
+        self,
+        run: Run,
+        token: str,
+        now: datetime,
+        attempt_body: AttemptBody,
+        binding: Binding,
+        mint_bootstrap: Transaction,
+        take_slots: list[Transaction],
+    ) -> tuple[str, AttemptBody]:
+        """Take the apply lock, record the attempt with its apply record, slots and
+        capabilities: one transaction. Returns the apply-start handle and the
+        attempt's body (naming the lock and fence)."""
+        writer = self._lifecycle.writer
+        for _ in range(MAX_ATTEMPTS):
+            lock, take_lock = writer.apply_lock_writes(run)
+            body = replace(attempt_body, lock_id=lock.lock_id, fence=lock.fence)
+            minted_apply, mint_apply = self._capabilities.minting(
+                CapabilityKind.APPLY_START,
+                binding,
+                lifetime=self._timing.apply_start_lifetime,
+                organization_id=run.organization_id,
+            )
+            record = ApplyRecord(None, binding.attempt_id, lock.lock_id, lock.fence)
+            writes = Transaction().extend(
+                [
+                    take_lock,
+                    run_parts.put(
+                        run.id,
+                        attempt_part(Phase.APPLY),
+                        state=AttemptState.LAUNCHING,
+                        body=body.to_body(),
+                        now=now,
+                        token=token,
+                    ),
+                    run_parts.change(
+                        run.id,
+                        "apply",
+                        expected_state=ApplyRecordState.PENDING,
+                        state=ApplyRecordState.STARTING,
+                        body=record.to_body(),
+                        now=now,
+                    ),
+                    mint_apply,
+                    mint_bootstrap,
+                    *take_slots,
+                ]
+            )
+            try:
+                writes.commit()
+            except ConcurrentChange:
+                # Another writer moved the fence first: take the next one. Any other
+                # refusal (a concurrent start of this attempt) is the caller's.
+                if len(take_lock) and writer.fence_moved(lock):
+                    continue
+                raise
+            return minted_apply.handle, body
+        raise TooMuchContention(f"workspace {run.workspace_id}: the fence kept moving")
 
     def _replay_start(
         self, run: Run, stage: Phase, attempt: run_parts.RunPart, token: str

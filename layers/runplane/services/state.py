@@ -105,12 +105,16 @@ class StateVersions:
 
     def current(self, principal: Principal, workspace_id: str) -> StateVersion:
         principal.require(Permission.STATE_READ)
-        workspace = self._workspaces.by_id(principal, workspace_id)
-        current = workspace.current_state_version_id
         if principal.kind is PrincipalKind.RUNNER:
+            # A runner sees only its own run's workspace, as of the version its run
+            # pinned: the workspace item has nothing more to say (and is not read).
+            if workspace_id != principal.workspace_id:
+                raise NotFound("workspace", workspace_id)
             current = runner_authority.pinned_state(principal, self._runs)
+        else:
+            current = self._workspaces.by_id(principal, workspace_id).current_state_version_id
         if current is None:
-            raise NotFound("current state version of workspace", workspace.id)
+            raise NotFound("current state version of workspace", workspace_id)
         return store.get(current)
 
     def get(self, principal: Principal, sv_id: str) -> StateVersion:
@@ -265,7 +269,7 @@ class StateVersions:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
         if principal.kind is PrincipalKind.RUNNER:
-            granted = runner_authority.apply_authority(principal, workspace, self._runs)
+            granted = runner_authority.apply_authority(principal, workspace)
             return Authority(
                 workspace.id,
                 f"run:{granted.run_id}",

@@ -7,6 +7,8 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from runplane.domain.clock import Clock
 from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name, valid_tags
 from runplane.domain.errors import (
@@ -35,6 +37,8 @@ TAGS_POINTER = "/data/attributes/tag-names"
 MIN_APPROVAL_WINDOW = 1
 MAX_APPROVAL_WINDOW = 30 * 24 * 3600
 _ATTEMPTS = 5
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class Workspaces:
@@ -51,6 +55,10 @@ class Workspaces:
         self._directory = directory or DynamoWorkspaceDirectory()
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
+        self._organization_names: dict[str, str] = {}
+        # So are workspace names within an organization: (org id, name) -> workspace id,
+        # remembered once found (a missing name is asked again: it may be created).
+        self._workspace_ids: dict[tuple[str, str], str] = {}
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -62,8 +70,7 @@ class Workspaces:
             if org_id is None:
                 raise NotFound("organization", name)
             found = self._directory.get_organization(org_id)
-            if len(self._organizations) < 10_000:
-                self._organizations[name] = found
+            _remember(self._organizations, name, found)
         if found.id != principal.organization_id:
             raise NotFound("organization", name)
         return found
@@ -86,7 +93,11 @@ class Workspaces:
         return org_id
 
     def organization_name(self, organization_id: str) -> str:
-        return self._directory.get_organization(organization_id).name
+        name = self._organization_names.get(organization_id)
+        if name is None:
+            name = self._directory.get_organization(organization_id).name
+            _remember(self._organization_names, organization_id, name)
+        return name
 
     def by_id(self, principal: Principal, workspace_id: str) -> Workspace:
         principal.require(Permission.WORKSPACE_READ)
@@ -100,9 +111,12 @@ class Workspaces:
 
     def by_name(self, principal: Principal, org_name: str, name: str) -> Workspace:
         org = self.organization(principal, org_name)
-        workspace_id = self._directory.find_workspace_id(org.id, name)
+        workspace_id = self._workspace_ids.get((org.id, name))
         if workspace_id is None:
-            raise NotFound("workspace", name)
+            workspace_id = self._directory.find_workspace_id(org.id, name)
+            if workspace_id is None:
+                raise NotFound("workspace", name)
+            _remember(self._workspace_ids, (org.id, name), workspace_id)
         return self.by_id(principal, workspace_id)
 
     def list_own(self, principal: Principal) -> list[Workspace]:
@@ -205,7 +219,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
-            runner_authority.apply_authority(principal, workspace, self._runs)
+            runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         holder = LockHolder(principal.ref, principal.display)
@@ -238,7 +252,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
-            runner_authority.apply_authority(principal, workspace, self._runs)
+            runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         if workspace.lock_id is None:
@@ -302,3 +316,13 @@ def create_workspace(
     )
     directory.create_workspace(workspace)
     return workspace
+
+
+_REMEMBERED = 10_000
+
+
+def _remember(memory: dict[K, V], key: K, value: V) -> None:
+    """Keep an immutable fact, forgetting the oldest once full."""
+    if len(memory) >= _REMEMBERED:
+        memory.pop(next(iter(memory)))
+    memory[key] = value

@@ -186,6 +186,26 @@ class WriterAuthority:
             return lock
         raise TooMuchContention(f"workspace {run.workspace_id}: the fence kept moving")
 
+    def apply_lock_writes(self, run: Run) -> tuple[ApplyLock, Transaction]:
+        """The apply lock ``run`` will hold and the write taking it (empty if it holds
+        it already), to commit with other writes: refused with ``ConcurrentChange``
+        if the fence moved meanwhile (see ``fence_moved``)."""
+        workspace = store.get_workspace(run.workspace_id)
+        if workspace.lock_run_id == run.id and workspace.lock_id is not None:
+            return ApplyLock(
+                workspace.id, workspace.lock_id, workspace.fence, run.id
+            ), Transaction()
+        lock = ApplyLock(workspace.id, self._ids.new(IdKind.LOCK), workspace.fence + 1, run.id)
+        write = apply_lock.acquire_apply_lock(
+            workspace.id, run.id, lock.lock_id, workspace.fence, self._clock.now()
+        )
+        return lock, write
+
+    @staticmethod
+    def fence_moved(lock: ApplyLock) -> bool:
+        """Whether the workspace's fence is no longer the one ``lock`` was taken after."""
+        return store.get_workspace(lock.workspace_id).fence != lock.fence - 1
+
     @staticmethod
     def held_apply_lock(run: Run) -> ApplyLock | None:
         """The apply lock ``run`` holds on its workspace, if any."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from runplane.domain.logs import utf8_end
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.diagnostics import engine_errors
-from runplane.runner.logship import LogShipper, Pacing, SendFailed
+from runplane.runner.logship import LogShipper, Pacing, SendFailed, send_delay
 
 FAST = Pacing(interval=0.0, batch_bytes=1, first_backoff=0.001, max_backoff=0.002)
 
@@ -241,3 +241,29 @@ def test_engine_errors_name_each_error_with_its_detail() -> None:
 )
 def test_reads_do_not_end_inside_a_character(data: bytes, more: bool, cut: int) -> None:
     assert utf8_end(data, more=more) == cut
+
+
+def test_a_burst_after_a_quiet_spell_is_gathered_into_one_chunk() -> None:
+    # Given default pacing, a send half a second ago, then a quiet spell
+    pacing = Pacing()
+    quiet = {"last_send": 59.5, "now": 60.0, "quiet": True}
+
+    # When a line has just arrived, and when it has waited the gathering time
+    just_fed = send_delay(pacing, waiting=40, since=60.0, **quiet)
+    gathered = send_delay(pacing, waiting=400, since=60.0 - pacing.gather, **quiet)
+
+    # Then it waits a quarter second for the lines that follow it, then goes (the
+    # interval since the last send does not hold back a quiet log's line)
+    assert just_fed == pacing.gather == 0.25
+    assert gathered == 0.0
+
+
+def test_a_busy_log_is_sent_every_interval_or_once_a_batch_is_full() -> None:
+    # Given default pacing and a send half a second ago, with output since
+    pacing = Pacing()
+    busy = {"since": 9.5, "last_send": 9.5, "now": 10.0, "quiet": False}
+
+    # When lines keep arriving, Then they wait for the interval (two seconds) unless
+    # a batch's worth is waiting
+    assert send_delay(pacing, waiting=100, **busy) == pytest.approx(1.5)
+    assert send_delay(pacing, waiting=pacing.batch_bytes, **busy) == 0.0

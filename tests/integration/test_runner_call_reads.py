@@ -1,0 +1,66 @@
+"""What a runner's calls and its start step read: a run and the parts a call needs come
+back in one consistent request (they share the run's partition)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.store import run_parts
+from tests.integration.arena import Arena, applying, awaiting_approval
+from tests.integration.dynamodb_requests import DynamoDBRequests
+
+
+def test_an_apply_sandbox_s_start_reads_the_run_once_and_writes_twice(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an approved run whose workflow is about to start its apply sandbox
+    _, run_id = awaiting_approval(arena, "start-reads")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the start step runs
+    started = arena.orchestration.start_runner(run_id, "apply", "token-apply")
+
+    # Then it read the run, its attempt, input and plan in its first request; the
+    # launch controls in one more; and alone only the workspace and what the writer
+    # hand-over reads (nothing of the run)
+    assert started["replayed"] is False
+    assert run_parts.require(run_id, "attempt#apply").state == "started"
+    reads = [op for op in requests.operations if op != "TransactWriteItems"]
+    assert reads == ["BatchGetItem", "BatchGetItem", "GetItem", "GetItem"]
+    # And wrote twice: the attempt with the apply lock, its apply record, slots and
+    # both capabilities; then the attempt's launch
+    assert requests.operations.count("TransactWriteItems") == 2
+
+
+def test_an_apply_sandbox_s_manifest_is_one_read(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox redeeming its bootstrap handle
+    _, run_id = applying(arena, "manifest-reads")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it starts its session
+    token = arena.runner_token(run_id, "apply")
+
+    # Then once the session is created, its manifest (run, input, plan) is one request
+    assert token.startswith("rps_")
+    session_created = requests.operations.index("TransactWriteItems")
+    assert requests.operations[session_created + 1 :] == ["BatchGetItem"]
+
+
+def test_a_runner_s_lock_checks_its_run_and_attempt_in_one_read(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox
+    ws_id, run_id = applying(arena, "lock-reads")
+    runner = arena.runner(run_id, "apply")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine locks the workspace
+    locked = arena.stack.workspaces.lock(runner, ws_id, "Locked by Terraform")
+
+    # Then the workspace, then the run with its apply attempt, were read: one request
+    # each (the workflow took the lock for the attempt: this call only confirms it)
+    assert locked.lock_run_id == run_id
+    assert requests.operations == ["GetItem", "BatchGetItem"]
