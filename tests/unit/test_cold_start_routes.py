@@ -36,12 +36,15 @@ def _paths(app: IsolatedRestResolver) -> set[str]:
 
 
 def _first_request(module: str, event: dict[str, Any]) -> dict[str, Any]:
-    """The handler's first request in a fresh interpreter: its reply and what it loaded."""
+    """The handler's first request in a fresh interpreter: its reply, the modules it
+    loaded and the AWS clients it created."""
     code = (
         "import json, sys\n"
         f"from {module} import handler\n"
         f"reply = handler(json.loads({json.dumps(json.dumps(event))}), None)\n"
-        "print(json.dumps({'status': reply['statusCode'], 'modules': sorted(sys.modules)}))\n"
+        "from runplane.adapters.aws import clients_created\n"
+        "loaded = {'modules': sorted(sys.modules), 'clients': sorted(clients_created())}\n"
+        "print(json.dumps({'status': reply['statusCode'], **loaded}))\n"
     )
     env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
     out = subprocess.run(
@@ -109,6 +112,10 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And neither the workspaces nor the runs Router (nor remote runs) was loaded
     assert not {"functions.cloud_api.workspaces", "functions.cloud_api.runs"} & loaded
     assert "runplane.services.remote_runs" not in loaded
+    # And the artifact store its service holds created no S3 or KMS client: a read
+    # that never calls them does not load their service models
+    assert "runplane.services.state" in loaded
+    assert first["clients"] == []
 
 
 def test_the_openapi_document_still_lists_every_router() -> None:
