@@ -94,6 +94,21 @@ def _median_seconds(code: str, runs: int) -> float:
     return statistics.median(samples)
 
 
+def _interleaved_medians(codes: dict[str, str], runs: int) -> dict[str, float]:
+    """Median seconds of each code, run in rounds of one of each: a shared machine's
+    load drifts, and a drift then weighs on every figure of a round alike."""
+    samples: dict[str, list[float]] = {name: [] for name in codes}
+    if "PYTHONPYCACHEPREFIX" in _ENV:
+        for code in codes.values():
+            subprocess.run([sys.executable, "-c", code], check=True, env=_ENV)
+    for _ in range(runs):
+        for name, code in codes.items():
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, env=_ENV)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(taken) for name, taken in samples.items()}
+
+
 def _sdks_loaded(modules: str) -> list[str]:
     loaded = f"{{m.split('.')[0] for m in sys.modules}} & set({SDKS!r})"
     code = f"import sys, {modules}; print(','.join(sorted({loaded})))"
@@ -105,6 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--bytecode", action="store_true", help="every module from bytecode")
+    parser.add_argument("--handlers-only", action="store_true", help="skip the module table")
     args = parser.parse_args()
     if args.bytecode:
         _use_bytecode(tempfile.mkdtemp(prefix="cold-import-pyc-"))
@@ -115,24 +131,31 @@ def main() -> None:
         "bytecode": args.bytecode,
     }
     print(f"{'import':<10} {'ms over bare python':>20}  SDKs loaded")
-    for name, modules in MODULES.items():
+    for name, modules in {} if args.handlers_only else MODULES.items():
         extra = _median_seconds(f"import {modules}", args.runs) - baseline
         sdks = _sdks_loaded(modules)
         results[f"{name}_ms"] = round(extra * 1000, 1)
         results[f"{name}_sdks"] = sdks
         print(f"{name:<10} {extra * 1000:>20.1f}  {', '.join(sdks) or '-'}")
-    dependencies = _median_seconds(f"import {DEPENDENCIES}", args.runs) - baseline
+    codes = {"bare": "pass", "deps": f"import {DEPENDENCIES}"}
+    for name, module in HANDLERS.items():
+        codes[f"{name}/import"] = f"import {module}"
+        codes[f"{name}/first"] = f"import {module}\n{FIRST_REQUEST[name]}"
+    medians = _interleaved_medians(codes, args.runs)
+    bare = medians["bare"]
+    dependencies = medians["deps"] - bare
     results["dependencies_ms"] = round(dependencies * 1000, 1)
     print(
         f"\n{'handler':<11} {'import ms':>10} {'x deps':>7} {'+ 1st request ms':>17} {'x deps':>7}"
     )
     print(f"{'(deps)':<11} {dependencies * 1000:>10.1f} {1.0:>7.2f}")
-    for name, module in HANDLERS.items():
-        extra = _median_seconds(f"import {module}", args.runs) - baseline
-        first = _median_seconds(f"import {module}\n{FIRST_REQUEST[name]}", args.runs) - baseline
+    for name in HANDLERS:
+        extra = medians[f"{name}/import"] - bare
+        first = medians[f"{name}/first"] - bare
         key = f"handler_{name.replace(' ', '_').lower()}"
         results[f"{key}_ms"] = round(extra * 1000, 1)
         results[f"{key}_first_request_ms"] = round(first * 1000, 1)
+        results[f"{key}_first_request_x"] = round(first / dependencies, 2)
         print(
             f"{name:<11} {extra * 1000:>10.1f} {extra / dependencies:>7.2f}"
             f" {first * 1000:>17.1f} {first / dependencies:>7.2f}"
