@@ -53,7 +53,7 @@ demo: $(STAMP) engine
 lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests benchmarks tools examples
 	$(BIN)/ruff format --check layers functions infra tests benchmarks tools examples
-	$(BIN)/mypy layers/runplane functions tools infra
+	$(BIN)/mypy layers/runplane functions tools infra tests
 
 # The CDK app's cloud assembly in cdk.out/, offline: no AWS account, no Docker, no
 # cdk CLI. The Lambda layer is built (pip) and the sandbox image (Docker) only by

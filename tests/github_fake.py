@@ -110,12 +110,12 @@ class FakeGitHub:
                 padding.PKCS1v15(),
                 hashes.SHA256(),
             )
-            header = json.loads(_unb64(head))
-            body = json.loads(_unb64(claims))
+            header: dict[str, Any] = json.loads(_unb64(head))
+            body: dict[str, Any] = json.loads(_unb64(claims))
         except (ValueError, InvalidSignature):
             return False
         now = time.time()
-        return (
+        return bool(
             header.get("alg") == "RS256"
             and body.get("iss") == self.app_id
             and body["iat"] <= now + 60

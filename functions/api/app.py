@@ -3,38 +3,101 @@ and the runner's endpoints. Handlers parse, call one service, map the result."""
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
 from functions.bodies import parse_json
-from functions.isolation import IsolatedRestResolver, ResolverPool
+from functions.isolation import IsolatedRestResolver
 from functions.observability import observed
+from functions.route_groups import RouteGroups
 from runplane.domain.errors import InvalidBody
 
+# Each Router module of functions/api/routers/ and the routes it declares, in the
+# order the OpenAPI document lists them. A request imports and builds only the
+# Routers its path can reach (functions/route_groups.py).
+ROUTERS: dict[str, tuple[str, ...]] = {
+    "workspaces": (
+        "/api/v1/workspaces",
+        "/api/v1/workspaces/<workspace_id>",
+        "/api/v1/workspaces/<workspace_id>/configuration-versions",
+        "/api/v1/configuration-versions/<cv_id>/actions/finalize",
+    ),
+    "variables": (
+        "/api/v1/workspaces/<workspace_id>/variables",
+        "/api/v1/workspaces/<workspace_id>/variables/<name>",
+    ),
+    "runs": (
+        "/api/v1/workspaces/<workspace_id>/runs",
+        "/api/v1/runs/<run_id>",
+        "/api/v1/runs/<run_id>/actions/approve",
+        "/api/v1/runs/<run_id>/actions/reject",
+        "/api/v1/runs/<run_id>/actions/cancel",
+        "/api/v1/runs/<run_id>/actions/override-policy",
+        "/api/v1/runs/<run_id>/actions/recover",
+    ),
+    "access": (
+        "/api/v1/tokens",
+        "/api/v1/tokens/<token_id>",
+        "/api/v1/policy-sets",
+        "/api/v1/policy-sets/<name>",
+        "/api/v1/policy-sets/<name>/attachments",
+        "/api/v1/launch-controls/<scope>",
+    ),
+    "github": ("/api/v1/workspaces/<workspace_id>/github", "/webhooks/github"),
+    "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
+    "runner": (
+        "/api/v1/runner/sessions",
+        "/api/v1/runner/downloads/<artifact_id>",
+        "/api/v1/runner/uploads",
+        "/api/v1/runner/uploads/<artifact_id>/register",
+        "/api/v1/runner/apply-start",
+        "/api/v1/runner/state-check",
+        "/api/v1/runner/heartbeat",
+        "/api/v1/runner/log-chunks",
+        "/api/v1/runner/result",
+    ),
+    "events": (
+        "/api/v1/workspaces/<workspace_id>/run-triggers",
+        "/api/v1/workspaces/<workspace_id>/run-triggers/<source_id>",
+        "/api/v1/workspaces/<workspace_id>/notifications",
+        "/api/v1/workspaces/<workspace_id>/notifications/<destination_id>",
+        "/api/v1/workspaces/<workspace_id>/notifications/<destination_id>/actions/test",
+        "/api/v1/workspaces/<workspace_id>/notifications/<destination_id>/deliveries",
+    ),
+    "schedules": (
+        "/api/v1/workspaces/<workspace_id>/schedules",
+        "/api/v1/schedules/<schedule_id>",
+        "/api/v1/schedules/<schedule_id>/actions/pause",
+    ),
+}
 
-def build_app() -> IsolatedRestResolver:
-    # The routers, their request models and the services they name are imported
-    # here, by the first request, not at a cold start's import.
-    from functions.api import schema as oas
+
+def build_app(groups: Sequence[str] | None = None) -> IsolatedRestResolver:
+    """The run API with the named Routers only (None: every Router and the OpenAPI
+    document)."""
     from functions.api.edge import register_errors
-    from functions.api.routers import (
-        access,
-        events,
-        github,
-        logs,
-        runner,
-        runs,
-        schedules,
-        variables,
-        workspaces,
-    )
 
     app = IsolatedRestResolver(enable_validation=True)
+    if groups is None:
+        _serve_openapi(app)
+    for name in ROUTERS if groups is None else groups:
+        module = importlib.import_module(f"functions.api.routers.{name}")
+        app.include_router(module.router)
+    register_errors(app)
+    return app
+
+
+def _serve_openapi(app: IsolatedRestResolver) -> None:
+    # The document's own models load only with the app that serves it.
+    from functions.api import schema as oas
+
     app.configure_openapi(
-        title="Runplane run API", version="1", security_schemes=oas.SECURITY_SCHEMES
+        title="Runplane run API", version="1", security_schemes=oas.security_schemes()
     )
 
     @app.get("/api/v1/openapi.json", include_in_schema=False)
@@ -42,16 +105,10 @@ def build_app() -> IsolatedRestResolver:
         schema = app.get_openapi_json_schema()
         return Response(status_code=200, content_type="application/json", body=schema)
 
-    # In this order the OpenAPI document lists them.
-    for router in (workspaces, variables, runs, access, github, logs, runner, events, schedules):
-        app.include_router(router.router)
-    register_errors(app)
-    return app
-
 
 @lru_cache(maxsize=1)
-def resolvers() -> ResolverPool:
-    return ResolverPool(build_app)
+def resolvers() -> RouteGroups:
+    return RouteGroups(ROUTERS, build_app)
 
 
 @observed

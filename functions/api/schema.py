@@ -7,34 +7,48 @@ API and checks every response against this document).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from aws_lambda_powertools.event_handler.openapi.models import (
-    HTTPBearer,
-    SecurityScheme,
-)
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.models import SecurityScheme
 
 JSON = "application/json"
 JSONAPI = "application/vnd.api+json"
 
+
+class Doc(BaseModel):
+    """A response model: it describes a reply in the OpenAPI document and validates
+    nothing at run time, so its schema is built with the document, not at import."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 # -- security ------------------------------------------------------------------------------
 
-SECURITY_SCHEMES: dict[str, SecurityScheme] = {
-    "jwt": HTTPBearer(
-        bearerFormat="JWT",
-        description="A person's identity token (Cognito in AWS, the local issuer in the "
-        "embedded stack), carrying the organization and the roles.",
-    ),
-    "apiToken": HTTPBearer(
-        bearerFormat="rpt_…",
-        description="An organization API token with a role (POST /api/v1/tokens).",
-    ),
-    "runnerSession": HTTPBearer(
-        description="A sandbox's runner session, redeemed from its one-time bootstrap handle "
-        "(POST /api/v1/runner/sessions).",
-    ),
-}
+
+def security_schemes() -> dict[str, SecurityScheme]:
+    # Powertools' OpenAPI models cost more to import than a route: only the document needs them.
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+    return {
+        "jwt": HTTPBearer(
+            bearerFormat="JWT",
+            description="A person's identity token (Cognito in AWS, the local issuer in the "
+            "embedded stack), carrying the organization and the roles.",
+        ),
+        "apiToken": HTTPBearer(
+            bearerFormat="rpt_…",
+            description="An organization API token with a role (POST /api/v1/tokens).",
+        ),
+        "runnerSession": HTTPBearer(
+            description="A sandbox's runner session, redeemed from its one-time bootstrap "
+            "handle (POST /api/v1/runner/sessions).",
+        ),
+    }
+
+
 PEOPLE: list[dict[str, list[str]]] = [{"jwt": []}, {"apiToken": []}]
 RUNNER: list[dict[str, list[str]]] = [{"runnerSession": []}]
 
@@ -42,7 +56,7 @@ RUNNER: list[dict[str, list[str]]] = [{"runnerSession": []}]
 # -- errors --------------------------------------------------------------------------------
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(Doc):
     """Every error of the run API: a machine-readable code and a sentence."""
 
     model_config = ConfigDict(extra="allow")
@@ -52,13 +66,13 @@ class ErrorBody(BaseModel):
     pointer: str | None = Field(default=None, description="The field to blame (JSON pointer)")
 
 
-class _GatewayErrorItem(BaseModel):
+class _GatewayErrorItem(Doc):
     status: str | None = None
     title: str
     detail: str
 
 
-class GatewayError(BaseModel):
+class GatewayError(Doc):
     """Errors the gateway answers itself (no credentials, payload over 10 MB)."""
 
     errors: list[_GatewayErrorItem]
@@ -121,19 +135,19 @@ WRITE = (*AUTHENTICATED, 404, 409, 413, 503)
 # -- workspaces and configuration ----------------------------------------------------------
 
 
-class WorkspaceCreated(BaseModel):
+class WorkspaceCreated(Doc):
     id: str
     name: str
     organization: str
 
 
-class WorkspaceUpdated(BaseModel):
+class WorkspaceUpdated(Doc):
     id: str
     name: str
     approval_window_seconds: int | None
 
 
-class DriftView(BaseModel):
+class DriftView(Doc):
     """A workspace's drift (docs/schedules.md)."""
 
     drifted: bool
@@ -145,7 +159,7 @@ class DriftView(BaseModel):
     cleared_by: Literal["scheduled_plan", "apply"] | None
 
 
-class WorkspaceView(BaseModel):
+class WorkspaceView(Doc):
     id: str
     name: str
     created_at: str
@@ -164,17 +178,17 @@ class WorkspaceView(BaseModel):
     )
 
 
-class WorkspaceList(BaseModel):
+class WorkspaceList(Doc):
     workspaces: list[WorkspaceView]
 
 
-class ConfigurationUpload(BaseModel):
+class ConfigurationUpload(Doc):
     id: str
     upload_url: str = Field(description="A single-purpose URL to PUT one tar.gz to")
     expires_at: str
 
 
-class Configuration(BaseModel):
+class Configuration(Doc):
     id: str
     workspace_id: str
     status: Literal["pending", "uploaded"]
@@ -186,33 +200,33 @@ class Configuration(BaseModel):
 # -- runs ------------------------------------------------------------------------------------
 
 
-class _Open(BaseModel):
+class _Open(Doc):
     """A record whose fields are listed in the docs and may grow."""
 
     model_config = ConfigDict(extra="allow")
 
 
-class Workflow(BaseModel):
+class Workflow(Doc):
     execution_name: str
     definition_version: str | None
     build_sha: str | None
 
 
-class StageView(BaseModel):
+class StageView(Doc):
     stage: str
     status: str
     started_at: str | None
     finished_at: str | None
 
 
-class RunVariable(BaseModel):
+class RunVariable(Doc):
     name: str
     source: Literal["run", "workspace"] = Field(
         description="workspace: snapshotted from the workspace's variables at creation"
     )
 
 
-class RunInput(BaseModel):
+class RunInput(Doc):
     configuration_version_id: str | None
     configuration_sha256: str | None
     engine_version: str | None
@@ -232,12 +246,12 @@ class StatusView(_Open):
     status: str
 
 
-class SourceIngestionView(BaseModel):
+class SourceIngestionView(Doc):
     id: str
     status: Literal["ready"]
 
 
-class SourceProvenance(BaseModel):
+class SourceProvenance(Doc):
     """Where a run's configuration came from (docs/github.md): identifiers and digests
     of persisted records only."""
 
@@ -257,7 +271,7 @@ class SourceProvenance(BaseModel):
     configuration_artifact_id: str
 
 
-class Review(BaseModel):
+class Review(Doc):
     """The run review: every fact from the database."""
 
     id: str
@@ -291,7 +305,7 @@ class Review(BaseModel):
     )
 
 
-class RecoveryPanel(BaseModel):
+class RecoveryPanel(Doc):
     """What an operator compares before recovering (docs/recovery.md)."""
 
     model_config = ConfigDict(extra="allow")
@@ -305,7 +319,7 @@ class RecoveryPanel(BaseModel):
     lease_remaining_seconds: int | None = Field(default=None, ge=0, le=900)
 
 
-class RecoveryResult(BaseModel):
+class RecoveryResult(Doc):
     recovery_id: str
     run_id: str
     status: Literal["completed"]
@@ -319,21 +333,21 @@ class RecoveryResult(BaseModel):
     writer_handed_to: str | None
 
 
-class RunSummary(BaseModel):
+class RunSummary(Doc):
     id: str
     kind: str
     status: str
     created_at: str
 
 
-class RunList(BaseModel):
+class RunList(Doc):
     runs: list[RunSummary]
 
 
 # -- tokens, policy sets, launch controls ---------------------------------------------------
 
 
-class TokenIssued(BaseModel):
+class TokenIssued(Doc):
     id: str
     name: str
     role: str
@@ -341,12 +355,12 @@ class TokenIssued(BaseModel):
     token: str = Field(description="Shown once: only its hash is stored")
 
 
-class TokenRevoked(BaseModel):
+class TokenRevoked(Doc):
     id: str
     revoked: bool
 
 
-class PolicySet(BaseModel):
+class PolicySet(Doc):
     name: str
     digest: str
     version: int
@@ -367,11 +381,11 @@ class PolicySet(BaseModel):
     )
 
 
-class PolicySets(BaseModel):
+class PolicySets(Doc):
     policy_sets: list[PolicySet]
 
 
-class LaunchControls(BaseModel):
+class LaunchControls(Doc):
     scope: Literal["platform", "organization"]
     launches_enabled: bool
     suspended: bool
@@ -385,7 +399,7 @@ class LaunchControls(BaseModel):
 # -- workspace variables ---------------------------------------------------------------
 
 
-class VariableView(BaseModel):
+class VariableView(Doc):
     name: str
     sensitive: bool
     description: str | None
@@ -394,12 +408,12 @@ class VariableView(BaseModel):
     updated_by: str
 
 
-class VariableList(BaseModel):
+class VariableList(Doc):
     workspace_id: str
     variables: list[VariableView]
 
 
-class VariableDeleted(BaseModel):
+class VariableDeleted(Doc):
     workspace_id: str
     name: str
     deleted: Literal[True]
@@ -415,7 +429,7 @@ class RunnerReply(_Open):
 # -- GitHub sources ------------------------------------------------------------------------
 
 
-class GitHubBindingView(BaseModel):
+class GitHubBindingView(Doc):
     workspace_id: str
     provider: Literal["github"]
     repository: str
@@ -425,12 +439,12 @@ class GitHubBindingView(BaseModel):
     push_run_kind: Literal["plan_and_apply", "plan_only"]
 
 
-class GitHubUnbound(BaseModel):
+class GitHubUnbound(Doc):
     workspace_id: str
     bound: Literal[False]
 
 
-class WebhookAck(BaseModel):
+class WebhookAck(Doc):
     """What a delivery did: accepted (a source ingestion started) or ignored, and why."""
 
     model_config = ConfigDict(extra="allow")

@@ -229,7 +229,12 @@ MAX_TAGS = 50
 Tag = Annotated[str, Field(min_length=1, max_length=255)]
 
 
-class _Attributes(BaseModel):
+class _Body(BaseModel):
+    # Validators are built by the first request that reads such a body, not at import.
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Attributes(_Body):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
 
@@ -241,12 +246,12 @@ class WorkspaceAttributes(_Attributes):
     execution_mode: str | None = Field(default=None, alias="execution-mode")
 
 
-class WorkspaceData(BaseModel):
+class WorkspaceData(_Body):
     type: str | None = None
     attributes: WorkspaceAttributes
 
 
-class WorkspaceBody(BaseModel):
+class WorkspaceBody(_Body):
     data: WorkspaceData
 
 
@@ -260,12 +265,12 @@ class StateVersionAttributes(_Attributes):
     json_state: StrictStr | None = Field(default=None, alias="json-state")
 
 
-class StateVersionData(BaseModel):
+class StateVersionData(_Body):
     type: str | None = None
     attributes: StateVersionAttributes
 
 
-class StateVersionBody(BaseModel):
+class StateVersionBody(_Body):
     data: StateVersionData
 
 

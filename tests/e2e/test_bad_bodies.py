@@ -151,7 +151,9 @@ def test_workspace_tags_that_would_not_fit_are_refused(tenant: Tenant) -> None:
     assert created.status_code == 201, created.text
     ws_id = created.json()["data"]["id"]
     # When 50 tags of 9 KB each (an item over DynamoDB's 400 KB) are set, or created with
-    big = {"data": {"type": "workspaces", "attributes": {"tag-names": [NINE_KB] * 50}}}
+    big: dict[str, Any] = {
+        "data": {"type": "workspaces", "attributes": {"tag-names": [NINE_KB] * 50}}
+    }
     patched = tenant.send("PATCH", f"/api/v2/workspaces/{ws_id}", big)
     big_name = unique("big-tags")
     big["data"]["attributes"]["name"] = big_name

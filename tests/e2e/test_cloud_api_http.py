@@ -817,7 +817,9 @@ def test_a_bad_workspace_name_or_tag_is_422_and_creates_nothing(
     local: Local, attributes: dict[str, Any], pointer: str
 ) -> None:
     # Given a workspace attributes document with a bad name or tag
-    body = {"data": {"type": "workspaces", "attributes": {"name": unique("http-names")}}}
+    body: dict[str, Any] = {
+        "data": {"type": "workspaces", "attributes": {"name": unique("http-names")}}
+    }
     body["data"]["attributes"].update(attributes)
     name = body["data"]["attributes"]["name"]
     path = f"/api/v2/organizations/{local.organization}/workspaces"

@@ -91,6 +91,7 @@ def test_a_login_link_signs_in_once_with_a_strict_http_only_cookie(local: Local)
     # (plain HTTP on loopback: Secure would stop the browser from sending it back)
     assert "Secure" not in flags
     secret = first.cookies["runplane_session"]
+    assert secret is not None
     assert secret not in link
     page = requests.get(
         f"{local.url}/", cookies={"runplane_session": secret}, allow_redirects=False, timeout=30

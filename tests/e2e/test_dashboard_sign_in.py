@@ -165,6 +165,7 @@ def test_hosted_ui_sign_in_lands_on_the_users_own_organization(hosted_ui: Hosted
     assert {"state", "nonce", "code_challenge"} <= set(asked)
     assert set(asked["scope"].split()) == {"openid", "email", "profile"}
     pre_session = start.cookies["runplane_sign_in"]
+    assert pre_session is not None
     flags = [f.strip() for f in start.headers["Set-Cookie"].split(";")[1:]]
     assert {"Path=/ui/oauth2/", "HttpOnly", "SameSite=Lax"} <= set(flags)
     assert any(f.startswith("Max-Age=") and 0 < int(f[8:]) <= 600 for f in flags)
@@ -185,7 +186,9 @@ def test_hosted_ui_sign_in_lands_on_the_users_own_organization(hosted_ui: Hosted
         f.strip() for f in session_cookie.split(";")[1:]
     }
     assert any(c.startswith("runplane_sign_in=;") and "Max-Age=0" in c for c in set_cookies)
-    for secret in (browser.cookies["runplane_session"], pre_session):
+    session = browser.cookies["runplane_session"]
+    assert session is not None
+    for secret in (session, pre_session):
         assert secret not in landing.text
     assert cognito.redeemed == 1
 
@@ -241,6 +244,7 @@ def test_a_code_is_redeemed_once(hosted_ui: HostedUi) -> None:
     # Given a completed sign-in
     browser, callback = authorized(hosted_ui, User("dave", hosted_ui.org_id))
     pre_session = browser.cookies["runplane_sign_in"]
+    assert pre_session is not None
     assert browser.get(callback, allow_redirects=False, timeout=30).status_code == 200
     before = web_sessions(local)
 
@@ -376,6 +380,7 @@ def test_sign_out_ends_the_session_and_the_hosted_ui_session(hosted_ui: HostedUi
     browser, callback = authorized(hosted_ui, User("kim", hosted_ui.org_id))
     assert browser.get(callback, allow_redirects=False, timeout=30).status_code == 200
     secret = browser.cookies["runplane_session"]
+    assert secret is not None
     page = browser.get(f"{local.url}/", timeout=30).text
 
     # When they sign out

@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import boto3
@@ -160,7 +161,7 @@ def test_a_push_plans_every_bound_workspace_once_with_provenance_and_no_token_an
     assert status == 202, body
     assert body["status"] == "accepted"
     runs = {
-        ws: eventually(lambda ws=ws: local.client.list_runs(ws), what=f"a run of {ws}")
+        ws: eventually(partial(local.client.list_runs, ws), what=f"a run of {ws}")
         for ws in (plan_only, applying)
     }
     assert {ws: len(found) for ws, found in runs.items()} == {plan_only: 1, applying: 1}
@@ -299,10 +300,11 @@ def test_bindings_are_validated_and_scoped_to_their_organization(local: Local) -
     theirs = str(other.create_workspace("theirs")["id"])
 
     # Then another organization can neither see nor bind it: 404
-    for call in (
+    calls: tuple[Callable[[], object], ...] = (
         lambda: other.github_binding(ws),
         lambda: other.bind_github(ws, repository="x/y", branch="main", installation_id=9),
-    ):
+    )
+    for call in calls:
         with pytest.raises(ApiError) as seen:
             call()
         assert seen.value.status == 404

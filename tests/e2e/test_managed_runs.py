@@ -4,7 +4,7 @@ a real runner subprocess running the real engine, state published through the Cl
 from __future__ import annotations
 
 import json
-import threading
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -224,11 +224,11 @@ def test_no_secret_reaches_workflow_history_or_logs(local: Local, tmp_path: Path
     histories: dict[str, str] = {}
     tokens: dict[str, set[str]] = {}
     for execution in sfn.list_executions(stateMachineArn=settings.state_machine_arn)["executions"]:
-        history = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
-        histories[execution["name"]] = json.dumps(history, default=str)
+        events = sfn.get_execution_history(executionArn=execution["executionArn"])["events"]
+        histories[execution["name"]] = json.dumps(events, default=str)
         tokens[execution["name"]] = {
             json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]["token"]
-            for e in history
+            for e in events
             if e["type"] == "TaskScheduled"
             and "token" in json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]
         }
@@ -262,11 +262,11 @@ def test_no_secret_reaches_workflow_history_or_logs(local: Local, tmp_path: Path
     assert "Apply complete" in runner_log
 
 
-class _Capture(__import__("logging").Handler):
+class _Capture(logging.Handler):
     def __init__(self, sink: list[str]) -> None:
         super().__init__(level=0)
+        # Handler.handle serializes emit under the handler's own lock.
         self.sink = sink
-        self.lock = threading.Lock()
 
     def emit(self, record: Any) -> None:
         self.sink.append(f"{record.getMessage()} {record.__dict__}")

@@ -19,6 +19,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import Failure, FailureGroup
+from schemathesis.core.result import Err
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -131,6 +132,8 @@ def test_fuzzed_requests_get_only_documented_answers(local: Local, platform_cont
     # When schemathesis sends generated requests to every operation: valid ones, and
     # ones that break the document (which must be refused with a documented 4xx)
     for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
         for mode, examples in EXAMPLES_PER_OPERATION.items():
             _fuzz(result.ok(), mode, examples, send, failures)
 

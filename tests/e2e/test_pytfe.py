@@ -79,7 +79,7 @@ def md5_of(raw: bytes) -> str:
 
 def publish_inline(local: Local, ws_id: str, serial: int, lineage: str, raw: bytes) -> str:
     """Publish ``raw`` over plain HTTP as the admin (who holds the lock); its version id."""
-    body = {
+    body: dict[str, Any] = {
         "data": {
             "type": "state-versions",
             "attributes": {
@@ -184,7 +184,7 @@ def test_lists_and_searches_workspaces_across_pages(
     )
 
     # Then it follows the pagination through three pages and finds exactly those three
-    assert sorted(w.name for w in found) == names
+    assert sorted(str(w.name) for w in found) == names
     assert pages == [1, 2, 3]
 
     # And an unfiltered listing includes them, while a search for another name has none

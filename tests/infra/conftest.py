@@ -7,7 +7,6 @@ returns at all had no unacknowledged finding.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,11 +39,11 @@ CUSTOM_CONTEXT: dict[str, Any] = {
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """The default deployment (context from cdk.json only)."""
     return synthesize(tmp_path_factory.mktemp("cdk-default"), {})
 
 
 @pytest.fixture(scope="session")
-def custom_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
+def custom_stack(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize(tmp_path_factory.mktemp("cdk-custom"), CUSTOM_CONTEXT)

@@ -52,8 +52,8 @@ def _sample(path: str) -> str:
 
 
 def _is_public(handler: str, method: str, path: str) -> bool:
-    module = api_routes if handler == RUN_API else cloud_routes
-    return module.is_public(method, path)
+    is_public = api_routes.is_public if handler == RUN_API else cloud_routes.is_public
+    return is_public(method, path)
 
 
 @dataclass

@@ -35,7 +35,7 @@ def test_the_layer_build_installs_lambda_wheels_and_the_package(
         calls.append(command)
         return subprocess.CompletedProcess(command, 0)
 
-    monkeypatch.setattr(assets.subprocess, "run", run)
+    monkeypatch.setattr("infra.constructs.assets.subprocess.run", run)
     # When the layer is bundled locally
     bundled = assets._LocalLayerBundling().try_bundle(str(tmp_path), image=None)
     # Then pip fetched only binary wheels for the functions' platform and Python

@@ -34,7 +34,9 @@ class _Responses:
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Responses]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     responses = _Responses()
-    monkeypatch.setattr(client_secret.urllib.request, "urlopen", responses.urlopen)
+    monkeypatch.setattr(
+        "infra.custom_resources.client_secret.urllib.request.urlopen", responses.urlopen
+    )
     with mock_aws():
         yield responses
 

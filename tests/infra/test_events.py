@@ -64,7 +64,7 @@ def test_a_dead_lettered_event_raises_an_alarm_on_the_alarm_topic(stack: Synthes
 
 def test_both_queues_refuse_requests_without_tls(stack: Synthesized) -> None:
     (main, _), (dlq, _) = _queues(stack)
-    guarded = set()
+    guarded: set[str | None] = set()
     for policy in stack.of_type("AWS::SQS::QueuePolicy").values():
         for statement in policy["PolicyDocument"]["Statement"]:
             if statement["Effect"] == "Deny" and statement.get("Condition") == {

@@ -46,7 +46,7 @@ def _event(kind: str, url: str = URL) -> dict[str, Any]:
 @pytest.fixture
 def web(monkeypatch: pytest.MonkeyPatch) -> _Web:
     fake = _Web()
-    monkeypatch.setattr(jwks.urllib.request, "urlopen", fake.urlopen)
+    monkeypatch.setattr("infra.custom_resources.jwks.urllib.request.urlopen", fake.urlopen)
     return fake
 
 

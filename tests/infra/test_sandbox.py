@@ -83,7 +83,7 @@ def test_the_launcher_overrides_this_container_without_a_public_ip(stack: Synthe
 def test_sandboxes_get_no_public_ip_and_no_inbound_traffic(stack: Synthesized) -> None:
     # Given the subnets and security group StartRunner launches into
     env = stack.environment(START_RUNNER)
-    subnet_refs = [ref(part) for part in env["RUNPLANE_ECS_SUBNETS"]["Fn::Join"][1] if ref(part)]
+    subnet_refs = [r for part in env["RUNPLANE_ECS_SUBNETS"]["Fn::Join"][1] if (r := ref(part))]
     subnets = stack.of_type("AWS::EC2::Subnet")
     # Then the subnets are private (no public IP on launch, default route via NAT)
     assert subnet_refs
@@ -101,6 +101,7 @@ def test_sandboxes_get_no_public_ip_and_no_inbound_traffic(stack: Synthesized) -
         assert all("NatGatewayId" in r for r in routes)
     # And the security group allows no inbound traffic and only HTTPS out
     group = ref(env["RUNPLANE_ECS_SECURITY_GROUPS"])
+    assert group is not None
     props = stack.of_type("AWS::EC2::SecurityGroup")[group]
     assert not props.get("SecurityGroupIngress")
     assert not [

@@ -75,6 +75,7 @@ def test_the_artifact_bucket_is_private_versioned_and_logged(stack: Synthesized)
     assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in {"AES256", "aws:kms"}
     # Server access logs go to the other bucket, which keeps them for the log retention
     target = ref(bucket["LoggingConfiguration"]["DestinationBucketName"])
+    assert target is not None
     logs = stack.of_type("AWS::S3::Bucket")[target]
     (expiry,) = [r for r in logs["LifecycleConfiguration"]["Rules"] if "ExpirationInDays" in r]
     assert expiry["ExpirationInDays"] == stack.config.log_retention_days

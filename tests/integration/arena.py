@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class FakeWorkflow:
+class FakeWorkflow(Workflow):
     """Records what would resume or end workflow waits (no Step Functions here)."""
 
     resumed: list[str] = field(default_factory=list)

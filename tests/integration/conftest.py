@@ -103,9 +103,9 @@ class Stack:
         listed = self.s3.list_objects_v2(Bucket=BUCKET)  # type: ignore[attr-defined]
         return sorted(entry["Key"] for entry in listed.get("Contents", []))
 
-    def scan(self) -> list[dict[str, object]]:
+    def scan(self) -> list[dict[str, Any]]:
         """Every item of the table, in key order: a byte-for-byte snapshot."""
-        items: list[dict[str, object]] = []
+        items: list[dict[str, Any]] = []
         kwargs: dict[str, object] = {"TableName": TABLE, "ConsistentRead": True}
         while True:
             page = self.dynamodb.scan(**kwargs)  # type: ignore[attr-defined]

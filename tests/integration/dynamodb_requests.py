@@ -13,7 +13,8 @@ class DynamoDBRequests:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.operations: list[str] = []
-        original = botocore.client.BaseClient._make_api_call
+        # A private method botocore's stubs leave out.
+        original = botocore.client.BaseClient._make_api_call  # type: ignore[attr-defined]
 
         def counted(client: Any, operation: str, params: Any) -> Any:
             if client.meta.service_model.service_name == "dynamodb":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -19,7 +20,7 @@ from tests.integration.test_race_suite import SEED, race
 def _refusal(arena: Arena, first: str, second: str) -> tuple[str, AlreadyDecided, list[object]]:
     _, run_id = awaiting_approval(arena, f"decided-{first}-{second}")
     r, admin = arena.runs, arena.admin
-    act = {
+    act: dict[str, Callable[[], object]] = {
         "approve": partial(r.decide, admin, run_id, "approve", None),
         "reject": partial(r.decide, admin, run_id, "reject", None),
         "cancel": partial(r.cancel, admin, run_id, arena.launcher),

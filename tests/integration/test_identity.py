@@ -10,6 +10,7 @@ import pytest
 from runplane.domain.capabilities import CapabilityKind
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
+from runplane.domain.parts import AttemptState
 from runplane.domain.run import RunKind
 from runplane.services.attempts import close_attempt
 from runplane.services.identity import decode_principal, encode_principal
@@ -152,7 +153,8 @@ def test_a_known_runner_session_authenticates_in_one_request_and_revocation_stay
 
     # And once its attempt closes (which revokes its sessions), the next call is refused
     attempt = run_parts.require(binding.run_id, f"attempt#{binding.phase.value}")
-    close_attempt(binding.run_id, attempt.name, attempt, "succeeded", stack.clock.now())[0].commit()
+    now = stack.clock.now()
+    close_attempt(binding.run_id, attempt.name, attempt, AttemptState.SUCCEEDED, now)[0].commit()
     with pytest.raises(Unauthenticated, match="attempt has ended"):
         stack.identity.authenticate(f"Bearer {token}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -38,7 +38,8 @@ from runplane.store import recovery as recovery_store
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.audit import org_audit_partition
-from runplane.store.models import AuditEventItem
+from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
+from runplane.store.transaction import Transaction
 from tests.integration.arena import Arena, FakeWorkflow, applying, created
 from tests.integration.conftest import BUCKET
 from tests.integration.test_runner_authority import with_state
@@ -208,12 +209,10 @@ def test_movement_the_apply_did_not_make_is_refused(arena: Arena) -> None:
     ws_id, run_id, _ = lost_apply(arena, "foreign", published=1)
     current = workspace_store.get_workspace(ws_id).current_state_version_id
     assert current is not None
-    item = state_versions.StateVersionItem.get(*state_versions.state_version_key(current))
+    item = StateVersionItem.get(*state_version_key(current))
     item.update(
         actions=[
-            state_versions.StateVersionItem.provenance.set(
-                {**item.provenance, "attempt_id": "att-someoneelse"}
-            )
+            StateVersionItem.provenance.set({**item.provenance, "attempt_id": "att-someoneelse"})
         ]
     )
     before = arena.stack.scan()
@@ -333,6 +332,7 @@ def test_an_emergency_snapshot_becomes_the_next_version(arena: Arena) -> None:
     # Then it is the workspace's current state, readable through EOF, recorded as recovery's
     current = workspace_store.get_workspace(ws_id).current_state_version_id
     assert current == result["state_version_id"] != pinned
+    assert current is not None
     version = state_versions.get(current)
     assert (version.serial, version.lineage, version.predecessor_id) == (2, LINEAGE, pinned)
     assert version.sha256 == hashlib.sha256(snapshot).hexdigest()
@@ -381,8 +381,14 @@ class SlowCopies(ArtifactStore):
         self.__dict__.update(real.__dict__)
         self._arena = arena
 
-    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
-        artifact = super().put(organization_id, kind, plaintext)
+    def put(
+        self,
+        organization_id: str,
+        kind: ArtifactKind,
+        plaintext: Iterable[bytes],
+        together: Callable[[Artifact], Transaction] | None = None,
+    ) -> Artifact:
+        artifact = super().put(organization_id, kind, plaintext, together)
         self._arena.stack.clock.advance(timedelta(minutes=16))
         return artifact
 
@@ -393,7 +399,13 @@ class StorageDown(ArtifactStore):
     def __init__(self, real: ArtifactStore) -> None:
         self.__dict__.update(real.__dict__)
 
-    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+    def put(
+        self,
+        organization_id: str,
+        kind: ArtifactKind,
+        plaintext: Iterable[bytes],
+        together: Callable[[Artifact], Transaction] | None = None,
+    ) -> Artifact:
         raise ConnectionError("artifact storage is unavailable")
 
 
@@ -603,8 +615,14 @@ class TakenOverDuringCopy(ArtifactStore):
         self._arena = arena
         self.stored: list[str] = []
 
-    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
-        artifact = super().put(organization_id, kind, plaintext)
+    def put(
+        self,
+        organization_id: str,
+        kind: ArtifactKind,
+        plaintext: Iterable[bytes],
+        together: Callable[[Artifact], Transaction] | None = None,
+    ) -> Artifact:
+        artifact = super().put(organization_id, kind, plaintext, together)
         self.stored.append(artifact.id)
         self._arena.stack.clock.advance(timedelta(minutes=16))
         self._takeover()
@@ -637,6 +655,7 @@ def test_a_takeover_that_commits_first_fences_the_previous_holder(arena: Arena) 
     assert result["recovered_by"].endswith("second")
     current = workspace_store.get_workspace(ws_id).current_state_version_id
     assert current == result["state_version_id"]
+    assert current is not None
     [first_copy] = racing.stored
     assert state_versions.get(current).artifact_id != first_copy
     assert first_copy not in " ".join(arena.stack.bucket_keys())

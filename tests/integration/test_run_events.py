@@ -18,7 +18,7 @@ from runplane.adapters.event_queue import MAX_DELAY_SECONDS
 from runplane.adapters.webhooks import PostResult, WebhookClient
 from runplane.adapters.workflow import Workflow
 from runplane.domain import notifications as rules
-from runplane.domain.errors import NotFound, RunTriggerRefused
+from runplane.domain.errors import InvalidInput, NotFound, RunTriggerRefused
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
@@ -452,7 +452,7 @@ def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> Non
     a = stack.tenancy.create_workspace(arena.org.id, "a").id
     snapshot = stack.scan()
     for url in ("http://example.com/hook", "https://user:pw@example.com/hook", "ftp://x/y"):
-        with pytest.raises(rules.InvalidInput) as refused:
+        with pytest.raises(InvalidInput) as refused:
             notifications.create(
                 arena.admin, a, name="n", kind="webhook", url=url, events=["applied"]
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -78,10 +79,11 @@ def test_a_run_kept_for_recovery_tells_the_operator_to_recover(
     stack.lifecycle.move(run, RunStatus.NEEDS_RECOVERY, actor="workflow")
     operator = user(stack, org)
 
-    for attempt in (
+    attempts: tuple[Callable[[], object], ...] = (
         lambda: stack.workspaces.lock(operator, workspace.id, None),
         lambda: stack.workspaces.force_unlock(operator, workspace.id),
-    ):
+    )
+    for attempt in attempts:
         with pytest.raises(WorkspaceHeldByRun) as held:
             attempt()
         assert f"held by run {run.id} (status needs_recovery)" in held.value.message

@@ -411,10 +411,10 @@ def test_no_retrier_retries_everything_or_timeouts() -> None:
 
 
 def _total_retry_wait(retrier: dict[str, Any]) -> float:
-    interval = retrier.get("IntervalSeconds", 1)
-    rate = retrier.get("BackoffRate", 2.0)
-    cap = retrier.get("MaxDelaySeconds", float("inf"))
-    attempts = retrier.get("MaxAttempts", DEFAULT_RETRY_ATTEMPTS)
+    interval = float(retrier.get("IntervalSeconds", 1))
+    rate = float(retrier.get("BackoffRate", 2.0))
+    cap = float(retrier.get("MaxDelaySeconds", float("inf")))
+    attempts = int(retrier.get("MaxAttempts", DEFAULT_RETRY_ATTEMPTS))
     return sum(min(interval * rate**i, cap) for i in range(attempts))
 
 

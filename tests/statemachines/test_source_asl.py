@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -27,6 +27,9 @@ from runplane.store import github as github_store
 from runplane.store.models import SourceIngestionItem, source_key
 from runplane.store.provision import create_table
 from tests.github_fake import FakeGitHub
+
+if TYPE_CHECKING:
+    from moto.core.config import DefaultConfig
 
 ASL = Path(__file__).resolve().parents[2] / "statemachines" / "source.asl.json"
 PLACEHOLDER = re.compile(r"^\$\{(?P<name>[A-Za-z]+)FunctionArn\}$")
@@ -89,8 +92,11 @@ def source_workflow(tmp_path: Path) -> Iterator[tuple[Any, str, FakeGitHub]]:
 
     github = FakeGitHub().start()
     serialize_requests("dynamodb")
-    config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-    with mock_aws(config=config):  # type: ignore[arg-type]
+    config: DefaultConfig = {
+        "stepfunctions": {"execute_state_machine": True},
+        "lambda": {"use_docker": False},
+    }
+    with mock_aws(config=config):
         region = "us-east-1"
         create_table(boto3.client("dynamodb", region_name=region), "runplane")
         boto3.client("s3", region_name=region).create_bucket(Bucket="runplane-artifacts")

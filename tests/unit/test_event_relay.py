@@ -10,7 +10,8 @@ import pytest
 
 from runplane.services.event_relay import EventRelay
 
-MESSAGE = {"kind": "run_event", "event": {"id": "run-a.0000000003", "type": "applied"}}
+EVENT: dict[str, str] = {"id": "run-a.0000000003", "type": "applied"}
+MESSAGE: dict[str, Any] = {"kind": "run_event", "event": EVENT}
 
 
 def record(name: str, sort_key: str, sequence: int, **image: Any) -> dict[str, Any]:
@@ -48,7 +49,7 @@ class Queue:
 
 
 def outbox(name: str, sequence: int, event_id: str = "run-a.0000000003") -> dict[str, Any]:
-    message = {**MESSAGE, "event": {**MESSAGE["event"], "id": event_id}}
+    message = {**MESSAGE, "event": {**EVENT, "id": event_id}}
     return record(name, f"EVENT#{event_id}", sequence, message=json.dumps(message))
 
 

@@ -35,9 +35,14 @@ class FakeRegistry:
 
 def _scheduler() -> tuple[LocalScheduler, FakeRegistry, list[dict[str, Any]]]:
     registry, delivered = FakeRegistry(), []
+
+    def deliver(payload: dict[str, Any]) -> dict[str, Any]:
+        delivered.append(payload)
+        return {"outcome": "created"}
+
     scheduler = LocalScheduler(
         registry,  # type: ignore[arg-type]
-        lambda payload: delivered.append(payload) or {"outcome": "created"},
+        deliver,
         FakeClock(START),
     )
     return scheduler, registry, delivered

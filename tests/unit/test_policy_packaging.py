@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -66,13 +67,13 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def _sanitized(plan: dict[str, object]) -> dict[str, object]:
+def _sanitized(plan: Mapping[str, object]) -> dict[str, object]:
     from runplane.domain.policy_sanitize import sanitize_plan
 
     return sanitize_plan(plan, workspace="w", run_kind="plan_and_apply", engine_version="1.0.3")
 
 
-def _outcomes(root: Path, plan: dict[str, object]) -> dict[str, tuple[str, str, list[str]]]:
+def _outcomes(root: Path, plan: Mapping[str, object]) -> dict[str, tuple[str, str, list[str]]]:
     content = load_policy_set_dir(root)
     evaluator = RegoEvaluator(isolation="thread")
     evaluator.validate(content)

@@ -327,15 +327,13 @@ def masked_values(draw: st.DrawFn, depth: int = 0) -> tuple[Any, Any]:
         return draw(SECRET_TREES), True
     if kind == "malformed":
         secret = draw(SECRETS)
-        value, bad_masks = draw(
-            st.sampled_from(
-                [
-                    (secret, ["true", 1, 0, None, {}, [], {"k": True}]),
-                    ({"k": secret}, ["yes", 0, None, [False], []]),
-                    ([secret], ["yes", None, {}, {"0": True}, [], [False, False]]),
-                ]
-            )
-        )
+        # Each value with masks of its shape that are not booleans of that shape.
+        cases: list[tuple[Any, list[Any]]] = [
+            (secret, ["true", 1, 0, None, {}, [], {"k": True}]),
+            ({"k": secret}, ["yes", 0, None, [False], []]),
+            ([secret], ["yes", None, {}, {"0": True}, [], [False, False]]),
+        ]
+        value, bad_masks = draw(st.sampled_from(cases))
         return value, draw(st.sampled_from(bad_masks))
     if kind == "object":
         keys = draw(st.lists(KEYS, unique=True, max_size=4))

@@ -62,7 +62,7 @@ def test_print_output_never_reaches_this_process_output(capfd: pytest.CaptureFix
     content = _set('deny := ["x"] if { print("leaked:", input.secret) }')
     # When it is evaluated in a child process and in a thread
     for isolation in ("process", "thread"):
-        [result] = RegoEvaluator(engine="regorus", isolation=isolation).evaluate(  # type: ignore[arg-type]
+        [result] = RegoEvaluator(engine="regorus", isolation=isolation).evaluate(
             [content], {"secret": "hunter2"}
         )
         assert result.messages == ("x",)

@@ -28,14 +28,14 @@ class DestinationBody(BaseModel):
     events: list[str] = Field(min_length=1, max_length=10)
 
 
-class RunTriggersView(BaseModel):
+class RunTriggersView(oas.Doc):
     workspace_id: str
     run_kind: str
     sources: list[dict[str, str]]
     dependents: list[dict[str, str]]
 
 
-class DestinationView(BaseModel):
+class DestinationView(oas.Doc):
     id: str
     workspace_id: str
     name: str
@@ -50,19 +50,19 @@ class DestinationCreated(DestinationView):
     signing_secret: str = Field(description="Shown once: receivers verify signatures with it")
 
 
-class DestinationList(BaseModel):
+class DestinationList(oas.Doc):
     destinations: list[DestinationView]
 
 
-class DeliveryList(BaseModel):
+class DeliveryList(oas.Doc):
     deliveries: list[dict[str, Any]]
 
 
-class Deleted(BaseModel):
+class Deleted(oas.Doc):
     deleted: str
 
 
-class TestResult(BaseModel):
+class TestResult(oas.Doc):
     destination_id: str
     response_code: int | None
     error: str | None

@@ -30,7 +30,7 @@ class SchedulePause(BaseModel):
     paused: bool
 
 
-class ScheduleView(BaseModel):
+class ScheduleView(oas.Doc):
     id: str
     workspace_id: str
     expression: str
@@ -45,7 +45,7 @@ class ScheduleView(BaseModel):
     last_outcome: Literal["created", "skipped"] | None
 
 
-class FireView(BaseModel):
+class FireView(oas.Doc):
     scheduled_at: str
     outcome: Literal["created", "skipped"]
     run_id: str | None
@@ -56,11 +56,11 @@ class ScheduleDetail(ScheduleView):
     fires: list[FireView] = Field(description="The latest fires, newest first")
 
 
-class ScheduleList(BaseModel):
+class ScheduleList(oas.Doc):
     schedules: list[ScheduleView]
 
 
-class ScheduleDeleted(BaseModel):
+class ScheduleDeleted(oas.Doc):
     id: str
     deleted: bool
 

@@ -1,10 +1,15 @@
-"""AWS clients, created lazily once per process and shared (client creation is not
-thread-safe; calls on a created client are)."""
+"""AWS clients, created on first use once per process and shared (client creation is
+not thread-safe; calls on a created client are).
+
+What these functions return creates its client when a method is first called on it:
+creating one loads the service's model, hundreds of milliseconds at a cold start,
+which a request that builds a service but never calls that client (a state read
+builds the artifact store, an S3 and a KMS client) should not pay."""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config
@@ -36,24 +41,43 @@ def _client(service: str, settings: Settings) -> Any:
         return _CLIENTS[key]
 
 
+class _OnFirstUse:
+    """Stands for a service's shared client, created when first used."""
+
+    __slots__ = ("_service", "_settings")
+
+    def __init__(self, service: str, settings: Settings) -> None:
+        self._service = service
+        self._settings = settings
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_client(self._service, self._settings), name)
+
+
+def clients_created() -> set[str]:
+    """The services whose clients this process has created."""
+    with _LOCK:
+        return {service for service, _, _ in _CLIENTS}
+
+
 def s3(settings: Settings) -> S3Client:
-    return _client("s3", settings)  # type: ignore[no-any-return]
+    return cast("S3Client", _OnFirstUse("s3", settings))
 
 
 def kms(settings: Settings) -> KMSClient:
-    return _client("kms", settings)  # type: ignore[no-any-return]
+    return cast("KMSClient", _OnFirstUse("kms", settings))
 
 
 def stepfunctions(settings: Settings) -> SFNClient:
-    return _client("stepfunctions", settings)  # type: ignore[no-any-return]
+    return cast("SFNClient", _OnFirstUse("stepfunctions", settings))
 
 
 def ecs(settings: Settings) -> ECSClient:
-    return _client("ecs", settings)  # type: ignore[no-any-return]
+    return cast("ECSClient", _OnFirstUse("ecs", settings))
 
 
 def sqs(settings: Settings) -> Any:
-    return _client("sqs", settings)
+    return _OnFirstUse("sqs", settings)
 
 
 def secret_string(settings: Settings, secret_id: str) -> str:

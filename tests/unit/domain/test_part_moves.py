@@ -19,7 +19,7 @@ from runplane.domain.parts import (
 
 A, P, R = AttemptState, ApprovalState, ApplyRecordState
 
-ALLOWED = {
+ALLOWED: dict[PartKind, set[tuple[str, str]]] = {
     PartKind.ATTEMPT: {
         (A.LAUNCHING, A.STARTED),
         *((s, t) for s in OPEN_ATTEMPT for t in (A.SUCCEEDED, A.FAILED, A.LOST, A.STOPPED)),

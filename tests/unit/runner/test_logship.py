@@ -246,11 +246,12 @@ def test_reads_do_not_end_inside_a_character(data: bytes, more: bool, cut: int) 
 def test_a_burst_after_a_quiet_spell_is_gathered_into_one_chunk() -> None:
     # Given default pacing, a send half a second ago, then a quiet spell
     pacing = Pacing()
-    quiet = {"last_send": 59.5, "now": 60.0, "quiet": True}
 
     # When a line has just arrived, and when it has waited the gathering time
-    just_fed = send_delay(pacing, waiting=40, since=60.0, **quiet)
-    gathered = send_delay(pacing, waiting=400, since=60.0 - pacing.gather, **quiet)
+    just_fed = send_delay(pacing, waiting=40, since=60.0, last_send=59.5, now=60.0, quiet=True)
+    gathered = send_delay(
+        pacing, waiting=400, since=60.0 - pacing.gather, last_send=59.5, now=60.0, quiet=True
+    )
 
     # Then it waits a quarter second for the lines that follow it, then goes (the
     # interval since the last send does not hold back a quiet log's line)
@@ -261,9 +262,11 @@ def test_a_burst_after_a_quiet_spell_is_gathered_into_one_chunk() -> None:
 def test_a_busy_log_is_sent_every_interval_or_once_a_batch_is_full() -> None:
     # Given default pacing and a send half a second ago, with output since
     pacing = Pacing()
-    busy = {"since": 9.5, "last_send": 9.5, "now": 10.0, "quiet": False}
+
+    def busy(waiting: int) -> float:
+        return send_delay(pacing, waiting=waiting, since=9.5, last_send=9.5, now=10.0, quiet=False)
 
     # When lines keep arriving, Then they wait for the interval (two seconds) unless
     # a batch's worth is waiting
-    assert send_delay(pacing, waiting=100, **busy) == pytest.approx(1.5)
-    assert send_delay(pacing, waiting=pacing.batch_bytes, **busy) == 0.0
+    assert busy(100) == pytest.approx(1.5)
+    assert busy(pacing.batch_bytes) == 0.0

@@ -1,0 +1,182 @@
+"""A cold start's first request imports and builds only the Router its path reaches,
+and every answer is the one the full app (every Router) would give."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.api import app as run_api
+from functions.cloud_api import app as cloud_api
+from functions.isolation import IsolatedRestResolver
+from functions.route_groups import RouteGroups
+
+ROOT = Path(__file__).resolve().parents[2]
+APIS = {"run API": run_api, "Cloud API": cloud_api}
+ROUTER_PACKAGES = {"run API": "functions.api.routers", "Cloud API": "functions.cloud_api"}
+OPENAPI_MODELS = "aws_lambda_powertools.event_handler.openapi.models"
+# Enough to build a route's service (clients, no connection): its reply comes before any I/O.
+CONFIGURED = {
+    "RUNPLANE_TABLE_NAME": "cold-start",
+    "RUNPLANE_ARTIFACT_BUCKET": "cold-start",
+    "RUNPLANE_KMS_KEY_ID": "alias/cold-start",
+}
+
+
+def _paths(app: IsolatedRestResolver) -> set[str]:
+    return {r.path for r in [*app._static_routes, *app._dynamic_routes]}
+
+
+def _first_request(module: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The handler's first request in a fresh interpreter: its reply, the modules it
+    loaded and the AWS clients it created."""
+    code = (
+        "import json, sys\n"
+        f"from {module} import handler\n"
+        f"reply = handler(json.loads({json.dumps(json.dumps(event))}), None)\n"
+        "from runplane.adapters.aws import clients_created\n"
+        "loaded = {'modules': sorted(sys.modules), 'clients': sorted(clients_created())}\n"
+        "print(json.dumps({'status': reply['statusCode'], **loaded}))\n"
+    )
+    env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _event(method: str, path: str, body: Any = None) -> dict[str, Any]:
+    return {
+        "httpMethod": method,
+        "path": path,
+        "resource": "/{proxy+}",
+        "headers": {"Content-Type": "application/json"},
+        "queryStringParameters": None,
+        "body": None if body is None else json.dumps(body),
+        "isBase64Encoded": False,
+        "requestContext": {"stage": "$default", "path": path},
+    }
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_each_router_table_lists_exactly_the_routes_its_router_declares(api: str) -> None:
+    # Given an API's table of Routers and their routes
+    module = APIS[api]
+
+    # When each Router is built alone, and all of them together
+    for name, templates in module.ROUTERS.items():
+        alone = module.build_app([name])
+
+        # Then each one serves exactly the routes the table gives it
+        assert _paths(alone) == {t.rstrip("/") for t in templates}, name
+    every = {t for templates in module.ROUTERS.values() for t in templates}
+    # (the full app also serves the OpenAPI document: a path no Router declares)
+    assert _paths(module.build_app()) - {"/api/v1/openapi.json"} == every
+
+
+def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> None:
+    # Given a fresh interpreter
+    # When the run API's handler serves its first request, a workspace read without a caller
+    first = _first_request("functions.api.app", _event("GET", "/api/v1/workspaces/ws-1"))
+
+    # Then the workspaces route answered it (its service built, then the caller refused)
+    assert first["status"] == 401
+    loaded = set(first["modules"])
+    assert {"functions.api.routers.workspaces", "runplane.services.workspaces"} <= loaded
+    # And no other Router, their services or the OpenAPI document's models were loaded
+    others = {f"functions.api.routers.{n}" for n in run_api.ROUTERS if n != "workspaces"}
+    assert not others & loaded
+    assert not {"runplane.services.runs", "runplane.services.schedules"} & loaded
+    assert OPENAPI_MODELS not in loaded
+
+
+def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
+    # Given a fresh interpreter
+    # When the Cloud API's handler serves its first request, a state version read
+    first = _first_request(
+        "functions.cloud_api.handler", _event("GET", "/api/v2/state-versions/sv-1")
+    )
+
+    # Then the state route answered it (no caller: 401)
+    assert first["status"] == 401
+    loaded = set(first["modules"])
+    assert "functions.cloud_api.state" in loaded
+    # And neither the workspaces nor the runs Router (nor remote runs) was loaded
+    assert not {"functions.cloud_api.workspaces", "functions.cloud_api.runs"} & loaded
+    assert "runplane.services.remote_runs" not in loaded
+    # And the artifact store its service holds created no S3 or KMS client: a read
+    # that never calls them does not load their service models
+    assert "runplane.services.state" in loaded
+    assert first["clients"] == []
+
+
+def test_the_openapi_document_still_lists_every_router() -> None:
+    # Given a fresh interpreter
+    # When the first request is for the OpenAPI document
+    first = _first_request("functions.api.app", _event("GET", "/api/v1/openapi.json"))
+
+    # Then the full app served it, with every Router
+    assert first["status"] == 200
+    routers = {f"functions.api.routers.{n}" for n in run_api.ROUTERS}
+    assert routers <= set(first["modules"])
+
+
+def _counting(built: list[Sequence[str] | None]) -> Callable[[Sequence[str] | None], Any]:
+    from aws_lambda_powertools.event_handler import Response
+    from aws_lambda_powertools.event_handler.api_gateway import Router
+
+    def build(names: Sequence[str] | None) -> IsolatedRestResolver:
+        built.append(names)
+        app = IsolatedRestResolver()
+        for name in ("a", "b") if names is None else names:
+            router = Router()  # type: ignore[no-untyped-call]
+            router.get(f"/{name}/<item>")(lambda item, n=name: Response(200, body=f"{n}:{item}"))
+            app.include_router(router)
+        return app
+
+    return build
+
+
+def test_route_groups_build_a_group_once_and_the_full_app_for_unknown_paths() -> None:
+    # Given two groups, each with one route
+    built: list[Sequence[str] | None] = []
+    groups = RouteGroups({"a": ("/a/<item>",), "b": ("/b/<item>",)}, _counting(built))
+
+    # When two requests reach group a, then one an unknown path
+    first = groups.resolve(_event("GET", "/a/1"), None)
+    second = groups.resolve(_event("GET", "/a/2/"), None)
+    unknown = groups.resolve(_event("GET", "/c/1"), None)
+
+    # Then group a was built once, alone, and served both; the unknown path got the
+    # full app's 404
+    assert (first["body"], second["body"]) == ("a:1", "a:2")
+    assert unknown["statusCode"] == 404
+    assert built == [("a",), None]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_every_route_answers_as_the_full_app_answers(api: str) -> None:
+    # Given every route of an API, each method, without a caller or a body
+    module = APIS[api]
+    full = module.build_app()
+    groups = RouteGroups(module.ROUTERS, module.build_app)
+    methods = ("GET", "POST", "PUT", "PATCH", "DELETE")
+    paths = {re.sub(r"<[^>]+>", "x1", t) for ts in module.ROUTERS.values() for t in ts}
+
+    # When each request is resolved through its group and through the full app
+    for path in sorted(paths):
+        for method in methods:
+            ours = groups.resolve(_event(method, path), None)
+            theirs = full.resolve(_event(method, path), None)
+
+            # Then the status and body are the same
+            assert (ours["statusCode"], ours["body"]) == (theirs["statusCode"], theirs["body"])
