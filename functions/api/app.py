@@ -102,7 +102,7 @@ def _serve_openapi(app: IsolatedRestResolver) -> None:
 
     @app.get("/api/v1/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:
-        schema = app.get_openapi_json_schema()
+        schema = oas.with_runner_report(app.get_openapi_json_schema())
         return Response(status_code=200, content_type="application/json", body=schema)
 
 

@@ -462,3 +462,26 @@ def webhook_responses() -> dict[int, Any]:
     for code in (400, 401, 409, 413, 422, 503):
         declared[code] = _error(code)
     return declared
+
+
+RUNNER_RESULT = "/api/v1/runner/result"
+
+
+def with_runner_report(document: str) -> str:
+    """The document with the runner report's wire form described on its route.
+
+    The route takes a plain JSON object because ``runner_reports.from_wire`` is the
+    one validator; the schema documents what that reader accepts (a test holds them
+    to the same fields)."""
+    import json
+
+    from runplane.domain.runner_reports import wire_schema
+
+    parsed = json.loads(document)
+    body = parsed["paths"][RUNNER_RESULT]["post"]["requestBody"]["content"]["application/json"]
+    body["schema"] = {
+        "title": "RunnerReport",
+        "description": "A runner's report of its phase, discriminated by outcome",
+        **wire_schema(),
+    }
+    return json.dumps(parsed)

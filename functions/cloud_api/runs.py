@@ -167,9 +167,10 @@ def read_run(run_id: str) -> Reply:
 def list_runs(ws_id: str) -> Reply:
     who = request.principal()
     wanted = includes()
-    remote = services().remote_runs
-    page = Page.of(remote.list(who, ws_id), *request.page_params())
-    views = [remote.view(run) for run in page.items]
+    s = services()
+    # The one paging rule of a workspace's runs (through the run reader), as the run API.
+    page = s.runs.page(who, ws_id, *request.page_params())
+    views = [s.remote_runs.view(run) for run in page.items]
     document: dict[str, Any] = {
         "data": [run_document(view, who) for view in views],
         "meta": jsonapi.pagination(page),

@@ -332,6 +332,21 @@ def test_pytfe_reads_runs_plans_and_applies(local: Local, tmp_path: Path) -> Non
     assert apply.status.value == "finished"
     assert apply.resource_additions == 1
 
+    # And the listing pages with JSON:API's pagination meta (the run reader's paging)
+    second = tfe(local, "GET", f"/workspaces/{ws_id}/runs?page%5Bnumber%5D=2&page%5Bsize%5D=1")
+    assert second.status_code == 200, second.text
+    assert second.json()["data"] == []
+    assert second.json()["meta"]["pagination"] == {
+        "current-page": 2,
+        "page-size": 1,
+        "prev-page": 1,
+        "next-page": None,
+        "total-pages": 1,
+        "total-count": 1,
+    }
+    refused = tfe(local, "GET", f"/workspaces/{ws_id}/runs?page%5Bsize%5D=101")
+    assert refused.status_code == 422, refused.text
+
 
 def _new_version(local: Local, ws_id: str) -> dict[str, Any]:
     created = tfe(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from runplane.domain.parts import ApplyRecord, ApprovalBody, AttemptBody, RunInput
+from runplane.domain.parts import ApplyRecord, ApprovalBody, AttemptBody, PolicyCheck, RunInput
+from runplane.domain.recovery import RecoveryBody
+from runplane.domain.schedules import DriftFinding
 
 # The input snapshot as run creation stores it (a schedule's run, with its extras).
 STORED_INPUT: dict[str, object] = {
@@ -118,3 +120,133 @@ def test_a_closed_apply_record_keeps_why_and_how_it_closed() -> None:
     assert record.to_body() == closed
     assert ApplyRecord.from_body(granted).to_body() == granted
     assert ApplyRecord().to_body() == {"resulting_state_version_id": None}
+
+
+def test_an_attempt_closed_by_a_report_keeps_its_null_evidence_keys() -> None:
+    # Given an attempt as a runner's report closed it (the evidence keys written, null or not)
+    reported: dict[str, object] = {
+        "attempt_id": "att-3",
+        "sandbox_id": "sbx-3",
+        "phase": "apply",
+        "launched_at": "2026-01-01T00:00:00+00:00",
+        "slots": [],
+        "lock_id": "lock-1",
+        "fence": 2,
+        "finished_at": "2026-01-01T00:05:00+00:00",
+        "log_artifact_id": "art-log",
+        "engine_seconds": 1.5,
+        "reason": None,
+    }
+    attempt = AttemptBody.from_body(reported)
+    # Then its log and engine time read typed, and it writes back unchanged
+    assert (attempt.log_artifact_id, attempt.engine_seconds, attempt.reason) == (
+        "art-log",
+        1.5,
+        None,
+    )
+    assert attempt.to_body() == reported
+    # And an attempt closed without a report (a loss, a cancel) has no evidence keys
+    lost = {
+        k: v
+        for k, v in reported.items()
+        if k not in {"log_artifact_id", "engine_seconds", "reason"}
+    }
+    assert AttemptBody.from_body(lost).to_body() == lost
+    assert AttemptBody.from_body(lost).log_artifact_id is None
+
+
+def test_a_reported_and_then_recovered_apply_record_round_trips() -> None:
+    reported: dict[str, object] = {
+        "attempt_id": "att-2",
+        "lock_id": "lock-1",
+        "fence": 4,
+        "resulting_state_version_id": None,
+        "state_published": False,
+        "reason": None,
+        "authorization": "revoked",
+        "recovery_id": "rec-1",
+    }
+    record = ApplyRecord.from_body(reported)
+    assert (record.authorization, record.recovery_id) == ("revoked", "rec-1")
+    assert record.to_body() == reported
+
+
+RECORDED_CHECK: dict[str, object] = {
+    "id": "pc-1",
+    "input_digest": "sha256:in",
+    "outcome": "soft_failed",
+    "policy_sets": [
+        {"name": "base", "digest": "d", "input_shape": "runplane", "input_digest": "i"}
+    ],
+    "runtime": "rego-v0",
+    "results": [{"policy_set": "base", "policy": "tags", "passed": False}],
+    "result_digest": "sha256:out",
+    "override": {"by": "user:ada", "reason": "known exception"},
+}
+
+
+def test_a_recorded_and_overridden_policy_check_round_trips() -> None:
+    check = PolicyCheck.from_body(RECORDED_CHECK)
+    assert (check.outcome, check.result_digest) == ("soft_failed", "sha256:out")
+    assert check.override == {"by": "user:ada", "reason": "known exception"}
+    assert check.to_body() == RECORDED_CHECK
+
+
+def test_a_reserved_policy_check_has_only_its_id_and_a_null_digest() -> None:
+    # Given the check as the plan's commit reserves it
+    reserved: dict[str, object] = {"id": "pc-1", "input_digest": None}
+    check = PolicyCheck.from_body(reserved)
+    # Then nothing recorded reads back, and it writes back unchanged
+    assert (check.outcome, check.results, check.result_digest, check.override) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert check.to_body() == reserved
+
+
+PREPARED_IMPORT: dict[str, object] = {
+    "resolution": "import_emergency_state",
+    "reason": "the apply was interrupted",
+    "prepared_by": "user:ada",
+    "current_state_version_id": "sv-1",
+    "pre_apply_state_version_id": "sv-1",
+    "takeovers": [{"from": "user:ada", "to": "user:bob", "at": "t", "reason": "r"}],
+    "discard_claimed_upload": {"id": "sv-2", "claimed_at": "2026-01-01T00:00:00+00:00"},
+    "emergency_state": {"sha256": "e" * 64, "size": 120},
+    "target_state_version_id": "sv-3",
+    "result": {"recovery_id": "rec-1", "fence": 3},
+}
+
+
+def test_a_completed_import_recovery_round_trips() -> None:
+    recovery = RecoveryBody.from_body(PREPARED_IMPORT)
+    assert (recovery.emergency_sha256, recovery.emergency_size) == ("e" * 64, 120)
+    assert recovery.discard_claimed_upload == {
+        "id": "sv-2",
+        "claimed_at": "2026-01-01T00:00:00+00:00",
+    }
+    assert recovery.to_body() == PREPARED_IMPORT
+
+
+def test_a_prepared_verification_recovery_has_no_import_keys() -> None:
+    optional = {"discard_claimed_upload", "emergency_state", "target_state_version_id", "result"}
+    prepared = {k: v for k, v in PREPARED_IMPORT.items() if k not in optional}
+    prepared |= {"resolution": "current_state_verified", "takeovers": []}
+    recovery = RecoveryBody.from_body(prepared)
+    assert (recovery.emergency_state, recovery.result, recovery.takeovers) == (None, None, ())
+    assert recovery.to_body() == prepared
+
+
+def test_both_shapes_of_the_drift_record_round_trip() -> None:
+    found: dict[str, object] = {
+        "schedule_id": "sch-1",
+        "summary": {"adds": 1, "changes": 0, "destroys": 0, "replaces": 0, "drifted": 2},
+        "cleared_by": None,
+    }
+    cleared: dict[str, object] = {"cleared_by": "apply", "previous_run_id": "run-1"}
+    assert DriftFinding.from_body(found).summary == found["summary"]
+    assert DriftFinding.from_body(found).to_body() == found
+    assert DriftFinding.from_body(cleared).schedule_id is None
+    assert DriftFinding.from_body(cleared).to_body() == cleared

@@ -186,6 +186,11 @@ class AttemptBody:
     # Set when the attempt closes: when, and what the runner said of a failure.
     finished_at: str | None = None
     reason: str | None = None
+    # Set when the runner's report closed it: its final log and engine time. A report
+    # writes all three keys of its evidence, null when it had none (``reported``).
+    log_artifact_id: str | None = None
+    engine_seconds: float | None = None
+    reported: bool = False
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> AttemptBody:
@@ -202,6 +207,9 @@ class AttemptBody:
             sandbox_ref=_opt_str(body.get("sandbox_ref")),
             finished_at=_opt_str(body.get("finished_at")),
             reason=_opt_str(body.get("reason")),
+            log_artifact_id=_opt_str(body.get("log_artifact_id")),
+            engine_seconds=_opt_number(body.get("engine_seconds")),
+            reported="engine_seconds" in body or "log_artifact_id" in body,
         )
 
     def to_body(self) -> dict[str, object]:
@@ -216,7 +224,14 @@ class AttemptBody:
             body.update({"lock_id": self.lock_id, "fence": self.fence})
         if self.sandbox_ref is not None:
             body["sandbox_ref"] = self.sandbox_ref
-        return body | _present(finished_at=self.finished_at, reason=self.reason)
+        body |= _present(finished_at=self.finished_at)
+        if not self.reported:
+            return body | _present(reason=self.reason)
+        return body | {
+            "log_artifact_id": self.log_artifact_id,
+            "engine_seconds": self.engine_seconds,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -345,6 +360,9 @@ class ApplyRecord:
     reason: str | None = None
     state_published: bool | None = None
     run_status: str | None = None
+    # Set by a recovery: the run's apply authorization was revoked, and by which one.
+    authorization: str | None = None
+    recovery_id: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> ApplyRecord:
@@ -358,12 +376,21 @@ class ApplyRecord:
             reason=_opt_str(body.get("reason")),
             state_published=published if isinstance(published, bool) else None,
             run_status=_opt_str(body.get("run_status")),
+            authorization=_opt_str(body.get("authorization")),
+            recovery_id=_opt_str(body.get("recovery_id")),
         )
 
     def to_body(self) -> dict[str, object]:
         closing = _present(
-            state_published=self.state_published, reason=self.reason, run_status=self.run_status
+            state_published=self.state_published,
+            reason=self.reason,
+            run_status=self.run_status,
+            authorization=self.authorization,
+            recovery_id=self.recovery_id,
         )
+        if self.state_published is not None:
+            # The runner's report writes its reason with the publication, null or not.
+            closing["reason"] = self.reason
         if self.attempt_id is None:
             return {"resulting_state_version_id": self.resulting_state_version_id} | closing
         return {
@@ -372,6 +399,50 @@ class ApplyRecord:
             "fence": self.fence,
             "resulting_state_version_id": self.resulting_state_version_id,
         } | closing
+
+
+@dataclass(frozen=True)
+class PolicyCheck:
+    """The run's policy check: reserved with its plan, bound to the sanitized input's
+    digest, then the evaluation's evidence and, for a soft failure, its override."""
+
+    id: str
+    input_digest: str | None = None
+    # Set when the results are recorded (``result_digest`` covers the four before it).
+    outcome: str | None = None
+    policy_sets: tuple[Mapping[str, object], ...] | None = None
+    runtime: str | None = None
+    results: tuple[Mapping[str, object], ...] | None = None
+    result_digest: str | None = None
+    # Who overrode a soft-mandatory failure, when and why.
+    override: Mapping[str, object] | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> PolicyCheck:
+        override = body.get("override")
+        return cls(
+            id=str(body.get("id", "")),
+            input_digest=_opt_str(body.get("input_digest")),
+            outcome=_opt_str(body.get("outcome")),
+            policy_sets=_documents(body.get("policy_sets")),
+            runtime=_opt_str(body.get("runtime")),
+            results=_documents(body.get("results")),
+            result_digest=_opt_str(body.get("result_digest")),
+            override=dict(override) if isinstance(override, Mapping) else None,
+        )
+
+    def to_body(self) -> dict[str, object]:
+        def listed(docs: tuple[Mapping[str, object], ...] | None) -> list[object] | None:
+            return None if docs is None else [dict(d) for d in docs]
+
+        return {"id": self.id, "input_digest": self.input_digest} | _present(
+            outcome=self.outcome,
+            policy_sets=listed(self.policy_sets),
+            runtime=self.runtime,
+            results=listed(self.results),
+            result_digest=self.result_digest,
+            override=dict(self.override) if self.override is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -441,6 +512,18 @@ class RunInput:
             "engine_version",
         }
     )
+
+
+def _opt_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _documents(value: object) -> tuple[Mapping[str, object], ...] | None:
+    if not isinstance(value, list | tuple):
+        return None
+    return tuple(dict(v) for v in value if isinstance(v, Mapping))
 
 
 def _strings(value: object) -> tuple[str, ...]:

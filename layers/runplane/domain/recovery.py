@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -266,3 +266,83 @@ def check_emergency_successor(snapshot: Snapshot, predecessor: Publication | Non
             f"after the pre-apply state's {predecessor.serial}",
             "/emergency_state",
         )
+
+
+# -- the stored record -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecoveryBody:
+    """A recovery's document, typed: what prepare recorded (the verdict, its evidence
+    and the lease's takeovers), then the completed result. ``to_body`` gives the
+    document exactly as stored: the optional keys are absent until set."""
+
+    resolution: str
+    reason: str
+    prepared_by: str
+    current_state_version_id: str | None
+    pre_apply_state_version_id: str | None
+    takeovers: tuple[Mapping[str, object], ...] = ()
+    # A claimed upload the operator named to discard: {"id", "claimed_at"}.
+    discard_claimed_upload: Mapping[str, object] | None = None
+    # Import only: the operator's snapshot's digest and size, and the version it becomes.
+    emergency_sha256: str | None = None
+    emergency_size: int | None = None
+    target_state_version_id: str | None = None
+    result: Mapping[str, object] | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> RecoveryBody:
+        emergency, takeovers = body.get("emergency_state"), body.get("takeovers")
+        emergency = emergency if isinstance(emergency, Mapping) else None
+        size = emergency.get("size") if emergency else None
+        return cls(
+            resolution=str(body.get("resolution", "")),
+            reason=str(body.get("reason", "")),
+            prepared_by=str(body.get("prepared_by", "")),
+            current_state_version_id=_opt_str(body.get("current_state_version_id")),
+            pre_apply_state_version_id=_opt_str(body.get("pre_apply_state_version_id")),
+            takeovers=tuple(dict(t) for t in takeovers or () if isinstance(t, Mapping))
+            if isinstance(takeovers, list | tuple)
+            else (),
+            discard_claimed_upload=_opt_doc(body.get("discard_claimed_upload")),
+            emergency_sha256=_opt_str(emergency.get("sha256")) if emergency else None,
+            emergency_size=size if isinstance(size, int) else None,
+            target_state_version_id=_opt_str(body.get("target_state_version_id")),
+            result=_opt_doc(body.get("result")),
+        )
+
+    @property
+    def emergency_state(self) -> dict[str, object] | None:
+        if self.emergency_sha256 is None:
+            return None
+        return {"sha256": self.emergency_sha256, "size": self.emergency_size}
+
+    def to_body(self) -> dict[str, object]:
+        body: dict[str, object] = {
+            "resolution": self.resolution,
+            "reason": self.reason,
+            "prepared_by": self.prepared_by,
+            "current_state_version_id": self.current_state_version_id,
+            "pre_apply_state_version_id": self.pre_apply_state_version_id,
+            "takeovers": [dict(t) for t in self.takeovers],
+        }
+        optional = {
+            "discard_claimed_upload": _doc(self.discard_claimed_upload),
+            "emergency_state": self.emergency_state,
+            "target_state_version_id": self.target_state_version_id,
+            "result": _doc(self.result),
+        }
+        return body | {name: value for name, value in optional.items() if value is not None}
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _opt_doc(value: object) -> dict[str, object] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def _doc(value: Mapping[str, object] | None) -> dict[str, object] | None:
+    return None if value is None else dict(value)

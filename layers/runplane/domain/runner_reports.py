@@ -277,3 +277,85 @@ def from_wire(body: object) -> RunnerReport:
         )
     fields.done()
     return report
+
+
+# -- the documented form ------------------------------------------------------------------
+
+
+def wire_schema() -> dict[str, Any]:
+    """The JSON schema of the wire form, for the OpenAPI document only: ``from_wire``
+    stays the one validator, and a test holds the two to the same fields. A null is
+    read as absent, so an optional field may be null and a required one may not."""
+
+    def text(limit: int = MAX_ID) -> dict[str, Any]:
+        return {"type": "string", "minLength": 1, "maxLength": limit}
+
+    def optional(schema: dict[str, Any]) -> dict[str, Any]:
+        return {**schema, "type": [schema["type"], "null"]}
+
+    sha256 = {"type": "string", "pattern": f"^{_SHA256.pattern}$"}
+    count = {"type": "integer", "minimum": 0}
+    seconds = optional({"type": "number", "minimum": 0})
+    summary = _closed(
+        required={
+            "adds": count,
+            "changes": count,
+            "destroys": count,
+            "replaces": count,
+            "output_changes": {
+                "type": "object",
+                "maxProperties": MAX_OUTPUTS,
+                "additionalProperties": {"enum": sorted(OUTPUT_ACTIONS)},
+            },
+            "has_changes": {"type": "boolean"},
+        },
+        optional={"drifted": optional(count)},
+    )
+    failure = {
+        "required": {"reason": text(MAX_REASON)},
+        "optional": {"log_artifact_id": optional(text()), "engine_seconds": seconds},
+    }
+    fields: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
+        Planned.OUTCOME: {
+            "required": {
+                "summary": summary,
+                "has_changes": {"type": "boolean"},
+                "plan_artifact_id": text(),
+                "plan_sha256": sha256,
+                "plan_json_artifact_id": text(),
+                "plan_json_sha256": sha256,
+                "log_artifact_id": text(),
+            },
+            "optional": {"engine_version": optional(text()), "engine_seconds": seconds},
+        },
+        Applied.OUTCOME: {
+            "required": {"log_artifact_id": text()},
+            "optional": {"engine_seconds": seconds},
+        },
+        Failed.OUTCOME: failure,
+        CredentialsRequired.OUTCOME: failure,
+    }
+    return {
+        "oneOf": [
+            {
+                "title": f"{outcome} report",
+                **_closed(
+                    required={"outcome": {"const": outcome}, **variant["required"]},
+                    optional=variant["optional"],
+                ),
+            }
+            for outcome, variant in fields.items()
+        ],
+        "discriminator": {"propertyName": "outcome"},
+    }
+
+
+def _closed(
+    required: dict[str, dict[str, Any]], optional: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": list(required),
+        "properties": {**required, **optional},
+        "additionalProperties": False,
+    }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -281,3 +282,44 @@ def shortest_interval(spec: CronSpec | RateSpec) -> timedelta:
 def _minutes(interval: timedelta) -> str:
     minutes = int(interval.total_seconds() // 60)
     return f"{minutes} minute" + ("" if minutes == 1 else "s")
+
+
+# -- the workspace's drift record --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriftFinding:
+    """The drift record's document: a scheduled plan writes its schedule, counts and
+    (when clear) ``cleared_by``; an applied run clears it, naming the run before it.
+    ``to_body`` gives it back exactly as stored."""
+
+    cleared_by: str | None = None
+    schedule_id: str | None = None
+    summary: Mapping[str, int] | None = None
+    previous_run_id: str | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, object]) -> DriftFinding:
+        summary, schedule_id = body.get("summary"), body.get("schedule_id")
+        previous, cleared_by = body.get("previous_run_id"), body.get("cleared_by")
+        return cls(
+            cleared_by=None if cleared_by is None else str(cleared_by),
+            schedule_id=None if schedule_id is None else str(schedule_id),
+            summary={str(k): int(v) for k, v in summary.items() if isinstance(v, int | float)}
+            if isinstance(summary, Mapping)
+            else None,
+            previous_run_id=None if previous is None else str(previous),
+        )
+
+    @property
+    def by_schedule(self) -> bool:
+        return self.previous_run_id is None
+
+    def to_body(self) -> dict[str, object]:
+        if not self.by_schedule:
+            return {"cleared_by": self.cleared_by, "previous_run_id": self.previous_run_id}
+        return {
+            "schedule_id": self.schedule_id,
+            "summary": dict(self.summary or {}),
+            "cleared_by": self.cleared_by,
+        }

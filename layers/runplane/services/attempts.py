@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.capabilities import Binding, Phase
-from runplane.domain.parts import OPEN_ATTEMPT, AttemptState, PartKind, check_move
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PartKind, check_move
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
@@ -44,11 +44,11 @@ def close_attempt(
         token=None,
         now=now,
     )
-    slots = attempt.body.get("slots") or []
+    body = AttemptBody.from_body(attempt.body)
     return [
         closing,
-        *(sandbox_slots.give_back(scope) for scope in slots),
-        capability_store.revoke_attempt_sessions(str(attempt.body["attempt_id"]), now),
+        *(sandbox_slots.give_back(scope) for scope in body.slots),
+        capability_store.revoke_attempt_sessions(body.attempt_id, now),
     ]
 
 
@@ -60,11 +60,9 @@ def open_attempt(binding: Binding) -> run_parts.RunPart | None:
 
 def open_or_none(binding: Binding, attempt: run_parts.RunPart | None) -> run_parts.RunPart | None:
     """``attempt`` (the run's part for the binding's phase) if it is still open for it."""
-    if (
-        attempt is None
-        or attempt.state not in OPEN_ATTEMPT
-        or attempt.body.get("attempt_id") != binding.attempt_id
-        or attempt.body.get("sandbox_id") != binding.sandbox_id
-    ):
+    if attempt is None or attempt.state not in OPEN_ATTEMPT:
+        return None
+    body = AttemptBody.from_body(attempt.body)
+    if (body.attempt_id, body.sandbox_id) != (binding.attempt_id, binding.sandbox_id):
         return None
     return attempt

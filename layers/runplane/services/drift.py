@@ -19,6 +19,7 @@ from runplane.domain.entities import Run
 from runplane.domain.parts import PlanEvidence, RunInput
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
+from runplane.domain.schedules import DriftFinding
 from runplane.store import run_parts
 from runplane.store import schedules as store
 from runplane.store.runs import Transitioned
@@ -48,11 +49,11 @@ def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store
         run_id=run.id,
         detected_at=now if drifted else None,
         cleared_at=None if drifted else now,
-        body={
-            "schedule_id": origin.get("schedule_id"),
-            "summary": {name: _count(summary.get(name)) for name in _COUNTS},
-            "cleared_by": None if drifted else "scheduled_plan",
-        },
+        body=DriftFinding(
+            cleared_by=None if drifted else "scheduled_plan",
+            schedule_id=_opt_str(origin.get("schedule_id")),
+            summary={name: _count(summary.get(name)) for name in _COUNTS},
+        ).to_body(),
     )
     return [store.put_drift(drift)], drift
 
@@ -69,7 +70,7 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
         run_id=run.id,
         detected_at=None,
         cleared_at=now,
-        body={"cleared_by": "apply", "previous_run_id": current.run_id},
+        body=DriftFinding(cleared_by="apply", previous_run_id=current.run_id).to_body(),
     )
     return [store.put_drift(cleared)]
 
@@ -81,10 +82,10 @@ def detected_event(drift: store.Drift | None, run: Run, moved: Transitioned) -> 
     together (``RunLifecycle.move``'s ``also_announce``)."""
     if drift is None or drift.state != "drifted":
         return []
-    summary = drift.body.get("summary") or {}
-    details = {name: str(count) for name, count in summary.items()}
-    if drift.body.get("schedule_id"):
-        details["schedule_id"] = str(drift.body["schedule_id"])
+    finding = DriftFinding.from_body(drift.body)
+    details = {name: str(count) for name, count in (finding.summary or {}).items()}
+    if finding.schedule_id:
+        details["schedule_id"] = finding.schedule_id
     return [
         RunEvent(
             id=drift_event_id(run.id),
@@ -104,7 +105,7 @@ def log_finding(drift: store.Drift | None) -> None:
     """One structured line per committed drift finding (alarms count them)."""
     if drift is None or drift.state != "drifted":
         return
-    summary = drift.body.get("summary") or {}
+    summary = DriftFinding.from_body(drift.body).summary or {}
     logger.info(
         "drift detected",
         extra={"run_id": drift.run_id, "workspace_id": drift.workspace_id, **summary},
@@ -116,15 +117,20 @@ def view(workspace_id: str) -> dict[str, Any] | None:
     drift = store.get_drift(workspace_id)
     if drift is None:
         return None
+    finding = DriftFinding.from_body(drift.body)
     return {
         "drifted": drift.state == "drifted",
         "run_id": drift.run_id,
         "detected_at": drift.detected_at.isoformat() if drift.detected_at else None,
         "cleared_at": drift.cleared_at.isoformat() if drift.cleared_at else None,
-        "schedule_id": drift.body.get("schedule_id"),
-        "summary": drift.body.get("summary"),
-        "cleared_by": drift.body.get("cleared_by"),
+        "schedule_id": finding.schedule_id,
+        "summary": None if finding.summary is None else dict(finding.summary),
+        "cleared_by": finding.cleared_by,
     }
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _count(value: object) -> int:

@@ -25,7 +25,7 @@ from runplane.domain.logs import (
     MIN_READ_BYTES,
     utf8_end,
 )
-from runplane.domain.parts import OPEN_ATTEMPT
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.runner_api import session_of
 from runplane.services.runs import Runs
@@ -157,11 +157,11 @@ class RunLogs:
         attempt = run_parts.get(run.id, f"attempt#{phase.value}")
         if attempt is None:
             raise NotFound(f"{phase.value} log of run", run.id)
-        final_id = attempt.body.get("log_artifact_id")
-        if final_id:
-            text = self._final(run.organization_id, str(final_id), run.id, phase)
+        body = AttemptBody.from_body(attempt.body)
+        if body.log_artifact_id:
+            text = self._final(run.organization_id, body.log_artifact_id, run.id, phase)
             return _slice(text, offset, size, complete=True, source="final")
-        chunks = log_chunks.of_attempt(run.id, str(attempt.body.get("attempt_id")))
+        chunks = log_chunks.of_attempt(run.id, body.attempt_id)
         complete = attempt.state not in OPEN_ATTEMPT
         return self._live(run.organization_id, chunks, offset, size, complete=complete)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import ArtifactKind
@@ -28,7 +28,7 @@ from runplane.domain.errors import (
     PolicyBindingRefused,
 )
 from runplane.domain.identity import Permission, Principal
-from runplane.domain.parts import ApprovalState, PlanEvidenceState
+from runplane.domain.parts import ApprovalBody, ApprovalState, PlanEvidenceState, PolicyCheck
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 from runplane.domain.policy_results import PolicyResult, overall
@@ -96,7 +96,8 @@ class Evaluation:
     policy_sets: list[dict[str, str]]
     runtime: str
 
-    def body(self, check: Mapping[str, Any]) -> dict[str, Any]:
+    def body(self, check: PolicyCheck) -> PolicyCheck:
+        """``check`` with this evaluation's evidence and its digest recorded."""
         evidence = {
             "input_digest": self.input_digest,
             "outcome": self.outcome,
@@ -104,11 +105,15 @@ class Evaluation:
             "runtime": self.runtime,
             "results": [result.to_dict() for result in self.results],
         }
-        return {
-            **check,
-            **evidence,
-            "result_digest": "sha256:" + hashlib.sha256(canonical_json(evidence)).hexdigest(),
-        }
+        return replace(
+            check,
+            input_digest=self.input_digest,
+            outcome=self.outcome,
+            policy_sets=tuple(self.policy_sets),
+            runtime=self.runtime,
+            results=tuple(result.to_dict() for result in self.results),
+            result_digest="sha256:" + hashlib.sha256(canonical_json(evidence)).hexdigest(),
+        )
 
 
 @dataclass(frozen=True)
@@ -256,13 +261,13 @@ class Policies:
         """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
         The check binds the ``runplane`` document's digest; each set's results record
         the digest of the document of its own shape."""
-        plan = run_parts.require(run.id, "plan").body
-        plan_json = self._artifacts.read(run.organization_id, plan["plan_json_artifact_id"])
+        plan = run_parts.plan_evidence(run.id)
+        plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
         workspace = workspace_store.get_workspace(run.workspace_id)
         meta = RunMetadata(
             workspace=workspace.name,
             kind=run.kind.value,
-            engine_version=str(plan.get("engine_version") or ""),
+            engine_version=plan.engine_version or "",
             run_id=run.id,
             created_at=run.created_at.isoformat(),
         )
@@ -287,7 +292,7 @@ class Policies:
             "policy",
             expected_state=RESERVED,
             state=BOUND,
-            body={**check.body, "input_digest": digest},
+            body=replace(PolicyCheck.from_body(check.body), input_digest=digest).to_body(),
             now=now,
             on_refused=lambda current: PolicyBindingRefused(
                 f"run {run.id}: the policy check was bound meanwhile"
@@ -329,7 +334,8 @@ class Policies:
     @staticmethod
     def record(run: Run, check: run_parts.RunPart, evaluation: Evaluation, now: Any) -> Transaction:
         """The results, written only onto a row bound to exactly this input digest."""
-        if check.state != BOUND or check.body.get("input_digest") != evaluation.input_digest:
+        bound = PolicyCheck.from_body(check.body)
+        if check.state != BOUND or bound.input_digest != evaluation.input_digest:
             raise PolicyBindingRefused(
                 f"run {run.id}: policy results can only be recorded on a check bound to "
                 "their exact input digest"
@@ -340,7 +346,7 @@ class Policies:
             "policy",
             expected_state=BOUND,
             state=state,
-            body=evaluation.body(check.body),
+            body=evaluation.body(bound).to_body(),
             now=now,
             on_refused=lambda current: PolicyBindingRefused(
                 f"run {run.id}: the policy check changed meanwhile"
@@ -373,16 +379,17 @@ class Policies:
             "display": principal.display,
             "at": now.isoformat(),
             "reason": reason[:1000],
-            "result_digest": check.body.get("result_digest"),
+            "result_digest": PolicyCheck.from_body(check.body).result_digest,
         }
-        binding = {**approval.body.get("binding", {}), "policy_override": override}
+        waiting = ApprovalBody.from_body(approval.body)
+        bound = replace(waiting, binding=replace(waiting.binding, policy_override=override))
         stale = Conflict(f"run {run.id} changed meanwhile; review it again")
         run_parts.change(
             run.id,
             "policy",
             expected_state=SOFT_FAILED,
             state=OVERRIDDEN,
-            body={**check.body, "override": override},
+            body=replace(PolicyCheck.from_body(check.body), override=override).to_body(),
             now=now,
             on_refused=lambda current: stale,
         ).extend(
@@ -391,7 +398,7 @@ class Policies:
                     run.id,
                     "approval",
                     expected_state=ApprovalState.WAITING,
-                    body={**approval.body, "binding": binding},
+                    body=bound.to_body(),
                     now=now,
                     on_refused=lambda current: stale,
                 )

@@ -36,13 +36,14 @@ from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ArtifactCorrupt, ConcurrentChange, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.parts import OPEN_ATTEMPT, AttemptState
+from runplane.domain.parts import OPEN_ATTEMPT, ApplyRecord, AttemptBody, AttemptState
 from runplane.domain.recovery import (
     LEASE,
     MAX_TAKEOVERS,
     RECOVERABLE_STATUSES,
     NotRecoverable,
     RecoveryBlocked,
+    RecoveryBody,
     RecoveryLeased,
     RecoveryRefused,
     RecoveryRequest,
@@ -108,7 +109,7 @@ class Recoveries:
         if recovery is not None and recovery.state is RecoveryState.COMPLETED:
             if recovery.fingerprint != request.fingerprint():
                 raise NotRecoverable(f"run {run.id} was already recovered ({recovery.id})")
-            return dict(recovery.body["result"])
+            return dict(RecoveryBody.from_body(recovery.body).result or {})
         if recovery is None:
             recovery = self._prepare(principal, run, request)
             copied = None
@@ -132,23 +133,23 @@ class Recoveries:
         self._check_evidence(run, workspace, request)
         self._pending_to_discard(run, request)  # refuses now rather than at completion
         now = self._clock.now()
-        body: dict[str, Any] = {
-            "resolution": request.resolution.value,
-            "reason": request.reason,
-            "prepared_by": principal.ref,
-            "current_state_version_id": request.current_state_version_id,
-            "pre_apply_state_version_id": run.predecessor_sv_id,
-            "takeovers": [],
-        }
-        if request.discard_claimed_upload is not None:
-            claimed = request.discard_claimed_upload
-            body["discard_claimed_upload"] = {"id": claimed.id, "claimed_at": claimed.claimed_at}
-        if request.emergency_state is not None:
-            body["emergency_state"] = {
-                "sha256": request.emergency_sha256,
-                "size": len(request.emergency_state),
-            }
-            body["target_state_version_id"] = self._ids.new(IdKind.STATE_VERSION)
+        claimed = request.discard_claimed_upload
+        emergency = request.emergency_state
+        body = RecoveryBody(
+            resolution=request.resolution.value,
+            reason=request.reason,
+            prepared_by=principal.ref,
+            current_state_version_id=request.current_state_version_id,
+            pre_apply_state_version_id=run.predecessor_sv_id,
+            discard_claimed_upload=None
+            if claimed is None
+            else {"id": claimed.id, "claimed_at": claimed.claimed_at},
+            emergency_sha256=None if emergency is None else request.emergency_sha256,
+            emergency_size=None if emergency is None else len(emergency),
+            target_state_version_id=None
+            if emergency is None
+            else self._ids.new(IdKind.STATE_VERSION),
+        ).to_body()
         recovery = Recovery(
             id=self._ids.new(IdKind.RECOVERY),
             run_id=run.id,
@@ -191,23 +192,21 @@ class Recoveries:
             return recovery
         if not mine and recovery.lease_expires_at > now:
             raise RecoveryLeased(recovery.run_id, recovery.holder, recovery.lease_expires_at)
-        body = dict(recovery.body)
+        record = RecoveryBody.from_body(recovery.body)
         if not mine:
             if not request.takeover:
                 raise RecoveryRefused(
                     f"the lease of {recovery.holder} on this recovery ran out at "
                     f"{recovery.lease_expires_at.isoformat()}: confirm the takeover to continue it"
                 )
-            takeovers = [
-                *body.get("takeovers", []),
-                {
-                    "from": recovery.holder,
-                    "to": principal.ref,
-                    "at": now.isoformat(),
-                    "reason": request.reason[:200],
-                },
-            ]
-            body["takeovers"] = takeovers[-MAX_TAKEOVERS:]
+            takeover = {
+                "from": recovery.holder,
+                "to": principal.ref,
+                "at": now.isoformat(),
+                "reason": request.reason[:200],
+            }
+            record = replace(record, takeovers=(*record.takeovers, takeover)[-MAX_TAKEOVERS:])
+        body = record.to_body()
         expires = now + LEASE
         store.lease(recovery, principal.ref, expires, body, now).commit()
         return replace(
@@ -232,7 +231,10 @@ class Recoveries:
                 f"the target state of recovery {recovery.id} is corrupt or missing; "
                 "it is not replaced: contact the platform operators"
             ) from None
-        if hashlib.sha256(raw).hexdigest() != recovery.body["emergency_state"]["sha256"]:
+        if (
+            hashlib.sha256(raw).hexdigest()
+            != RecoveryBody.from_body(recovery.body).emergency_sha256
+        ):
             raise RecoveryTargetCorrupt(
                 f"the target state of recovery {recovery.id} does not match its digest"
             )
@@ -242,8 +244,8 @@ class Recoveries:
         self, recovery: Recovery, request: RecoveryRequest, copied: bytes | None
     ) -> StateVersion | None:
         """The target state version (import only), its artifact copied exactly once."""
-        emergency = recovery.body.get("emergency_state")
-        if emergency is None:
+        record = RecoveryBody.from_body(recovery.body)
+        if record.emergency_sha256 is None:
             return None
         artifact_id = recovery.target_artifact_id
         if artifact_id is not None and copied is not None:
@@ -260,7 +262,7 @@ class Recoveries:
             artifact_id = artifact.id
         snapshot = read_snapshot(raw)
         return StateVersion(
-            id=str(recovery.body["target_state_version_id"]),
+            id=str(record.target_state_version_id),
             workspace_id=recovery.workspace_id,
             organization_id=recovery.organization_id,
             serial=snapshot.serial,
@@ -269,8 +271,8 @@ class Recoveries:
             status=FINALIZED,
             created_at=self._clock.now(),
             created_by=recovery.holder,
-            predecessor_id=recovery.body.get("pre_apply_state_version_id"),
-            sha256=emergency["sha256"],
+            predecessor_id=record.pre_apply_state_version_id,
+            sha256=record.emergency_sha256,
             size=len(raw),
             artifact_id=artifact_id,
             provenance={"recovery_id": recovery.id, "run_id": recovery.run_id},
@@ -283,8 +285,8 @@ class Recoveries:
     ) -> _Completion:
         run = self._runs.get(run.id)
         workspace = self._eligible(run)
-        request_evidence = recovery.body.get("current_state_version_id")
-        if workspace.current_state_version_id != request_evidence:
+        record = RecoveryBody.from_body(recovery.body)
+        if workspace.current_state_version_id != record.current_state_version_id:
             raise RecoveryRefused(
                 f"the current state of workspace {workspace.id} moved since the recovery was "
                 "prepared; nothing was written"
@@ -302,7 +304,7 @@ class Recoveries:
             "recovery_id": recovery.id,
             "run_id": run.id,
             "status": RecoveryState.COMPLETED.value,
-            "resolution": recovery.body["resolution"],
+            "resolution": record.resolution,
             "recovered_by": principal.ref,
             "completed_at": now.isoformat(),
             "fence": workspace.fence + 1,
@@ -317,7 +319,7 @@ class Recoveries:
         writes = Transaction()
         writes.extend(
             [
-                store.complete(recovery, {**recovery.body, "result": result}, now),
+                store.complete(recovery, replace(record, result=result).to_body(), now),
                 run_store.expect_status(run.id, run.status, _run_moved(run.id)),
                 writer_recovery.recover_writer(
                     workspace,
@@ -335,11 +337,11 @@ class Recoveries:
         writes.extend(self._audit(principal, run, recovery, result, target, discards, now))
         writes.commit()
         sandboxes = [
-            str(part.body["sandbox_ref"])
+            reference
             for name, part in parts.items()
-            if name.startswith("attempt#")
-            and part.state in OPEN_ATTEMPT
-            and part.body.get("sandbox_ref")
+            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT
+            for reference in [AttemptBody.from_body(part.body).sandbox_ref]
+            if reference
         ]
         return _Completion(result, sandboxes, oldest.token if oldest else None)
 
@@ -356,10 +358,11 @@ class Recoveries:
         superseded = ",".join(
             f"{version.id}@{_iso(version.claimed_at) or 'unclaimed'}" for version in discards
         )
+        record = RecoveryBody.from_body(recovery.body)
         common = {
             "recovery_id": recovery.id,
             "run_id": run.id,
-            "resolution": str(recovery.body["resolution"]),
+            "resolution": record.resolution,
             "fence": str(result["fence"]),
         }
         return [
@@ -372,10 +375,10 @@ class Recoveries:
                 at=now,
                 details={
                     **common,
-                    "reason": str(recovery.body["reason"])[:1000],
+                    "reason": record.reason[:1000],
                     "run_status": run.status.value,
                     "superseded_uploads": superseded,
-                    "takeovers": str(len(recovery.body.get("takeovers", []))),
+                    "takeovers": str(len(record.takeovers)),
                 },
             ),
             store.event(
@@ -449,7 +452,9 @@ class Recoveries:
     ) -> list[StateVersion]:
         """Pending uploads of the run that recovery may drop: expired and unclaimed, or
         claimed and named exactly by a destructive override. Any other blocks it."""
-        override = recovery.body.get("discard_claimed_upload") if recovery else None
+        override = (
+            RecoveryBody.from_body(recovery.body).discard_claimed_upload if recovery else None
+        )
         if request is not None and request.discard_claimed_upload is not None:
             claimed = request.discard_claimed_upload
             override = {"id": claimed.id, "claimed_at": claimed.claimed_at}
@@ -513,15 +518,15 @@ def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
             panel["publications_since_apply"] = None
             panel["unverifiable"] = refused.message
     if recovery is not None:
-        body = recovery.body
+        record = RecoveryBody.from_body(recovery.body)
         panel.update(
             {
                 "id": recovery.id,
-                "resolution": body.get("resolution"),
-                "reason": body.get("reason"),
+                "resolution": record.resolution,
+                "reason": record.reason,
                 "holder": recovery.holder,
-                "emergency_state": body.get("emergency_state"),
-                "takeovers": body.get("takeovers", []),
+                "emergency_state": record.emergency_state,
+                "takeovers": [dict(t) for t in record.takeovers],
             }
         )
         if recovery.state is RecoveryState.PREPARED:
@@ -530,7 +535,7 @@ def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
                 recovery.lease_expires_at, now
             )
         else:
-            panel["result"] = body.get("result")
+            panel["result"] = None if record.result is None else dict(record.result)
     return panel
 
 
@@ -556,21 +561,19 @@ def _revocations(
         if name.startswith("attempt#"):
             if part.state in OPEN_ATTEMPT:
                 writes.extend(close_attempt(run.id, name, part, AttemptState.RECOVERED, now))
-            elif part.body.get("attempt_id"):
-                writes.append(
-                    capability_store.revoke_attempt_sessions(str(part.body["attempt_id"]), now)
-                )
+            elif attempt_id := AttemptBody.from_body(part.body).attempt_id:
+                writes.append(capability_store.revoke_attempt_sessions(attempt_id, now))
         elif name == "apply":
             writes.append(
                 run_parts.change(
                     run.id,
                     "apply",
                     expected_state=part.state,
-                    body={
-                        **part.body,
-                        "authorization": "revoked",
-                        "recovery_id": recovery_id,
-                    },
+                    body=replace(
+                        ApplyRecord.from_body(part.body),
+                        authorization="revoked",
+                        recovery_id=recovery_id,
+                    ).to_body(),
                     now=now,
                 )
             )

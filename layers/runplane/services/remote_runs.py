@@ -230,10 +230,6 @@ class RemoteRuns:
     def read(self, principal: Principal, run_id: str) -> RemoteRun:
         return self.view(self._runs.get(principal, run_id))
 
-    def list(self, principal: Principal, workspace_id: str) -> list[Run]:
-        """The workspace's runs, newest first (view the page with ``view``)."""
-        return self._runs.list(principal, workspace_id)
-
     def view(self, run: Run) -> RemoteRun:
         """The run and the facts of it a TFE client reads (run already authorized)."""
         parts = run_parts.all_of(run.id)

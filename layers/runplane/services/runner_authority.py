@@ -20,7 +20,7 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import RunnerAuthorityRefused, RunNotApplying, StaleFence
 from runplane.domain.identity import Principal
-from runplane.domain.parts import OPEN_ATTEMPT
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody
 from runplane.domain.run import RunStatus
 from runplane.services.attempts import attempt_part
 from runplane.store import run_batch, run_parts
@@ -52,20 +52,21 @@ def apply_authority(principal: Principal, workspace: Workspace) -> ApplyAuthorit
     # The run and its apply attempt in one consistent request.
     run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY)])
     attempt = parts[attempt_part(Phase.APPLY)]
-    if attempt is None or attempt.body.get("attempt_id") != principal.attempt_id:
+    body = AttemptBody.from_body(attempt.body) if attempt is not None else None
+    if attempt is None or body is None or body.attempt_id != principal.attempt_id:
         raise RunnerAuthorityRefused(run_id, "it is not the session of the run's current apply")
-    if attempt.body.get("sandbox_id") != principal.sandbox_id:
+    if body.sandbox_id != principal.sandbox_id:
         raise RunnerAuthorityRefused(run_id, "it belongs to another sandbox")
     if attempt.state not in OPEN_ATTEMPT:
         raise RunnerAuthorityRefused(run_id, f"its apply attempt has ended ({attempt.state})")
     if run.status is not RunStatus.APPLYING:
         raise RunNotApplying(run.id, run.status)
-    lock_id, fence = str(attempt.body["lock_id"]), int(attempt.body["fence"])
+    if body.lock_id is None or body.fence is None:
+        raise RunnerAuthorityRefused(run_id, "its apply attempt was granted no lock")
+    lock_id, fence = body.lock_id, body.fence
     if workspace.lock_run_id != run.id or workspace.lock_id != lock_id or workspace.fence != fence:
         raise StaleFence(workspace.id, fence, workspace.fence)
-    return ApplyAuthority(
-        run.id, str(attempt.body["attempt_id"]), attempt.body["sandbox_id"], lock_id, fence
-    )
+    return ApplyAuthority(run.id, body.attempt_id, body.sandbox_id, lock_id, fence)
 
 
 def still_applying(run_id: str) -> Transaction:

@@ -20,6 +20,7 @@ from runplane.domain.parts import (
     ApplyRecord,
     ApplyRecordState,
     ApprovalState,
+    AttemptBody,
     AttemptState,
     PartKind,
     PlanEvidence,
@@ -54,7 +55,7 @@ class RunnerReports(WorkflowService):
     def heartbeat(self, run_id: str, phase: Phase, attempt_id: str) -> bool:
         """The runner is alive: keep the workflow's wait for this attempt from timing out."""
         attempt = run_parts.require(run_id, attempt_part(phase))
-        if attempt.body["attempt_id"] != attempt_id or attempt.token is None:
+        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id or attempt.token is None:
             return False
         return self._workflow.heartbeat(attempt.token)
 
@@ -63,7 +64,7 @@ class RunnerReports(WorkflowService):
         check_phase(report, Phase.PLAN)
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.PLAN))
-        if attempt.body["attempt_id"] != attempt_id:
+        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
         if run.status is not S.PLANNING:
             raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
@@ -150,7 +151,8 @@ class RunnerReports(WorkflowService):
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
         approval = run_parts.require(run.id, "approval")
-        if attempt.body["attempt_id"] != attempt_id or approval.state != ApprovalState.APPROVED:
+        approved = approval.state == ApprovalState.APPROVED
+        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id or not approved:
             raise Conflict(f"run {run.id} is not approved for attempt {attempt_id}")
         started = run_parts.change(
             run.id,
@@ -170,7 +172,7 @@ class RunnerReports(WorkflowService):
         check_phase(report, Phase.APPLY)
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
-        if attempt.body["attempt_id"] != attempt_id:
+        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
         if run.status is not S.APPLYING:
             raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
@@ -213,8 +215,9 @@ class RunnerReports(WorkflowService):
             ),
         ]
         # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
+        granted = AttemptBody.from_body(attempt.body)
         apply_lock = ApplyLock(
-            run.workspace_id, str(attempt.body["lock_id"]), int(attempt.body["fence"]), run.id
+            run.workspace_id, str(granted.lock_id), int(granted.fence or 0), run.id
         )
         # An applied run makes the state match the infrastructure: recorded drift clears.
         findings = drift.on_applied(run, now) if target is S.SUCCEEDED else []

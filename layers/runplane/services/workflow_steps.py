@@ -22,8 +22,10 @@ from runplane.domain.parts import (
     ApprovalBinding,
     ApprovalBody,
     ApprovalState,
+    AttemptBody,
     AttemptState,
     PartKind,
+    PolicyCheck,
     check_move,
 )
 from runplane.domain.transitions import failure_outcome
@@ -131,12 +133,12 @@ class WorkflowSteps(WorkflowService):
             expires_at = now + (
                 timedelta(seconds=window) if window else self._timing.approval_window
             )
-            policy = run_parts.require(run.id, "policy").body
+            policy = PolicyCheck.from_body(run_parts.require(run.id, "policy").body)
             binding = ApprovalBinding(
                 plan_sha256=run_parts.plan_evidence(run.id).plan_sha256,
                 predecessor_state_version_id=run.predecessor_sv_id,
-                policy_input_digest=policy.get("input_digest"),
-                policy_result_digest=policy.get("result_digest"),
+                policy_input_digest=policy.input_digest,
+                policy_result_digest=policy.result_digest,
             )
             approval = run_parts.put(
                 run.id,
@@ -175,7 +177,7 @@ class WorkflowSteps(WorkflowService):
                 return {"waiting": True}
             except ConcurrentChange:
                 approval = run_parts.require(run_id, "approval")
-        self._workflow.resume(token, {"decision": approval.body.get("decision", approval.state)})
+        self._workflow.resume(token, {"decision": _decision(approval)})
         return {"waiting": False}
 
     def arbitrate_expiry(self, run_id: str) -> dict[str, Any]:
@@ -183,7 +185,7 @@ class WorkflowSteps(WorkflowService):
         run = self._active(run_id)
         approval = run_parts.require(run_id, "approval")
         if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
-            return {"decision": approval.body["decision"]}
+            return {"decision": _decision(approval)}
         now = self._clock.now()
         if run.approval_expires_at is not None and now < run.approval_expires_at:
             return {"decision": "pending"}
@@ -201,7 +203,7 @@ class WorkflowSteps(WorkflowService):
             )
         except (ConcurrentChange, TransitionRejected):
             approval = run_parts.require(run_id, "approval")
-            return {"decision": approval.body.get("decision", approval.state)}
+            return {"decision": _decision(approval)}
         self._hand_off(moved)
         return {"decision": "expired"}
 
@@ -248,8 +250,13 @@ class WorkflowSteps(WorkflowService):
             run, target, actor=WORKFLOW, reason=reason, lock=lock, extra_writes=closing
         )
         self._hand_off(moved)
-        reference = open_attempt.body.get("sandbox_ref") if open_attempt else None
+        reference = AttemptBody.from_body(open_attempt.body).sandbox_ref if open_attempt else None
         if reference:
             # Whatever it is still doing, its result can no longer be accepted.
             self._launcher.stop(str(reference))
         return {"status": target.value}
+
+
+def _decision(approval: run_parts.RunPart) -> str:
+    """The approval's recorded decision, or its state while it has none."""
+    return ApprovalBody.from_body(approval.body).decision or approval.state
