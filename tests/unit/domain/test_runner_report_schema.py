@@ -111,7 +111,8 @@ def _without(body: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _optional_values(outcome: str) -> dict[str, Any]:
-    return {
+    by_outcome: dict[str, dict[str, Any]] = {
         "planned": {"engine_version": "1.0.3", "engine_seconds": 1.0},
         "applied": {"engine_seconds": 1.0},
-    }.get(outcome, {"log_artifact_id": "art-log", "engine_seconds": 1.0})
+    }
+    return by_outcome.get(outcome, {"log_artifact_id": "art-log", "engine_seconds": 1.0})
