@@ -97,6 +97,9 @@ def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> N
     assert not others & loaded
     assert not {"runplane.services.runs", "runplane.services.schedules"} & loaded
     assert OPENAPI_MODELS not in loaded
+    # And key serialization (SSH formats, bcrypt), which only the local stack's key
+    # files use, was not loaded with the token verifier
+    assert not {"cryptography.hazmat.primitives.serialization", "bcrypt"} & loaded
 
 
 def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
