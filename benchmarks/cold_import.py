@@ -1,6 +1,7 @@
 """Cold import time of Runplane modules, each in a fresh interpreter.
 
-    python -m benchmarks.cold_import [--runs N] [--bytecode]
+    python -m benchmarks.cold_import [--runs N] [--bytecode] [--handlers-only]
+                                     [--compare-with TREE]
 
 Reports the median wall time of ``python -c "import X"`` minus that of a bare
 ``python -c pass`` measured in the same run, and which SDKs each import loads.
@@ -11,6 +12,9 @@ source at every start, as in a Lambda (its code is read-only and ships no byteco
 while installed dependencies use the bytecode pip compiled. ``--bytecode`` gives
 every module bytecode (a cache directory of its own, filled by one unmeasured run
 of each measurement), so ours and the dependencies' compare like for like.
+``--compare-with TREE`` also measures each handler from another checkout of this
+repository (e.g. ``git archive`` of an earlier commit), in the same interleaved
+rounds, so before and after share the machine's load.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ FIRST_REQUEST = {
     + _api_request("GET", "/api/v1/workspaces/ws-1"),
     "Cloud API": "from functions.cloud_api.handler import handler; "
     + _api_request("GET", "/api/v2/state-versions/sv-1"),
-    "tasks": "import runplane.wiring, runplane.services.orchestration",
+    # The start step's service built, as start_runner builds it before its first read.
+    "tasks": "from runplane.wiring import services; services().orchestration.start",
     "dashboard": "import runplane.wiring, runplane.services.web_sessions",
 }
 # What the first requests need configured to build their services (clients, no connection).
@@ -69,6 +74,7 @@ CONFIGURED = {
     "RUNPLANE_TABLE_NAME": "cold-import",
     "RUNPLANE_ARTIFACT_BUCKET": "cold-import",
     "RUNPLANE_KMS_KEY_ID": "alias/cold-import",
+    "RUNPLANE_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:000000000000:stateMachine:cold-import",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 SDKS = ("boto3", "botocore", "pynamodb", "pydantic")
@@ -94,17 +100,33 @@ def _median_seconds(code: str, runs: int) -> float:
     return statistics.median(samples)
 
 
-def _interleaved_medians(codes: dict[str, str], runs: int) -> dict[str, float]:
+def _in_tree(tree: str | None) -> tuple[dict[str, str], str | None]:
+    """The environment and working directory that import our code from ``tree``."""
+    if tree is None:
+        return _ENV, None
+    return {**_ENV, "PYTHONPATH": f"{tree}{os.pathsep}{tree}/layers"}, tree
+
+
+def _interleaved_medians(
+    codes: dict[str, str], runs: int, trees: dict[str, str | None] | None = None
+) -> dict[str, float]:
     """Median seconds of each code, run in rounds of one of each: a shared machine's
-    load drifts, and a drift then weighs on every figure of a round alike."""
+    load drifts, and a drift then weighs on every figure of a round alike. ``trees``
+    gives a code another checkout to import our code from."""
+    trees = trees or {}
     samples: dict[str, list[float]] = {name: [] for name in codes}
+
+    def run(name: str) -> None:
+        env, cwd = _in_tree(trees.get(name))
+        subprocess.run([sys.executable, "-c", codes[name]], check=True, env=env, cwd=cwd)
+
     if "PYTHONPYCACHEPREFIX" in _ENV:
-        for code in codes.values():
-            subprocess.run([sys.executable, "-c", code], check=True, env=_ENV)
+        for name in codes:
+            run(name)
     for _ in range(runs):
-        for name, code in codes.items():
+        for name in codes:
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], check=True, env=_ENV)
+            run(name)
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(taken) for name, taken in samples.items()}
 
@@ -121,6 +143,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--bytecode", action="store_true", help="every module from bytecode")
     parser.add_argument("--handlers-only", action="store_true", help="skip the module table")
+    parser.add_argument("--compare-with", metavar="TREE", help="another checkout to measure too")
     args = parser.parse_args()
     if args.bytecode:
         _use_bytecode(tempfile.mkdtemp(prefix="cold-import-pyc-"))
@@ -138,10 +161,14 @@ def main() -> None:
         results[f"{name}_sdks"] = sdks
         print(f"{name:<10} {extra * 1000:>20.1f}  {', '.join(sdks) or '-'}")
     codes = {"bare": "pass", "deps": f"import {DEPENDENCIES}"}
+    trees: dict[str, str | None] = {}
     for name, module in HANDLERS.items():
         codes[f"{name}/import"] = f"import {module}"
         codes[f"{name}/first"] = f"import {module}\n{FIRST_REQUEST[name]}"
-    medians = _interleaved_medians(codes, args.runs)
+        if args.compare_with:
+            codes[f"{name}/other"] = codes[f"{name}/first"]
+            trees[f"{name}/other"] = os.path.abspath(args.compare_with)
+    medians = _interleaved_medians(codes, args.runs, trees)
     bare = medians["bare"]
     dependencies = medians["deps"] - bare
     results["dependencies_ms"] = round(dependencies * 1000, 1)
@@ -160,6 +187,12 @@ def main() -> None:
             f"{name:<11} {extra * 1000:>10.1f} {extra / dependencies:>7.2f}"
             f" {first * 1000:>17.1f} {first / dependencies:>7.2f}"
         )
+        if args.compare_with:
+            other = medians[f"{name}/other"] - bare
+            results[f"{key}_other_first_request_ms"] = round(other * 1000, 1)
+            results[f"{key}_other_first_request_x"] = round(other / dependencies, 2)
+            ratio = other / dependencies
+            print(f"{'  other tree':<11} {'':>18} {other * 1000:>17.1f} {ratio:>7.2f}")
     print(f"bare interpreter: {baseline * 1000:.1f} ms")
     print(json.dumps(results))
 

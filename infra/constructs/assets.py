@@ -7,6 +7,14 @@ Bundling runs at deploy time only, on the deploying machine and without Docker:
 are the Linux ones whatever the deploying machine is. A synth that skips bundling
 (``aws:cdk:bundling-stacks`` empty, as ``make synth`` and the tests do) stages the
 sources unchanged and never runs pip.
+
+Both assets ship bytecode compiled by the runtime's own Python (its magic number is
+per minor version) with unchecked hashes: Lambda's ``/opt`` and ``/var/task`` are
+read-only, so a cold start that finds no valid ``.pyc`` compiles every module from
+source, every time. Unchecked-hash bytecode is valid whatever the files' timestamps
+and is never checked against its source. Without that Python on the deploying
+machine (``python3.14`` on PATH), the local build declines and CDK builds the asset
+in the runtime's bundling image instead (Docker).
 """
 
 from __future__ import annotations
@@ -67,6 +75,33 @@ def runtime_dependencies() -> list[str]:
     return list(project["dependencies"])
 
 
+def runtime_interpreter() -> str | None:
+    """A Python of the runtime's version on this machine, if any: this one, or
+    ``python3.X`` on PATH."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == runtime_version():
+        return sys.executable
+    return shutil.which(f"python{runtime_version()}")
+
+
+def compile_arguments(tree: str, deployed_at: str) -> list[str]:
+    """``compileall`` of ``tree``, recording ``deployed_at`` as the sources' directory
+    (tracebacks name the deployed paths), timestamp-independent and never rechecked."""
+    return [
+        "-m",
+        "compileall",
+        "-q",
+        "-j",
+        "0",
+        "--invalidation-mode",
+        "unchecked-hash",
+        "-s",
+        tree,
+        "-p",
+        deployed_at,
+        tree,
+    ]
+
+
 def pip_install_arguments(target: str) -> list[str]:
     platforms = [arg for platform in PIP_PLATFORMS for arg in ("--platform", platform)]
     return [
@@ -86,13 +121,23 @@ def pip_install_arguments(target: str) -> list[str]:
     ]
 
 
+# Where Lambda mounts each asset (a layer's ``python/`` is on the runtime's path).
+LAYER_ROOT = "/opt/python"
+FUNCTIONS_ROOT = "/var/task"
+_NO_BYTECODE = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
+
+
 @jsii.implements(ILocalBundling)
 class _LocalLayerBundling:
-    """Builds the layer on the deploying machine: pip for the Lambda platform, then
-    the ``runplane`` package next to its dependencies."""
+    """Builds the layer on the deploying machine: pip for the Lambda platform, the
+    ``runplane`` package next to its dependencies, then all of it compiled."""
 
     def try_bundle(self, output_dir: str, **options: Any) -> bool:
+        python = runtime_interpreter()
+        if python is None:
+            return False
         target = Path(output_dir) / "python"
+        # pip needs not be the runtime's: it fetches the runtime's wheels by version.
         subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
             [sys.executable, "-m", "pip", *pip_install_arguments(str(target))],
             check=True,
@@ -100,32 +145,90 @@ class _LocalLayerBundling:
         shutil.copytree(
             REPO / "layers" / "runplane",
             target / "runplane",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            ignore=_NO_BYTECODE,
             dirs_exist_ok=True,
+        )
+        subprocess.run(  # noqa: S603 - the runtime's interpreter, fixed arguments
+            [python, *compile_arguments(str(target), LAYER_ROOT)],
+            check=True,
         )
         return True
 
 
+@jsii.implements(ILocalBundling)
+class _LocalFunctionsBundling:
+    """Copies the entry points (not the sandbox image's ``runner``) and compiles them."""
+
+    def try_bundle(self, output_dir: str, **options: Any) -> bool:
+        python = runtime_interpreter()
+        if python is None:
+            return False
+        shutil.copytree(
+            REPO / "functions",
+            Path(output_dir) / "functions",
+            ignore=shutil.ignore_patterns("runner", "__pycache__", "*.pyc", ".*"),
+            dirs_exist_ok=True,
+        )
+        subprocess.run(  # noqa: S603 - the runtime's interpreter, fixed arguments
+            [python, *compile_arguments(output_dir, FUNCTIONS_ROOT)],
+            check=True,
+        )
+        return True
+
+
+def layer_container_command() -> list[str]:
+    """The layer's build in the runtime's bundling image (whose ``python`` is the
+    runtime's)."""
+    pip = shlex.join(pip_install_arguments("/asset-output/python"))
+    compile_ = shlex.join(compile_arguments("/asset-output/python", LAYER_ROOT))
+    return [
+        "bash",
+        "-c",
+        f"python -m pip {pip} && "
+        "cp -r /asset-input/layers/runplane /asset-output/python/runplane && "
+        "find /asset-output/python/runplane -name __pycache__ -prune -exec rm -rf {} + && "
+        f"python {compile_}",
+    ]
+
+
+def functions_container_command() -> list[str]:
+    """The entry points' build in the runtime's bundling image."""
+    compile_ = shlex.join(compile_arguments("/asset-output", FUNCTIONS_ROOT))
+    return [
+        "bash",
+        "-c",
+        "cp -r /asset-input/functions /asset-output/functions && "
+        "rm -rf /asset-output/functions/runner && "
+        "find /asset-output -name __pycache__ -prune -exec rm -rf {} + && "
+        f"python {compile_}",
+    ]
+
+
 def layer_code() -> lambda_.Code:
-    """The layer's code asset (bundled at deploy; Docker only if pip is unavailable)."""
-    in_container = shlex.join(pip_install_arguments("/asset-output/python"))
+    """The layer's code asset (bundled at deploy; Docker only without the runtime's
+    Python)."""
     return lambda_.Code.from_asset(
         str(REPO),
         exclude=LAYER_ASSET_EXCLUDE,
         asset_hash_type=AssetHashType.SOURCE,
         bundling=BundlingOptions(
             image=RUNTIME.bundling_image,
-            command=[
-                "bash",
-                "-c",
-                f"python -m pip {in_container} && "
-                "cp -r /asset-input/layers/runplane /asset-output/python/runplane",
-            ],
+            command=layer_container_command(),
             local=_LocalLayerBundling(),
         ),
     )
 
 
 def functions_code() -> lambda_.Code:
-    """The entry points (``functions/``), one asset shared by every function."""
-    return lambda_.Code.from_asset(str(REPO), exclude=FUNCTIONS_ASSET_EXCLUDE)
+    """The entry points (``functions/``), one asset shared by every function, compiled
+    at deploy like the layer."""
+    return lambda_.Code.from_asset(
+        str(REPO),
+        exclude=FUNCTIONS_ASSET_EXCLUDE,
+        asset_hash_type=AssetHashType.SOURCE,
+        bundling=BundlingOptions(
+            image=RUNTIME.bundling_image,
+            command=functions_container_command(),
+            local=_LocalFunctionsBundling(),
+        ),
+    )

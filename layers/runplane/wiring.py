@@ -258,8 +258,8 @@ class Services:
             self.workflow,
             self.launcher,
             control_plane_url=settings.control_plane_url,
-            launch_controls=self.launch_controls,
-            policies=self.policies,
+            launch_controls=lambda: self.launch_controls,
+            policies=lambda: self.policies,
             timing=Timing(
                 approval_window=timedelta(seconds=settings.approval_window_seconds),
                 runner_phase=timedelta(seconds=settings.runner_phase_seconds),

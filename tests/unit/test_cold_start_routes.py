@@ -97,6 +97,9 @@ def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> N
     assert not others & loaded
     assert not {"runplane.services.runs", "runplane.services.schedules"} & loaded
     assert OPENAPI_MODELS not in loaded
+    # And key serialization (SSH formats, bcrypt), which only the local stack's key
+    # files use, was not loaded with the token verifier
+    assert not {"cryptography.hazmat.primitives.serialization", "bcrypt"} & loaded
 
 
 def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
@@ -180,3 +183,58 @@ def test_every_route_answers_as_the_full_app_answers(api: str) -> None:
 
             # Then the status and body are the same
             assert (ours["statusCode"], ours["body"]) == (theirs["statusCode"], theirs["body"])
+
+
+def _task_step_built(step: str) -> set[str]:
+    """The modules a task Lambda has loaded once its step's service is built, in a
+    fresh interpreter: everything its first request holds before its first read."""
+    code = (
+        "import json, sys\n"
+        "import functions.tasks.handlers\n"
+        "from runplane.wiring import services\n"
+        f"services().orchestration.{step}\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {
+        **os.environ,
+        **CONFIGURED,
+        "RUNPLANE_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:000000000000:stateMachine:runs",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": f"{ROOT}:{ROOT}/layers",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_start_steps_first_request_loads_only_the_runner_start_service() -> None:
+    # Given a fresh interpreter
+    # When the task Lambda's start step builds its service (what start_runner calls)
+    loaded = _task_step_built("start")
+
+    # Then the runner start service and the launch controls it checks are loaded
+    assert {"runplane.services.runner_start", "runplane.services.launch_controls"} <= loaded
+    # And not the other steps' services, policy evaluation or what runners report
+    assert (
+        not {
+            "runplane.services.workflow_steps",
+            "runplane.services.runner_reports",
+            "runplane.services.policy",
+            "runplane.services.publications",
+            "runplane.domain.policy",
+            "runplane.domain.rego_v0",
+            "runplane.domain.runner_reports",
+        }
+        & loaded
+    )
+
+
+def test_the_queue_steps_first_request_loads_the_workflow_steps_not_the_runner_ones() -> None:
+    # Given a fresh interpreter
+    # When the task Lambda's queue step builds its service
+    loaded = _task_step_built("steps")
+
+    # Then the workflow steps are loaded, and neither runner start nor runner reports
+    assert "runplane.services.workflow_steps" in loaded
+    assert not {"runplane.services.runner_start", "runplane.services.runner_reports"} & loaded

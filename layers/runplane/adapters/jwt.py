@@ -43,7 +43,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 RejectReason = Literal[
@@ -241,6 +241,10 @@ class LocalIssuer:
         kid, pem = stored.get("kid"), stored.get("pem")
         if not isinstance(kid, str) or not isinstance(pem, str):
             raise ValueError(f"{path} is not a saved LocalIssuer key")
+        # Key files are the local stack's only: serialization (with its SSH formats and
+        # bcrypt) stays out of a Lambda's cold start.
+        from cryptography.hazmat.primitives import serialization
+
         key = serialization.load_pem_private_key(pem.encode("ascii"), password=None)
         if not isinstance(key, rsa.RSAPrivateKey):
             raise ValueError(f"{path} does not hold an RSA private key")
@@ -248,6 +252,8 @@ class LocalIssuer:
 
     def save(self, path: Path) -> None:
         """Write the key and kid atomically, readable by the owner only (0o600)."""
+        from cryptography.hazmat.primitives import serialization
+
         pem = self._key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,

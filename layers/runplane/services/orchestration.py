@@ -3,28 +3,33 @@
 The work itself lives in three modules with one purpose each:
 services/workflow_steps.py (the workflow's own steps), services/runner_start.py
 (launching a runner phase) and services/runner_reports.py (what a runner reports).
+Each is imported and built on its first call: a task Lambda's cold start (one
+step) pays for its own module, not for the other two and what they import.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from runplane.adapters.launchers import Launcher
-from runplane.adapters.workflow import Workflow
-from runplane.domain.capabilities import Phase
-from runplane.domain.clock import Clock
-from runplane.domain.ids import IdGenerator
-from runplane.domain.runner_reports import RunnerReport
-from runplane.services.capabilities import Capabilities
-from runplane.services.launch_controls import LaunchControls
-from runplane.services.lifecycle import RunLifecycle
-from runplane.services.policy import Policies
-from runplane.services.runner_reports import MAX_PUBLICATIONS as MAX_PUBLICATIONS
-from runplane.services.runner_reports import RunnerReports
-from runplane.services.runner_start import RunnerStart
 from runplane.services.workflow_base import Timing as Timing
-from runplane.services.workflow_steps import WorkflowSteps
-from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.adapters.launchers import Launcher
+    from runplane.adapters.workflow import Workflow
+    from runplane.domain.capabilities import Phase
+    from runplane.domain.clock import Clock
+    from runplane.domain.ids import IdGenerator
+    from runplane.domain.runner_reports import RunnerReport
+    from runplane.services.capabilities import Capabilities
+    from runplane.services.launch_controls import LaunchControls
+    from runplane.services.lifecycle import RunLifecycle
+    from runplane.services.policy import Policies
+    from runplane.services.runner_reports import RunnerReports
+    from runplane.services.runner_start import RunnerStart
+    from runplane.services.workflow_steps import WorkflowSteps
+    from runplane.store.transaction import Transaction
 
 
 class Orchestration:
@@ -40,21 +45,40 @@ class Orchestration:
         launcher: Launcher,
         *,
         control_plane_url: str,
-        launch_controls: LaunchControls,
-        policies: Policies,
+        launch_controls: Callable[[], LaunchControls],
+        policies: Callable[[], Policies],
         timing: Timing | None = None,
     ) -> None:
-        args = (clock, ids, lifecycle, capabilities, workflow, launcher)
-        kwargs: dict[str, Any] = {
+        self._launch_controls_of = launch_controls
+        self._args = (clock, ids, lifecycle, capabilities, workflow, launcher)
+        self._kwargs: dict[str, Any] = {
             "control_plane_url": control_plane_url,
             "launch_controls": launch_controls,
             "policies": policies,
             "timing": timing,
         }
-        self._launch_controls = launch_controls
-        self.steps = WorkflowSteps(*args, **kwargs)
-        self.start = RunnerStart(*args, **kwargs)
-        self.reports = RunnerReports(*args, **kwargs)
+
+    @property
+    def _launch_controls(self) -> LaunchControls:
+        return self._launch_controls_of()
+
+    @cached_property
+    def steps(self) -> WorkflowSteps:
+        from runplane.services.workflow_steps import WorkflowSteps
+
+        return WorkflowSteps(*self._args, **self._kwargs)
+
+    @cached_property
+    def start(self) -> RunnerStart:
+        from runplane.services.runner_start import RunnerStart
+
+        return RunnerStart(*self._args, **self._kwargs)
+
+    @cached_property
+    def reports(self) -> RunnerReports:
+        from runplane.services.runner_reports import RunnerReports
+
+        return RunnerReports(*self._args, **self._kwargs)
 
     # -- workflow steps ----------------------------------------------------------------------
 

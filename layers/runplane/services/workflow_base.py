@@ -8,9 +8,10 @@ same collaborators, and services/orchestration.py composes them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
@@ -24,12 +25,14 @@ from runplane.domain.ids import IdGenerator
 from runplane.domain.run import RunStatus
 from runplane.services import drift
 from runplane.services.capabilities import Capabilities
-from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import Moved, RunLifecycle
-from runplane.services.policy import Policies
 from runplane.services.writer import hand_off
-from runplane.store.schedules import Drift
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.launch_controls import LaunchControls
+    from runplane.services.policy import Policies
+    from runplane.store.schedules import Drift
 
 logger = logging.getLogger(__name__)
 S = RunStatus
@@ -62,10 +65,12 @@ class WorkflowService:
         launcher: Launcher,
         *,
         control_plane_url: str,
-        launch_controls: LaunchControls,
-        policies: Policies,
+        launch_controls: Callable[[], LaunchControls],
+        policies: Callable[[], Policies],
         timing: Timing | None = None,
     ) -> None:
+        # Providers, called on use: a step that never evaluates policy (or never
+        # launches) does not import or build those services at a cold start.
         self._clock = clock
         self._ids = ids
         self._lifecycle = lifecycle
@@ -73,9 +78,17 @@ class WorkflowService:
         self._workflow = workflow
         self._launcher = launcher
         self._url = control_plane_url
-        self._launch_controls = launch_controls
-        self._policies = policies
+        self._launch_controls_of = launch_controls
+        self._policies_of = policies
         self._timing = timing or Timing()
+
+    @property
+    def _launch_controls(self) -> LaunchControls:
+        return self._launch_controls_of()
+
+    @property
+    def _policies(self) -> Policies:
+        return self._policies_of()
 
     def _active(self, run_id: str) -> Run:
         """The run, if it has not ended; a step of an ended run ends the workflow."""
