@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
-from runplane.domain.capabilities import handle_hash
+from runplane.domain.capabilities import Binding, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -37,6 +37,8 @@ from runplane.domain.identity import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
+from runplane.store.models import run_key, workspace_key
+from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import RunRepository
 
 TOKEN_PREFIX = "rpt_"
@@ -114,15 +116,22 @@ class Identity:
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal behind an ``Authorization: Bearer ...`` header, or ``Unauthenticated``."""
+        return self.authenticate_request(authorization)[0]
+
+    def authenticate_request(
+        self, authorization: str | None
+    ) -> tuple[Principal, dict[Key, RawItem]]:
+        """``authenticate``, with the raw items its read fetched for the request to
+        read next (a runner's run, attempt and workspace; see ``store.prefetch``)."""
         if not authorization or not authorization.startswith("Bearer "):
             raise Unauthenticated()
         credential = authorization.removeprefix("Bearer ").strip()
         if credential.startswith(TOKEN_PREFIX):
-            return self._token_principal(credential)
+            return self._token_principal(credential), {}
         if credential.startswith(SESSION_PREFIX):
             return self._runner_principal(credential)
         if credential.count(".") == 2 and self._verifier is not None:
-            return self._user_principal(credential)
+            return self._user_principal(credential), {}
         raise Unauthenticated()
 
     def _token_principal(self, token: str) -> Principal:
@@ -139,12 +148,13 @@ class Identity:
             auth_time=record.created_at,
         )
 
-    def _runner_principal(self, secret: str) -> Principal:
+    def _runner_principal(self, secret: str) -> tuple[Principal, dict[Key, RawItem]]:
         # The session and its attempt are read on every call (one request), so a
         # closed attempt's sandbox is refused at once even if the listing that
-        # revokes its sessions missed one.
+        # revokes its sessions missed one. The run and its workspace, which most
+        # calls read next, come in the same request.
         try:
-            session = self._sessions.authenticate_open(secret)
+            session, prefetched = self._sessions.authenticate_open(secret, self._call_reads)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
         except SessionRefused:
@@ -166,7 +176,16 @@ class Identity:
             sandbox_id=session.binding.sandbox_id,
             phase=session.binding.phase.value,
             inputs=session.inputs,
-        )
+        ), prefetched
+
+    def _call_reads(self, binding: Binding) -> list[Key]:
+        """What a runner's call reads next: its run and, once known, its workspace."""
+        with self._workspaces_lock:
+            workspace_id = self._workspace_by_run.get(binding.run_id)
+        keys = [run_key(binding.run_id)]
+        if workspace_id is not None:
+            keys.append(workspace_key(workspace_id))
+        return keys
 
     def _workspace_of_run(self, run_id: str) -> str:
         """A run's workspace never changes: read once per run and process, not per call

@@ -21,7 +21,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
-from runplane.store import audit
+from runplane.store import audit, prefetch
 from runplane.store.models import (
     STAGE_PREFIX,
     RunItem,
@@ -109,6 +109,9 @@ class RunRepository:
         tx.extend(extra_writes).commit()
 
     def get(self, run_id: str) -> Run:
+        prefetched = prefetch.take(run_key(run_id))
+        if prefetched is not None:
+            return to_run(RunItem.from_raw_data(prefetched))
         try:
             item = RunItem.get(*run_key(run_id), consistent_read=True)
         except RunItem.DoesNotExist:
