@@ -12,6 +12,7 @@ from runplane.store import workspaces as workspace_store
 from runplane.store.models import workspace_key
 from tests.integration.arena import Arena, applying
 from tests.integration.dynamodb_requests import DynamoDBRequests
+from tests.integration.test_runner_authority import with_state
 
 
 def authorized(arena: Arena, token: str) -> tuple[Principal, dict[prefetch.Key, prefetch.RawItem]]:
@@ -108,3 +109,31 @@ def test_an_item_read_with_the_authentication_is_served_to_one_read_only(
 
     # Then only the second read asked DynamoDB
     assert requests.operations == ["GetItem"]
+
+
+def test_a_runner_s_current_state_call_is_its_authentication_read_alone(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a planning run's sandbox on a workspace with state, which has made two
+    # calls (the second tells this process which version its run pinned)
+    ws_id, sv_id = with_state(arena, "prefetched-state")
+    _, run_id = applying(arena, "prefetched-state", ws_id)
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    authorized(arena, token)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine's backend asks for the current state, then reads that version
+    # (each its own call)
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        current = arena.stack.state.current(principal, ws_id)
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        version = arena.stack.state.get(principal, sv_id)
+
+    # Then each call was its authentication's one request: the pinned version came
+    # with the session
+    assert current.id == sv_id
+    assert version.id == sv_id
+    assert requests.operations == ["BatchGetItem", "BatchGetItem"]

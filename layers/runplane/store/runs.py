@@ -265,6 +265,11 @@ class RunRepository:
         )
 
 
+def pinned_state_of(raw: dict[str, Any]) -> str | None:
+    """The state version a raw run item (as a batch read returns it) pinned."""
+    return RunItem.from_raw_data(raw).predecessor_sv_id
+
+
 def to_run(item: RunItem) -> Run:
     return Run(
         id=item.run_id,
