@@ -20,6 +20,8 @@ from typing import Any, cast
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
+from runplane.store import prefetch
+
 # The event being resolved on this thread, for routes declared on Routers: a Router
 # included in several pooled resolvers reads its last resolver's event, not its own.
 _resolving: ContextVar[APIGatewayProxyEvent | None] = ContextVar("resolving", default=None)
@@ -53,8 +55,12 @@ class IsolatedRestResolver(APIGatewayRestResolver):
             APIGatewayProxyEvent, self._to_proxy_event(cast(dict[str, Any], event))
         )
         resolving = _resolving.set(self._own_event)
+        # The items the authorizer read with this request's credentials serve its
+        # first reads (runplane.store.prefetch says when they may).
+        authorizer = (cast(dict[str, Any], event).get("requestContext") or {}).get("authorizer")
         try:
-            return super().resolve(event, context)
+            with prefetch.serving(prefetch.decode(authorizer)):
+                return super().resolve(event, context)
         finally:
             _resolving.reset(resolving)
             self._own_event = None

@@ -24,10 +24,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # and the identity service brings only what authenticating needs.
     from runplane.domain.identity import Unauthenticated
     from runplane.services.identity import encode_principal
+    from runplane.store import prefetch
     from runplane.wiring import services
 
     try:
-        principal = services().identity.authenticate(_header(event, "Authorization"))
+        principal, read = services().identity.authenticate_request(_header(event, "Authorization"))
     except Unauthenticated:
         # API Gateway turns exactly this message into a 401.
         raise Exception("Unauthorized") from None
@@ -39,5 +40,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": event["methodArn"]}
             ],
         },
-        "context": encode_principal(principal),
+        # What the authentication read for the call to read next travels with it.
+        "context": encode_principal(principal) | prefetch.encode(read),
     }

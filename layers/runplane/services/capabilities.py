@@ -13,7 +13,7 @@ import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +39,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.attempts import attempt_part, open_or_none
 from runplane.store import capabilities as store
 from runplane.store import run_parts
+from runplane.store.prefetch import Key, RawItem
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger(__name__)
@@ -267,17 +268,23 @@ class RunnerSessions:
             raise SessionRefused("it was revoked")
         return SessionGrant(session, secret)
 
-    def authenticate_open(self, token: str) -> RunnerSession:
+    def authenticate_open(
+        self, token: str, also: Callable[[Binding], Sequence[Key]] = lambda binding: ()
+    ) -> tuple[RunnerSession, dict[Key, RawItem]]:
         """``authenticate``, and refused too once the session's attempt has closed.
 
         Both are read in one consistent request once this process has seen the
         token: a session's binding never changes, so it tells which attempt to
-        read along with the session. Revocation stays immediate."""
+        read along with the session, and which items of its run ``also`` names
+        for the call to read next (returned raw, with the attempt's, for that
+        call). Revocation stays immediate: nothing here is remembered but the
+        binding."""
         if not token.startswith(SESSION_PREFIX):
             raise SessionRefused("malformed token")
         secret_hash = handle_hash(token)
         with self._bindings_lock:
             binding = self._bindings.get(secret_hash)
+        prefetched: dict[Key, RawItem] = {}
         if binding is None:
             session = self.authenticate(token)
             attempt = run_parts.get(session.binding.run_id, attempt_part(session.binding.phase))
@@ -286,13 +293,13 @@ class RunnerSessions:
                     self._bindings.pop(next(iter(self._bindings)))
                 self._bindings[secret_hash] = session.binding
         else:
-            found, attempt = store.get_session_and_part(
-                secret_hash, binding.run_id, attempt_part(binding.phase)
+            found, attempt, prefetched = store.get_session_and_part(
+                secret_hash, binding.run_id, attempt_part(binding.phase), also(binding)
             )
             session = self._valid(found)
         if open_or_none(session.binding, attempt) is None:
             raise SessionAttemptEnded()
-        return session
+        return session, prefetched
 
     def authenticate(self, token: str) -> RunnerSession:
         """The session a runner call presents; refused when unknown, expired or revoked."""

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
-from runplane.domain.capabilities import handle_hash
+from runplane.domain.capabilities import Binding, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -37,7 +37,9 @@ from runplane.domain.identity import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
-from runplane.store.runs import RunRepository
+from runplane.store.models import run_key, state_version_key, workspace_key
+from runplane.store.prefetch import Key, RawItem
+from runplane.store.runs import RunRepository, pinned_state_of
 
 TOKEN_PREFIX = "rpt_"
 # Runs whose workspace an Identity remembers (oldest forgotten first).
@@ -67,6 +69,7 @@ class Identity:
         self._runs = runs
         self._verifier = verifier
         self._workspace_by_run: dict[str, str] = {}
+        self._pin_by_attempt: dict[str, str] = {}
         self._workspaces_lock = threading.Lock()
 
     # -- API tokens ---------------------------------------------------------------------
@@ -114,15 +117,22 @@ class Identity:
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal behind an ``Authorization: Bearer ...`` header, or ``Unauthenticated``."""
+        return self.authenticate_request(authorization)[0]
+
+    def authenticate_request(
+        self, authorization: str | None
+    ) -> tuple[Principal, dict[Key, RawItem]]:
+        """``authenticate``, with the raw items its read fetched for the request to
+        read next (a runner's run, attempt and workspace; see ``store.prefetch``)."""
         if not authorization or not authorization.startswith("Bearer "):
             raise Unauthenticated()
         credential = authorization.removeprefix("Bearer ").strip()
         if credential.startswith(TOKEN_PREFIX):
-            return self._token_principal(credential)
+            return self._token_principal(credential), {}
         if credential.startswith(SESSION_PREFIX):
             return self._runner_principal(credential)
         if credential.count(".") == 2 and self._verifier is not None:
-            return self._user_principal(credential)
+            return self._user_principal(credential), {}
         raise Unauthenticated()
 
     def _token_principal(self, token: str) -> Principal:
@@ -139,12 +149,14 @@ class Identity:
             auth_time=record.created_at,
         )
 
-    def _runner_principal(self, secret: str) -> Principal:
+    def _runner_principal(self, secret: str) -> tuple[Principal, dict[Key, RawItem]]:
         # The session and its attempt are read on every call (one request), so a
         # closed attempt's sandbox is refused at once even if the listing that
-        # revokes its sessions missed one.
+        # revokes its sessions missed one. The run and its workspace, which most
+        # calls read next, come in the same request.
         try:
-            session = self._sessions.authenticate_open(secret)
+            session, prefetched = self._sessions.authenticate_open(secret, self._call_reads)
+            self._remember_pin(session.binding, prefetched)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
         except SessionRefused:
@@ -166,7 +178,35 @@ class Identity:
             sandbox_id=session.binding.sandbox_id,
             phase=session.binding.phase.value,
             inputs=session.inputs,
-        )
+        ), prefetched
+
+    def _call_reads(self, binding: Binding) -> list[Key]:
+        """What a runner's call reads next: its run and, once known, its workspace."""
+        with self._workspaces_lock:
+            workspace_id = self._workspace_by_run.get(binding.run_id)
+            pinned = self._pin_by_attempt.get(binding.attempt_id)
+        keys = [run_key(binding.run_id)]
+        if workspace_id is not None:
+            keys.append(workspace_key(workspace_id))
+        if pinned is not None:
+            # The engine's backend asks for its current state (and downloads it)
+            # on most calls: the version its run pinned.
+            keys.append(state_version_key(pinned))
+        return keys
+
+    def _remember_pin(self, binding: Binding, prefetched: dict[Key, RawItem]) -> None:
+        """The state version the run pinned, as its prefetched item says: only a new
+        plan attempt moves it, so it names what this attempt's next calls read. It
+        only chooses what to prefetch; each call still checks what it is served."""
+        raw_run = prefetched.get(run_key(binding.run_id))
+        if raw_run is None:
+            return
+        pinned = pinned_state_of(raw_run)
+        with self._workspaces_lock:
+            if len(self._pin_by_attempt) >= _REMEMBERED_RUNS:
+                self._pin_by_attempt.pop(next(iter(self._pin_by_attempt)))
+            if pinned is not None:
+                self._pin_by_attempt[binding.attempt_id] = pinned
 
     def _workspace_of_run(self, run_id: str) -> str:
         """A run's workspace never changes: read once per run and process, not per call

@@ -204,15 +204,18 @@ def get_session(secret_hash: str) -> RunnerSession | None:
 
 
 def get_session_and_part(
-    secret_hash: str, run_id: str, part: str
-) -> tuple[RunnerSession | None, RunPart | None]:
-    """A session and one part of its run (its attempt) in one consistent request."""
+    secret_hash: str, run_id: str, part: str, also: Sequence[batch.Key] = ()
+) -> tuple[RunnerSession | None, RunPart | None, dict[batch.Key, dict[str, Any]]]:
+    """A session, one part of its run (its attempt) and the raw items of ``also`` that
+    exist (for the call to read next), in one consistent request. The attempt is
+    returned raw with them: the call may read it again."""
     session, part_key = session_key(secret_hash), run_part_key(run_id, part)
-    found = batch.get_many([session, part_key])
-    raw_session, raw_part = found.get(session), found.get(part_key)
+    found = batch.get_many([session, part_key, *also])
+    raw_session, raw_part = found.pop(session, None), found.get(part_key)
     return (
         _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
         run_parts.from_raw(raw_part) if raw_part else None,
+        found,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.parts import AttemptBody, AttemptState, PlanEvidence
+from runplane.store import prefetch
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 
@@ -46,6 +47,9 @@ def from_raw(raw: dict[str, Any]) -> RunPart:
 
 
 def get(run_id: str, name: str) -> RunPart | None:
+    prefetched = prefetch.take(run_part_key(run_id, name))
+    if prefetched is not None:
+        return from_raw(prefetched)
     try:
         return _to_part(RunPartItem.get(*run_part_key(run_id, name), consistent_read=True))
     except RunPartItem.DoesNotExist:

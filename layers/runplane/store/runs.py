@@ -21,7 +21,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
-from runplane.store import audit
+from runplane.store import audit, prefetch
 from runplane.store.models import (
     STAGE_PREFIX,
     RunItem,
@@ -109,6 +109,9 @@ class RunRepository:
         tx.extend(extra_writes).commit()
 
     def get(self, run_id: str) -> Run:
+        prefetched = prefetch.take(run_key(run_id))
+        if prefetched is not None:
+            return to_run(RunItem.from_raw_data(prefetched))
         try:
             item = RunItem.get(*run_key(run_id), consistent_read=True)
         except RunItem.DoesNotExist:
@@ -260,6 +263,11 @@ class RunRepository:
             condition=allowed,
             on_refused=refused,
         )
+
+
+def pinned_state_of(raw: dict[str, Any]) -> str | None:
+    """The state version a raw run item (as a batch read returns it) pinned."""
+    return RunItem.from_raw_data(raw).predecessor_sv_id
 
 
 def to_run(item: RunItem) -> Run:

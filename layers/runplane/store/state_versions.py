@@ -16,7 +16,7 @@ from runplane.domain.errors import (
     WorkspaceHeldByRun,
     WorkspaceLocked,
 )
-from runplane.store import audit
+from runplane.store import audit, prefetch
 from runplane.store.models import (
     StateVersionItem,
     UploadTokenItem,
@@ -124,6 +124,9 @@ def to_version(item: StateVersionItem) -> StateVersion:
 
 
 def get(sv_id: str) -> StateVersion:
+    prefetched = prefetch.take(state_version_key(sv_id))
+    if prefetched is not None:
+        return to_version(StateVersionItem.from_raw_data(prefetched))
     try:
         return to_version(StateVersionItem.get(*state_version_key(sv_id), consistent_read=True))
     except StateVersionItem.DoesNotExist:

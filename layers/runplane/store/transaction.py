@@ -20,6 +20,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from runplane.domain.errors import ConcurrentChange, ItemTooLarge
+from runplane.store import prefetch
 from runplane.store.models import TableItem
 from runplane.store.table import PARTITION_KEY, SORT_KEY
 
@@ -140,6 +141,8 @@ class Transaction:
     def commit(self) -> None:
         if not self._writes:
             return
+        # No read after a write may be served what was read before it.
+        prefetch.forget()
         if len(self._writes) > MAX_TRANSACTION_ITEMS:
             raise ValueError(f"a transaction holds at most {MAX_TRANSACTION_ITEMS} writes")
         keys = [write.key for write in self._writes]

@@ -15,6 +15,7 @@ from pynamodb.expressions.update import Action
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.store import prefetch
 from runplane.store.models import (
     NameClaimItem,
     OrganizationItem,
@@ -156,6 +157,9 @@ def list_workspaces(org_id: str) -> list[Workspace]:
 
 
 def _workspace_item(workspace_id: str) -> WorkspaceItem:
+    prefetched = prefetch.take(workspace_key(workspace_id))
+    if prefetched is not None:
+        return WorkspaceItem.from_raw_data(prefetched)
     try:
         return WorkspaceItem.get(*workspace_key(workspace_id), consistent_read=True)
     except WorkspaceItem.DoesNotExist:

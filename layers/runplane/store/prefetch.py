@@ -1,0 +1,74 @@
+"""Items read with a request's authentication, served to that request's first reads.
+
+A runner's call authenticates with one strongly consistent batch read (its session
+and attempt); the same request adds the items the call will read anyway (its run,
+its workspace), whose keys its session's binding names. The authorizer hands those
+raw items to the application with the principal, and the application's first read
+of each takes it from here instead of asking DynamoDB again: it is the same
+consistent read, made a few milliseconds earlier in the same request.
+
+Two rules keep that from ever serving a stale item: each item is served at most
+once (a second read of it asks DynamoDB), and every item is forgotten as soon as
+the request commits (or tries to commit) a write, so no read after a write in the
+request can see what was read before it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+Key = tuple[str, str]
+RawItem = dict[str, Any]
+
+# The authorizer context key the items travel under (values there must be strings).
+CONTEXT_KEY = "prefetched"
+
+_served: ContextVar[dict[Key, RawItem] | None] = ContextVar("prefetched", default=None)
+
+
+def take(key: Key) -> RawItem | None:
+    """The prefetched raw item of ``key``, once; None if there is none (read it)."""
+    items = _served.get()
+    if not items:
+        return None
+    return items.pop(key, None)
+
+
+def forget() -> None:
+    """Drop every prefetched item: the request is writing."""
+    items = _served.get()
+    if items:
+        items.clear()
+
+
+@contextmanager
+def serving(items: Mapping[Key, RawItem]) -> Iterator[None]:
+    """Serve ``items`` to the reads made inside the block (this request's)."""
+    token = _served.set(dict(items))
+    try:
+        yield
+    finally:
+        _served.reset(token)
+
+
+def encode(items: Mapping[Key, RawItem]) -> dict[str, str]:
+    """The items as an authorizer context entry (empty when there are none)."""
+    carried = []
+    for (pk, sk), raw in items.items():
+        try:
+            carried.append(json.dumps([pk, sk, raw]))
+        except TypeError:
+            continue  # a binary attribute does not travel as text: the call reads it
+    return {CONTEXT_KEY: "[" + ",".join(carried) + "]"} if carried else {}
+
+
+def decode(context: Mapping[str, Any] | None) -> dict[Key, RawItem]:
+    """The items an authorizer context carries (none if it carries none)."""
+    encoded = (context or {}).get(CONTEXT_KEY)
+    if not encoded:
+        return {}
+    return {(pk, sk): raw for pk, sk, raw in json.loads(encoded)}

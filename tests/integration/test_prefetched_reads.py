@@ -1,0 +1,139 @@
+"""A runner's call reads what its authentication read along with its session (its run,
+attempt and workspace in the same consistent request), and never an item read before
+a write the call made."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.domain.identity import Principal
+from runplane.store import prefetch
+from runplane.store import workspaces as workspace_store
+from runplane.store.models import workspace_key
+from tests.integration.arena import Arena, applying
+from tests.integration.dynamodb_requests import DynamoDBRequests
+from tests.integration.test_runner_authority import with_state
+
+
+def authorized(arena: Arena, token: str) -> tuple[Principal, dict[prefetch.Key, prefetch.RawItem]]:
+    """What the authorizer hands the application: the principal and, through its
+    context (text), the items its read fetched."""
+    principal, read = arena.stack.identity.authenticate_request(f"Bearer {token}")
+    return principal, prefetch.decode(prefetch.encode(read))
+
+
+def test_a_runner_s_lock_call_is_its_authentication_read_alone(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox that has made a call before (its session and
+    # its run's workspace are known to this process)
+    ws_id, run_id = applying(arena, "prefetched-lock")
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine locks the workspace: authenticated, then served
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        locked = arena.stack.workspaces.lock(principal, ws_id, "Locked by Terraform")
+
+    # Then the session, its attempt, its run and its workspace were one request, and
+    # the lock's checks (workspace, run, apply attempt) asked for nothing more
+    assert locked.lock_run_id == run_id
+    assert requests.operations == ["BatchGetItem"]
+
+
+def test_a_runner_s_workspace_read_by_name_is_its_authentication_read_alone(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox that has read its workspace by name before
+    ws_id, run_id = applying(arena, "prefetched-name")
+    token = arena.runner_token(run_id, "apply")
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine's backend reads it again
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        found = arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
+
+    # Then that is the authentication's one request
+    assert found.id == ws_id
+    assert requests.operations == ["BatchGetItem"]
+
+
+def test_an_item_read_with_the_authentication_is_served_once_and_never_after_a_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace's item as a request's authentication read it
+    ws_id, run_id = applying(arena, "prefetched-write")
+    key = workspace_key(ws_id)
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    _, read = authorized(arena, token)
+    assert key in read
+    requests = DynamoDBRequests(monkeypatch)
+
+    with prefetch.serving(read):
+        # When the request reads it, changes it, then reads it again
+        first = workspace_store.get_workspace(ws_id)
+        workspace_store.update_settings(ws_id, description="changed").commit()
+        second = workspace_store.get_workspace(ws_id)
+        # and reads it once more after the write
+        third = workspace_store.get_workspace(ws_id)
+
+    # Then the first read was served, and each read after the write asked DynamoDB
+    # and saw the write
+    assert first.description != "changed"
+    assert second.description == "changed"
+    assert third.description == "changed"
+    assert requests.operations == ["TransactWriteItems", "GetItem", "GetItem"]
+
+
+def test_an_item_read_with_the_authentication_is_served_to_one_read_only(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace's item as a request's authentication read it
+    ws_id, run_id = applying(arena, "prefetched-once")
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    _, read = authorized(arena, token)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the request reads it twice
+    with prefetch.serving(read):
+        workspace_store.get_workspace(ws_id)
+        workspace_store.get_workspace(ws_id)
+
+    # Then only the second read asked DynamoDB
+    assert requests.operations == ["GetItem"]
+
+
+def test_a_runner_s_current_state_call_is_its_authentication_read_alone(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a planning run's sandbox on a workspace with state, which has made two
+    # calls (the second tells this process which version its run pinned)
+    ws_id, sv_id = with_state(arena, "prefetched-state")
+    _, run_id = applying(arena, "prefetched-state", ws_id)
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    authorized(arena, token)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine's backend asks for the current state, then reads that version
+    # (each its own call)
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        current = arena.stack.state.current(principal, ws_id)
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        version = arena.stack.state.get(principal, sv_id)
+
+    # Then each call was its authentication's one request: the pinned version came
+    # with the session
+    assert current.id == sv_id
+    assert version.id == sv_id
+    assert requests.operations == ["BatchGetItem", "BatchGetItem"]
