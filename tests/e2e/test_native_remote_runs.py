@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -200,28 +201,61 @@ def test_an_interrupt_while_planning_cancels_the_run(local: Local, tmp_path: Pat
     name, ws_id = remote_workspace(local, "remote-cancel")
     client = Client(local, tmp_path, name, SLOW_PLAN)
     process = client.start("plan", "-input=true")
-    run_id = ""
+    # (the client must know its run before the interrupt: interrupted while its
+    # create call is still in flight, Terraform stops without canceling anything)
+    output = _Output(process)
+    run_id = run_of(output.until(RUN_ID, timeout=120))
+    assert run_id in {run["id"] for run in runs_of(local, ws_id)}
     deadline = time.monotonic() + 120
-    while not run_id:
+    while (attempt := run_parts.get(run_id, "attempt#plan")) is None or (
+        attempt.state != "started"
+    ):
         assert time.monotonic() < deadline, "the run never started planning"
-        runs = runs_of(local, ws_id)
-        attempt = run_parts.get(runs[0]["id"], "attempt#plan") if runs else None
-        if attempt is not None and attempt.state == "started":
-            run_id = runs[0]["id"]
         time.sleep(0.2)
 
     # When the client is interrupted and confirms the cancellation
     os.killpg(process.pid, signal.SIGINT)
-    output, _ = process.communicate("yes\n", timeout=120)
+    printed = output.after_answering(process, "yes\n", timeout=120)
 
     # Then the managed run is canceled and the client says so (Terraform 1.0.3 still
     # exits 0: it judges the run by the status it read before canceling)
     status = local.client.review(run_id)["status"]
-    assert "The remote operation was successfully cancelled." in output, (status, output)
+    assert "The remote operation was successfully cancelled." in printed, (status, printed)
     assert local.client.review(run_id)["status"] == "canceled"
     assert tfe(local, "GET", f"/runs/{run_id}").json()["data"]["attributes"]["status"] == (
         "canceled"
     )
+
+
+class _Output:
+    """A client's output, read as it is printed (on a thread of its own)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        stdout = process.stdout
+        assert stdout is not None
+        self._lines: list[str] = []
+        self._reader = threading.Thread(
+            target=lambda: self._lines.extend(iter(stdout.readline, "")), daemon=True
+        )
+        self._reader.start()
+
+    def until(self, pattern: re.Pattern[str], timeout: float) -> str:
+        """What was printed up to the first match of ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while not pattern.search(printed := "".join(self._lines)):
+            assert self._reader.is_alive(), f"the client ended first: {printed}"
+            assert time.monotonic() < deadline, printed
+            time.sleep(0.1)
+        return printed
+
+    def after_answering(self, process: subprocess.Popen[str], answer: str, timeout: float) -> str:
+        """Everything printed, once ``answer`` was typed and the client ended."""
+        assert process.stdin is not None
+        process.stdin.write(answer)
+        process.stdin.close()
+        process.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
+        return "".join(self._lines)
 
 
 def _archive() -> bytes:
