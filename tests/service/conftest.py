@@ -21,9 +21,16 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import Runs
 from runplane.services.tenancy import Tenancy
+from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
-from tests.fakes import FakeClock, InMemoryRuns, InMemoryWorkspaces, SeededIds
+from tests.fakes import (
+    FakeClock,
+    InMemoryRuns,
+    InMemoryVariables,
+    InMemoryWorkspaces,
+    SeededIds,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +54,8 @@ class Tier:
     workspaces: Workspaces
     run_reader: InMemoryRuns
     runs: Runs
+    variable_store: InMemoryVariables
+    variables: WorkspaceVariables
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -87,6 +96,16 @@ def tier() -> Tier:
         runner_release="runner-1",
         reader=run_reader,
     )
+    variable_store = InMemoryVariables()
+    # No fake key service exists: only non-sensitive variables are set here (a
+    # sensitive one would reach KMS, which the guard above refuses).
+    variables = WorkspaceVariables(
+        clock,
+        ids,
+        workspaces,
+        DataKeys(boto3.client("kms", region_name=region), "alias/variables"),
+        variable_store,
+    )
     return Tier(
         clock,
         ids,
@@ -95,4 +114,6 @@ def tier() -> Tier:
         workspaces,
         run_reader,
         runs,
+        variable_store,
+        variables,
     )

@@ -8,13 +8,16 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.run import Stage
+from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.run_parts import RunPart
+    from runplane.store.workspace_variables import StoredVariable
 
 
 class WorkspaceDirectory(Protocol):
@@ -74,3 +77,46 @@ class RunReader(Protocol):
     def stages(self, run_id: str) -> dict[Stage, RunStage]: ...
 
     def parts(self, run_id: str) -> dict[str, RunPart]: ...
+
+
+class VariableStore(Protocol):
+    """A workspace's variables, each with its version, and the writes that keep the
+    workspace within its limits.
+
+    - ``all_of`` is in name order; ``find`` returns None for an unknown name.
+    - ``put`` creates (``previous`` None) or replaces exactly the ``previous`` version
+      read, and records the audit event ``event_id``. A name already taken (on create)
+      or a version changed meanwhile raises ``ConcurrentChange``; a 101st variable
+      raises ``InvalidInput``, values adding up past the byte limit
+      ``VariablesTooLarge``. A refused put writes nothing.
+    - ``delete`` removes exactly the ``previous`` version (``ConcurrentChange`` if it
+      changed or went meanwhile, writing nothing) and records the audit event.
+    """
+
+    def all_of(self, workspace_id: str) -> list[StoredVariable]: ...
+
+    def find(self, workspace_id: str, name: str) -> StoredVariable | None: ...
+
+    def put(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        variable: WorkspaceVariable,
+        size: int,
+        wrapped_key: bytes | None,
+        sealed: bytes | None,
+        previous: StoredVariable | None,
+        event_id: str,
+    ) -> None: ...
+
+    def delete(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        previous: StoredVariable,
+        actor: str,
+        now: datetime,
+        event_id: str,
+    ) -> None: ...
