@@ -19,12 +19,15 @@ from runplane.domain.errors import (
     InvalidInput,
     NotFound,
     RunAlreadyExists,
+    ScheduleAlreadyFired,
+    ScheduleMoved,
     VariablesTooLarge,
 )
 from runplane.domain.ids import IdKind
 from runplane.domain.run import Stage, StageStatus
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.run_parts import RunPart
+from runplane.store.schedules import Fire, Schedule
 from runplane.store.workspace_variables import StoredVariable
 
 
@@ -271,3 +274,92 @@ class InMemoryVariables:
         self.audit.append(
             AuditedChange(event_id, "workspace.variable_deleted", workspace_id, actor, details)
         )
+
+
+class InMemorySchedules:
+    """A ``ScheduleStore`` in dicts, with ``add_configuration`` for a test to give a
+    workspace an uploaded configuration version."""
+
+    def __init__(self) -> None:
+        self.schedules: dict[str, Schedule] = {}
+        self.fire_records: dict[tuple[str, datetime], Fire] = {}
+        self.configurations: dict[str, str] = {}
+
+    def add_configuration(self, workspace_id: str, configuration_id: str) -> None:
+        self.configurations[workspace_id] = configuration_id
+
+    def get(self, schedule_id: str) -> Schedule:
+        if schedule_id not in self.schedules:
+            raise NotFound("schedule", schedule_id)
+        return self.schedules[schedule_id]
+
+    def list_for_workspace(self, workspace_id: str) -> list[Schedule]:
+        found = [s for s in self.schedules.values() if s.workspace_id == workspace_id]
+        # The index's order: "<created_at ISO>#<schedule ID>", read forwards.
+        return sorted(found, key=lambda s: (s.created_at.isoformat(), s.id))
+
+    def create(self, schedule: Schedule) -> None:
+        if schedule.id in self.schedules:
+            raise ConcurrentChange(f"schedule {schedule.id} changed concurrently")
+        # As the table stores a new one: nothing fired yet.
+        self.schedules[schedule.id] = replace(
+            schedule, active_run_id=None, last_fire_at=None, last_outcome=None
+        )
+
+    def set_state(self, schedule_id: str, state: str, now: datetime) -> None:
+        current = self.get(schedule_id)
+        self.schedules[schedule_id] = replace(current, state=state, updated_at=now)
+
+    def delete(self, schedule_id: str) -> None:
+        self.get(schedule_id)
+        del self.schedules[schedule_id]
+
+    def record_fire(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        *,
+        outcome: str,
+        now: datetime,
+        reason: str | None = None,
+    ) -> None:
+        key = (schedule.id, scheduled_at)
+        if key in self.fire_records:
+            raise ScheduleAlreadyFired(
+                f"schedule {schedule.id} already fired for {scheduled_at.isoformat()}; "
+                "nothing was written"
+            )
+        current = self.schedules.get(schedule.id)
+        if (
+            current is None
+            or current.active_run_id != schedule.active_run_id
+            or current.state != schedule.state
+        ):
+            raise ScheduleMoved(
+                f"schedule {schedule.id} changed while it fired; nothing was written"
+            )
+        self.fire_records[key] = Fire(schedule.id, scheduled_at, outcome, None, reason)
+        self.schedules[schedule.id] = replace(
+            current, last_fire_at=scheduled_at, last_outcome=outcome
+        )
+
+    def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]:
+        found = [f for (sid, _), f in self.fire_records.items() if sid == schedule_id]
+        return sorted(found, key=lambda f: f.scheduled_at.isoformat(), reverse=True)[:limit]
+
+    def latest_configuration_id(self, workspace_id: str) -> str | None:
+        return self.configurations.get(workspace_id)
+
+
+class RecordingRegistry:
+    """A ``ScheduleRegistry`` that holds what is registered: schedule ID to
+    (workspace, expression, enabled)."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, tuple[str, str, bool]] = {}
+
+    def put(self, schedule_id: str, workspace_id: str, expression: str, *, enabled: bool) -> None:
+        self.registered[schedule_id] = (workspace_id, expression, enabled)
+
+    def delete(self, schedule_id: str) -> None:
+        self.registered.pop(schedule_id, None)

@@ -17,6 +17,7 @@ from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.run_parts import RunPart
+    from runplane.store.schedules import Fire, Schedule
     from runplane.store.workspace_variables import StoredVariable
 
 
@@ -120,3 +121,46 @@ class VariableStore(Protocol):
         now: datetime,
         event_id: str,
     ) -> None: ...
+
+
+class ScheduleStore(Protocol):
+    """A workspace's schedules and the record of their fires.
+
+    - ``create`` writes a new schedule (``ConcurrentChange`` if its ID exists);
+      ``set_state`` and ``delete`` raise ``NotFound`` for an unknown one and write
+      nothing; ``get`` raises ``NotFound``.
+    - ``list_for_workspace`` is in creation order.
+    - ``record_fire`` writes the fire record for (schedule, scheduled time) only if
+      absent (else ``ScheduleAlreadyFired``) and moves the schedule's last fire, and
+      its active run when given, only from the active run and state it was read with
+      (else ``ScheduleMoved``); a refused record writes nothing. A fire that creates a
+      run records itself in the run's own creation transaction instead
+      (``store.schedules.record_fire`` as an extra write), which stays on the store.
+    - ``fires`` is newest first, at most ``limit``.
+    - ``latest_configuration_id`` is the workspace's newest uploaded, non-speculative
+      configuration version, or None.
+    """
+
+    def get(self, schedule_id: str) -> Schedule: ...
+
+    def list_for_workspace(self, workspace_id: str) -> list[Schedule]: ...
+
+    def create(self, schedule: Schedule) -> None: ...
+
+    def set_state(self, schedule_id: str, state: str, now: datetime) -> None: ...
+
+    def delete(self, schedule_id: str) -> None: ...
+
+    def record_fire(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        *,
+        outcome: str,
+        now: datetime,
+        reason: str | None = None,
+    ) -> None: ...
+
+    def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]: ...
+
+    def latest_configuration_id(self, workspace_id: str) -> str | None: ...
