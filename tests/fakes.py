@@ -9,14 +9,26 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
-from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound, RunAlreadyExists
+from runplane.domain.errors import (
+    AlreadyExists,
+    ConcurrentChange,
+    InvalidInput,
+    NotFound,
+    RunAlreadyExists,
+    ScheduleAlreadyFired,
+    ScheduleMoved,
+    VariablesTooLarge,
+)
 from runplane.domain.ids import IdKind
 from runplane.domain.run import Stage, StageStatus
+from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.run_parts import RunPart
+from runplane.store.schedules import Fire, Schedule
+from runplane.store.workspace_variables import StoredVariable
 
 
 class FakeClock:
@@ -165,3 +177,189 @@ class InMemoryRuns:
 
     def parts(self, run_id: str) -> dict[str, RunPart]:
         return dict(self._parts.get(run_id, {}))
+
+
+@dataclass(frozen=True)
+class AuditedChange:
+    """An audit event an in-memory repository recorded with its write."""
+
+    event_id: str
+    type: str
+    subject_id: str
+    actor: str
+    details: dict[str, str]
+
+
+class InMemoryVariables:
+    """A ``VariableStore`` in dicts, with the table's tally: the same limits, checked in
+    the same order (the variable's version first, then the workspace's count and bytes)."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, dict[str, StoredVariable]] = {}
+        self.audit: list[AuditedChange] = []
+        # As the table's tally item: absent until the workspace's first put, when its
+        # limits are not checked (a single value is within them by the domain's check).
+        self._tallied: set[str] = set()
+
+    def all_of(self, workspace_id: str) -> list[StoredVariable]:
+        held = self.variables.get(workspace_id, {})
+        return [held[name] for name in sorted(held)]
+
+    def find(self, workspace_id: str, name: str) -> StoredVariable | None:
+        return self.variables.get(workspace_id, {}).get(name)
+
+    def put(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        variable: WorkspaceVariable,
+        size: int,
+        wrapped_key: bytes | None,
+        sealed: bytes | None,
+        previous: StoredVariable | None,
+        event_id: str,
+    ) -> None:
+        name = variable.name
+        held = self.variables.get(workspace_id, {})
+        current = held.get(name)
+        if (previous is None) != (current is None) or (
+            previous is not None and current is not None and current.version != previous.version
+        ):
+            raise ConcurrentChange(f"variable {name} changed meanwhile; nothing was written")
+        added = 1 if previous is None else 0
+        grows = size - (0 if previous is None else previous.size)
+        tallied = workspace_id in self._tallied
+        if tallied and len(held) + added > MAX_VARIABLES:
+            raise InvalidInput(f"a workspace has at most {MAX_VARIABLES} variables", "/name")
+        if tallied and sum(v.size for v in held.values()) + grows > MAX_VARIABLES_BYTES:
+            raise VariablesTooLarge(
+                f"the workspace's variable values would add up to more than "
+                f"{MAX_VARIABLES_BYTES:,} bytes",
+                "/value",
+            )
+        stored = StoredVariable(
+            variable=replace(variable, value=None if variable.sensitive else variable.value),
+            size=size,
+            version=1 if previous is None else previous.version + 1,
+            wrapped_key=wrapped_key,
+            sealed=sealed,
+        )
+        self.variables.setdefault(workspace_id, {})[name] = stored
+        self._tallied.add(workspace_id)
+        details = {"name": name, "sensitive": str(variable.sensitive).lower()}
+        self.audit.append(
+            AuditedChange(
+                event_id, "workspace.variable_set", workspace_id, variable.updated_by, details
+            )
+        )
+
+    def delete(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        previous: StoredVariable,
+        actor: str,
+        now: datetime,
+        event_id: str,
+    ) -> None:
+        name = previous.variable.name
+        held = self.variables.get(workspace_id, {})
+        current = held.get(name)
+        if current is None or current.version != previous.version:
+            raise ConcurrentChange(f"variable {name} changed meanwhile; nothing was written")
+        del held[name]
+        details = {"name": name, "sensitive": str(previous.variable.sensitive).lower()}
+        self.audit.append(
+            AuditedChange(event_id, "workspace.variable_deleted", workspace_id, actor, details)
+        )
+
+
+class InMemorySchedules:
+    """A ``ScheduleStore`` in dicts, with ``add_configuration`` for a test to give a
+    workspace an uploaded configuration version."""
+
+    def __init__(self) -> None:
+        self.schedules: dict[str, Schedule] = {}
+        self.fire_records: dict[tuple[str, datetime], Fire] = {}
+        self.configurations: dict[str, str] = {}
+
+    def add_configuration(self, workspace_id: str, configuration_id: str) -> None:
+        self.configurations[workspace_id] = configuration_id
+
+    def get(self, schedule_id: str) -> Schedule:
+        if schedule_id not in self.schedules:
+            raise NotFound("schedule", schedule_id)
+        return self.schedules[schedule_id]
+
+    def list_for_workspace(self, workspace_id: str) -> list[Schedule]:
+        found = [s for s in self.schedules.values() if s.workspace_id == workspace_id]
+        # The index's order: "<created_at ISO>#<schedule ID>", read forwards.
+        return sorted(found, key=lambda s: (s.created_at.isoformat(), s.id))
+
+    def create(self, schedule: Schedule) -> None:
+        if schedule.id in self.schedules:
+            raise ConcurrentChange(f"schedule {schedule.id} changed concurrently")
+        # As the table stores a new one: nothing fired yet.
+        self.schedules[schedule.id] = replace(
+            schedule, active_run_id=None, last_fire_at=None, last_outcome=None
+        )
+
+    def set_state(self, schedule_id: str, state: str, now: datetime) -> None:
+        current = self.get(schedule_id)
+        self.schedules[schedule_id] = replace(current, state=state, updated_at=now)
+
+    def delete(self, schedule_id: str) -> None:
+        self.get(schedule_id)
+        del self.schedules[schedule_id]
+
+    def record_fire(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        *,
+        outcome: str,
+        now: datetime,
+        reason: str | None = None,
+    ) -> None:
+        key = (schedule.id, scheduled_at)
+        if key in self.fire_records:
+            raise ScheduleAlreadyFired(
+                f"schedule {schedule.id} already fired for {scheduled_at.isoformat()}; "
+                "nothing was written"
+            )
+        current = self.schedules.get(schedule.id)
+        if (
+            current is None
+            or current.active_run_id != schedule.active_run_id
+            or current.state != schedule.state
+        ):
+            raise ScheduleMoved(
+                f"schedule {schedule.id} changed while it fired; nothing was written"
+            )
+        self.fire_records[key] = Fire(schedule.id, scheduled_at, outcome, None, reason)
+        self.schedules[schedule.id] = replace(
+            current, last_fire_at=scheduled_at, last_outcome=outcome
+        )
+
+    def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]:
+        found = [f for (sid, _), f in self.fire_records.items() if sid == schedule_id]
+        return sorted(found, key=lambda f: f.scheduled_at.isoformat(), reverse=True)[:limit]
+
+    def latest_configuration_id(self, workspace_id: str) -> str | None:
+        return self.configurations.get(workspace_id)
+
+
+class RecordingRegistry:
+    """A ``ScheduleRegistry`` that holds what is registered: schedule ID to
+    (workspace, expression, enabled)."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, tuple[str, str, bool]] = {}
+
+    def put(self, schedule_id: str, workspace_id: str, expression: str, *, enabled: bool) -> None:
+        self.registered[schedule_id] = (workspace_id, expression, enabled)
+
+    def delete(self, schedule_id: str) -> None:
+        self.registered.pop(schedule_id, None)

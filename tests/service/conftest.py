@@ -20,10 +20,20 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import Runs
+from runplane.services.schedules import Schedules
 from runplane.services.tenancy import Tenancy
+from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
-from tests.fakes import FakeClock, InMemoryRuns, InMemoryWorkspaces, SeededIds
+from tests.fakes import (
+    FakeClock,
+    InMemoryRuns,
+    InMemorySchedules,
+    InMemoryVariables,
+    InMemoryWorkspaces,
+    RecordingRegistry,
+    SeededIds,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +57,11 @@ class Tier:
     workspaces: Workspaces
     run_reader: InMemoryRuns
     runs: Runs
+    variable_store: InMemoryVariables
+    variables: WorkspaceVariables
+    schedule_store: InMemorySchedules
+    registry: RecordingRegistry
+    schedules: Schedules
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -61,7 +76,8 @@ class Tier:
 @pytest.fixture
 def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
-    workspaces = Workspaces(clock, ids, RunRepository(clock, ids), directory)
+    run_repository = RunRepository(clock, ids)
+    workspaces = Workspaces(clock, ids, run_repository, directory)
     run_reader = InMemoryRuns()
     # The reads under test go through the in-memory reader; these clients are never
     # called by them (the guard above fails a test that does).
@@ -87,6 +103,20 @@ def tier() -> Tier:
         runner_release="runner-1",
         reader=run_reader,
     )
+    variable_store = InMemoryVariables()
+    # No fake key service exists: only non-sensitive variables are set here (a
+    # sensitive one would reach KMS, which the guard above refuses).
+    variables = WorkspaceVariables(
+        clock,
+        ids,
+        workspaces,
+        DataKeys(boto3.client("kms", region_name=region), "alias/variables"),
+        variable_store,
+    )
+    schedule_store, registry = InMemorySchedules(), RecordingRegistry()
+    # A fire that creates a run does so in the run's own creation transaction, on the
+    # table: here only fires that create nothing (gone, paused, skipped, duplicate).
+    schedules = Schedules(clock, ids, workspaces, runs, run_repository, registry, schedule_store)
     return Tier(
         clock,
         ids,
@@ -95,4 +125,9 @@ def tier() -> Tier:
         workspaces,
         run_reader,
         runs,
+        variable_store,
+        variables,
+        schedule_store,
+        registry,
+        schedules,
     )

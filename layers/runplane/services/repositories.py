@@ -8,13 +8,17 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.run import Stage
+from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.run_parts import RunPart
+    from runplane.store.schedules import Fire, Schedule
+    from runplane.store.workspace_variables import StoredVariable
 
 
 class WorkspaceDirectory(Protocol):
@@ -74,3 +78,89 @@ class RunReader(Protocol):
     def stages(self, run_id: str) -> dict[Stage, RunStage]: ...
 
     def parts(self, run_id: str) -> dict[str, RunPart]: ...
+
+
+class VariableStore(Protocol):
+    """A workspace's variables, each with its version, and the writes that keep the
+    workspace within its limits.
+
+    - ``all_of`` is in name order; ``find`` returns None for an unknown name.
+    - ``put`` creates (``previous`` None) or replaces exactly the ``previous`` version
+      read, and records the audit event ``event_id``. A name already taken (on create)
+      or a version changed meanwhile raises ``ConcurrentChange``; a 101st variable
+      raises ``InvalidInput``, values adding up past the byte limit
+      ``VariablesTooLarge``. A refused put writes nothing.
+    - ``delete`` removes exactly the ``previous`` version (``ConcurrentChange`` if it
+      changed or went meanwhile, writing nothing) and records the audit event.
+    """
+
+    def all_of(self, workspace_id: str) -> list[StoredVariable]: ...
+
+    def find(self, workspace_id: str, name: str) -> StoredVariable | None: ...
+
+    def put(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        variable: WorkspaceVariable,
+        size: int,
+        wrapped_key: bytes | None,
+        sealed: bytes | None,
+        previous: StoredVariable | None,
+        event_id: str,
+    ) -> None: ...
+
+    def delete(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        previous: StoredVariable,
+        actor: str,
+        now: datetime,
+        event_id: str,
+    ) -> None: ...
+
+
+class ScheduleStore(Protocol):
+    """A workspace's schedules and the record of their fires.
+
+    - ``create`` writes a new schedule (``ConcurrentChange`` if its ID exists);
+      ``set_state`` and ``delete`` raise ``NotFound`` for an unknown one and write
+      nothing; ``get`` raises ``NotFound``.
+    - ``list_for_workspace`` is in creation order.
+    - ``record_fire`` writes the fire record for (schedule, scheduled time) only if
+      absent (else ``ScheduleAlreadyFired``) and moves the schedule's last fire, and
+      its active run when given, only from the active run and state it was read with
+      (else ``ScheduleMoved``); a refused record writes nothing. A fire that creates a
+      run records itself in the run's own creation transaction instead
+      (``store.schedules.record_fire`` as an extra write), which stays on the store.
+    - ``fires`` is newest first, at most ``limit``.
+    - ``latest_configuration_id`` is the workspace's newest uploaded, non-speculative
+      configuration version, or None.
+    """
+
+    def get(self, schedule_id: str) -> Schedule: ...
+
+    def list_for_workspace(self, workspace_id: str) -> list[Schedule]: ...
+
+    def create(self, schedule: Schedule) -> None: ...
+
+    def set_state(self, schedule_id: str, state: str, now: datetime) -> None: ...
+
+    def delete(self, schedule_id: str) -> None: ...
+
+    def record_fire(
+        self,
+        schedule: Schedule,
+        scheduled_at: datetime,
+        *,
+        outcome: str,
+        now: datetime,
+        reason: str | None = None,
+    ) -> None: ...
+
+    def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]: ...
+
+    def latest_configuration_id(self, workspace_id: str) -> str | None: ...

@@ -28,10 +28,12 @@ from runplane.domain.identity import SCHEDULE_PERMISSIONS, Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind
 from runplane.services import drift
+from runplane.services.repositories import ScheduleStore
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import schedules as store
 from runplane.store.runs import RunRepository
+from runplane.store.schedule_store import DynamoScheduleStore
 
 logger = logging.getLogger("runplane.schedules")
 _FIRE_ATTEMPTS = 3
@@ -56,6 +58,7 @@ class Schedules:
         runs: Runs,
         run_repository: RunRepository,
         registry: ScheduleRegistry,
+        schedules: ScheduleStore | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -63,6 +66,7 @@ class Schedules:
         self._runs = runs
         self._run_repository = run_repository
         self._registry = registry
+        self._store: ScheduleStore = schedules or DynamoScheduleStore()
 
     # -- management ------------------------------------------------------------------------
 
@@ -79,7 +83,7 @@ class Schedules:
             raise InvalidInput(
                 f"kind must be one of {', '.join(k.value for k in rules.ScheduleKind)}", "/kind"
             ) from None
-        if len(store.list_for_workspace(workspace.id)) >= rules.MAX_SCHEDULES_PER_WORKSPACE:
+        if len(self._store.list_for_workspace(workspace.id)) >= rules.MAX_SCHEDULES_PER_WORKSPACE:
             raise TooManySchedules(
                 f"workspace {workspace.id} has {rules.MAX_SCHEDULES_PER_WORKSPACE} schedules, "
                 "the most it may have: delete one first"
@@ -100,19 +104,19 @@ class Schedules:
             last_fire_at=None,
             last_outcome=None,
         )
-        store.create(schedule).commit()
+        self._store.create(schedule)
         try:
             self._registry.put(schedule.id, workspace.id, schedule.aws_expression, enabled=True)
         except BaseException:
             # Never registered: the record would describe a schedule that never fires.
-            store.delete(schedule.id).commit()
+            self._store.delete(schedule.id)
             raise
         return schedule
 
     def get(self, principal: Principal, schedule_id: str) -> store.Schedule:
         principal.require(Permission.WORKSPACE_READ)
         try:
-            schedule = store.get(schedule_id)
+            schedule = self._store.get(schedule_id)
         except NotFound:
             raise NotFound("schedule", schedule_id) from None
         if not principal.can_see_workspace(schedule.organization_id, schedule.workspace_id):
@@ -121,10 +125,10 @@ class Schedules:
 
     def of_workspace(self, principal: Principal, workspace_id: str) -> list[store.Schedule]:
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return store.list_for_workspace(workspace.id)
+        return self._store.list_for_workspace(workspace.id)
 
     def fires(self, principal: Principal, schedule_id: str) -> list[store.Fire]:
-        return store.fires(self.get(principal, schedule_id).id)
+        return self._store.fires(self.get(principal, schedule_id).id)
 
     def set_paused(self, principal: Principal, schedule_id: str, paused: bool) -> store.Schedule:
         principal.require(Permission.WORKSPACE_UPDATE)
@@ -133,15 +137,15 @@ class Schedules:
         self._registry.put(
             schedule.id, schedule.workspace_id, schedule.aws_expression, enabled=not paused
         )
-        store.set_state(schedule.id, state.value, self._clock.now()).commit()
-        return store.get(schedule.id)
+        self._store.set_state(schedule.id, state.value, self._clock.now())
+        return self._store.get(schedule.id)
 
     def delete(self, principal: Principal, schedule_id: str) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
         schedule = self.get(principal, schedule_id)
         # Unregistered first: once the record is gone, nothing fires it again.
         self._registry.delete(schedule.id)
-        store.delete(schedule.id).commit()
+        self._store.delete(schedule.id)
 
     def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
         """The drift of a workspace the caller has already read."""
@@ -154,7 +158,7 @@ class Schedules:
         scheduled_at = scheduled_at.astimezone(UTC).replace(microsecond=0)
         for _ in range(_FIRE_ATTEMPTS):
             try:
-                schedule = store.get(schedule_id)
+                schedule = self._store.get(schedule_id)
             except NotFound:
                 return {"outcome": "gone"}
             if schedule.state != rules.ScheduleState.ACTIVE:
@@ -174,7 +178,7 @@ class Schedules:
         if active is not None:
             reason = f"the previous scheduled run {schedule.active_run_id} is still {active}"
             return self._skip(schedule, scheduled_at, reason, now)
-        configuration = store.latest_configuration_id(schedule.workspace_id)
+        configuration = self._store.latest_configuration_id(schedule.workspace_id)
         if configuration is None:
             return self._skip(
                 schedule, scheduled_at, "the workspace has no uploaded configuration", now
@@ -221,9 +225,7 @@ class Schedules:
     def _skip(
         self, schedule: store.Schedule, scheduled_at: datetime, reason: str, now: datetime
     ) -> dict[str, Any]:
-        store.record_fire(
-            schedule, scheduled_at, outcome="skipped", reason=reason, now=now
-        ).commit()
+        self._store.record_fire(schedule, scheduled_at, outcome="skipped", reason=reason, now=now)
         logger.info("schedule fire skipped", extra={"schedule_id": schedule.id, "reason": reason})
         return {"outcome": "skipped", "reason": reason}
 

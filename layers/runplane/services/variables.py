@@ -15,8 +15,9 @@ from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variables import WorkspaceVariable, check_workspace_variable
+from runplane.services.repositories import VariableStore
 from runplane.services.workspaces import Workspaces
-from runplane.store import workspace_variables as store
+from runplane.store.variable_store import DynamoVariableStore
 
 
 def _context(workspace_id: str, name: str) -> dict[str, str]:
@@ -27,16 +28,22 @@ def _context(workspace_id: str, name: str) -> dict[str, str]:
 
 class WorkspaceVariables:
     def __init__(
-        self, clock: Clock, ids: IdGenerator, workspaces: Workspaces, keys: DataKeys
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        workspaces: Workspaces,
+        keys: DataKeys,
+        store: VariableStore | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
         self._keys = keys
+        self._store: VariableStore = store or DynamoVariableStore()
 
     def list(self, principal: Principal, workspace_id: str) -> list[WorkspaceVariable]:
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return [stored.variable for stored in store.all_of(workspace.id)]
+        return [stored.variable for stored in self._store.all_of(workspace.id)]
 
     def set(
         self,
@@ -53,7 +60,7 @@ class WorkspaceVariables:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         size = check_workspace_variable(name, value, description)
-        previous = store.find(workspace.id, name)
+        previous = self._store.find(workspace.id, name)
         if previous is not None and previous.variable.sensitive and not sensitive:
             raise InvalidInput(
                 f"variable {name} is sensitive; delete it first to store it in the clear",
@@ -72,7 +79,7 @@ class WorkspaceVariables:
             if sensitive
             else None
         )
-        store.put(
+        self._store.put(
             org_id=workspace.organization_id,
             workspace_id=workspace.id,
             variable=variable,
@@ -81,29 +88,29 @@ class WorkspaceVariables:
             sealed=sealed.ciphertext if sealed else None,
             previous=previous,
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
-        ).commit()
+        )
         return variable, previous is None
 
     def delete(self, principal: Principal, workspace_id: str, name: str) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        previous = store.find(workspace.id, name)
+        previous = self._store.find(workspace.id, name)
         if previous is None:
             raise NotFound("variable", name)
-        store.delete(
+        self._store.delete(
             org_id=workspace.organization_id,
             workspace_id=workspace.id,
             previous=previous,
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
-        ).commit()
+        )
 
     def snapshot(self, workspace: Workspace) -> dict[str, str]:
         """Every variable's value, sensitive ones opened: only for a new run's
         variables artifact (encrypted), never for a reply."""
         values: dict[str, str] = {}
-        for stored in store.all_of(workspace.id):
+        for stored in self._store.all_of(workspace.id):
             name = stored.variable.name
             if stored.variable.sensitive:
                 opened = unseal(

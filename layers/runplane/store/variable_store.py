@@ -1,0 +1,59 @@
+"""The DynamoDB workspace variables (``services.repositories.VariableStore``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from runplane.domain.variables import WorkspaceVariable
+from runplane.store import workspace_variables as store
+from runplane.store.workspace_variables import StoredVariable
+
+
+class DynamoVariableStore:
+    def all_of(self, workspace_id: str) -> list[StoredVariable]:
+        return store.all_of(workspace_id)
+
+    def find(self, workspace_id: str, name: str) -> StoredVariable | None:
+        return store.find(workspace_id, name)
+
+    def put(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        variable: WorkspaceVariable,
+        size: int,
+        wrapped_key: bytes | None,
+        sealed: bytes | None,
+        previous: StoredVariable | None,
+        event_id: str,
+    ) -> None:
+        store.put(
+            org_id=org_id,
+            workspace_id=workspace_id,
+            variable=variable,
+            size=size,
+            wrapped_key=wrapped_key,
+            sealed=sealed,
+            previous=previous,
+            event_id=event_id,
+        ).commit()
+
+    def delete(
+        self,
+        *,
+        org_id: str,
+        workspace_id: str,
+        previous: StoredVariable,
+        actor: str,
+        now: datetime,
+        event_id: str,
+    ) -> None:
+        store.delete(
+            org_id=org_id,
+            workspace_id=workspace_id,
+            previous=previous,
+            actor=actor,
+            now=now,
+            event_id=event_id,
+        ).commit()
