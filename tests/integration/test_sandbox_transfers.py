@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 
 import pytest
@@ -11,9 +13,18 @@ import requests
 from runplane.adapters.envelope import CHUNK_SIZE, Encryption
 from runplane.domain.artifacts import ArtifactKind, ArtifactStatus
 from runplane.domain.entities import Organization
-from runplane.domain.errors import ArtifactCorrupt, ArtifactTooLarge, NotFound
-from runplane.services.artifacts import SandboxTransfers, object_key
+from runplane.domain.errors import (
+    ArtifactCorrupt,
+    ArtifactTooLarge,
+    ConcurrentChange,
+    NotFound,
+    UploadTicketRefused,
+)
+from runplane.domain.ids import IdKind
+from runplane.domain.upload_tickets import TICKET_LIFETIME
+from runplane.services.artifacts import SandboxTransfers, UploadGrant, object_key
 from tests.integration.conftest import BUCKET, Stack
+from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import fetch, put, put_raw, session_for
 
 PLAN = ArtifactKind.PLAN
@@ -32,13 +43,19 @@ def test_a_session_downloads_its_inputs_and_nothing_else(stack: Stack, org: Orga
 def test_an_upload_becomes_readable_only_once_registered(stack: Stack, org: Organization) -> None:
     session = session_for(stack, org.id).session
     plan = os.urandom(2 * CHUNK_SIZE + 5)
+    before = stack.scan()
     grant = stack.transfers.begin_upload(session, PLAN)
-    assert stack.artifacts.describe(org.id, grant.artifact_id).status is ArtifactStatus.PENDING
+    # Beginning an upload records nothing: there is no artifact to see or open.
+    assert stack.scan() == before
+    with pytest.raises(NotFound):
+        stack.artifacts.describe(org.id, grant.artifact_id)
     with pytest.raises(NotFound), stack.artifacts.open(org.id, grant.artifact_id):
         pass
 
     size, sha256 = put(grant, plan)
-    artifact = stack.transfers.register(session, grant.artifact_id, size=size, sha256=sha256)
+    artifact = stack.transfers.register(
+        session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+    )
 
     assert artifact.status is ArtifactStatus.REGISTERED
     with stack.artifacts.open(org.id, artifact.id) as plaintext:
@@ -46,10 +63,15 @@ def test_an_upload_becomes_readable_only_once_registered(stack: Stack, org: Orga
 
 
 def _registration_fails(stack: Stack, session, grant, *, size: int, sha256: str) -> ArtifactCorrupt:  # type: ignore[no-untyped-def]
+    before = stack.scan()
     with pytest.raises(ArtifactCorrupt) as corrupt:
-        stack.transfers.register(session, grant.artifact_id, size=size, sha256=sha256)
+        stack.transfers.register(
+            session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+        )
     assert object_key(session.organization_id, grant.artifact_id) not in stack.bucket_keys()
-    assert stack.artifacts_status(grant.artifact_id) is ArtifactStatus.PENDING
+    assert stack.scan() == before
+    with pytest.raises(NotFound):
+        stack.artifacts.describe(session.organization_id, grant.artifact_id)
     return corrupt.value
 
 
@@ -129,7 +151,9 @@ def test_an_object_swapped_after_registration_is_never_served(
     session = session_for(stack, org.id).session
     grant = stack.transfers.begin_upload(session, PLAN)
     size, sha256 = put(grant, b"plan v1")
-    stack.transfers.register(session, grant.artifact_id, size=size, sha256=sha256)
+    stack.transfers.register(
+        session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+    )
     # The sandbox still has the key and the URL: it uploads a valid different plan.
     put(grant, b"plan v2")
 
@@ -142,16 +166,143 @@ def test_an_object_swapped_after_registration_is_never_served(
 
 
 def test_only_the_uploading_session_registers(stack: Stack, org: Organization) -> None:
+    # Given an upload granted to one session and a second session of the same organization
     uploader = session_for(stack, org.id).session
     other = session_for(stack, org.id).session
     grant = stack.transfers.begin_upload(uploader, PLAN)
     size, sha256 = put(grant, b"plan")
+    before = stack.scan()
 
+    # When the other session presents the uploader's ticket, it is refused, writing nothing
+    with pytest.raises(UploadTicketRefused) as refused:
+        stack.transfers.register(
+            other, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+        )
+    assert refused.value.reason == "not_issued"
+    assert stack.scan() == before
+
+    # Then the uploader registers it once; a second register is a conflict, writing nothing
+    stack.transfers.register(
+        uploader, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+    )
+    registered = stack.scan()
+    with pytest.raises(ConcurrentChange):
+        stack.transfers.register(
+            uploader, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+        )
+    assert stack.scan() == registered
+    assert stack.artifacts.read(org.id, grant.artifact_id) == b"plan"
+
+
+def _ticket(grant: UploadGrant, **changes: object) -> str:
+    body = json.loads(base64.urlsafe_b64decode(grant.ticket))
+    body.update(changes)
+    return base64.urlsafe_b64encode(json.dumps(body).encode()).decode("ascii")
+
+
+@pytest.mark.parametrize(
+    ("forge", "reason"),
+    [
+        ("kind", "not_issued"),
+        ("nonce", "not_issued"),
+        ("issued", "not_issued"),
+        ("key", "not_issued"),
+        ("garbage", "malformed"),
+        ("version", "malformed"),
+    ],
+)
+def test_a_forged_ticket_is_refused_writing_nothing(
+    stack: Stack, org: Organization, forge: str, reason: str
+) -> None:
+    # Given a session's uploaded plan and a second upload of its own (a real wrapped key)
+    session = session_for(stack, org.id).session
+    grant = stack.transfers.begin_upload(session, PLAN)
+    theirs = stack.transfers.begin_upload(session, PLAN)
+    size, sha256 = put(grant, b"plan")
+    body = json.loads(base64.urlsafe_b64decode(grant.ticket))
+    forged = {
+        "kind": _ticket(grant, kind=ArtifactKind.LOGS.value),
+        "nonce": _ticket(grant, nonce=stack.ids.new(IdKind.UPLOAD)),
+        "issued": _ticket(grant, issued=body["issued"] + 1),
+        "key": _ticket(grant, key=json.loads(base64.urlsafe_b64decode(theirs.ticket))["key"]),
+        "garbage": "not-a-ticket",
+        "version": _ticket(grant, v=2),
+    }[forge]
+    before = stack.scan()
+
+    # When it registers the upload with a forged ticket
+    with pytest.raises(UploadTicketRefused) as refused:
+        stack.transfers.register(
+            session, grant.artifact_id, ticket=forged, size=size, sha256=sha256
+        )
+
+    # Then it is refused, nothing is written and nothing becomes readable
+    assert refused.value.reason == reason
+    assert stack.scan() == before
     with pytest.raises(NotFound):
-        stack.transfers.register(other, grant.artifact_id, size=size, sha256=sha256)
-    stack.transfers.register(uploader, grant.artifact_id, size=size, sha256=sha256)
-    with pytest.raises(NotFound):
-        stack.transfers.register(uploader, grant.artifact_id, size=size, sha256=sha256)
+        stack.artifacts.describe(org.id, grant.artifact_id)
+
+
+def test_an_expired_ticket_is_refused_writing_nothing(stack: Stack, org: Organization) -> None:
+    # Given an upload whose ticket has outlived its lifetime
+    session = session_for(stack, org.id).session
+    grant = stack.transfers.begin_upload(session, PLAN)
+    size, sha256 = put(grant, b"plan")
+    stack.clock.current += TICKET_LIFETIME
+    before = stack.scan()
+
+    # When the session registers it
+    with pytest.raises(UploadTicketRefused) as refused:
+        stack.transfers.register(
+            session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+        )
+
+    # Then it is refused as expired and nothing is written
+    assert refused.value.reason == "expired"
+    assert stack.scan() == before
+
+
+def test_a_false_report_replayed_after_registration_keeps_the_artifact(
+    stack: Stack, org: Organization
+) -> None:
+    # Given a registered upload
+    session = session_for(stack, org.id).session
+    grant = stack.transfers.begin_upload(session, PLAN)
+    size, sha256 = put(grant, b"plan")
+    stack.transfers.register(
+        session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+    )
+
+    # When its session registers it again with a false digest
+    with pytest.raises(ArtifactCorrupt):
+        stack.transfers.register(
+            session, grant.artifact_id, ticket=grant.ticket, size=size, sha256="0" * 64
+        )
+
+    # Then the registered artifact's object is kept and still reads back
+    assert stack.artifacts.read(org.id, grant.artifact_id) == b"plan"
+
+
+def test_an_upload_is_one_dynamodb_write_and_no_read(
+    stack: Stack, org: Organization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session
+    session = session_for(stack, org.id).session
+    requests_sent = DynamoDBRequests(monkeypatch)
+
+    # When it begins an upload, uploads and registers it
+    grant = stack.transfers.begin_upload(session, PLAN)
+    begun = list(requests_sent.operations)
+    size, sha256 = put(grant, b"plan")
+    stack.transfers.register(
+        session, grant.artifact_id, ticket=grant.ticket, size=size, sha256=sha256
+    )
+
+    # Then beginning sent nothing to DynamoDB and registering one conditional write
+    assert begun == []
+    assert len(requests_sent.operations) == 1
+    assert requests_sent.operations[0] in {"PutItem", "TransactWriteItems"}
+    assert stack.artifacts.read(org.id, grant.artifact_id) == b"plan"
 
 
 def test_an_oversized_report_is_refused_without_reading(stack: Stack, org: Organization) -> None:
@@ -161,7 +312,9 @@ def test_an_oversized_report_is_refused_without_reading(stack: Stack, org: Organ
     requests.put(grant.url, data=b"x" * 100, timeout=30).raise_for_status()
 
     with pytest.raises(ArtifactTooLarge):
-        transfers.register(session, grant.artifact_id, size=11, sha256="0" * 64)
+        transfers.register(
+            session, grant.artifact_id, ticket=grant.ticket, size=11, sha256="0" * 64
+        )
     assert stack.bucket_keys() == []
 
 
@@ -169,5 +322,7 @@ def test_nothing_uploaded_fails_registration(stack: Stack, org: Organization) ->
     session = session_for(stack, org.id).session
     grant = stack.transfers.begin_upload(session, PLAN)
     with pytest.raises(ArtifactCorrupt) as corrupt:
-        stack.transfers.register(session, grant.artifact_id, size=0, sha256="0" * 64)
+        stack.transfers.register(
+            session, grant.artifact_id, ticket=grant.ticket, size=0, sha256="0" * 64
+        )
     assert corrupt.value.reason == "missing"

@@ -33,6 +33,8 @@ class UploadStart(BaseModel):
 
 
 class UploadRegister(BaseModel):
+    # What begin-upload returned: it stands in for a record begin-upload did not write.
+    ticket: str = Field(min_length=1, max_length=4096)
     size: int = Field(ge=0)
     sha256: str = Field(min_length=64, max_length=64)
 
@@ -89,7 +91,10 @@ def runner_upload(body: UploadStart) -> Reply:
 )
 def runner_register(artifact_id: str, body: UploadRegister) -> Reply:
     return json_reply(
-        200, services().runner_api.register(principal(), artifact_id, body.size, body.sha256)
+        200,
+        services().runner_api.register(
+            principal(), artifact_id, body.ticket, body.size, body.sha256
+        ),
     )
 
 

@@ -259,6 +259,20 @@ class ArtifactCorrupt(RunplaneError):
         self.reason = reason
 
 
+class UploadTicketRefused(RunplaneError):
+    """An upload's ticket that this session was not issued, or no longer holds.
+
+    ``reason`` is ``malformed``, ``not_issued`` or ``expired``; nothing was written."""
+
+    code = "UPLOAD_TICKET_REFUSED"
+    http_status = 403
+
+    def __init__(self, artifact_id: str, reason: str, detail: str) -> None:
+        super().__init__(f"the upload of {artifact_id} was refused ({reason}): {detail}")
+        self.artifact_id = artifact_id
+        self.reason = reason
+
+
 # -- capabilities and runner sessions --------------------------------------------------
 
 

@@ -151,7 +151,7 @@ class Runner:
         self.api.call(
             "POST",
             f"/api/v1/runner/uploads/{grant['artifact_id']}/register",
-            {"size": encryption.size, "sha256": encryption.sha256},
+            {"ticket": grant["ticket"], "size": encryption.size, "sha256": encryption.sha256},
         )
         return str(grant["artifact_id"]), encryption.sha256
 

@@ -7,9 +7,10 @@ artifact and its organization; the ciphertext format is in
 - ``ArtifactStore.put`` encrypts a plaintext stream server-side (user uploads
   come through an inbox object, since API Gateway cannot carry 100 MB);
 - ``SandboxTransfers`` lets a runner session upload ciphertext it encrypted
-  with a data key released to it; the artifact becomes readable only after
-  ``register`` re-reads the object and proves it decrypts, chunk by chunk, to
-  exactly the size and SHA-256 the session reported.
+  with a data key released to it; nothing is recorded until ``register``
+  re-reads the object and proves it decrypts, chunk by chunk, to exactly the
+  size and SHA-256 the session reported, and then the artifact is written
+  readable in one conditional put.
 
 Reads pin the verified object version (ETag) and re-verify the SHA-256
 through EOF, so an object replaced in the bucket is never served as the
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption, Read, sealed_size
@@ -34,8 +35,14 @@ from runplane.domain.artifacts import (
 )
 from runplane.domain.capabilities import RunnerSession
 from runplane.domain.clock import Clock
-from runplane.domain.errors import ArtifactCorrupt, ArtifactTooLarge, NotFound
+from runplane.domain.errors import (
+    ArtifactCorrupt,
+    ArtifactTooLarge,
+    NotFound,
+    UploadTicketRefused,
+)
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.upload_tickets import UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
@@ -77,6 +84,8 @@ class UploadGrant:
     chunk_size: int
     max_size: int
     data_key: bytes = field(repr=False)
+    # Carried back to register: it stands in for a pending record (domain/upload_tickets.py).
+    ticket: str = field(repr=False)
 
 
 class _ArtifactAccess:
@@ -254,42 +263,80 @@ class SandboxTransfers(_ArtifactAccess):
         return DownloadGrant(artifact.id, url, artifact.sha256, artifact.size, self._unwrap(record))
 
     def begin_upload(self, session: RunnerSession, kind: ArtifactKind) -> UploadGrant:
-        artifact_id = self._ids.new(IdKind.ARTIFACT)
-        data_key = self._keys.generate(key_context(artifact_id, session.organization_id))
-        key = object_key(session.organization_id, artifact_id)
-        pending = Artifact(
-            id=artifact_id,
-            organization_id=session.organization_id,
-            kind=kind,
-            status=ArtifactStatus.PENDING,
-            size=None,
-            sha256=None,
-            created_at=self._clock.now(),
-        )
-        store.put_pending(
-            pending,
-            object_key=key,
-            wrapped_key=data_key.wrapped,
-            chunk_size=CHUNK_SIZE,
+        """A URL, a data key and a ticket for one upload; nothing is written until register."""
+        ticket = UploadTicket(
             session_id=session.id,
-        ).commit()
-        url = self._objects.presign("PUT", key, self._url_seconds)
-        return UploadGrant(artifact_id, url, CHUNK_SIZE, self._limit, data_key.plaintext)
+            kind=kind,
+            nonce=self._ids.new(IdKind.UPLOAD),
+            issued=issued_at(self._clock.now()),
+            wrapped_key=b"",
+        )
+        artifact_id = ticket.artifact_id
+        data_key = self._keys.generate(key_context(artifact_id, session.organization_id))
+        ticket = replace(ticket, wrapped_key=data_key.wrapped)
+        url = self._objects.presign(
+            "PUT", object_key(session.organization_id, artifact_id), self._url_seconds
+        )
+        return UploadGrant(
+            artifact_id, url, CHUNK_SIZE, self._limit, data_key.plaintext, ticket.encode()
+        )
 
     def register(
-        self, session: RunnerSession, artifact_id: str, *, size: int, sha256: str
+        self, session: RunnerSession, artifact_id: str, *, ticket: str, size: int, sha256: str
     ) -> Artifact:
         """Make an uploaded artifact readable, after proving it is what the session says.
 
-        The object must be exactly the ciphertext of ``size`` bytes under this
-        artifact's key, every chunk must authenticate, and the plaintext must
-        hash to ``sha256``. On any failure the object is deleted and the
-        artifact stays unreadable.
+        The ticket must be this session's for ``artifact_id`` and current, and its
+        key must unwrap under the artifact's context. The object must be exactly
+        the ciphertext of ``size`` bytes under that key, every chunk must
+        authenticate, and the plaintext must hash to ``sha256``. Only then is the
+        record written, in one conditional put; on a failed check the object is
+        deleted (unless an earlier register made it an artifact) and nothing is
+        written.
         """
-        record = store.get(artifact_id)
-        artifact = record.artifact
-        if artifact.status is not ArtifactStatus.PENDING or record.session_id != session.id:
-            raise NotFound("artifact", artifact_id)
+        upload = redeem(session.id, artifact_id, ticket, self._clock.now())
+        record = ArtifactRecord(
+            Artifact(
+                id=artifact_id,
+                organization_id=session.organization_id,
+                kind=upload.kind,
+                status=ArtifactStatus.PENDING,
+                size=None,
+                sha256=None,
+                created_at=upload.issued_at,
+            ),
+            object_key(session.organization_id, artifact_id),
+            upload.wrapped_key,
+            CHUNK_SIZE,
+            None,
+            session.id,
+        )
+        try:
+            data_key = self._keys.unwrap(
+                upload.wrapped_key, key_context(artifact_id, session.organization_id)
+            )
+        except KeyUnavailable:
+            raise UploadTicketRefused(
+                artifact_id, "not_issued", "its key was not issued for this artifact"
+            ) from None
+        stored = self._verify(record, data_key, size=size, sha256=sha256)
+        artifact = replace(
+            record.artifact, status=ArtifactStatus.REGISTERED, size=size, sha256=sha256
+        )
+        store.put_registered(
+            artifact,
+            object_key=record.object_key,
+            wrapped_key=record.wrapped_key,
+            chunk_size=record.chunk_size,
+            etag=stored,
+            session_id=session.id,
+            registered_at=self._clock.now(),
+        ).commit()
+        return artifact
+
+    def _verify(self, record: ArtifactRecord, data_key: bytes, *, size: int, sha256: str) -> str:
+        """The verified object's ETag; on a failed check the upload is deleted."""
+        artifact_id = record.artifact.id
         try:
             if size > self._limit:
                 raise ArtifactTooLarge(self._limit)
@@ -298,15 +345,7 @@ class SandboxTransfers(_ArtifactAccess):
                 raise ArtifactCorrupt(
                     artifact_id, "size_mismatch", "the object's length does not match the report"
                 )
-            data_key = self._unwrap(record)
-            pinned = ArtifactRecord(
-                artifact,
-                record.object_key,
-                record.wrapped_key,
-                record.chunk_size,
-                stored.etag,
-                session.id,
-            )
+            pinned = replace(record, etag=stored.etag)
             with _verified_object(self._objects, pinned) as read:
                 decryption = Decryption(
                     data_key, artifact_id, expected_sha256=sha256, expected_size=size
@@ -316,18 +355,9 @@ class SandboxTransfers(_ArtifactAccess):
         except ObjectMissing:
             raise ArtifactCorrupt(artifact_id, "missing", "nothing was uploaded") from None
         except (ArtifactCorrupt, ArtifactTooLarge):
-            self._objects.delete(record.object_key)
+            # A replayed register with a false report must not remove a registered
+            # artifact's object: only the failure path pays for this read.
+            if not store.exists(artifact_id):
+                self._objects.delete(record.object_key)
             raise
-        now = self._clock.now()
-        store.register(
-            artifact_id, session_id=session.id, size=size, sha256=sha256, etag=stored.etag, now=now
-        ).commit()
-        return Artifact(
-            id=artifact_id,
-            organization_id=artifact.organization_id,
-            kind=artifact.kind,
-            status=ArtifactStatus.REGISTERED,
-            size=size,
-            sha256=sha256,
-            created_at=artifact.created_at,
-        )
+        return stored.etag

@@ -133,13 +133,14 @@ class RunnerApi:
             "chunk_size": grant.chunk_size,
             "max_size": grant.max_size,
             "data_key": base64.b64encode(grant.data_key).decode("ascii"),
+            "ticket": grant.ticket,
         }
 
     def register(
-        self, principal: Principal, artifact_id: str, size: int, sha256: str
+        self, principal: Principal, artifact_id: str, ticket: str, size: int, sha256: str
     ) -> dict[str, Any]:
         artifact = self._transfers.register(
-            session_of(principal), artifact_id, size=size, sha256=sha256
+            session_of(principal), artifact_id, ticket=ticket, size=size, sha256=sha256
         )
         return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
 

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.store.models import ArtifactItem, artifact_key
 from runplane.store.transaction import Item, Transaction
-
-# A sandbox upload that is never registered is forgotten after this.
-PENDING_RETENTION = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -48,9 +45,22 @@ def _item(
 
 
 def put_registered(
-    artifact: Artifact, *, object_key: str, wrapped_key: bytes, chunk_size: int, etag: str
+    artifact: Artifact,
+    *,
+    object_key: str,
+    wrapped_key: bytes,
+    chunk_size: int,
+    etag: str,
+    session_id: str | None = None,
+    registered_at: datetime | None = None,
 ) -> Transaction:
-    """An artifact the control plane encrypted itself: readable at once."""
+    """A verified artifact, readable at once: the control plane encrypted it itself,
+    or a runner session uploaded it and register proved it. Refused (nothing
+    written) if the artifact exists, e.g. a second register of one upload."""
+
+    def refused(current: Item | None) -> Exception:
+        return ConcurrentChange(f"artifact {artifact.id} is already registered")
+
     return Transaction().put_new(
         _item(
             artifact,
@@ -60,51 +70,19 @@ def put_registered(
             size=artifact.size,
             sha256=artifact.sha256,
             etag=etag,
-            registered_at=artifact.created_at,
-        )
-    )
-
-
-def put_pending(
-    artifact: Artifact, *, object_key: str, wrapped_key: bytes, chunk_size: int, session_id: str
-) -> Transaction:
-    """An upload granted to a runner session: unreadable until registered."""
-    return Transaction().put_new(
-        _item(
-            artifact,
-            object_key=object_key,
-            wrapped_key=wrapped_key,
-            chunk_size=chunk_size,
             session_id=session_id,
-            expires_at=artifact.created_at + PENDING_RETENTION,
-        )
-    )
-
-
-def register(
-    artifact_id: str, *, session_id: str, size: int, sha256: str, etag: str, now: datetime
-) -> Transaction:
-    """pending -> registered, only for the session that was granted the upload."""
-
-    def refused(current: Item | None) -> Exception:
-        if current is None:
-            return NotFound("artifact", artifact_id)
-        return ConcurrentChange(f"artifact {artifact_id} is {current.get('status')}, not pending")
-
-    return Transaction().update(
-        ArtifactItem(*artifact_key(artifact_id)),
-        [
-            ArtifactItem.status.set(ArtifactStatus.REGISTERED.value),
-            ArtifactItem.size.set(size),
-            ArtifactItem.sha256.set(sha256),
-            ArtifactItem.etag.set(etag),
-            ArtifactItem.registered_at.set(now),
-            ArtifactItem.expires_at.remove(),
-        ],
-        condition=(ArtifactItem.status == ArtifactStatus.PENDING.value)
-        & (ArtifactItem.session_id == session_id),
+            registered_at=registered_at or artifact.created_at,
+        ),
         on_refused=refused,
     )
+
+
+def exists(artifact_id: str) -> bool:
+    try:
+        ArtifactItem.get(*artifact_key(artifact_id), consistent_read=True)
+    except ArtifactItem.DoesNotExist:
+        return False
+    return True
 
 
 def get(artifact_id: str) -> ArtifactRecord:
