@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from moto import mock_aws
 
 from functions.api import app as run_api
 from functions.cloud_api import app as cloud_api
@@ -175,14 +176,24 @@ def test_every_route_answers_as_the_full_app_answers(api: str) -> None:
     methods = ("GET", "POST", "PUT", "PATCH", "DELETE")
     paths = {re.sub(r"<[^>]+>", "x1", t) for ts in module.ROUTERS.values() for t in ts}
 
-    # When each request is resolved through its group and through the full app
-    for path in sorted(paths):
-        for method in methods:
-            ours = groups.resolve(_event(method, path), None)
-            theirs = full.resolve(_event(method, path), None)
+    # When each request is resolved through its group and through the full app (under
+    # moto: a public route reads the table, and no test may reach AWS)
+    with mock_aws():
+        for path in sorted(paths):
+            for method in methods:
+                ours = _answer(groups, method, path)
+                theirs = _answer(full, method, path)
 
-            # Then the status and body are the same
-            assert (ours["statusCode"], ours["body"]) == (theirs["statusCode"], theirs["body"])
+                # Then the status and body (or the error raised) are the same
+                assert ours == theirs, (method, path)
+
+
+def _answer(resolver: Any, method: str, path: str) -> tuple[int, str] | str:
+    try:
+        reply = resolver.resolve(_event(method, path), None)
+    except Exception as error:
+        return type(error).__name__
+    return reply["statusCode"], reply["body"]
 
 
 def _task_step_built(step: str) -> set[str]:
