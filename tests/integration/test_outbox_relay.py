@@ -187,3 +187,27 @@ def test_a_relay_that_cannot_queue_keeps_the_event_until_it_can(server: Server) 
     relay.step()
     # Then the event was queued once
     assert [m["event"]["run_id"] for m, _ in queue.sent] == [run.id]
+
+
+def test_the_stack_wakes_its_relay_on_every_write_and_only_on_writes(server: Server) -> None:
+    # Given a listener of the stack's DynamoDB writes
+    from runplane.local import moto_serial
+
+    heard: list[str] = []
+
+    def listener() -> None:
+        heard.append("write")
+
+    moto_serial.WRITE_LISTENERS.append(listener)
+    try:
+        # When a run is created (one transaction), read back, and its stream listed
+        run = server.new_run()
+        after_create = len(heard)
+        server.lifecycle.runs.get(run.id)
+        server.streams.list_streams()
+
+        # Then the write woke the listener, and the reads did not
+        assert after_create >= 1
+        assert len(heard) == after_create
+    finally:
+        moto_serial.WRITE_LISTENERS.remove(listener)

@@ -37,6 +37,9 @@ _PATCHED: dict[str, threading.RLock] = {}
 _GUARD = threading.Lock()
 # Requests served per service and action, for benchmarks (cost per run).
 REQUEST_COUNTS: dict[str, Counter[str]] = {}
+# Told after every DynamoDB write is served (the stream relay wakes on it).
+WRITE_LISTENERS: list[Callable[[], None]] = []
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
 def _handler_class(service: str) -> type[Any]:
@@ -65,12 +68,16 @@ def serialize_requests(service: str) -> threading.RLock:
 
         @functools.wraps(original)
         def call_action(self: Any) -> Any:
+            action = str(self._get_action())
             with lock:
-                counts[str(self._get_action())] += 1
+                counts[action] += 1
                 try:
                     return original(self)
                 finally:
                     forget_tracked_instances()
+                    if action in _WRITES:
+                        for listener in list(WRITE_LISTENERS):
+                            listener()
 
         handler.call_action = call_action
         _roll_back_only_touched_items()

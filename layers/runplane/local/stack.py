@@ -29,6 +29,7 @@ from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher
 from runplane.domain.identity import Permission
+from runplane.local import moto_serial
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
@@ -369,6 +370,7 @@ class EmbeddedStack:
             self.services.event_relay.relay,
         )
         self.relay.start()
+        moto_serial.WRITE_LISTENERS.append(self.relay.wake)
         self.scheduler = LocalScheduler(
             self.services.schedule_registry,
             _fire_schedule,
@@ -394,6 +396,8 @@ class EmbeddedStack:
         if self.launcher is not None:
             self.launcher.stop_all()
         if self.relay is not None:
+            if self.relay.wake in moto_serial.WRITE_LISTENERS:
+                moto_serial.WRITE_LISTENERS.remove(self.relay.wake)
             self.relay.stop()
             self.relay = None
         stop_events = getattr(self.services.event_queue if self.services else None, "stop", None)

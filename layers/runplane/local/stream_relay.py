@@ -7,8 +7,9 @@ It starts at the trim horizon (nothing written since the table was created is
 missed), follows each shard's next iterator, and keeps the records the relay could
 not queue to hand them again. An iterator that expired or was refused is replaced
 by one after the last record handled; shards are listed again now and then, so new
-ones are read and closed ones are dropped once read. It polls often while records
-flow and backs off (to ``max_poll``) while the stream is idle.
+ones are read and closed ones are dropped once read. It reads as soon as it is
+woken (``wake``: the stack wakes it after every DynamoDB write), polls often while
+records flow, and backs off (to ``max_poll``) while the stream is idle.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class StreamRelay:
         relay: Relay,
         *,
         min_poll: float = 0.05,
-        max_poll: float = 0.25,
+        max_poll: float = 2.0,
     ) -> None:
         self._streams = streams
         self._arn = stream_arn
@@ -54,6 +55,7 @@ class StreamRelay:
         self._polls = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._woken = threading.Event()
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -79,8 +81,13 @@ class StreamRelay:
         self._thread = threading.Thread(target=self._loop, name="runplane-stream", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Something was written: read the stream now rather than at the next poll."""
+        self._woken.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._woken.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
@@ -89,7 +96,13 @@ class StreamRelay:
 
     def _loop(self) -> None:
         wait = self._min_poll
-        while not self._stop.wait(wait):
+        while True:
+            woken = self._woken.wait(wait)
+            self._woken.clear()
+            if self._stop.is_set():
+                return
+            if woken:
+                wait = self._min_poll
             try:
                 busy = self.step() > 0
             except Exception:
