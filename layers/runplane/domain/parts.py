@@ -168,7 +168,8 @@ def check_move(kind: PartKind, source: str, target: str) -> None:
 # stay what they were.
 
 
-def _opt_str(value: object) -> str | None:
+def optional_text(value: object) -> str | None:
+    """A stored body's optional field as text (None stays None)."""
     return None if value is None else str(value)
 
 
@@ -202,12 +203,12 @@ class AttemptBody:
             phase=str(body.get("phase", "")),
             launched_at=str(body.get("launched_at", "")),
             slots=tuple(str(s) for s in slots) if isinstance(slots, list | tuple) else (),
-            lock_id=_opt_str(body.get("lock_id")),
+            lock_id=optional_text(body.get("lock_id")),
             fence=int(fence) if isinstance(fence, int | str) else None,
-            sandbox_ref=_opt_str(body.get("sandbox_ref")),
-            finished_at=_opt_str(body.get("finished_at")),
-            reason=_opt_str(body.get("reason")),
-            log_artifact_id=_opt_str(body.get("log_artifact_id")),
+            sandbox_ref=optional_text(body.get("sandbox_ref")),
+            finished_at=optional_text(body.get("finished_at")),
+            reason=optional_text(body.get("reason")),
+            log_artifact_id=optional_text(body.get("log_artifact_id")),
             engine_seconds=_opt_number(body.get("engine_seconds")),
             reported="engine_seconds" in body or "log_artifact_id" in body,
         )
@@ -256,11 +257,11 @@ class PlanEvidence:
             plan_sha256=str(body["plan_sha256"]),
             plan_json_artifact_id=str(body["plan_json_artifact_id"]),
             plan_json_sha256=str(body["plan_json_sha256"]),
-            log_artifact_id=_opt_str(body.get("log_artifact_id")),
+            log_artifact_id=optional_text(body.get("log_artifact_id")),
             summary=dict(summary) if isinstance(summary, Mapping) else {},
             has_changes=bool(body.get("has_changes")),
-            engine_version=_opt_str(body.get("engine_version")),
-            predecessor_state_version_id=_opt_str(body.get("predecessor_state_version_id")),
+            engine_version=optional_text(body.get("engine_version")),
+            predecessor_state_version_id=optional_text(body.get("predecessor_state_version_id")),
         )
 
     def to_body(self) -> dict[str, object]:
@@ -294,9 +295,9 @@ class ApprovalBinding:
         override = bound.get("policy_override")
         return cls(
             plan_sha256=str(bound.get("plan_sha256", "")),
-            predecessor_state_version_id=_opt_str(bound.get("predecessor_state_version_id")),
-            policy_input_digest=_opt_str(bound.get("policy_input_digest")),
-            policy_result_digest=_opt_str(bound.get("policy_result_digest")),
+            predecessor_state_version_id=optional_text(bound.get("predecessor_state_version_id")),
+            policy_input_digest=optional_text(bound.get("policy_input_digest")),
+            policy_result_digest=optional_text(bound.get("policy_result_digest")),
             policy_override=dict(override) if isinstance(override, Mapping) else None,
         )
 
@@ -332,10 +333,10 @@ class ApprovalBody:
         return cls(
             expires_at=str(body.get("expires_at", "")),
             binding=ApprovalBinding.from_body(raw if isinstance(raw, Mapping) else {}),
-            decision=_opt_str(body.get("decision")),
-            decided_by=_opt_str(body.get("decided_by")),
-            decided_at=_opt_str(body.get("decided_at")),
-            comment=_opt_str(body.get("comment")),
+            decision=optional_text(body.get("decision")),
+            decided_by=optional_text(body.get("decided_by")),
+            decided_at=optional_text(body.get("decided_at")),
+            comment=optional_text(body.get("comment")),
         )
 
     def to_body(self) -> dict[str, object]:
@@ -369,15 +370,15 @@ class ApplyRecord:
         fence = body.get("fence")
         published = body.get("state_published")
         return cls(
-            resulting_state_version_id=_opt_str(body.get("resulting_state_version_id")),
-            attempt_id=_opt_str(body.get("attempt_id")),
-            lock_id=_opt_str(body.get("lock_id")),
+            resulting_state_version_id=optional_text(body.get("resulting_state_version_id")),
+            attempt_id=optional_text(body.get("attempt_id")),
+            lock_id=optional_text(body.get("lock_id")),
             fence=int(fence) if isinstance(fence, int | str) else None,
-            reason=_opt_str(body.get("reason")),
+            reason=optional_text(body.get("reason")),
             state_published=published if isinstance(published, bool) else None,
-            run_status=_opt_str(body.get("run_status")),
-            authorization=_opt_str(body.get("authorization")),
-            recovery_id=_opt_str(body.get("recovery_id")),
+            run_status=optional_text(body.get("run_status")),
+            authorization=optional_text(body.get("authorization")),
+            recovery_id=optional_text(body.get("recovery_id")),
         )
 
     def to_body(self) -> dict[str, object]:
@@ -422,12 +423,12 @@ class PolicyCheck:
         override = body.get("override")
         return cls(
             id=str(body.get("id", "")),
-            input_digest=_opt_str(body.get("input_digest")),
-            outcome=_opt_str(body.get("outcome")),
+            input_digest=optional_text(body.get("input_digest")),
+            outcome=optional_text(body.get("outcome")),
             policy_sets=_documents(body.get("policy_sets")),
-            runtime=_opt_str(body.get("runtime")),
+            runtime=optional_text(body.get("runtime")),
             results=_documents(body.get("results")),
-            result_digest=_opt_str(body.get("result_digest")),
+            result_digest=optional_text(body.get("result_digest")),
             override=dict(override) if isinstance(override, Mapping) else None,
         )
 
@@ -483,7 +484,7 @@ class RunInput:
         trigger, schedule = body.get("trigger"), body.get("schedule")
         named = {*cls._OPTIONAL, "variable_names", "workspace_variable_names"}
         return cls(
-            **{name: _opt_str(body.get(name)) for name in cls._OPTIONAL},
+            **{name: optional_text(body.get(name)) for name in cls._OPTIONAL},
             variable_names=_strings(body.get("variable_names")),
             workspace_variable_names=_strings(body.get("workspace_variable_names")),
             trigger=dict(trigger) if isinstance(trigger, Mapping) else None,

@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from runplane.domain.errors import Conflict, InvalidInput, RunplaneError, StateRejected
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal
+from runplane.domain.parts import optional_text
 from runplane.domain.publications import ApplyIdentity, Publication, published_by
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.state import check_state, is_serial, parse_json
@@ -300,15 +301,15 @@ class RecoveryBody:
             resolution=str(body.get("resolution", "")),
             reason=str(body.get("reason", "")),
             prepared_by=str(body.get("prepared_by", "")),
-            current_state_version_id=_opt_str(body.get("current_state_version_id")),
-            pre_apply_state_version_id=_opt_str(body.get("pre_apply_state_version_id")),
+            current_state_version_id=optional_text(body.get("current_state_version_id")),
+            pre_apply_state_version_id=optional_text(body.get("pre_apply_state_version_id")),
             takeovers=tuple(dict(t) for t in takeovers or () if isinstance(t, Mapping))
             if isinstance(takeovers, list | tuple)
             else (),
             discard_claimed_upload=_opt_doc(body.get("discard_claimed_upload")),
-            emergency_sha256=_opt_str(emergency.get("sha256")) if emergency else None,
+            emergency_sha256=optional_text(emergency.get("sha256")) if emergency else None,
             emergency_size=size if isinstance(size, int) else None,
-            target_state_version_id=_opt_str(body.get("target_state_version_id")),
+            target_state_version_id=optional_text(body.get("target_state_version_id")),
             result=_opt_doc(body.get("result")),
         )
 
@@ -334,10 +335,6 @@ class RecoveryBody:
             "result": _doc(self.result),
         }
         return body | {name: value for name, value in optional.items() if value is not None}
-
-
-def _opt_str(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def _opt_doc(value: object) -> dict[str, object] | None:

@@ -3,22 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from runplane.domain.entities import Run
+from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import ApplyIdentity, Publication
 from runplane.store.state_versions import FINALIZED, StateVersion
 
 
-def apply_identity(run: Run, attempt: Mapping[str, object]) -> ApplyIdentity:
-    """What the run's apply attempt (its part's body) stamps on what it publishes."""
-    fence = attempt.get("fence")
+def apply_identity(run: Run, attempt: AttemptBody | None) -> ApplyIdentity:
+    """What the run's apply attempt stamps on what it publishes (None: it has none)."""
     return ApplyIdentity(
         run_id=run.id,
-        attempt_id=_text(attempt.get("attempt_id")),
-        sandbox_id=_text(attempt.get("sandbox_id")),
-        lock_id=_text(attempt.get("lock_id")),
-        fence=None if fence is None else int(str(fence)),
+        attempt_id=attempt.attempt_id if attempt else None,
+        sandbox_id=attempt.sandbox_id if attempt else None,
+        lock_id=attempt.lock_id if attempt else None,
+        fence=attempt.fence if attempt else None,
         predecessor_id=run.predecessor_sv_id,
     )
 
@@ -38,7 +36,3 @@ def publication_of(version: StateVersion) -> Publication:
         serial=version.serial,
         lineage=version.lineage,
     )
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)

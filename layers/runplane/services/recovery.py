@@ -542,8 +542,7 @@ def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
 def verify_current(run: Run, workspace: Workspace) -> int:
     """How many versions the run's apply published since its pinned state, or refused."""
     attempt = run_parts.get(run.id, "attempt#apply")
-    body = attempt.body if attempt else {}
-    apply = apply_identity(run, body)
+    apply = apply_identity(run, AttemptBody.from_body(attempt.body) if attempt else None)
     return verify_chain(
         workspace.current_state_version_id,
         apply,

@@ -11,6 +11,7 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import published_by
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
@@ -173,8 +174,10 @@ class RunnerApi:
             return {"state_version_id": None, "matches": False}
         version = state_versions.get(workspace.current_state_version_id)
         # The same rule as the apply's result: this attempt's exact stamp, lock and fence.
-        attempt = run_batch.require(parts, run.id, attempt_part(binding.phase)).body
-        ours = attempt.get("attempt_id") == session.binding.attempt_id and published_by(
+        attempt = AttemptBody.from_body(
+            run_batch.require(parts, run.id, attempt_part(binding.phase)).body
+        )
+        ours = attempt.attempt_id == binding.attempt_id and published_by(
             publication_of(version), apply_identity(run, attempt)
         )
         return {

@@ -6,7 +6,6 @@ result commits with the run's move and resumes the workflow's wait.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from runplane.domain.capabilities import Phase
@@ -172,12 +171,13 @@ class RunnerReports(WorkflowService):
         check_phase(report, Phase.APPLY)
         run = self._lifecycle.runs.get(run_id)
         attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
-        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
+        granted = AttemptBody.from_body(attempt.body)
+        if granted.attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
         if run.status is not S.APPLYING:
             raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
         now = self._clock.now()
-        confirmed, published, pointer = self._publication(run, attempt.body)
+        confirmed, published, pointer = self._publication(run, granted)
         engine_ok = succeeded(report)
         if engine_ok and confirmed:
             target, reason = S.SUCCEEDED, None
@@ -215,7 +215,6 @@ class RunnerReports(WorkflowService):
             ),
         ]
         # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
-        granted = AttemptBody.from_body(attempt.body)
         apply_lock = ApplyLock(
             run.workspace_id, str(granted.lock_id), int(granted.fence or 0), run.id
         )
@@ -236,7 +235,7 @@ class RunnerReports(WorkflowService):
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
 
-    def _publication(self, run: Run, attempt: Mapping[str, Any]) -> tuple[bool, bool, str | None]:
+    def _publication(self, run: Run, attempt: AttemptBody) -> tuple[bool, bool, str | None]:
         """(confirmed, published, pointer): did this attempt publish the current state?
 
         Confirmed means the current version, and every version back to the run's
