@@ -8,7 +8,7 @@ contract test (tests/integration/test_repository_contract.py) holds them to it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -24,9 +24,10 @@ from runplane.domain.errors import (
     VariablesTooLarge,
 )
 from runplane.domain.ids import IdKind
-from runplane.domain.run import Stage, StageStatus
+from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.run_parts import RunPart
+from runplane.store.run_triggers import Triggers
 from runplane.store.schedules import Fire, Schedule
 from runplane.store.workspace_variables import StoredVariable
 
@@ -363,3 +364,55 @@ class RecordingRegistry:
 
     def delete(self, schedule_id: str) -> None:
         self.registered.pop(schedule_id, None)
+
+
+class InMemoryRunTriggers:
+    """A ``RunTriggerStore`` in dicts: each workspace's trigger list at its version, and
+    the links from a source to its dependents."""
+
+    def __init__(self) -> None:
+        self.triggers: dict[str, Triggers] = {}
+        self.links: set[tuple[str, str]] = set()  # (source, dependent)
+
+    def get(self, workspace_id: str) -> Triggers:
+        return self.triggers.get(
+            workspace_id, Triggers(workspace_id, (), RunKind.PLAN_AND_APPLY, 0)
+        )
+
+    def dependents(self, source_id: str) -> list[str]:
+        return sorted(dependent for source, dependent in self.links if source == source_id)
+
+    def add_source(
+        self,
+        current: Triggers,
+        source_id: str,
+        *,
+        org_id: str,
+        run_kind: RunKind,
+        now: datetime,
+        unchanged: Sequence[Triggers] = (),
+    ) -> None:
+        for read in (current, *unchanged):
+            self._check(read)
+        sources = current.sources if source_id in current.sources else (*current.sources, source_id)
+        self._write(current, sources, run_kind)
+        self.links.add((source_id, current.workspace_id))
+
+    def remove_source(
+        self, current: Triggers, source_id: str, *, org_id: str, now: datetime
+    ) -> None:
+        self._check(current)
+        self._write(current, tuple(s for s in current.sources if s != source_id), current.run_kind)
+        self.links.discard((source_id, current.workspace_id))
+
+    def _check(self, read: Triggers) -> None:
+        if self.get(read.workspace_id).version != read.version:
+            raise ConcurrentChange(
+                f"the run triggers of workspace {read.workspace_id} changed meanwhile; "
+                "nothing was written, retry"
+            )
+
+    def _write(self, current: Triggers, sources: tuple[str, ...], run_kind: RunKind) -> None:
+        self.triggers[current.workspace_id] = Triggers(
+            current.workspace_id, sources, run_kind, current.version + 1
+        )

@@ -8,15 +8,17 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
-from runplane.domain.run import Stage
+from runplane.domain.run import RunKind, Stage
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.run_parts import RunPart
+    from runplane.store.run_triggers import Triggers
     from runplane.store.schedules import Fire, Schedule
     from runplane.store.workspace_variables import StoredVariable
 
@@ -164,3 +166,42 @@ class ScheduleStore(Protocol):
     def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]: ...
 
     def latest_configuration_id(self, workspace_id: str) -> str | None: ...
+
+
+class RunTriggerStore(Protocol):
+    """Each workspace's run-trigger sources (with the run kind they queue) and the
+    reverse links from a source to its dependents.
+
+    - ``get`` is the workspace's trigger list at its version; a workspace never
+      configured reads as no sources, ``plan_and_apply``, version 0.
+    - ``dependents`` are the workspaces that name ``source_id`` as a source, in ID order.
+    - ``add_source`` writes ``current``'s sources with ``source_id`` appended (kept
+      where it is if already there) and ``run_kind``, at the next version, and the link
+      from the source; only if ``current`` and every list in ``unchanged`` (what a
+      cycle check read) are still at the version read, else ``ConcurrentChange``.
+    - ``remove_source`` writes ``current``'s sources without ``source_id`` at the next
+      version and removes the link, only if ``current`` is still at the version read
+      (else ``ConcurrentChange``).
+    A refused write writes nothing. The claim a source run makes per dependent (the
+    triggered run, or why none was queued) is written in the triggered run's own
+    creation transaction, and stays on the store.
+    """
+
+    def get(self, workspace_id: str) -> Triggers: ...
+
+    def dependents(self, source_id: str) -> list[str]: ...
+
+    def add_source(
+        self,
+        current: Triggers,
+        source_id: str,
+        *,
+        org_id: str,
+        run_kind: RunKind,
+        now: datetime,
+        unchanged: Sequence[Triggers] = (),
+    ) -> None: ...
+
+    def remove_source(
+        self, current: Triggers, source_id: str, *, org_id: str, now: datetime
+    ) -> None: ...

@@ -12,6 +12,10 @@ bounded number of times through the event queue; after the last try, or at once 
 a refusal no retry can change (no configuration, a deleted workspace), the skip is
 recorded on the claim (shown in the source run's review) with an organization audit
 event. A trigger never loops to the dead-letter queue for a known refusal.
+
+The source lists go through the ``RunTriggerStore`` seam; the claim and the skip record
+stay on ``store.run_triggers``: the claim is written in the triggered run's own
+creation transaction.
 """
 
 from __future__ import annotations
@@ -39,13 +43,14 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.parts import RunInput
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
+from runplane.services.repositories import RunTriggerStore, WorkspaceDirectory
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts
 from runplane.store import run_triggers as store
-from runplane.store import workspaces as workspace_store
+from runplane.store.run_trigger_store import DynamoRunTriggerStore
 from runplane.store.runs import RunRepository
-from runplane.store.transaction import Transaction
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 logger = logging.getLogger("runplane.triggers")
 
@@ -68,6 +73,8 @@ class RunTriggers:
         queue: EventQueue,
         *,
         retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
+        triggers: RunTriggerStore | None = None,
+        directory: WorkspaceDirectory | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -77,17 +84,21 @@ class RunTriggers:
         self._workflow = workflow
         self._queue = queue
         self._retry_base = retry_base_seconds
+        self._store: RunTriggerStore = triggers or DynamoRunTriggerStore()
+        # Names of sources and dependents, and the dependent a source run triggers: read
+        # without a caller (the caller's own workspace was checked before).
+        self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
 
     # -- configuration (API) ----------------------------------------------------------------
 
     def show(self, principal: Principal, workspace_id: str) -> dict[str, Any]:
         workspace = self._workspaces.by_id(principal, workspace_id)
-        triggers = store.get(workspace.id)
+        triggers = self._store.get(workspace.id)
         return {
             "workspace_id": workspace.id,
             "run_kind": triggers.run_kind.value,
             "sources": [self._named(s) for s in triggers.sources],
-            "dependents": [self._named(d) for d in sorted(store.dependents(workspace.id))],
+            "dependents": [self._named(d) for d in sorted(self._store.dependents(workspace.id))],
         }
 
     def add(
@@ -105,12 +116,12 @@ class RunTriggers:
             source = self._workspaces.by_id(principal, source_id)
         except NotFound:
             raise NotFound("workspace", source_id, "/source_workspace_id") from None
-        current = store.get(dependent.id)
+        current = self._store.get(dependent.id)
         rules.check_new_source(dependent.id, source.id, current.sources)
         read: dict[str, store.Triggers] = {}
 
         def sources_of(workspace: str) -> tuple[str, ...]:
-            read[workspace] = store.get(workspace)
+            read[workspace] = self._store.get(workspace)
             return read[workspace].sources
 
         cycle, _ = rules.find_cycle(dependent.id, source.id, sources_of)
@@ -120,39 +131,31 @@ class RunTriggers:
                 "sources: adding it would make a cycle",
                 "/source_workspace_id",
             )
-        sources = current.sources if source.id in current.sources else (*current.sources, source.id)
-        kind = run_kind or current.run_kind
         # Every trigger list the cycle check read must still be as read when this commits.
-        checks = [store.unchanged(t) for w, t in read.items() if w != dependent.id]
-        Transaction().extend(
-            [
-                store.replace(current, dependent.organization_id, sources, kind, self._clock.now()),
-                store.link(source.id, dependent.id, dependent.organization_id),
-                *checks,
-            ]
-        ).commit()
+        self._store.add_source(
+            current,
+            source.id,
+            org_id=dependent.organization_id,
+            run_kind=run_kind or current.run_kind,
+            now=self._clock.now(),
+            unchanged=[t for w, t in read.items() if w != dependent.id],
+        )
         return self.show(principal, dependent.id)
 
     def remove(self, principal: Principal, workspace_id: str, source_id: str) -> dict[str, Any]:
         principal.require(Permission.WORKSPACE_UPDATE)
         dependent = self._workspaces.by_id(principal, workspace_id)
-        current = store.get(dependent.id)
+        current = self._store.get(dependent.id)
         if source_id not in current.sources:
             raise NotFound("run trigger source", source_id)
-        sources = tuple(s for s in current.sources if s != source_id)
-        Transaction().extend(
-            [
-                store.replace(
-                    current, dependent.organization_id, sources, current.run_kind, self._clock.now()
-                ),
-                store.unlink(source_id, dependent.id),
-            ]
-        ).commit()
+        self._store.remove_source(
+            current, source_id, org_id=dependent.organization_id, now=self._clock.now()
+        )
         return self.show(principal, dependent.id)
 
     def _named(self, workspace_id: str) -> dict[str, str]:
         try:
-            name = workspace_store.get_workspace(workspace_id).name
+            name = self._directory.get_workspace(workspace_id).name
         except NotFound:
             name = ""
         return {"id": workspace_id, "name": name}
@@ -163,7 +166,7 @@ class RunTriggers:
         """An applied run queues one run in each dependent workspace."""
         if event.type is not EventType.APPLIED:
             return
-        for dependent_id in store.dependents(event.workspace_id):
+        for dependent_id in self._store.dependents(event.workspace_id):
             self.queue_dependent(event, dependent_id)
 
     def retry(self, message: Mapping[str, Any]) -> None:
@@ -176,10 +179,10 @@ class RunTriggers:
         found from an earlier try), or None when nothing was queued (skipped, or to be
         retried after a refused launch)."""
         try:
-            dependent = workspace_store.get_workspace(dependent_id)
+            dependent = self._directory.get_workspace(dependent_id)
         except NotFound:
             return None
-        triggers = store.get(dependent.id)
+        triggers = self._store.get(dependent.id)
         if dependent.organization_id != event.organization_id or (
             event.workspace_id not in triggers.sources
         ):

@@ -1,0 +1,49 @@
+"""The DynamoDB run-trigger store (``services.repositories.RunTriggerStore``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from runplane.domain.run import RunKind
+from runplane.store import run_triggers as store
+from runplane.store.run_triggers import Triggers
+from runplane.store.transaction import Transaction
+
+
+class DynamoRunTriggerStore:
+    def get(self, workspace_id: str) -> Triggers:
+        return store.get(workspace_id)
+
+    def dependents(self, source_id: str) -> list[str]:
+        return store.dependents(source_id)
+
+    def add_source(
+        self,
+        current: Triggers,
+        source_id: str,
+        *,
+        org_id: str,
+        run_kind: RunKind,
+        now: datetime,
+        unchanged: Sequence[Triggers] = (),
+    ) -> None:
+        sources = current.sources if source_id in current.sources else (*current.sources, source_id)
+        Transaction().extend(
+            [
+                store.replace(current, org_id, sources, run_kind, now),
+                store.link(source_id, current.workspace_id, org_id),
+                *(store.unchanged(t) for t in unchanged),
+            ]
+        ).commit()
+
+    def remove_source(
+        self, current: Triggers, source_id: str, *, org_id: str, now: datetime
+    ) -> None:
+        sources = tuple(s for s in current.sources if s != source_id)
+        Transaction().extend(
+            [
+                store.replace(current, org_id, sources, current.run_kind, now),
+                store.unlink(source_id, current.workspace_id),
+            ]
+        ).commit()
