@@ -8,9 +8,10 @@ contract test (tests/integration/test_repository_contract.py) holds them to it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
@@ -26,6 +27,7 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.store.notifications import Delivery, Destination
 from runplane.store.run_parts import RunPart
 from runplane.store.run_triggers import Triggers
 from runplane.store.schedules import Fire, Schedule
@@ -416,3 +418,141 @@ class InMemoryRunTriggers:
         self.triggers[current.workspace_id] = Triggers(
             current.workspace_id, sources, run_kind, current.version + 1
         )
+
+
+class InMemoryNotifications:
+    """A ``NotificationStore`` in dicts: destinations per workspace, and deliveries per
+    (destination, event ID), each attempt claimed on the attempts read."""
+
+    def __init__(self) -> None:
+        self.destinations_by_key: dict[tuple[str, str], Destination] = {}
+        self.deliveries_by_key: dict[tuple[str, str], Delivery] = {}
+
+    def destinations(self, workspace_id: str) -> list[Destination]:
+        found = [d for (ws, _), d in self.destinations_by_key.items() if ws == workspace_id]
+        # The table's order: by key (the destination ID), then sorted by creation.
+        return sorted(sorted(found, key=lambda d: d.id), key=lambda d: d.created_at)
+
+    def get_destination(self, workspace_id: str, destination_id: str) -> Destination:
+        found = self.destinations_by_key.get((workspace_id, destination_id))
+        if found is None:
+            raise NotFound("notification destination", destination_id)
+        return found
+
+    def put_destination(self, destination: Destination) -> None:
+        key = (destination.workspace_id, destination.id)
+        if key in self.destinations_by_key:
+            raise ConcurrentChange(f"destination {destination.id} changed concurrently")
+        self.destinations_by_key[key] = destination
+
+    def delete_destination(self, workspace_id: str, destination_id: str) -> None:
+        self.get_destination(workspace_id, destination_id)
+        del self.destinations_by_key[(workspace_id, destination_id)]
+
+    def new_delivery(
+        self,
+        delivery_id: str,
+        destination: Destination,
+        event: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        key = (destination.id, str(event["id"]))
+        if key in self.deliveries_by_key:
+            raise ConcurrentChange(f"a delivery of event {key[1]} changed concurrently")
+        self.deliveries_by_key[key] = Delivery(
+            id=delivery_id,
+            destination_id=destination.id,
+            workspace_id=destination.workspace_id,
+            organization_id=destination.organization_id,
+            event_id=str(event["id"]),
+            event_type=str(event["type"]),
+            run_id=str(event["run_id"]),
+            event=dict(event),
+            state="pending",
+            attempts=0,
+            history=[],
+            created_at=now,
+            updated_at=now,
+        )
+
+    def get_delivery(self, destination_id: str, event_id: str) -> Delivery | None:
+        return self.deliveries_by_key.get((destination_id, event_id))
+
+    def deliveries(self, destination_id: str) -> list[Delivery]:
+        found = [d for (dest, _), d in self.deliveries_by_key.items() if dest == destination_id]
+        # The table's order: by key (the event ID), then sorted newest first (stable).
+        by_key = sorted(found, key=lambda d: d.event_id)
+        return sorted(by_key, key=lambda d: d.created_at, reverse=True)
+
+    def claim_attempt(self, delivery: Delivery, now: datetime, lease_until: datetime) -> None:
+        current = self._current(delivery)
+        if current.state not in {"pending", "retrying"}:
+            raise self._moved_on(delivery)
+        self._put(
+            replace(
+                current,
+                attempts=delivery.attempts + 1,
+                state="delivering",
+                lease_until=lease_until,
+                updated_at=now,
+            )
+        )
+
+    def reclaim_attempt(
+        self,
+        delivery: Delivery,
+        lost: Mapping[str, Any],
+        now: datetime,
+        lease_until: datetime,
+        *,
+        give_up: bool,
+    ) -> None:
+        current = self._current(delivery)
+        # As the table's condition: an absent lease is not before ``now``.
+        if current.state != "delivering" or not (
+            current.lease_until is not None and current.lease_until < now
+        ):
+            raise self._moved_on(delivery)
+        history = [*delivery.history, dict(lost)]
+        if give_up:
+            moved = replace(
+                current, history=history, updated_at=now, state="failed", lease_until=None
+            )
+        else:
+            moved = replace(
+                current,
+                history=history,
+                updated_at=now,
+                attempts=delivery.attempts + 1,
+                lease_until=lease_until,
+            )
+        self._put(moved)
+
+    def record_attempt(
+        self, delivery: Delivery, attempt: Mapping[str, Any], state: str, now: datetime
+    ) -> None:
+        current = self._current(delivery)
+        if current.state != "delivering":
+            raise ConcurrentChange(f"delivery {delivery.id} changed concurrently")
+        self._put(
+            replace(
+                current,
+                history=[*delivery.history, dict(attempt)],
+                state=state,
+                lease_until=None,
+                updated_at=now,
+            )
+        )
+
+    def _current(self, delivery: Delivery) -> Delivery:
+        current = self.get_delivery(delivery.destination_id, delivery.event_id)
+        if current is None or current.attempts != delivery.attempts:
+            raise self._moved_on(delivery)
+        return current
+
+    def _put(self, delivery: Delivery) -> None:
+        self.deliveries_by_key[(delivery.destination_id, delivery.event_id)] = delivery
+
+    @staticmethod
+    def _moved_on(delivery: Delivery) -> ConcurrentChange:
+        return ConcurrentChange(f"delivery {delivery.id} moved on; this attempt is not ours")

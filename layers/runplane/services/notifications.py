@@ -4,7 +4,8 @@ A destination's URL and signing secret are sealed (adapters/sealed.py) before th
 are stored; listings show only the URL's scheme and host. Delivery is asynchronous:
 ``on_event`` records one delivery per matching destination (idempotent per event)
 and queues it; ``attempt`` claims and makes one attempt, records it, and queues the
-next one with exponential backoff until ``MAX_ATTEMPTS``.
+next one with exponential backoff until ``MAX_ATTEMPTS``. Destinations and deliveries
+are kept through the ``NotificationStore`` seam; the POST is the ``WebhookClient``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import NOTIFIABLE, EventType, RunEvent
+from runplane.services.repositories import NotificationStore, WorkspaceDirectory
 from runplane.services.workspaces import Workspaces
 from runplane.store import notifications as store
-from runplane.store import workspaces as workspace_store
+from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 logger = logging.getLogger("runplane.notifications")
 
@@ -100,6 +103,8 @@ class Notifications:
         retry_base_seconds: int,
         control_plane_url: str,
         client: WebhookClient | None = None,
+        destinations: NotificationStore | None = None,
+        directory: WorkspaceDirectory | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -110,6 +115,9 @@ class Notifications:
         self._retry_base = retry_base_seconds
         self._url = control_plane_url.rstrip("/")
         self._client = client or WebhookClient()
+        self._store: NotificationStore = destinations or DynamoNotificationStore()
+        # The workspace name a payload shows, read without a caller.
+        self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
 
     # -- destinations (API) -----------------------------------------------------------------
 
@@ -131,7 +139,7 @@ class Notifications:
             raise InvalidInput("kind must be webhook or slack", "/kind") from None
         rules.check_url(url, allow_http=self._allow_http)
         chosen = rules.check_events(events)
-        if len(store.destinations(workspace.id)) >= rules.MAX_DESTINATIONS:
+        if len(self._store.destinations(workspace.id)) >= rules.MAX_DESTINATIONS:
             raise InvalidInput(
                 f"a workspace has at most {rules.MAX_DESTINATIONS} notification destinations"
             )
@@ -155,32 +163,32 @@ class Notifications:
             created_at=self._clock.now(),
             created_by=principal.ref,
         )
-        store.put_destination(destination).commit()
+        self._store.put_destination(destination)
         return CreatedDestination(view(destination), secret)
 
     def list_for(self, principal: Principal, workspace_id: str) -> list[dict[str, Any]]:
         principal.require(Permission.WORKSPACE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        return [view(d) for d in store.destinations(workspace.id)]
+        return [view(d) for d in self._store.destinations(workspace.id)]
 
     def delete(self, principal: Principal, workspace_id: str, destination_id: str) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        store.delete_destination(workspace.id, destination_id)
+        self._store.delete_destination(workspace.id, destination_id)
 
     def deliveries(
         self, principal: Principal, workspace_id: str, destination_id: str
     ) -> list[dict[str, Any]]:
         principal.require(Permission.WORKSPACE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        store.get_destination(workspace.id, destination_id)
-        return [delivery_view(d) for d in store.deliveries(destination_id)[:100]]
+        self._store.get_destination(workspace.id, destination_id)
+        return [delivery_view(d) for d in self._store.deliveries(destination_id)[:100]]
 
     def test(self, principal: Principal, workspace_id: str, destination_id: str) -> dict[str, Any]:
         """Send one signed test event now and say what the endpoint answered."""
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        destination = store.get_destination(workspace.id, destination_id)
+        destination = self._store.get_destination(workspace.id, destination_id)
         now = self._clock.now()
         event = RunEvent(
             id=f"test.{self._ids.new(IdKind.AUDIT_EVENT)}",
@@ -208,20 +216,20 @@ class Notifications:
         """Record and queue one delivery per destination that subscribes to ``event``."""
         if event.type not in NOTIFIABLE:
             return
-        for destination in store.destinations(event.workspace_id):
+        for destination in self._store.destinations(event.workspace_id):
             if destination.organization_id != event.organization_id:
                 continue  # never across organizations, whatever the keys say
             if event.type.value not in destination.events:
                 continue
             try:
-                store.new_delivery(
+                self._store.new_delivery(
                     self._ids.new(IdKind.NOTIFICATION_DELIVERY),
                     destination,
                     event.to_message(),
                     self._clock.now(),
-                ).commit()
+                )
             except ConcurrentChange:
-                existing = store.get_delivery(destination.id, event.id)
+                existing = self._store.get_delivery(destination.id, event.id)
                 # Recorded by an earlier try that may not have queued it: queue it again
                 # (a second message loses the attempt claim and is dropped).
                 if existing is None or existing.state != "pending" or existing.attempts:
@@ -230,7 +238,9 @@ class Notifications:
 
     def attempt(self, message: Mapping[str, Any]) -> None:
         """Make one delivery attempt (the message names destination, event, attempt)."""
-        delivery = store.get_delivery(str(message["destination_id"]), str(message["event_id"]))
+        delivery = self._store.get_delivery(
+            str(message["destination_id"]), str(message["event_id"])
+        )
         if delivery is None:
             return
         wanted = int(message.get("attempt", delivery.attempts + 1))
@@ -256,7 +266,7 @@ class Notifications:
         """Send the claimed attempt (number ``claimed.attempts``) and record what happened."""
         delivery, number = claimed, claimed.attempts
         try:
-            destination: store.Destination | None = store.get_destination(
+            destination: store.Destination | None = self._store.get_destination(
                 delivery.workspace_id, delivery.destination_id
             )
         except NotFound:
@@ -294,7 +304,7 @@ class Notifications:
         self, claimed: store.Delivery, record: Mapping[str, Any], state: str, now: datetime
     ) -> bool:
         try:
-            store.record_attempt(claimed, record, state, now).commit()
+            self._store.record_attempt(claimed, record, state, now)
         except ConcurrentChange:
             # This worker outlived its lease and another took the attempt over: its
             # outcome is the other's to record.
@@ -309,7 +319,7 @@ class Notifications:
         self, delivery: store.Delivery, now: datetime, lease_until: datetime
     ) -> store.Delivery | None:
         try:
-            store.claim_attempt(delivery, now, lease_until).commit()
+            self._store.claim_attempt(delivery, now, lease_until)
         except ConcurrentChange:
             return None
         return replace(
@@ -330,7 +340,7 @@ class Notifications:
             "outcome": "failed" if give_up else "lost",
         }
         try:
-            store.reclaim_attempt(delivery, lost, now, lease_until, give_up=give_up).commit()
+            self._store.reclaim_attempt(delivery, lost, now, lease_until, give_up=give_up)
         except ConcurrentChange:
             return None
         logger.warning(
@@ -360,7 +370,7 @@ class Notifications:
         except KeyUnavailable:
             return PostResult(None, "destination secret unavailable")
         try:
-            workspace_name = workspace_store.get_workspace(destination.workspace_id).name
+            workspace_name = self._directory.get_workspace(destination.workspace_id).name
         except NotFound:
             workspace_name = destination.workspace_id
         run_url = f"{self._url}/ui/runs/{event.run_id}" if event.run_id != "run-test" else None

@@ -8,15 +8,16 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.run import RunKind, Stage
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
+    from runplane.store.notifications import Delivery, Destination
     from runplane.store.run_parts import RunPart
     from runplane.store.run_triggers import Triggers
     from runplane.store.schedules import Fire, Schedule
@@ -204,4 +205,63 @@ class RunTriggerStore(Protocol):
 
     def remove_source(
         self, current: Triggers, source_id: str, *, org_id: str, now: datetime
+    ) -> None: ...
+
+
+class NotificationStore(Protocol):
+    """A workspace's notification destinations (their URL and signing secret already
+    sealed by the caller) and the delivery of each event to each destination.
+
+    - ``destinations`` is in creation order; ``get_destination`` raises ``NotFound``.
+    - ``put_destination`` writes a new destination (``ConcurrentChange`` if its ID
+      exists in the workspace); ``delete_destination`` raises ``NotFound`` for an
+      unknown one. The per-workspace limit is the service's, checked before.
+    - ``new_delivery`` records the delivery of ``event`` (a run-event message) to the
+      destination, pending with no attempts, only if none exists for that destination
+      and event ID (else ``ConcurrentChange``: fan-out is idempotent per event).
+    - ``get_delivery`` returns None for an unknown one; ``deliveries`` is newest first.
+    - ``claim_attempt`` takes attempt ``attempts + 1`` (``delivering`` until
+      ``lease_until``) only from a pending or retrying delivery still at the attempts
+      read; ``reclaim_attempt`` takes over a ``delivering`` one at the attempts read
+      whose lease ran out before ``now``, adding ``lost`` to the history read and
+      claiming the next attempt (or, with ``give_up``, failing it); ``record_attempt``
+      adds the outcome to the history read and sets ``state``, only while the attempt
+      read is still the one being delivered. Each refusal is ``ConcurrentChange``.
+    A refused write writes nothing. Delivery over HTTP is the ``WebhookClient`` adapter.
+    """
+
+    def destinations(self, workspace_id: str) -> list[Destination]: ...
+
+    def get_destination(self, workspace_id: str, destination_id: str) -> Destination: ...
+
+    def put_destination(self, destination: Destination) -> None: ...
+
+    def delete_destination(self, workspace_id: str, destination_id: str) -> None: ...
+
+    def new_delivery(
+        self,
+        delivery_id: str,
+        destination: Destination,
+        event: Mapping[str, Any],
+        now: datetime,
+    ) -> None: ...
+
+    def get_delivery(self, destination_id: str, event_id: str) -> Delivery | None: ...
+
+    def deliveries(self, destination_id: str) -> list[Delivery]: ...
+
+    def claim_attempt(self, delivery: Delivery, now: datetime, lease_until: datetime) -> None: ...
+
+    def reclaim_attempt(
+        self,
+        delivery: Delivery,
+        lost: Mapping[str, Any],
+        now: datetime,
+        lease_until: datetime,
+        *,
+        give_up: bool,
+    ) -> None: ...
+
+    def record_attempt(
+        self, delivery: Delivery, attempt: Mapping[str, Any], state: str, now: datetime
     ) -> None: ...
