@@ -9,13 +9,14 @@ contract test runs the same cases against both (tests/integration/test_repositor
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.run import Stage
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
+    from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
     from runplane.store.schedules import Fire, Schedule
     from runplane.store.workspace_variables import StoredVariable
@@ -164,3 +165,58 @@ class ScheduleStore(Protocol):
     def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]: ...
 
     def latest_configuration_id(self, workspace_id: str) -> str | None: ...
+
+
+class PolicySetStore(Protocol):
+    """An organization's published policy sets: one head per set (its current version
+    and where it is attached) and the immutable versions behind it.
+
+    - ``get`` raises ``NotFound``; ``find`` returns None. Both read the organization's
+      own sets only: another organization's set of the same name is absent.
+    - ``all_of`` is in name order.
+    - ``version_artifact_id`` is the artifact of content published before under this
+      name and digest, or None.
+    - ``publish`` writes the version (numbered ``previous.versions + 1``) and moves the
+      head to it, keeping the head's attachments; with ``version_exists`` only the head
+      moves back to that earlier content, keeping the count. It names the head it
+      replaces (``previous``, None for a new set): a head that moved meanwhile, a set
+      created meanwhile, or a version of that digest already stored raises
+      ``ConcurrentChange``. A refused publish writes nothing.
+    - ``attach`` sets the head's workspaces and ``all_workspaces`` flag, only over the
+      head version read (``ConcurrentChange`` otherwise, writing nothing).
+
+    A run's policy check is no part of this: it is a run part written in the run's own
+    transactions (``store.run_parts``), which stay on the store.
+    """
+
+    def get(self, org_id: str, name: str) -> PolicySetHead: ...
+
+    def find(self, org_id: str, name: str) -> PolicySetHead | None: ...
+
+    def all_of(self, org_id: str) -> list[PolicySetHead]: ...
+
+    def version_artifact_id(self, org_id: str, name: str, digest: str) -> str | None: ...
+
+    def publish(
+        self,
+        org_id: str,
+        name: str,
+        digest: str,
+        artifact_id: str,
+        policies: list[dict[str, Any]],
+        *,
+        previous: PolicySetHead | None,
+        by: str,
+        now: datetime,
+        version_exists: bool = False,
+    ) -> None: ...
+
+    def attach(
+        self,
+        head: PolicySetHead,
+        workspaces: list[str],
+        all_workspaces: bool,
+        *,
+        by: str,
+        now: datetime,
+    ) -> None: ...
