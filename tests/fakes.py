@@ -26,6 +26,7 @@ from runplane.domain.errors import (
     ScheduleMoved,
     VariablesTooLarge,
 )
+from runplane.domain.identity import Principal
 from runplane.domain.ids import IdKind
 from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
@@ -36,6 +37,7 @@ from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, Worksp
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_parts import RunPart
 from runplane.store.schedules import Fire, Schedule
+from runplane.store.state_versions import FINALIZED, StateVersion
 from runplane.store.workspace_variables import StoredVariable
 
 
@@ -504,3 +506,39 @@ class LexicalEvaluator:
         self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any] | PolicyInputs
     ) -> list[PolicyResult]:
         raise AssertionError("policies are evaluated by the Rego engine, not in this tier")
+
+
+class InMemoryStateVersions:
+    """A ``StateVersionReader`` in dicts, with ``add`` and ``add_run`` for a test to give
+    it versions (written once, as the table's) and runs with their pins."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, StateVersion] = {}
+        self.pins: dict[str, str | None] = {}
+
+    def add(self, version: StateVersion) -> None:
+        if version.id in self.versions:
+            raise ConcurrentChange(f"state version {version.id} already exists")
+        self.versions[version.id] = version
+
+    def add_run(self, run_id: str, pinned: str | None = None) -> None:
+        self.pins[run_id] = pinned
+
+    def get(self, sv_id: str) -> StateVersion:
+        if sv_id not in self.versions:
+            raise NotFound("state version", sv_id)
+        return self.versions[sv_id]
+
+    def list_for_workspace(self, workspace_id: str) -> list[StateVersion]:
+        found = [
+            v
+            for v in self.versions.values()
+            if v.workspace_id == workspace_id and v.status == FINALIZED
+        ]
+        return sorted(found, key=lambda v: (v.serial, v.created_at))
+
+    def pinned(self, principal: Principal) -> str | None:
+        run_id = principal.run_id or ""
+        if run_id not in self.pins:
+            raise NotFound("run", run_id)
+        return self.pins[run_id]

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.identity import Principal
 from runplane.domain.run import Stage
 from runplane.domain.variables import WorkspaceVariable
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
     from runplane.store.schedules import Fire, Schedule
+    from runplane.store.state_versions import StateVersion
     from runplane.store.workspace_variables import StoredVariable
 
 
@@ -220,3 +222,26 @@ class PolicySetStore(Protocol):
         by: str,
         now: datetime,
     ) -> None: ...
+
+
+class StateVersionReader(Protocol):
+    """What the state service reads: state versions, and the version a run pinned.
+
+    Reads only. Publishing moves the workspace's state pointer under the writer's lock
+    and fence, and for a run in one transaction with the run's "still applying" guard;
+    that stays on the store (``store.state_versions``), as do pending uploads.
+
+    - ``get`` raises ``NotFound`` for an unknown version.
+    - ``list_for_workspace`` holds the workspace's finalized versions only (a pending
+      one is not yet state), oldest first: by serial, then creation time. Another
+      workspace's versions are never in it.
+    - ``pinned`` is the version a runner session's run pinned as its predecessor when
+      it planned (None if the workspace had no state then); an unknown run raises
+      ``NotFound``.
+    """
+
+    def get(self, sv_id: str) -> StateVersion: ...
+
+    def list_for_workspace(self, workspace_id: str) -> list[StateVersion]: ...
+
+    def pinned(self, principal: Principal) -> str | None: ...
