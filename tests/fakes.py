@@ -7,12 +7,14 @@ contract test (tests/integration/test_repository_contract.py) holds them to it.
 
 from __future__ import annotations
 
+import hashlib
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
     AlreadyExists,
@@ -24,13 +26,20 @@ from runplane.domain.errors import (
     ScheduleMoved,
     VariablesTooLarge,
 )
+from runplane.domain.identity import Principal
 from runplane.domain.ids import IdKind
+from runplane.domain.policy import PolicySetContent
+from runplane.domain.policy_capabilities import refuse_forbidden_builtins
+from runplane.domain.policy_input import PolicyInputs
+from runplane.domain.policy_results import PolicyResult
 from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.notifications import Delivery, Destination
+from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_parts import RunPart
 from runplane.store.run_triggers import Triggers
 from runplane.store.schedules import Fire, Schedule
+from runplane.store.state_versions import FINALIZED, StateVersion
 from runplane.store.workspace_variables import StoredVariable
 
 
@@ -556,3 +565,170 @@ class InMemoryNotifications:
     @staticmethod
     def _moved_on(delivery: Delivery) -> ConcurrentChange:
         return ConcurrentChange(f"delivery {delivery.id} moved on; this attempt is not ours")
+class InMemoryPolicySets:
+    """A ``PolicySetStore`` in dicts: heads by (organization, name), versions by
+    (organization, name, digest) holding their artifact and number."""
+
+    def __init__(self) -> None:
+        self.heads: dict[tuple[str, str], PolicySetHead] = {}
+        self.versions: dict[tuple[str, str, str], tuple[str, int]] = {}
+
+    def get(self, org_id: str, name: str) -> PolicySetHead:
+        if (org_id, name) not in self.heads:
+            raise NotFound("policy set", name)
+        return self.heads[(org_id, name)]
+
+    def find(self, org_id: str, name: str) -> PolicySetHead | None:
+        return self.heads.get((org_id, name))
+
+    def all_of(self, org_id: str) -> list[PolicySetHead]:
+        return sorted((h for (o, _), h in self.heads.items() if o == org_id), key=lambda h: h.name)
+
+    def version_artifact_id(self, org_id: str, name: str, digest: str) -> str | None:
+        found = self.versions.get((org_id, name, digest))
+        return None if found is None else found[0]
+
+    def publish(
+        self,
+        org_id: str,
+        name: str,
+        digest: str,
+        artifact_id: str,
+        policies: list[dict[str, Any]],
+        *,
+        previous: PolicySetHead | None,
+        by: str,
+        now: datetime,
+        version_exists: bool = False,
+    ) -> None:
+        current = self.heads.get((org_id, name))
+        moved = (
+            current is not None
+            if previous is None
+            else (current is None or current.version != previous.version)
+        )
+        if moved or (not version_exists and (org_id, name, digest) in self.versions):
+            raise ConcurrentChange(f"policy set {name} was published meanwhile; publish again")
+        count = previous.versions if previous else 0
+        number = count if version_exists else count + 1
+        if not version_exists:
+            self.versions[(org_id, name, digest)] = (artifact_id, number)
+        self.heads[(org_id, name)] = PolicySetHead(
+            org_id=org_id,
+            name=name,
+            current_digest=digest,
+            current_artifact_id=artifact_id,
+            policies=list(policies),
+            versions=number,
+            attached_workspaces=previous.attached_workspaces if previous else (),
+            all_workspaces=previous.all_workspaces if previous else False,
+            updated_at=now,
+            updated_by=by,
+            version=(previous.version + 1) if previous else 1,
+        )
+
+    def attach(
+        self,
+        head: PolicySetHead,
+        workspaces: list[str],
+        all_workspaces: bool,
+        *,
+        by: str,
+        now: datetime,
+    ) -> None:
+        current = self.heads.get((head.org_id, head.name))
+        if current is None or current.version != head.version:
+            raise ConcurrentChange(f"policy set {head.name} changed meanwhile; attach again")
+        self.heads[(head.org_id, head.name)] = replace(
+            current,
+            attached_workspaces=tuple(workspaces),
+            all_workspaces=all_workspaces,
+            updated_at=now,
+            updated_by=by,
+            version=head.version + 1,
+        )
+
+
+class InMemoryArtifacts:
+    """Artifacts as plaintext in a dict (what ``PolicyArtifacts`` needs): readable only
+    by their own organization, as the store's reads are."""
+
+    def __init__(self, ids: SeededIds, clock: FakeClock) -> None:
+        self._ids = ids
+        self._clock = clock
+        self.bodies: dict[str, tuple[str, bytes]] = {}
+
+    def put(self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]) -> Artifact:
+        body = b"".join(plaintext)
+        artifact_id = self._ids.new(IdKind.ARTIFACT)
+        self.bodies[artifact_id] = (organization_id, body)
+        return Artifact(
+            id=artifact_id,
+            organization_id=organization_id,
+            kind=kind,
+            status=ArtifactStatus.REGISTERED,
+            size=len(body),
+            sha256=hashlib.sha256(body).hexdigest(),
+            created_at=self._clock.now(),
+        )
+
+    def read(self, organization_id: str, artifact_id: str) -> bytes:
+        held = self.bodies.get(artifact_id)
+        if held is None or held[0] != organization_id:
+            raise NotFound("artifact", artifact_id)
+        return held[1]
+
+    def discard(self, artifact_id: str) -> None:
+        self.bodies.pop(artifact_id, None)
+
+
+class LexicalEvaluator:
+    """An ``Evaluator`` that validates by the engine-independent lexical check alone
+    (forbidden builtins) and evaluates nothing: for tests of publishing and attaching,
+    where no policy runs."""
+
+    runtime_identity = "lexical"
+
+    def validate(self, content: PolicySetContent) -> None:
+        refuse_forbidden_builtins(content)
+
+    def evaluate(
+        self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any] | PolicyInputs
+    ) -> list[PolicyResult]:
+        raise AssertionError("policies are evaluated by the Rego engine, not in this tier")
+
+
+class InMemoryStateVersions:
+    """A ``StateVersionReader`` in dicts, with ``add`` and ``add_run`` for a test to give
+    it versions (written once, as the table's) and runs with their pins."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, StateVersion] = {}
+        self.pins: dict[str, str | None] = {}
+
+    def add(self, version: StateVersion) -> None:
+        if version.id in self.versions:
+            raise ConcurrentChange(f"state version {version.id} already exists")
+        self.versions[version.id] = version
+
+    def add_run(self, run_id: str, pinned: str | None = None) -> None:
+        self.pins[run_id] = pinned
+
+    def get(self, sv_id: str) -> StateVersion:
+        if sv_id not in self.versions:
+            raise NotFound("state version", sv_id)
+        return self.versions[sv_id]
+
+    def list_for_workspace(self, workspace_id: str) -> list[StateVersion]:
+        found = [
+            v
+            for v in self.versions.values()
+            if v.workspace_id == workspace_id and v.status == FINALIZED
+        ]
+        return sorted(found, key=lambda v: (v.serial, v.created_at))
+
+    def pinned(self, principal: Principal) -> str | None:
+        run_id = principal.run_id or ""
+        if run_id not in self.pins:
+            raise NotFound("run", run_id)
+        return self.pins[run_id]

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -35,11 +35,12 @@ from runplane.domain.policy_results import PolicyResult, overall
 from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
-from runplane.services.artifacts import ArtifactStore
-from runplane.store import policy_sets as store
+from runplane.services.repositories import PolicySetStore, WorkspaceDirectory
 from runplane.store import run_parts
-from runplane.store import workspaces as workspace_store
+from runplane.store.policy_set_store import DynamoPolicySetStore
+from runplane.store.policy_sets import PolicySetHead
 from runplane.store.transaction import Transaction
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 # The policy check row's states, in order.
 RESERVED, BOUND = "running", "bound"
@@ -56,6 +57,19 @@ class Evaluator(Protocol):
     def evaluate(
         self, sets: Sequence[PolicySetContent], policy_input: Mapping[str, Any] | PolicyInputs
     ) -> list[PolicyResult]: ...
+
+
+class PolicyArtifacts(Protocol):
+    """What policy sets keep in the artifact store (``services.artifacts.ArtifactStore``):
+    each published version's content, encrypted, read back whole."""
+
+    def put(
+        self, organization_id: str, kind: ArtifactKind, plaintext: Iterable[bytes]
+    ) -> Artifact: ...
+
+    def read(self, organization_id: str, artifact_id: str) -> bytes: ...
+
+    def discard(self, artifact_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -132,7 +146,7 @@ class _Summary:
 
 
 def _published(
-    head: store.PolicySetHead,
+    head: PolicySetHead,
     created: bool,
     summary: _Summary,
     warnings: Sequence[str] = (),
@@ -153,10 +167,17 @@ def _published(
 
 class Policies:
     def __init__(
-        self, clock: Clock, artifacts: ArtifactStore, evaluator: Callable[[], Evaluator]
+        self,
+        clock: Clock,
+        artifacts: PolicyArtifacts,
+        evaluator: Callable[[], Evaluator],
+        sets: PolicySetStore | None = None,
+        directory: WorkspaceDirectory | None = None,
     ) -> None:
         self._clock = clock
         self._artifacts = artifacts
+        self._sets = sets or DynamoPolicySetStore()
+        self._directory = directory or DynamoWorkspaceDirectory()
         # Built on first use: the Rego engine is loaded only where policies run.
         self._evaluator = evaluator
         # By digest: a published version's content never changes.
@@ -175,7 +196,7 @@ class Policies:
         warnings = check_input_roots(content)
         self._evaluator().validate(content)
         org, digest = principal.organization_id, content.digest()
-        head = store.find(org, content.name)
+        head = self._sets.find(org, content.name)
         summary = self._summaries.setdefault(digest, _Summary.of(content))
         if head is not None and head.current_digest == digest:
             return _published(head, created=False, summary=summary, warnings=warnings)
@@ -184,34 +205,33 @@ class Policies:
             for p in content.policies
         ]
         now = self._clock.now()
-        earlier = store.version(org, content.name, digest)
+        earlier = self._sets.version_artifact_id(org, content.name, digest)
         if earlier is not None:
             # The same content was published before: it becomes current again.
-            artifact_id = earlier.artifact_id
+            artifact_id = earlier
         else:
             stored = self._artifacts.put(
                 org, ArtifactKind.POLICY_SET, [canonical_json(content.to_document())]
             )
             artifact_id = stored.id
-        publication = store.publish(
-            org,
-            content.name,
-            digest,
-            artifact_id,
-            policies,
-            previous=head,
-            by=principal.ref,
-            now=now,
-            version_exists=earlier is not None,
-        )
         try:
-            publication.commit()
+            self._sets.publish(
+                org,
+                content.name,
+                digest,
+                artifact_id,
+                policies,
+                previous=head,
+                by=principal.ref,
+                now=now,
+                version_exists=earlier is not None,
+            )
         except Exception:
             if earlier is None:
                 self._artifacts.discard(artifact_id)
             raise
         return _published(
-            store.get(org, content.name), created=True, summary=summary, warnings=warnings
+            self._sets.get(org, content.name), created=True, summary=summary, warnings=warnings
         )
 
     def attach(
@@ -223,32 +243,32 @@ class Policies:
     ) -> PublishedSet:
         """Set where a policy set applies: named workspaces, or every workspace."""
         principal.require(Permission.POLICY_MANAGE)
-        head = store.get(principal.organization_id, name)
+        head = self._sets.get(principal.organization_id, name)
         unique = sorted(set(workspace_ids))
         if len(unique) > MAX_ATTACHMENTS:
             raise InvalidInput(f"at most {MAX_ATTACHMENTS} workspaces", "/workspaces")
         for index, workspace_id in enumerate(unique):
             try:
-                workspace = workspace_store.get_workspace(workspace_id)
+                workspace = self._directory.get_workspace(workspace_id)
             except NotFound:
                 workspace = None
             # Another organization's workspace is as absent as a missing one.
             if workspace is None or workspace.organization_id != principal.organization_id:
                 raise NotFound("workspace", workspace_id, f"/workspaces/{index}")
-        store.attach(head, unique, all_workspaces, by=principal.ref, now=self._clock.now()).commit()
-        return self._read(store.get(principal.organization_id, name))
+        self._sets.attach(head, unique, all_workspaces, by=principal.ref, now=self._clock.now())
+        return self._read(self._sets.get(principal.organization_id, name))
 
     def list(self, principal: Principal) -> list[PublishedSet]:
         # Policy sets belong to the organization, not to a workspace: a runner
         # session, confined to its run's workspace, cannot read them.
         principal.require(Permission.ORGANIZATION_READ)
-        return [self._read(h) for h in store.all_of(principal.organization_id)]
+        return [self._read(h) for h in self._sets.all_of(principal.organization_id)]
 
     def get(self, principal: Principal, name: str) -> PublishedSet:
         principal.require(Permission.ORGANIZATION_READ)
-        return self._read(store.get(principal.organization_id, name))
+        return self._read(self._sets.get(principal.organization_id, name))
 
-    def _read(self, head: store.PolicySetHead) -> PublishedSet:
+    def _read(self, head: PolicySetHead) -> PublishedSet:
         summary = self._summaries.get(head.current_digest)
         if summary is None:
             summary = _Summary.of(self._content(head.org_id, head))
@@ -263,7 +283,7 @@ class Policies:
         the digest of the document of its own shape."""
         plan = run_parts.plan_evidence(run.id)
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
-        workspace = workspace_store.get_workspace(run.workspace_id)
+        workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(
             workspace=workspace.name,
             kind=run.kind.value,
@@ -311,7 +331,9 @@ class Policies:
         else:
             inputs = self.policy_inputs(run)
             inputs.preset("runplane", policy_input)
-        heads = [h for h in store.all_of(run.organization_id) if h.applies_to(run.workspace_id)]
+        heads = [
+            h for h in self._sets.all_of(run.organization_id) if h.applies_to(run.workspace_id)
+        ]
         evaluator = self._evaluator()
         sets = [self._content(run.organization_id, head) for head in heads]
         results = evaluator.evaluate(sets, inputs) if sets else []
@@ -407,7 +429,7 @@ class Policies:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _content(self, org_id: str, head: store.PolicySetHead) -> PolicySetContent:
+    def _content(self, org_id: str, head: PolicySetHead) -> PolicySetContent:
         document = json.loads(self._artifacts.read(org_id, head.current_artifact_id))
         content = policy_set_from_document(document)
         if content.digest() != head.current_digest:

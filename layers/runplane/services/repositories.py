@@ -13,14 +13,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind, Stage
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.notifications import Delivery, Destination
+    from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
     from runplane.store.run_triggers import Triggers
     from runplane.store.schedules import Fire, Schedule
+    from runplane.store.state_versions import StateVersion
     from runplane.store.workspace_variables import StoredVariable
 
 
@@ -265,3 +268,79 @@ class NotificationStore(Protocol):
     def record_attempt(
         self, delivery: Delivery, attempt: Mapping[str, Any], state: str, now: datetime
     ) -> None: ...
+class PolicySetStore(Protocol):
+    """An organization's published policy sets: one head per set (its current version
+    and where it is attached) and the immutable versions behind it.
+
+    - ``get`` raises ``NotFound``; ``find`` returns None. Both read the organization's
+      own sets only: another organization's set of the same name is absent.
+    - ``all_of`` is in name order.
+    - ``version_artifact_id`` is the artifact of content published before under this
+      name and digest, or None.
+    - ``publish`` writes the version (numbered ``previous.versions + 1``) and moves the
+      head to it, keeping the head's attachments; with ``version_exists`` only the head
+      moves back to that earlier content, keeping the count. It names the head it
+      replaces (``previous``, None for a new set): a head that moved meanwhile, a set
+      created meanwhile, or a version of that digest already stored raises
+      ``ConcurrentChange``. A refused publish writes nothing.
+    - ``attach`` sets the head's workspaces and ``all_workspaces`` flag, only over the
+      head version read (``ConcurrentChange`` otherwise, writing nothing).
+
+    A run's policy check is no part of this: it is a run part written in the run's own
+    transactions (``store.run_parts``), which stay on the store.
+    """
+
+    def get(self, org_id: str, name: str) -> PolicySetHead: ...
+
+    def find(self, org_id: str, name: str) -> PolicySetHead | None: ...
+
+    def all_of(self, org_id: str) -> list[PolicySetHead]: ...
+
+    def version_artifact_id(self, org_id: str, name: str, digest: str) -> str | None: ...
+
+    def publish(
+        self,
+        org_id: str,
+        name: str,
+        digest: str,
+        artifact_id: str,
+        policies: list[dict[str, Any]],
+        *,
+        previous: PolicySetHead | None,
+        by: str,
+        now: datetime,
+        version_exists: bool = False,
+    ) -> None: ...
+
+    def attach(
+        self,
+        head: PolicySetHead,
+        workspaces: list[str],
+        all_workspaces: bool,
+        *,
+        by: str,
+        now: datetime,
+    ) -> None: ...
+
+
+class StateVersionReader(Protocol):
+    """What the state service reads: state versions, and the version a run pinned.
+
+    Reads only. Publishing moves the workspace's state pointer under the writer's lock
+    and fence, and for a run in one transaction with the run's "still applying" guard;
+    that stays on the store (``store.state_versions``), as do pending uploads.
+
+    - ``get`` raises ``NotFound`` for an unknown version.
+    - ``list_for_workspace`` holds the workspace's finalized versions only (a pending
+      one is not yet state), oldest first: by serial, then creation time. Another
+      workspace's versions are never in it.
+    - ``pinned`` is the version a runner session's run pinned as its predecessor when
+      it planned (None if the workspace had no state then); an unknown run raises
+      ``NotFound``.
+    """
+
+    def get(self, sv_id: str) -> StateVersion: ...
+
+    def list_for_workspace(self, workspace_id: str) -> list[StateVersion]: ...
+
+    def pinned(self, principal: Principal) -> str | None: ...

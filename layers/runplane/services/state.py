@@ -60,9 +60,11 @@ from runplane.domain.state import (
 )
 from runplane.services import runner_authority
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.repositories import StateVersionReader
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
+from runplane.store.state_version_reader import DynamoStateVersionReader
 from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVersion
 from runplane.store.transaction import Transaction
 
@@ -93,13 +95,16 @@ class StateVersions:
         artifacts: ArtifactStore,
         *,
         max_bytes: int = MAX_STATE_BYTES,
+        reader: StateVersionReader | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
         self._artifacts = artifacts
         self._max_bytes = max_bytes
-        self._runs = RunRepository(clock, ids)
+        # Reads go through the seam; publishing stays on the store (see
+        # ``StateVersionReader``): it moves the pointer under the writer's lock and fence.
+        self._reader = reader or DynamoStateVersionReader(RunRepository(clock, ids))
 
     # -- reads --------------------------------------------------------------------------
 
@@ -110,30 +115,28 @@ class StateVersions:
             # pinned: the workspace item has nothing more to say (and is not read).
             if workspace_id != principal.workspace_id:
                 raise NotFound("workspace", workspace_id)
-            current = runner_authority.pinned_state(principal, self._runs)
+            current = self._reader.pinned(principal)
         else:
             current = self._workspaces.by_id(principal, workspace_id).current_state_version_id
         if current is None:
             raise NotFound("current state version of workspace", workspace_id)
-        return store.get(current)
+        return self._reader.get(current)
 
     def get(self, principal: Principal, sv_id: str) -> StateVersion:
         principal.require(Permission.STATE_READ)
-        version = store.get(sv_id)
+        version = self._reader.get(sv_id)
         if not principal.can_see_workspace(version.organization_id, version.workspace_id):
             raise NotFound("state version", sv_id)
-        if principal.kind is PrincipalKind.RUNNER and not runner_authority.may_read(
-            principal, version, self._runs
-        ):
+        if principal.kind is PrincipalKind.RUNNER and not self._runner_may_read(principal, version):
             raise NotFound("state version", sv_id)
         return version
 
     def history(self, principal: Principal, workspace_id: str) -> list[StateVersion]:
         principal.require(Permission.STATE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        versions = store.list_for_workspace(workspace.id)
+        versions = self._reader.list_for_workspace(workspace.id)
         if principal.kind is PrincipalKind.RUNNER:
-            return [v for v in versions if runner_authority.may_read(principal, v, self._runs)]
+            return [v for v in versions if self._runner_may_read(principal, v)]
         return versions
 
     def download(self, principal: Principal, sv_id: str) -> bytes:
@@ -265,6 +268,13 @@ class StateVersions:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _runner_may_read(self, principal: Principal, version: StateVersion) -> bool:
+        """A runner reads its run's pinned predecessor and what its own run published
+        (``runner_authority.may_read``, over the seam)."""
+        if version.id == self._reader.pinned(principal):
+            return True
+        return (version.provenance or {}).get("run_id") == principal.run_id
+
     def _authority(self, principal: Principal, workspace: Workspace) -> Authority:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
@@ -289,11 +299,10 @@ class StateVersions:
             workspace.id, principal.ref, workspace.lock_id, workspace.current_state_version_id
         )
 
-    @staticmethod
-    def _current_of(workspace: Workspace) -> StateVersion | None:
+    def _current_of(self, workspace: Workspace) -> StateVersion | None:
         if workspace.current_state_version_id is None:
             return None
-        return store.get(workspace.current_state_version_id)
+        return self._reader.get(workspace.current_state_version_id)
 
     @staticmethod
     def _check_succession(workspace: Workspace, *, serial: int, lineage: str, force: bool) -> None:
