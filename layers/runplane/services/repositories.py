@@ -64,8 +64,7 @@ class WorkspaceDirectory(Protocol):
 class RunReader(Protocol):
     """What the Runs service reads to show a run: the run, its stages and its parts.
 
-    Reads only: a run's writes are its conditional transitions (``RunLifecycle``),
-    which stay on the store.
+    Reads only: a run's creation and plain moves are the ``RunLedger``'s.
 
     - ``get_run`` raises ``NotFound`` for an unknown run.
     - ``runs_of_workspace`` is newest first (creation time, then ID, both descending);

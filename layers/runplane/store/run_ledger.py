@@ -59,7 +59,8 @@ def announcer(
 
 class DynamoRunLedger:
     """``events`` is read at each move: whoever owns the ledger may set its events
-    after building it (as tests of the outbox do)."""
+    after building it (as tests of the outbox do). Without them a move announces
+    nothing; as deployed (``wiring``) the lifecycle always has them."""
 
     def __init__(
         self, runs: RunRepository, events: Callable[[], Announcer | None] = lambda: None
