@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
     AlreadyExists,
@@ -24,20 +26,23 @@ from runplane.domain.errors import (
     RunAlreadyExists,
     ScheduleAlreadyFired,
     ScheduleMoved,
+    TransitionRejected,
     VariablesTooLarge,
 )
 from runplane.domain.identity import Principal
-from runplane.domain.ids import IdKind
+from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
 from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.policy_results import PolicyResult
-from runplane.domain.run import RunKind, Stage, StageStatus
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_parts import RunPart
 from runplane.store.run_triggers import Triggers
+from runplane.store.runs import Transitioned
 from runplane.store.schedules import Fire, Schedule
 from runplane.store.state_versions import FINALIZED, StateVersion
 from runplane.store.workspace_variables import StoredVariable
@@ -565,6 +570,8 @@ class InMemoryNotifications:
     @staticmethod
     def _moved_on(delivery: Delivery) -> ConcurrentChange:
         return ConcurrentChange(f"delivery {delivery.id} moved on; this attempt is not ours")
+
+
 class InMemoryPolicySets:
     """A ``PolicySetStore`` in dicts: heads by (organization, name), versions by
     (organization, name, digest) holding their artifact and number."""
@@ -732,3 +739,111 @@ class InMemoryStateVersions:
         if run_id not in self.pins:
             raise NotFound("run", run_id)
         return self.pins[run_id]
+
+
+# The run attributes a move may set besides its status (as ``store.runs``).
+_MOVE_SETTABLE = frozenset({"plan_has_changes", "predecessor_sv_id", "approval_expires_at"})
+
+
+class InMemoryRunLedger(InMemoryRuns):
+    """A ``RunReader`` and ``RunLedger`` in dicts: moves follow the transition table,
+    are conditioned on the snapshot's status and version, and record their audit events
+    (``audit``) and the run events they announce (``announced``); a refused one changes
+    nothing and announces nothing."""
+
+    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+        super().__init__()
+        self._clock = clock
+        self._ids = ids
+        self.audit: list[AuditedChange] = []
+        self.announced: list[RunEvent] = []
+
+    def create(self, run: Run, *, actor: str, input: Mapping[str, Any]) -> None:
+        # As the table stores a new run: created by the actor, nothing a move sets.
+        stored = replace(
+            run,
+            created_by=actor,
+            plan_has_changes=None,
+            status_reason=None,
+            predecessor_sv_id=None,
+            approval_expires_at=None,
+        )
+        self.add(stored)
+        at = run.created_at
+        self._parts[run.id]["input"] = RunPart(
+            run.id, "input", "recorded", dict(input), None, at, at
+        )
+        details = {"kind": run.kind.value, "status": run.status.value}
+        self._audit(run.id, "run.created", actor, details)
+
+    def move(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+    ) -> Transitioned:
+        row = transitions.check(run.status, target, run.facts)
+        updates = dict(run_updates or {})
+        unknown = set(updates) - _MOVE_SETTABLE
+        if unknown:
+            raise ValueError(f"a transition cannot set {sorted(unknown)}")
+        now = self._clock.now()
+        current = self.runs.get(run.id)
+        if current is None or (current.status, current.version) != (run.status, run.version):
+            held = (
+                None if current is None else {"status": current.status, "version": current.version}
+            )
+            raise TransitionRejected(run.id, f"{run.status} at version {run.version}", held)
+        stages = self._stages[run.id]
+        for stage, status in row.stages.items():
+            allowed = (
+                {StageStatus.PENDING}
+                if status is StageStatus.RUNNING
+                else {StageStatus.PENDING, StageStatus.RUNNING}
+            )
+            if stages[stage].status not in allowed:
+                raise ConcurrentChange(
+                    f"run {run.id}: stage {stage} is {stages[stage].status}, cannot become {status}"
+                )
+        version = run.version + 1
+        moved = Transitioned(run.id, run.status, target, version, row.event, now)
+        events = [
+            move_event(
+                run,
+                target,
+                version,
+                now,
+                reason=reason,
+                approval_expires_at=updates.get("approval_expires_at"),
+            ),
+            *(also_announce(moved) if also_announce else ()),
+        ]
+        # Every condition held: the move and its events commit together.
+        self.runs[run.id] = replace(
+            current,
+            status=target,
+            version=version,
+            updated_at=now,
+            status_reason=reason or None,
+            **updates,
+        )
+        for stage, status in row.stages.items():
+            started = now if status is StageStatus.RUNNING else stages[stage].started_at
+            finished = stages[stage].finished_at if status is StageStatus.RUNNING else now
+            stages[stage] = replace(
+                stages[stage], status=status, started_at=started, finished_at=finished
+            )
+        details = {"from": run.status.value, "to": target.value}
+        if reason:
+            details["reason"] = reason
+        self._audit(run.id, row.event, actor, details)
+        self.announced += [event for event in events if event is not None]
+        return moved
+
+    def _audit(self, run_id: str, type: str, actor: str, details: dict[str, str]) -> None:
+        event_id = self._ids.new(IdKind.AUDIT_EVENT)
+        self.audit.append(AuditedChange(event_id, type, run_id, actor, details))

@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from runplane.domain.entities import Run
 from runplane.domain.run import RunKind, RunStatus
 
 S = RunStatus
@@ -124,3 +125,34 @@ def move_event_id(run_id: str, version: int) -> str:
 def drift_event_id(run_id: str) -> str:
     """A run records at most one drift finding, so its run ID names the event."""
     return f"{run_id}.drift"
+
+
+def move_event(
+    run: Run,
+    target: RunStatus,
+    version: int,
+    at: datetime,
+    *,
+    reason: str | None = None,
+    approval_expires_at: datetime | None = None,
+) -> RunEvent | None:
+    """The event of ``run``'s move (its snapshot before it) to ``target``, producing
+    ``version`` at ``at``; None for a move inside the active path."""
+    kind = event_for_move(run.status, target)
+    if kind is None:
+        return None
+    details = {"from_status": run.status.value}
+    if approval_expires_at is not None:
+        details["approval_expires_at"] = approval_expires_at.isoformat()
+    return RunEvent(
+        id=move_event_id(run.id, version),
+        type=kind,
+        run_id=run.id,
+        organization_id=run.organization_id,
+        workspace_id=run.workspace_id,
+        run_kind=run.kind,
+        status=target,
+        at=at,
+        reason=reason,
+        details=details,
+    )

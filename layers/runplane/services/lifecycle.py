@@ -8,6 +8,11 @@ ends the run closes an apply record still open, unless the move itself writes
 it: a finished run never shows a pending apply. And the move's run event (and any
 other event the caller announces with it) is an outbox item of that same
 transaction (services/run_events.py): nothing is sent on the move's path.
+
+A move with nothing to commit beside it (no release, no apply record to close, no
+writes of the caller's) goes through the run ledger seam
+(``services.repositories.RunLedger``), so the lifecycle's rules can be tested over an
+in-memory ledger; the others are composed on the store.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
 from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.run_events import RunEvent
-from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
+from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
+from runplane.services.repositories import RunLedger
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store.models import run_part_key
-from runplane.store.runs import Announce, RunRepository, Transitioned
+from runplane.store.run_ledger import DynamoRunLedger, announcer
+from runplane.store.runs import RunRepository, Transitioned
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runs")
@@ -42,13 +49,20 @@ class Moved:
 
 
 class RunLifecycle:
-    def __init__(self, clock: Clock, ids: IdGenerator, events: RunEvents | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        events: RunEvents | None = None,
+        ledger: RunLedger | None = None,
+    ) -> None:
         self._clock = clock
         self._ids = ids
         # Builds the outbox write of every move's event (triggers, notifications,
         # commit statuses) and of the events a caller announces with a move (drift).
         self.events = events
         self.runs = RunRepository(clock, ids)
+        self.ledger: RunLedger = ledger or DynamoRunLedger(self.runs, lambda: self.events)
         self.writer = WriterAuthority(clock, ids)
 
     def move(
@@ -71,22 +85,35 @@ class RunLifecycle:
         apply lock the caller holds, released exactly (or ``StaleFence``).
         ``also_announce`` makes further events of the move (committed with it).
         """
+        # Refused before anything is read: the table alone decides what is allowed.
+        check(run.status, target, run.facts)
         extra = list(extra_writes)
-        announce = self._announcer(run, target, reason, run_updates, also_announce)
         for _ in range(MAX_ATTEMPTS):
             release = self._release_on_entry(run, target, state_published, lock)
             writes = [*extra, release.writes] if release else list(extra)
             writes.extend(self._close_apply_record(run, target, reason, extra))
             try:
-                moved = self.runs.transition(
-                    run,
-                    target,
-                    writes,
-                    actor=actor,
-                    reason=reason,
-                    run_updates=run_updates,
-                    announce=announce,
-                )
+                if writes:
+                    moved = self.runs.transition(
+                        run,
+                        target,
+                        writes,
+                        actor=actor,
+                        reason=reason,
+                        run_updates=run_updates,
+                        announce=announcer(
+                            self.events, run, target, reason, run_updates, also_announce
+                        ),
+                    )
+                else:
+                    moved = self.ledger.move(
+                        run,
+                        target,
+                        actor=actor,
+                        reason=reason,
+                        run_updates=run_updates,
+                        also_announce=also_announce,
+                    )
             except ConcurrentChange:
                 # Only the queue can move under us here: a changed run raises
                 # TransitionRejected, which is final.
@@ -103,28 +130,6 @@ class RunLifecycle:
             )
             return Moved(moved, release.handoff if release else None)
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
-
-    def _announcer(
-        self,
-        run: Run,
-        target: RunStatus,
-        reason: str | None,
-        run_updates: Mapping[str, Any] | None,
-        also: Callable[[Transitioned], Iterable[RunEvent]] | None,
-    ) -> Announce | None:
-        events = self.events
-        if events is None:
-            return None
-        expires_at = (run_updates or {}).get("approval_expires_at")
-
-        def announce(moved: Transitioned) -> list[Transaction]:
-            writes = events.status_moved(
-                run, target, moved.version, moved.at, reason=reason, approval_expires_at=expires_at
-            )
-            writes += [events.announce(event) for event in (also(moved) if also else ())]
-            return writes
-
-        return announce
 
     def _close_apply_record(
         self, run: Run, target: RunStatus, reason: str | None, extra: list[Transaction]

@@ -8,13 +8,14 @@ contract test runs the same cases against both (tests/integration/test_repositor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.identity import Principal
-from runplane.domain.run import RunKind, Stage
+from runplane.domain.run import RunKind, RunStatus, Stage
+from runplane.domain.run_events import RunEvent
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
     from runplane.store.run_triggers import Triggers
+    from runplane.store.runs import Transitioned
     from runplane.store.schedules import Fire, Schedule
     from runplane.store.state_versions import StateVersion
     from runplane.store.workspace_variables import StoredVariable
@@ -67,8 +69,7 @@ class WorkspaceDirectory(Protocol):
 class RunReader(Protocol):
     """What the Runs service reads to show a run: the run, its stages and its parts.
 
-    Reads only: a run's writes are its conditional transitions (``RunLifecycle``),
-    which stay on the store.
+    Reads only: a run's creation and plain moves are the ``RunLedger``'s.
 
     - ``get_run`` raises ``NotFound`` for an unknown run.
     - ``runs_of_workspace`` is newest first (creation time, then ID, both descending);
@@ -268,6 +269,8 @@ class NotificationStore(Protocol):
     def record_attempt(
         self, delivery: Delivery, attempt: Mapping[str, Any], state: str, now: datetime
     ) -> None: ...
+
+
 class PolicySetStore(Protocol):
     """An organization's published policy sets: one head per set (its current version
     and where it is attached) and the immutable versions behind it.
@@ -344,3 +347,43 @@ class StateVersionReader(Protocol):
     def list_for_workspace(self, workspace_id: str) -> list[StateVersion]: ...
 
     def pinned(self, principal: Principal) -> str | None: ...
+
+
+class RunLedger(Protocol):
+    """A run's own writes: its creation and its plain status moves (not named "writer":
+    that is the workspace writer reservation, ``services.writer``).
+
+    - ``create`` writes the run, its four stages (pending), its ``run.created`` audit
+      event and its ``input`` part (the snapshot it runs from) at once; a taken run ID
+      raises ``RunAlreadyExists`` and writes nothing.
+    - ``move`` moves ``run`` (a snapshot) to ``target`` at once with the stage changes
+      and audit event its row of ``domain/transitions.py`` prescribes, sets
+      ``run_updates`` (only ``plan_has_changes``, ``predecessor_sv_id``,
+      ``approval_expires_at``, else ``ValueError``) and the status reason (``reason``,
+      or none), and returns the move (its version is the snapshot's plus one). A move
+      the table does not allow for the snapshot raises ``IllegalTransition``; a run no
+      longer in the snapshot's status and version (or gone) ``TransitionRejected``; a
+      stage not where the move needs it ``ConcurrentChange``. A refused move writes
+      nothing and announces nothing.
+    - A committed move announces its run event (``domain.run_events.move_event``;
+      none inside the active path) and the events ``also_announce`` makes of it, in
+      its own write (the outbox): an event exists exactly when its move committed.
+
+    A move that must commit with other writes (the writer reservation's release, an
+    open apply record's close, a capability redemption, parts a caller changes with
+    it) and a creation with writes of its caller (a schedule's fire, a trigger's
+    record) stay on the store (``RunRepository.transition_writes`` and ``create``).
+    """
+
+    def create(self, run: Run, *, actor: str, input: Mapping[str, Any]) -> None: ...
+
+    def move(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+    ) -> Transitioned: ...

@@ -28,7 +28,7 @@ from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.run import RunStatus
-from runplane.domain.run_events import EventType, RunEvent, event_for_move, move_event_id
+from runplane.domain.run_events import EventType, RunEvent, move_event
 from runplane.store import outbox
 from runplane.store.transaction import Transaction
 
@@ -64,28 +64,10 @@ class RunEvents:
     ) -> list[Transaction]:
         """The outbox write of the event of ``run``'s move (its snapshot before it) to
         ``target``, producing ``version`` at ``at``; none for a move inside the active path."""
-        kind = event_for_move(run.status, target)
-        if kind is None:
-            return []
-        details = {"from_status": run.status.value}
-        if approval_expires_at is not None:
-            details["approval_expires_at"] = approval_expires_at.isoformat()
-        return [
-            self.announce(
-                RunEvent(
-                    id=move_event_id(run.id, version),
-                    type=kind,
-                    run_id=run.id,
-                    organization_id=run.organization_id,
-                    workspace_id=run.workspace_id,
-                    run_kind=run.kind,
-                    status=target,
-                    at=at,
-                    reason=reason,
-                    details=details,
-                )
-            )
-        ]
+        event = move_event(
+            run, target, version, at, reason=reason, approval_expires_at=approval_expires_at
+        )
+        return [] if event is None else [self.announce(event)]
 
     @staticmethod
     def announce(event: RunEvent) -> Transaction:

@@ -288,14 +288,18 @@ class Runs:
             snapshot["source"] = REMOTE_OPERATION
         snapshot.update(extra_input or {})
         try:
-            self._lifecycle.runs.create(
-                run,
-                actor=principal.ref,
-                extra_writes=[
-                    run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now),
-                    *extra_writes,
-                ],
-            )
+            if extra_writes:
+                # The caller's writes join the creation's transaction: on the store.
+                self._lifecycle.runs.create(
+                    run,
+                    actor=principal.ref,
+                    extra_writes=[
+                        run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now),
+                        *extra_writes,
+                    ],
+                )
+            else:
+                self._lifecycle.ledger.create(run, actor=principal.ref, input=snapshot)
         except BaseException:
             # Refused: the variables artifact would belong to no run.
             if variables_artifact is not None:
