@@ -29,7 +29,7 @@ from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher
 from runplane.domain.identity import Permission
-from runplane.local import moto_serial
+from runplane.local import moto_serial, moto_speedups
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
@@ -310,6 +310,7 @@ class EmbeddedStack:
             os.environ.setdefault(name, "local")
         # moto's HTTP server logs every request; the stack reports its own state.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        moto_speedups.install()
         serialize_requests("dynamodb")
         serialize_requests("dynamodbstreams")
         bound_streams()

@@ -13,7 +13,6 @@ attempt, so a result, a cancellation or a loss that commits first refuses it.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from runplane.domain.capabilities import Phase
@@ -25,8 +24,6 @@ from runplane.domain.run import RunStatus
 from runplane.services.attempts import attempt_part
 from runplane.store import run_batch, run_parts
 from runplane.store import runs as run_store
-from runplane.store.runs import RunRepository
-from runplane.store.state_versions import StateVersion
 from runplane.store.transaction import Item, Transaction
 
 
@@ -83,37 +80,3 @@ def still_applying(run_id: str) -> Transaction:
     return run_parts.expect(run_id, attempt_part(Phase.APPLY), OPEN_ATTEMPT, ended).extend(
         [run_store.expect_status(run_id, RunStatus.APPLYING, moved)]
     )
-
-
-# Attempt -> the state version its run had pinned (oldest forgotten first).
-_PINS: dict[str, str | None] = {}
-_PINS_LOCK = threading.Lock()
-_REMEMBERED_PINS = 10_000
-
-
-def pinned_state(principal: Principal, runs: RunRepository) -> str | None:
-    """The state version a runner sees as current: the one its run pinned.
-
-    The pin is written with the plan attempt, before any session of the run
-    exists, and only a new plan attempt writes it again: for one attempt it
-    never changes, so it is read once per attempt and process (every state
-    read of the engine's backend asks for it)."""
-    attempt = principal.attempt_id
-    if not attempt:
-        return runs.get(principal.run_id or "").predecessor_sv_id
-    with _PINS_LOCK:
-        if attempt in _PINS:
-            return _PINS[attempt]
-    pinned = runs.get(principal.run_id or "").predecessor_sv_id
-    with _PINS_LOCK:
-        if len(_PINS) >= _REMEMBERED_PINS:
-            _PINS.pop(next(iter(_PINS)))
-        _PINS[attempt] = pinned
-    return pinned
-
-
-def may_read(principal: Principal, version: StateVersion, runs: RunRepository) -> bool:
-    """A runner reads its run's pinned predecessor and what its own run published."""
-    if version.id == pinned_state(principal, runs):
-        return True
-    return (version.provenance or {}).get("run_id") == principal.run_id

@@ -270,7 +270,7 @@ class StateVersions:
 
     def _runner_may_read(self, principal: Principal, version: StateVersion) -> bool:
         """A runner reads its run's pinned predecessor and what its own run published
-        (``runner_authority.may_read``, over the seam)."""
+        (the pin through the seam)."""
         if version.id == self._reader.pinned(principal):
             return True
         return (version.provenance or {}).get("run_id") == principal.run_id

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+
 from runplane.domain.identity import Principal
-from runplane.services import runner_authority
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
 from runplane.store.state_versions import StateVersion
+
+# Attempt -> the state version its run had pinned (oldest forgotten first).
+_PINS: dict[str, str | None] = {}
+_PINS_LOCK = threading.Lock()
+_REMEMBERED_PINS = 10_000
 
 
 class DynamoStateVersionReader:
@@ -20,6 +26,21 @@ class DynamoStateVersionReader:
         return store.list_for_workspace(workspace_id)
 
     def pinned(self, principal: Principal) -> str | None:
-        # Remembered per attempt by the runner's authority (the pin never changes
-        # within one attempt).
-        return runner_authority.pinned_state(principal, self._runs)
+        """The state version a runner sees as current: the one its run pinned.
+
+        The pin is written with the plan attempt, before any session of the run
+        exists, and only a new plan attempt writes it again: for one attempt it
+        never changes, so it is read once per attempt and process (every state
+        read of the engine's backend asks for it)."""
+        attempt = principal.attempt_id
+        if not attempt:
+            return self._runs.get(principal.run_id or "").predecessor_sv_id
+        with _PINS_LOCK:
+            if attempt in _PINS:
+                return _PINS[attempt]
+        pinned = self._runs.get(principal.run_id or "").predecessor_sv_id
+        with _PINS_LOCK:
+            if len(_PINS) >= _REMEMBERED_PINS:
+                _PINS.pop(next(iter(_PINS)))
+            _PINS[attempt] = pinned
+        return pinned

@@ -1,0 +1,190 @@
+"""Three costs of moto that are moto's, not AWS's, removed without changing a reply.
+
+Profiling the embedded stack (``benchmarks.run_overhead``) showed most of its CPU
+in moto's own machinery rather than in the work a request asks for:
+
+- **Replies.** moto 5.2 builds every DynamoDB and DynamoDB Streams reply by walking
+  the operation's output shape member by member, through a generic attribute
+  picker: about half of moto's time, for replies that are already plain JSON in the
+  wire format (items are ``{"S": ...}`` maps). The data-plane replies are written
+  with ``json.dumps`` instead, converting the three things the shape walk converts
+  (bytes to base64, datetimes to epoch seconds, absent values dropped).
+  ``check_replies`` turns on a comparison with moto's own serializer for every
+  reply; the test suite runs a workload under it, so a moto upgrade that changes a
+  reply fails a test instead of changing behaviour.
+- **Dispatch.** moto's HTTP server lists its own package directory (two hundred
+  ``isdir`` calls) on every request to tell whether a host names a module. The
+  list never changes while the process runs, so it is read once.
+- **Step Functions.** moto parses the state machine's ASL (an ANTLR grammar) again
+  for every execution. The parse tree depends only on the definition's text and is
+  only read afterwards, so trees are kept per definition; each execution still
+  builds its own evaluation components from the tree, as before, so executions
+  share no mutable state.
+
+Each speedup is installed once per process and only in the embedded stack and the
+test suite; none exists in a deployment, which talks to AWS.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+_GUARD = threading.Lock()
+_INSTALLED: set[str] = set()
+# Data-plane actions whose replies are plain JSON once their values are converted.
+_DYNAMODB_ACTIONS = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+    }
+)
+_STREAMS_ACTIONS = frozenset({"GetRecords", "GetShardIterator"})
+_CONTENT_TYPE = "application/x-amz-json-1.0"
+
+
+class ReplyMismatch(AssertionError):
+    """A fast reply differs from moto's own (raised only while replies are checked)."""
+
+
+class _Checking:
+    enabled = False
+
+
+def install() -> None:
+    """Install all three speedups (idempotent)."""
+    fast_replies()
+    cached_module_list()
+    cached_asl_trees()
+
+
+def check_replies(enabled: bool) -> None:
+    """Compare every fast reply with moto's own serializer (for tests)."""
+    _Checking.enabled = enabled
+
+
+def fast_replies() -> None:
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+    plain_results = (ActionResult, DynamoResult)
+    for name, handler, actions in (
+        ("dynamodb", DynamoHandler, _DYNAMODB_ACTIONS),
+        ("dynamodbstreams", DynamoDBStreamsHandler, _STREAMS_ACTIONS),
+    ):
+        if _claim(f"replies:{name}"):
+            _patch_serialized(handler, actions, plain_results)
+
+
+def _patch_serialized(
+    handler: type[Any], actions: frozenset[str], plain_results: tuple[type[Any], ...]
+) -> None:
+    original: Callable[[Any, Any], tuple[int, dict[str, str], str]] = handler.serialized
+
+    @functools.wraps(original)
+    def serialized(self: Any, action_result: Any) -> tuple[int, dict[str, str], str]:
+        result = action_result.result
+        if (
+            type(action_result) not in plain_results
+            or not isinstance(result, dict)
+            or self._get_action() not in actions
+        ):
+            return original(self, action_result)
+        action = self._get_action()
+        members = _output_members(self.boto3_service_name, action)
+        body = json.dumps(
+            {
+                key: _wire(value)
+                for key, value in result.items()
+                if key in members and value is not None
+            }
+        )
+        headers = {"Content-Type": _CONTENT_TYPE}
+        headers.update(self.response_headers)
+        if _Checking.enabled:
+            _compare(original(self, action_result), (200, headers, body), action)
+        return 200, headers, body
+
+    handler.serialized = serialized
+
+
+@functools.cache
+def _output_members(service: str, action: str) -> frozenset[str]:
+    """The reply's top-level fields: moto's results carry a few more (internal
+    counters) that its serializer leaves out, as the output shape has no place for them."""
+    from moto.core.utils import get_service_model
+
+    shape = get_service_model(service).operation_model(action).output_shape
+    return frozenset(shape.members) if shape is not None else frozenset()
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _wire(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list | tuple):
+        return [_wire(item) for item in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        from moto.core.serialize import TimestampSerializer
+
+        return TimestampSerializer._timestamp_unixtimestamp(value)
+    return value
+
+
+def _compare(
+    expected: tuple[int, dict[str, str], str], actual: tuple[int, dict[str, str], str], action: str
+) -> None:
+    status, headers, body = expected
+    if (status, headers.get("Content-Type")) != (actual[0], actual[1]["Content-Type"]):
+        raise ReplyMismatch(f"{action}: status or content type differs from moto's")
+    if json.loads(body) != json.loads(actual[2]):
+        raise ReplyMismatch(f"{action}: body differs from moto's\n{body}\n{actual[2]}")
+
+
+def cached_module_list() -> None:
+    if not _claim("modules"):
+        return
+    import moto.backends as backends
+
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
+
+
+def cached_asl_trees() -> None:
+    if not _claim("asl"):
+        return
+    from moto.stepfunctions.parser.asl.parse import asl_parser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    parser = asl_parser.AmazonStateLanguageParser
+    original: Callable[[str], tuple[Any, Any]] = parser.parse
+    parse_tree = functools.lru_cache(maxsize=16)(lambda definition: original(definition)[1])
+
+    def parse(definition: str) -> tuple[Any, Any]:
+        tree = parse_tree(definition)
+        return Preprocessor().visit(tree), tree
+
+    parser.parse = staticmethod(parse)  # type: ignore[method-assign]
+
+
+def _claim(name: str) -> bool:
+    with _GUARD:
+        if name in _INSTALLED:
+            return False
+        _INSTALLED.add(name)
+        return True

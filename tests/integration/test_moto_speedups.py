@@ -1,0 +1,167 @@
+"""The embedded stack's moto speedups change no reply (``runplane.local.moto_speedups``).
+
+With replies checked, every fast reply is compared with the one moto's own serializer
+builds for the same result; a difference raises inside moto and fails the request.
+The workload covers every data-plane action the store sends, binary and nested
+values, empty results, conditional refusals and the stream the relay reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from runplane.local import moto_speedups
+from runplane.local.stack import free_port
+from runplane.store.provision import create_table
+
+TABLE = "speedups"
+
+
+@dataclass
+class Moto:
+    dynamodb: Any
+    streams: Any
+
+
+@pytest.fixture
+def moto() -> Iterator[Moto]:
+    """moto's HTTP server, as the embedded stack runs it (streams are served only there)."""
+    moto_speedups.install()
+    moto_speedups.check_replies(True)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{server._port}"
+    try:
+        session = boto3.session.Session(region_name="us-east-1")
+        dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+        create_table(dynamodb, TABLE)
+        yield Moto(dynamodb, session.client("dynamodbstreams", endpoint_url=endpoint))
+    finally:
+        moto_speedups.check_replies(False)
+        # moto's backends are the process's: leave none of this test's tables behind.
+        requests.post(f"{endpoint}/moto-api/reset", timeout=30)
+        server.stop()
+
+
+def _item(pk: str, sk: str, **extra: dict[str, object]) -> dict[str, dict[str, object]]:
+    return {"PK": {"S": pk}, "SK": {"S": sk}, **extra}
+
+
+def test_data_plane_replies_equal_motos_own(moto: Moto) -> None:
+    # Given items with every attribute type the store writes, binary among them
+    client = moto.dynamodb
+    nested = {
+        "M": {"list": {"L": [{"N": "1"}, {"S": "two"}, {"BOOL": True}]}, "gone": {"NULL": True}}
+    }
+    client.put_item(
+        TableName=TABLE,
+        Item=_item("RUN#1", "RUN", blob={"B": b"\x00\xffkey"}, nested=nested, n={"N": "7"}),
+    )
+    client.put_item(
+        TableName=TABLE,
+        Item=_item("RUN#1", "PART#a", tags={"SS": ["x", "y"]}, blobs={"BS": [b"a", b"b"]}),
+    )
+
+    # When each data-plane action runs (the check raises inside moto on a difference)
+    got = client.get_item(TableName=TABLE, Key=_item("RUN#1", "RUN"), ConsistentRead=True)
+    missing = client.get_item(TableName=TABLE, Key=_item("RUN#9", "RUN"))
+    batch = client.batch_get_item(
+        RequestItems={
+            TABLE: {"Keys": [_item("RUN#1", "RUN"), _item("RUN#1", "PART#a"), _item("X", "Y")]}
+        }
+    )
+    queried = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": "RUN#1"}},
+        Limit=1,
+    )
+    scanned = client.scan(TableName=TABLE)
+    updated = client.update_item(
+        TableName=TABLE,
+        Key=_item("RUN#1", "RUN"),
+        UpdateExpression="SET n = n + :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+    )
+    client.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": TABLE, "Item": _item("RUN#2", "RUN")}},
+            {"Delete": {"TableName": TABLE, "Key": _item("RUN#1", "PART#a")}},
+        ]
+    )
+    with pytest.raises(ClientError) as refused:
+        client.put_item(
+            TableName=TABLE,
+            Item=_item("RUN#2", "RUN"),
+            ConditionExpression="attribute_not_exists(PK)",
+        )
+    deleted = client.delete_item(TableName=TABLE, Key=_item("RUN#2", "RUN"), ReturnValues="ALL_OLD")
+
+    # Then the replies are what the store expects, values intact
+    assert got["Item"]["blob"] == {"B": b"\x00\xffkey"}
+    assert got["Item"]["nested"] == nested
+    assert "Item" not in missing
+    assert len(batch["Responses"][TABLE]) == 2
+    assert batch["UnprocessedKeys"] == {}
+    assert queried["Count"] == 1
+    assert "LastEvaluatedKey" in queried
+    assert scanned["Count"] == 2
+    assert updated["Attributes"]["n"] == {"N": "8"}
+    assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert deleted["Attributes"]["PK"] == {"S": "RUN#2"}
+
+
+def test_stream_records_equal_motos_own(moto: Moto) -> None:
+    # Given a table whose stream has a record of an item with a binary value
+    client = moto.dynamodb
+    client.put_item(TableName=TABLE, Item=_item("EVENT#1", "EVENT", body={"B": b"\x01\x02"}))
+    arn = client.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    streams = moto.streams
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+
+    # When the relay's reads run
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator)["Records"]
+
+    # Then the record carries the image and its creation time as moto would send them
+    assert records[0]["eventName"] == "INSERT"
+    assert records[0]["dynamodb"]["NewImage"]["body"] == {"B": b"\x01\x02"}
+    assert records[0]["dynamodb"]["ApproximateCreationDateTime"].year >= 2024
+
+
+def test_a_reply_that_differs_from_motos_is_reported() -> None:
+    # Given moto's reply and a fast one that lost a value
+    expected = (200, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps({"Count": 1}))
+    different = (200, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps({"Count": 2}))
+
+    # When they are compared, then the difference is reported with the action
+    with pytest.raises(moto_speedups.ReplyMismatch, match="Query"):
+        moto_speedups._compare(expected, different, "Query")
+
+
+def test_an_asl_definition_is_parsed_once_and_each_execution_gets_its_own_program() -> None:
+    # Given the speedups and a definition
+    moto_speedups.install()
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+
+    # When it is parsed twice
+    first_program, first_tree = AmazonStateLanguageParser.parse(definition)
+    second_program, second_tree = AmazonStateLanguageParser.parse(definition)
+
+    # Then the tree is shared and the evaluation components are not
+    assert first_tree is second_tree
+    assert first_program is not second_program
