@@ -52,7 +52,7 @@ def moto() -> Iterator[Moto]:
         server.stop()
 
 
-def _item(pk: str, sk: str, **extra: dict[str, object]) -> dict[str, dict[str, object]]:
+def _item(pk: str, sk: str, **extra: Any) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": sk}, **extra}
 
 
