@@ -35,3 +35,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 if tier in ("infra", "browser"):
                     item.add_marker(pytest.mark.xdist_group(tier))
                 break
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """moto without its own overheads (replies, dispatch, ASL parsing), as the embedded
+    stack runs it; tests/integration/test_moto_speedups.py checks that no reply changes."""
+    from runplane.local import moto_speedups
+
+    moto_speedups.install()
