@@ -19,7 +19,7 @@ import requests
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from runplane.local import moto_speedups
+from runplane.local import moto_inprocess, moto_speedups
 from runplane.local.stack import free_port
 from runplane.store.provision import create_table
 
@@ -165,3 +165,60 @@ def test_an_asl_definition_is_parsed_once_and_each_execution_gets_its_own_progra
     # Then the tree is shared and the evaluation components are not
     assert first_tree is second_tree
     assert first_program is not second_program
+
+
+def test_the_stacks_json_requests_reach_moto_without_a_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given moto's server, with this process's JSON-protocol requests served in process
+    import socketserver
+
+    connections: list[object] = []
+    accept = socketserver.ThreadingMixIn.process_request
+
+    def counted(self: Any, request: Any, address: Any) -> None:
+        connections.append(address)
+        accept(self, request, address)
+
+    monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request", counted)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{server._port}"
+    assert server._server is not None
+    moto_inprocess.serve_in_process(endpoint, server._server.app)
+    try:
+        session = boto3.session.Session(region_name="us-east-1")
+        dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+        kms = session.client("kms", endpoint_url=endpoint)
+        s3 = session.client("s3", endpoint_url=endpoint)
+
+        # When DynamoDB and KMS are called, a conditional write refused among them
+        create_table(dynamodb, TABLE)
+        dynamodb.put_item(TableName=TABLE, Item=_item("A", "B", blob={"B": b"\x00"}))
+        with pytest.raises(ClientError) as refused:
+            dynamodb.put_item(
+                TableName=TABLE,
+                Item=_item("A", "B"),
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        got = dynamodb.get_item(TableName=TABLE, Key=_item("A", "B"), ConsistentRead=True)
+        key = kms.create_key()["KeyMetadata"]["KeyId"]
+        sealed = kms.encrypt(KeyId=key, Plaintext=b"secret")["CiphertextBlob"]
+        opened = kms.decrypt(CiphertextBlob=sealed)["Plaintext"]
+        served_in_process = len(connections)
+
+        # And S3, which the sandboxes reach by URL, is called
+        s3.create_bucket(Bucket="speedups")
+
+        # Then none of the JSON requests opened a connection, and their replies and
+        # errors are moto's; S3 still went over HTTP
+        assert served_in_process == 0
+        assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert got["Item"]["blob"] == {"B": b"\x00"}
+        assert opened == b"secret"
+        assert len(connections) == 1
+    finally:
+        moto_inprocess.stop_serving(endpoint)
+        requests.post(f"{endpoint}/moto-api/reset", timeout=30)
+        server.stop()

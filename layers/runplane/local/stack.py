@@ -29,7 +29,7 @@ from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher
 from runplane.domain.identity import Permission
-from runplane.local import moto_serial, moto_speedups
+from runplane.local import moto_inprocess, moto_serial, moto_speedups
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
 from runplane.local.moto_stepfunctions import enable_step_functions
@@ -320,6 +320,7 @@ class EmbeddedStack:
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
         self._moto.start()
         endpoint = f"http://127.0.0.1:{moto_port}"
+        moto_inprocess.serve_in_process(endpoint, self._moto._server.app)
         _configure_moto(endpoint)
         enable_step_functions({_function_name(name): fn for name, fn in task_handlers().items()})
         self._server = GatewayServer(Gateway(_api, authorizer, _is_public), self._host, self._port)
@@ -408,6 +409,7 @@ class EmbeddedStack:
             self._server.stop()
             self._server = None
         if self._moto is not None:
+            moto_inprocess.stop_serving(f"http://127.0.0.1:{self._moto._port}")
             self._moto.stop()
             self._moto = None
         aws.forget_clients()
