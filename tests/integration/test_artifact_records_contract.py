@@ -67,7 +67,8 @@ def test_a_registered_artifact_reads_back_whole(records: ArtifactRecords) -> Non
     )
     second = records.get("art-2")
     assert (second.artifact.size, second.etag, second.session_id) == (0, '"e2"', "ses-1")
-    assert records.exists("art-1") and records.exists("art-2")
+    assert records.exists("art-1")
+    assert records.exists("art-2")
 
 
 def test_an_unknown_artifact_is_not_found(records: ArtifactRecords) -> None:
