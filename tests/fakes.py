@@ -8,12 +8,22 @@ contract test (tests/integration/test_repository_contract.py) holds them to it.
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import os
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from runplane.adapters.envelope import Read
+from runplane.adapters.keys import DataKey, DataKeys, KeyUnavailable
+from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore, StoredObject
 from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.clock import Clock
@@ -38,6 +48,7 @@ from runplane.domain.policy_results import PolicyResult
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.store.artifacts import ArtifactRecord
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_parts import RunPart
@@ -847,3 +858,119 @@ class InMemoryRunLedger(InMemoryRuns):
     def _audit(self, run_id: str, type: str, actor: str, details: dict[str, str]) -> None:
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         self.audit.append(AuditedChange(event_id, type, run_id, actor, details))
+
+
+class InMemoryArtifactRecords:
+    """An ``ArtifactRecords`` in a dict by artifact ID: the records only (the ciphertext
+    is the object store's). Registering an ID already recorded changes nothing."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, ArtifactRecord] = {}
+
+    def get(self, artifact_id: str) -> ArtifactRecord:
+        if artifact_id not in self.records:
+            raise NotFound("artifact", artifact_id)
+        return self.records[artifact_id]
+
+    def exists(self, artifact_id: str) -> bool:
+        return artifact_id in self.records
+
+    def register(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        session_id: str | None = None,
+        registered_at: datetime | None = None,
+    ) -> None:
+        if artifact.id in self.records:
+            raise ConcurrentChange(f"artifact {artifact.id} is already registered")
+        self.records[artifact.id] = ArtifactRecord(
+            artifact, object_key, wrapped_key, chunk_size, etag, session_id
+        )
+
+    def discard(self, artifact_id: str) -> None:
+        self.records.pop(artifact_id, None)
+
+
+class InMemoryObjects(ObjectStore):
+    """The ``ObjectStore`` adapter over a dict of bodies (a test fake of S3, not of our
+    code). Every write gets a new ETag, as a replaced S3 object does; presigned URLs are
+    ``memory://`` addresses that ``put_url`` and ``get_url`` move bytes through."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, bytes] = {}
+        self.etags: dict[str, str] = {}
+        self._writes = 0
+
+    def put_object(self, key: str, body: bytes) -> StoredObject:
+        self._writes += 1
+        self.bodies[key] = body
+        self.etags[key] = f'"{self._writes}-{hashlib.sha256(body).hexdigest()[:32]}"'
+        return StoredObject(key, self.etags[key], len(body))
+
+    def upload_stream(self, key: str, pieces: Iterable[bytes]) -> StoredObject:
+        # An exception from ``pieces`` leaves no object, as an aborted multipart upload.
+        return self.put_object(key, b"".join(pieces))
+
+    @contextmanager
+    def open(self, key: str, etag: str | None = None) -> Iterator[Read]:
+        if key not in self.bodies:
+            raise ObjectMissing(key)
+        if etag is not None and self.etags[key] != etag:
+            raise ObjectChanged(key)
+        yield io.BytesIO(self.bodies[key]).read
+
+    def head(self, key: str) -> StoredObject:
+        if key not in self.bodies:
+            raise ObjectMissing(key)
+        return StoredObject(key, self.etags[key], len(self.bodies[key]))
+
+    def delete(self, key: str) -> None:
+        self.bodies.pop(key, None)
+        self.etags.pop(key, None)
+
+    def presign(self, method: str, key: str, seconds: int) -> str:
+        return f"memory://{method}/{key}?expires={seconds}"
+
+    def put_url(self, url: str, body: bytes) -> None:
+        self.put_object(self._key(url, "PUT"), body)
+
+    def get_url(self, url: str) -> bytes:
+        key = self._key(url, "GET")
+        if key not in self.bodies:
+            raise ObjectMissing(key)
+        return self.bodies[key]
+
+    @staticmethod
+    def _key(url: str, method: str) -> str:
+        prefix = f"memory://{method}/"
+        if not url.startswith(prefix):
+            raise AssertionError(f"not a {method} URL: {url}")
+        return url[len(prefix) :].split("?", 1)[0]
+
+
+class LocalDataKeys(DataKeys):
+    """The ``DataKeys`` adapter with a fixed local wrapping key in place of KMS (a test
+    fake of KMS, not of our code): a data key unwraps only under the encryption context
+    it was generated for, else ``KeyUnavailable``, as KMS refuses."""
+
+    def __init__(self, wrapping_key: bytes = bytes(range(32))) -> None:
+        self._aead = AESGCM(wrapping_key)
+
+    @staticmethod
+    def _aad(context: Mapping[str, str]) -> bytes:
+        return json.dumps(sorted(context.items())).encode()
+
+    def generate(self, context: Mapping[str, str]) -> DataKey:
+        plaintext, nonce = os.urandom(32), os.urandom(12)
+        return DataKey(plaintext, nonce + self._aead.encrypt(nonce, plaintext, self._aad(context)))
+
+    def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes:
+        try:
+            return self._aead.decrypt(wrapped[:12], wrapped[12:], self._aad(context))
+        except (InvalidTag, ValueError):
+            raise KeyUnavailable("InvalidCiphertextException") from None

@@ -43,7 +43,9 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.upload_tickets import UploadTicket, issued_at, redeem
+from runplane.services.repositories import ArtifactRecords
 from runplane.store import artifacts as store
+from runplane.store.artifact_records import DynamoArtifactRecords
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
@@ -89,7 +91,8 @@ class UploadGrant:
 
 
 class _ArtifactAccess:
-    """What both ways into the artifact store share: time, IDs, objects, keys, limits."""
+    """What both ways into the artifact store share: time, IDs, records, objects, keys,
+    limits."""
 
     def __init__(
         self,
@@ -100,8 +103,10 @@ class _ArtifactAccess:
         *,
         limit: int = MAX_LAUNCH_ARTIFACT_BYTES,
         url_seconds: int = 300,
+        records: ArtifactRecords | None = None,
     ) -> None:
         self._clock = clock
+        self._records = records or DynamoArtifactRecords()
         self._ids = ids
         self._objects = objects
         self._keys = keys
@@ -153,13 +158,23 @@ class ArtifactStore(_ArtifactAccess):
             created_at=self._clock.now(),
         )
         try:
-            store.put_registered(
-                artifact,
-                object_key=key,
-                wrapped_key=data_key.wrapped,
-                chunk_size=CHUNK_SIZE,
-                etag=stored.etag,
-            ).extend([together(artifact)] if together else []).commit()
+            if together is None:
+                self._records.register(
+                    artifact,
+                    object_key=key,
+                    wrapped_key=data_key.wrapped,
+                    chunk_size=CHUNK_SIZE,
+                    etag=stored.etag,
+                )
+            else:
+                # One transaction with writes of another area (a log chunk): on the store.
+                store.put_registered(
+                    artifact,
+                    object_key=key,
+                    wrapped_key=data_key.wrapped,
+                    chunk_size=CHUNK_SIZE,
+                    etag=stored.etag,
+                ).extend([together(artifact)]).commit()
         except BaseException:
             self._objects.delete(key)
             raise
@@ -167,12 +182,12 @@ class ArtifactStore(_ArtifactAccess):
 
     def discard(self, artifact_id: str) -> None:
         """Remove an artifact nothing refers to (a write that failed after storing it)."""
-        record = store.get(artifact_id)
-        store.delete(artifact_id).commit()
+        record = self._records.get(artifact_id)
+        self._records.discard(artifact_id)
         self._objects.delete(record.object_key)
 
     def describe(self, organization_id: str, artifact_id: str) -> Artifact:
-        record = store.get(artifact_id)
+        record = self._records.get(artifact_id)
         if record.artifact.organization_id != organization_id:
             raise NotFound("artifact", artifact_id)
         return record.artifact
@@ -185,7 +200,7 @@ class ArtifactStore(_ArtifactAccess):
         the size or SHA-256 differ from the record: use nothing unless it ended
         cleanly.
         """
-        record = store.get(artifact_id)
+        record = self._records.get(artifact_id)
         artifact = record.artifact
         if (
             artifact.organization_id != organization_id
@@ -250,7 +265,7 @@ class SandboxTransfers(_ArtifactAccess):
         """A transfer URL and the data key for one of the session's inputs."""
         if artifact_id not in session.inputs:
             raise NotFound("artifact", artifact_id)
-        record = store.get(artifact_id)
+        record = self._records.get(artifact_id)
         artifact = record.artifact
         if (
             artifact.status is not ArtifactStatus.REGISTERED
@@ -323,7 +338,7 @@ class SandboxTransfers(_ArtifactAccess):
         artifact = replace(
             record.artifact, status=ArtifactStatus.REGISTERED, size=size, sha256=sha256
         )
-        store.put_registered(
+        self._records.register(
             artifact,
             object_key=record.object_key,
             wrapped_key=record.wrapped_key,
@@ -331,7 +346,7 @@ class SandboxTransfers(_ArtifactAccess):
             etag=stored,
             session_id=session.id,
             registered_at=self._clock.now(),
-        ).commit()
+        )
         return artifact
 
     def _verify(self, record: ArtifactRecord, data_key: bytes, *, size: int, sha256: str) -> str:
@@ -357,7 +372,7 @@ class SandboxTransfers(_ArtifactAccess):
         except (ArtifactCorrupt, ArtifactTooLarge):
             # A replayed register with a false report must not remove a registered
             # artifact's object: only the failure path pays for this read.
-            if not store.exists(artifact_id):
+            if not self._records.exists(artifact_id):
                 self._objects.delete(record.object_key)
             raise
         return stored.etag

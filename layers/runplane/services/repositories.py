@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runplane.domain.artifacts import Artifact
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.identity import Principal
 from runplane.domain.run import RunKind, RunStatus, Stage
@@ -19,6 +20,7 @@ from runplane.domain.run_events import RunEvent
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
+    from runplane.store.artifacts import ArtifactRecord
     from runplane.store.notifications import Delivery, Destination
     from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
@@ -387,3 +389,41 @@ class RunLedger(Protocol):
         run_updates: Mapping[str, Any] | None = None,
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
     ) -> Transitioned: ...
+
+
+class ArtifactRecords(Protocol):
+    """Each artifact's record: where its ciphertext is, its wrapped data key, and the size
+    and SHA-256 it must decrypt to. The ciphertext itself is the object store's
+    (``adapters.object_store``) and the data key's unwrapping KMS's (``adapters.keys``).
+
+    - ``get`` raises ``NotFound`` for an unknown artifact; ``exists`` says whether one is
+      recorded (a consistent read, like ``get``).
+    - ``register`` writes a verified artifact, readable at once, in one conditional put:
+      an artifact already recorded under its ID (a second register of one upload, an ID
+      taken) raises ``ConcurrentChange`` and writes nothing.
+    - ``discard`` removes the record, which then reads as unknown. It is unconditional:
+      discarding an unknown artifact writes nothing and raises nothing.
+
+    There are no status moves: a runner's upload is a ticket until ``register`` writes it
+    verified (``domain/upload_tickets.py``), so no record is ever stored ``pending``. An
+    artifact written in one transaction with what refers to it (a log chunk, through
+    ``ArtifactStore.put``'s ``together``) stays on the store (``store.artifacts``).
+    """
+
+    def get(self, artifact_id: str) -> ArtifactRecord: ...
+
+    def exists(self, artifact_id: str) -> bool: ...
+
+    def register(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        session_id: str | None = None,
+        registered_at: datetime | None = None,
+    ) -> None: ...
+
+    def discard(self, artifact_id: str) -> None: ...

@@ -1,0 +1,41 @@
+"""The DynamoDB artifact records (``services.repositories.ArtifactRecords``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from runplane.domain.artifacts import Artifact
+from runplane.store import artifacts as store
+from runplane.store.artifacts import ArtifactRecord
+
+
+class DynamoArtifactRecords:
+    def get(self, artifact_id: str) -> ArtifactRecord:
+        return store.get(artifact_id)
+
+    def exists(self, artifact_id: str) -> bool:
+        return store.exists(artifact_id)
+
+    def register(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        session_id: str | None = None,
+        registered_at: datetime | None = None,
+    ) -> None:
+        store.put_registered(
+            artifact,
+            object_key=object_key,
+            wrapped_key=wrapped_key,
+            chunk_size=chunk_size,
+            etag=etag,
+            session_id=session_id,
+            registered_at=registered_at,
+        ).commit()
+
+    def discard(self, artifact_id: str) -> None:
+        store.delete(artifact_id).commit()
