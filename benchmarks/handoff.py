@@ -24,7 +24,7 @@ from moto import mock_aws
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
 from runplane.domain.run import RunKind
-from runplane.local import moto_serial
+from runplane.local import moto_serial, moto_speedups
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
@@ -77,7 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--waiting", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--handoffs", type=int, default=20)
+    parser.add_argument(
+        "--bare-moto", action="store_true", help="without the embedded stack's moto speedups"
+    )
     args = parser.parse_args()
+    if not args.bare_moto:
+        moto_speedups.install()
     moto_serial.serialize_requests("dynamodb")
     results = [measure(n, args.handoffs) for n in args.waiting]
     print(f"{'waiting':>8} {'median ms':>10} {'max ms':>8} {'requests':>9}")

@@ -222,3 +222,24 @@ def test_the_stacks_json_requests_reach_moto_without_a_socket(
         moto_inprocess.stop_serving(endpoint)
         requests.post(f"{endpoint}/moto-api/reset", timeout=30)
         server.stop()
+
+
+def test_comparable_values_are_motos_for_every_attribute_type() -> None:
+    # Given the speedups
+    moto_speedups.install()
+    from decimal import Decimal
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    # When each attribute type is made comparable, then it is what moto makes of it
+    assert DynamoType({"S": "b"}).cast_value == "b"
+    assert DynamoType({"N": "1.50"}).cast_value == Decimal("1.5")
+    assert DynamoType({"B": "AAE="}).cast_value == "AAE="
+    assert DynamoType({"BOOL": False}).cast_value is False
+    assert DynamoType({"NULL": True}).cast_value is None
+    assert DynamoType({"NS": ["1", "2"]}).cast_value == {Decimal(1), Decimal(2)}
+    assert DynamoType({"L": [{"N": "3"}, {"S": "x"}]}).cast_value == [Decimal(3), "x"]
+    assert DynamoType({"M": {"k": {"N": "4"}}}).cast_value == {"k": Decimal(4)}
+    # And keys sort as moto sorts them
+    assert DynamoType({"S": "QUEUED#a"}) < DynamoType({"S": "QUEUED#b"})
+    assert DynamoType({"N": "9"}) < DynamoType({"N": "10"})
