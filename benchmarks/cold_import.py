@@ -131,6 +131,38 @@ def _interleaved_medians(
     return {name: statistics.median(taken) for name, taken in samples.items()}
 
 
+# Prints the installed (third-party) modules a handler's first request loaded, in the
+# order they finished loading.
+_LOADED = (
+    "import sys\n{code}\n"
+    "site = [n for n, m in list(sys.modules.items())"
+    " if 'site-packages' in (getattr(m, '__file__', None) or '')]\n"
+    "print(','.join(site))"
+)
+
+
+def _loaded_dependencies(code: str) -> str:
+    """Code importing exactly the installed modules ``code`` loads, and none of ours:
+    what the handler's own dependencies cost, with no part of ours. A module that will
+    not import alone (loaded by its package in a way of its own) is skipped."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(code=code)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_ENV,
+    )
+    modules = [name for name in out.stdout.strip().splitlines()[-1].split(",") if name]
+    return (
+        "import importlib\n"
+        f"for name in {modules!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception:\n"
+        "        pass"
+    )
+
+
 def _sdks_loaded(modules: str) -> list[str]:
     loaded = f"{{m.split('.')[0] for m in sys.modules}} & set({SDKS!r})"
     code = f"import sys, {modules}; print(','.join(sorted({loaded})))"
@@ -144,6 +176,11 @@ def main() -> None:
     parser.add_argument("--bytecode", action="store_true", help="every module from bytecode")
     parser.add_argument("--handlers-only", action="store_true", help="skip the module table")
     parser.add_argument("--compare-with", metavar="TREE", help="another checkout to measure too")
+    parser.add_argument(
+        "--loaded-dependencies",
+        action="store_true",
+        help="also compare each handler with the installed modules its first request loads",
+    )
     args = parser.parse_args()
     if args.bytecode:
         _use_bytecode(tempfile.mkdtemp(prefix="cold-import-pyc-"))
@@ -165,6 +202,8 @@ def main() -> None:
     for name, module in HANDLERS.items():
         codes[f"{name}/import"] = f"import {module}"
         codes[f"{name}/first"] = f"import {module}\n{FIRST_REQUEST[name]}"
+        if args.loaded_dependencies:
+            codes[f"{name}/loaded"] = _loaded_dependencies(codes[f"{name}/first"])
         if args.compare_with:
             codes[f"{name}/other"] = codes[f"{name}/first"]
             trees[f"{name}/other"] = os.path.abspath(args.compare_with)
@@ -187,6 +226,11 @@ def main() -> None:
             f"{name:<11} {extra * 1000:>10.1f} {extra / dependencies:>7.2f}"
             f" {first * 1000:>17.1f} {first / dependencies:>7.2f}"
         )
+        if args.loaded_dependencies:
+            loaded = medians[f"{name}/loaded"] - bare
+            results[f"{key}_loaded_dependencies_ms"] = round(loaded * 1000, 1)
+            results[f"{key}_first_request_x_loaded"] = round(first / loaded, 2)
+            print(f"{'  loaded deps':<11} {loaded * 1000:>10.1f} {first / loaded:>7.2f} x")
         if args.compare_with:
             other = medians[f"{name}/other"] - bare
             results[f"{key}_other_first_request_ms"] = round(other * 1000, 1)
