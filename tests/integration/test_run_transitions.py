@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
@@ -37,6 +38,25 @@ def test_a_move_updates_status_version_stages_and_audit_together(
     assert [e.type for e in trail] == ["run.created", "run.queued", "run.planning_started"]
     assert trail[-1].details == {"from": "queued", "to": "planning"}
     assert trail[-1].actor == "workflow"
+
+
+def test_a_move_returns_the_run_as_a_read_right_after_it_would(
+    stack: Stack, org: Organization, workspace: Workspace
+) -> None:
+    # Given a plan-and-apply run whose policy passed, with a reason on its last move
+    run = stack.new_run(org.id, workspace.id, RunKind.PLAN_AND_APPLY, actor="user:ada")
+    run = walk(stack.lifecycle, run, S.POLICY_PASSED)
+    expires = run.updated_at + timedelta(days=7)
+
+    # When it moves to await approval, setting its deadline
+    moved = stack.lifecycle.move(
+        run, S.AWAITING_APPROVAL, actor="workflow", run_updates={"approval_expires_at": expires}
+    )
+
+    # Then the run the move returns is the one a consistent read returns
+    assert moved.run == stack.lifecycle.runs.get(run.id)
+    assert moved.run.approval_expires_at == expires
+    assert moved.run.status_reason is None
 
 
 def test_a_stale_version_is_rejected_with_the_current_item_and_writes_nothing(

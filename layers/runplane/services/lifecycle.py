@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runplane.domain.clock import Clock
@@ -46,6 +46,8 @@ logger = logging.getLogger("runplane.runs")
 class Moved:
     transition: Transitioned
     handoff: Handoff | None
+    # The run as the move wrote it: what a consistent read right after would return.
+    run: Run
 
 
 class RunLifecycle:
@@ -128,7 +130,18 @@ class RunLifecycle:
                     "to_status": target.value,
                 },
             )
-            return Moved(moved, release.handoff if release else None)
+            return Moved(
+                moved,
+                release.handoff if release else None,
+                replace(
+                    run,
+                    status=moved.status,
+                    version=moved.version,
+                    updated_at=moved.at,
+                    status_reason=reason or None,
+                    **dict(run_updates or {}),
+                ),
+            )
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 
     def _close_apply_record(

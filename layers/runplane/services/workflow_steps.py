@@ -69,6 +69,7 @@ class WorkflowSteps(WorkflowService):
         run = self._active(run_id)
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
+            # Read again: a cancel that commits now must stop the evaluation's writes.
             run = self._lifecycle.runs.get(run_id)
         if run.status is S.POLICY_EVALUATING:
             policy_inputs = self._policies.policy_inputs(run)
@@ -92,7 +93,7 @@ class WorkflowSteps(WorkflowService):
                 run, target, actor=WORKFLOW, reason=reason, extra_writes=writes
             )
             self._hand_off(moved)
-            run = self._lifecycle.runs.get(run_id)
+            run = moved.run
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
 
@@ -147,14 +148,13 @@ class WorkflowSteps(WorkflowService):
                 body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
                 now=now,
             )
-            self._lifecycle.move(
+            run = self._lifecycle.move(
                 run,
                 S.AWAITING_APPROVAL,
                 actor=WORKFLOW,
                 run_updates={"approval_expires_at": expires_at},
                 extra_writes=[approval],
-            )
-            run = self._lifecycle.runs.get(run_id)
+            ).run
         assert run.approval_expires_at is not None
         remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
         # Whole seconds, rounded up with a second to spare: the wait must never
