@@ -243,3 +243,60 @@ def test_comparable_values_are_motos_for_every_attribute_type() -> None:
     # And keys sort as moto sorts them
     assert DynamoType({"S": "QUEUED#a"}) < DynamoType({"S": "QUEUED#b"})
     assert DynamoType({"N": "9"}) < DynamoType({"N": "10"})
+
+
+def test_a_query_reads_its_partition_in_order_and_an_index_query_the_whole_index(
+    moto: Moto,
+) -> None:
+    # Given items in three partitions, each also listed in the index under one key
+    client = moto.dynamodb
+    for pk in ("A", "B", "C"):
+        for n in (3, 1, 2):
+            extra = {"GSI1PK": {"S": "ALL"}, "GSI1SK": {"S": f"{pk}{n}"}}
+            client.put_item(TableName=TABLE, Item=_item(pk, f"SK#{n}", **extra))
+
+    def keys(page: dict[str, Any]) -> list[str]:
+        return [f"{i['PK']['S']}/{i['SK']['S']}" for i in page["Items"]]
+
+    # When partition B is queried forwards, backwards, paged and by a range condition
+    b = {":pk": {"S": "B"}}
+    forwards = client.query(
+        TableName=TABLE, KeyConditionExpression="PK = :pk", ExpressionAttributeValues=b
+    )
+    backwards = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues=b,
+        ScanIndexForward=False,
+    )
+    first = client.query(
+        TableName=TABLE, KeyConditionExpression="PK = :pk", ExpressionAttributeValues=b, Limit=1
+    )
+    rest = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues=b,
+        ExclusiveStartKey=first["LastEvaluatedKey"],
+    )
+    above = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk AND SK > :sk",
+        ExpressionAttributeValues={**b, ":sk": {"S": "SK#1"}},
+    )
+    index = client.query(
+        TableName=TABLE,
+        IndexName="GSI1",
+        KeyConditionExpression="GSI1PK = :all",
+        ExpressionAttributeValues={":all": {"S": "ALL"}},
+    )
+    scanned = client.scan(TableName=TABLE)
+
+    # Then each reads exactly its partition, in key order, and the index and a scan see all
+    assert keys(forwards) == ["B/SK#1", "B/SK#2", "B/SK#3"]
+    assert keys(backwards) == ["B/SK#3", "B/SK#2", "B/SK#1"]
+    assert keys(first) + keys(rest) == ["B/SK#1", "B/SK#2", "B/SK#3"]
+    assert keys(above) == ["B/SK#2", "B/SK#3"]
+    assert [i["GSI1SK"]["S"] for i in index["Items"]] == [
+        f"{pk}{n}" for pk in "ABC" for n in (1, 2, 3)
+    ]
+    assert scanned["Count"] == 9

@@ -19,6 +19,10 @@ in moto's own machinery rather than in the work a request asks for:
   converts both values through a chain of five type tests; strings, binaries and
   booleans (nearly all of the table's keys) are their own value, and a number is its
   ``Decimal``, so those are answered first.
+- **Queries.** A ``Query`` on the table's own key lists and sorts *every* item of the
+  table, then keeps its partition's: each costs as much as the whole table (a queue's
+  hand-off grew with the number of runs stored). While such a query runs, its table
+  lists only that partition, in the same order.
 - **Step Functions.** moto parses the state machine's ASL (an ANTLR grammar) again
   for every execution. The parse tree depends only on the definition's text and is
   only read afterwards, so trees are kept per definition; each execution still
@@ -74,6 +78,7 @@ def install() -> None:
     cached_module_list()
     cached_asl_trees()
     scalar_values_first()
+    partition_queries()
 
 
 def check_replies(enabled: bool) -> None:
@@ -205,6 +210,38 @@ def scalar_values_first() -> None:
         return general(self)
 
     DynamoType.cast_value = property(cast_value)  # type: ignore[method-assign, assignment]
+
+
+_QUERYING = threading.local()
+
+
+def partition_queries() -> None:
+    if not _claim("queries"):
+        return
+    from moto.dynamodb.models.table import Table
+
+    every_item: Callable[[Any], list[Any]] = Table.all_items
+    query: Callable[..., Any] = Table.query
+
+    def all_items(self: Any) -> list[Any]:
+        scope = getattr(_QUERYING, "scope", None)
+        if scope is None or scope[0] is not self or not self.range_key_attr:
+            return every_item(self)
+        partition = self.items.get(scope[1]) or {}
+        return sorted(partition.values(), key=lambda item: item.range_key)
+
+    def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+        if index_name or hash_key is None:
+            return query(self, hash_key, *args, **kwargs)
+        _QUERYING.scope = (self, hash_key)
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            _QUERYING.scope = None
+
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.query = partition_query  # type: ignore[method-assign]
 
 
 # Attribute types whose comparable value is the value itself.
