@@ -9,7 +9,8 @@ reports:
 - wall time from creation to ``succeeded``, the time the engine itself ran
   (reported by the runner for its plan and apply phases), and their
   difference: the control plane's overhead (workflow, Lambdas, DynamoDB, S3,
-  KMS, the runner's own transfers, plus the polling interval of the approval);
+  KMS, the runner's own transfers; the approval is given on the write that
+  makes the run await it);
 - DynamoDB requests by operation (and how many of them write) and Step
   Functions state transitions;
 - the HTTP calls the sandboxes made, by route;
@@ -234,7 +235,7 @@ def _run_requests() -> Counter[str]:
         return Counter(RUN_REQUESTS)
 
 
-class _Writes:
+class _StatusWaits:
     """Wakes the benchmark's waits on each DynamoDB write instead of a poll timer.
 
     Polling the run's review every 50 ms kept a quarter of a core busy in the stack
@@ -257,7 +258,7 @@ class _Writes:
                 return status
 
 
-STATUS = _Writes()
+STATUS = _StatusWaits()
 
 
 def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -> dict[str, Any]:

@@ -94,20 +94,13 @@ class EventQueue(Construct):
     def alarm_on_dead_letters(self, topic: sns.ITopic) -> cloudwatch.Alarm:
         """A message in the dead-letter queue is an event nobody handled (a trigger not
         queued, notifications not sent): someone should look."""
-        alarm = cloudwatch.Alarm(
+        return _alarm_on_messages(
             self,
             "DeadLettersAlarm",
-            alarm_description="Runplane: a run event failed every receive (dead-letter queue)",
-            metric=self.dead_letters.metric_approximate_number_of_messages_visible(
-                period=Duration.minutes(5), statistic="Maximum"
-            ),
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dead_letters,
+            "Runplane: a run event failed every receive (dead-letter queue)",
+            topic,
         )
-        alarm.add_alarm_action(actions.SnsAction(topic))
-        return alarm
 
 
 def _alarm_on_messages(

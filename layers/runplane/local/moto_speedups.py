@@ -108,21 +108,15 @@ def _patch_serialized(
     @functools.wraps(original)
     def serialized(self: Any, action_result: Any) -> tuple[int, dict[str, str], str]:
         result = action_result.result
+        action = self._get_action()
         if (
             type(action_result) not in plain_results
             or not isinstance(result, dict)
-            or self._get_action() not in actions
+            or action not in actions
         ):
             return original(self, action_result)
-        action = self._get_action()
         members = _output_members(self.boto3_service_name, action)
-        body = json.dumps(
-            {
-                key: _wire(value)
-                for key, value in result.items()
-                if key in members and value is not None
-            }
-        )
+        body = json.dumps(_wire({key: value for key, value in result.items() if key in members}))
         headers = {"Content-Type": _CONTENT_TYPE}
         headers.update(self.response_headers)
         if _Checking.enabled:
