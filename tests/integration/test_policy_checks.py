@@ -183,16 +183,20 @@ def test_a_bound_row_cannot_be_rebound_or_completed_with_another_digest(
     policy_input = arena.policies.policy_input(run)
     evaluation = arena.policies.evaluate(run, policy_input)
     check = run_parts.require(run_id, "policy")
-    Policies.bind(run, check, evaluation.input_digest, stack.clock.now()).commit()
+    plan = run_parts.get(run_id, "plan")
+    bind, as_written = Policies.bind(run, check, evaluation.input_digest, stack.clock.now(), plan)
+    bind.commit()
     bound = run_parts.require(run_id, "policy")
+    # (the row the bind says it wrote is the row a read finds)
+    assert (as_written.state, as_written.body) == (bound.state, bound.body)
     before = stack.scan()
 
     # When another digest is bound (from the stale read, or the fresh one)
     # Then both are refused
     with pytest.raises(PolicyBindingRefused):
-        Policies.bind(run, check, "sha256:" + "0" * 64, stack.clock.now()).commit()
+        Policies.bind(run, check, "sha256:" + "0" * 64, stack.clock.now(), plan)[0].commit()
     with pytest.raises(PolicyBindingRefused):
-        Policies.bind(run, bound, "sha256:" + "0" * 64, stack.clock.now())
+        Policies.bind(run, bound, "sha256:" + "0" * 64, stack.clock.now(), plan)
     # And results for a different input are refused too
     other = arena.policies.evaluate(run, {**policy_input, "run": {"workspace": "elsewhere"}})
     with pytest.raises(PolicyBindingRefused):
@@ -213,7 +217,9 @@ def test_only_the_row_reserved_by_a_committed_plan_can_be_bound(arena: Arena, st
 
     # When it is bound / Then it is refused: no committed plan reserved it
     with pytest.raises(PolicyBindingRefused):
-        Policies.bind(run, check, "sha256:" + "1" * 64, stack.clock.now())
+        Policies.bind(
+            run, check, "sha256:" + "1" * 64, stack.clock.now(), run_parts.get(run_id, "plan")
+        )
     assert stack.scan() == before
 
 

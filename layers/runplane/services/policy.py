@@ -28,7 +28,13 @@ from runplane.domain.errors import (
     PolicyBindingRefused,
 )
 from runplane.domain.identity import Permission, Principal
-from runplane.domain.parts import ApprovalBody, ApprovalState, PlanEvidenceState, PolicyCheck
+from runplane.domain.parts import (
+    ApprovalBody,
+    ApprovalState,
+    PlanEvidence,
+    PlanEvidenceState,
+    PolicyCheck,
+)
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
 from runplane.domain.policy_results import PolicyResult, overall
@@ -277,11 +283,12 @@ class Policies:
 
     # -- a run's policy check ---------------------------------------------------------------
 
-    def policy_inputs(self, run: Run) -> PolicyInputs:
+    def policy_inputs(self, run: Run, plan_part: run_parts.RunPart | None = None) -> PolicyInputs:
         """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
         The check binds the ``runplane`` document's digest; each set's results record
-        the digest of the document of its own shape."""
-        plan = run_parts.plan_evidence(run.id)
+        the digest of the document of its own shape. ``plan_part`` is the run's plan
+        part if the caller has read it already."""
+        plan = PlanEvidence.from_body((plan_part or run_parts.require(run.id, "plan")).body)
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
         workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(
@@ -298,26 +305,30 @@ class Policies:
         return self.policy_inputs(run).document("runplane")
 
     @staticmethod
-    def bind(run: Run, check: run_parts.RunPart, digest: str, now: Any) -> Transaction:
+    def bind(
+        run: Run, check: run_parts.RunPart, digest: str, now: Any, plan: run_parts.RunPart | None
+    ) -> tuple[Transaction, run_parts.RunPart]:
         """Bind the reserved row to the exact input digest: only the row this run's
-        plan commit reserved, only once."""
-        plan = run_parts.get(run.id, "plan")
+        plan commit reserved (``plan`` is the run's plan part), only once. Returns the
+        write and the row as it will read once that commits."""
         if plan is None or plan.state != PlanEvidenceState.COMMITTED or check.state != RESERVED:
             raise PolicyBindingRefused(
                 f"run {run.id}: the policy check is {check.state}; only the row reserved "
                 "by the run's committed plan can be bound, once"
             )
-        return run_parts.change(
+        body = replace(PolicyCheck.from_body(check.body), input_digest=digest).to_body()
+        write = run_parts.change(
             run.id,
             "policy",
             expected_state=RESERVED,
             state=BOUND,
-            body=replace(PolicyCheck.from_body(check.body), input_digest=digest).to_body(),
+            body=body,
             now=now,
             on_refused=lambda current: PolicyBindingRefused(
                 f"run {run.id}: the policy check was bound meanwhile"
             ),
         )
+        return write, replace(check, state=BOUND, body=body, updated_at=now)
 
     def evaluate(
         self, run: Run, policy_input: PolicyInputs | dict[str, Any], digest: str | None = None

@@ -40,7 +40,7 @@ from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED
 from runplane.services.publications import apply_identity, publication_of
 from runplane.services.workflow_base import S, WorkflowService
-from runplane.store import run_parts, state_versions
+from runplane.store import run_batch, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
 
@@ -147,9 +147,9 @@ class RunnerReports(WorkflowService):
     def apply_start_writes(self, run_id: str, attempt_id: str) -> Transaction:
         """The uncommitted move to ``applying``, committed together with the runner's
         apply-start redemption: the run applies only if both happen."""
-        run = self._lifecycle.runs.get(run_id)
-        attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
-        approval = run_parts.require(run.id, "approval")
+        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY), "approval"])
+        attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
+        approval = run_batch.require(parts, run.id, "approval")
         approved = approval.state == ApprovalState.APPROVED
         if AttemptBody.from_body(attempt.body).attempt_id != attempt_id or not approved:
             raise Conflict(f"run {run.id} is not approved for attempt {attempt_id}")
@@ -169,8 +169,8 @@ class RunnerReports(WorkflowService):
         """Commit an apply result. Success needs a confirmed publication: the current
         state must carry this run's exact attempt, sandbox, lock and fence."""
         check_phase(report, Phase.APPLY)
-        run = self._lifecycle.runs.get(run_id)
-        attempt = run_parts.require(run.id, attempt_part(Phase.APPLY))
+        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY), "apply"])
+        attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
         granted = AttemptBody.from_body(attempt.body)
         if granted.attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
@@ -206,7 +206,7 @@ class RunnerReports(WorkflowService):
                 expected_state=ApplyRecordState.STARTED,
                 state=apply_state,
                 body={
-                    **run_parts.require(run.id, "apply").body,
+                    **run_batch.require(parts, run.id, "apply").body,
                     "resulting_state_version_id": pointer if published else None,
                     "state_published": published,
                     "reason": reason,

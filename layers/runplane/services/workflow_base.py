@@ -8,7 +8,7 @@ same collaborators, and services/orchestration.py composes them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,8 @@ from runplane.services import drift
 from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.writer import hand_off
+from runplane.store import run_batch
+from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -52,6 +54,12 @@ class Timing:
 def heartbeat_interval(window: timedelta) -> int:
     """How often a runner heartbeats: six chances per window, so one slow call is no loss."""
     return max(1, int(window.total_seconds()) // 6)
+
+
+def _unended(run: Run) -> Run:
+    if run.status.is_terminal:
+        raise RunEnded(run.id, run.status)
+    return run
 
 
 class WorkflowService:
@@ -92,10 +100,13 @@ class WorkflowService:
 
     def _active(self, run_id: str) -> Run:
         """The run, if it has not ended; a step of an ended run ends the workflow."""
-        run = self._lifecycle.runs.get(run_id)
-        if run.status.is_terminal:
-            raise RunEnded(run.id, run.status)
-        return run
+        return _unended(self._lifecycle.runs.get(run_id))
+
+    @staticmethod
+    def _active_with(run_id: str, parts: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
+        """As ``_active``, with the step's parts of the run read in the same request."""
+        run, found = run_batch.run_and_parts(run_id, parts)
+        return _unended(run), found
 
     def _move_noting_drift(
         self,

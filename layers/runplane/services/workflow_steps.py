@@ -25,6 +25,7 @@ from runplane.domain.parts import (
     AttemptBody,
     AttemptState,
     PartKind,
+    PlanEvidence,
     PolicyCheck,
     check_move,
 )
@@ -33,7 +34,7 @@ from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED, Policies
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
-from runplane.store import run_parts
+from runplane.store import run_batch, run_parts
 from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
 
@@ -66,18 +67,21 @@ class WorkflowSteps(WorkflowService):
         A retry re-derives the same input (sanitization is deterministic); a bound
         digest that no longer matches fails closed.
         """
-        run = self._active(run_id)
+        run, parts = self._active_with(run_id, ["plan", "policy", "apply"])
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             # Read again: a cancel that commits now must stop the evaluation's writes.
+            # (The parts read with it stay as they were: each write below is
+            # conditioned on the state it read.)
             run = self._lifecycle.runs.get(run_id)
         if run.status is S.POLICY_EVALUATING:
-            policy_inputs = self._policies.policy_inputs(run)
+            plan = run_batch.require(parts, run.id, "plan")
+            policy_inputs = self._policies.policy_inputs(run, plan)
             digest = policy_inputs.digest("runplane")
-            check = run_parts.require(run.id, "policy")
+            check = run_batch.require(parts, run.id, "policy")
             if check.state == RESERVED:
-                Policies.bind(run, check, digest, self._clock.now()).commit()
-                check = run_parts.require(run.id, "policy")
+                bind, check = Policies.bind(run, check, digest, self._clock.now(), plan)
+                bind.commit()
             evaluation = self._policies.evaluate(run, policy_inputs, digest)
             recorded = Policies.record(run, check, evaluation, self._clock.now())
             passed = evaluation.outcome in {"passed", "soft_failed"}
@@ -87,7 +91,7 @@ class WorkflowSteps(WorkflowService):
             if not passed:
                 blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
                 reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
-                if run_parts.get(run.id, "apply") is not None:
+                if parts["apply"] is not None:
                     writes.append(self._close_apply_record(run.id, "a mandatory policy failed"))
             moved = self._lifecycle.move(
                 run, target, actor=WORKFLOW, reason=reason, extra_writes=writes
@@ -127,16 +131,17 @@ class WorkflowSteps(WorkflowService):
         return {"status": self._lifecycle.runs.get(run_id).status.value}
 
     def request_approval(self, run_id: str) -> dict[str, Any]:
-        run = self._active(run_id)
+        run, parts = self._active_with(run_id, ["policy", "plan"])
         if run.status is S.POLICY_PASSED:
             now = self._clock.now()
             window = workspace_store.get_workspace(run.workspace_id).approval_window_seconds
             expires_at = now + (
                 timedelta(seconds=window) if window else self._timing.approval_window
             )
-            policy = PolicyCheck.from_body(run_parts.require(run.id, "policy").body)
+            policy = PolicyCheck.from_body(run_batch.require(parts, run.id, "policy").body)
+            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
             binding = ApprovalBinding(
-                plan_sha256=run_parts.plan_evidence(run.id).plan_sha256,
+                plan_sha256=plan.plan_sha256,
                 predecessor_state_version_id=run.predecessor_sv_id,
                 policy_input_digest=policy.input_digest,
                 policy_result_digest=policy.result_digest,
@@ -163,8 +168,8 @@ class WorkflowSteps(WorkflowService):
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
         """Store the approval wait's token; a decision already recorded resumes at once."""
-        self._active(run_id)
-        approval = run_parts.require(run_id, "approval")
+        _, parts = self._active_with(run_id, ["approval"])
+        approval = run_batch.require(parts, run_id, "approval")
         if approval.state == ApprovalState.WAITING:
             try:
                 run_parts.change(

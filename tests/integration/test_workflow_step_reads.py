@@ -1,0 +1,86 @@
+"""What the workflow's own steps read: the run and the parts a step needs come back
+in one consistent request, and a step does not read again what it has just written."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.store import run_parts
+from runplane.domain.runner_reports import Failed
+from tests.integration.arena import Arena, awaiting_approval, plan_complete
+from tests.integration.dynamodb_requests import DynamoDBRequests
+
+
+def reads(operations: list[str]) -> list[str]:
+    return [op for op in operations if op != "TransactWriteItems"]
+
+
+def test_the_policy_step_reads_its_run_and_parts_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run whose plan was reported, with no policy set attached
+    _, run_id = plan_complete(arena, "policy-step-reads")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the policy step runs
+    outcome = arena.orchestration.evaluate_policy(run_id)
+    sent = list(requests.operations)
+
+    # Then the run passed policy, bound to its input and recorded
+    assert outcome == {"next": "approval"}
+    assert arena.stack.lifecycle.runs.get(run_id).status.value == "policy_passed"
+    assert run_parts.require(run_id, "policy").state == "passed"
+    # And it read the run with its plan, policy and apply parts in one request, the run
+    # again after its first move (a cancel in between must stop it), then the plan
+    # JSON's artifact, the workspace and the attached policy sets: nothing twice
+    assert reads(sent) == ["BatchGetItem", "GetItem", "GetItem", "GetItem", "Query"]
+    # And wrote its two moves and the bind
+    assert sent.count("TransactWriteItems") == 3
+
+
+def test_the_approval_steps_read_their_run_and_parts_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run that passed policy
+    _, run_id = plan_complete(arena, "approval-step-reads")
+    arena.orchestration.evaluate_policy(run_id)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When approval is requested and its wait starts
+    arena.orchestration.request_approval(run_id)
+    waiting = arena.orchestration.wait_for_approval(run_id, "token-approval")
+    sent = list(requests.operations)
+
+    # Then the run awaits approval with the wait's token stored
+    assert waiting == {"waiting": True}
+    assert run_parts.require(run_id, "approval").token == "token-approval"
+    # And each step read its run with the parts it needs in one request; the request
+    # step read the workspace (its approval window) besides
+    assert reads(sent) == ["BatchGetItem", "GetItem", "BatchGetItem"]
+
+
+def test_an_apply_result_reads_its_run_attempt_and_record_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an approved run whose apply sandbox has started
+    _, run_id = awaiting_approval(arena, "apply-result-reads")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    attempt_id = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When its start is proven and it reports a failed apply
+    arena.orchestration.apply_start_writes(run_id, attempt_id).commit()
+    arena.orchestration.report_apply(
+        run_id, attempt_id, Failed(reason="the engine failed", log_artifact_id=None)
+    )
+    sent = list(requests.operations)
+
+    # Then the run failed its apply and its record says so
+    assert arena.stack.lifecycle.runs.get(run_id).status.value == "apply_failed"
+    assert run_parts.require(run_id, "apply").state == "failed"
+    # And the apply start read the run with its attempt and approval in one request, the
+    # result the run with its attempt and apply record in one more; then the result read
+    # the workspace (its current state), the attempt's sessions to revoke, and the
+    # workspace again as the writer reservation is released
+    assert reads(sent) == ["BatchGetItem", "BatchGetItem", "GetItem", "Query", "GetItem"]
