@@ -137,3 +137,44 @@ def test_a_runner_s_current_state_call_is_its_authentication_read_alone(
     assert current.id == sv_id
     assert version.id == sv_id
     assert requests.operations == ["BatchGetItem", "BatchGetItem"]
+
+
+def test_a_runner_s_state_download_is_its_authentication_read_alone(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox on a workspace with state, which has made three
+    # calls (the second names the pinned version, the third its state's artifact)
+    ws_id, sv_id = with_state(arena, "prefetched-download")
+    _, run_id = applying(arena, "prefetched-download", ws_id)
+    token = arena.runner_token(run_id, "apply")
+    for _ in range(3):
+        authorized(arena, token)
+    expected = arena.stack.state.download(authorized(arena, token)[0], sv_id)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the engine's backend downloads that state (its own call)
+    principal, read = authorized(arena, token)
+    with prefetch.serving(read):
+        body = arena.stack.state.download(principal, sv_id)
+
+    # Then it got the state, and the call's one DynamoDB request was its
+    # authentication: the version and its artifact record (whose wrapped key travels
+    # in the authorizer's context as text) came with the session
+    assert body == expected
+    assert requests.operations == ["BatchGetItem"]
+
+
+def test_a_binary_attribute_travels_in_the_context_and_comes_back_as_bytes() -> None:
+    # Given a raw item with a top-level binary attribute, and one with binary nested
+    items = {
+        ("ART#a", "ART"): {"pk": {"S": "ART#a"}, "wrapped_key": {"B": b"\x00\xffkey"}},
+        ("ART#b", "ART"): {"pk": {"S": "ART#b"}, "nested": {"M": {"k": {"B": b"\x01"}}}},
+    }
+
+    # When they are carried through the authorizer's context
+    carried = prefetch.encode(items)
+
+    # Then the context is text, the first comes back byte for byte, and the second
+    # does not travel (the call reads it)
+    assert all(isinstance(value, str) for value in carried.values())
+    assert prefetch.decode(carried) == {("ART#a", "ART"): items[("ART#a", "ART")]}

@@ -37,9 +37,10 @@ from runplane.domain.identity import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
-from runplane.store.models import run_key, state_version_key, workspace_key
+from runplane.store.models import artifact_key, run_key, state_version_key, workspace_key
 from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import RunRepository, pinned_state_of
+from runplane.store.state_versions import state_artifact_of
 
 TOKEN_PREFIX = "rpt_"
 # Runs whose workspace an Identity remembers (oldest forgotten first).
@@ -70,6 +71,8 @@ class Identity:
         self._verifier = verifier
         self._workspace_by_run: dict[str, str] = {}
         self._pin_by_attempt: dict[str, str] = {}
+        # The artifact holding a pinned version's state (a version never changes).
+        self._state_artifact_by_version: dict[str, str] = {}
         self._workspaces_lock = threading.Lock()
 
     # -- API tokens ---------------------------------------------------------------------
@@ -181,17 +184,22 @@ class Identity:
         ), prefetched
 
     def _call_reads(self, binding: Binding) -> list[Key]:
-        """What a runner's call reads next: its run and, once known, its workspace."""
+        """What a runner's call reads next: its run and, once known, its workspace, the
+        state version its run pinned and that version's artifact record."""
         with self._workspaces_lock:
             workspace_id = self._workspace_by_run.get(binding.run_id)
             pinned = self._pin_by_attempt.get(binding.attempt_id)
+            artifact_id = self._state_artifact_by_version.get(pinned or "")
         keys = [run_key(binding.run_id)]
         if workspace_id is not None:
             keys.append(workspace_key(workspace_id))
         if pinned is not None:
             # The engine's backend asks for its current state (and downloads it)
-            # on most calls: the version its run pinned.
+            # on most calls: the version its run pinned, and the artifact record
+            # its download opens.
             keys.append(state_version_key(pinned))
+        if artifact_id is not None:
+            keys.append(artifact_key(artifact_id))
         return keys
 
     def _remember_pin(self, binding: Binding, prefetched: dict[Key, RawItem]) -> None:
@@ -202,11 +210,17 @@ class Identity:
         if raw_run is None:
             return
         pinned = pinned_state_of(raw_run)
+        raw_version = prefetched.get(state_version_key(pinned)) if pinned else None
+        state_artifact = state_artifact_of(raw_version) if raw_version else None
         with self._workspaces_lock:
             if len(self._pin_by_attempt) >= _REMEMBERED_RUNS:
                 self._pin_by_attempt.pop(next(iter(self._pin_by_attempt)))
+            if len(self._state_artifact_by_version) >= _REMEMBERED_RUNS:
+                self._state_artifact_by_version.pop(next(iter(self._state_artifact_by_version)))
             if pinned is not None:
                 self._pin_by_attempt[binding.attempt_id] = pinned
+            if pinned is not None and state_artifact is not None:
+                self._state_artifact_by_version[pinned] = state_artifact
 
     def _workspace_of_run(self, run_id: str) -> str:
         """A run's workspace never changes: read once per run and process, not per call

@@ -8,6 +8,7 @@ from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.store import prefetch
 from runplane.store.models import ArtifactItem, artifact_key
 from runplane.store.transaction import Item, Transaction
 
@@ -86,10 +87,14 @@ def exists(artifact_id: str) -> bool:
 
 
 def get(artifact_id: str) -> ArtifactRecord:
-    try:
-        item = ArtifactItem.get(*artifact_key(artifact_id), consistent_read=True)
-    except ArtifactItem.DoesNotExist:
-        raise NotFound("artifact", artifact_id) from None
+    prefetched = prefetch.take(artifact_key(artifact_id))
+    if prefetched is not None:
+        item = ArtifactItem.from_raw_data(prefetched)
+    else:
+        try:
+            item = ArtifactItem.get(*artifact_key(artifact_id), consistent_read=True)
+        except ArtifactItem.DoesNotExist:
+            raise NotFound("artifact", artifact_id) from None
     return ArtifactRecord(
         artifact=Artifact(
             id=item.artifact_id,

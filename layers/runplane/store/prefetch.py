@@ -15,6 +15,7 @@ request can see what was read before it.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -56,13 +57,17 @@ def serving(items: Mapping[Key, RawItem]) -> Iterator[None]:
 
 
 def encode(items: Mapping[Key, RawItem]) -> dict[str, str]:
-    """The items as an authorizer context entry (empty when there are none)."""
+    """The items as an authorizer context entry (empty when there are none).
+
+    A top-level binary attribute (an artifact's wrapped data key, itself ciphertext
+    only KMS can open) travels as base64; an item with binary anywhere else does not
+    travel, and the call reads it."""
     carried = []
     for (pk, sk), raw in items.items():
         try:
-            carried.append(json.dumps([pk, sk, raw]))
+            carried.append(json.dumps([pk, sk, _text(raw)]))
         except TypeError:
-            continue  # a binary attribute does not travel as text: the call reads it
+            continue
     return {CONTEXT_KEY: "[" + ",".join(carried) + "]"} if carried else {}
 
 
@@ -71,4 +76,23 @@ def decode(context: Mapping[str, Any] | None) -> dict[Key, RawItem]:
     encoded = (context or {}).get(CONTEXT_KEY)
     if not encoded:
         return {}
-    return {(pk, sk): raw for pk, sk, raw in json.loads(encoded)}
+    return {(pk, sk): _binary(raw) for pk, sk, raw in json.loads(encoded)}
+
+
+def _text(raw: RawItem) -> RawItem:
+    return {
+        name: {"B": base64.b64encode(value["B"]).decode("ascii")}
+        if isinstance(value, dict) and isinstance(value.get("B"), bytes | bytearray)
+        else value
+        for name, value in raw.items()
+    }
+
+
+def _binary(raw: RawItem) -> RawItem:
+    # In DynamoDB's attribute value format "B" is always binary.
+    return {
+        name: {"B": base64.b64decode(value["B"])}
+        if isinstance(value, dict) and isinstance(value.get("B"), str)
+        else value
+        for name, value in raw.items()
+    }

@@ -123,6 +123,11 @@ def to_version(item: StateVersionItem) -> StateVersion:
     )
 
 
+def state_artifact_of(raw: dict[str, Any]) -> str | None:
+    """The artifact holding a raw state version item's state (as a batch read returns it)."""
+    return StateVersionItem.from_raw_data(raw).artifact_id
+
+
 def get(sv_id: str) -> StateVersion:
     prefetched = prefetch.take(state_version_key(sv_id))
     if prefetched is not None:
