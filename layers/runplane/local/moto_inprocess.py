@@ -8,8 +8,11 @@ paid for a TCP connection, a server thread and HTTP parsing on both sides, about
 two thirds of a request's CPU. Those requests are handed to the same WSGI
 application the server runs, on the calling thread: the same routing, handlers,
 serialization of requests per service (``moto_serial``) and replies, minus the
-socket. Everything else (S3, Step Functions, anything not aimed at this stack's
-endpoint) still goes over HTTP.
+socket. Step Functions' requests (the workflow's starts and task results) and
+the interpreter's Lambda invocations (a run's seven tasks) are served the same way:
+moto's interpreter then runs each task's handler on its own execution thread
+instead of a server thread. Everything else (S3, which the sandboxes reach by
+presigned URL; anything not aimed at this stack's endpoint) still goes over HTTP.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 # X-Amz-Target prefixes of the JSON-protocol services served in process.
-_TARGETS = ("DynamoDB_20120810.", "DynamoDBStreams_20120810.", "TrentService.")
+_TARGETS = (
+    "DynamoDB_20120810.",
+    "DynamoDBStreams_20120810.",
+    "TrentService.",
+    "AWSStepFunctions.",
+)
+# Lambda's Invoke (REST-JSON): POST /2015-03-31/functions/{name}/invocations.
+_LAMBDA_INVOKE = ("/2015-03-31/functions/", "/invocations")
 _APPS: dict[str, Callable[..., Any]] = {}
 _GUARD = threading.Lock()
 
@@ -74,10 +84,17 @@ def _app_for(request: Any) -> Callable[..., Any] | None:
     target = request.headers.get("X-Amz-Target")
     if isinstance(target, bytes):
         target = target.decode("ascii")
-    if not target or not target.startswith(_TARGETS):
-        return None
     parts = urlsplit(request.url)
+    if not (target and target.startswith(_TARGETS)) and not _is_lambda_invoke(
+        request.method, parts.path
+    ):
+        return None
     return _APPS.get(f"{parts.scheme}://{parts.netloc}")
+
+
+def _is_lambda_invoke(method: str, path: str) -> bool:
+    prefix, suffix = _LAMBDA_INVOKE
+    return method == "POST" and path.startswith(prefix) and path.endswith(suffix)
 
 
 def _call(app: Callable[..., Any], request: Any) -> Any:

@@ -47,6 +47,7 @@ LambdaHandler = Callable[[dict[str, Any], Any], Any]
 
 _LOG = logging.getLogger(__name__)
 _GUARD = threading.Lock()
+_GUARD_CLIENTS = threading.Lock()
 _ROUTES: Mapping[str, LambdaHandler] = MappingProxyType({})
 _PATCHED: set[str] = set()
 
@@ -230,7 +231,47 @@ def fix_task_token_race() -> None:
         _PATCHED.add("task-token-race")
 
 
+def reuse_lambda_clients() -> None:
+    """Build the interpreter's Lambda client once per region, not once per Task.
+
+    moto's ``lambda_eval_utils`` calls ``boto_client_for`` for every Lambda Task it
+    runs, and building a boto3 client costs about 9 ms of CPU, a run's seven tasks
+    more than their own handlers' reads. A client is safe to share between threads;
+    one with state credentials (which the ASL here never sets) is built as before.
+    """
+    check_moto_version()
+    with _GUARD:
+        if "lambda-clients" in _PATCHED:
+            return
+        from moto.core.models import botocore_stubber
+        from moto.settings import moto_server_port
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task import (
+            lambda_eval_utils,
+        )
+
+        build: Callable[..., Any] = getattr(lambda_eval_utils, "boto_client_for")  # noqa: B009
+        clients: dict[tuple[str, str, bool, str], Any] = {}
+
+        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            if state_credentials is not None:
+                return build(region=region, service=service, state_credentials=state_credentials)
+            # moto builds a client for its in-process stubber (mock_aws) or one naming
+            # its server by port (MOTO_PORT, read per call): one of each, per port, so
+            # a stack started after another gets its own.
+            key = (region, service, bool(botocore_stubber.enabled), moto_server_port())
+            with _GUARD_CLIENTS:
+                client = clients.get(key)
+                if client is None:
+                    client = clients[key] = build(region=region, service=service)
+            return client
+
+        setattr(lambda_eval_utils, "boto_client_for", boto_client_for)  # noqa: B010
+        _PATCHED.add("lambda-clients")
+
+
 def enable_step_functions(handlers: Mapping[str, LambdaHandler]) -> None:
-    """Route Lambda invocations to ``handlers`` and fix the task-token race."""
+    """Route Lambda invocations to ``handlers``, fix the task-token race and reuse the
+    interpreter's Lambda client."""
     route_lambda_invocations(handlers)
     fix_task_token_race()
+    reuse_lambda_clients()

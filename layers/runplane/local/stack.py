@@ -320,7 +320,9 @@ class EmbeddedStack:
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
         self._moto.start()
         endpoint = f"http://127.0.0.1:{moto_port}"
-        moto_inprocess.serve_in_process(endpoint, self._moto._server.app)
+        # moto's interpreter names its own server as localhost.
+        for served in (endpoint, f"http://localhost:{moto_port}"):
+            moto_inprocess.serve_in_process(served, self._moto._server.app)
         _configure_moto(endpoint)
         enable_step_functions({_function_name(name): fn for name, fn in task_handlers().items()})
         self._server = GatewayServer(Gateway(_api, authorizer, _is_public), self._host, self._port)
@@ -409,7 +411,8 @@ class EmbeddedStack:
             self._server.stop()
             self._server = None
         if self._moto is not None:
-            moto_inprocess.stop_serving(f"http://127.0.0.1:{self._moto._port}")
+            for host in ("127.0.0.1", "localhost"):
+                moto_inprocess.stop_serving(f"http://{host}:{self._moto._port}")
             self._moto.stop()
             self._moto = None
         aws.forget_clients()
