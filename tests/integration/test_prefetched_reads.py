@@ -178,3 +178,21 @@ def test_a_binary_attribute_travels_in_the_context_and_comes_back_as_bytes() -> 
     # does not travel (the call reads it)
     assert all(isinstance(value, str) for value in carried.values())
     assert prefetch.decode(carried) == {("ART#a", "ART"): items[("ART#a", "ART")]}
+
+
+def test_a_sandbox_s_first_call_reads_its_session_and_attempt_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox that has just started its session in this process
+    _, run_id = applying(arena, "first-call")
+    token = arena.runner_token(run_id, "apply")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When its first call authenticates
+    principal, read = authorized(arena, token)
+
+    # Then the session, its attempt and its run came in one request: the session's
+    # start told this process which attempt its binding names
+    assert principal.run_id == run_id
+    assert requests.operations == ["BatchGetItem"]
+    assert any(key[1] == "RUN" for key in read)

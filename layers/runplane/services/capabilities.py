@@ -257,6 +257,8 @@ class RunnerSessions:
             expires_at=now + self._lifetime,
         )
         redeem.extend([store.create_session(handle_hash(secret), session, now)]).commit()
+        # The sandbox's next call (in this process) can read its attempt with it.
+        self._remember(handle_hash(secret), binding)
         return SessionGrant(session, secret)
 
     def _replay(self, handle: str, jti: str) -> SessionGrant:
@@ -288,10 +290,7 @@ class RunnerSessions:
         if binding is None:
             session = self.authenticate(token)
             attempt = run_parts.get(session.binding.run_id, attempt_part(session.binding.phase))
-            with self._bindings_lock:
-                if len(self._bindings) >= _REMEMBERED_SESSIONS:
-                    self._bindings.pop(next(iter(self._bindings)))
-                self._bindings[secret_hash] = session.binding
+            self._remember(secret_hash, session.binding)
         else:
             found, attempt, prefetched = store.get_session_and_part(
                 secret_hash, binding.run_id, attempt_part(binding.phase), also(binding)
@@ -300,6 +299,12 @@ class RunnerSessions:
         if open_or_none(session.binding, attempt) is None:
             raise SessionAttemptEnded()
         return session, prefetched
+
+    def _remember(self, secret_hash: str, binding: Binding) -> None:
+        with self._bindings_lock:
+            if len(self._bindings) >= _REMEMBERED_SESSIONS:
+                self._bindings.pop(next(iter(self._bindings)))
+            self._bindings[secret_hash] = binding
 
     def authenticate(self, token: str) -> RunnerSession:
         """The session a runner call presents; refused when unknown, expired or revoked."""

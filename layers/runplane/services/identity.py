@@ -39,7 +39,7 @@ from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
 from runplane.store.models import artifact_key, run_key, state_version_key, workspace_key
 from runplane.store.prefetch import Key, RawItem
-from runplane.store.runs import RunRepository, pinned_state_of
+from runplane.store.runs import RunRepository, pinned_state_of, workspace_of_raw_run
 from runplane.store.state_versions import state_artifact_of
 
 TOKEN_PREFIX = "rpt_"
@@ -166,7 +166,7 @@ class Identity:
             raise Unauthenticated("the runner session is not valid") from None
         run_id = session.binding.run_id
         try:
-            workspace_id = self._workspace_of_run(run_id)
+            workspace_id = self._workspace_of_run(run_id, prefetched.get(run_key(run_id)))
         except NotFound:
             raise Unauthenticated("the runner session's run is gone") from None
         return Principal(
@@ -222,14 +222,17 @@ class Identity:
             if pinned is not None and state_artifact is not None:
                 self._state_artifact_by_version[pinned] = state_artifact
 
-    def _workspace_of_run(self, run_id: str) -> str:
+    def _workspace_of_run(self, run_id: str, raw_run: RawItem | None) -> str:
         """A run's workspace never changes: read once per run and process, not per call
-        (every runner and Cloud API call of a sandbox authenticates)."""
+        (every runner and Cloud API call of a sandbox authenticates), and not at all
+        when the authentication's read brought the run."""
         with self._workspaces_lock:
             known = self._workspace_by_run.get(run_id)
         if known is not None:
             return known
-        workspace_id = self._runs.get(run_id).workspace_id
+        workspace_id = (
+            workspace_of_raw_run(raw_run) if raw_run else self._runs.get(run_id).workspace_id
+        )
         with self._workspaces_lock:
             if len(self._workspace_by_run) >= _REMEMBERED_RUNS:
                 self._workspace_by_run.pop(next(iter(self._workspace_by_run)))

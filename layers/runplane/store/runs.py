@@ -270,6 +270,11 @@ def pinned_state_of(raw: dict[str, Any]) -> str | None:
     return RunItem.from_raw_data(raw).predecessor_sv_id
 
 
+def workspace_of_raw_run(raw: dict[str, Any]) -> str:
+    """The workspace of a raw run item (as a batch read returns it)."""
+    return str(RunItem.from_raw_data(raw).workspace_id)
+
+
 def to_run(item: RunItem) -> Run:
     return Run(
         id=item.run_id,
