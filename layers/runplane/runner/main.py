@@ -121,7 +121,7 @@ class Runner:
         self.sandbox_id = environ["RUNPLANE_SANDBOX_ID"]
         self.manifest: dict[str, Any] = {}
         # Handed over with the session (see ``start``): used once each, while fresh.
-        self.grants = _Grants()
+        self.grants = Grants()
         # Streams the log's redacted head while the phase runs (see runner/logship.py).
         self.shipper = LogShipper(self._send_chunk)
         self.log = BoundedLog(sink=self.shipper.feed)
@@ -204,7 +204,7 @@ class Runner:
         )
         self.api.token = started["token"]
         self.manifest = started["manifest"]
-        self.grants = _Grants(started.get("grants"), received=time.monotonic())
+        self.grants = Grants(started.get("grants"), received=time.monotonic())
         self.log = self._new_log([])
 
     def prepare(self) -> tuple[Engine, Path | None, Path]:
@@ -415,7 +415,7 @@ class _GrantRefused(Exception):
     """A grant from the session start was refused (its URL or ticket expired)."""
 
 
-class _Grants:
+class Grants:
     """The download and upload grants the session start handed over, by artifact ID and
     by kind. Each is taken once, and only until ``_GRANT_MARGIN`` seconds before its
     URL expires: a long phase's later uploads ask the routes for fresh ones."""
