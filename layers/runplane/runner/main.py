@@ -57,6 +57,9 @@ DEFAULT_HEARTBEAT_SECONDS = 60
 _LOGGED_ERROR = 500
 # A live log chunk waits at most this long for the control plane before it is retried.
 _CHUNK_TIMEOUT = 15
+# A grant from the session start is used only while its URL has this long left, so the
+# transfer starts before the URL expires; after that the runner asks the routes.
+_GRANT_MARGIN = 30
 
 
 class CallFailed(RuntimeError):
@@ -117,6 +120,8 @@ class Runner:
         self.phase = environ["RUNPLANE_PHASE"]
         self.sandbox_id = environ["RUNPLANE_SANDBOX_ID"]
         self.manifest: dict[str, Any] = {}
+        # Handed over with the session (see ``start``): used once each, while fresh.
+        self.grants = Grants()
         # Streams the log's redacted head while the phase runs (see runner/logship.py).
         self.shipper = LogShipper(self._send_chunk)
         self.log = BoundedLog(sink=self.shipper.feed)
@@ -127,18 +132,35 @@ class Runner:
 
     def download(self, artifact_id: str) -> bytes:
         """An input's plaintext, verified through EOF before it is used."""
-        grant = self.api.call("POST", f"/api/v1/runner/downloads/{artifact_id}")
-        ciphertext = io.BytesIO(_transfer("GET", grant["url"]))
+        granted = self.grants.download(artifact_id)
+        try:
+            if granted is None:
+                raise _GrantRefused()
+            grant, ciphertext = granted, _transfer("GET", granted["url"])
+        except (_GrantRefused, urllib.error.HTTPError):  # none, or expired: ask the route
+            grant = self.api.call("POST", f"/api/v1/runner/downloads/{artifact_id}")
+            ciphertext = _transfer("GET", grant["url"])
         decryption = Decryption(
             base64.b64decode(grant["data_key"]),
             artifact_id,
             expected_sha256=grant["sha256"],
             expected_size=grant["size"],
         )
-        return b"".join(decryption.stream(ciphertext.read))
+        return b"".join(decryption.stream(io.BytesIO(ciphertext).read))
 
     def upload(self, kind: str, plaintext: bytes) -> tuple[str, str]:
+        grant = self.grants.upload(kind)
+        if grant is not None:
+            try:
+                return self._upload_with(grant, plaintext)
+            except _GrantRefused:  # expired on the way: begin-upload issues a fresh one
+                pass
         grant = self.api.call("POST", "/api/v1/runner/uploads", {"kind": kind})
+        return self._upload_with(grant, plaintext, refusable=False)
+
+    def _upload_with(
+        self, grant: Mapping[str, Any], plaintext: bytes, *, refusable: bool = True
+    ) -> tuple[str, str]:
         encryption = Encryption(
             base64.b64decode(grant["data_key"]), grant["artifact_id"], limit=grant["max_size"]
         )
@@ -146,13 +168,24 @@ class Runner:
             plaintext[i : i + CHUNK_SIZE] for i in range(0, len(plaintext), CHUNK_SIZE)
         )
         body = b"".join(encryption.stream(pieces))
-        _transfer("PUT", grant["url"], body)
+        try:
+            _transfer("PUT", grant["url"], body)
+        except urllib.error.HTTPError:
+            if refusable:
+                raise _GrantRefused() from None
+            raise
         assert encryption.sha256 is not None
-        self.api.call(
-            "POST",
-            f"/api/v1/runner/uploads/{grant['artifact_id']}/register",
-            {"ticket": grant["ticket"], "size": encryption.size, "sha256": encryption.sha256},
-        )
+        try:
+            self.api.call(
+                "POST",
+                f"/api/v1/runner/uploads/{grant['artifact_id']}/register",
+                {"ticket": grant["ticket"], "size": encryption.size, "sha256": encryption.sha256},
+            )
+        except CallFailed as failed:
+            # Only a refused ticket is worth a fresh one; a failed check would fail again.
+            if refusable and failed.status == _TICKET_REFUSED:
+                raise _GrantRefused() from None
+            raise
         return str(grant["artifact_id"]), encryption.sha256
 
     # -- phases ---------------------------------------------------------------------------
@@ -171,7 +204,8 @@ class Runner:
         )
         self.api.token = started["token"]
         self.manifest = started["manifest"]
-        self.log = self._new_log([started["token"], self.env["RUNPLANE_BOOTSTRAP"]])
+        self.grants = Grants(started.get("grants"), received=time.monotonic())
+        self.log = self._new_log([])
 
     def prepare(self) -> tuple[Engine, Path | None, Path]:
         """The engine in the extracted, checked configuration, the var file to plan with
@@ -192,9 +226,7 @@ class Runner:
                 isinstance(v, str) for v in variables.values()
             ):
                 raise Refused("the run's variables are not a JSON object of strings")
-            self.log = self._new_log(
-                [*variables.values(), self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"]]
-            )
+            self.log = self._new_log(list(variables.values()))
             var_file = write_var_file(self.workdir / "runplane.tfvars.json", variables)
         # The API may sit under a path (an API Gateway stage): the host block names
         # the services by full URL, so only the network location is the hostname.
@@ -291,9 +323,12 @@ class Runner:
         return Applied(log_artifact_id=self._upload_log())
 
     def _new_log(self, secrets: list[str]) -> BoundedLog:
-        """A log redacting ``secrets``: it replaces the current one before anything
-        was written to it, so the live stream and the final log stay one text."""
-        return BoundedLog(secrets=secrets, sink=self.shipper.feed)
+        """A log redacting ``secrets`` and the session's own (its token, the bootstrap
+        handle, the grants' URLs, data keys and tickets): it replaces the current one
+        before anything was written to it, so the live stream and the final log stay
+        one text."""
+        own = [self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"], *self.grants.secrets()]
+        return BoundedLog(secrets=[*secrets, *own], sink=self.shipper.feed)
 
     def _send_chunk(self, sequence: int, offset: int, data: bytes) -> None:
         body = {"sequence": sequence, "offset": offset, "data": base64.b64encode(data).decode()}
@@ -371,6 +406,42 @@ class Runner:
             # run that has ended stops this sandbox anyway.
             with contextlib.suppress(RuntimeError, OSError):
                 self.api.call("POST", "/api/v1/runner/heartbeat")
+
+
+_TICKET_REFUSED = 403
+
+
+class _GrantRefused(Exception):
+    """A grant from the session start was refused (its URL or ticket expired)."""
+
+
+class Grants:
+    """The download and upload grants the session start handed over, by artifact ID and
+    by kind. Each is taken once, and only until ``_GRANT_MARGIN`` seconds before its
+    URL expires: a long phase's later uploads ask the routes for fresh ones."""
+
+    def __init__(self, wire: Mapping[str, Any] | None = None, *, received: float = 0.0) -> None:
+        wire = wire or {}
+        self._downloads: dict[str, Mapping[str, Any]] = dict(wire.get("downloads") or {})
+        self._uploads: dict[str, Mapping[str, Any]] = dict(wire.get("uploads") or {})
+        self._until = received + float(wire.get("expires_in") or 0) - _GRANT_MARGIN
+        grants = [*self._downloads.values(), *self._uploads.values()]
+        # Kept after the grants are used: the log redacts them for the whole phase.
+        self._secrets = [str(g[k]) for g in grants for k in ("url", "data_key", "ticket") if k in g]
+
+    def download(self, artifact_id: str) -> Mapping[str, Any] | None:
+        grant = self._downloads.pop(artifact_id, None)
+        return grant if self._fresh() else None
+
+    def upload(self, kind: str) -> Mapping[str, Any] | None:
+        grant = self._uploads.pop(kind, None)
+        return grant if self._fresh() else None
+
+    def _fresh(self) -> bool:
+        return time.monotonic() < self._until
+
+    def secrets(self) -> list[str]:
+        return list(self._secrets)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

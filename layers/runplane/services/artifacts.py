@@ -19,7 +19,7 @@ artifact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -42,7 +42,7 @@ from runplane.domain.errors import (
     UploadTicketRefused,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.upload_tickets import UploadTicket, issued_at, redeem
+from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.services.repositories import ArtifactRecords
 from runplane.store import artifacts as store
 from runplane.store.artifact_records import DynamoArtifactRecords
@@ -88,6 +88,17 @@ class UploadGrant:
     data_key: bytes = field(repr=False)
     # Carried back to register: it stands in for a pending record (domain/upload_tickets.py).
     ticket: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PhaseGrants:
+    """What a session start hands its runner up front: a download grant for each input
+    the phase needs and an upload grant for each artifact it uploads, each usable for
+    ``lifetime`` seconds from issue (its URL's; the ticket lasts longer)."""
+
+    downloads: tuple[DownloadGrant, ...]
+    uploads: Mapping[ArtifactKind, UploadGrant]
+    lifetime: int
 
 
 class _ArtifactAccess:
@@ -265,17 +276,46 @@ class SandboxTransfers(_ArtifactAccess):
         """A transfer URL and the data key for one of the session's inputs."""
         if artifact_id not in session.inputs:
             raise NotFound("artifact", artifact_id)
-        record = self._records.get(artifact_id)
+        return self._download(session, self._records.get(artifact_id))
+
+    def _download(self, session: RunnerSession, record: ArtifactRecord) -> DownloadGrant:
         artifact = record.artifact
         if (
-            artifact.status is not ArtifactStatus.REGISTERED
+            artifact.id not in session.inputs
+            or artifact.status is not ArtifactStatus.REGISTERED
             or artifact.organization_id != session.organization_id
             or artifact.sha256 is None
             or artifact.size is None
         ):
-            raise NotFound("artifact", artifact_id)
+            raise NotFound("artifact", artifact.id)
         url = self._objects.presign("GET", record.object_key, self._url_seconds)
         return DownloadGrant(artifact.id, url, artifact.sha256, artifact.size, self._unwrap(record))
+
+    def phase_grants(
+        self,
+        session: RunnerSession,
+        inputs: Iterable[str],
+        records: Mapping[str, ArtifactRecord],
+        uploads: Iterable[ArtifactKind],
+    ) -> PhaseGrants:
+        """Grants for a phase, issued exactly as ``download`` and ``begin_upload`` issue
+        them, from ``records`` the caller read with the run (one request for all).
+
+        An input gets no grant where ``download`` would refuse it (not the session's,
+        another organization's, unreadable, unknown, its key refused): the runner then
+        asks the download route, which refuses it with its usual error."""
+        downloads = []
+        for artifact_id in dict.fromkeys(inputs):
+            record = records.get(artifact_id)
+            if record is None or record.artifact.id != artifact_id:
+                continue
+            try:
+                downloads.append(self._download(session, record))
+            except (NotFound, ArtifactCorrupt):
+                continue
+        lifetime = min(self._url_seconds, int(TICKET_LIFETIME.total_seconds()))
+        tickets = {kind: self.begin_upload(session, kind) for kind in sorted(set(uploads))}
+        return PhaseGrants(tuple(downloads), tickets, lifetime)
 
     def begin_upload(self, session: RunnerSession, kind: ArtifactKind) -> UploadGrant:
         """A URL, a data key and a ticket for one upload; nothing is written until register."""

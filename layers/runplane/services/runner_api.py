@@ -16,7 +16,7 @@ from runplane.domain.publications import published_by
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
-from runplane.services.artifacts import SandboxTransfers
+from runplane.services.artifacts import DownloadGrant, PhaseGrants, SandboxTransfers, UploadGrant
 from runplane.services.attempts import attempt_part, open_attempt
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
@@ -81,12 +81,16 @@ class RunnerApi:
             # Refused before the handle is looked at: nothing is redeemed or written.
             raise SessionRefused("its attempt has ended")
         grant = self._sessions.start(bootstrap, binding)
-        return {"token": grant.token, "manifest": self._manifest(grant.session)}
+        manifest, grants = self._manifest(grant.session)
+        # The grants carry data keys and URLs: secret, like the token beside them, so
+        # they travel apart from the manifest (which says what the phase is about).
+        return {"token": grant.token, "manifest": manifest, "grants": _grants_reply(grants)}
 
-    def _manifest(self, session: RunnerSession) -> dict[str, Any]:
+    def _manifest(self, session: RunnerSession) -> tuple[dict[str, Any], PhaseGrants]:
         apply = session.binding.phase is Phase.APPLY
-        run, parts = run_batch.run_and_parts(
-            session.binding.run_id, ["input", "plan"] if apply else ["input"]
+        # The run, its parts and the records of the session's inputs in one request.
+        run, parts, records = run_batch.run_parts_and_artifacts(
+            session.binding.run_id, ["input", "plan"] if apply else ["input"], session.inputs
         )
         snapshot = run_batch.require(parts, run.id, "input").body
         manifest: dict[str, Any] = {
@@ -107,17 +111,23 @@ class RunnerApi:
             plan = run_batch.require(parts, run.id, "plan").body
             manifest["plan_artifact_id"] = plan["plan_artifact_id"]
             manifest["plan_sha256"] = plan["plan_sha256"]
-        return manifest
+        # What this phase reads, as its run names it; granted only where the download
+        # route would grant it (the session's own inputs, readable, its organization's).
+        needed = [
+            manifest["configuration_artifact_id"],
+            manifest["variables_artifact_id"],
+            manifest.get("plan_artifact_id"),
+        ]
+        grants = self._transfers.phase_grants(
+            session,
+            [artifact_id for artifact_id in needed if artifact_id],
+            records,
+            UPLOADS[session.binding.phase],
+        )
+        return manifest, grants
 
     def download(self, principal: Principal, artifact_id: str) -> dict[str, Any]:
-        grant = self._transfers.download(session_of(principal), artifact_id)
-        return {
-            "artifact_id": grant.artifact_id,
-            "url": grant.url,
-            "sha256": grant.sha256,
-            "size": grant.size,
-            "data_key": base64.b64encode(grant.data_key).decode("ascii"),
-        }
+        return _download_reply(self._transfers.download(session_of(principal), artifact_id))
 
     def begin_upload(self, principal: Principal, kind: str) -> dict[str, Any]:
         session = session_of(principal)
@@ -127,15 +137,7 @@ class RunnerApi:
             raise InvalidInput(f"unknown artifact kind {kind!r}", "/kind") from None
         if wanted not in UPLOADS[session.binding.phase]:
             raise InvalidInput(f"a {session.binding.phase} runner cannot upload {kind}", "/kind")
-        grant = self._transfers.begin_upload(session, wanted)
-        return {
-            "artifact_id": grant.artifact_id,
-            "url": grant.url,
-            "chunk_size": grant.chunk_size,
-            "max_size": grant.max_size,
-            "data_key": base64.b64encode(grant.data_key).decode("ascii"),
-            "ticket": grant.ticket,
-        }
+        return _upload_reply(self._transfers.begin_upload(session, wanted))
 
     def register(
         self, principal: Principal, artifact_id: str, ticket: str, size: int, sha256: str
@@ -202,3 +204,34 @@ class RunnerApi:
         else:
             status = self._orchestration.report_apply(binding.run_id, binding.attempt_id, report)
         return {"status": status}
+
+
+def _download_reply(grant: DownloadGrant) -> dict[str, Any]:
+    return {
+        "artifact_id": grant.artifact_id,
+        "url": grant.url,
+        "sha256": grant.sha256,
+        "size": grant.size,
+        "data_key": base64.b64encode(grant.data_key).decode("ascii"),
+    }
+
+
+def _upload_reply(grant: UploadGrant) -> dict[str, Any]:
+    return {
+        "artifact_id": grant.artifact_id,
+        "url": grant.url,
+        "chunk_size": grant.chunk_size,
+        "max_size": grant.max_size,
+        "data_key": base64.b64encode(grant.data_key).decode("ascii"),
+        "ticket": grant.ticket,
+    }
+
+
+def _grants_reply(grants: PhaseGrants) -> dict[str, Any]:
+    """As the download and begin-upload routes reply, by artifact ID and by kind; usable
+    for ``expires_in`` seconds, after which the runner asks those routes instead."""
+    return {
+        "expires_in": grants.lifetime,
+        "downloads": {grant.artifact_id: _download_reply(grant) for grant in grants.downloads},
+        "uploads": {kind.value: _upload_reply(grant) for kind, grant in grants.uploads.items()},
+    }

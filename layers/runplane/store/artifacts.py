@@ -89,12 +89,20 @@ def exists(artifact_id: str) -> bool:
 def get(artifact_id: str) -> ArtifactRecord:
     prefetched = prefetch.take(artifact_key(artifact_id))
     if prefetched is not None:
-        item = ArtifactItem.from_raw_data(prefetched)
-    else:
-        try:
-            item = ArtifactItem.get(*artifact_key(artifact_id), consistent_read=True)
-        except ArtifactItem.DoesNotExist:
-            raise NotFound("artifact", artifact_id) from None
+        return from_raw(prefetched)
+    try:
+        item = ArtifactItem.get(*artifact_key(artifact_id), consistent_read=True)
+    except ArtifactItem.DoesNotExist:
+        raise NotFound("artifact", artifact_id) from None
+    return _record(item)
+
+
+def from_raw(raw: dict[str, Any]) -> ArtifactRecord:
+    """A record from the raw item a batch read returned."""
+    return _record(ArtifactItem.from_raw_data(raw))
+
+
+def _record(item: ArtifactItem) -> ArtifactRecord:
     return ArtifactRecord(
         artifact=Artifact(
             id=item.artifact_id,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
-from runplane.store import batch, run_parts
-from runplane.store.models import RunItem, run_key, run_part_key
+from runplane.store import artifacts, batch, run_parts
+from runplane.store.artifacts import ArtifactRecord
+from runplane.store.models import RunItem, artifact_key, run_key, run_part_key
 from runplane.store.run_parts import RunPart
 from runplane.store.runs import to_run
 
@@ -15,16 +16,31 @@ from runplane.store.runs import to_run
 def run_and_parts(run_id: str, names: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
     """The run (``NotFound`` if absent) and each named part (None if absent), read
     together and strongly consistent, as one ``get`` of each would be."""
+    run, parts, _ = run_parts_and_artifacts(run_id, names, ())
+    return run, parts
+
+
+def run_parts_and_artifacts(
+    run_id: str, names: Iterable[str], artifact_ids: Sequence[str]
+) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
+    """``run_and_parts`` and the records of ``artifact_ids`` (those found), in the same
+    request: a runner's manifest names its inputs' records up front."""
     wanted = list(dict.fromkeys(names))
     keys = {name: run_part_key(run_id, name) for name in wanted}
-    found = batch.get_many([run_key(run_id), *keys.values()])
+    records = {artifact_id: artifact_key(artifact_id) for artifact_id in artifact_ids}
+    found = batch.get_many([run_key(run_id), *keys.values(), *records.values()])
     raw_run = found.get(run_key(run_id))
     if raw_run is None:
         raise NotFound("run", run_id)
     parts = {
         name: run_parts.from_raw(found[key]) if key in found else None for name, key in keys.items()
     }
-    return to_run(RunItem.from_raw_data(raw_run)), parts
+    artifact_records = {
+        artifact_id: artifacts.from_raw(found[key])
+        for artifact_id, key in records.items()
+        if key in found
+    }
+    return to_run(RunItem.from_raw_data(raw_run)), parts, artifact_records
 
 
 def require(parts: dict[str, RunPart | None], run_id: str, name: str) -> RunPart:

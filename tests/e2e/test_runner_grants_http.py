@@ -1,0 +1,203 @@
+"""The runner moves its inputs and outputs with the grants its session start handed over,
+over real HTTP, and asks the routes only for a grant that is stale or refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runplane.domain.capabilities import Binding, CapabilityKind, Phase
+from runplane.domain.ids import IdKind
+from runplane.local.gateway import Gateway
+from runplane.runner import main as runner_main
+from runplane.runner.main import Runner
+from runplane.store import run_parts
+from tests.e2e.conftest import Local
+from tests.e2e.test_managed_runs import HELLO, new_workspace
+
+DOWNLOAD = "POST /api/v1/runner/downloads/"
+BEGIN_UPLOAD = "POST /api/v1/runner/uploads"
+
+
+@dataclass
+class Calls:
+    """The runner's calls through the gateway, and the session starts' replies."""
+
+    routes: list[str] = field(default_factory=list)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+
+    def count(self, prefix: str) -> int:
+        return sum(1 for route in self.routes if route.startswith(prefix))
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    seen = Calls()
+    handle = Gateway.handle
+
+    def recorded(gateway: Gateway, method: str, target: str, *rest: Any) -> dict[str, Any]:
+        response = handle(gateway, method, target, *rest)
+        path = target.split("?", 1)[0]
+        seen.routes.append(f"{method} {path}")
+        if path == "/api/v1/runner/sessions" and response.get("statusCode") == 201:
+            seen.starts.append(json.loads(response["body"]))
+        return response
+
+    monkeypatch.setattr(Gateway, "handle", recorded)
+    return seen
+
+
+@dataclass
+class Sandbox:
+    env: dict[str, str]
+    configuration_id: str
+    plan_id: str
+
+
+@pytest.fixture
+def sandbox(local: Local) -> Iterator[Sandbox]:
+    """An open apply attempt of a run awaiting approval, and a bootstrap handle for it
+    naming the run's configuration and plan, as the workflow mints it."""
+    ws = new_workspace(local, "grants")
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    services = local.stack.services
+    assert services is not None
+    organization_id = services.lifecycle.runs.get(run["id"]).organization_id
+    configuration_id = run_parts.require(run["id"], "input").body["configuration_artifact_id"]
+    plan_id = run_parts.require(run["id"], "plan").body["plan_artifact_id"]
+    binding = Binding(
+        run["id"], services.ids.new(IdKind.ATTEMPT), Phase.APPLY, services.ids.new(IdKind.SANDBOX)
+    )
+    run_parts.put(
+        run["id"],
+        "attempt#apply",
+        state="started",
+        body={"attempt_id": binding.attempt_id, "sandbox_id": binding.sandbox_id},
+        now=datetime.now(UTC),
+    ).commit()
+    minted = services.capabilities.mint(
+        CapabilityKind.BOOTSTRAP,
+        binding,
+        lifetime=timedelta(minutes=5),
+        organization_id=organization_id,
+        inputs=[configuration_id, plan_id],
+    )
+    env = {
+        "RUNPLANE_CONTROL_PLANE_URL": local.url,
+        "RUNPLANE_RUN_ID": run["id"],
+        "RUNPLANE_ATTEMPT_ID": binding.attempt_id,
+        "RUNPLANE_PHASE": "apply",
+        "RUNPLANE_SANDBOX_ID": binding.sandbox_id,
+        "RUNPLANE_BOOTSTRAP": minted.handle,
+    }
+    yield Sandbox(env, configuration_id, plan_id)
+    local.client.cancel(run["id"])
+
+
+def grant_secrets(start: dict[str, Any]) -> list[str]:
+    grants = [*start["grants"]["downloads"].values(), *start["grants"]["uploads"].values()]
+    return [str(g[k]) for g in grants for k in ("url", "data_key", "ticket") if k in g]
+
+
+def test_a_runner_moves_its_artifacts_with_its_grants_and_never_logs_them(
+    local: Local,
+    sandbox: Sandbox,
+    calls: Calls,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("runplane", "functions"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    services = local.stack.services
+    assert services is not None
+    # Given an apply runner that started its session
+    runner = Runner(sandbox.env, tmp_path)
+    runner.start()
+
+    # When it downloads its plan and configuration, uploads its log, and the log is
+    # given every grant's secret to print
+    plan = runner.download(sandbox.plan_id)
+    configuration = runner.download(sandbox.configuration_id)
+    secrets = grant_secrets(calls.starts[0])
+    runner.log.write("".join(f"[{secret}]\n" for secret in secrets))
+    log_id, _ = runner.upload("logs", runner.log.bytes())
+
+    # Then the downloads are the run's plan and configuration, and the log is stored
+    org = runner.manifest["organization"]
+    org_id = services.workspaces.organization_id_of(org)
+    assert plan == services.artifacts.read(org_id, sandbox.plan_id)
+    assert configuration == services.artifacts.read(org_id, sandbox.configuration_id)
+    stored = services.artifacts.read(org_id, log_id)
+    # And neither download nor the upload's begin called a route: one register only
+    assert calls.count(DOWNLOAD) == 0
+    assert "POST /api/v1/runner/uploads" not in calls.routes
+    assert calls.routes.count(f"POST /api/v1/runner/uploads/{log_id}/register") == 1
+    # And no URL, data key or ticket is in the runner's log, its output or the handlers'
+    # and the gateway's logs (all at DEBUG)
+    assert len(secrets) == 2 * 2 + 3  # two downloads' URL and key; the log's URL, key, ticket
+    handler_logs = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    printed = capsys.readouterr()
+    for secret in secrets:
+        assert secret not in stored.decode()
+        assert secret not in handler_logs
+        assert secret not in printed.out + printed.err
+    assert stored.count(b"[redacted]") == len(secrets)
+
+
+def test_a_runner_asks_the_routes_for_a_grant_that_is_stale_or_refused(
+    local: Local,
+    sandbox: Sandbox,
+    calls: Calls,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services = local.stack.services
+    assert services is not None
+    # Given an apply runner whose grants from its session start are past their URLs'
+    # lifetime (its clock moved on)
+    stale = Runner(sandbox.env, tmp_path / "stale")
+    stale.start()
+    later = time.monotonic() + calls.starts[0]["grants"]["expires_in"]
+    with monkeypatch.context() as clock:
+        clock.setattr(runner_main.time, "monotonic", lambda: later)
+
+        # When it downloads its plan and uploads a log
+        plan = stale.download(sandbox.plan_id)
+        stale_log, _ = stale.upload("logs", b"uploaded after the grants went stale\n")
+
+    # Then it asked the routes for both, and both worked
+    assert calls.count(DOWNLOAD) == 1
+    assert calls.routes.count(BEGIN_UPLOAD) == 1
+    org_id = services.workspaces.organization_id_of(stale.manifest["organization"])
+    assert plan == services.artifacts.read(org_id, sandbox.plan_id)
+    assert services.artifacts.read(org_id, stale_log) == b"uploaded after the grants went stale\n"
+
+    # Given the same session started again (a replay hands over fresh grants), whose
+    # download URL and upload ticket the control plane then refuses
+    refused = Runner(sandbox.env, tmp_path / "refused")
+    refused.start()
+    wire = calls.starts[1]["grants"]
+    path, query = wire["downloads"][sandbox.plan_id]["url"].split("?", 1)
+    wire["downloads"][sandbox.plan_id]["url"] = f"{path}-gone?{query}"
+    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
+    refused.grants = runner_main.Grants(wire, received=time.monotonic())
+
+    # When it downloads its plan and uploads a log
+    plan = refused.download(sandbox.plan_id)
+    refused_log, _ = refused.upload("logs", b"uploaded after a refused ticket\n")
+
+    # Then each was refused once and then granted by its route
+    assert calls.count(DOWNLOAD) == 2
+    assert calls.routes.count(BEGIN_UPLOAD) == 2
+    assert plan == services.artifacts.read(org_id, sandbox.plan_id)
+    assert services.artifacts.read(org_id, refused_log) == b"uploaded after a refused ticket\n"
