@@ -77,10 +77,11 @@ def test_a_plan_session_start_grants_its_inputs_and_uploads_in_its_manifest_read
     # When it starts its session
     started = start(arena, run_id, "plan")
 
-    # Then after the session's transaction only the manifest's one read was sent: the
-    # run, its input and its inputs' artifact records together; no upload wrote anything
-    session_created = requests.operations.index("TransactWriteItems")
-    assert requests.operations[session_created + 1 :] == ["BatchGetItem"]
+    # Then it read the handle's record with the attempt it is for, wrote the session,
+    # then sent only the manifest's one read: the run, its input and its inputs'
+    # artifact records together; no upload wrote anything
+    # (the first read is this test's own, of the attempt's IDs)
+    assert requests.operations[1:] == ["BatchGetItem", "TransactWriteItems", "BatchGetItem"]
     # And the reply grants the configuration (the run has no variables), readable
     grants = started["grants"]
     config = configuration_of(run_id)

@@ -17,7 +17,7 @@ from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
 
-__all__ = ["OPEN_ATTEMPT", "attempt_part", "close_attempt", "open_attempt"]
+__all__ = ["OPEN_ATTEMPT", "attempt_part", "close_attempt", "open_or_none"]
 
 
 def attempt_part(phase: Phase) -> str:
@@ -50,12 +50,6 @@ def close_attempt(
         *(sandbox_slots.give_back(scope) for scope in body.slots),
         capability_store.revoke_attempt_sessions(body.attempt_id, now),
     ]
-
-
-def open_attempt(binding: Binding) -> run_parts.RunPart | None:
-    """The run's attempt for the binding's phase, if it is exactly this attempt and
-    sandbox and has not been closed."""
-    return open_or_none(binding, run_parts.get(binding.run_id, attempt_part(binding.phase)))
 
 
 def open_or_none(binding: Binding, attempt: run_parts.RunPart | None) -> run_parts.RunPart | None:

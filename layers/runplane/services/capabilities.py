@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from runplane.domain.capabilities import (
     Binding,
     CapabilityKind,
+    CapabilityRecord,
     RunnerSession,
     handle_hash,
     request_digest,
@@ -217,12 +218,17 @@ class RunnerSessions:
         self._bindings: dict[str, Binding] = {}
         self._bindings_lock = threading.Lock()
 
-    def start(self, handle: str, binding: Binding) -> SessionGrant:
-        """Redeem a bootstrap handle for a session; an exact replay returns the same one."""
+    def start(
+        self, handle: str, binding: Binding, record: CapabilityRecord | None = None
+    ) -> SessionGrant:
+        """Redeem a bootstrap handle for a session; an exact replay returns the same one.
+        ``record`` is the handle's record if the caller has read it already."""
         with _audited("bootstrap redemption", binding):
-            return self._start(handle, binding)
+            return self._start(handle, binding, record)
 
-    def _start(self, handle: str, binding: Binding) -> SessionGrant:
+    def _start(
+        self, handle: str, binding: Binding, record: CapabilityRecord | None
+    ) -> SessionGrant:
         token_hash = handle_hash(handle)
         for _ in range(3):
             now = self._clock.now()
@@ -232,7 +238,7 @@ class RunnerSessions:
                 )
                 # The redemption's refusal is what explains an invalid handle, so
                 # the session is created from the handle's own record only on success.
-                return self._create(handle, binding, redeem, now)
+                return self._create(handle, binding, redeem, now, record)
             except store.AlreadyRedeemed as redeemed:
                 return self._replay(handle, redeemed.jti)
             except ConcurrentChange:
@@ -240,11 +246,16 @@ class RunnerSessions:
         raise TooMuchContention("the bootstrap handle is being redeemed concurrently")
 
     def _create(
-        self, handle: str, binding: Binding, redeem: Transaction, now: datetime
+        self,
+        handle: str,
+        binding: Binding,
+        redeem: Transaction,
+        now: datetime,
+        record: CapabilityRecord | None,
     ) -> SessionGrant:
-        # The record only supplies the session's contents; whether the handle may
-        # be redeemed is decided by the conditional write below.
-        record = store.get_capability(handle_hash(handle))
+        # The record only supplies the session's contents (none of which changes);
+        # whether the handle may be redeemed is decided by the conditional write below.
+        record = record or store.get_capability(handle_hash(handle))
         if record is None or record.kind is not CapabilityKind.BOOTSTRAP:
             raise UnknownCapability()
         secret = session_secret(handle, record.jti)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runplane.domain.artifacts import ArtifactKind
-from runplane.domain.capabilities import Binding, Phase, RunnerSession
+from runplane.domain.capabilities import Binding, Phase, RunnerSession, handle_hash
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.parts import AttemptBody
@@ -17,10 +17,11 @@ from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import DownloadGrant, PhaseGrants, SandboxTransfers, UploadGrant
-from runplane.services.attempts import attempt_part, open_attempt
+from runplane.services.attempts import attempt_part, open_or_none
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.services.publications import apply_identity, publication_of
+from runplane.store import capabilities as capability_store
 from runplane.store import run_batch, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.runs import RunRepository
@@ -77,10 +78,14 @@ class RunnerApi:
             binding = Binding(run_id, attempt_id, Phase(phase), sandbox_id)
         except ValueError:
             raise InvalidInput("phase must be plan or apply", "/phase") from None
-        if open_attempt(binding) is None:
+        # The handle's record and the attempt it is for, in one read.
+        record, attempt = capability_store.get_capability_and_part(
+            handle_hash(bootstrap), run_id, attempt_part(binding.phase)
+        )
+        if open_or_none(binding, attempt) is None:
             # Refused before the handle is looked at: nothing is redeemed or written.
             raise SessionRefused("its attempt has ended")
-        grant = self._sessions.start(bootstrap, binding)
+        grant = self._sessions.start(bootstrap, binding, record)
         manifest, grants = self._manifest(grant.session)
         # The grants carry data keys and URLs: secret, like the token beside them, so
         # they travel apart from the manifest (which says what the phase is about).

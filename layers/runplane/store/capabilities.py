@@ -86,6 +86,24 @@ def get_capability(handle_hash: str) -> CapabilityRecord | None:
         item = CapabilityItem.get(*capability_key(handle_hash), consistent_read=True)
     except CapabilityItem.DoesNotExist:
         return None
+    return _to_capability(item)
+
+
+def get_capability_and_part(
+    handle_hash: str, run_id: str, part: str
+) -> tuple[CapabilityRecord | None, RunPart | None]:
+    """A capability and one part of a run (the attempt it is redeemed for), in one
+    consistent request."""
+    capability, part_key = capability_key(handle_hash), run_part_key(run_id, part)
+    found = batch.get_many([capability, part_key])
+    raw_capability, raw_part = found.get(capability), found.get(part_key)
+    return (
+        _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
+        run_parts.from_raw(raw_part) if raw_part else None,
+    )
+
+
+def _to_capability(item: CapabilityItem) -> CapabilityRecord:
     return CapabilityRecord(
         jti=item.jti,
         kind=CapabilityKind(item.kind),
