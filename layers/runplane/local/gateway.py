@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -174,12 +175,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.client_address[0], *args)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that drops a kept-alive connection (an engine process exiting) is
+        # not an error of the gateway's: say nothing rather than print a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            logger.debug("%s closed its connection", client_address[0])
+            return
+        super().handle_error(request, client_address)
+
+
 class GatewayServer:
     """Serves a ``Gateway`` on ``host:port`` from a background thread until ``stop``."""
 
     def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> None:
         handler = type("BoundHandler", (_RequestHandler,), {"gateway": gateway})
-        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server = _Server((host, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
