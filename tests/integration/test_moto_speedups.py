@@ -19,7 +19,7 @@ import requests
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from runplane.local import moto_inprocess, moto_speedups
+from runplane.local import moto_inprocess, moto_query_window, moto_speedups
 from runplane.local.stack import free_port
 from runplane.store.provision import create_table
 
@@ -300,3 +300,258 @@ def test_a_query_reads_its_partition_in_order_and_an_index_query_the_whole_index
         f"{pk}{n}" for pk in "ABC" for n in (1, 2, 3)
     ]
     assert scanned["Count"] == 9
+
+
+NUMBERS = "numbers"
+
+# Key conditions on the range key, as (expression, values); each is also run reversed,
+# with a filter, and paged at several limits.
+_STRING_CONDITIONS = [
+    ("PK = :pk", {}),
+    ("PK = :pk AND SK = :a", {":a": {"S": "WAIT#0005"}}),
+    ("PK = :pk AND SK = :a", {":a": {"S": "WAIT#0004x"}}),
+    ("PK = :pk AND SK < :a", {":a": {"S": "WAIT#0005"}}),
+    ("PK = :pk AND SK <= :a", {":a": {"S": "WAIT#0005"}}),
+    ("PK = :pk AND SK > :a", {":a": {"S": "WAIT#0005"}}),
+    ("PK = :pk AND SK >= :a", {":a": {"S": "WAIT#0005"}}),
+    ("PK = :pk AND SK BETWEEN :a AND :b", {":a": {"S": "QUEUED#"}, ":b": {"S": "WAIT#0003"}}),
+    ("PK = :pk AND SK BETWEEN :a AND :b", {":a": {"S": "WAIT#0009"}, ":b": {"S": "WAIT#0002"}}),
+    ("PK = :pk AND begins_with(SK, :a)", {":a": {"S": "WAIT#"}}),
+    ("PK = :pk AND begins_with(SK, :a)", {":a": {"S": "QUEUED#"}}),
+    ("PK = :pk AND begins_with(SK, :a)", {":a": {"S": "NONE#"}}),
+]
+_NUMBER_CONDITIONS = [
+    ("PK = :pk", {}),
+    ("PK = :pk AND N = :a", {":a": {"N": "9"}}),
+    ("PK = :pk AND N < :a", {":a": {"N": "10"}}),
+    ("PK = :pk AND N <= :a", {":a": {"N": "10.0"}}),
+    ("PK = :pk AND N > :a", {":a": {"N": "-2.5"}}),
+    ("PK = :pk AND N >= :a", {":a": {"N": "100"}}),
+    ("PK = :pk AND N BETWEEN :a AND :b", {":a": {"N": "-1"}, ":b": {"N": "20"}}),
+]
+
+
+def _numbers_table(client: Any) -> None:
+    client.create_table(
+        TableName=NUMBERS,
+        KeySchema=[
+            {"AttributeName": "PK", "KeyType": "HASH"},
+            {"AttributeName": "N", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "N", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def _every_page(client: Any, **query: Any) -> list[dict[str, Any]]:
+    """Each page of a query, following LastEvaluatedKey (moto's own path runs beside
+    each one while replies are checked, and a difference fails the request)."""
+    pages = [client.query(**query)]
+    while "LastEvaluatedKey" in pages[-1]:
+        pages.append(client.query(**query, ExclusiveStartKey=pages[-1]["LastEvaluatedKey"]))
+        assert len(pages) < 100
+    return pages
+
+
+def _run_every_query(
+    client: Any, table: str, partition: str, conditions: list[tuple[str, dict[str, Any]]]
+) -> dict[tuple[int, bool, int | None, bool], list[dict[str, Any]]]:
+    """Every page of each condition, by (condition, forwards, limit, filtered)."""
+    runs = {}
+    for at, (expression, values) in enumerate(conditions):
+        for forward in (True, False):
+            for limit in (None, 1, 2, 5):
+                for filtered in (False, True):
+                    query: dict[str, Any] = {
+                        "TableName": table,
+                        "KeyConditionExpression": expression,
+                        "ExpressionAttributeValues": {":pk": {"S": partition}, **values},
+                        "ScanIndexForward": forward,
+                        "ConsistentRead": True,
+                    }
+                    if limit is not None:
+                        query["Limit"] = limit
+                    if filtered:
+                        query["FilterExpression"] = "attribute_exists(odd)"
+                    runs[at, forward, limit, filtered] = _every_page(client, **query)
+    return runs
+
+
+def _keys(pages: list[dict[str, Any]], range_key: str = "SK") -> list[str]:
+    return [next(iter(i[range_key].values())) for page in pages for i in page["Items"]]
+
+
+def test_a_partitions_queries_answer_as_moto_does_through_every_kind_of_write(
+    moto: Moto,
+) -> None:
+    # Given a queue's partition (place and waiter items) among other partitions
+    client = moto.dynamodb
+    for n in range(10):
+        odd = {"odd": {"BOOL": True}} if n % 2 else {}
+        client.put_item(TableName=TABLE, Item=_item("WS#q", f"WAIT#{n:04}", **odd))
+        client.put_item(TableName=TABLE, Item=_item("WS#q", f"QUEUED#{n:04}"))
+        client.put_item(TableName=TABLE, Item=_item("WS#other", f"WAIT#{n:04}"))
+    client.put_item(TableName=TABLE, Item=_item("WS#q", "WORKSPACE"))
+    first = _run_every_query(client, TABLE, "WS#q", _STRING_CONDITIONS)
+
+    # When the partition changes through every kind of write, its order already kept
+    client.put_item(TableName=TABLE, Item=_item("WS#q", "WAIT#0004x", odd={"BOOL": True}))
+    client.put_item(TableName=TABLE, Item=_item("WS#q", "WAIT#0003", odd={"BOOL": True}))
+    client.delete_item(TableName=TABLE, Key=_item("WS#q", "WAIT#0000"))
+    client.update_item(
+        TableName=TABLE,
+        Key=_item("WS#q", "WAIT#0010"),
+        UpdateExpression="SET odd = :t",
+        ExpressionAttributeValues={":t": {"BOOL": True}},
+    )
+    client.batch_write_item(
+        RequestItems={
+            TABLE: [
+                {"PutRequest": {"Item": _item("WS#q", "WAIT#0011")}},
+                {"DeleteRequest": {"Key": _item("WS#q", "QUEUED#0001")}},
+            ]
+        }
+    )
+    client.transact_write_items(
+        TransactItems=[
+            {"Delete": {"TableName": TABLE, "Key": _item("WS#q", "WAIT#0001")}},
+            {"Delete": {"TableName": TABLE, "Key": _item("WS#q", "QUEUED#0000")}},
+            {"Put": {"TableName": TABLE, "Item": _item("WS#q", "WAIT#0012")}},
+        ]
+    )
+    with pytest.raises(ClientError) as cancelled:
+        client.transact_write_items(
+            TransactItems=[
+                {"Delete": {"TableName": TABLE, "Key": _item("WS#q", "WAIT#0002")}},
+                {"Put": {"TableName": TABLE, "Item": _item("WS#q", "WAIT#0013")}},
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": _item("WS#q", "WORKSPACE"),
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                    }
+                },
+            ]
+        )
+    after = _run_every_query(client, TABLE, "WS#q", _STRING_CONDITIONS)
+
+    # Then every query, page and order matched moto's own path (checked per request),
+    # and the answers are the partition's as the writes left it
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert _keys(first[0, True, None, False]) == sorted(
+        [f"WAIT#{n:04}" for n in range(10)] + [f"QUEUED#{n:04}" for n in range(10)] + ["WORKSPACE"]
+    )
+    whole, waiters = after[0, True, None, False], after[9, True, 1, False]
+    assert waiters[0]["Items"][0]["SK"] == {"S": "WAIT#0002"}
+    assert _keys(waiters) == [
+        "WAIT#0002",
+        "WAIT#0003",
+        "WAIT#0004",
+        "WAIT#0004x",
+        *[f"WAIT#{n:04}" for n in range(5, 13)],
+    ]
+    assert _keys(after[0, False, 2, False]) == list(reversed(_keys(whole)))
+    assert "QUEUED#0000" not in _keys(whole)
+    assert "QUEUED#0001" not in _keys(whole)
+
+
+def test_numeric_range_keys_answer_as_moto_does(moto: Moto) -> None:
+    # Given a partition keyed by numbers, some of which sort apart as strings
+    client = moto.dynamodb
+    _numbers_table(client)
+    for n in ("-3", "-2.5", "0", "1", "2", "9", "10", "10.5", "100", "1e3"):
+        odd = {"odd": {"BOOL": True}} if n in {"-2.5", "9", "100"} else {}
+        client.put_item(TableName=NUMBERS, Item={"PK": {"S": "P"}, "N": {"N": n}, **odd})
+        client.put_item(TableName=NUMBERS, Item={"PK": {"S": "Q"}, "N": {"N": n}})
+
+    # When every query runs (and again after a delete and a put)
+    first = _run_every_query(client, NUMBERS, "P", _NUMBER_CONDITIONS)
+    client.delete_item(TableName=NUMBERS, Key={"PK": {"S": "P"}, "N": {"N": "9"}})
+    client.put_item(TableName=NUMBERS, Item={"PK": {"S": "P"}, "N": {"N": "9.5"}})
+    after = _run_every_query(client, NUMBERS, "P", _NUMBER_CONDITIONS)
+
+    # Then each matched moto's own path, in numeric order
+    numbers = ["-3", "-2.5", "0", "1", "2", "9", "10", "10.5", "100", "1e3"]
+    assert _keys(first[0, True, None, False], "N") == numbers
+    assert _keys(after[0, True, None, False], "N") == [n if n != "9" else "9.5" for n in numbers]
+
+
+def test_a_query_that_differs_from_motos_path_is_reported(moto: Moto) -> None:
+    # Given a partition whose kept order has lost a key (as a missed write would)
+    client = moto.dynamodb
+    for sk in ("A", "B", "C"):
+        client.put_item(TableName=TABLE, Item=_item("P", sk))
+    query = {
+        "TableName": TABLE,
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": "P"}},
+    }
+    client.query(**query)
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE]
+    partition = table.items[DynamoType({"S": "P"})]
+    assert isinstance(partition, moto_query_window.SortedPartition)
+    partition.sorted_keys().pop(1)
+
+    # When it is queried with replies checked, then the difference is reported
+    with pytest.raises(moto_speedups.ReplyMismatch, match="Query"):
+        table.query(DynamoType({"S": "P"}), None, [], None, None, True, None)
+    with pytest.raises(ClientError) as failed:
+        client.query(**query)
+    assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+
+
+def _comparisons_to_read_the_head(waiting: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many key comparisons moto makes to answer a queue's head, ``waiting`` long."""
+    from moto import mock_aws
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        for n in range(waiting):
+            client.put_item(TableName=TABLE, Item=_item("WS#q", f"WAIT#{n:06}"))
+            client.put_item(TableName=TABLE, Item=_item("WS#q", f"QUEUED#{n:06}"))
+        head: dict[str, Any] = {
+            "TableName": TABLE,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :w)",
+            "ExpressionAttributeValues": {":pk": {"S": "WS#q"}, ":w": {"S": "WAIT#"}},
+            "ConsistentRead": True,
+            "Limit": 1,
+        }
+        client.query(**head)
+        client.delete_item(TableName=TABLE, Key=_item("WS#q", "WAIT#000000"))
+        counted = [0]
+        with monkeypatch.context() as patch:
+            for name in ("__lt__", "__eq__"):
+                compare = getattr(DynamoType, name)
+
+                def counting(a: Any, b: Any, compare: Any = compare) -> Any:
+                    counted[0] += 1
+                    return compare(a, b)
+
+                patch.setattr(DynamoType, name, counting)
+            found = client.query(**head)
+        assert [i["SK"]["S"] for i in found["Items"]] == ["WAIT#000001"]
+        return counted[0]
+
+
+def test_the_head_of_a_long_queue_is_read_without_visiting_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the speedups, and a queue of 10 and one of 1,000 (waiter and place items)
+    moto_speedups.install()
+
+    # When the head of each is read, after a waiter has left
+    short = _comparisons_to_read_the_head(10, monkeypatch)
+    long = _comparisons_to_read_the_head(1000, monkeypatch)
+
+    # Then the longer queue costs a few more comparisons (a binary search), not a
+    # walk of the queue (moto's own path sorts all 2,000 items)
+    assert long - short <= 40
+    assert long < 100

@@ -22,7 +22,10 @@ in moto's own machinery rather than in the work a request asks for:
 - **Queries.** A ``Query`` on the table's own key lists and sorts *every* item of the
   table, then keeps its partition's: each costs as much as the whole table (a queue's
   hand-off grew with the number of runs stored). While such a query runs, its table
-  lists only that partition, in the same order.
+  lists only the stretch of that partition moto's loop would look at, in the same
+  order (``moto_query_window``: a queue's head is one item, however long the queue).
+  With replies checked, each such query is also answered by moto's own path and the
+  two compared.
 - **Step Functions.** moto parses the state machine's ASL (an ANTLR grammar) again
   for every execution. The parse tree depends only on the definition's text and is
   only read afterwards, so trees are kept per definition; each execution still
@@ -212,30 +215,53 @@ _QUERYING = threading.local()
 def partition_queries() -> None:
     if not _claim("queries"):
         return
+    import inspect
+
     from moto.dynamodb.models.table import Table
 
+    from runplane.local import moto_query_window
+
+    moto_query_window.install()
     every_item: Callable[[Any], list[Any]] = Table.all_items
     query: Callable[..., Any] = Table.query
+    signature = inspect.signature(query)
 
     def all_items(self: Any) -> list[Any]:
         scope = getattr(_QUERYING, "scope", None)
         if scope is None or scope[0] is not self or not self.range_key_attr:
             return every_item(self)
+        window: list[Any] | None = scope[2]
+        if window is not None:
+            return window
         partition = self.items.get(scope[1]) or {}
         return sorted(partition.values(), key=lambda item: item.range_key)
 
     def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
-        if index_name or hash_key is None:
+        named = signature.bind(self, hash_key, *args, **kwargs).arguments
+        if named.get("index_name") or hash_key is None:
             return query(self, hash_key, *args, **kwargs)
-        _QUERYING.scope = (self, hash_key)
+        window = moto_query_window.stretch(self, hash_key, named)
+        _QUERYING.scope = (self, hash_key, window)
         try:
-            return query(self, hash_key, *args, **kwargs)
+            found = query(self, hash_key, *args, **kwargs)
         finally:
             _QUERYING.scope = None
+        if _Checking.enabled:
+            _compare_queries(query(self, hash_key, *args, **kwargs), found)
+        return found
 
     Table.all_items = all_items  # type: ignore[method-assign]
     Table.query = partition_query  # type: ignore[method-assign]
+
+
+def _compare_queries(expected: Any, actual: Any) -> None:
+    def plain(found: Any) -> Any:
+        items, scanned, last_key = found
+        last = {name: value.to_json() for name, value in (last_key or {}).items()}
+        return [item.to_json() for item in items], scanned, None if last_key is None else last
+
+    if plain(expected) != plain(actual):
+        raise ReplyMismatch(f"Query: differs from moto's\n{plain(expected)}\n{plain(actual)}")
 
 
 # Attribute types whose comparable value is the value itself.
