@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socketserver
 import threading
 import time
 from typing import Any
@@ -21,6 +20,7 @@ from moto.server import ThreadedMotoServer
 from runplane.local import moto_inprocess
 from runplane.local.moto_stepfunctions import clear_lambda_routes, enable_step_functions
 from runplane.local.stack import _configure_moto, free_port
+from tests.integration.server_connections import accepted_connections
 
 ROLE = "arn:aws:iam::123456789012:role/runplane-test-sfn"
 
@@ -29,14 +29,7 @@ def test_a_workflow_and_its_lambda_tasks_run_without_a_socket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given moto's server, served in process under both names the stack uses for it
-    connections: list[object] = []
-    accept = socketserver.ThreadingMixIn.process_request
-
-    def counted(self: Any, request: Any, address: Any) -> None:
-        connections.append(address)
-        accept(self, request, address)
-
-    monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request", counted)
+    connections = accepted_connections(monkeypatch)
     port = free_port()
     monkeypatch.setitem(os.environ, "MOTO_PORT", str(port))
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

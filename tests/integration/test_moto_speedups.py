@@ -22,6 +22,7 @@ from moto.server import ThreadedMotoServer
 from runplane.local import moto_inprocess, moto_query_window, moto_speedups
 from runplane.local.stack import free_port
 from runplane.store.provision import create_table
+from tests.integration.server_connections import accepted_connections
 
 TABLE = "speedups"
 
@@ -171,16 +172,7 @@ def test_the_stacks_json_requests_reach_moto_without_a_socket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given moto's server, with this process's JSON-protocol requests served in process
-    import socketserver
-
-    connections: list[object] = []
-    accept = socketserver.ThreadingMixIn.process_request
-
-    def counted(self: Any, request: Any, address: Any) -> None:
-        connections.append(address)
-        accept(self, request, address)
-
-    monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request", counted)
+    connections = accepted_connections(monkeypatch)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{server._port}"
@@ -500,7 +492,8 @@ def test_a_query_that_differs_from_motos_path_is_reported(moto: Moto) -> None:
 
     # When it is queried with replies checked, then the difference is reported
     with pytest.raises(moto_speedups.ReplyMismatch, match="Query"):
-        table.query(DynamoType({"S": "P"}), None, [], None, None, True, None)
+        # (moto types its limit and start key as required; it takes None for neither)
+        table.query(DynamoType({"S": "P"}), None, [], None, None, True, None)  # type: ignore[arg-type]
     with pytest.raises(ClientError) as failed:
         client.query(**query)
     assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
