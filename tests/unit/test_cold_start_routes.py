@@ -123,6 +123,51 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     assert first["clients"] == []
 
 
+def _authorizer_first_request() -> set[str]:
+    """The modules the authorizer has loaded once it refused its first request (no
+    credentials), in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        "from functions.authorizer.handler import handler\n"
+        "try:\n"
+        "    handler({'headers': {}, 'methodArn': 'arn'}, None)\n"
+        "except Exception as error:\n"
+        "    refused = str(error)\n"
+        "print(json.dumps({'refused': refused, 'modules': sorted(sys.modules)}))\n"
+    )
+    env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["refused"] == "Unauthorized"
+    return set(result["modules"])
+
+
+def test_the_authorizers_first_request_loads_neither_runner_sessions_nor_run_moves() -> None:
+    # Given a fresh interpreter
+    # When the authorizer refuses its first request (the identity service built)
+    loaded = _authorizer_first_request()
+
+    # Then the identity service and the token records it reads were loaded
+    assert {"runplane.services.identity", "runplane.store.identity"} <= loaded
+    # And not what only a runner session needs (sessions, attempts, the run's parts and
+    # records), nor the lifecycle that moves runs
+    assert (
+        not {
+            "runplane.services.capabilities",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
+            "runplane.store.runs",
+            "runplane.domain.entities",
+            "runplane.services.lifecycle",
+            "runplane.services.repositories",
+        }
+        & loaded
+    )
+
+
 def test_the_openapi_document_still_lists_every_router() -> None:
     # Given a fresh interpreter
     # When the first request is for the OpenAPI document
@@ -226,9 +271,12 @@ def test_the_start_steps_first_request_loads_only_the_runner_start_service() -> 
 
     # Then the runner start service and the launch controls it checks are loaded
     assert {"runplane.services.runner_start", "runplane.services.launch_controls"} <= loaded
-    # And not the other steps' services, policy evaluation or what runners report
+    # And not the other steps' services, policy evaluation, what runners report or
+    # drift findings (and the schedules' records they are kept with)
     assert (
         not {
+            "runplane.services.drift",
+            "runplane.store.schedules",
             "runplane.services.workflow_steps",
             "runplane.services.runner_reports",
             "runplane.services.policy",

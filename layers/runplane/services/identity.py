@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
-from runplane.domain.capabilities import Binding, handle_hash
+from runplane.domain.capabilities import SESSION_PREFIX, Binding, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -35,11 +35,13 @@ from runplane.domain.identity import (
     permissions_for_roles,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
 from runplane.store.models import run_key, state_version_key, workspace_key
 from runplane.store.prefetch import Key, RawItem
-from runplane.store.runs import RunRepository, pinned_state_of
+
+if TYPE_CHECKING:
+    from runplane.services.capabilities import RunnerSessions
+    from runplane.store.runs import RunRepository
 
 TOKEN_PREFIX = "rpt_"
 # Runs whose workspace an Identity remembers (oldest forgotten first).
@@ -59,8 +61,8 @@ class Identity:
         self,
         clock: Clock,
         ids: IdGenerator,
-        sessions: RunnerSessions,
-        runs: RunRepository,
+        sessions: Callable[[], RunnerSessions],
+        runs: Callable[[], RunRepository],
         verifier: JwtVerifier | None = None,
     ) -> None:
         self._clock = clock
@@ -155,7 +157,8 @@ class Identity:
         # revokes its sessions missed one. The run and its workspace, which most
         # calls read next, come in the same request.
         try:
-            session, prefetched = self._sessions.authenticate_open(secret, self._call_reads)
+            sessions = self._sessions()
+            session, prefetched = sessions.authenticate_open(secret, self._call_reads)
             self._remember_pin(session.binding, prefetched)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
@@ -198,6 +201,8 @@ class Identity:
         """The state version the run pinned, as its prefetched item says: only a new
         plan attempt moves it, so it names what this attempt's next calls read. It
         only chooses what to prefetch; each call still checks what it is served."""
+        from runplane.store.runs import pinned_state_of
+
         raw_run = prefetched.get(run_key(binding.run_id))
         if raw_run is None:
             return
@@ -215,7 +220,7 @@ class Identity:
             known = self._workspace_by_run.get(run_id)
         if known is not None:
             return known
-        workspace_id = self._runs.get(run_id).workspace_id
+        workspace_id = self._runs().get(run_id).workspace_id
         with self._workspaces_lock:
             if len(self._workspace_by_run) >= _REMEMBERED_RUNS:
                 self._workspace_by_run.pop(next(iter(self._workspace_by_run)))
