@@ -17,7 +17,7 @@ from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.paging import Page
-from runplane.services.identity import decode_principal
+from runplane.services.principals import decode_principal
 from runplane.wiring import services
 
 Reply = Response[str]

@@ -101,6 +101,16 @@ def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> N
     # And key serialization (SSH formats, bcrypt), which only the local stack's key
     # files use, was not loaded with the token verifier
     assert not {"cryptography.hazmat.primitives.serialization", "bcrypt"} & loaded
+    # And reading the caller loaded neither the identity service (token store, JWT
+    # verifier) nor the lifecycle that moves runs: the workspace read needs neither
+    assert (
+        not {
+            "runplane.services.identity",
+            "runplane.adapters.jwt",
+            "runplane.services.lifecycle",
+        }
+        & loaded
+    )
 
 
 def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
@@ -117,6 +127,8 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And neither the workspaces nor the runs Router (nor remote runs) was loaded
     assert not {"functions.cloud_api.workspaces", "functions.cloud_api.runs"} & loaded
     assert "runplane.services.remote_runs" not in loaded
+    # And reading the caller did not load the identity service or its JWT verifier
+    assert not {"runplane.services.identity", "runplane.adapters.jwt"} & loaded
     # And the artifact store its service holds created no S3 or KMS client: a read
     # that never calls them does not load their service models
     assert "runplane.services.state" in loaded

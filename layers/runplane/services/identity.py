@@ -7,13 +7,11 @@ object is reported exactly like a missing one.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.capabilities import SESSION_PREFIX, Binding, handle_hash
@@ -254,48 +252,4 @@ def user_principal(claims: VerifiedClaims) -> Principal:
         permissions=permissions_for_roles(list(claims.groups)),
         display=f"User {user_name(claims)}",
         auth_time=claims.auth_time,
-    )
-
-
-# -- the principal as an API Gateway authorizer passes it to handlers --------------------
-
-
-def encode_principal(principal: Principal) -> dict[str, str]:
-    """Authorizer context values must be strings: the principal travels as JSON."""
-    body: dict[str, Any] = {
-        "kind": principal.kind.value,
-        "id": principal.id,
-        "organization_id": principal.organization_id,
-        "permissions": sorted(p.value for p in principal.permissions),
-        "display": principal.display,
-        "auth_time": principal.auth_time.isoformat() if principal.auth_time else None,
-        "run_id": principal.run_id,
-        "workspace_id": principal.workspace_id,
-        "attempt_id": principal.attempt_id,
-        "sandbox_id": principal.sandbox_id,
-        "phase": principal.phase,
-        "inputs": list(principal.inputs),
-    }
-    return {"principal": json.dumps(body, sort_keys=True)}
-
-
-def decode_principal(context: Mapping[str, Any] | None) -> Principal:
-    """The principal an authorizer put in ``requestContext.authorizer``; none is 401."""
-    if not context or "principal" not in context:
-        raise Unauthenticated()
-    body = json.loads(context["principal"])
-    auth_time = body.get("auth_time")
-    return Principal(
-        kind=PrincipalKind(body["kind"]),
-        id=body["id"],
-        organization_id=body["organization_id"],
-        permissions=frozenset(Permission(p) for p in body["permissions"]),
-        display=body["display"],
-        auth_time=datetime.fromisoformat(auth_time) if auth_time else None,
-        run_id=body.get("run_id"),
-        workspace_id=body.get("workspace_id"),
-        attempt_id=body.get("attempt_id"),
-        sandbox_id=body.get("sandbox_id"),
-        phase=body.get("phase"),
-        inputs=tuple(body.get("inputs") or ()),
     )
