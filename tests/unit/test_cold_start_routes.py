@@ -289,6 +289,8 @@ def test_the_start_steps_first_request_loads_only_the_runner_start_service() -> 
         not {
             "runplane.services.drift",
             "runplane.store.schedules",
+            # (the repository seams are read by type checkers, not at run time)
+            "runplane.services.repositories",
             "runplane.services.workflow_steps",
             "runplane.services.runner_reports",
             "runplane.services.policy",

@@ -31,7 +31,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.capabilities import handle_hash
@@ -60,13 +60,15 @@ from runplane.domain.state import (
 )
 from runplane.services import runner_authority
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.repositories import StateVersionReader
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
 from runplane.store.state_version_reader import DynamoStateVersionReader
 from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVersion
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import StateVersionReader
 
 # API Gateway carries at most 10 MB per request; state travels through it.
 MAX_STATE_BYTES = 10_000_000

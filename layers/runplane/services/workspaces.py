@@ -7,7 +7,7 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name, valid_tags
@@ -27,10 +27,12 @@ from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services import runner_authority
-from runplane.services.repositories import WorkspaceDirectory
 from runplane.store import apply_lock
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import WorkspaceDirectory
 
 TAGS_POINTER = "/data/attributes/tag-names"
 # How long a plan may wait for a decision (default seven days, set by deployment).
