@@ -127,8 +127,16 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And neither the workspaces nor the runs Router (nor remote runs) was loaded
     assert not {"functions.cloud_api.workspaces", "functions.cloud_api.runs"} & loaded
     assert "runplane.services.remote_runs" not in loaded
-    # And reading the caller did not load the identity service or its JWT verifier
-    assert not {"runplane.services.identity", "runplane.adapters.jwt"} & loaded
+    # And reading the caller did not load the identity service or its JWT verifier,
+    # and a read created no request body models
+    assert (
+        not {
+            "runplane.services.identity",
+            "runplane.adapters.jwt",
+            "functions.cloud_api.body_models",
+        }
+        & loaded
+    )
     # And the artifact store its service holds created no S3 or KMS client: a read
     # that never calls them does not load their service models
     assert "runplane.services.state" in loaded
