@@ -108,6 +108,18 @@ def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> N
             "runplane.services.identity",
             "runplane.adapters.jwt",
             "runplane.services.lifecycle",
+            "runplane.services.repositories",
+        }
+        & loaded
+    )
+    # And nothing only a runner's request needs: its authority over the workspace,
+    # its attempt and its run's parts
+    assert (
+        not {
+            "runplane.services.runner_authority",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
         }
         & loaded
     )
@@ -134,6 +146,17 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
             "runplane.services.identity",
             "runplane.adapters.jwt",
             "functions.cloud_api.body_models",
+        }
+        & loaded
+    )
+    # And nothing only a runner's write needs: its authority over the workspace,
+    # its attempt and its run's parts
+    assert (
+        not {
+            "runplane.services.runner_authority",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
         }
         & loaded
     )

@@ -58,7 +58,6 @@ from runplane.domain.state import (
     parse_json,
     parse_output_id,
 )
-from runplane.services import runner_authority
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
@@ -281,6 +280,9 @@ class StateVersions:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
         if principal.kind is PrincipalKind.RUNNER:
+            # A runner's authority (its attempt, its run's parts) is loaded by runners' writes only.
+            from runplane.services import runner_authority
+
             granted = runner_authority.apply_authority(principal, workspace)
             return Authority(
                 workspace.id,
@@ -353,9 +355,11 @@ class StateVersions:
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         # A run's write commits only while the run applies and its attempt is open.
-        guard = (
-            runner_authority.still_applying(authority.run_id) if authority.run_id else Transaction()
-        )
+        guard = Transaction()
+        if authority.run_id:
+            from runplane.services import runner_authority
+
+            guard = runner_authority.still_applying(authority.run_id)
         try:
             if token_hash is None:
                 published = StateVersion(

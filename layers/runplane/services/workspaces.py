@@ -26,7 +26,6 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
-from runplane.services import runner_authority
 from runplane.store import apply_lock
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
@@ -221,6 +220,8 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
+            from runplane.services import runner_authority
+
             runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
@@ -254,6 +255,8 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
+            from runplane.services import runner_authority
+
             runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
