@@ -211,6 +211,25 @@ def test_the_authorizers_first_request_loads_neither_runner_sessions_nor_run_mov
     )
 
 
+def test_the_dashboards_import_loads_no_recovery_rules() -> None:
+    # Given a fresh interpreter
+    code = (
+        "import json, sys\nimport functions.dashboard.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+
+    # When the dashboard's handler module is imported
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    # Then its actions are loaded, but not recovery's rules (and the run parts they
+    # read): they load with the first recovery form
+    assert "functions.dashboard.actions" in loaded
+    assert not {"runplane.domain.recovery", "runplane.domain.parts"} & loaded
+
+
 def test_the_openapi_document_still_lists_every_router() -> None:
     # Given a fresh interpreter
     # When the first request is for the OpenAPI document
