@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
+from runplane.services.principals import decode_principal
 
 Reply = Response[str]
 
@@ -24,9 +25,6 @@ def json_reply(status: int, body: Any) -> Reply:
 
 def principal() -> Principal:
     """The caller the authorizer established for this request."""
-    # The identity service imports the store: a route that needs no caller skips it.
-    from runplane.services.identity import decode_principal
-
     return decode_principal(current_event().request_context.raw_event.get("authorizer"))
 
 

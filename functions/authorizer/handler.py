@@ -23,7 +23,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Loaded by the first request, not at import: the module stays cheap to import
     # and the identity service brings only what authenticating needs.
     from runplane.domain.identity import Unauthenticated
-    from runplane.services.identity import encode_principal
+    from runplane.services.principals import encode_principal
     from runplane.store import prefetch
     from runplane.wiring import services
 

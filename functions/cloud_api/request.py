@@ -17,7 +17,7 @@ from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.paging import Page
-from runplane.services.identity import decode_principal
+from runplane.services.principals import decode_principal
 from runplane.wiring import services
 
 Reply = Response[str]
@@ -62,7 +62,9 @@ def body(model: type[M], *, absent_is_empty: bool = False, aliases: Mapping[str,
     try:
         return model.model_validate({} if parsed is None and absent_is_empty else parsed)
     except ValidationError as invalid:
-        pointer, message = jsonapi.pointer_of(invalid, aliases)
+        from functions.cloud_api.body_models import pointer_of
+
+        pointer, message = pointer_of(invalid, aliases)
         raise InvalidInput(message, pointer) from None
 
 

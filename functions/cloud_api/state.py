@@ -58,7 +58,9 @@ def filter_state_versions() -> Reply:
 
 @router.post("/api/v2/workspaces/<ws_id>/state-versions")
 def create_state_version(ws_id: str) -> Reply:
-    attributes = body(jsonapi.StateVersionBody).data.attributes
+    from functions.cloud_api.body_models import StateVersionBody
+
+    attributes = body(StateVersionBody).data.attributes
     created = services().state.create(
         principal(),
         ws_id,

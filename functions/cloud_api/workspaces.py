@@ -103,8 +103,10 @@ def read_workspace_by_name(org: str, name: str) -> Reply:
 
 @router.post("/api/v2/organizations/<org>/workspaces")
 def create_workspace(org: str) -> Reply:
+    from functions.cloud_api.body_models import WorkspaceBody
+
     who = principal()
-    attributes = body(jsonapi.WorkspaceBody).data.attributes
+    attributes = body(WorkspaceBody).data.attributes
     if not attributes.name:
         raise InvalidInput("a workspace needs a name", "/data/attributes/name")
     created = services().workspaces.create(
@@ -120,7 +122,9 @@ def create_workspace(org: str) -> Reply:
 
 
 def _update(who: Principal, ws_id: str) -> Reply:
-    attributes = body(jsonapi.WorkspaceBody).data.attributes
+    from functions.cloud_api.body_models import WorkspaceBody
+
+    attributes = body(WorkspaceBody).data.attributes
     mode = _execution_mode(attributes.execution_mode)
     ws = services().workspaces.by_id(who, ws_id)
     if attributes.name and attributes.name != ws.name:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from functions.dashboard.web import Request, json_reply, redirect
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import InvalidInput, NotFound
-from runplane.domain.recovery import ClaimedUpload, RecoveryRequest, Resolution
 from runplane.wiring import services
 
 if TYPE_CHECKING:
     from functions.dashboard.app import Session
+    from runplane.domain.recovery import RecoveryRequest
 
 # A poll reads at most this much of a log; the page asks again from where it stopped.
 LIVE_READ_BYTES = 256 * 1024
@@ -23,6 +23,9 @@ LIVE_READ_BYTES = 256 * 1024
 
 def recovery_request(form: dict[str, str], files: dict[str, bytes]) -> RecoveryRequest:
     """The recovery form as the service's request: evidence exactly as the page showed it."""
+    # Recovery's rules load with the first recovery, not with every page.
+    from runplane.domain.recovery import ClaimedUpload, RecoveryRequest, Resolution
+
     try:
         resolution = Resolution(form.get("resolution", ""))
     except ValueError:

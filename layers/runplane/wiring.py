@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workspaces import Workspaces
+    from runplane.store.runs import RunRepository
 
 
 def launcher_for(settings: Settings) -> Launcher:
@@ -172,6 +173,14 @@ class Services:
         return Tenancy(self.clock, self.ids)
 
     @cached_property
+    def run_records(self) -> RunRepository:
+        """The runs' records, without the lifecycle's moves: authenticating a caller and
+        reading a workspace need only these, not what moving a run loads."""
+        from runplane.store.runs import RunRepository
+
+        return RunRepository(self.clock, self.ids)
+
+    @cached_property
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
 
@@ -218,13 +227,17 @@ class Services:
         from runplane.services.identity import Identity
 
         verifier = self._verifier or jwt_verifier(self.settings)
-        return Identity(self.clock, self.ids, self.sessions, self.lifecycle.runs, verifier)
+        # Runner sessions and run records are built for the first runner session to
+        # authenticate: a token or a user's JWT needs neither.
+        return Identity(
+            self.clock, self.ids, lambda: self.sessions, lambda: self.run_records, verifier
+        )
 
     @cached_property
     def workspaces(self) -> Workspaces:
         from runplane.services.workspaces import Workspaces
 
-        return Workspaces(self.clock, self.ids, self.lifecycle.runs)
+        return Workspaces(self.clock, self.ids, self.run_records)
 
     @cached_property
     def state(self) -> StateVersions:

@@ -169,7 +169,7 @@ def test_a_runner_asks_the_routes_for_a_grant_that_is_stale_or_refused(
     stale.start()
     later = time.monotonic() + calls.starts[0]["grants"]["expires_in"]
     with monkeypatch.context() as clock:
-        clock.setattr(runner_main.time, "monotonic", lambda: later)
+        clock.setattr(time, "monotonic", lambda: later)
 
         # When it downloads its plan and uploads a log
         plan = stale.download(sandbox.plan_id)

@@ -13,7 +13,7 @@ from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
 from runplane.domain.parts import AttemptState
 from runplane.domain.run import RunKind
 from runplane.services.attempts import close_attempt
-from runplane.services.identity import decode_principal, encode_principal
+from runplane.services.principals import decode_principal, encode_principal
 from runplane.store import run_parts
 from tests.integration.conftest import Stack
 from tests.integration.dynamodb_requests import DynamoDBRequests

@@ -18,7 +18,8 @@ from functools import partial
 from typing import Any
 
 from runplane.domain.errors import RunplaneError
-from runplane.domain.run import INTERVENTION_STATUSES, OPEN_APPLY_RECORD, RunStatus
+from runplane.domain.parts import OPEN_APPLY_RECORD
+from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.runner_reports import Applied, Failed
 from runplane.domain.transitions import TRANSITIONS
 from runplane.store import run_parts

@@ -101,6 +101,28 @@ def test_the_run_apis_first_request_loads_only_its_router_and_its_service() -> N
     # And key serialization (SSH formats, bcrypt), which only the local stack's key
     # files use, was not loaded with the token verifier
     assert not {"cryptography.hazmat.primitives.serialization", "bcrypt"} & loaded
+    # And reading the caller loaded neither the identity service (token store, JWT
+    # verifier) nor the lifecycle that moves runs: the workspace read needs neither
+    assert (
+        not {
+            "runplane.services.identity",
+            "runplane.adapters.jwt",
+            "runplane.services.lifecycle",
+            "runplane.services.repositories",
+        }
+        & loaded
+    )
+    # And nothing only a runner's request needs: its authority over the workspace,
+    # its attempt and its run's parts
+    assert (
+        not {
+            "runplane.services.runner_authority",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
+        }
+        & loaded
+    )
 
 
 def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
@@ -117,10 +139,95 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And neither the workspaces nor the runs Router (nor remote runs) was loaded
     assert not {"functions.cloud_api.workspaces", "functions.cloud_api.runs"} & loaded
     assert "runplane.services.remote_runs" not in loaded
+    # And reading the caller did not load the identity service or its JWT verifier,
+    # and a read created no request body models
+    assert (
+        not {
+            "runplane.services.identity",
+            "runplane.adapters.jwt",
+            "functions.cloud_api.body_models",
+        }
+        & loaded
+    )
+    # And nothing only a runner's write needs: its authority over the workspace,
+    # its attempt and its run's parts
+    assert (
+        not {
+            "runplane.services.runner_authority",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
+        }
+        & loaded
+    )
     # And the artifact store its service holds created no S3 or KMS client: a read
     # that never calls them does not load their service models
     assert "runplane.services.state" in loaded
     assert first["clients"] == []
+
+
+def _authorizer_first_request() -> set[str]:
+    """The modules the authorizer has loaded once it refused its first request (no
+    credentials), in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        "from functions.authorizer.handler import handler\n"
+        "try:\n"
+        "    handler({'headers': {}, 'methodArn': 'arn'}, None)\n"
+        "except Exception as error:\n"
+        "    refused = str(error)\n"
+        "print(json.dumps({'refused': refused, 'modules': sorted(sys.modules)}))\n"
+    )
+    env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["refused"] == "Unauthorized"
+    return set(result["modules"])
+
+
+def test_the_authorizers_first_request_loads_neither_runner_sessions_nor_run_moves() -> None:
+    # Given a fresh interpreter
+    # When the authorizer refuses its first request (the identity service built)
+    loaded = _authorizer_first_request()
+
+    # Then the identity service and the token records it reads were loaded
+    assert {"runplane.services.identity", "runplane.store.identity"} <= loaded
+    # And not what only a runner session needs (sessions, attempts, the run's parts and
+    # records), nor the lifecycle that moves runs
+    assert (
+        not {
+            "runplane.services.capabilities",
+            "runplane.services.attempts",
+            "runplane.store.run_parts",
+            "runplane.domain.parts",
+            "runplane.store.runs",
+            "runplane.domain.entities",
+            "runplane.services.lifecycle",
+            "runplane.services.repositories",
+        }
+        & loaded
+    )
+
+
+def test_the_dashboards_import_loads_no_recovery_rules() -> None:
+    # Given a fresh interpreter
+    code = (
+        "import json, sys\nimport functions.dashboard.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, **CONFIGURED, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+
+    # When the dashboard's handler module is imported
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    # Then its actions are loaded, but not recovery's rules (and the run parts they
+    # read): they load with the first recovery form
+    assert "functions.dashboard.actions" in loaded
+    assert not {"runplane.domain.recovery", "runplane.domain.parts"} & loaded
 
 
 def test_the_openapi_document_still_lists_every_router() -> None:
@@ -226,9 +333,14 @@ def test_the_start_steps_first_request_loads_only_the_runner_start_service() -> 
 
     # Then the runner start service and the launch controls it checks are loaded
     assert {"runplane.services.runner_start", "runplane.services.launch_controls"} <= loaded
-    # And not the other steps' services, policy evaluation or what runners report
+    # And not the other steps' services, policy evaluation, what runners report or
+    # drift findings (and the schedules' records they are kept with)
     assert (
         not {
+            "runplane.services.drift",
+            "runplane.store.schedules",
+            # (the repository seams are read by type checkers, not at run time)
+            "runplane.services.repositories",
             "runplane.services.workflow_steps",
             "runplane.services.runner_reports",
             "runplane.services.policy",

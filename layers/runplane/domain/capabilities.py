@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+# What a capability handle and a runner session token start with: an authenticator
+# tells them from other credentials by it, without loading what redeems them.
+HANDLE_PREFIX = "rpc_"
+SESSION_PREFIX = "rps_"
+
 
 class CapabilityKind(StrEnum):
     BOOTSTRAP = "bootstrap"

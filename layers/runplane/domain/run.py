@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from runplane.domain.parts import OPEN_APPLY_RECORD as OPEN_APPLY_RECORD
-from runplane.domain.parts import ApplyRecordState as ApplyRecordState
+if TYPE_CHECKING:
+    from runplane.domain.parts import ApplyRecordState
 
 
 class RunKind(StrEnum):
@@ -129,6 +130,9 @@ def apply_record_on_end(status: RunStatus) -> ApplyRecordState:
     An apply that may have touched infrastructure is ``uncertain``; an apply
     refused before it started is ``failed``; every other ending applied nothing.
     """
+    # The parts' vocabulary is loaded by what moves a run, not by every reader of one.
+    from runplane.domain.parts import ApplyRecordState
+
     if status is RunStatus.APPLY_FAILED:
         return ApplyRecordState.FAILED
     if status in INTERVENTION_STATUSES:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from runplane.domain.capabilities import (
+    HANDLE_PREFIX,
+    SESSION_PREFIX,
     Binding,
     CapabilityKind,
     CapabilityRecord,
@@ -45,8 +47,6 @@ from runplane.store.transaction import Transaction
 
 logger = logging.getLogger(__name__)
 
-HANDLE_PREFIX = "rpc_"
-SESSION_PREFIX = "rps_"
 MAX_SESSION = timedelta(hours=4)
 # Sessions whose binding a process remembers (oldest forgotten first).
 _REMEMBERED_SESSIONS = 10_000

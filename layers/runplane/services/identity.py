@@ -7,16 +7,14 @@ object is reported exactly like a missing one.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
-from runplane.domain.capabilities import Binding, handle_hash
+from runplane.domain.capabilities import SESSION_PREFIX, Binding, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -35,12 +33,13 @@ from runplane.domain.identity import (
     permissions_for_roles,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.services.capabilities import SESSION_PREFIX, RunnerSessions
 from runplane.store import identity as store
 from runplane.store.models import artifact_key, run_key, state_version_key, workspace_key
 from runplane.store.prefetch import Key, RawItem
-from runplane.store.runs import RunRepository, pinned_state_of, workspace_of_raw_run
-from runplane.store.state_versions import state_artifact_of
+
+if TYPE_CHECKING:
+    from runplane.services.capabilities import RunnerSessions
+    from runplane.store.runs import RunRepository
 
 TOKEN_PREFIX = "rpt_"
 # Runs whose workspace an Identity remembers (oldest forgotten first).
@@ -60,8 +59,8 @@ class Identity:
         self,
         clock: Clock,
         ids: IdGenerator,
-        sessions: RunnerSessions,
-        runs: RunRepository,
+        sessions: Callable[[], RunnerSessions],
+        runs: Callable[[], RunRepository],
         verifier: JwtVerifier | None = None,
     ) -> None:
         self._clock = clock
@@ -158,7 +157,8 @@ class Identity:
         # revokes its sessions missed one. The run and its workspace, which most
         # calls read next, come in the same request.
         try:
-            session, prefetched = self._sessions.authenticate_open(secret, self._call_reads)
+            sessions = self._sessions()
+            session, prefetched = sessions.authenticate_open(secret, self._call_reads)
             self._remember_pin(session.binding, prefetched)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
@@ -206,6 +206,9 @@ class Identity:
         """The state version the run pinned, as its prefetched item says: only a new
         plan attempt moves it, so it names what this attempt's next calls read. It
         only chooses what to prefetch; each call still checks what it is served."""
+        from runplane.store.runs import pinned_state_of
+        from runplane.store.state_versions import state_artifact_of
+
         raw_run = prefetched.get(run_key(binding.run_id))
         if raw_run is None:
             return
@@ -230,9 +233,12 @@ class Identity:
             known = self._workspace_by_run.get(run_id)
         if known is not None:
             return known
-        workspace_id = (
-            workspace_of_raw_run(raw_run) if raw_run else self._runs.get(run_id).workspace_id
-        )
+        if raw_run is not None:
+            from runplane.store.runs import workspace_of_raw_run
+
+            workspace_id = workspace_of_raw_run(raw_run)
+        else:
+            workspace_id = self._runs().get(run_id).workspace_id
         with self._workspaces_lock:
             if len(self._workspace_by_run) >= _REMEMBERED_RUNS:
                 self._workspace_by_run.pop(next(iter(self._workspace_by_run)))
@@ -266,48 +272,4 @@ def user_principal(claims: VerifiedClaims) -> Principal:
         permissions=permissions_for_roles(list(claims.groups)),
         display=f"User {user_name(claims)}",
         auth_time=claims.auth_time,
-    )
-
-
-# -- the principal as an API Gateway authorizer passes it to handlers --------------------
-
-
-def encode_principal(principal: Principal) -> dict[str, str]:
-    """Authorizer context values must be strings: the principal travels as JSON."""
-    body: dict[str, Any] = {
-        "kind": principal.kind.value,
-        "id": principal.id,
-        "organization_id": principal.organization_id,
-        "permissions": sorted(p.value for p in principal.permissions),
-        "display": principal.display,
-        "auth_time": principal.auth_time.isoformat() if principal.auth_time else None,
-        "run_id": principal.run_id,
-        "workspace_id": principal.workspace_id,
-        "attempt_id": principal.attempt_id,
-        "sandbox_id": principal.sandbox_id,
-        "phase": principal.phase,
-        "inputs": list(principal.inputs),
-    }
-    return {"principal": json.dumps(body, sort_keys=True)}
-
-
-def decode_principal(context: Mapping[str, Any] | None) -> Principal:
-    """The principal an authorizer put in ``requestContext.authorizer``; none is 401."""
-    if not context or "principal" not in context:
-        raise Unauthenticated()
-    body = json.loads(context["principal"])
-    auth_time = body.get("auth_time")
-    return Principal(
-        kind=PrincipalKind(body["kind"]),
-        id=body["id"],
-        organization_id=body["organization_id"],
-        permissions=frozenset(Permission(p) for p in body["permissions"]),
-        display=body["display"],
-        auth_time=datetime.fromisoformat(auth_time) if auth_time else None,
-        run_id=body.get("run_id"),
-        workspace_id=body.get("workspace_id"),
-        attempt_id=body.get("attempt_id"),
-        sandbox_id=body.get("sandbox_id"),
-        phase=body.get("phase"),
-        inputs=tuple(body.get("inputs") or ()),
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import ApplyLock, Run
@@ -30,7 +30,6 @@ from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
 from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.run_events import RunEvent
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
-from runplane.services.repositories import RunLedger
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
@@ -38,6 +37,9 @@ from runplane.store.models import run_part_key
 from runplane.store.run_ledger import DynamoRunLedger, announcer
 from runplane.store.runs import RunRepository, Transitioned
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import RunLedger
 
 logger = logging.getLogger("runplane.runs")
 

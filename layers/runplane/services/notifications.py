@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.event_queue import EventQueue
 from runplane.adapters.keys import DataKeys, KeyUnavailable
@@ -29,11 +29,13 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import NOTIFIABLE, EventType, RunEvent
-from runplane.services.repositories import NotificationStore, WorkspaceDirectory
 from runplane.services.workspaces import Workspaces
 from runplane.store import notifications as store
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import NotificationStore, WorkspaceDirectory
 
 logger = logging.getLogger("runplane.notifications")
 

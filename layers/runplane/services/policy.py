@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
@@ -41,12 +41,14 @@ from runplane.domain.policy_results import PolicyResult, overall
 from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
-from runplane.services.repositories import PolicySetStore, WorkspaceDirectory
 from runplane.store import run_parts
 from runplane.store.policy_set_store import DynamoPolicySetStore
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.transaction import Transaction
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import PolicySetStore, WorkspaceDirectory
 
 # The policy check row's states, in order.
 RESERVED, BOUND = "running", "bound"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.event_queue import EventQueue
 from runplane.adapters.workflow import Workflow
@@ -43,7 +43,6 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.parts import RunInput
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
-from runplane.services.repositories import RunTriggerStore, WorkspaceDirectory
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts
@@ -51,6 +50,9 @@ from runplane.store import run_triggers as store
 from runplane.store.run_trigger_store import DynamoRunTriggerStore
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import RunTriggerStore, WorkspaceDirectory
 
 logger = logging.getLogger("runplane.triggers")
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
@@ -44,7 +44,6 @@ from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
-from runplane.services.repositories import RunReader
 from runplane.services.source_provenance import source_provenance
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
@@ -58,6 +57,9 @@ from runplane.store.models import (
 )
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import RunReader
 
 # A cancellation retries when the run moves under it, until the run has ended.
 CANCEL_ATTEMPTS = 3

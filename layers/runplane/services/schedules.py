@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain import schedules as rules
 from runplane.domain.clock import Clock
@@ -28,12 +28,14 @@ from runplane.domain.identity import SCHEDULE_PERMISSIONS, Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind
 from runplane.services import drift
-from runplane.services.repositories import ScheduleStore
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import schedules as store
 from runplane.store.runs import RunRepository
 from runplane.store.schedule_store import DynamoScheduleStore
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import ScheduleStore
 
 logger = logging.getLogger("runplane.schedules")
 _FIRE_ATTEMPTS = 3

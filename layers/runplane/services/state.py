@@ -31,7 +31,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.capabilities import handle_hash
@@ -58,15 +58,16 @@ from runplane.domain.state import (
     parse_json,
     parse_output_id,
 )
-from runplane.services import runner_authority
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.repositories import StateVersionReader
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
 from runplane.store.state_version_reader import DynamoStateVersionReader
 from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVersion
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import StateVersionReader
 
 # API Gateway carries at most 10 MB per request; state travels through it.
 MAX_STATE_BYTES = 10_000_000
@@ -279,6 +280,9 @@ class StateVersions:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
         if principal.kind is PrincipalKind.RUNNER:
+            # A runner's authority (its attempt, its run's parts) is loaded by runners' writes only.
+            from runplane.services import runner_authority
+
             granted = runner_authority.apply_authority(principal, workspace)
             return Authority(
                 workspace.id,
@@ -351,9 +355,11 @@ class StateVersions:
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         # A run's write commits only while the run applies and its attempt is open.
-        guard = (
-            runner_authority.still_applying(authority.run_id) if authority.run_id else Transaction()
-        )
+        guard = Transaction()
+        if authority.run_id:
+            from runplane.services import runner_authority
+
+            guard = runner_authority.still_applying(authority.run_id)
         try:
             if token_hash is None:
                 published = StateVersion(

@@ -3,12 +3,16 @@ callers with a principal go through ``Workspaces``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.services.repositories import WorkspaceDirectory
 from runplane.services.workspaces import create_workspace
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import WorkspaceDirectory
 
 
 class Tenancy:

@@ -7,6 +7,8 @@ variables artifact, and never returned, logged or audited.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
 from runplane.domain.clock import Clock
@@ -15,9 +17,11 @@ from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variables import WorkspaceVariable, check_workspace_variable
-from runplane.services.repositories import VariableStore
 from runplane.services.workspaces import Workspaces
 from runplane.store.variable_store import DynamoVariableStore
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import VariableStore
 
 
 def _context(workspace_id: str, name: str) -> dict[str, str]:

@@ -23,7 +23,6 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator
 from runplane.domain.run import RunStatus
-from runplane.services import drift
 from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.writer import hand_off
@@ -121,6 +120,9 @@ class WorkflowService:
         record, move without either. Returns whether the record was written."""
         extra = list(move.pop("extra_writes", ()))
         if findings:
+            # Only steps that found drift get here: the start step does not load it.
+            from runplane.services import drift
+
             try:
                 moved = self._lifecycle.move(
                     run,

@@ -7,7 +7,7 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name, valid_tags
@@ -26,11 +26,12 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
-from runplane.services import runner_authority
-from runplane.services.repositories import WorkspaceDirectory
 from runplane.store import apply_lock
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import WorkspaceDirectory
 
 TAGS_POINTER = "/data/attributes/tag-names"
 # How long a plan may wait for a decision (default seven days, set by deployment).
@@ -219,6 +220,8 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
+            from runplane.services import runner_authority
+
             runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
@@ -252,6 +255,8 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
+            from runplane.services import runner_authority
+
             runner_authority.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
