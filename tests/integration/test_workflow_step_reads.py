@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runplane.store import run_parts
 from runplane.domain.runner_reports import Failed
+from runplane.store import run_parts
 from tests.integration.arena import Arena, awaiting_approval, plan_complete
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
