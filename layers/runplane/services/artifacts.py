@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption, Read, sealed_size
 from runplane.adapters.keys import DataKeys, KeyUnavailable
@@ -43,11 +44,13 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
-from runplane.services.repositories import ArtifactRecords
 from runplane.store import artifacts as store
 from runplane.store.artifact_records import DynamoArtifactRecords
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import ArtifactRecords
 
 
 def key_context(artifact_id: str, organization_id: str) -> dict[str, str]:
