@@ -17,6 +17,7 @@ import pytest
 import requests
 from moto.server import ThreadedMotoServer
 
+from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore
 from runplane.local import moto_inprocess
 from runplane.local.moto_stepfunctions import clear_lambda_routes, enable_step_functions
 from runplane.local.stack import _configure_moto, free_port
@@ -112,3 +113,46 @@ def test_the_interpreter_builds_one_lambda_client_per_server(
     assert again is first
     assert other is not first
     assert other.meta.endpoint_url == "http://localhost:5102"
+
+
+def test_the_stacks_s3_requests_run_without_a_socket_and_stream_in_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given moto's server served in process, and the artifact store's object store on it
+    connections = accepted_connections(monkeypatch)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    assert server._server is not None
+    moto_inprocess.serve_in_process(endpoint, server._server.app)
+    try:
+        s3 = boto3.session.Session(region_name="us-east-1").client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="inprocess")
+        objects = ObjectStore(s3, "inprocess")
+        body = bytes(range(256)) * 40_000  # over two multipart parts
+
+        # When an object is uploaded in parts, read back in pieces, looked up, and a
+        # missing one and a changed one are asked for
+        sent = (body[i : i + 65_536] for i in range(0, len(body), 65_536))
+        stored = objects.upload_stream("dir/a b", sent)
+        with objects.open("dir/a b", stored.etag) as read:
+            pieces = []
+            while piece := read(100_000):
+                pieces.append(piece)
+        head = objects.head("dir/a b")
+        with pytest.raises(ObjectMissing):
+            objects.head("dir/missing")
+        with pytest.raises(ObjectChanged), objects.open("dir/a b", '"another-etag"'):
+            pass
+
+        # Then the object came back whole, in pieces no larger than asked for, with
+        # moto's answers and errors, and no request opened a connection
+        assert b"".join(pieces) == body
+        assert max(len(piece) for piece in pieces) == 100_000
+        assert (head.size, head.etag) == (len(body), stored.etag)
+        assert connections == []
+    finally:
+        moto_inprocess.stop_serving(endpoint)
+        requests.post(f"{endpoint}/moto-api/reset", timeout=30)
+        server.stop()

@@ -199,16 +199,22 @@ def test_the_stacks_json_requests_reach_moto_without_a_socket(
         opened = kms.decrypt(CiphertextBlob=sealed)["Plaintext"]
         served_in_process = len(connections)
 
-        # And S3, which the sandboxes reach by URL, is called
+        # And S3 is called by this process, then by URL, as a sandbox calls it
         s3.create_bucket(Bucket="speedups")
+        s3.put_object(Bucket="speedups", Key="a", Body=b"object")
+        by_url = requests.get(
+            s3.generate_presigned_url("get_object", {"Bucket": "speedups", "Key": "a"}),
+            timeout=30,
+        )
 
-        # Then none of the JSON requests opened a connection, and their replies and
-        # errors are moto's; S3 still went over HTTP
+        # Then none of this process's requests opened a connection, and their replies
+        # and errors are moto's; only the transfer by URL went over HTTP
         assert served_in_process == 0
         assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
         assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
         assert got["Item"]["blob"] == {"B": b"\x00"}
         assert opened == b"secret"
+        assert by_url.content == b"object"
         assert len(connections) == 1
     finally:
         moto_inprocess.stop_serving(endpoint)

@@ -8,15 +8,21 @@ paid for a TCP connection, a server thread and HTTP parsing on both sides, about
 two thirds of a request's CPU. Those requests are handed to the same WSGI
 application the server runs, on the calling thread: the same routing, handlers,
 serialization of requests per service (``moto_serial``) and replies, minus the
-socket. Step Functions' requests (the workflow's starts and task results) and
-the interpreter's Lambda invocations (a run's seven tasks) are served the same way:
-moto's interpreter then runs each task's handler on its own execution thread
-instead of a server thread. Everything else (S3, which the sandboxes reach by
-presigned URL; anything not aimed at this stack's endpoint) still goes over HTTP.
+socket. Step Functions' requests (the workflow's starts and task results), the
+interpreter's Lambda invocations (a run's seven tasks) and the stack's own S3
+requests (each artifact it stores is three: a multipart upload's start, part and
+completion) are served the same way: moto's interpreter then runs each task's
+handler on its own execution thread instead of a server thread. What the sandboxes
+send (their presigned S3 transfers, their API calls) comes from other processes and
+still goes over HTTP, as does anything not aimed at this stack's endpoint.
+
+A reply's body is read from moto whole, as moto builds it (moto holds every object
+in memory anyway), and handed out in the pieces botocore asks for.
 """
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -36,17 +42,20 @@ _GUARD = threading.Lock()
 
 
 class _Body:
-    """The part of urllib3's response botocore reads: the whole body, at once."""
+    """The part of urllib3's response botocore reads: ``read(amt)`` and ``stream``."""
 
     def __init__(self, content: bytes) -> None:
-        self._content = content
+        self._content = io.BytesIO(content)
 
     def stream(self, amt: int | None = None, decode_content: bool = True) -> Iterator[bytes]:
-        yield self._content
+        while piece := self.read(amt):
+            yield piece
 
     def read(self, amt: int | None = None) -> bytes:
-        content, self._content = self._content, b""
-        return content
+        return self._content.read(amt)
+
+    def close(self) -> None:
+        self._content.close()
 
 
 def serve_in_process(endpoint: str, app: Callable[..., Any]) -> None:
@@ -69,7 +78,7 @@ def _patch_endpoint_send() -> None:
         return
 
     def send(self: Any, request: Any) -> Any:
-        app = _app_for(request)
+        app = _app_for(getattr(self, "_endpoint_prefix", ""), request)
         if app is None:
             return original(self, request)
         return _call(app, request)
@@ -78,18 +87,19 @@ def _patch_endpoint_send() -> None:
     setattr(Endpoint, "_send", send)  # noqa: B010 (botocore's private send)
 
 
-def _app_for(request: Any) -> Callable[..., Any] | None:
+def _app_for(service: str, request: Any) -> Callable[..., Any] | None:
     if not _APPS:
         return None
     target = request.headers.get("X-Amz-Target")
     if isinstance(target, bytes):
         target = target.decode("ascii")
     parts = urlsplit(request.url)
-    if not (target and target.startswith(_TARGETS)) and not _is_lambda_invoke(
-        request.method, parts.path
-    ):
-        return None
-    return _APPS.get(f"{parts.scheme}://{parts.netloc}")
+    served = (
+        service == "s3"
+        or (target is not None and target.startswith(_TARGETS))
+        or _is_lambda_invoke(request.method, parts.path)
+    )
+    return _APPS.get(f"{parts.scheme}://{parts.netloc}") if served else None
 
 
 def _is_lambda_invoke(method: str, path: str) -> bool:
