@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import requests
@@ -21,8 +22,11 @@ from tests.e2e.test_cloud_api_http import call, raw_state
 from tests.e2e.test_managed_runs import HELLO, new_workspace
 
 
-def apply_session(local: Local, run_id: str) -> str:
-    """A session of an apply attempt recorded open on the run (its sandbox not started)."""
+def open_apply_attempt(
+    local: Local, run_id: str, inputs: Sequence[str] = ()
+) -> tuple[Binding, str]:
+    """An apply attempt recorded open on the run (its sandbox not started) and the
+    bootstrap handle for it, naming ``inputs``, as the workflow mints it."""
     services = local.stack.services
     assert services is not None
     run = services.lifecycle.runs.get(run_id)
@@ -41,14 +45,21 @@ def apply_session(local: Local, run_id: str) -> str:
         binding,
         lifetime=timedelta(minutes=5),
         organization_id=run.organization_id,
+        inputs=list(inputs),
     )
+    return binding, minted.handle
+
+
+def apply_session(local: Local, run_id: str) -> str:
+    """A session of an apply attempt recorded open on the run (its sandbox not started)."""
+    binding, handle = open_apply_attempt(local, run_id)
     started = call(
         local,
         "POST",
         "/api/v1/runner/sessions",
         auth=False,
         json={
-            "bootstrap": minted.handle,
+            "bootstrap": handle,
             "run_id": run_id,
             "attempt_id": binding.attempt_id,
             "phase": "apply",

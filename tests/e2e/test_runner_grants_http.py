@@ -8,20 +8,18 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runplane.domain.capabilities import Binding, CapabilityKind, Phase
-from runplane.domain.ids import IdKind
 from runplane.local.gateway import Gateway
 from runplane.runner import main as runner_main
 from runplane.runner.main import Runner
 from runplane.store import run_parts
 from tests.e2e.conftest import Local
 from tests.e2e.test_managed_runs import HELLO, new_workspace
+from tests.e2e.test_runner_authority_http import open_apply_attempt
 
 DOWNLOAD = "POST /api/v1/runner/downloads/"
 BEGIN_UPLOAD = "POST /api/v1/runner/uploads"
@@ -69,35 +67,16 @@ def sandbox(local: Local) -> Iterator[Sandbox]:
     ws = new_workspace(local, "grants")
     run = local.client.create_run(ws, HELLO)
     local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
-    services = local.stack.services
-    assert services is not None
-    organization_id = services.lifecycle.runs.get(run["id"]).organization_id
     configuration_id = run_parts.require(run["id"], "input").body["configuration_artifact_id"]
     plan_id = run_parts.require(run["id"], "plan").body["plan_artifact_id"]
-    binding = Binding(
-        run["id"], services.ids.new(IdKind.ATTEMPT), Phase.APPLY, services.ids.new(IdKind.SANDBOX)
-    )
-    run_parts.put(
-        run["id"],
-        "attempt#apply",
-        state="started",
-        body={"attempt_id": binding.attempt_id, "sandbox_id": binding.sandbox_id},
-        now=datetime.now(UTC),
-    ).commit()
-    minted = services.capabilities.mint(
-        CapabilityKind.BOOTSTRAP,
-        binding,
-        lifetime=timedelta(minutes=5),
-        organization_id=organization_id,
-        inputs=[configuration_id, plan_id],
-    )
+    binding, handle = open_apply_attempt(local, run["id"], [configuration_id, plan_id])
     env = {
         "RUNPLANE_CONTROL_PLANE_URL": local.url,
         "RUNPLANE_RUN_ID": run["id"],
         "RUNPLANE_ATTEMPT_ID": binding.attempt_id,
         "RUNPLANE_PHASE": "apply",
         "RUNPLANE_SANDBOX_ID": binding.sandbox_id,
-        "RUNPLANE_BOOTSTRAP": minted.handle,
+        "RUNPLANE_BOOTSTRAP": handle,
     }
     yield Sandbox(env, configuration_id, plan_id)
     local.client.cancel(run["id"])
