@@ -232,7 +232,8 @@ def fix_task_token_race() -> None:
 
 
 def reuse_lambda_clients() -> None:
-    """Build the interpreter's Lambda client once per region, not once per Task.
+    """Build the interpreter's Lambda client once per region and server, not once per
+    Task.
 
     moto's ``lambda_eval_utils`` calls ``boto_client_for`` for every Lambda Task it
     runs, and building a boto3 client costs about 9 ms of CPU, a run's seven tasks

@@ -310,7 +310,7 @@ class SandboxTransfers(_ArtifactAccess):
         downloads = []
         for artifact_id in dict.fromkeys(inputs):
             record = records.get(artifact_id)
-            if record is None or record.artifact.id != artifact_id:
+            if record is None:
                 continue
             try:
                 downloads.append(self._download(session, record))

@@ -215,15 +215,12 @@ class Identity:
         pinned = pinned_state_of(raw_run)
         raw_version = prefetched.get(state_version_key(pinned)) if pinned else None
         state_artifact = state_artifact_of(raw_version) if raw_version else None
+        if pinned is None:
+            return
         with self._workspaces_lock:
-            if len(self._pin_by_attempt) >= _REMEMBERED_RUNS:
-                self._pin_by_attempt.pop(next(iter(self._pin_by_attempt)))
-            if len(self._state_artifact_by_version) >= _REMEMBERED_RUNS:
-                self._state_artifact_by_version.pop(next(iter(self._state_artifact_by_version)))
-            if pinned is not None:
-                self._pin_by_attempt[binding.attempt_id] = pinned
-            if pinned is not None and state_artifact is not None:
-                self._state_artifact_by_version[pinned] = state_artifact
+            _remember(self._pin_by_attempt, binding.attempt_id, pinned)
+            if state_artifact is not None:
+                _remember(self._state_artifact_by_version, pinned, state_artifact)
 
     def _workspace_of_run(self, run_id: str, raw_run: RawItem | None) -> str:
         """A run's workspace never changes: read once per run and process, not per call
@@ -240,9 +237,7 @@ class Identity:
         else:
             workspace_id = self._runs().get(run_id).workspace_id
         with self._workspaces_lock:
-            if len(self._workspace_by_run) >= _REMEMBERED_RUNS:
-                self._workspace_by_run.pop(next(iter(self._workspace_by_run)))
-            self._workspace_by_run[run_id] = workspace_id
+            _remember(self._workspace_by_run, run_id, workspace_id)
         return workspace_id
 
     def _user_principal(self, token: str) -> Principal:
@@ -252,6 +247,13 @@ class Identity:
         except JwtRejected:
             raise Unauthenticated() from None
         return user_principal(claims)
+
+
+def _remember(facts: dict[str, str], key: str, value: str) -> None:
+    """Keep an immutable fact, forgetting the oldest once ``_REMEMBERED_RUNS`` are kept."""
+    if key not in facts and len(facts) >= _REMEMBERED_RUNS:
+        facts.pop(next(iter(facts)))
+    facts[key] = value
 
 
 def user_name(claims: VerifiedClaims) -> str:
