@@ -136,11 +136,12 @@ class Timeline:
         timeline = self
 
         def launched(launcher: LocalProcessLauncher, request: Any) -> str:
-            reference = launch(launcher, request)
+            # Listed before it starts: a runner on standby asks at once.
             sandbox = Sandbox(time.perf_counter())
-            process = launcher.processes[-1]
             with timeline.lock:
                 timeline.sandboxes.append(sandbox)
+            reference = launch(launcher, request)
+            process = launcher.processes[-1]
 
             def reap() -> None:
                 process.wait()

@@ -1,5 +1,5 @@
 import sys
 
-from runplane.runner.main import main
+from runplane.runner.main import main, main_on_standby
 
-sys.exit(main())
+sys.exit(main_on_standby() if sys.argv[1:] == ["--standby"] else main())
