@@ -191,7 +191,9 @@ class LocalProcessLauncher:
             standby.workdir.rename(workdir)
             log = standby.workdir.with_name(f"{standby.workdir.name}.log")
             log.rename(workdir.with_name(f"{workdir.name}.log"))
-            line = {**run_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
+            # The whole environment a cold start would get now (the launcher's engine
+            # or PATH may have changed since the standby started), nothing else.
+            line = {**self._base_environment(workdir), **run_env}
             assert standby.process.stdin is not None
             standby.process.stdin.write(json.dumps(line).encode() + b"\n")
             standby.process.stdin.close()

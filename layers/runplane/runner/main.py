@@ -465,8 +465,9 @@ def main() -> int:
 
 
 def main_on_standby() -> int:
-    """Wait, imported and knowing no run, for a launch to hand over one on standard
-    input: one JSON line of the run's environment. Its end unread: nothing to run."""
+    """Wait, imported and knowing no run, for a launch to hand one over on standard
+    input: one JSON line, the whole environment the runner then runs in. Its input
+    ending unread: nothing to run."""
     line = sys.stdin.readline()
     if not line:
         return 0
@@ -479,6 +480,7 @@ def main_on_standby() -> int:
     ):
         print("runner: the launch handed over no environment")
         return 2
+    os.environ.clear()
     os.environ.update(handed)
     return main()
 
