@@ -152,20 +152,45 @@ def test_a_reply_that_differs_from_motos_is_reported() -> None:
         moto_speedups._compare(expected, different, "Query")
 
 
-def test_an_asl_definition_is_parsed_once_and_each_execution_gets_its_own_program() -> None:
-    # Given the speedups and a definition
+def test_an_asl_definition_is_built_once_with_every_heap_key_drawn() -> None:
+    # Given the speedups and a definition with a retried task
     moto_speedups.install()
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+    retried = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke",
+        "Parameters": {"FunctionName": "f", "Payload.$": "$"},
+        "Retry": [{"ErrorEquals": ["States.ALL"], "MaxAttempts": 2}],
+        "End": True,
+    }
+    definition = json.dumps({"StartAt": "Task", "States": {"Task": retried}})
 
     # When it is parsed twice
     first_program, first_tree = AmazonStateLanguageParser.parse(definition)
     second_program, second_tree = AmazonStateLanguageParser.parse(definition)
 
-    # Then the tree is shared and the evaluation components are not
-    assert first_tree is second_tree
-    assert first_program is not second_program
+    # Then both executions get the one program, whose components already hold the keys
+    # under which each execution files its own values (a retry's attempt count among them)
+    assert (first_program, first_tree) == (second_program, second_tree)
+    components = moto_speedups._eval_components(first_program)
+    retries = [c for c in components if type(c).__name__ == "MaxAttemptsDecl"]
+    assert retries
+    assert all(c._EvalComponent__heap_key for c in components)
+
+
+def test_a_json_path_is_compiled_once() -> None:
+    # Given the speedups
+    moto_speedups.install()
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    # When one path is extracted from two inputs
+    values = [json_path.extract_json("$.run.id", {"run": {"id": n}}) for n in (1, 2)]
+
+    # Then each input gave its own value, from the one compiled path
+    assert values == [1, 2]
+    compile_path = getattr(json_path, "parse")  # noqa: B009 (not exported to type checkers)
+    assert compile_path("$.run.id") is compile_path("$.run.id")
 
 
 def test_the_stacks_json_requests_reach_moto_without_a_socket(

@@ -292,6 +292,38 @@ def test_a_retry_on_the_class_name_retries_the_handler(sfn: Sfn) -> None:
     assert calls == [{"run": "r-1"}] * 3
 
 
+def test_executions_of_one_definition_at_once_keep_their_own_retry_counts(sfn: Sfn) -> None:
+    # Given: a handler whose first call in each execution fails, both first calls held
+    # until the other has started, and one retry allowed (the program is built once
+    # per definition and shared by its executions)
+    both_started = threading.Barrier(2, timeout=10)
+    calls: dict[str, int] = {}
+    guard = threading.Lock()
+
+    def flaky_once(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with guard:
+            calls[event["run"]] = calls.get(event["run"], 0) + 1
+            attempt = calls[event["run"]]
+        if attempt == 1:
+            both_started.wait()
+            raise PlanFailed(f"first attempt of {event['run']}")
+        return {"attempts": attempt}
+
+    route_lambda_invocations({"flaky": flaky_once})
+    retry = [{"ErrorEquals": ["PlanFailed"], "IntervalSeconds": 1, "MaxAttempts": 1}]
+    machine = sfn.machine("retry-each", {"Plan": lambda_task("flaky", Retry=retry)}, "Plan")
+
+    # When: two executions run at once
+    first = sfn.start(machine, "each-1", {"run": "r-1"})
+    second = sfn.start(machine, "each-2", {"run": "r-2"})
+    described = [sfn.wait(first), sfn.wait(second)]
+
+    # Then: each retried its own failure once, and succeeded
+    assert [d["status"] for d in described] == ["SUCCEEDED", "SUCCEEDED"]
+    assert [output(d) for d in described] == [{"attempts": 2}, {"attempts": 2}]
+    assert calls == {"r-1": 2, "r-2": 2}
+
+
 def test_a_task_token_sent_from_another_thread_resumes_the_execution(sfn: Sfn) -> None:
     # Given: an execution waiting on a task token its handler handed out
     inbox: queue.Queue[tuple[str, str]] = queue.Queue()

@@ -26,11 +26,14 @@ in moto's own machinery rather than in the work a request asks for:
   order (``moto_query_window``: a queue's head is one item, however long the queue).
   With replies checked, each such query is also answered by moto's own path and the
   two compared.
-- **Step Functions.** moto parses the state machine's ASL (an ANTLR grammar) again
-  for every execution. The parse tree depends only on the definition's text and is
-  only read afterwards, so trees are kept per definition; each execution still
-  builds its own evaluation components from the tree, as before, so executions
-  share no mutable state.
+- **Step Functions.** moto parses the state machine's ASL (an ANTLR grammar) and
+  builds its evaluation components again for every execution (tens of ms), and
+  compiles each JSONPath (a parser built afresh, ~2 ms) on every use. Components
+  keep an execution's values in that execution's environment, never in themselves
+  (their one lazily drawn attribute, the key of their slot in an execution's heap,
+  is drawn when the program is built), and a compiled path is only read: so the
+  program is built once per definition and each path compiled once. Every
+  workflow test runs on them, concurrent executions included.
 
 Each speedup is installed once per process and only in the embedded stack and the
 test suite; none exists in a deployment, which talks to AWS.
@@ -80,6 +83,7 @@ def install() -> None:
     fast_replies()
     cached_module_list()
     cached_asl_trees()
+    cached_json_paths()
     scalar_values_first()
     partition_queries()
 
@@ -176,17 +180,57 @@ def cached_asl_trees() -> None:
     if not _claim("asl"):
         return
     from moto.stepfunctions.parser.asl.parse import asl_parser
-    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 
     parser = asl_parser.AmazonStateLanguageParser
     original: Callable[[str], tuple[Any, Any]] = parser.parse
-    parse_tree = functools.lru_cache(maxsize=16)(lambda definition: original(definition)[1])
 
+    @functools.lru_cache(maxsize=16)
     def parse(definition: str) -> tuple[Any, Any]:
-        tree = parse_tree(definition)
-        return Preprocessor().visit(tree), tree
+        program, tree = original(definition)
+        # Assigned now, once: each execution files its retry counts under these keys
+        # in its own heap, and a key drawn lazily by two first executions at once
+        # could differ between them.
+        for component in _eval_components(program):
+            _ = component.heap_key
+        return program, tree
 
     parser.parse = staticmethod(parse)  # type: ignore[method-assign]
+
+
+def _eval_components(root: Any) -> list[Any]:
+    """Every evaluation component reachable from ``root`` (a program)."""
+    from moto.stepfunctions.parser.asl.component.component import Component
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    found: list[Any] = []
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, EvalComponent):
+            found.append(item)
+        if isinstance(item, Component):
+            pending.extend(vars(item).values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+    return found
+
+
+def cached_json_paths() -> None:
+    """The interpreter compiles each JSONPath (a parser built afresh each time, ~2 ms)
+    on every use; a compiled path is only read, so each is compiled once."""
+    if not _claim("jsonpath"):
+        return
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    for module in (json_path, result_path):
+        module.parse = functools.lru_cache(maxsize=256)(getattr(module, "parse"))  # type: ignore[attr-defined]  # noqa: B009
 
 
 def scalar_values_first() -> None:
