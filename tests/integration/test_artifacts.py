@@ -51,6 +51,62 @@ def test_round_trip_through_s3_and_kms(stack: Stack, org: Organization, size: in
     assert size < 32 or plaintext[:32] not in body
 
 
+def _s3_calls(stack: Stack) -> list[str]:
+    """The S3 operations the stack's client sends from now on, by name."""
+    calls: list[str] = []
+    events = stack.s3.meta.events  # type: ignore[attr-defined]
+    events.register("before-call.s3.*", lambda model, **_: calls.append(model.name))
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("size", "operations"),
+    [
+        (0, ["PutObject"]),
+        (PART_SIZE - 1, ["PutObject"]),
+        (
+            PART_SIZE,
+            ["CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"],
+        ),
+        (
+            PART_SIZE + 1,
+            ["CreateMultipartUpload", "UploadPart", "UploadPart", "CompleteMultipartUpload"],
+        ),
+    ],
+)
+def test_an_object_within_its_first_part_is_one_put_and_a_longer_one_is_uploaded_in_parts(
+    stack: Stack, size: int, operations: list[str]
+) -> None:
+    # Given a stream of ``size`` bytes in small pieces
+    block = os.urandom(64 * 1024)
+    calls = _s3_calls(stack)
+
+    # When it is uploaded
+    stored = stack.objects.upload_stream("plain/sized", repeated(block, size))
+
+    # Then it took the requests its size needs, and the object is the stream
+    assert calls == operations
+    assert stored.size == size
+    body = stack.s3.get_object(Bucket=BUCKET, Key="plain/sized")["Body"].read()  # type: ignore[attr-defined]
+    assert len(body) == size
+    assert hashlib.sha256(body).digest() == hashlib.sha256(b"".join(repeated(block, size))).digest()
+
+
+def test_a_stream_failing_within_its_first_part_sends_nothing(stack: Stack) -> None:
+    # Given a stream that fails after its first piece
+    def failing() -> Iterator[bytes]:
+        yield b"the first piece"
+        raise OSError("the source went away")
+
+    calls = _s3_calls(stack)
+
+    # When it is uploaded, then the failure is the caller's and no object exists
+    with pytest.raises(OSError, match="went away"):
+        stack.objects.upload_stream("plain/failing", failing())
+    assert calls == []
+    assert "plain/failing" not in stack.bucket_keys()
+
+
 def test_the_cap_accepts_exactly_100_mb_and_refuses_one_byte_more(
     stack: Stack, org: Organization
 ) -> None:

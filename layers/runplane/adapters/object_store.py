@@ -1,4 +1,4 @@
-"""S3 objects streamed in both directions: multipart upload out, streamed GET in."""
+"""S3 objects streamed in both directions: one put or a multipart upload out, streamed GET in."""
 
 from __future__ import annotations
 
@@ -42,23 +42,37 @@ class ObjectStore:
     def upload_stream(self, key: str, pieces: Iterable[bytes]) -> StoredObject:
         """Upload ``pieces`` as one object without holding more than a part in memory.
 
-        Any exception from ``pieces`` (or S3) aborts the multipart upload, so
-        nothing partial ever becomes an object.
+        An object that ends within its first part (nearly every one: logs, plans,
+        states) is one ``PutObject`` once ``pieces`` is exhausted; a longer one is a
+        multipart upload. Either way, any exception from ``pieces`` (or S3) leaves no
+        object: a put is whole or absent, a multipart upload is aborted.
         """
+        stream = iter(pieces)
+        first = bytearray()
+        for piece in stream:
+            first += piece
+            if len(first) >= PART_SIZE:
+                return self._upload_parts(key, first, stream)
+        done = self._s3.put_object(Bucket=self._bucket, Key=key, Body=bytes(first))
+        return StoredObject(key, done["ETag"], len(first))
+
+    def _upload_parts(self, key: str, buffer: bytearray, rest: Iterator[bytes]) -> StoredObject:
         upload_id = self._s3.create_multipart_upload(Bucket=self._bucket, Key=key)["UploadId"]
         parts: list[dict[str, Any]] = []
-        size = 0
+        size = len(buffer)
         try:
-            buffer = bytearray()
-            for piece in pieces:
-                buffer += piece
-                size += len(piece)
+            while True:
                 while len(buffer) >= PART_SIZE:
                     parts.append(
                         self._part(key, upload_id, len(parts) + 1, bytes(buffer[:PART_SIZE]))
                     )
                     del buffer[:PART_SIZE]
-            if buffer or not parts:
+                piece = next(rest, None)
+                if piece is None:
+                    break
+                buffer += piece
+                size += len(piece)
+            if buffer:
                 parts.append(self._part(key, upload_id, len(parts) + 1, bytes(buffer)))
             done = self._s3.complete_multipart_upload(
                 Bucket=self._bucket,

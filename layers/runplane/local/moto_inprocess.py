@@ -10,8 +10,8 @@ application the server runs, on the calling thread: the same routing, handlers,
 serialization of requests per service (``moto_serial``) and replies, minus the
 socket. Step Functions' requests (the workflow's starts and task results), the
 interpreter's Lambda invocations (a run's seven tasks) and the stack's own S3
-requests (each artifact it stores is three: a multipart upload's start, part and
-completion) are served the same way: moto's interpreter then runs each task's
+requests (each artifact it stores: one put, or a multipart upload's requests) are
+served the same way: moto's interpreter then runs each task's
 handler on its own execution thread instead of a server thread. What the sandboxes
 send (their presigned S3 transfers, their API calls) comes from other processes and
 still goes over HTTP, as does anything not aimed at this stack's endpoint.
