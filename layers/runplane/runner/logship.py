@@ -153,6 +153,14 @@ class LogShipper:
                 self.stopped_reason = self.stopped_reason or "the drain time ran out"
             self._wake.notify()
 
+    def abandon(self) -> None:
+        """Stop now, sending nothing more: the final log, stored, holds the rest (it
+        starts with exactly what was streamed). A send under way is not waited for."""
+        with self._wake:
+            self._stopped = True
+            self._buffer.clear()
+            self._wake.notify()
+
     # -- the sender thread ----------------------------------------------------------------
 
     def _loop(self) -> None:

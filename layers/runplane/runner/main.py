@@ -354,14 +354,23 @@ class Runner:
         return failure(reason=reason[:MAX_REASON], log_artifact_id=log_artifact_id)
 
     def _upload_log(self) -> str:
-        # The rest of the live stream goes first: then the final log (the source of
-        # truth once present) starts with exactly what was streamed.
+        # The final log (the source of truth once stored) starts with exactly what was
+        # streamed, so once it is stored the stream's undelivered rest is dropped rather
+        # than sent: a live reader switches to the final log at the phase's end. Only
+        # if it cannot be stored is the rest delivered, the stream then being all there is.
         self.log.close()
+        try:
+            artifact_id, _ = self.upload("logs", self.log.bytes())
+        except BaseException:
+            self._drain_stream()
+            raise
+        self.shipper.abandon()
+        return artifact_id
+
+    def _drain_stream(self) -> None:
         self.shipper.close()
         if self.shipper.stopped_reason:
             print(f"runner: live log streaming stopped: {self.shipper.stopped_reason}")
-        artifact_id, _ = self.upload("logs", self.log.bytes())
-        return artifact_id
 
     def _outcome(self) -> RunnerReport:
         """The phase's result; every failure becomes a reported ``failed`` outcome."""

@@ -108,6 +108,23 @@ def test_a_refusal_ends_streaming_and_later_output_is_not_sent() -> None:
     assert shipper.stopped_reason == "the control plane refused chunk 0 (409)"
 
 
+def test_an_abandoned_stream_sends_nothing_more() -> None:
+    # Given a shipper holding a line not yet due (closing would deliver it)
+    plane = FakeControlPlane()
+    shipper = LogShipper(plane.send, pacing=Pacing(interval=60.0, gather=60.0))
+    shipper.start()
+    shipper.feed(b"held\n")
+
+    # When it is abandoned (the final log is stored), fed again, then closed
+    shipper.abandon()
+    shipper.feed(b"later\n")
+    shipper.close()
+
+    # Then nothing was sent, and its stop is not reported as a failure
+    assert plane.sends == []
+    assert shipper.stopped_reason is None
+
+
 def test_feeding_never_waits_for_a_blocked_send() -> None:
     # Given a send that hangs until released (a control plane that does not answer)
     release = threading.Event()
