@@ -248,14 +248,17 @@ class _StatusWaits:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self._watched: tuple[str, str] | None = None  # the run's key, as moto stores it
+        self._watched: tuple[Any, Any] | None = None  # the run's key, as moto stores it
         self._status: str | None = None
         self._table: Any = None
+        self._dynamo_type: Any = None
 
     def install(self, table_name: str, region: str) -> None:
         from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.dynamodb.models import dynamodb_backends
+        from moto.dynamodb.models.dynamo_type import DynamoType
 
+        self._dynamo_type = DynamoType
         self._table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].get_table(table_name)
         moto_serial.WRITE_LISTENERS.append(self._on_write)
 
@@ -263,10 +266,7 @@ class _StatusWaits:
         watched = self._watched
         if watched is None:
             return
-        from moto.dynamodb.models.dynamo_type import DynamoType
-
-        pk, sk = watched
-        item = self._table.get_item(DynamoType({"S": pk}), DynamoType({"S": sk}))
+        item = self._table.get_item(*watched)
         status = None if item is None else item.attrs["status"].value
         if status != self._status:
             with self._changed:
@@ -275,7 +275,8 @@ class _StatusWaits:
 
     def wait_for(self, run_id: str, until: set[str]) -> str:
         with self._changed:
-            self._watched = run_key(run_id)
+            pk, sk = run_key(run_id)
+            self._watched = (self._dynamo_type({"S": pk}), self._dynamo_type({"S": sk}))
             self._status = None
         # Read outside the condition: the listener takes it while moto's lock is held.
         read = str(RunItem.get(*run_key(run_id), consistent_read=True).status)

@@ -94,7 +94,7 @@ class LocalProcessLauncher:
         run_env = runner_environment(request)
         standby = self._take_standby()
         started = self._hand_over(standby, request.sandbox_id, run_env) if standby else None
-        process, workdir = started or self._spawn(request.sandbox_id, run_env)
+        process, workdir = started or self._start(f"{request.sandbox_id}-", run_env, False)
         reference = f"pid:{process.pid}"
         self.processes.append(process)
         self.sandboxes[reference] = workdir
@@ -144,7 +144,7 @@ class LocalProcessLauncher:
     ) -> tuple[subprocess.Popen[bytes], Path]:
         workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=self._work_root))
         try:
-            with workdir.with_name(f"{workdir.name}.log").open("wb") as log:
+            with _log_of(workdir).open("wb") as log:
                 process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
                     [sys.executable, "-m", "runplane.runner", *(["--standby"] if standby else [])],
                     cwd=workdir,
@@ -155,15 +155,9 @@ class LocalProcessLauncher:
                     start_new_session=True,
                 )
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.with_name(f"{workdir.name}.log").unlink(missing_ok=True)
+            _remove_with_log(workdir)
             raise
         return process, workdir
-
-    def _spawn(
-        self, sandbox_id: str, run_env: dict[str, str]
-    ) -> tuple[subprocess.Popen[bytes], Path]:
-        return self._start(f"{sandbox_id}-", run_env, standby=False)
 
     def _take_standby(self) -> _Standby | None:
         with self._guard:
@@ -189,8 +183,7 @@ class LocalProcessLauncher:
         )
         try:
             standby.workdir.rename(workdir)
-            log = standby.workdir.with_name(f"{standby.workdir.name}.log")
-            log.rename(workdir.with_name(f"{workdir.name}.log"))
+            _log_of(standby.workdir).rename(_log_of(workdir))
             # The whole environment a cold start would get now (the launcher's engine
             # or PATH may have changed since the standby started), nothing else.
             line = {**self._base_environment(workdir), **run_env}
@@ -200,9 +193,8 @@ class LocalProcessLauncher:
         except OSError:  # it ended meanwhile (a broken pipe): start cold instead
             _kill_sandbox(standby.process)
             standby.process.wait(timeout=10)
-            for path in (standby.workdir, workdir):
-                shutil.rmtree(path, ignore_errors=True)
-                path.with_name(f"{path.name}.log").unlink(missing_ok=True)
+            _remove_with_log(standby.workdir)
+            _remove_with_log(workdir)
             return None
         return standby.process, workdir
 
@@ -222,8 +214,17 @@ class _Standby:
         except subprocess.TimeoutExpired:
             _kill_sandbox(self.process)
             self.process.wait(timeout=10)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        self.workdir.with_name(f"{self.workdir.name}.log").unlink(missing_ok=True)
+        _remove_with_log(self.workdir)
+
+
+def _log_of(workdir: Path) -> Path:
+    """Where the runner's own output is kept: beside its directory."""
+    return workdir.with_name(f"{workdir.name}.log")
+
+
+def _remove_with_log(workdir: Path) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)
+    _log_of(workdir).unlink(missing_ok=True)
 
 
 def _remove_when_done(process: subprocess.Popen[bytes], workdir: Path) -> None:
