@@ -52,6 +52,7 @@ from runplane.runner.engine_config import (
 from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
 from runplane.runner.refusal import Refused, shown
+from runplane.runner.relay import EngineRelay
 
 DEFAULT_HEARTBEAT_SECONDS = 60
 _LOGGED_ERROR = 500
@@ -127,6 +128,8 @@ class Runner:
         self.log = BoundedLog(sink=self.shipper.feed)
         # Wall time spent inside the engine, reported so overhead can be measured.
         self.engine_seconds = 0.0
+        # The engine's way to the Cloud API (see runner/relay.py), started by ``prepare``.
+        self.relay: EngineRelay | None = None
 
     # -- transfers ------------------------------------------------------------------------
 
@@ -246,10 +249,11 @@ class Runner:
                 "(letters, digits, '-' and '_' only)"
             ) from None
         mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
+        self.relay = EngineRelay(self.api.url).start()
         cli_config = write_cli_config(
             self.workdir / "cli.tfrc",
             host=host,
-            api_url=f"{self.api.url}/api/v2/",
+            api_url=f"{self.relay.base_url}/api/v2/",
             token=self.api.token or "",
             provider_mirror=Path(mirror) if mirror else None,
         )
@@ -403,6 +407,8 @@ class Runner:
         finally:
             stop.set()
             self.shipper.close()
+            if self.relay is not None:
+                self.relay.stop()
         if isinstance(result, Failed):
             print(f"runner: {self.phase} ended {result.OUTCOME}: {result.reason}")
             return 1

@@ -1,0 +1,276 @@
+"""The engine's way to the Cloud API: a relay on the sandbox's loopback that answers a
+repeated read from the phase's own memory.
+
+The engine's ``remote`` backend reads the same things again and again in one phase
+(``init``, ``plan`` and ``show`` each start it afresh: ping, entitlement set, workspace,
+current state version, the state itself), and each read is a round trip through the
+gateway, the authorizer and the Cloud API. The relay forwards every call unchanged
+(method, path, body, the engine's own credentials) and keeps the answer of a read of
+:data:`REPEATABLE_READS` that found its resource or found that it does not exist; the
+same read is then answered from that copy until the engine sends anything but a GET,
+which forgets every copy (a lock, a state upload, an unlock: what the engine reads after
+a write comes from the control plane). So the
+sandbox gets no byte it had not already been given in this phase, and every write, with
+its authority and fence, is checked by the control plane as before.
+
+The Cloud API names its own URLs absolutely (a state version's download URL); a reply
+naming the upstream API is rewritten to name the relay, so those reads come back here.
+Standard library only: it runs inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import sys
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# Paths below the API's ``/api/v2/`` whose successful GET is answered again from memory.
+REPEATABLE_READS = re.compile(
+    r"ping"
+    r"|organizations/[^/?]+/entitlement-set"
+    r"|organizations/[^/?]+/workspaces/[^/?]+"
+    r"|workspaces/[^/?]+/current-state-version"
+    r"|state-versions/[^/?]+/download"
+)
+# One answer above this size is relayed but not kept; all kept answers stay under the total.
+MAX_KEPT_ANSWER = 8 * 1024 * 1024
+MAX_KEPT_TOTAL = 32 * 1024 * 1024
+# Found, the ping's empty answer, and not found (no state yet: the engine's next step is
+# a write, which forgets it). A refusal or a failure is asked again.
+_KEPT_STATUSES = frozenset({200, 204, 404})
+_BODILESS_STATUSES = frozenset({204, 304})
+_UPSTREAM_TIMEOUT = 120
+# How soon ``stop`` returns: the serving loop looks for it this often.
+_STOP_POLL_SECONDS = 0.02
+_MAX_BODY = 64 * 1024 * 1024
+# Not relayed: they describe one connection, not the message (RFC 9110, 7.6.1), and the
+# relay sets the length of what it sends itself.
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "host",
+        # The relay asks for plain bodies so it can rewrite the API's own URLs.
+        "accept-encoding",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class EngineRelay:
+    """Relays ``/api/v2/`` calls from ``127.0.0.1:<port>`` to ``upstream`` (the Cloud
+    API's base URL, a stage path allowed) until :meth:`stop`."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urllib.parse.urlsplit(upstream.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"not an http(s) URL: {upstream!r}")
+        self._scheme = parts.scheme
+        self._netloc = parts.netloc
+        self._prefix = parts.path
+        self._upstream_base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        self._kept: dict[tuple[str, str], _Answer] = {}
+        self._kept_bytes = 0
+        # Bumped before and after every write: a read that started before a write
+        # finished is relayed but not kept.
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.forwarded = 0
+        self.answered_from_memory = 0
+        handler = type("BoundRelayHandler", (_RelayHandler,), {"relay": self})
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(_STOP_POLL_SECONDS,), daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The relay's URL standing for ``upstream`` (same path below it)."""
+        return f"http://127.0.0.1:{self._server.server_port}{self._prefix}"
+
+    def start(self) -> EngineRelay:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    # -- one call ---------------------------------------------------------------------
+
+    def answer(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> _Answer:
+        if method != "GET":
+            with self._lock:
+                self._generation += 1
+                self._forget()
+            try:
+                return self._forward(method, path, headers, body)
+            finally:
+                with self._lock:
+                    self._generation += 1
+        key = (path, _authorization(headers))
+        with self._lock:
+            kept = self._kept.get(key) if self._repeatable(path) else None
+            if kept is not None:
+                self.answered_from_memory += 1
+                return kept
+            generation = self._generation
+        answer = self._forward(method, path, headers, body)
+        if answer.status in _KEPT_STATUSES and self._repeatable(path):
+            with self._lock:
+                if generation == self._generation and self._room_for(len(answer.body)):
+                    self._kept[key] = answer
+                    self._kept_bytes += len(answer.body)
+        return answer
+
+    def _repeatable(self, path: str) -> bool:
+        api = f"{self._prefix}/api/v2/"
+        route = path.split("?", 1)[0]
+        return route.startswith(api) and bool(REPEATABLE_READS.fullmatch(route[len(api) :]))
+
+    def _room_for(self, size: int) -> bool:
+        return size <= MAX_KEPT_ANSWER and self._kept_bytes + size <= MAX_KEPT_TOTAL
+
+    def _forget(self) -> None:
+        self._kept.clear()
+        self._kept_bytes = 0
+
+    def _forward(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> _Answer:
+        with self._lock:
+            self.forwarded += 1
+        sent = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
+        reused = getattr(self._local, "connection", None) is not None
+        try:
+            response = self._send(method, path, sent, body)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self._drop_connection()
+            if not reused:
+                raise
+            # The kept-alive connection was closed while idle, before the call reached
+            # the control plane: the call is sent once more, on a fresh connection.
+            response = self._send(method, path, sent, body)
+        except BaseException:
+            self._drop_connection()
+            raise
+        try:
+            data = response.read()
+        except BaseException:
+            self._drop_connection()
+            raise
+        kept_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP]
+        if response.will_close:
+            self._drop_connection()
+        return _Answer(response.status, kept_headers, self._named_here(kept_headers, data))
+
+    def _drop_connection(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if connection is not None:
+            connection.close()
+
+    def _send(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> http.client.HTTPResponse:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            if self._scheme == "https":
+                connection = http.client.HTTPSConnection(self._netloc, timeout=_UPSTREAM_TIMEOUT)
+            else:
+                connection = http.client.HTTPConnection(self._netloc, timeout=_UPSTREAM_TIMEOUT)
+            self._local.connection = connection
+        connection.putrequest(method, path, skip_accept_encoding=True)
+        for key, value in headers:
+            connection.putheader(key, value)
+        if body or method in ("POST", "PUT", "PATCH"):
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body or None)
+        return connection.getresponse()
+
+    def _named_here(self, headers: list[tuple[str, str]], body: bytes) -> bytes:
+        """``body`` with the upstream API's absolute URLs naming the relay instead."""
+        content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+        if "json" not in content_type:
+            return body
+        return body.replace(
+            f"{self._upstream_base}/api/v2/".encode(), f"{self.base_url}/api/v2/".encode()
+        )
+
+
+def _authorization(headers: list[tuple[str, str]]) -> str:
+    return next((v for k, v in headers if k.lower() == "authorization"), "")
+
+
+class _RelayHandler(BaseHTTPRequestHandler):
+    relay: EngineRelay
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes: without this the body waits for the
+    # engine's delayed ACK (about 40 ms a reply).
+    disable_nagle_algorithm = True
+
+    def _relay(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_BODY:
+            self.close_connection = True
+            self._reply(_Answer(400, [], b"the relay cannot read this request's body\n"))
+            return
+        body = self.rfile.read(length) if length else b""
+        try:
+            answer = self.relay.answer(self.command, self.path, list(self.headers.items()), body)
+        except (OSError, http.client.HTTPException) as error:
+            message = f"the control plane could not be reached ({type(error).__name__})\n"
+            answer = _Answer(502, [("Content-Type", "text/plain")], message.encode())
+        self._reply(answer)
+
+    def _reply(self, answer: _Answer) -> None:
+        self.send_response(answer.status)
+        for key, value in answer.headers:
+            self.send_header(key, value)
+        if answer.status in _BODILESS_STATUSES:
+            self.end_headers()
+            return
+        self.send_header("Content-Length", str(len(answer.body)))
+        self.end_headers()
+        self.wfile.write(answer.body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the engine logs its own calls; the relay adds nothing worth the noise
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # An engine process that exits drops its kept-alive connection: not an error.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)

@@ -1,0 +1,295 @@
+"""The engine relay over real HTTP: every call reaches the control plane unchanged, a
+repeated read is answered from the phase's memory until the engine writes."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import socketserver
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from runplane.runner import relay as relay_module
+from runplane.runner.relay import EngineRelay
+
+WORKSPACE = "/stage/api/v2/organizations/acme/workspaces/prod"
+VARS = "/stage/api/v2/workspaces/ws-1/vars"
+LOCK = "/stage/api/v2/workspaces/ws-1/actions/lock"
+CURRENT = "/stage/api/v2/workspaces/ws-1/current-state-version"
+PING = "/stage/api/v2/ping"
+SESSION_TOKEN = "rps_session"
+
+
+@dataclass
+class Upstream:
+    """A control plane that records what reaches it and answers ``replies[path]``."""
+
+    seen: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
+    replies: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
+    base: str = ""
+
+    def count(self, method: str, path: str) -> int:
+        return sum(1 for m, p, _, _ in self.seen if (m, p) == (method, path))
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    state = Upstream()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            state.seen.append((self.command, self.path, dict(self.headers.items()), body))
+            status, content_type, data = state.replies.get(
+                self.path.split("?", 1)[0], (404, "application/vnd.api+json", b'{"errors":[]}')
+            )
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("TFP-API-Version", "2.5")
+            if status != 204:
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if status != 204:
+                self.wfile.write(data)
+
+        do_GET = do_POST = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.base = f"http://127.0.0.1:{server.server_port}/stage"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def relay(upstream: Upstream) -> Iterator[EngineRelay]:
+    started = EngineRelay(upstream.base).start()
+    yield started
+    started.stop()
+
+
+def call(
+    relay: EngineRelay,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    token: str = SESSION_TOKEN,
+) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port_of(relay))
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/vnd.api+json"}
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    data = response.read()
+    connection.close()
+    return response.status, dict(response.getheaders()), data
+
+
+def port_of(relay: EngineRelay) -> int:
+    port = urllib.parse.urlsplit(relay.base_url).port
+    assert port is not None
+    return port
+
+
+def document(payload: dict[str, Any]) -> tuple[int, str, bytes]:
+    return 200, "application/vnd.api+json", json.dumps(payload).encode()
+
+
+def test_a_repeated_read_reaches_the_control_plane_once_and_answers_the_same(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    # Given a control plane that knows the workspace
+    upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
+
+    # When the engine reads it three times
+    answers = [call(relay, "GET", WORKSPACE) for _ in range(3)]
+
+    # Then the control plane saw one read, with the engine's credentials, and every
+    # answer is its answer
+    assert upstream.count("GET", WORKSPACE) == 1
+    assert upstream.seen[0][2]["Authorization"] == "Bearer rps_session"
+    assert {(status, data) for status, _, data in answers} == {(200, b'{"data": {"id": "ws-1"}}')}
+    assert all(headers["TFP-API-Version"] == "2.5" for _, headers, _ in answers)
+    assert (relay.forwarded, relay.answered_from_memory) == (1, 2)
+
+
+def test_the_ping_is_kept_and_relayed_without_a_body(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    upstream.replies[PING] = (204, "text/plain", b"")
+    first, second = call(relay, "GET", PING), call(relay, "GET", PING)
+    assert first[0] == second[0] == 204
+    assert first[2] == second[2] == b""
+    assert upstream.count("GET", PING) == 1
+
+
+def test_a_read_outside_the_repeatable_ones_is_relayed_every_time(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    upstream.replies[VARS] = document({"data": []})
+    for _ in range(2):
+        assert call(relay, "GET", VARS)[0] == 200
+    assert upstream.count("GET", VARS) == 2
+
+
+def test_a_write_is_relayed_unchanged_and_forgets_every_kept_read(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    # Given a workspace read once
+    upstream.replies[WORKSPACE] = document({"data": {"attributes": {"locked": False}}})
+    upstream.replies[LOCK] = document({"data": {"attributes": {"locked": True}}})
+    call(relay, "GET", WORKSPACE)
+
+    # When the engine locks it, then reads it again
+    body = b'{"data":{"type":"","attributes":{"reason":"Locked by Terraform"}}}'
+    status, _, locked = call(relay, "POST", LOCK, body)
+    upstream.replies[WORKSPACE] = document({"data": {"attributes": {"locked": True}}})
+    _, _, after = call(relay, "GET", WORKSPACE)
+
+    # Then the lock reached the control plane as sent, and the read after it is fresh
+    assert status == 200
+    assert b'"locked": true' in locked
+    method, path, headers, sent = next(s for s in upstream.seen if s[0] == "POST")
+    assert (method, path, sent) == ("POST", LOCK, body)
+    assert headers["Authorization"] == "Bearer rps_session"
+    assert headers["Content-Type"] == "application/vnd.api+json"
+    assert upstream.count("GET", WORKSPACE) == 2
+    assert b'"locked": true' in after
+
+
+def test_a_state_not_there_yet_is_kept_as_such(upstream: Upstream, relay: EngineRelay) -> None:
+    # Given a workspace with no state yet (404), read twice
+    for _ in range(2):
+        assert call(relay, "GET", CURRENT)[0] == 404
+    # Then the control plane was asked once
+    assert upstream.count("GET", CURRENT) == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 409, 500, 503])
+def test_a_refused_or_failed_read_is_asked_again(
+    upstream: Upstream, relay: EngineRelay, status: int
+) -> None:
+    upstream.replies[WORKSPACE] = (status, "application/vnd.api+json", b'{"errors": []}')
+    for _ in range(2):
+        assert call(relay, "GET", WORKSPACE)[0] == status
+    assert upstream.count("GET", WORKSPACE) == 2
+
+
+def test_another_credential_never_gets_a_kept_answer(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
+    call(relay, "GET", WORKSPACE, token="rps_one")
+    call(relay, "GET", WORKSPACE, token="rps_two")
+    assert upstream.count("GET", WORKSPACE) == 2
+
+
+def test_the_control_planes_own_urls_name_the_relay(upstream: Upstream, relay: EngineRelay) -> None:
+    # Given a current state version whose download URL names the control plane
+    download = f"{upstream.base}/api/v2/state-versions/sv-1/download"
+    upstream.replies[CURRENT] = document({"data": {"attributes": {"download": download}}})
+    upstream.replies["/stage/api/v2/state-versions/sv-1/download"] = (
+        200,
+        "application/json",
+        b'{"version": 4}',
+    )
+
+    # When the engine reads it, then downloads twice what it names
+    _, _, data = call(relay, "GET", CURRENT)
+    named = json.loads(data)["data"]["attributes"]["download"]
+    assert named == f"{relay.base_url}/api/v2/state-versions/sv-1/download"
+    path = urllib.parse.urlsplit(named).path
+    states = [call(relay, "GET", path)[2] for _ in range(2)]
+
+    # Then the download came through the relay, once
+    assert states == [b'{"version": 4}'] * 2
+    assert upstream.count("GET", "/stage/api/v2/state-versions/sv-1/download") == 1
+
+
+def test_an_answer_too_large_to_keep_is_relayed_each_time(
+    upstream: Upstream, relay: EngineRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relay_module, "MAX_KEPT_ANSWER", 10)
+    upstream.replies[WORKSPACE] = document({"data": {"id": "a workspace of some size"}})
+    for _ in range(2):
+        assert call(relay, "GET", WORKSPACE)[0] == 200
+    assert upstream.count("GET", WORKSPACE) == 2
+
+
+def test_an_unreachable_control_plane_is_a_502_and_the_relay_keeps_serving() -> None:
+    # Given a relay towards a port nothing listens on
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    relay = EngineRelay(f"http://127.0.0.1:{port}").start()
+    try:
+        # When the engine calls twice
+        answers = [call(relay, "GET", "/api/v2/ping") for _ in range(2)]
+    finally:
+        relay.stop()
+    # Then each call is told, in a sentence, that the control plane could not be reached
+    for status, _, data in answers:
+        assert status == 502
+        assert b"the control plane could not be reached" in data
+
+
+class _OneRequestPerConnection(socketserver.BaseRequestHandler):
+    """Answers one request and closes, although it said the connection stays open: a
+    kept-alive connection closed while idle, as a load balancer does."""
+
+    def handle(self) -> None:
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = self.request.recv(4096)
+            if not chunk:
+                return
+            received += chunk
+        body = b'{"data": {"id": "ws-1"}}'
+        self.request.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: keep-alive\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+
+def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OneRequestPerConnection)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    relay = EngineRelay(f"http://127.0.0.1:{server.server_address[1]}").start()
+    try:
+        # Given one engine connection whose calls the relay sends on one upstream connection
+        connection = http.client.HTTPConnection("127.0.0.1", port_of(relay))
+        statuses = []
+        for _ in range(3):
+            connection.request("GET", "/api/v2/workspaces/ws-1/vars")
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+        connection.close()
+    finally:
+        relay.stop()
+        server.shutdown()
+        server.server_close()
+    # Then every call was answered, on a fresh connection each time the old one had gone
+    assert statuses == [200, 200, 200]
+    assert relay.forwarded == 3
+
+
+def test_a_relay_refuses_an_upstream_that_is_not_http() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        EngineRelay("ftp://example.com")
