@@ -9,9 +9,9 @@ gateway, the authorizer and the Cloud API. The relay forwards every call unchang
 :data:`REPEATABLE_READS` that found its resource or found that it does not exist; the
 same read is then answered from that copy until the engine sends anything but a GET,
 which forgets every copy (a lock, a state upload, an unlock: what the engine reads after
-a write comes from the control plane). So the
-sandbox gets no byte it had not already been given in this phase, and every write, with
-its authority and fence, is checked by the control plane as before.
+a write comes from the control plane). So the sandbox gets no byte it had not already
+been given in this phase, and every write, with its authority and fence, is checked by
+the control plane as before.
 
 The Cloud API names its own URLs absolutely (a state version's download URL); a reply
 naming the upstream API is rewritten to name the relay, so those reads come back here.
