@@ -892,6 +892,12 @@ class InMemoryArtifactRecords:
             artifact, object_key, wrapped_key, chunk_size, etag, session_id
         )
 
+    def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None:
+        taken = [r.artifact.id for r in records if r.artifact.id in self.records]
+        if taken or len({r.artifact.id for r in records}) < len(records):
+            raise ConcurrentChange(f"artifact {(taken or ['?'])[0]} is already registered")
+        self.records.update((r.artifact.id, r) for r in records)
+
     def discard(self, artifact_id: str) -> None:
         self.records.pop(artifact_id, None)
 

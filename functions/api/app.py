@@ -54,6 +54,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/runner/sessions",
         "/api/v1/runner/downloads/<artifact_id>",
         "/api/v1/runner/uploads",
+        "/api/v1/runner/uploads/register",
         "/api/v1/runner/uploads/<artifact_id>/register",
         "/api/v1/runner/apply-start",
         "/api/v1/runner/state-check",

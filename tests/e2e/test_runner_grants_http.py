@@ -180,3 +180,58 @@ def test_a_runner_asks_the_routes_for_a_grant_that_is_stale_or_refused(
     assert calls.routes.count(BEGIN_UPLOAD) == 2
     assert plan == services.artifacts.read(org_id, sandbox.plan_id)
     assert services.artifacts.read(org_id, refused_log) == b"uploaded after a refused ticket\n"
+
+
+REGISTER_ALL = "POST /api/v1/runner/uploads/register"
+
+
+def test_a_runner_registers_its_uploads_in_one_call_and_falls_back_when_refused(
+    local: Local, sandbox: Sandbox, calls: Calls, tmp_path: Path
+) -> None:
+    services = local.stack.services
+    assert services is not None
+    # Given an apply runner that started its session
+    runner = Runner(sandbox.env, tmp_path / "together")
+    runner.start()
+
+    # When it uploads its log through the grants, registered together
+    [(log_id, _)] = runner.upload_all([("logs", b"registered together\n")])
+
+    # Then one call registered it, and it reads back
+    org_id = services.workspaces.organization_id_of(runner.manifest["organization"])
+    assert services.artifacts.read(org_id, log_id) == b"registered together\n"
+    assert calls.routes.count(REGISTER_ALL) == 1
+    assert not [r for r in calls.routes if r.endswith("/register") and r != REGISTER_ALL]
+
+    # Given the same session started again, whose upload ticket the control plane refuses
+    refused = Runner(sandbox.env, tmp_path / "refused")
+    refused.start()
+    wire = calls.starts[1]["grants"]
+    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
+    refused.grants = runner_main.Grants(wire, received=time.monotonic())
+
+    # When it uploads its log the same way
+    [(second_id, _)] = refused.upload_all([("logs", b"registered on its own\n")])
+
+    # Then the call registering them together was refused, and the log went up afresh
+    # through begin-upload and its own register
+    assert calls.routes.count(REGISTER_ALL) == 2
+    assert calls.routes.count(BEGIN_UPLOAD) == 1
+    assert f"POST /api/v1/runner/uploads/{second_id}/register" in calls.routes
+    assert services.artifacts.read(org_id, second_id) == b"registered on its own\n"
+
+
+@pytest.mark.parametrize("count", [0, 9])
+def test_registering_none_or_too_many_uploads_at_once_is_invalid(
+    sandbox: Sandbox, tmp_path: Path, count: int
+) -> None:
+    # Given a runner with a session
+    runner = Runner(sandbox.env, tmp_path)
+    runner.start()
+    upload = {"artifact_id": "art-x", "ticket": "t", "size": 1, "sha256": "0" * 64}
+    # When it asks to register no upload, or more than a phase could have
+    with pytest.raises(runner_main.CallFailed) as refused:
+        runner.api.call("POST", "/api/v1/runner/uploads/register", {"uploads": [upload] * count})
+    # Then the call is invalid, saying where
+    assert refused.value.status == 422
+    assert "uploads" in str(refused.value)

@@ -109,3 +109,30 @@ def test_a_discarded_artifact_reads_as_unknown_and_others_stay(
     # And its ID can be registered afresh (nothing of the old record is left)
     _register(records, _artifact("art-1", size=3), etag='"e3"')
     assert records.get("art-1").artifact.size == 3
+
+
+def _records_of(*artifacts: Artifact) -> list[ArtifactRecord]:
+    return [
+        ArtifactRecord(a, f"artifacts/{ORG}/{a.id}", b"wrapped", 65536, '"e1"', "ses-1")
+        for a in artifacts
+    ]
+
+
+def test_several_artifacts_register_together(records: ArtifactRecords) -> None:
+    # When two verified uploads of a session are registered together
+    records.register_all(_records_of(_artifact("art-1"), _artifact("art-2")), AT)
+    # Then both read back whole, as the session's
+    for artifact_id in ("art-1", "art-2"):
+        assert records.get(artifact_id) == _records_of(_artifact(artifact_id))[0]
+
+
+def test_registering_together_is_all_or_nothing(records: ArtifactRecords) -> None:
+    # Given one artifact already registered
+    _register(records, _artifact("art-2"))
+    before = records.get("art-2")
+    # When it is registered again together with a new one
+    with pytest.raises(ConcurrentChange):
+        records.register_all(_records_of(_artifact("art-1"), _artifact("art-2", size=9)), AT)
+    # Then neither the new one nor a change to the old one is written
+    assert not records.exists("art-1")
+    assert records.get("art-2") == before

@@ -21,6 +21,7 @@ from runplane.domain.errors import (
     ArtifactCorrupt,
     ArtifactTooLarge,
     ConcurrentChange,
+    InvalidInput,
     NotFound,
     UploadTicketRefused,
 )
@@ -31,6 +32,7 @@ from runplane.services.artifacts import (
     DownloadGrant,
     SandboxTransfers,
     UploadGrant,
+    UploadReport,
     inbox_key,
     object_key,
 )
@@ -351,6 +353,66 @@ def test_an_upload_that_fails_verification_is_removed_and_nothing_recorded(
     # Then the check that failed is named, the object is removed and nothing is recorded
     assert corrupt.value.reason == reason
     assert at.snapshot() == ({}, {})
+
+
+def test_a_phases_uploads_register_together(at: ArtifactTier) -> None:
+    # Given a session that uploaded a plan and its log under two grants
+    session = at.session()
+    plan, log = (
+        at.transfers.begin_upload(session, PLAN),
+        at.transfers.begin_upload(session, ArtifactKind.LOGS),
+    )
+    reports = [
+        UploadReport(g.artifact_id, g.ticket, *at.upload(g, body))
+        for g, body in ((plan, b"the plan"), (log, b"the log"))
+    ]
+
+    # When both are registered in one call
+    registered = at.transfers.register_all(session, reports)
+
+    # Then both are recorded readable, as the session's, in the order given
+    assert [a.id for a in registered] == [plan.artifact_id, log.artifact_id]
+    assert at.artifacts.read(ORG, plan.artifact_id) == b"the plan"
+    assert at.artifacts.read(ORG, log.artifact_id) == b"the log"
+    assert {at.records.get(a.id).session_id for a in registered} == {session.id}
+
+
+def test_one_false_report_among_uploads_registers_none(at: ArtifactTier) -> None:
+    # Given two uploads, the second reported with a false digest
+    session = at.session()
+    good, bad = (
+        at.transfers.begin_upload(session, PLAN),
+        at.transfers.begin_upload(session, ArtifactKind.LOGS),
+    )
+    reports = [
+        UploadReport(good.artifact_id, good.ticket, *at.upload(good, b"the plan")),
+        UploadReport(bad.artifact_id, bad.ticket, at.upload(bad, b"log")[0], "0" * 64),
+    ]
+
+    # When both are registered together, the false one is named
+    with pytest.raises(ArtifactCorrupt) as corrupt:
+        at.transfers.register_all(session, reports)
+
+    # Then nothing is recorded, the false upload's object is removed, the good one's kept
+    # for the runner to register on its own
+    assert corrupt.value.reason == "digest_mismatch"
+    assert at.records.records == {}
+    assert object_key(ORG, bad.artifact_id) not in at.objects.bodies
+    assert object_key(ORG, good.artifact_id) in at.objects.bodies
+    at.transfers.register(
+        session, good.artifact_id, ticket=good.ticket, size=8, sha256=reports[0].sha256
+    )
+    assert at.artifacts.read(ORG, good.artifact_id) == b"the plan"
+
+
+def test_one_upload_twice_in_one_call_is_invalid_and_writes_nothing(at: ArtifactTier) -> None:
+    session = at.session()
+    grant = at.transfers.begin_upload(session, PLAN)
+    report = UploadReport(grant.artifact_id, grant.ticket, *at.upload(grant, b"plan"))
+    before = at.snapshot()
+    with pytest.raises(InvalidInput):
+        at.transfers.register_all(session, [report, report])
+    assert at.snapshot() == before
 
 
 def test_an_oversized_report_is_refused_and_the_upload_removed(at: ArtifactTier) -> None:

@@ -39,6 +39,15 @@ class UploadRegister(BaseModel):
     sha256: str = Field(min_length=64, max_length=64)
 
 
+class UploadRegistration(UploadRegister):
+    artifact_id: str = Field(min_length=1, max_length=200)
+
+
+class UploadsRegister(BaseModel):
+    # A phase uploads three artifacts at most (plan, plan JSON, log): room to spare.
+    uploads: list[UploadRegistration] = Field(min_length=1, max_length=8)
+
+
 class ApplyStart(BaseModel):
     handle: str = Field(min_length=10, max_length=200)
     request: dict[str, str]
@@ -82,6 +91,18 @@ def runner_download(artifact_id: str) -> Reply:
 )
 def runner_upload(body: UploadStart) -> Reply:
     return json_reply(201, services().runner_api.begin_upload(principal(), body.kind))
+
+
+@router.post(
+    "/api/v1/runner/uploads/register",
+    responses=oas.responses(200, oas.RunnerReply, *oas.WRITE),
+    security=oas.RUNNER,
+)
+def runner_register_all(body: UploadsRegister) -> Reply:
+    from runplane.services.artifacts import UploadReport
+
+    uploads = [UploadReport(u.artifact_id, u.ticket, u.size, u.sha256) for u in body.uploads]
+    return json_reply(200, services().runner_api.register_all(principal(), uploads))
 
 
 @router.post(

@@ -161,9 +161,46 @@ class Runner:
         grant = self.api.call("POST", "/api/v1/runner/uploads", {"kind": kind})
         return self._upload_with(grant, plaintext, refusable=False)
 
-    def _upload_with(
-        self, grant: Mapping[str, Any], plaintext: bytes, *, refusable: bool = True
+    def upload_all(self, uploads: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
+        """``upload`` for each ``(kind, plaintext)``, registered together in one call when
+        each went up with its session-start grant; otherwise, or if that call is refused,
+        each is registered (or uploaded afresh) on its own, as ``upload`` does."""
+        staged: dict[str, _Staged] = {}
+        for kind, plaintext in uploads:
+            grant = self.grants.upload(kind)
+            if grant is None:
+                break
+            try:
+                staged[kind] = _Staged(grant, *self._put(grant, plaintext))
+            except _GrantRefused:
+                break
+        else:
+            try:
+                self.api.call(
+                    "POST",
+                    "/api/v1/runner/uploads/register",
+                    {"uploads": [each.registration() for each in staged.values()]},
+                )
+                return [staged[kind].stored() for kind, _ in uploads]
+            except CallFailed:
+                pass  # each on its own below says which one, and why
+        return [self._register_or_upload(staged.get(kind), kind, data) for kind, data in uploads]
+
+    def _register_or_upload(
+        self, staged: _Staged | None, kind: str, plaintext: bytes
     ) -> tuple[str, str]:
+        if staged is not None:
+            try:
+                return self._register(staged)
+            except _GrantRefused:
+                pass
+        return self.upload(kind, plaintext)
+
+    def _put(
+        self, grant: Mapping[str, Any], plaintext: bytes, *, refusable: bool = True
+    ) -> tuple[int, str]:
+        """Encrypt ``plaintext`` under the grant's key and PUT it to its URL: the
+        plaintext's size and SHA-256. A refused URL is ``_GrantRefused`` if ``refusable``."""
         encryption = Encryption(
             base64.b64decode(grant["data_key"]), grant["artifact_id"], limit=grant["max_size"]
         )
@@ -178,18 +215,27 @@ class Runner:
                 raise _GrantRefused() from None
             raise
         assert encryption.sha256 is not None
+        return encryption.size, encryption.sha256
+
+    def _upload_with(
+        self, grant: Mapping[str, Any], plaintext: bytes, *, refusable: bool = True
+    ) -> tuple[str, str]:
+        staged = _Staged(grant, *self._put(grant, plaintext, refusable=refusable))
+        return self._register(staged, refusable=refusable)
+
+    def _register(self, staged: _Staged, *, refusable: bool = True) -> tuple[str, str]:
         try:
             self.api.call(
                 "POST",
-                f"/api/v1/runner/uploads/{grant['artifact_id']}/register",
-                {"ticket": grant["ticket"], "size": encryption.size, "sha256": encryption.sha256},
+                f"/api/v1/runner/uploads/{staged.grant['artifact_id']}/register",
+                {"ticket": staged.grant["ticket"], "size": staged.size, "sha256": staged.sha256},
             )
         except CallFailed as failed:
             # Only a refused ticket is worth a fresh one; a failed check would fail again.
             if refusable and failed.status == _TICKET_REFUSED:
                 raise _GrantRefused() from None
             raise
-        return str(grant["artifact_id"]), encryption.sha256
+        return staged.stored()
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -291,9 +337,10 @@ class Runner:
                 has_changes=bool(planned.has_changes) or summary.has_changes or drifted > 0,
             )
         plan_bytes = (self.workdir / "plan.bin").read_bytes()
-        plan_id, _ = self.upload("plan", plan_bytes)
         json_bytes = json.dumps(plan_json, sort_keys=True).encode()
-        json_id, json_sha = self.upload("plan_json", json_bytes)
+        (plan_id, _), (json_id, json_sha), (log_id, _) = self._upload_with_log(
+            [("plan", plan_bytes), ("plan_json", json_bytes)]
+        )
         return Planned(
             summary=summary,
             plan_artifact_id=plan_id,
@@ -301,7 +348,7 @@ class Runner:
             plan_json_artifact_id=json_id,
             plan_json_sha256=json_sha,
             engine_version=version,
-            log_artifact_id=self._upload_log(),
+            log_artifact_id=log_id,
         )
 
     def apply(self) -> RunnerReport:
@@ -358,18 +405,23 @@ class Runner:
         return failure(reason=reason[:MAX_REASON], log_artifact_id=log_artifact_id)
 
     def _upload_log(self) -> str:
+        return self._upload_with_log([])[-1][0]
+
+    def _upload_with_log(self, others: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
+        """Upload ``others`` and then the final log, registered together: the stored IDs
+        and digests, the log's last."""
         # The final log (the source of truth once stored) starts with exactly what was
         # streamed, so once it is stored the stream's undelivered rest is dropped rather
         # than sent: a live reader switches to the final log at the phase's end. Only
         # if it cannot be stored is the rest delivered, the stream then being all there is.
         self.log.close()
         try:
-            artifact_id, _ = self.upload("logs", self.log.bytes())
+            stored = self.upload_all([*others, ("logs", self.log.bytes())])
         except BaseException:
             self._drain_stream()
             raise
         self.shipper.abandon()
-        return artifact_id
+        return stored
 
     def _drain_stream(self) -> None:
         self.shipper.close()
@@ -424,6 +476,26 @@ class Runner:
 
 
 _TICKET_REFUSED = 403
+
+
+@dataclasses.dataclass(frozen=True)
+class _Staged:
+    """An upload that went up under ``grant`` and awaits its register."""
+
+    grant: Mapping[str, Any]
+    size: int
+    sha256: str
+
+    def registration(self) -> dict[str, Any]:
+        return {
+            "artifact_id": self.grant["artifact_id"],
+            "ticket": self.grant["ticket"],
+            "size": self.size,
+            "sha256": self.sha256,
+        }
+
+    def stored(self) -> tuple[str, str]:
+        return str(self.grant["artifact_id"]), self.sha256
 
 
 class _GrantRefused(Exception):

@@ -19,7 +19,7 @@ artifact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -39,6 +39,7 @@ from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     ArtifactCorrupt,
     ArtifactTooLarge,
+    InvalidInput,
     NotFound,
     UploadTicketRefused,
 )
@@ -91,6 +92,16 @@ class UploadGrant:
     data_key: bytes = field(repr=False)
     # Carried back to register: it stands in for a pending record (domain/upload_tickets.py).
     ticket: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class UploadReport:
+    """What a runner says of one upload it asks to register."""
+
+    artifact_id: str
+    ticket: str = field(repr=False)
+    size: int
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -352,6 +363,38 @@ class SandboxTransfers(_ArtifactAccess):
         deleted (unless an earlier register made it an artifact) and nothing is
         written.
         """
+        registered = self._checked(session, artifact_id, ticket=ticket, size=size, sha256=sha256)
+        self._records.register(
+            registered.artifact,
+            object_key=registered.object_key,
+            wrapped_key=registered.wrapped_key,
+            chunk_size=registered.chunk_size,
+            etag=registered.etag or "",
+            session_id=session.id,
+            registered_at=self._clock.now(),
+        )
+        return registered.artifact
+
+    def register_all(
+        self, session: RunnerSession, uploads: Sequence[UploadReport]
+    ) -> list[Artifact]:
+        """``register`` for several uploads of one session, written in one transaction:
+        each is checked as ``register`` checks it (a failed check deletes that upload's
+        object and refuses them all), then all are written or none."""
+        ids = [upload.artifact_id for upload in uploads]
+        if len(set(ids)) < len(ids):
+            raise InvalidInput("each upload may be registered once per call", "/uploads")
+        registered = [
+            self._checked(session, u.artifact_id, ticket=u.ticket, size=u.size, sha256=u.sha256)
+            for u in uploads
+        ]
+        self._records.register_all(registered, self._clock.now())
+        return [record.artifact for record in registered]
+
+    def _checked(
+        self, session: RunnerSession, artifact_id: str, *, ticket: str, size: int, sha256: str
+    ) -> ArtifactRecord:
+        """The record ``register`` writes, once the ticket and the object check out."""
         upload = redeem(session.id, artifact_id, ticket, self._clock.now())
         record = ArtifactRecord(
             Artifact(
@@ -381,16 +424,7 @@ class SandboxTransfers(_ArtifactAccess):
         artifact = replace(
             record.artifact, status=ArtifactStatus.REGISTERED, size=size, sha256=sha256
         )
-        self._records.register(
-            artifact,
-            object_key=record.object_key,
-            wrapped_key=record.wrapped_key,
-            chunk_size=record.chunk_size,
-            etag=stored,
-            session_id=session.id,
-            registered_at=self._clock.now(),
-        )
-        return artifact
+        return replace(record, artifact=artifact, etag=stored)
 
     def _verify(self, record: ArtifactRecord, data_key: bytes, *, size: int, sha256: str) -> str:
         """The verified object's ETag; on a failed check the upload is deleted."""

@@ -401,6 +401,8 @@ class ArtifactRecords(Protocol):
     - ``register`` writes a verified artifact, readable at once, in one conditional put:
       an artifact already recorded under its ID (a second register of one upload, an ID
       taken) raises ``ConcurrentChange`` and writes nothing.
+    - ``register_all`` writes verified artifacts (``etag`` set) in one transaction, all or
+      none: one already recorded raises ``ConcurrentChange`` and nothing is written.
     - ``discard`` removes the record, which then reads as unknown. It is unconditional:
       discarding an unknown artifact writes nothing and raises nothing.
 
@@ -425,5 +427,7 @@ class ArtifactRecords(Protocol):
         session_id: str | None = None,
         registered_at: datetime | None = None,
     ) -> None: ...
+
+    def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None: ...
 
     def discard(self, artifact_id: str) -> None: ...

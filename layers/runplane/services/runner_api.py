@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +16,13 @@ from runplane.domain.publications import published_by
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
-from runplane.services.artifacts import DownloadGrant, PhaseGrants, SandboxTransfers, UploadGrant
+from runplane.services.artifacts import (
+    DownloadGrant,
+    PhaseGrants,
+    SandboxTransfers,
+    UploadGrant,
+    UploadReport,
+)
 from runplane.services.attempts import attempt_part, open_or_none
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
@@ -151,6 +157,14 @@ class RunnerApi:
             session_of(principal), artifact_id, ticket=ticket, size=size, sha256=sha256
         )
         return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
+
+    def register_all(self, principal: Principal, uploads: Sequence[UploadReport]) -> dict[str, Any]:
+        artifacts = self._transfers.register_all(session_of(principal), uploads)
+        return {
+            "artifacts": [
+                {"artifact_id": a.id, "size": a.size, "sha256": a.sha256} for a in artifacts
+            ]
+        }
 
     def apply_start(
         self, principal: Principal, handle: str, request: Mapping[str, str]

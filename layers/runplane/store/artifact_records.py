@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from runplane.domain.artifacts import Artifact
 from runplane.store import artifacts as store
 from runplane.store.artifacts import ArtifactRecord
+from runplane.store.transaction import Transaction
 
 
 class DynamoArtifactRecords:
@@ -35,6 +37,20 @@ class DynamoArtifactRecords:
             etag=etag,
             session_id=session_id,
             registered_at=registered_at,
+        ).commit()
+
+    def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None:
+        Transaction().extend(
+            store.put_registered(
+                record.artifact,
+                object_key=record.object_key,
+                wrapped_key=record.wrapped_key,
+                chunk_size=record.chunk_size,
+                etag=record.etag or "",
+                session_id=record.session_id,
+                registered_at=registered_at,
+            )
+            for record in records
         ).commit()
 
     def discard(self, artifact_id: str) -> None:
