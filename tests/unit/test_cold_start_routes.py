@@ -364,3 +364,52 @@ def test_the_queue_steps_first_request_loads_the_workflow_steps_not_the_runner_o
     # Then the workflow steps are loaded, and neither runner start nor runner reports
     assert "runplane.services.workflow_steps" in loaded
     assert not {"runplane.services.runner_start", "runplane.services.runner_reports"} & loaded
+
+
+def _invocations(first_fails: bool) -> list[bool]:
+    """In a fresh interpreter, a handler wrapped like every Lambda handler, invoked
+    three times (the first one failing, or not; the collector turned off before the
+    third): whether the collector was on during and after each invocation."""
+    code = (
+        "import gc, json\n"
+        "from functions.observability import observed\n"
+        "seen = []\n"
+        "@observed\n"
+        "def handler(event, context):\n"
+        "    seen.append(gc.isenabled())\n"
+        "    if event.get('fail'):\n"
+        "        raise ValueError('refused')\n"
+        f"for event in ({{'fail': {first_fails}}}, {{}}, 'off'):\n"
+        "    if event == 'off':\n"
+        "        gc.disable()\n"
+        "        event = {}\n"
+        "    try:\n"
+        "        handler(event, None)\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    seen.append(gc.isenabled())\n"
+        "print(json.dumps(seen))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    seen: list[bool] = json.loads(out.stdout.strip().splitlines()[-1])
+    return seen
+
+
+@pytest.mark.parametrize("first_fails", [False, True], ids=["replied", "raised"])
+def test_only_the_processs_first_invocation_runs_with_the_collector_paused(
+    first_fails: bool,
+) -> None:
+    # Given a fresh interpreter and a handler wrapped like every Lambda handler
+    # When it is invoked three times, its first invocation replying or raising
+    seen = _invocations(first_fails)
+
+    # Then the first invocation ran with the cyclic collector paused, and it was back
+    # on once that invocation ended, by a reply or an error
+    assert seen[:2] == [False, True]
+    # And the second invocation ran with it on
+    assert seen[2:4] == [True, True]
+    # And an invocation finds the collector as the process left it: off stays off
+    assert seen[4:] == [False, False]
