@@ -163,10 +163,26 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And no repository seam: the artifact store names its records' seam for type
     # checkers only
     assert "runplane.services.repositories" not in loaded
-    # And the artifact store its service holds created no S3 or KMS client: a read
-    # that never calls them does not load their service models
+    # And its service was built without the artifact store, which only downloads and
+    # uploads use: neither the store, its envelope and keys, nor any AWS client or
+    # `cryptography`, nor the capability records an upload URL's hash is named in
     assert "runplane.services.state" in loaded
     assert first["clients"] == []
+    assert (
+        not {
+            "runplane.services.artifacts",
+            "runplane.adapters.envelope",
+            "runplane.adapters.keys",
+            "runplane.adapters.object_store",
+            "runplane.domain.artifacts",
+            "runplane.domain.capabilities",
+            "cryptography",
+        }
+        & loaded
+    )
+    # And nothing that moves a run: a read loads runs' records, not the transition table
+    assert "runplane.store.runs" in loaded
+    assert "runplane.domain.transitions" not in loaded
 
 
 def _authorizer_first_request() -> set[str]:
