@@ -69,13 +69,16 @@ FIRST_REQUEST = {
     "tasks": "from runplane.wiring import services; services().orchestration.start",
     "dashboard": "import runplane.wiring, runplane.services.web_sessions",
 }
-# What the first requests need configured to build their services (clients, no connection).
+# What the first requests need configured to build their services (clients, no connection),
+# and the deployed functions' environment where it changes what a cold start does.
 CONFIGURED = {
     "RUNPLANE_TABLE_NAME": "cold-import",
     "RUNPLANE_ARTIFACT_BUCKET": "cold-import",
     "RUNPLANE_KMS_KEY_ID": "alias/cold-import",
     "RUNPLANE_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:000000000000:stateMachine:cold-import",
     "AWS_DEFAULT_REGION": "us-east-1",
+    # As every deployed function has it (infra/constructs/functions.py).
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",
 }
 SDKS = ("boto3", "botocore", "pynamodb", "pydantic")
 

@@ -9,15 +9,19 @@
   ``POWERTOOLS_METRICS_NAMESPACE`` the deployment sets (unset: no metrics, as in
   the embedded stack and tests).
 - Tracer: X-Ray, only in a Lambda and unless ``POWERTOOLS_TRACE_DISABLED`` is set.
+- Cold start: the process's first invocation runs with the cyclic garbage collector
+  paused (``cold_start``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -116,12 +120,49 @@ def _tracer() -> Any:
     return Tracer()
 
 
+# Emptied when the process's first invocation starts.
+_COLD = [True]
+
+
+@contextlib.contextmanager
+def cold_start() -> Iterator[None]:
+    """The process's first invocation, with the cyclic garbage collector paused.
+
+    That invocation imports and builds most of the handler's code (routes, services,
+    their models and clients), whose objects live as long as the process: the
+    collections their allocations trigger (a young one every 700 of them, a full one
+    as the heap grows) scan them and free almost nothing, 40-70 ms of a cold start.
+    When it ends, everything it allocated moves to the oldest generation unscanned
+    (``gc.freeze()`` then ``gc.unfreeze()``: both only move lists), and the collector
+    resumes. Resumed as it was, it would scan all of it at once in a young collection
+    and again in a middle one. Nothing is pinned: the invocation's garbage is freed by
+    the next full collection, like any old object's (``gc.freeze()`` alone would keep
+    it, an exception's frames and their locals among it, for the process's life).
+    Later invocations, and a process whose collector someone turned off or froze, are
+    left alone."""
+    if not _COLD or not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    _COLD.clear()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        gc.enable()
+
+
 def observed(handler: H) -> H:
     """``handler`` with the run's ID as a log key, status-move metrics and tracing."""
     traced: list[Handler] = []
 
     @functools.wraps(handler)
     def observed_handler(event: dict[str, Any], context: Any) -> Any:
+        with cold_start():
+            return _invoke(event, context)
+
+    def _invoke(event: dict[str, Any], context: Any) -> Any:
         status_metrics()
         if not traced:
             tracer = _tracer()

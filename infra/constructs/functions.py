@@ -151,6 +151,9 @@ class RunplaneFunction(Construct):
             "POWERTOOLS_SERVICE_NAME": f"runplane-{name}",
             "POWERTOOLS_METRICS_NAMESPACE": POWERTOOLS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            # No pydantic plugin is installed: without this, the first model a cold start
+            # builds scans every installed distribution's entry points for one.
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
             **_grant(self.role, platform, access),
         }
         self.function = lambda_.Function(

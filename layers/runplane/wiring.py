@@ -243,7 +243,7 @@ class Services:
     def state(self) -> StateVersions:
         from runplane.services.state import StateVersions
 
-        return StateVersions(self.clock, self.ids, self.workspaces, self.artifacts)
+        return StateVersions(self.clock, self.ids, self.workspaces, lambda: self.artifacts)
 
     @cached_property
     def launch_controls(self) -> LaunchControls:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import entry_points
 from typing import Any
 
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
@@ -115,3 +116,14 @@ def test_the_dashboard_shows_executions_functions_and_alarms(stack: Synthesized)
     body = json.dumps(dashboard["DashboardBody"])
     for needle in ("AWS/States", "ExecutionsFailed", "AWS/Lambda", "Throttles", "alarms"):
         assert needle in body, needle
+
+
+def test_every_function_skips_pydantics_plugin_scan(stack: Synthesized) -> None:
+    # Given no installed distribution offers a pydantic plugin (turning them off
+    # changes nothing but the scan)
+    assert not entry_points(group="pydantic")
+    # When any function starts
+    for handler in stack.functions():
+        # Then its cold start's first model does not scan every distribution's entry
+        # points for one
+        assert stack.environment(handler)["PYDANTIC_DISABLE_PLUGINS"] == "__all__", handler

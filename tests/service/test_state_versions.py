@@ -54,7 +54,7 @@ def st(tier: Tier) -> StateTier:
         DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
     )
     reader = InMemoryStateVersions()
-    state = StateVersions(tier.clock, tier.ids, tier.workspaces, artifacts, reader=reader)
+    state = StateVersions(tier.clock, tier.ids, tier.workspaces, lambda: artifacts, reader=reader)
     org = tier.tenancy.create_organization("acme")
     admin = tier.admin(org)
     return StateTier(tier, reader, state, admin, tier.workspaces.create(admin, "acme", "network"))

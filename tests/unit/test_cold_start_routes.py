@@ -163,10 +163,26 @@ def test_the_cloud_apis_first_request_loads_only_its_router() -> None:
     # And no repository seam: the artifact store names its records' seam for type
     # checkers only
     assert "runplane.services.repositories" not in loaded
-    # And the artifact store its service holds created no S3 or KMS client: a read
-    # that never calls them does not load their service models
+    # And its service was built without the artifact store, which only downloads and
+    # uploads use: neither the store, its envelope and keys, nor any AWS client or
+    # `cryptography`, nor the capability records an upload URL's hash is named in
     assert "runplane.services.state" in loaded
     assert first["clients"] == []
+    assert (
+        not {
+            "runplane.services.artifacts",
+            "runplane.adapters.envelope",
+            "runplane.adapters.keys",
+            "runplane.adapters.object_store",
+            "runplane.domain.artifacts",
+            "runplane.domain.capabilities",
+            "cryptography",
+        }
+        & loaded
+    )
+    # And nothing that moves a run: a read loads runs' records, not the transition table
+    assert "runplane.store.runs" in loaded
+    assert "runplane.domain.transitions" not in loaded
 
 
 def _authorizer_first_request() -> set[str]:
@@ -364,3 +380,65 @@ def test_the_queue_steps_first_request_loads_the_workflow_steps_not_the_runner_o
     # Then the workflow steps are loaded, and neither runner start nor runner reports
     assert "runplane.services.workflow_steps" in loaded
     assert not {"runplane.services.runner_start", "runplane.services.runner_reports"} & loaded
+
+
+def _invocations(first_fails: bool) -> dict[str, Any]:
+    """In a fresh interpreter, a handler wrapped like every Lambda handler, invoked
+    three times (the first one failing, or not, after leaving a reference cycle behind;
+    the collector turned off before the third): whether the collector was on during
+    and after each invocation, and whether a collection then freed that cycle."""
+    code = (
+        "import gc, json, weakref\n"
+        "from functions.observability import observed\n"
+        "seen, freed = [], []\n"
+        "class Node: pass\n"
+        "@observed\n"
+        "def handler(event, context):\n"
+        "    seen.append(gc.isenabled())\n"
+        "    if event.get('garbage'):\n"
+        "        node = Node()\n"
+        "        node.self = node\n"
+        "        weakref.finalize(node, freed.append, True)\n"
+        "    if event.get('fail'):\n"
+        "        raise ValueError('refused')\n"
+        f"for event in ({{'fail': {first_fails}, 'garbage': True}}, {{}}, 'off'):\n"
+        "    if event == 'off':\n"
+        "        gc.collect()\n"
+        "        gc.disable()\n"
+        "        event = {}\n"
+        "    try:\n"
+        "        handler(event, None)\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    seen.append(gc.isenabled())\n"
+        "print(json.dumps({'seen': seen, 'freed': freed, 'frozen': gc.get_freeze_count()}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("first_fails", [False, True], ids=["replied", "raised"])
+def test_only_the_processs_first_invocation_runs_with_the_collector_paused(
+    first_fails: bool,
+) -> None:
+    # Given a fresh interpreter and a handler wrapped like every Lambda handler
+    # When it is invoked three times, its first invocation leaving a reference cycle
+    # behind and replying or raising
+    result = _invocations(first_fails)
+    seen = result["seen"]
+
+    # Then the first invocation ran with the cyclic collector paused, and it was back
+    # on once that invocation ended, by a reply or an error
+    assert seen[:2] == [False, True]
+    # And the second invocation ran with it on
+    assert seen[2:4] == [True, True]
+    # And an invocation finds the collector as the process left it: off stays off
+    assert seen[4:] == [False, False]
+    # And nothing was pinned: a collection freed the first invocation's cycle, and no
+    # object is left frozen
+    assert result["freed"] == [True]
+    assert result["frozen"] == 0

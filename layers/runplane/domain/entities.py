@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from runplane.domain.errors import InvalidInput
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
-from runplane.domain.transitions import RunFacts
+
+if TYPE_CHECKING:
+    from runplane.domain.transitions import RunFacts
 
 # The names TFE accepts for organizations and workspaces. Always fullmatch: with
 # re.match, "$" also matches before a trailing newline.
@@ -97,6 +100,9 @@ class Run:
 
     @property
     def facts(self) -> RunFacts:
+        # The transition table loads where a run is moved, not where one is read.
+        from runplane.domain.transitions import RunFacts
+
         return RunFacts(kind=self.kind, plan_has_changes=self.plan_has_changes)
 
 

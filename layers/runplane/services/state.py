@@ -29,12 +29,11 @@ import base64
 import binascii
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from runplane.domain.artifacts import ArtifactKind
-from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import (
@@ -58,7 +57,6 @@ from runplane.domain.state import (
     parse_json,
     parse_output_id,
 )
-from runplane.services.artifacts import ArtifactStore
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
@@ -67,6 +65,7 @@ from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVe
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
+    from runplane.services.artifacts import ArtifactStore
     from runplane.services.repositories import StateVersionReader
 
 # API Gateway carries at most 10 MB per request; state travels through it.
@@ -93,7 +92,7 @@ class StateVersions:
         clock: Clock,
         ids: IdGenerator,
         workspaces: Workspaces,
-        artifacts: ArtifactStore,
+        artifacts: Callable[[], ArtifactStore],
         *,
         max_bytes: int = MAX_STATE_BYTES,
         reader: StateVersionReader | None = None,
@@ -101,11 +100,16 @@ class StateVersions:
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
-        self._artifacts = artifacts
+        # Built on first use: reads and listings never touch an artifact (only downloads
+        # and uploads do), so a read does not load the store, its envelope or its keys.
+        self._artifacts_of = artifacts
         self._max_bytes = max_bytes
         # Reads go through the seam; publishing stays on the store (see
         # ``StateVersionReader``): it moves the pointer under the writer's lock and fence.
         self._reader = reader or DynamoStateVersionReader(RunRepository(clock, ids))
+
+    def _artifacts(self) -> ArtifactStore:
+        return self._artifacts_of()
 
     # -- reads --------------------------------------------------------------------------
 
@@ -145,14 +149,14 @@ class StateVersions:
         version = self.get(principal, sv_id)
         if version.status != FINALIZED or version.artifact_id is None:
             raise NotFound("state version content", sv_id)
-        return self._artifacts.read(version.organization_id, version.artifact_id)
+        return self._artifacts().read(version.organization_id, version.artifact_id)
 
     def download_json(self, principal: Principal, sv_id: str) -> bytes:
         """The JSON state a newer client uploaded beside the raw state."""
         version = self.get(principal, sv_id)
         if version.json_artifact_id is None:
             raise NotFound("JSON state of state version", sv_id)
-        return self._artifacts.read(version.organization_id, version.json_artifact_id)
+        return self._artifacts().read(version.organization_id, version.json_artifact_id)
 
     def outputs(self, principal: Principal, workspace_id: str) -> tuple[StateVersion, list[Output]]:
         version = self.current(principal, workspace_id)
@@ -240,6 +244,8 @@ class StateVersions:
 
     def upload(self, token: str, body: bytes) -> StateVersion:
         """The bytes PUT to a single-purpose upload URL (no Authorization header)."""
+        from runplane.domain.capabilities import handle_hash
+
         token_hash = handle_hash(token)
         found = (
             store.get_upload_token(token_hash) if token.startswith(UPLOAD_TOKEN_PREFIX) else None
@@ -325,6 +331,9 @@ class StateVersions:
             )
 
     def _open_upload(self, version: StateVersion) -> PendingUpload:
+        # Loaded by the paths that write state, so a read does not load capabilities.
+        from runplane.domain.capabilities import handle_hash
+
         state_token = UPLOAD_TOKEN_PREFIX + secrets.token_urlsafe(32)
         json_token = UPLOAD_TOKEN_PREFIX + secrets.token_urlsafe(32)
         valid_until = self._clock.now() + UPLOAD_URL_LIFETIME
@@ -350,7 +359,9 @@ class StateVersions:
         if hashlib.md5(raw, usedforsecurity=False).hexdigest() != version.md5:
             raise StateRejected("the state's MD5 does not match the declared md5", pointer)
         check_state(raw, serial=version.serial, lineage=version.lineage, pointer=pointer)
-        artifact = self._artifacts.put(version.organization_id, ArtifactKind.STATE, [raw])
+        from runplane.domain.artifacts import ArtifactKind
+
+        artifact = self._artifacts().put(version.organization_id, ArtifactKind.STATE, [raw])
         assert artifact.sha256 is not None
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
@@ -388,7 +399,7 @@ class StateVersions:
                 ]
             ).commit()
         except BaseException:
-            self._artifacts.discard(artifact.id)
+            self._artifacts().discard(artifact.id)
             raise
         return store.get(version.id)
 
@@ -396,14 +407,16 @@ class StateVersions:
         if len(body) > self._max_bytes:
             raise ArtifactTooLarge(self._max_bytes)
         check_json_state(body)
-        artifact = self._artifacts.put(version.organization_id, ArtifactKind.STATE_JSON, [body])
+        from runplane.domain.artifacts import ArtifactKind
+
+        artifact = self._artifacts().put(version.organization_id, ArtifactKind.STATE_JSON, [body])
         try:
             now = self._clock.now()
             store.use_upload_token(token_hash, now).extend(
                 [store.attach_json(version.id, artifact.id, now)]
             ).commit()
         except BaseException:
-            self._artifacts.discard(artifact.id)
+            self._artifacts().discard(artifact.id)
             raise
         return store.get(version.id)
 

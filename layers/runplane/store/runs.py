@@ -10,7 +10,6 @@ from typing import Any
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from runplane.domain import transitions
 from runplane.domain.clock import Clock
 from runplane.domain.entities import AuditEvent, Run, RunStage
 from runplane.domain.errors import (
@@ -188,6 +187,9 @@ class RunRepository:
         A refused run condition raises ``TransitionRejected`` with the current
         item; any refusal writes nothing.
         """
+        # The transition table loads where a run is moved, not where runs are read.
+        from runplane.domain import transitions
+
         row = transitions.check(run.status, target, run.facts)
         updates = dict(run_updates or {})
         unknown = set(updates) - _SETTABLE
