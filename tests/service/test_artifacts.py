@@ -355,17 +355,25 @@ def test_an_upload_that_fails_verification_is_removed_and_nothing_recorded(
     assert at.snapshot() == ({}, {})
 
 
-def test_a_phases_uploads_register_together(at: ArtifactTier) -> None:
-    # Given a session that uploaded a plan and its log under two grants
-    session = at.session()
-    plan, log = (
+def plan_and_log(
+    at: ArtifactTier, session: RunnerSession
+) -> tuple[tuple[UploadGrant, UploadGrant], list[UploadReport]]:
+    """A plan ("the plan") and a log ("the log") uploaded under two grants, as reported."""
+    grants = (
         at.transfers.begin_upload(session, PLAN),
         at.transfers.begin_upload(session, ArtifactKind.LOGS),
     )
     reports = [
         UploadReport(g.artifact_id, g.ticket, *at.upload(g, body))
-        for g, body in ((plan, b"the plan"), (log, b"the log"))
+        for g, body in zip(grants, (b"the plan", b"the log"), strict=True)
     ]
+    return grants, reports
+
+
+def test_a_phases_uploads_register_together(at: ArtifactTier) -> None:
+    # Given a session that uploaded a plan and its log under two grants
+    session = at.session()
+    (plan, log), reports = plan_and_log(at, session)
 
     # When both are registered in one call
     registered = at.transfers.register_all(session, reports)
@@ -380,14 +388,8 @@ def test_a_phases_uploads_register_together(at: ArtifactTier) -> None:
 def test_one_false_report_among_uploads_registers_none(at: ArtifactTier) -> None:
     # Given two uploads, the second reported with a false digest
     session = at.session()
-    good, bad = (
-        at.transfers.begin_upload(session, PLAN),
-        at.transfers.begin_upload(session, ArtifactKind.LOGS),
-    )
-    reports = [
-        UploadReport(good.artifact_id, good.ticket, *at.upload(good, b"the plan")),
-        UploadReport(bad.artifact_id, bad.ticket, at.upload(bad, b"log")[0], "0" * 64),
-    ]
+    (good, bad), reports = plan_and_log(at, session)
+    reports[1] = replace(reports[1], sha256="0" * 64)
 
     # When both are registered together, the false one is named
     with pytest.raises(ArtifactCorrupt) as corrupt:

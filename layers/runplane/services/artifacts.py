@@ -363,17 +363,7 @@ class SandboxTransfers(_ArtifactAccess):
         deleted (unless an earlier register made it an artifact) and nothing is
         written.
         """
-        registered = self._checked(session, artifact_id, ticket=ticket, size=size, sha256=sha256)
-        self._records.register(
-            registered.artifact,
-            object_key=registered.object_key,
-            wrapped_key=registered.wrapped_key,
-            chunk_size=registered.chunk_size,
-            etag=registered.etag or "",
-            session_id=session.id,
-            registered_at=self._clock.now(),
-        )
-        return registered.artifact
+        return self.register_all(session, [UploadReport(artifact_id, ticket, size, sha256)])[0]
 
     def register_all(
         self, session: RunnerSession, uploads: Sequence[UploadReport]
