@@ -193,6 +193,79 @@ def test_a_json_path_is_compiled_once() -> None:
     assert compile_path("$.run.id") is compile_path("$.run.id")
 
 
+def test_an_expression_text_is_parsed_once_and_each_write_applies_its_own_values(
+    moto: Moto,
+) -> None:
+    # Given two items, and one update with one condition text for both
+    for pk in ("a", "b"):
+        moto.dynamodb.put_item(TableName=TABLE, Item=_item(pk, "x", n={"N": "1"}))
+    update = {
+        "UpdateExpression": "SET n = n + :step, #s = :state",
+        "ConditionExpression": "attribute_exists(PK) AND n < :limit",
+        "ExpressionAttributeNames": {"#s": "state"},
+    }
+
+    # When each is updated with its own values, the first twice, in a transaction and alone
+    def values(step: str, state: str, limit: str = "10") -> dict[str, Any]:
+        return {":step": {"N": step}, ":state": {"S": state}, ":limit": {"N": limit}}
+
+    moto.dynamodb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": _item("a", "x"),
+                    **update,
+                    "ExpressionAttributeValues": values("2", "first"),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": _item("b", "x"),
+                    **update,
+                    "ExpressionAttributeValues": values("5", "second"),
+                }
+            },
+        ]
+    )
+    moto.dynamodb.update_item(
+        TableName=TABLE,
+        Key=_item("a", "x"),
+        **update,
+        ExpressionAttributeValues=values("3", "again"),
+    )
+    # And a write whose condition no longer holds is refused
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        moto.dynamodb.update_item(
+            TableName=TABLE,
+            Key=_item("b", "x"),
+            **update,
+            ExpressionAttributeValues=values("1", "never", limit="6"),
+        )
+
+    # Then every write applied its own values to its own item
+    def read(pk: str) -> tuple[str, str]:
+        item = moto.dynamodb.get_item(TableName=TABLE, Key=_item(pk, "x"))["Item"]
+        return item["n"]["N"], item["state"]["S"]
+
+    assert read("a") == ("6", "again")
+    assert read("b") == ("6", "second")
+    # And each text was parsed once, into what is only read afterwards
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from moto.dynamodb.parsing import expressions
+
+    make = getattr(expressions, "UpdateExpressionParser").make  # noqa: B009 (untyped)
+    assert make(update["UpdateExpression"]) is make(update["UpdateExpression"])
+    condition = update["ConditionExpression"]
+    lexed = [
+        ConditionExpressionParser(condition, None, None)._lex_condition_expression()
+        for _ in range(2)
+    ]
+    assert lexed[0] == lexed[1]
+    assert all(a is b for a, b in zip(*lexed, strict=True))
+
+
 def test_the_stacks_json_requests_reach_moto_without_a_socket(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
