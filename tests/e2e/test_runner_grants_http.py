@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,42 @@ def test_registering_none_or_too_many_uploads_at_once_is_invalid(
     # Then the call is invalid, saying where
     assert refused.value.status == 422
     assert "uploads" in str(refused.value)
+
+
+def test_an_apply_whose_start_is_refused_never_runs_the_engine(
+    local: Local, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    # Given an apply runner whose apply-start handle the control plane does not know,
+    # and an engine that leaves a mark if it is ever run
+    mark = tmp_path / "engine-ran"
+    engine = tmp_path / "engine"
+    engine.write_text(f"#!/bin/sh\ntouch {mark}\n", encoding="utf-8")
+    engine.chmod(0o755)
+    env = {
+        **sandbox.env,
+        "RUNPLANE_APPLY_START": "aps_" + "0" * 43,
+        "RUNPLANE_ENGINE": str(engine),
+    }
+    run_id = sandbox.env["RUNPLANE_RUN_ID"]
+    attempt = run_parts.require(run_id, "attempt#apply")
+    run_parts.change(
+        run_id,
+        "attempt#apply",
+        expected_state=attempt.state,
+        body={**attempt.body, "lock_id": "lock-1", "fence": 1},
+        now=datetime.now(UTC),
+    ).commit()
+    runner = Runner(env, tmp_path / "work")
+    runner.start()
+
+    # When it applies (the configuration is prepared while the start is redeemed)
+    with pytest.raises(runner_main.CallFailed) as refused:
+        runner.apply()
+
+    # Then the refused start is the error, the engine never ran, and the run did not move
+    assert "/api/v1/runner/apply-start" in str(refused.value)
+    assert not mark.exists()
+    assert 400 <= refused.value.status < 500
+    assert local.client.review(run_id)["status"] == "awaiting_approval"
+    if runner.relay is not None:
+        runner.relay.stop()

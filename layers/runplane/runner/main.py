@@ -9,6 +9,7 @@ uploads encrypted outputs, and reports the result. It holds no AWS credential.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
@@ -354,12 +355,19 @@ class Runner:
     def apply(self) -> RunnerReport:
         plan_bytes = self.download(self.manifest["plan_artifact_id"])
         plan_sha = hashlib.sha256(plan_bytes).hexdigest()
-        self.api.call(
-            "POST",
-            "/api/v1/runner/apply-start",
-            {"handle": self.env["RUNPLANE_APPLY_START"], "request": {"plan_sha256": plan_sha}},
-        )
-        engine, _, backend_config = self.prepare()
+        # The configuration is prepared while the control plane redeems the apply start;
+        # the engine starts only once it has (a refused start is the error reported).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as redeeming:
+            redeemed = redeeming.submit(
+                self.api.call,
+                "POST",
+                "/api/v1/runner/apply-start",
+                {"handle": self.env["RUNPLANE_APPLY_START"], "request": {"plan_sha256": plan_sha}},
+            )
+            try:
+                engine, _, backend_config = self.prepare()
+            finally:
+                redeemed.result()
         (engine.workdir / "plan.bin").write_bytes(plan_bytes)
         started = time.perf_counter()
         init = engine.init(backend_config=backend_config)
