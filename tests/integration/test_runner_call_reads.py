@@ -64,3 +64,28 @@ def test_a_runner_s_lock_checks_its_run_and_attempt_in_one_read(
     # each (the workflow took the lock for the attempt: this call only confirms it)
     assert locked.lock_run_id == run_id
     assert requests.operations == ["GetItem", "BatchGetItem"]
+
+
+def test_an_apply_start_reads_its_run_plan_attempt_and_approval_in_one_request(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an approved run whose apply sandbox started its session
+    _, run_id = awaiting_approval(arena, "apply-start-reads")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    runner = arena.runner(run_id, "apply")
+    attempt = run_parts.require(run_id, "attempt#apply").body
+    handle = arena.launcher.requests[attempt["sandbox_id"]].apply_start
+    assert handle is not None
+    plan_sha256 = run_parts.require(run_id, "plan").body["plan_sha256"]
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it presents the approved plan to start applying
+    started = arena.runner_api.apply_start(runner, handle, {"plan_sha256": plan_sha256})
+    sent = list(requests.operations)
+
+    # Then the run is applying under the attempt's fence, after one read of the run, its
+    # plan, attempt and approval, and one write (the redemption with the move)
+    assert started["fence"] == str(attempt["fence"])
+    assert arena.runs.get(arena.admin, run_id).status.value == "applying"
+    assert sent == ["BatchGetItem", "TransactWriteItems"]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from runplane.adapters.workflow import Workflow
     from runplane.domain.capabilities import Phase
     from runplane.domain.clock import Clock
+    from runplane.domain.entities import Run
     from runplane.domain.ids import IdGenerator
     from runplane.domain.runner_reports import RunnerReport
     from runplane.services.capabilities import Capabilities
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from runplane.services.runner_reports import RunnerReports
     from runplane.services.runner_start import RunnerStart
     from runplane.services.workflow_steps import WorkflowSteps
+    from runplane.store.run_parts import RunPart
     from runplane.store.transaction import Transaction
 
 
@@ -117,8 +119,13 @@ class Orchestration:
     def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         return self.reports.report_plan(run_id, attempt_id, report)
 
-    def apply_start_writes(self, run_id: str, attempt_id: str) -> Transaction:
-        return self.reports.apply_start_writes(run_id, attempt_id)
+    def apply_start_writes(
+        self,
+        run_id: str,
+        attempt_id: str,
+        read: tuple[Run, dict[str, RunPart | None]] | None = None,
+    ) -> Transaction:
+        return self.reports.apply_start_writes(run_id, attempt_id, read)
 
     def report_apply(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         return self.reports.report_apply(run_id, attempt_id, report)

@@ -171,7 +171,11 @@ class RunnerApi:
     ) -> dict[str, str]:
         """Redeem the apply-start capability together with the move to ``applying``."""
         session = session_of(principal)
-        run, parts = run_batch.run_and_parts(session.binding.run_id, ["plan", "attempt#apply"])
+        # The plan, and what deciding the start reads (the attempt, the approval), in one
+        # request.
+        run, parts = run_batch.run_and_parts(
+            session.binding.run_id, ["plan", attempt_part(Phase.APPLY), "approval"]
+        )
         plan = run_batch.require(parts, run.id, "plan").body
         if request.get("plan_sha256") != plan["plan_sha256"]:
             raise Conflict("the plan presented is not the approved plan")
@@ -179,7 +183,11 @@ class RunnerApi:
         result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
         extra = []
         if run.status is RunStatus.AWAITING_APPROVAL:
-            extra.append(self._orchestration.apply_start_writes(run.id, session.binding.attempt_id))
+            extra.append(
+                self._orchestration.apply_start_writes(
+                    run.id, session.binding.attempt_id, (run, parts)
+                )
+            )
         return self._capabilities.redeem_apply_start(
             handle, session.binding, dict(request), result, extra_writes=extra
         )

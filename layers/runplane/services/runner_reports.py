@@ -144,10 +144,18 @@ class RunnerReports(WorkflowService):
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
 
-    def apply_start_writes(self, run_id: str, attempt_id: str) -> Transaction:
+    def apply_start_writes(
+        self,
+        run_id: str,
+        attempt_id: str,
+        read: tuple[Run, dict[str, run_parts.RunPart | None]] | None = None,
+    ) -> Transaction:
         """The uncommitted move to ``applying``, committed together with the runner's
-        apply-start redemption: the run applies only if both happen."""
-        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY), "approval"])
+        apply-start redemption: the run applies only if both happen. ``read``: the run
+        with (at least) its apply attempt and approval, if the caller read them."""
+        run, parts = read or run_batch.run_and_parts(
+            run_id, [attempt_part(Phase.APPLY), "approval"]
+        )
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
         approval = run_batch.require(parts, run.id, "approval")
         approved = approval.state == ApprovalState.APPROVED
