@@ -84,3 +84,26 @@ def test_an_apply_result_reads_its_run_attempt_and_record_together(
     # the workspace (its current state), the attempt's sessions to revoke, and the
     # workspace again as the writer reservation is released
     assert reads(sent) == ["BatchGetItem", "BatchGetItem", "GetItem", "Query", "GetItem"]
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_decision_reads_its_run_approval_and_policy_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch, decision: str
+) -> None:
+    # Given a run awaiting approval whose workflow waits with its token
+    _, run_id = awaiting_approval(arena, f"decision-reads-{decision}")
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When a person decides
+    decided = arena.runs.decide(arena.admin, run_id, decision, None)
+    sent = list(requests.operations)
+
+    # Then the decision is recorded and the wait resumed
+    assert decided.token == "token-approval"
+    expected = "approved" if decision == "approve" else "rejected"
+    assert run_parts.require(run_id, "approval").state == expected
+    # And the run, its approval and its policy evidence were read in one request; an
+    # approval is then one write, a rejection moves the run (its own reads, then a write)
+    assert sent[0] == "BatchGetItem"
+    if decision == "approve":
+        assert sent == ["BatchGetItem", "TransactWriteItems"]

@@ -48,7 +48,7 @@ from runplane.services.source_provenance import source_provenance
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
-from runplane.store import run_parts, run_triggers, state_versions
+from runplane.store import run_batch, run_parts, run_triggers, state_versions
 from runplane.store import runs as run_store
 from runplane.store.models import (
     ConfigurationVersionItem,
@@ -327,6 +327,20 @@ class Runs:
             raise NotFound("run", run_id)
         return run
 
+    @staticmethod
+    def _visible_with(
+        principal: Principal, run_id: str, names: list[str]
+    ) -> tuple[Run, dict[str, run_parts.RunPart | None]]:
+        """``get``, with the named parts of the run read in the same request."""
+        principal.require(Permission.RUN_READ)
+        try:
+            run, parts = run_batch.run_and_parts(run_id, names)
+        except NotFound:
+            raise NotFound("run", run_id) from None
+        if not principal.can_see_workspace(run.organization_id, run.workspace_id):
+            raise NotFound("run", run_id)
+        return run, parts
+
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
         """The workspace's runs, newest first."""
         principal.require(Permission.RUN_READ)
@@ -359,8 +373,9 @@ class Runs:
         principal.require(Permission.RUN_APPROVE)
         if decision not in {"approve", "reject"}:
             raise InvalidInput("decision must be approve or reject", "/decision")
-        run = self.get(principal, run_id)
-        approval = run_parts.get(run.id, "approval")
+        # The run, its approval and the policy evidence an approval binds, in one read.
+        run, parts = self._visible_with(principal, run_id, ["approval", "policy"])
+        approval = parts["approval"]
         if run.status is RunStatus.EXPIRED or (
             approval and approval.state == ApprovalState.EXPIRED
         ):
@@ -398,7 +413,7 @@ class Runs:
             on_refused=lambda current: AlreadyDecided(run.id, run.status, _state_of(current)),
         )
         if decision == "approve":
-            policy = run_parts.get(run.id, "policy")
+            policy = parts["policy"]
             if policy is not None and policy.state == SOFT_FAILED:
                 raise PolicyOverrideRequired(run.id)
             if policy is not None:
