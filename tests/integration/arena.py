@@ -237,13 +237,17 @@ def to_approval(arena: Arena, run_id: str) -> None:
     o.wait_for_approval(run_id, "token-approval")
 
 
+def to_apply_sandbox(arena: Arena, run_id: str) -> dict[str, Any]:
+    """From awaiting_approval: approved and its apply sandbox started; its attempt."""
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    return run_parts.require(run_id, "attempt#apply").body
+
+
 def to_applying(arena: Arena, run_id: str) -> None:
     """From awaiting_approval: approved, its apply sandbox started and its start proven."""
-    arena.runs.decide(arena.admin, run_id, "approve", None)
-    o = arena.orchestration
-    o.start_runner(run_id, "apply", "token-apply")
-    attempt = run_parts.require(run_id, "attempt#apply").body
-    o.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+    attempt = to_apply_sandbox(arena, run_id)
+    arena.orchestration.apply_start_writes(run_id, attempt["attempt_id"]).commit()
 
 
 def awaiting_approval(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:

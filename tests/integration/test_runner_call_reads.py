@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runplane.store import run_parts
-from tests.integration.arena import Arena, applying, awaiting_approval
+from tests.integration.arena import Arena, applying, awaiting_approval, to_apply_sandbox
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
@@ -71,10 +71,8 @@ def test_an_apply_start_reads_its_run_plan_attempt_and_approval_in_one_request(
 ) -> None:
     # Given an approved run whose apply sandbox started its session
     _, run_id = awaiting_approval(arena, "apply-start-reads")
-    arena.runs.decide(arena.admin, run_id, "approve", None)
-    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    attempt = to_apply_sandbox(arena, run_id)
     runner = arena.runner(run_id, "apply")
-    attempt = run_parts.require(run_id, "attempt#apply").body
     handle = arena.launcher.requests[attempt["sandbox_id"]].apply_start
     assert handle is not None
     plan_sha256 = run_parts.require(run_id, "plan").body["plan_sha256"]

@@ -7,7 +7,7 @@ import pytest
 
 from runplane.domain.runner_reports import Failed
 from runplane.store import run_parts
-from tests.integration.arena import Arena, awaiting_approval, plan_complete
+from tests.integration.arena import Arena, awaiting_approval, plan_complete, to_apply_sandbox
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
@@ -64,9 +64,7 @@ def test_an_apply_result_reads_its_run_attempt_and_record_together(
 ) -> None:
     # Given an approved run whose apply sandbox has started
     _, run_id = awaiting_approval(arena, "apply-result-reads")
-    arena.runs.decide(arena.admin, run_id, "approve", None)
-    arena.orchestration.start_runner(run_id, "apply", "token-apply")
-    attempt_id = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
+    attempt_id = to_apply_sandbox(arena, run_id)["attempt_id"]
     requests = DynamoDBRequests(monkeypatch)
 
     # When its start is proven and it reports a failed apply
