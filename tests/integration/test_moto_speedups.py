@@ -199,7 +199,7 @@ def test_an_expression_text_is_parsed_once_and_each_write_applies_its_own_values
     # Given two items, and one update with one condition text for both
     for pk in ("a", "b"):
         moto.dynamodb.put_item(TableName=TABLE, Item=_item(pk, "x", n={"N": "1"}))
-    update = {
+    update: dict[str, Any] = {
         "UpdateExpression": "SET n = n + :step, #s = :state",
         "ConditionExpression": "attribute_exists(PK) AND n < :limit",
         "ExpressionAttributeNames": {"#s": "state"},
