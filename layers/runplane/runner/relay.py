@@ -133,15 +133,17 @@ class EngineRelay:
             finally:
                 with self._lock:
                     self._generation += 1
+        if not self._repeatable(path):
+            return self._forward(method, path, headers, body)
         key = (path, _authorization(headers))
         with self._lock:
-            kept = self._kept.get(key) if self._repeatable(path) else None
+            kept = self._kept.get(key)
             if kept is not None:
                 self.answered_from_memory += 1
                 return kept
             generation = self._generation
         answer = self._forward(method, path, headers, body)
-        if answer.status in _KEPT_STATUSES and self._repeatable(path):
+        if answer.status in _KEPT_STATUSES:
             with self._lock:
                 if generation == self._generation and self._room_for(len(answer.body)):
                     self._kept[key] = answer

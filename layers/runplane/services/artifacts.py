@@ -374,18 +374,14 @@ class SandboxTransfers(_ArtifactAccess):
         ids = [upload.artifact_id for upload in uploads]
         if len(set(ids)) < len(ids):
             raise InvalidInput("each upload may be registered once per call", "/uploads")
-        registered = [
-            self._checked(session, u.artifact_id, ticket=u.ticket, size=u.size, sha256=u.sha256)
-            for u in uploads
-        ]
+        registered = [self._checked(session, upload) for upload in uploads]
         self._records.register_all(registered, self._clock.now())
         return [record.artifact for record in registered]
 
-    def _checked(
-        self, session: RunnerSession, artifact_id: str, *, ticket: str, size: int, sha256: str
-    ) -> ArtifactRecord:
+    def _checked(self, session: RunnerSession, report: UploadReport) -> ArtifactRecord:
         """The record ``register`` writes, once the ticket and the object check out."""
-        upload = redeem(session.id, artifact_id, ticket, self._clock.now())
+        artifact_id, size, sha256 = report.artifact_id, report.size, report.sha256
+        upload = redeem(session.id, artifact_id, report.ticket, self._clock.now())
         record = ArtifactRecord(
             Artifact(
                 id=artifact_id,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession, handle_hash
 from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
@@ -156,15 +156,11 @@ class RunnerApi:
         artifact = self._transfers.register(
             session_of(principal), artifact_id, ticket=ticket, size=size, sha256=sha256
         )
-        return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
+        return _registered_reply(artifact)
 
     def register_all(self, principal: Principal, uploads: Sequence[UploadReport]) -> dict[str, Any]:
         artifacts = self._transfers.register_all(session_of(principal), uploads)
-        return {
-            "artifacts": [
-                {"artifact_id": a.id, "size": a.size, "sha256": a.sha256} for a in artifacts
-            ]
-        }
+        return {"artifacts": [_registered_reply(artifact) for artifact in artifacts]}
 
     def apply_start(
         self, principal: Principal, handle: str, request: Mapping[str, str]
@@ -231,6 +227,10 @@ class RunnerApi:
         else:
             status = self._orchestration.report_apply(binding.run_id, binding.attempt_id, report)
         return {"status": status}
+
+
+def _registered_reply(artifact: Artifact) -> dict[str, Any]:
+    return {"artifact_id": artifact.id, "size": artifact.size, "sha256": artifact.sha256}
 
 
 def _download_reply(grant: DownloadGrant) -> dict[str, Any]:

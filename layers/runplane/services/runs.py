@@ -323,9 +323,7 @@ class Runs:
             run = self._reader.get_run(run_id)
         except NotFound:
             raise NotFound("run", run_id) from None
-        if not principal.can_see_workspace(run.organization_id, run.workspace_id):
-            raise NotFound("run", run_id)
-        return run
+        return _seen_by(principal, run)
 
     @staticmethod
     def _visible_with(
@@ -337,9 +335,7 @@ class Runs:
             run, parts = run_batch.run_and_parts(run_id, names)
         except NotFound:
             raise NotFound("run", run_id) from None
-        if not principal.can_see_workspace(run.organization_id, run.workspace_id):
-            raise NotFound("run", run_id)
-        return run, parts
+        return _seen_by(principal, run), parts
 
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
         """The workspace's runs, newest first."""
@@ -623,6 +619,13 @@ def variable_sources(snapshot: RunInput) -> list[dict[str, str]]:
         }
         for name in snapshot.variable_names
     ]
+
+
+def _seen_by(principal: Principal, run: Run) -> Run:
+    """``run`` if ``principal`` may see its workspace; otherwise it is not found."""
+    if not principal.can_see_workspace(run.organization_id, run.workspace_id):
+        raise NotFound("run", run.id)
+    return run
 
 
 def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:

@@ -102,14 +102,11 @@ class StateVersions:
         self._workspaces = workspaces
         # Built on first use: reads and listings never touch an artifact (only downloads
         # and uploads do), so a read does not load the store, its envelope or its keys.
-        self._artifacts_of = artifacts
+        self._artifacts = artifacts
         self._max_bytes = max_bytes
         # Reads go through the seam; publishing stays on the store (see
         # ``StateVersionReader``): it moves the pointer under the writer's lock and fence.
         self._reader = reader or DynamoStateVersionReader(RunRepository(clock, ids))
-
-    def _artifacts(self) -> ArtifactStore:
-        return self._artifacts_of()
 
     # -- reads --------------------------------------------------------------------------
 
