@@ -54,10 +54,10 @@ def test_a_runner_silent_after_its_apply_started_needs_recovery_then_is_recovere
     writer, lock = writer_of(ws)
     assert writer == run["id"]
     assert lock is not None
-    # And the frozen sandbox was stopped
+    # And the frozen sandbox is stopped (just after the run moved, so wait for it)
     assert local.stack.launcher is not None
     process = next(p for p in local.stack.launcher.processes if p.pid == pid)
-    assert process.poll() is not None
+    assert process.wait(timeout=30) is not None
 
     # And a native client is told to complete that run's recovery first
     name = local.client.workspace(ws)["name"]
