@@ -92,7 +92,11 @@ def _client_read() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.endswith("/benchmarks/run_overhead.py") and frame.f_code.co_name == "wait_for":
+        # Its status waits, and its own reads of a finished run (the engine's seconds).
+        if name.endswith("/benchmarks/run_overhead.py") and frame.f_code.co_name in {
+            "wait_for",
+            "_one_run",
+        }:
             return True
         if "/runplane/" in name:
             where = name.split("/runplane/", 1)[1].removesuffix(".py")

@@ -1,7 +1,8 @@
 """Task Lambdas of the run workflow: one entry point per step, each a single call.
 
-Inputs carry the run ID (and, for waits, the task token); outputs carry only
-what the next Choice needs.
+Inputs carry the run ID (and, for waits, the task token; for the steps that read
+them, the run's organization and workspace IDs); outputs carry only what the next
+Choice needs.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import observed
+from runplane.domain.run_scope import RunScope
 from runplane.wiring import services
 
 
@@ -19,12 +21,16 @@ def queue_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @observed
 def wait_for_writer(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return services().orchestration.wait_for_writer(event["run_id"], event["token"])
+    return services().orchestration.wait_for_writer(
+        event["run_id"], event["token"], RunScope.of(event)
+    )
 
 
 @observed
 def start_runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return services().orchestration.start_runner(event["run_id"], event["phase"], event["token"])
+    return services().orchestration.start_runner(
+        event["run_id"], event["phase"], event["token"], RunScope.of(event)
+    )
 
 
 @observed
@@ -39,7 +45,7 @@ def finish_plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @observed
 def request_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return services().orchestration.request_approval(event["run_id"])
+    return services().orchestration.request_approval(event["run_id"], RunScope.of(event))
 
 
 @observed

@@ -17,6 +17,7 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.plan_summary import PlanSummary
+from runplane.domain.run_scope import RunScope
 from runplane.domain.run import RunKind
 from runplane.domain.runner_reports import Planned
 from runplane.services.orchestration import Orchestration
@@ -36,8 +37,15 @@ class FakeWorkflow(Workflow):
 
     resumed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    # Each started execution's input, by run ID.
+    started: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def start(self, run_id: str) -> None: ...
+    def start(self, run_id: str, *, organization_id: str, workspace_id: str) -> None:
+        self.started[run_id] = {
+            "run_id": run_id,
+            "organization_id": organization_id,
+            "workspace_id": workspace_id,
+        }
 
     def resume(self, token: str, output: Any) -> bool:
         self.resumed.append(token)
@@ -92,6 +100,11 @@ class Arena:
             sandbox_id=attempt["sandbox_id"],
         )
         return str(started["token"])
+
+    def scope_of(self, run_id: str) -> RunScope | None:
+        """The run's scope as its execution's input names it (as the workflow's steps
+        are given it)."""
+        return RunScope.of(self.workflow.started.get(run_id, {}))
 
     def runner(self, run_id: str, phase: str) -> Principal:
         """The principal that sandbox's calls carry."""
@@ -187,8 +200,8 @@ def planning(
     o = arena.orchestration
     o.queue(run_id)
     if kind.needs_writer_reservation:
-        o.wait_for_writer(run_id, "token-writer")
-    o.start_runner(run_id, "plan", "token-plan")
+        o.wait_for_writer(run_id, "token-writer", arena.scope_of(run_id))
+    o.start_runner(run_id, "plan", "token-plan", arena.scope_of(run_id))
     return ws, run_id
 
 
@@ -233,14 +246,14 @@ def to_approval(arena: Arena, run_id: str) -> None:
     """From plan_complete: policy passes and the run awaits approval."""
     o = arena.orchestration
     o.evaluate_policy(run_id)
-    o.request_approval(run_id)
+    o.request_approval(run_id, arena.scope_of(run_id))
     o.wait_for_approval(run_id, "token-approval")
 
 
 def to_apply_sandbox(arena: Arena, run_id: str) -> dict[str, Any]:
     """From awaiting_approval: approved and its apply sandbox started; its attempt."""
     arena.runs.decide(arena.admin, run_id, "approve", None)
-    arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    arena.orchestration.start_runner(run_id, "apply", "token-apply", arena.scope_of(run_id))
     return run_parts.require(run_id, "attempt#apply").body
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from runplane.domain.errors import NotFound
 from runplane.domain.identity import Principal
-from runplane.store import prefetch
+from runplane.store import prefetch, run_batch
 from runplane.store import workspaces as workspace_store
 from runplane.store.models import workspace_key
 from tests.integration.arena import Arena, applying
@@ -196,3 +197,27 @@ def test_a_sandbox_s_first_call_reads_its_session_and_attempt_together(
     assert principal.run_id == run_id
     assert requests.operations == ["BatchGetItem"]
     assert any(key[1] == "RUN" for key in read)
+
+
+def test_an_item_read_ahead_and_absent_is_absent_to_a_batch_read_and_asked_by_a_single_one(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run read ahead with a part it does not have and a workspace that does
+    # not exist
+    _, run_id = applying(arena, "absent-ahead")
+    requests = DynamoDBRequests(monkeypatch)
+    with run_batch.reading_ahead(run_id, ["attempt#none"], workspace_id="ws-not-yet"):
+        # When a batch read asks for the run and that part
+        run, parts = run_batch.run_and_parts(run_id, ["attempt#none"])
+        after_batch = list(requests.operations)
+        # And a single read asks for the workspace
+        with pytest.raises(NotFound):
+            workspace_store.get_workspace("ws-not-yet")
+    sent = list(requests.operations)
+
+    # Then the batch read was served the run and the part's absence without asking
+    assert run.id == run_id
+    assert parts == {"attempt#none": None}
+    assert after_batch == ["BatchGetItem"]
+    # And the single read asked DynamoDB (an absence is served to batch reads only)
+    assert sent == ["BatchGetItem", "GetItem"]

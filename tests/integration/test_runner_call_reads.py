@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.plan_summary import PlanSummary
 from runplane.store import run_parts
-from tests.integration.arena import Arena, applying, awaiting_approval, to_apply_sandbox
+from tests.integration.arena import (
+    Arena,
+    applying,
+    awaiting_approval,
+    planned,
+    planning,
+    show_json,
+    to_apply_sandbox,
+)
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
@@ -18,19 +28,43 @@ def test_an_apply_sandbox_s_start_reads_the_run_once_and_writes_twice(
     arena.runs.decide(arena.admin, run_id, "approve", None)
     requests = DynamoDBRequests(monkeypatch)
 
-    # When the start step runs
-    started = arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    # When the start step runs, given the run's scope as its execution input names it
+    started = arena.orchestration.start_runner(
+        run_id, "apply", "token-apply", arena.scope_of(run_id)
+    )
+    sent = list(requests.operations)
 
-    # Then it read the run, its attempt, input and plan in its first request; the
-    # launch controls in one more; and alone only the workspace and what the writer
-    # hand-over reads (nothing of the run)
+    # Then it read the run, its attempt, input and plan, its workspace and its launch
+    # controls in one request
     assert started["replayed"] is False
     assert run_parts.require(run_id, "attempt#apply").state == "started"
-    reads = [op for op in requests.operations if op != "TransactWriteItems"]
-    assert reads == ["BatchGetItem", "BatchGetItem", "GetItem", "GetItem"]
+    assert [op for op in sent if op != "TransactWriteItems"] == ["BatchGetItem"]
     # And wrote twice: the attempt with the apply lock, its apply record, slots and
     # both capabilities; then the attempt's launch
-    assert requests.operations.count("TransactWriteItems") == 2
+    assert sent.count("TransactWriteItems") == 2
+
+
+def test_a_start_step_without_its_run_s_scope_reads_one_item_after_another(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an approved run whose execution started before inputs named its scope
+    _, run_id = awaiting_approval(arena, "start-reads-unscoped")
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the start step runs with the run's ID alone
+    started = arena.orchestration.start_runner(run_id, "apply", "token-apply")
+    sent = list(requests.operations)
+
+    # Then it still starts: the run with its parts, then the launch controls, then the
+    # workspace, each read when asked
+    assert started["replayed"] is False
+    assert run_parts.require(run_id, "attempt#apply").state == "started"
+    assert [op for op in sent if op != "TransactWriteItems"] == [
+        "BatchGetItem",
+        "BatchGetItem",
+        "GetItem",
+    ]
 
 
 def test_an_apply_sandbox_s_manifest_is_one_read(
@@ -87,3 +121,26 @@ def test_an_apply_start_reads_its_run_plan_attempt_and_approval_in_one_request(
     assert started["fence"] == str(attempt["fence"])
     assert arena.runs.get(arena.admin, run_id).status.value == "applying"
     assert sent == ["BatchGetItem", "TransactWriteItems"]
+
+
+def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a planning run whose sandbox has stored its plan's JSON and log
+    _, run_id = planning(arena, "plan-result-reads")
+    attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
+    plan_json = arena.stack.artifacts.put(
+        arena.org.id, ArtifactKind.PLAN_JSON, [show_json(("one", ["create"]))]
+    )
+    report = planned(arena, plan_json.id, PlanSummary(adds=1, has_changes=True))
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When the runner reports the plan
+    status = arena.orchestration.report_plan(run_id, attempt, report)
+    sent = list(requests.operations)
+
+    # Then the run moved with its plan evidence after one read of the run with its
+    # attempt (and the query for the attempt's sessions to revoke), in one write
+    assert status == "plan_complete"
+    assert run_parts.require(run_id, "plan").state == "committed"
+    assert sent == ["BatchGetItem", "Query", "TransactWriteItems"]

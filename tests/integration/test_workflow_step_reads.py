@@ -7,7 +7,14 @@ import pytest
 
 from runplane.domain.runner_reports import Failed
 from runplane.store import run_parts
-from tests.integration.arena import Arena, awaiting_approval, plan_complete, to_apply_sandbox
+from runplane.services.launch_controls import Controls
+from tests.integration.arena import (
+    Arena,
+    awaiting_approval,
+    created,
+    plan_complete,
+    to_apply_sandbox,
+)
 from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
@@ -46,17 +53,59 @@ def test_the_approval_steps_read_their_run_and_parts_together(
     arena.orchestration.evaluate_policy(run_id)
     requests = DynamoDBRequests(monkeypatch)
 
-    # When approval is requested and its wait starts
-    arena.orchestration.request_approval(run_id)
+    # When approval is requested (given the run's scope, as the workflow gives it) and
+    # its wait starts
+    arena.orchestration.request_approval(run_id, arena.scope_of(run_id))
     waiting = arena.orchestration.wait_for_approval(run_id, "token-approval")
     sent = list(requests.operations)
 
     # Then the run awaits approval with the wait's token stored
     assert waiting == {"waiting": True}
     assert run_parts.require(run_id, "approval").token == "token-approval"
-    # And each step read its run with the parts it needs in one request; the request
-    # step read the workspace (its approval window) besides
-    assert reads(sent) == ["BatchGetItem", "GetItem", "BatchGetItem"]
+    # And each step read its run with the parts it needs in one request, the request
+    # step with the workspace (its approval window) in the same one
+    assert reads(sent) == ["BatchGetItem", "BatchGetItem"]
+
+
+def test_the_writer_step_reads_its_run_and_workspace_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queued run on a free workspace
+    _, run_id = created(arena, "writer-step-reads")
+    arena.orchestration.queue(run_id)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it waits for the writer reservation, given the run's scope
+    waited = arena.orchestration.wait_for_writer(run_id, "token-writer", arena.scope_of(run_id))
+    sent = list(requests.operations)
+
+    # Then it holds the reservation, after one read of the run with its workspace
+    assert waited["held"] is True
+    assert reads(sent) == ["BatchGetItem"]
+    assert arena.workflow.resumed[-1] == "token-writer"
+
+
+def test_a_plan_start_reads_its_run_workspace_and_launch_controls_together(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run holding its workspace's writer reservation, and launch controls set
+    # for its organization (the platform's are not set: absent means allowed)
+    _, run_id = created(arena, "plan-start-reads")
+    scope = arena.scope_of(run_id)
+    arena.orchestration.queue(run_id)
+    arena.orchestration.wait_for_writer(run_id, "token-writer", scope)
+    controls = arena.orchestration._launch_controls  # the arena's own instance
+    controls.set(arena.admin, "organization", Controls(max_sandboxes=5))
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When its plan sandbox starts
+    started = arena.orchestration.start_runner(run_id, "plan", "token-plan", scope)
+    sent = list(requests.operations)
+
+    # Then it is planning on the state its workspace held, after one read
+    assert started["replayed"] is False
+    assert arena.stack.lifecycle.runs.get(run_id).status.value == "planning"
+    assert reads(sent) == ["BatchGetItem"]
 
 
 def test_an_apply_result_reads_its_run_attempt_and_record_together(

@@ -30,7 +30,15 @@ LAMBDA_CALLBACK = "arn:aws:states:::lambda:invoke.waitForTaskToken"
 PLACEHOLDER = re.compile(r"^\$\{(?P<name>[A-Za-z][A-Za-z0-9]*)FunctionArn\}$")
 TERMINAL_TYPES = {"Succeed", "Fail"}
 PARAMETER_KEYS = {"FunctionName", "Payload"}
-PAYLOAD_KEYS = {"run_id", "run_id.$", "phase", "token.$", "error.$"}
+PAYLOAD_KEYS = {
+    "run_id",
+    "run_id.$",
+    "organization_id.$",
+    "workspace_id.$",
+    "phase",
+    "token.$",
+    "error.$",
+}
 RUNNER_HANDLER = "StartRunner"
 RUNNER_AUTHORITY_SECONDS = 4 * 60 * 60
 MAX_RETRY_ATTEMPTS = 5

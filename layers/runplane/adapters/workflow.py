@@ -20,9 +20,14 @@ class Workflow:
         self._sfn = client
         self._arn = state_machine_arn
 
-    def start(self, run_id: str) -> None:
-        """Start the run's execution, named by the run ID (so a retry cannot start two)."""
-        self.start_named(run_id, {"run_id": run_id})
+    def start(self, run_id: str, *, organization_id: str, workspace_id: str) -> None:
+        """Start the run's execution, named by the run ID (so a retry cannot start two).
+        Its input names the run's organization and workspace too (neither ever changes),
+        so a step can read what it needs of them with the run."""
+        self.start_named(
+            run_id,
+            {"run_id": run_id, "organization_id": organization_id, "workspace_id": workspace_id},
+        )
 
     def start_named(self, name: str, ids: Mapping[str, str]) -> None:
         """Start an execution named ``name`` (idempotent on it) whose input is ``ids``:

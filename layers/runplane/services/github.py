@@ -470,7 +470,7 @@ class GitHubSources:
             # The crashed try may have stopped before starting the run's workflow. The
             # execution is named by the run ID: Step Functions starts it at most once.
             if run.status is RunStatus.DISPATCH_PENDING:
-                self._runs.start_workflow(run.id)
+                self._runs.start_workflow(run)
             return run.id
 
     def fail(self, source_id: str, error: str) -> dict[str, Any]:

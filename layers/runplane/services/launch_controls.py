@@ -75,6 +75,11 @@ class LaunchControls:
         self._region = region
         self._policy_runtime = policy_runtime
 
+    @staticmethod
+    def scopes(organization_id: str) -> list[str]:
+        """The scopes whose controls a launch for ``organization_id`` reads."""
+        return [GLOBAL, organization_id]
+
     def check(
         self, organization_id: str, runner_release: str, *, capacity: bool = True
     ) -> Clearance:
@@ -84,7 +89,7 @@ class LaunchControls:
         run); a sandbox start instead takes a slot with the returned clearance, or
         waits for one.
         """
-        scopes = {GLOBAL: "platform", organization_id: "organization"}
+        scopes = dict(zip(self.scopes(organization_id), ("platform", "organization"), strict=True))
         try:
             # Every scope's controls (and counts) in one consistent request.
             items, running = controls_store.read(list(scopes), counts=capacity)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from runplane.domain.clock import Clock
     from runplane.domain.entities import Run
     from runplane.domain.ids import IdGenerator
+    from runplane.domain.run_scope import RunScope
     from runplane.domain.runner_reports import RunnerReport
     from runplane.services.capabilities import Capabilities
     from runplane.services.launch_controls import LaunchControls
@@ -87,11 +88,15 @@ class Orchestration:
     def queue(self, run_id: str) -> dict[str, Any]:
         return self.steps.queue(run_id)
 
-    def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
-        return self.steps.wait_for_writer(run_id, token)
+    def wait_for_writer(
+        self, run_id: str, token: str, scope: RunScope | None = None
+    ) -> dict[str, Any]:
+        return self.steps.wait_for_writer(run_id, token, scope)
 
-    def start_runner(self, run_id: str, phase: str, token: str) -> dict[str, Any]:
-        return self.start.start_runner(run_id, phase, token)
+    def start_runner(
+        self, run_id: str, phase: str, token: str, scope: RunScope | None = None
+    ) -> dict[str, Any]:
+        return self.start.start_runner(run_id, phase, token, scope)
 
     def evaluate_policy(self, run_id: str) -> dict[str, Any]:
         return self.steps.evaluate_policy(run_id)
@@ -99,8 +104,8 @@ class Orchestration:
     def finish_plan(self, run_id: str) -> dict[str, Any]:
         return self.steps.finish_plan(run_id)
 
-    def request_approval(self, run_id: str) -> dict[str, Any]:
-        return self.steps.request_approval(run_id)
+    def request_approval(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
+        return self.steps.request_approval(run_id, scope)
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
         return self.steps.wait_for_approval(run_id, token)

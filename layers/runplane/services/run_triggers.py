@@ -273,8 +273,11 @@ class RunTriggers:
 
     def _ensure_started(self, run_id: str) -> str:
         """An earlier try created the run; its workflow start may be what failed."""
-        if self._repository.get(run_id).status is RunStatus.DISPATCH_PENDING:
-            self._workflow.start(run_id)
+        run = self._repository.get(run_id)
+        if run.status is RunStatus.DISPATCH_PENDING:
+            self._workflow.start(
+                run.id, organization_id=run.organization_id, workspace_id=run.workspace_id
+            )
         return run_id
 
     def _latest_configuration(self, workspace: Workspace) -> str | None:

@@ -61,8 +61,8 @@ class RunnerReports(WorkflowService):
     def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
         """Commit a plan attempt's authenticated result and resume the workflow."""
         check_phase(report, Phase.PLAN)
-        run = self._lifecycle.runs.get(run_id)
-        attempt = run_parts.require(run.id, attempt_part(Phase.PLAN))
+        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.PLAN)])
+        attempt = run_batch.require(parts, run.id, attempt_part(Phase.PLAN))
         if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
         if run.status is not S.PLANNING:

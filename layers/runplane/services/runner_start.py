@@ -26,6 +26,7 @@ from runplane.domain.parts import (
     AttemptState,
     PlanEvidence,
 )
+from runplane.domain.run_scope import RunScope
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
@@ -39,13 +40,21 @@ from runplane.store.transaction import Transaction
 class RunnerStart(WorkflowService):
     """The workflow task that launches a runner sandbox for a phase."""
 
-    def start_runner(self, run_id: str, phase: str, token: str) -> dict[str, Any]:
+    def start_runner(
+        self, run_id: str, phase: str, token: str, scope: RunScope | None = None
+    ) -> dict[str, Any]:
         """Start a runner phase: record the attempt with the wait's token, mint its
         capabilities, launch the sandbox. A retry of the same phase stores the new
-        token and does not start a second sandbox."""
+        token and does not start a second sandbox. With the run's ``scope``, the run
+        and its parts, its workspace and its launch controls are one read."""
         stage = Phase(phase)
         # The run, its attempt and the inputs a start needs, in one consistent read.
         needed = [attempt_part(stage), "input", *(["plan"] if stage is Phase.APPLY else [])]
+        controls = self._launch_controls.scopes(scope.organization_id) if scope else []
+        with self._reading_ahead(run_id, scope, needed, workspace=True, control_scopes=controls):
+            return self._start(run_id, stage, needed, token)
+
+    def _start(self, run_id: str, stage: Phase, needed: list[str], token: str) -> dict[str, Any]:
         run, parts = run_batch.run_and_parts(run_id, needed)
         if run.status.is_terminal:
             raise RunEnded(run.id, run.status)

@@ -307,15 +307,17 @@ class Runs:
             if variables_artifact is not None:
                 self._artifacts.discard(variables_artifact)
             raise
-        self.start_workflow(run.id)
+        self.start_workflow(run)
         return run
 
-    def start_workflow(self, run_id: str) -> None:
+    def start_workflow(self, run: Run) -> None:
         """Start the run's execution. A failed dispatch leaves the run dispatch_pending;
         starting again is safe: the execution is named by the run ID, and Step Functions
         answers a second start of that name with the first execution (or
         ExecutionAlreadyExists once it closed, which the adapter treats as started)."""
-        self._workflow.start(run_id)
+        self._workflow.start(
+            run.id, organization_id=run.organization_id, workspace_id=run.workspace_id
+        )
 
     def get(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)

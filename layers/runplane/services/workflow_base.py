@@ -8,7 +8,8 @@ same collaborators, and services/orchestration.py composes them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator
 from runplane.domain.run import RunStatus
+from runplane.domain.run_scope import RunScope
 from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.writer import hand_off
@@ -100,6 +102,27 @@ class WorkflowService:
     def _active(self, run_id: str) -> Run:
         """The run, if it has not ended; a step of an ended run ends the workflow."""
         return _unended(self._lifecycle.runs.get(run_id))
+
+    @staticmethod
+    def _reading_ahead(
+        run_id: str,
+        scope: RunScope | None,
+        parts: Iterable[str] = (),
+        *,
+        workspace: bool = False,
+        control_scopes: Sequence[str] = (),
+    ) -> AbstractContextManager[None]:
+        """With the run's ``scope`` (from its execution input), read the run, its
+        ``parts``, its workspace and launch controls at once, for the step's first reads
+        of each (``run_batch.reading_ahead``); without one, each is read when asked."""
+        if scope is None:
+            return nullcontext()
+        return run_batch.reading_ahead(
+            run_id,
+            parts,
+            workspace_id=scope.workspace_id if workspace else None,
+            control_scopes=control_scopes,
+        )
 
     @staticmethod
     def _active_with(run_id: str, parts: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:

@@ -29,6 +29,7 @@ from runplane.domain.parts import (
     PolicyCheck,
     check_move,
 )
+from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
@@ -52,10 +53,13 @@ class WorkflowSteps(WorkflowService):
             "runner_heartbeat_seconds": int(self._timing.runner_heartbeat.total_seconds()),
         }
 
-    def wait_for_writer(self, run_id: str, token: str) -> dict[str, Any]:
+    def wait_for_writer(
+        self, run_id: str, token: str, scope: RunScope | None = None
+    ) -> dict[str, Any]:
         """Take the writer reservation or queue for it; the token resumes the wait."""
-        run = self._active(run_id)
-        reservation = self._lifecycle.writer.reserve(run, token)
+        with self._reading_ahead(run_id, scope, workspace=True):
+            run = self._active(run_id)
+            reservation = self._lifecycle.writer.reserve(run, token)
         if reservation.held:
             self._workflow.resume(token, {"held": True})
         return {"held": reservation.held, "position": reservation.position}
@@ -130,7 +134,11 @@ class WorkflowSteps(WorkflowService):
                 drift.log_finding(found)
         return {"status": self._lifecycle.runs.get(run_id).status.value}
 
-    def request_approval(self, run_id: str) -> dict[str, Any]:
+    def request_approval(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
+        with self._reading_ahead(run_id, scope, ["policy", "plan"], workspace=True):
+            return self._request_approval(run_id)
+
+    def _request_approval(self, run_id: str) -> dict[str, Any]:
         run, parts = self._active_with(run_id, ["policy", "plan"])
         if run.status is S.POLICY_PASSED:
             now = self._clock.now()

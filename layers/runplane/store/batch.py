@@ -22,15 +22,16 @@ _ATTEMPTS = 5
 def get_many(keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
     """The raw items found for ``keys`` (absent keys are missing from the result).
 
-    Items this request's authentication already read are taken from it
-    (``prefetch``); only the others are asked for, and none if there are none."""
+    Items this request already read (``prefetch``: with its authentication, or ahead
+    of a workflow step) are taken from it, found or absent; only the others are asked
+    for, and none if there are none."""
     found: dict[Key, dict[str, Any]] = {}
     missing: list[Key] = []
     for key in dict.fromkeys(keys):
-        raw = prefetch.take(key)
-        if raw is None:
+        known, raw = prefetch.take_known(key)
+        if not known:
             missing.append(key)
-        else:
+        elif raw is not None:
             found[key] = raw
     if not missing:
         return found

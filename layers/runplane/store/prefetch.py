@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -33,10 +33,17 @@ _served: ContextVar[dict[Key, RawItem] | None] = ContextVar("prefetched", defaul
 
 def take(key: Key) -> RawItem | None:
     """The prefetched raw item of ``key``, once; None if there is none (read it)."""
+    return take_known(key)[1]
+
+
+def take_known(key: Key) -> tuple[bool, RawItem | None]:
+    """``(True, item)`` if ``key`` was read ahead, once: its raw item, or None if it was
+    read and found absent; ``(False, None)`` if it was not (read it)."""
     items = _served.get()
-    if not items:
-        return None
-    return items.pop(key, None)
+    if not items or key not in items:
+        return False, None
+    # An absent item is kept as an empty one: every item has its keys.
+    return True, items.pop(key) or None
 
 
 def forget() -> None:
@@ -47,9 +54,10 @@ def forget() -> None:
 
 
 @contextmanager
-def serving(items: Mapping[Key, RawItem]) -> Iterator[None]:
-    """Serve ``items`` to the reads made inside the block (this request's)."""
-    token = _served.set(dict(items))
+def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
+    """Serve ``items``, and the absence of ``absent``, to the reads made inside the block
+    (this request's). Only a batch read is served an absence; a single read asks."""
+    token = _served.set({**{key: {} for key in absent}, **items})
     try:
         yield
     finally:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
-from runplane.store import artifacts, batch, run_parts
+from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.artifacts import ArtifactRecord
-from runplane.store.models import RunItem, artifact_key, run_key, run_part_key
+from runplane.store.models import (
+    RunItem,
+    artifact_key,
+    launch_controls_key,
+    run_key,
+    run_part_key,
+    workspace_key,
+)
 from runplane.store.run_parts import RunPart
 from runplane.store.runs import to_run
 
@@ -49,3 +57,26 @@ def require(parts: dict[str, RunPart | None], run_id: str, name: str) -> RunPart
     if part is None:
         raise NotFound(f"{name} of run", run_id)
     return part
+
+
+@contextmanager
+def reading_ahead(
+    run_id: str,
+    names: Iterable[str],
+    *,
+    workspace_id: str | None = None,
+    control_scopes: Sequence[str] = (),
+) -> Iterator[None]:
+    """Read the run, its parts ``names``, the workspace and the launch controls of
+    ``control_scopes`` in one consistent request, and serve each (found or absent) to
+    the block's first read of it (``prefetch``: once each, and none after a write).
+
+    A key the block never reads costs nothing more; one it reads under another ID (a
+    workspace that is not the run's) is read as it would have been."""
+    keys = [run_key(run_id), *(run_part_key(run_id, name) for name in names)]
+    if workspace_id is not None:
+        keys.append(workspace_key(workspace_id))
+    keys += [launch_controls_key(scope) for scope in control_scopes]
+    found = batch.get_many(keys)
+    with prefetch.serving(found, absent=[key for key in keys if key not in found]):
+        yield
