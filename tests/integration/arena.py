@@ -17,8 +17,8 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.plan_summary import PlanSummary
-from runplane.domain.run_scope import RunScope
 from runplane.domain.run import RunKind
+from runplane.domain.run_scope import RunScope
 from runplane.domain.runner_reports import Planned
 from runplane.services.orchestration import Orchestration
 from runplane.services.policy import Policies

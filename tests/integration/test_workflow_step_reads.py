@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runplane.domain.runner_reports import Failed
-from runplane.store import run_parts
 from runplane.services.launch_controls import Controls
+from runplane.store import run_parts
 from tests.integration.arena import (
     Arena,
     awaiting_approval,
@@ -37,10 +37,11 @@ def test_the_policy_step_reads_its_run_and_parts_together(
     assert outcome == {"next": "approval"}
     assert arena.stack.lifecycle.runs.get(run_id).status.value == "policy_passed"
     assert run_parts.require(run_id, "policy").state == "passed"
-    # And it read the run with its plan, policy and apply parts in one request, the run
-    # again after its first move (a cancel in between must stop it), then the plan
-    # JSON's artifact, the workspace and the attached policy sets: nothing twice
-    assert reads(sent) == ["BatchGetItem", "GetItem", "GetItem", "GetItem", "Query"]
+    # And it read the run with its plan, policy and apply parts in one request; after
+    # its first move, the run again (a cancel in between must stop it) with the plan
+    # JSON's artifact record and the workspace in one more; then the attached policy
+    # sets: nothing twice
+    assert reads(sent) == ["BatchGetItem", "BatchGetItem", "Query"]
     # And wrote its two moves and the bind
     assert sent.count("TransactWriteItems") == 3
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from runplane.domain.capabilities import Phase
+from runplane.domain.entities import Run
 from runplane.domain.errors import (
     ConcurrentChange,
     TransitionRejected,
@@ -29,6 +30,7 @@ from runplane.domain.parts import (
     PolicyCheck,
     check_move,
 )
+from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
@@ -72,15 +74,24 @@ class WorkflowSteps(WorkflowService):
         digest that no longer matches fails closed.
         """
         run, parts = self._active_with(run_id, ["plan", "policy", "apply"])
+        plan = run_batch.require(parts, run.id, "plan")
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             # Read again: a cancel that commits now must stop the evaluation's writes.
             # (The parts read with it stay as they were: each write below is
-            # conditioned on the state it read.)
-            run = self._lifecycle.runs.get(run_id)
-        if run.status is S.POLICY_EVALUATING:
-            plan = run_batch.require(parts, run.id, "plan")
-            policy_inputs = self._policies.policy_inputs(run, plan)
+            # conditioned on the state it read.) What evaluating reads first, the plan
+            # JSON's record and the workspace, comes in the same request.
+            with run_batch.reading_ahead(
+                run_id,
+                (),
+                workspace_id=run.workspace_id,
+                artifact_ids=[PlanEvidence.from_body(plan.body).plan_json_artifact_id],
+            ):
+                run = self._lifecycle.runs.get(run_id)
+                policy_inputs = self._evaluating(run, plan)
+        else:
+            policy_inputs = self._evaluating(run, plan)
+        if policy_inputs is not None:
             digest = policy_inputs.digest("runplane")
             check = run_batch.require(parts, run.id, "policy")
             if check.state == RESERVED:
@@ -104,6 +115,12 @@ class WorkflowSteps(WorkflowService):
             run = moved.run
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
+
+    def _evaluating(self, run: Run, plan: run_parts.RunPart) -> PolicyInputs | None:
+        """The policy inputs of a run evaluating its policy; None for a run that is not."""
+        if run.status is not S.POLICY_EVALUATING:
+            return None
+        return self._policies.policy_inputs(run, plan)
 
     def _close_apply_record(self, run_id: str, reason: str) -> Transaction:
         """The pending apply record closed: this run will apply nothing."""

@@ -66,10 +66,12 @@ def reading_ahead(
     *,
     workspace_id: str | None = None,
     control_scopes: Sequence[str] = (),
+    artifact_ids: Sequence[str] = (),
 ) -> Iterator[None]:
-    """Read the run, its parts ``names``, the workspace and the launch controls of
-    ``control_scopes`` in one consistent request, and serve each (found or absent) to
-    the block's first read of it (``prefetch``: once each, and none after a write).
+    """Read the run, its parts ``names``, the workspace, the launch controls of
+    ``control_scopes`` and the records of ``artifact_ids`` in one consistent request,
+    and serve each (found or absent) to the block's first read of it (``prefetch``:
+    once each, and none after a write).
 
     A key the block never reads costs nothing more; one it reads under another ID (a
     workspace that is not the run's) is read as it would have been."""
@@ -77,6 +79,7 @@ def reading_ahead(
     if workspace_id is not None:
         keys.append(workspace_key(workspace_id))
     keys += [launch_controls_key(scope) for scope in control_scopes]
+    keys += [artifact_key(artifact_id) for artifact_id in artifact_ids]
     found = batch.get_many(keys)
     with prefetch.serving(found, absent=[key for key in keys if key not in found]):
         yield
