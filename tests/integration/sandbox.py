@@ -11,18 +11,33 @@ import requests
 from runplane.adapters.envelope import Decryption, Encryption
 from runplane.domain.capabilities import Binding, CapabilityKind, Phase
 from runplane.domain.ids import IdKind
+from runplane.domain.parts import AttemptBody, AttemptState
 from runplane.services.artifacts import DownloadGrant, UploadGrant
+from runplane.services.attempts import attempt_part
 from runplane.services.capabilities import SessionGrant
+from runplane.store import run_parts
 from tests.integration.conftest import Stack
 
 
 def new_binding(stack: Stack, phase: Phase = Phase.PLAN) -> Binding:
-    return Binding(
+    """A binding whose attempt is open, as a workflow's start step leaves it (a session
+    is created only for an open attempt)."""
+    binding = Binding(
         run_id=stack.ids.new(IdKind.RUN),
         attempt_id=stack.ids.new(IdKind.ATTEMPT),
         phase=phase,
         sandbox_id=stack.ids.new(IdKind.SANDBOX),
     )
+    now = stack.clock.now()
+    body = AttemptBody(binding.attempt_id, binding.sandbox_id, phase.value, now.isoformat())
+    run_parts.put(
+        binding.run_id,
+        attempt_part(phase),
+        state=AttemptState.STARTED,
+        body=body.to_body(),
+        now=now,
+    ).commit()
+    return binding
 
 
 def session_for(

@@ -458,3 +458,56 @@ def test_a_runner_reads_its_run_s_pin_once_per_attempt(
     # item says nothing a runner sees: it is not read)
     assert again.id == pinned
     assert requests.operations == ["GetItem"]
+
+
+def test_closing_an_attempt_revokes_the_sessions_it_noted(arena: Arena) -> None:
+    # Given an applying run whose sandbox started its session
+    _, run_id = applying(arena, "noted-session")
+    token = arena.runner_token(run_id, "apply")
+    attempt = run_parts.require(run_id, "attempt#apply")
+    assert attempt.session_keys == {handle_hash(token)}
+
+    # When the attempt closes (its run is canceled)
+    _cancel(arena, run_id)
+
+    # Then the session the attempt noted is revoked
+    assert RunnerSessionItem.get(*session_key(handle_hash(token))).revoked_at is not None
+
+
+def test_a_session_for_an_attempt_that_closed_is_refused_and_writes_nothing(
+    arena: Arena,
+) -> None:
+    # Given a planning run's sandbox holding its bootstrap handle, and its attempt closed
+    # after the handle was read but before it was redeemed (the run was canceled)
+    _, run_id = planning(arena, "late-session")
+    attempt = run_parts.require(run_id, "attempt#plan").body
+    request = arena.launcher.requests[attempt["sandbox_id"]]
+    record = capability_store.get_capability(handle_hash(request.bootstrap))
+    binding = Binding(run_id, attempt["attempt_id"], Phase.PLAN, attempt["sandbox_id"])
+    _cancel(arena, run_id)
+    before = arena.stack.scan()
+
+    # When the session is started from that handle
+    with pytest.raises(SessionRefused, match="attempt has ended"):
+        arena.stack.sessions.start(request.bootstrap, binding, record)
+
+    # Then nothing was written: the handle is not redeemed and no session exists
+    assert arena.stack.scan() == before
+
+
+def test_an_attempt_closed_a_day_after_it_began_closes_without_revoking(
+    arena: Arena,
+) -> None:
+    # Given an applying run whose sandbox started its session, a day ago
+    _, run_id = applying(arena, "day-old-session")
+    token = arena.runner_token(run_id, "apply")
+    arena.stack.clock.advance(timedelta(days=1))
+
+    # When the attempt closes (its session may have expired out of the table by now)
+    _cancel(arena, run_id)
+
+    # Then the close committed without touching the session, refused all the same
+    assert arena.runs.get(arena.admin, run_id).status is S.APPLY_INTERRUPTED
+    assert RunnerSessionItem.get(*session_key(handle_hash(token))).revoked_at is None
+    with pytest.raises(SessionRefused):
+        arena.stack.sessions.authenticate_open(token)

@@ -139,8 +139,8 @@ def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
     status = arena.orchestration.report_plan(run_id, attempt, report)
     sent = list(requests.operations)
 
-    # Then the run moved with its plan evidence after one read of the run with its
-    # attempt (and the query for the attempt's sessions to revoke), in one write
+    # Then the run moved with its plan evidence after one read (the run with its
+    # attempt, which names the sessions to revoke), in one write
     assert status == "plan_complete"
     assert run_parts.require(run_id, "plan").state == "committed"
-    assert sent == ["BatchGetItem", "Query", "TransactWriteItems"]
+    assert sent == ["BatchGetItem", "TransactWriteItems"]

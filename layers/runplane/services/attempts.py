@@ -33,7 +33,9 @@ def close_attempt(
     **evidence: Any,
 ) -> list[Transaction]:
     """Close an attempt exactly once (its current state is the condition), give
-    back the sandbox slots it took and revoke its runner sessions."""
+    back the sandbox slots it took and revoke its runner sessions (those ``attempt``,
+    as read, names: a session started since is refused all the same, its attempt
+    being closed)."""
     check_move(PartKind.ATTEMPT, attempt.state, state)
     closing = run_parts.change(
         run_id,
@@ -48,7 +50,7 @@ def close_attempt(
     return [
         closing,
         *(sandbox_slots.give_back(scope) for scope in body.slots),
-        capability_store.revoke_attempt_sessions(body.attempt_id, now),
+        capability_store.revoke_sessions(attempt.session_keys, now, since=attempt.created_at),
     ]
 
 

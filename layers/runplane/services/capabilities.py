@@ -267,7 +267,18 @@ class RunnerSessions:
             inputs=record.inputs,
             expires_at=now + self._lifetime,
         )
-        redeem.extend([store.create_session(handle_hash(secret), session, now)]).commit()
+        redeem.extend(
+            [
+                store.create_session(handle_hash(secret), session, now),
+                run_parts.note_session(
+                    binding.run_id,
+                    attempt_part(binding.phase),
+                    handle_hash(secret),
+                    now,
+                    on_refused=lambda current: SessionRefused("its attempt has ended"),
+                ),
+            ]
+        ).commit()
         # The sandbox's next call (in this process) can read its attempt with it.
         self._remember(handle_hash(secret), binding)
         return SessionGrant(session, secret)

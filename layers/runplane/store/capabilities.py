@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -247,6 +247,31 @@ def _to_session(item: RunnerSessionItem) -> RunnerSession:
         expires_at=item.valid_until,
         revoked=item.revoked_at is not None,
     )
+
+
+def revoke_sessions(session_keys: Iterable[str], now: datetime, since: datetime) -> Transaction:
+    """Writes revoking the sessions whose items' keys are ``session_keys``, created no
+    earlier than ``since``, to commit with whatever closes their attempt.
+
+    A session's item is kept until a day (``RETENTION``) after its validity ends, so
+    within a day of ``since`` each is surely there. Later, none is revoked: each may
+    have expired out of the table (and a revocation refused for that would refuse the
+    close), and each is refused all the same once its attempt is closed."""
+    revocations = Transaction()
+    if now - since >= RETENTION:
+        return revocations
+    for secret_hash in sorted(session_keys):
+        revocations.update(
+            RunnerSessionItem(*session_key(secret_hash)),
+            # if_not_exists: a revocation that raced this one keeps its instant.
+            [RunnerSessionItem.revoked_at.set(RunnerSessionItem.revoked_at | now)],
+            # Never create a stub item for a session that expired out of the table.
+            condition=RunnerSessionItem.pk.exists(),
+            on_refused=lambda current: ConcurrentChange(
+                "a runner session of the attempt expired meanwhile"
+            ),
+        )
+    return revocations
 
 
 def revoke_attempt_sessions(attempt_id: str, now: datetime) -> Transaction:

@@ -13,6 +13,7 @@ from pynamodb.attributes import (
     NumberAttribute,
     TTLAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
@@ -437,6 +438,9 @@ class RunPartItem(TableItem):
     body = JSONAttribute(default=dict)
     # A workflow task token waiting on this part (attempts, approval): never logged.
     token = UnicodeAttribute(null=True)
+    # An attempt's runner sessions, by their items' keys (hashes, not the secrets): what
+    # the write closing the attempt revokes.
+    session_keys = UnicodeSetAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
 

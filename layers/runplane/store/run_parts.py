@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
-from runplane.domain.parts import AttemptBody, AttemptState, PlanEvidence
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence
 from runplane.store import prefetch
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -27,6 +27,8 @@ class RunPart:
     token: str | None
     created_at: datetime
     updated_at: datetime
+    # An attempt's runner sessions (their items' keys), as ``note_session`` added them.
+    session_keys: frozenset[str] = frozenset()
 
 
 def _to_part(item: RunPartItem) -> RunPart:
@@ -38,6 +40,7 @@ def _to_part(item: RunPartItem) -> RunPart:
         token=item.token,
         created_at=item.created_at,
         updated_at=item.updated_at,
+        session_keys=frozenset(item.session_keys or ()),
     )
 
 
@@ -103,6 +106,20 @@ def put(
         ),
         on_refused=on_refused
         or (lambda current: ConcurrentChange(f"run {run_id} already has its {name}")),
+    )
+
+
+def note_session(
+    run_id: str, name: str, session_key: str, now: datetime, on_refused: OnRefused
+) -> Transaction:
+    """Add a runner session to its attempt ``name``, only while the attempt is open: the
+    write creating the session carries it, so the write closing the attempt knows every
+    session to revoke without searching for them."""
+    return Transaction().update(
+        RunPartItem(*run_part_key(run_id, name)),
+        [RunPartItem.session_keys.add({session_key}), RunPartItem.updated_at.set(now)],
+        condition=RunPartItem.state.is_in(*(str(state) for state in OPEN_ATTEMPT)),
+        on_refused=on_refused,
     )
 
 
