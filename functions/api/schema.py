@@ -475,13 +475,13 @@ def with_runner_report(document: str) -> str:
     to the same fields)."""
     import json
 
-    from runplane.domain.runner_reports import wire_schema
+    from runplane.domain.runner_reports import result_schema
 
     parsed = json.loads(document)
     body = parsed["paths"][RUNNER_RESULT]["post"]["requestBody"]["content"]["application/json"]
     body["schema"] = {
         "title": "RunnerReport",
         "description": "A runner's report of its phase, discriminated by outcome",
-        **wire_schema(),
+        **result_schema(),
     }
     return json.dumps(parsed)

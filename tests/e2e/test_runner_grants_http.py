@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from runplane.domain.runner_reports import Failed
 from runplane.local.gateway import Gateway
 from runplane.runner import main as runner_main
 from runplane.runner.main import Runner
@@ -220,6 +221,68 @@ def test_a_runner_registers_its_uploads_in_one_call_and_falls_back_when_refused(
     assert calls.routes.count(BEGIN_UPLOAD) == 1
     assert f"POST /api/v1/runner/uploads/{second_id}/register" in calls.routes
     assert services.artifacts.read(org_id, second_id) == b"registered on its own\n"
+
+
+RESULT = "POST /api/v1/runner/result"
+
+
+def test_a_result_registers_the_uploads_it_names_before_its_report_is_taken(
+    local: Local, sandbox: Sandbox, calls: Calls, tmp_path: Path
+) -> None:
+    services = local.stack.services
+    assert services is not None
+    # Given an apply runner whose log went up through its grant, not yet registered
+    runner = Runner(sandbox.env, tmp_path)
+    runner.start()
+    [(log_id, _)] = runner.upload_all([("logs", b"with the result\n")], with_result=True)
+    assert not [route for route in calls.routes if route.endswith("/register")]
+
+    # When it reports its phase, though its run is not applying yet
+    with pytest.raises(runner_main.CallFailed) as refused:
+        runner.report(Failed(reason="the engine failed", log_artifact_id=log_id))
+
+    # Then the report was refused (the run moved on: final, sent once) after the log it
+    # names was registered by the same call
+    assert refused.value.status == 409
+    assert calls.routes.count(RESULT) == 1
+    assert not [route for route in calls.routes if route.endswith("/register")]
+    org_id = services.workspaces.organization_id_of(runner.manifest["organization"])
+    assert services.artifacts.read(org_id, log_id) == b"with the result\n"
+
+
+def test_a_result_whose_upload_is_refused_registers_it_afresh_and_names_it(
+    local: Local, sandbox: Sandbox, calls: Calls, tmp_path: Path
+) -> None:
+    services = local.stack.services
+    assert services is not None
+    # Given an apply runner whose upload ticket the control plane refuses (another
+    # session's), its log gone up through the grant
+    first = Runner(sandbox.env, tmp_path / "first")
+    first.start()
+    runner = Runner(sandbox.env, tmp_path / "refused")
+    runner.start()
+    wire = calls.starts[1]["grants"]
+    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
+    runner.grants = runner_main.Grants(wire, received=time.monotonic())
+    [(log_id, _)] = runner.upload_all([("logs", b"registered afresh\n")], with_result=True)
+
+    # When it reports its phase
+    with pytest.raises(runner_main.CallFailed) as refused:
+        runner.report(Failed(reason="the engine failed", log_artifact_id=log_id))
+
+    # Then the result call refused the upload; so did its own register, so the log went
+    # up afresh under a new ID with its own register, and the result was sent again
+    # naming it (and refused as its run is not applying)
+    assert refused.value.status == 409
+    assert calls.routes.count(RESULT) == 2
+    assert calls.routes.count(BEGIN_UPLOAD) == 1
+    registers = [route for route in calls.routes if route.endswith("/register")]
+    assert registers[0] == f"POST /api/v1/runner/uploads/{log_id}/register"
+    fresh_id = registers[1].removeprefix("POST /api/v1/runner/uploads/").removesuffix("/register")
+    assert len(registers) == 2
+    assert fresh_id != log_id
+    org_id = services.workspaces.organization_id_of(runner.manifest["organization"])
+    assert services.artifacts.read(org_id, fresh_id) == b"registered afresh\n"
 
 
 @pytest.mark.parametrize("count", [0, 9])

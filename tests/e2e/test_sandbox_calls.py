@@ -1,6 +1,6 @@
 """What a sandbox calls in a full run with the real engine: the engine reaches the Cloud
 API through the runner's relay, reading each repeatable thing once per phase until it
-writes, and the runner registers a phase's uploads in one call."""
+writes, and the runner registers a phase's uploads with its result."""
 
 from __future__ import annotations
 
@@ -57,9 +57,11 @@ def test_each_phase_reads_its_workspace_and_state_once_until_it_writes(
     assert plan_calls[by_name] == 1
     assert plan_calls[entitlements] == 1
     assert plan_calls[current] == 1
-    # And the plan's runner registered its plan, plan JSON and log in one call
-    assert plan_calls["POST /api/v1/runner/uploads/register"] == 1
-    assert not [c for c in sandbox_calls if c.endswith("/register") and "uploads/register" not in c]
+    # And each phase's runner registered its uploads (the plan, plan JSON and log; the
+    # apply's log) with its result: no register call of their own
+    assert not [call for call in sandbox_calls if call.endswith("/register")]
+    assert plan_calls["POST /api/v1/runner/result"] == 1
+    assert sandbox_calls["POST /api/v1/runner/result"] == 2
     # And the apply's engine read them again once, and its state once more after it locked
     apply_calls = sandbox_calls - plan_calls
     assert apply_calls[by_name] == 1

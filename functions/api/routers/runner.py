@@ -171,5 +171,5 @@ def runner_result(
     body: Annotated[dict[str, Any], Body(description="A runner report (docs/architecture.md)")],
 ) -> Reply:
     # The contract's own reader validates it (one definition, shared with the runner).
-    report = runner_reports.from_wire(body)
-    return json_reply(200, services().runner_api.report(principal(), report))
+    report, uploads = runner_reports.read_result(body)
+    return json_reply(200, services().runner_api.report(principal(), report, uploads))

@@ -25,6 +25,9 @@ from runplane.domain.plan_summary import OUTPUT_ACTIONS, OutputAction, PlanSumma
 MAX_REASON: Final = 2000
 MAX_ID: Final = 200
 MAX_OUTPUTS: Final = 10_000
+# A phase uploads three artifacts at most (plan, plan JSON, log): room to spare.
+MAX_UPLOADS: Final = 8
+MAX_TICKET: Final = 4096
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 
 
@@ -109,6 +112,25 @@ def _wire(report: RunnerReport, **fields: Any) -> dict[str, Any]:
     if report.engine_seconds is not None:
         body["engine_seconds"] = report.engine_seconds
     return {key: value for key, value in body.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class UploadReport:
+    """What a runner says of one upload it asks to register: with its report, or alone."""
+
+    artifact_id: str
+    # What begin-upload returned: it stands in for a record begin-upload did not write.
+    ticket: str = field(repr=False)
+    size: int
+    sha256: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "artifact_id": self.artifact_id,
+            "ticket": self.ticket,
+            "size": self.size,
+            "sha256": self.sha256,
+        }
 
 
 def succeeded(report: RunnerReport) -> bool:
@@ -279,6 +301,37 @@ def from_wire(body: object) -> RunnerReport:
     return report
 
 
+def read_result(body: object) -> tuple[RunnerReport, tuple[UploadReport, ...]]:
+    """A result call's report, and the phase's uploads it asks registered first
+    (``uploads``, optional): each as strictly read as the report."""
+    if not isinstance(body, Mapping):
+        raise InvalidInput("a runner report must be a JSON object", "/")
+    report = {name: value for name, value in body.items() if name != "uploads"}
+    raw = body.get("uploads")
+    if raw is None:
+        return from_wire(report), ()
+    if not isinstance(raw, list) or not 0 < len(raw) <= MAX_UPLOADS:
+        raise InvalidInput(f"uploads must be a list of 1 to {MAX_UPLOADS} uploads", "/uploads")
+    uploads = tuple(_upload(each, f"/uploads/{index}") for index, each in enumerate(raw))
+    if len({upload.artifact_id for upload in uploads}) < len(uploads):
+        raise InvalidInput("each upload may be registered once per call", "/uploads")
+    return from_wire(report), uploads
+
+
+def _upload(raw: object, at: str) -> UploadReport:
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("an upload must be an object", at)
+    fields = _Fields(raw, at)
+    upload = UploadReport(
+        artifact_id=fields.required_text("artifact_id"),
+        ticket=fields.required_text("ticket", limit=MAX_TICKET),
+        size=cast(int, fields.count("size")),
+        sha256=fields.sha256("sha256"),
+    )
+    fields.done()
+    return upload
+
+
 # -- the documented form ------------------------------------------------------------------
 
 
@@ -348,6 +401,30 @@ def wire_schema() -> dict[str, Any]:
         ],
         "discriminator": {"propertyName": "outcome"},
     }
+
+
+def result_schema() -> dict[str, Any]:
+    """``wire_schema`` with the optional ``uploads`` a result call may carry."""
+    upload = _closed(
+        required={
+            "artifact_id": {"type": "string", "minLength": 1, "maxLength": MAX_ID},
+            "ticket": {"type": "string", "minLength": 1, "maxLength": MAX_TICKET},
+            "size": {"type": "integer", "minimum": 0},
+            "sha256": {"type": "string", "pattern": f"^{_SHA256.pattern}$"},
+        },
+        optional={},
+    )
+    uploads = {
+        "type": ["array", "null"],
+        "minItems": 1,
+        "maxItems": MAX_UPLOADS,
+        "items": upload,
+        "description": "The phase's uploads, registered before the report is taken",
+    }
+    schema = wire_schema()
+    for variant in schema["oneOf"]:
+        variant["properties"]["uploads"] = uploads
+    return schema
 
 
 def _closed(

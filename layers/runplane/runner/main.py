@@ -131,6 +131,8 @@ class Runner:
         self.engine_seconds = 0.0
         # The engine's way to the Cloud API (see runner/relay.py), started by ``prepare``.
         self.relay: EngineRelay | None = None
+        # The phase's final uploads, stored and registered with its result (``report``).
+        self.unregistered: list[tuple[str, bytes, _Staged]] = []
 
     # -- transfers ------------------------------------------------------------------------
 
@@ -162,10 +164,13 @@ class Runner:
         grant = self.api.call("POST", "/api/v1/runner/uploads", {"kind": kind})
         return self._upload_with(grant, plaintext, refusable=False)
 
-    def upload_all(self, uploads: list[tuple[str, bytes]]) -> list[tuple[str, str]]:
+    def upload_all(
+        self, uploads: list[tuple[str, bytes]], *, with_result: bool = False
+    ) -> list[tuple[str, str]]:
         """``upload`` for each ``(kind, plaintext)``, registered together in one call when
-        each went up with its session-start grant; otherwise, or if that call is refused,
-        each is registered (or uploaded afresh) on its own, as ``upload`` does."""
+        each went up with its session-start grant (``with_result``: by the result call,
+        see ``report``); otherwise, or if that call is refused, each is registered (or
+        uploaded afresh) on its own, as ``upload`` does."""
         staged: dict[str, _Staged] = {}
         for kind, plaintext in uploads:
             grant = self.grants.upload(kind)
@@ -176,6 +181,9 @@ class Runner:
             except _GrantRefused:
                 break
         else:
+            if with_result:
+                self.unregistered = [(kind, data, staged[kind]) for kind, data in uploads]
+                return [staged[kind].stored() for kind, _ in uploads]
             try:
                 self.api.call(
                     "POST",
@@ -424,7 +432,7 @@ class Runner:
         # if it cannot be stored is the rest delivered, the stream then being all there is.
         self.log.close()
         try:
-            stored = self.upload_all([*others, ("logs", self.log.bytes())])
+            stored = self.upload_all([*others, ("logs", self.log.bytes())], with_result=True)
         except BaseException:
             self._drain_stream()
             raise
@@ -460,10 +468,9 @@ class Runner:
         beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True)
         beat.start()
         try:
-            result = dataclasses.replace(
-                self._outcome(), engine_seconds=round(self.engine_seconds, 3)
+            result = self.report(
+                dataclasses.replace(self._outcome(), engine_seconds=round(self.engine_seconds, 3))
             )
-            self.api.call("POST", "/api/v1/runner/result", result.to_wire())
         finally:
             stop.set()
             self.shipper.close()
@@ -473,6 +480,30 @@ class Runner:
             print(f"runner: {self.phase} ended {result.OUTCOME}: {result.reason}")
             return 1
         return 0
+
+    def report(self, result: RunnerReport) -> RunnerReport:
+        """Send the phase's result with the uploads it names, registered by the same call.
+        If an upload is what that call refused, each is registered (or uploaded afresh,
+        under a new ID) on its own and the result, naming the IDs stored, is sent alone;
+        a refused session or report (the run moved on) is final."""
+        pending, self.unregistered = self.unregistered, []
+        body = result.to_wire()
+        if pending:
+            try:
+                uploads = [staged.registration() for _, _, staged in pending]
+                self.api.call("POST", "/api/v1/runner/result", {**body, "uploads": uploads})
+                return result
+            except CallFailed as refused:
+                if refused.status in _REPORT_REFUSED:
+                    raise
+            stored = {
+                staged.grant["artifact_id"]: self._register_or_upload(staged, kind, data)[0]
+                for kind, data, staged in pending
+            }
+            result = _renamed(result, stored)
+            body = result.to_wire()
+        self.api.call("POST", "/api/v1/runner/result", body)
+        return result
 
     def _heartbeat(self, stop: threading.Event) -> None:
         interval = int(self.env.get("RUNPLANE_HEARTBEAT_SECONDS", DEFAULT_HEARTBEAT_SECONDS))
@@ -484,6 +515,8 @@ class Runner:
 
 
 _TICKET_REFUSED = 403
+# A result call refused for its session or its report: registering again changes nothing.
+_REPORT_REFUSED = {401, 409}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -504,6 +537,17 @@ class _Staged:
 
     def stored(self) -> tuple[str, str]:
         return str(self.grant["artifact_id"]), self.sha256
+
+
+def _renamed(result: RunnerReport, stored: Mapping[str, str]) -> RunnerReport:
+    """``result`` naming each artifact by the ID it was stored under at last."""
+    renames = {
+        name: stored[value]
+        for name, value in vars(result).items()
+        if name.endswith("_artifact_id") and isinstance(value, str) and value in stored
+    }
+    renamed: RunnerReport = dataclasses.replace(result, **renames)  # type: ignore[arg-type]
+    return renamed
 
 
 class _GrantRefused(Exception):

@@ -44,6 +44,7 @@ from runplane.domain.errors import (
     UploadTicketRefused,
 )
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
 from runplane.store.artifact_records import DynamoArtifactRecords
@@ -92,16 +93,6 @@ class UploadGrant:
     data_key: bytes = field(repr=False)
     # Carried back to register: it stands in for a pending record (domain/upload_tickets.py).
     ticket: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class UploadReport:
-    """What a runner says of one upload it asks to register."""
-
-    artifact_id: str
-    ticket: str = field(repr=False)
-    size: int
-    sha256: str
 
 
 @dataclass(frozen=True)

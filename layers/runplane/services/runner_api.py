@@ -219,8 +219,15 @@ class RunnerApi:
         )
         return {"alive": alive}
 
-    def report(self, principal: Principal, report: RunnerReport) -> dict[str, str]:
+    def report(
+        self, principal: Principal, report: RunnerReport, uploads: Sequence[UploadReport] = ()
+    ) -> dict[str, str]:
+        """Take a phase's result; ``uploads`` (the phase's artifacts) are registered first,
+        as ``register_all`` registers them: a report refused after that leaves them
+        registered, as a register call before it would have."""
         session = session_of(principal)
+        if uploads:
+            self._transfers.register_all(session, uploads)
         binding = session.binding
         if binding.phase is Phase.PLAN:
             status = self._orchestration.report_plan(binding.run_id, binding.attempt_id, report)

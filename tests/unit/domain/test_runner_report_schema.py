@@ -10,7 +10,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from runplane.domain.errors import InvalidInput
-from runplane.domain.runner_reports import RunnerReport, from_wire, wire_schema
+from runplane.domain.runner_reports import RunnerReport, from_wire, result_schema, wire_schema
 from tests.unit.domain.test_runner_reports import PLANNED, VARIANTS
 
 SCHEMA = wire_schema()
@@ -99,10 +99,15 @@ def test_the_served_document_describes_the_report_with_this_schema() -> None:
     from functions.api.app import build_app
 
     document = json.loads(oas.with_runner_report(build_app().get_openapi_json_schema()))
-    # Then the runner result's body is the wire schema, and a refusal is a documented 422
+    # Then the runner result's body is the wire schema with the uploads a result may
+    # carry, and a refusal is a documented 422
     operation = document["paths"]["/api/v1/runner/result"]["post"]
     served = operation["requestBody"]["content"]["application/json"]["schema"]
-    assert served["oneOf"] == SCHEMA["oneOf"]
+    assert served["oneOf"] == result_schema()["oneOf"]
+    for variant, report in zip(served["oneOf"], SCHEMA["oneOf"], strict=True):
+        assert {**report["properties"], "uploads": variant["properties"]["uploads"]} == (
+            variant["properties"]
+        )
     assert "422" in operation["responses"]
 
 
