@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from runplane.domain.errors import NotFound
 from runplane.domain.runner_reports import Failed
 from runplane.local.gateway import Gateway
 from runplane.runner import main as runner_main
@@ -226,7 +227,7 @@ def test_a_runner_registers_its_uploads_in_one_call_and_falls_back_when_refused(
 RESULT = "POST /api/v1/runner/result"
 
 
-def test_a_result_registers_the_uploads_it_names_before_its_report_is_taken(
+def test_a_result_registers_the_uploads_it_names_only_with_its_report(
     local: Local, sandbox: Sandbox, calls: Calls, tmp_path: Path
 ) -> None:
     services = local.stack.services
@@ -241,13 +242,14 @@ def test_a_result_registers_the_uploads_it_names_before_its_report_is_taken(
     with pytest.raises(runner_main.CallFailed) as refused:
         runner.report(Failed(reason="the engine failed", log_artifact_id=log_id))
 
-    # Then the report was refused (the run moved on: final, sent once) after the log it
-    # names was registered by the same call
+    # Then the report was refused (the run moved on: final, sent once), and the log it
+    # names is not registered either: the call wrote nothing
     assert refused.value.status == 409
     assert calls.routes.count(RESULT) == 1
     assert not [route for route in calls.routes if route.endswith("/register")]
     org_id = services.workspaces.organization_id_of(runner.manifest["organization"])
-    assert services.artifacts.read(org_id, log_id) == b"with the result\n"
+    with pytest.raises(NotFound):
+        services.artifacts.read(org_id, log_id)
 
 
 def test_a_result_whose_upload_is_refused_registers_it_afresh_and_names_it(

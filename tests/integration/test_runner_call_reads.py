@@ -3,11 +3,17 @@ back in one consistent request (they share the run's partition)."""
 
 from __future__ import annotations
 
-import pytest
+import base64
+from typing import Any
 
+import pytest
+import requests as http
+
+from runplane.adapters.envelope import Encryption
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.plan_summary import PlanSummary
-from runplane.store import run_parts
+from runplane.domain.runner_reports import Planned, UploadReport
+from runplane.store import prefetch, run_parts
 from tests.integration.arena import (
     Arena,
     applying,
@@ -144,3 +150,59 @@ def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
     assert status == "plan_complete"
     assert run_parts.require(run_id, "plan").state == "committed"
     assert sent == ["BatchGetItem", "TransactWriteItems"]
+
+
+def test_a_plan_result_with_its_uploads_takes_them_in_its_one_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a planning run's sandbox that put its plan, plan JSON and log through the
+    # upload grants its session start handed over, and has made a call before
+    _, run_id = planning(arena, "plan-result-uploads")
+    attempt = run_parts.require(run_id, "attempt#plan").body
+    started = arena.runner_api.start(
+        arena.launcher.requests[attempt["sandbox_id"]].bootstrap,
+        run_id=run_id,
+        attempt_id=attempt["attempt_id"],
+        phase="plan",
+        sandbox_id=attempt["sandbox_id"],
+    )
+    bodies = {"plan": b"plan", "plan_json": show_json(("one", ["create"])), "logs": b"log\n"}
+    uploads = {
+        kind: put_through(started["grants"]["uploads"][kind], bodies[kind]) for kind in bodies
+    }
+    authorization = f"Bearer {started['token']}"
+    arena.stack.identity.authenticate_request(authorization)
+    report = Planned(
+        summary=PlanSummary(adds=1, has_changes=True),
+        plan_artifact_id=uploads["plan"].artifact_id,
+        plan_sha256=uploads["plan"].sha256,
+        plan_json_artifact_id=uploads["plan_json"].artifact_id,
+        plan_json_sha256=uploads["plan_json"].sha256,
+        log_artifact_id=uploads["logs"].artifact_id,
+    )
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it reports its plan with those uploads, authenticated as the run API does
+    principal, read = arena.stack.identity.authenticate_request(authorization)
+    with prefetch.serving(read):
+        status = arena.runner_api.report(principal, report, list(uploads.values()))
+    sent = list(requests.operations)
+
+    # Then the run moved with its plan, and every upload reads back
+    assert status == {"status": "plan_complete"}
+    for kind, upload in uploads.items():
+        assert arena.stack.artifacts.read(arena.org.id, upload.artifact_id) == bodies[kind]
+    # And the call read once (its authentication, which brought the run and its attempt)
+    # and wrote once: the uploads' records with the plan and the run's move
+    assert sent == ["BatchGetItem", "TransactWriteItems"]
+
+
+def put_through(grant: dict[str, Any], plaintext: bytes) -> UploadReport:
+    """Encrypt ``plaintext`` under an upload grant (its wire form) and put it to its URL,
+    as the runner does: what the runner then reports of it."""
+    key = base64.b64decode(grant["data_key"])
+    encryption = Encryption(key, grant["artifact_id"], limit=grant["max_size"])
+    body = b"".join(encryption.stream([plaintext]))
+    http.put(grant["url"], data=body, timeout=30).raise_for_status()
+    assert encryption.sha256 is not None
+    return UploadReport(grant["artifact_id"], grant["ticket"], encryption.size, encryption.sha256)

@@ -47,7 +47,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
-from runplane.store.artifact_records import DynamoArtifactRecords
+from runplane.store.artifact_records import DynamoArtifactRecords, registration_writes
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
@@ -362,12 +362,23 @@ class SandboxTransfers(_ArtifactAccess):
         """``register`` for several uploads of one session, written in one transaction:
         each is checked as ``register`` checks it (a failed check deletes that upload's
         object and refuses them all), then all are written or none."""
+        registered = self._all_checked(session, uploads)
+        self._records.register_all(registered, self._clock.now())
+        return [record.artifact for record in registered]
+
+    def registration(self, session: RunnerSession, uploads: Sequence[UploadReport]) -> Transaction:
+        """``register_all``'s checks, its writes left for the caller to commit with what
+        refers to the uploads (a runner's result): registered only if that commits. The
+        writes are the store's own, as ``ArtifactStore.put``'s ``together``."""
+        return registration_writes(self._all_checked(session, uploads), self._clock.now())
+
+    def _all_checked(
+        self, session: RunnerSession, uploads: Sequence[UploadReport]
+    ) -> list[ArtifactRecord]:
         ids = [upload.artifact_id for upload in uploads]
         if len(set(ids)) < len(ids):
             raise InvalidInput("each upload may be registered once per call", "/uploads")
-        registered = [self._checked(session, upload) for upload in uploads]
-        self._records.register_all(registered, self._clock.now())
-        return [record.artifact for record in registered]
+        return [self._checked(session, upload) for upload in uploads]
 
     def _checked(self, session: RunnerSession, report: UploadReport) -> ArtifactRecord:
         """The record ``register`` writes, once the ticket and the object check out."""

@@ -121,8 +121,14 @@ class Orchestration:
     def heartbeat(self, run_id: str, phase: Phase, attempt_id: str) -> bool:
         return self.reports.heartbeat(run_id, phase, attempt_id)
 
-    def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
-        return self.reports.report_plan(run_id, attempt_id, report)
+    def report_plan(
+        self,
+        run_id: str,
+        attempt_id: str,
+        report: RunnerReport,
+        registered: Transaction | None = None,
+    ) -> str:
+        return self.reports.report_plan(run_id, attempt_id, report, registered)
 
     def apply_start_writes(
         self,
@@ -132,5 +138,11 @@ class Orchestration:
     ) -> Transaction:
         return self.reports.apply_start_writes(run_id, attempt_id, read)
 
-    def report_apply(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
-        return self.reports.report_apply(run_id, attempt_id, report)
+    def report_apply(
+        self,
+        run_id: str,
+        attempt_id: str,
+        report: RunnerReport,
+        registered: Transaction | None = None,
+    ) -> str:
+        return self.reports.report_apply(run_id, attempt_id, report, registered)

@@ -222,17 +222,17 @@ class RunnerApi:
     def report(
         self, principal: Principal, report: RunnerReport, uploads: Sequence[UploadReport] = ()
     ) -> dict[str, str]:
-        """Take a phase's result; ``uploads`` (the phase's artifacts) are registered first,
-        as ``register_all`` registers them: a report refused after that leaves them
-        registered, as a register call before it would have."""
+        """Take a phase's result; ``uploads`` (the phase's artifacts) are checked as
+        ``register_all`` checks them and registered in the write that takes the report:
+        both, or neither."""
         session = session_of(principal)
-        if uploads:
-            self._transfers.register_all(session, uploads)
+        registered = self._transfers.registration(session, uploads) if uploads else None
         binding = session.binding
+        run_id, attempt_id = binding.run_id, binding.attempt_id
         if binding.phase is Phase.PLAN:
-            status = self._orchestration.report_plan(binding.run_id, binding.attempt_id, report)
+            status = self._orchestration.report_plan(run_id, attempt_id, report, registered)
         else:
-            status = self._orchestration.report_apply(binding.run_id, binding.attempt_id, report)
+            status = self._orchestration.report_apply(run_id, attempt_id, report, registered)
         return {"status": status}
 
 

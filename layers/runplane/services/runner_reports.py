@@ -58,8 +58,16 @@ class RunnerReports(WorkflowService):
             return False
         return self._workflow.heartbeat(attempt.token)
 
-    def report_plan(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
-        """Commit a plan attempt's authenticated result and resume the workflow."""
+    def report_plan(
+        self,
+        run_id: str,
+        attempt_id: str,
+        report: RunnerReport,
+        registered: Transaction | None = None,
+    ) -> str:
+        """Commit a plan attempt's authenticated result and resume the workflow.
+        ``registered``: the writes registering the uploads the report names, committed
+        with it."""
         check_phase(report, Phase.PLAN)
         run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.PLAN)])
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.PLAN))
@@ -94,6 +102,7 @@ class RunnerReports(WorkflowService):
             )
             writes = [
                 done,
+                *([registered] if registered else []),
                 run_parts.put(
                     run.id,
                     "plan",
@@ -137,7 +146,7 @@ class RunnerReports(WorkflowService):
                 target,
                 actor=f"runner:{attempt_id}",
                 reason=report.reason[:200],
-                extra_writes=[done],
+                extra_writes=[done, *([registered] if registered else [])],
             )
             self._hand_off(moved)
         if attempt.token:
@@ -173,9 +182,16 @@ class RunnerReports(WorkflowService):
         )
         return writes
 
-    def report_apply(self, run_id: str, attempt_id: str, report: RunnerReport) -> str:
+    def report_apply(
+        self,
+        run_id: str,
+        attempt_id: str,
+        report: RunnerReport,
+        registered: Transaction | None = None,
+    ) -> str:
         """Commit an apply result. Success needs a confirmed publication: the current
-        state must carry this run's exact attempt, sandbox, lock and fence."""
+        state must carry this run's exact attempt, sandbox, lock and fence.
+        ``registered``: as ``report_plan``'s."""
         check_phase(report, Phase.APPLY)
         run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY), "apply"])
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
@@ -221,6 +237,7 @@ class RunnerReports(WorkflowService):
                 },
                 now=now,
             ),
+            *([registered] if registered else []),
         ]
         # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
         apply_lock = ApplyLock(

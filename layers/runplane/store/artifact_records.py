@@ -40,18 +40,24 @@ class DynamoArtifactRecords:
         ).commit()
 
     def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None:
-        Transaction().extend(
-            store.put_registered(
-                record.artifact,
-                object_key=record.object_key,
-                wrapped_key=record.wrapped_key,
-                chunk_size=record.chunk_size,
-                etag=record.etag or "",
-                session_id=record.session_id,
-                registered_at=registered_at,
-            )
-            for record in records
-        ).commit()
+        registration_writes(records, registered_at).commit()
 
     def discard(self, artifact_id: str) -> None:
         store.delete(artifact_id).commit()
+
+
+def registration_writes(records: Sequence[ArtifactRecord], registered_at: datetime) -> Transaction:
+    """The writes registering verified ``records``, each refused if its ID is taken: for
+    ``register_all`` to commit, or a caller to commit with what refers to them."""
+    return Transaction().extend(
+        store.put_registered(
+            record.artifact,
+            object_key=record.object_key,
+            wrapped_key=record.wrapped_key,
+            chunk_size=record.chunk_size,
+            etag=record.etag or "",
+            session_id=record.session_id,
+            registered_at=registered_at,
+        )
+        for record in records
+    )
