@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import requests
 
-from runplane.domain.errors import ConcurrentChange
+from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
 from tests.fakes import SeededIds
 from tests.integration.arena import Arena, created
+from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
 class ReusedRunId(SeededIds):
@@ -48,3 +49,40 @@ def test_a_refused_creation_discards_the_variables_it_stored(arena: Arena) -> No
     # Then neither the variables' artifact record nor its object remains
     assert stack.scan() == before
     assert stack.bucket_keys() == objects
+
+
+def test_a_finalize_stores_the_configuration_with_its_version_in_one_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace's configuration upload, its archive put
+    ws_id, _ = created(arena, "finalize-once")
+    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    sent = DynamoDBRequests(monkeypatch)
+
+    # When it is finalized
+    finalized = arena.runs.finalize_configuration(arena.admin, upload.id)
+    operations = list(sent.operations)
+
+    # Then the reply is the version as it now reads, after one read and one write
+    assert finalized == arena.runs.configuration(arena.admin, upload.id)
+    assert finalized["status"] == "uploaded"
+    assert operations == ["GetItem", "TransactWriteItems"]
+
+
+def test_a_second_finalize_stores_nothing(arena: Arena) -> None:
+    # Given a configuration version finalized once, its archive put again
+    ws_id, _ = created(arena, "finalize-twice")
+    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    requests.put(upload.upload_url, data=b"another config", timeout=30).raise_for_status()
+    before, objects = arena.stack.scan(), arena.stack.bucket_keys()
+
+    # When it is finalized again
+    with pytest.raises(Conflict, match="already uploaded"):
+        arena.runs.finalize_configuration(arena.admin, upload.id)
+
+    # Then nothing was stored: no record, and no new object
+    assert arena.stack.scan() == before
+    assert arena.stack.bucket_keys() <= objects

@@ -241,15 +241,23 @@ class ArtifactStore(_ArtifactAccess):
         expires_at = self._clock.now() + timedelta(seconds=self._url_seconds)
         return InboxUpload(upload_id, url, expires_at)
 
-    def ingest(self, organization_id: str, kind: ArtifactKind, upload_id: str) -> Artifact:
-        """Stream an inbox upload through envelope encryption into the artifact store.
+    def ingest(
+        self,
+        organization_id: str,
+        kind: ArtifactKind,
+        upload_id: str,
+        together: Callable[[Artifact], Transaction] | None = None,
+    ) -> Artifact:
+        """Stream an inbox upload through envelope encryption into the artifact store
+        (``together``: as ``put``'s).
 
         The inbox object is deleted whatever happens: plaintext never lingers.
         """
         key = inbox_key(organization_id, upload_id)
         try:
             with self._objects.open(key) as read:
-                return self.put(organization_id, kind, iter(lambda: read(CHUNK_SIZE), b""))
+                chunks = iter(lambda: read(CHUNK_SIZE), b"")
+                return self.put(organization_id, kind, chunks, together)
         except ObjectMissing:
             raise NotFound("upload", upload_id) from None
         finally:

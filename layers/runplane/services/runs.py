@@ -141,29 +141,36 @@ class Runs:
         item = self.configuration_item(principal, cv_id)
         if item.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
-        artifact = self._artifacts.ingest(item.org_id, ArtifactKind.CONFIGURATION, item.upload_id)
-        self._attach_configuration(cv_id, artifact, item.workspace_id)
-        return self.configuration(principal, cv_id)
+        # The artifact and the version naming it are one write: if another finalize won,
+        # neither is stored.
+        artifact = self._artifacts.ingest(
+            item.org_id,
+            ArtifactKind.CONFIGURATION,
+            item.upload_id,
+            together=lambda stored: self._configuration_recorded(cv_id, stored, item.workspace_id),
+        )
+        return _configuration_reply(cv_id, item.workspace_id, "uploaded", artifact)
 
     def store_configuration(self, item: ConfigurationVersionItem, archive: bytes) -> None:
         """Encrypt an archive received whole (the TFE upload URL) into the configuration
         version's artifact; as a finalize does, only while the version is pending."""
         if item.status != "pending":
             raise Conflict(f"configuration version {item.cv_id} was already uploaded")
-        artifact = self._artifacts.put(item.org_id, ArtifactKind.CONFIGURATION, [archive])
-        self._attach_configuration(item.cv_id, artifact, item.workspace_id)
+        self._artifacts.put(
+            item.org_id,
+            ArtifactKind.CONFIGURATION,
+            [archive],
+            together=lambda stored: self._configuration_recorded(
+                item.cv_id, stored, item.workspace_id
+            ),
+        )
 
-    def _attach_configuration(self, cv_id: str, artifact: Artifact, workspace_id: str) -> None:
-        try:
-            self._record_configuration(cv_id, artifact, workspace_id)
-        except BaseException:
-            # Another finalize won (or the write failed): this copy belongs to nothing.
-            self._artifacts.discard(artifact.id)
-            raise
-
-    def _record_configuration(self, cv_id: str, artifact: Artifact, workspace_id: str) -> None:
+    def _configuration_recorded(
+        self, cv_id: str, artifact: Artifact, workspace_id: str
+    ) -> Transaction:
+        """The write recording ``artifact`` as the pending version's upload."""
         now = self._clock.now()
-        Transaction().update(
+        return Transaction().update(
             ConfigurationVersionItem(*configuration_version_key(cv_id)),
             [
                 ConfigurationVersionItem.status.set("uploaded"),
@@ -180,7 +187,7 @@ class Runs:
             on_refused=lambda current: Conflict(
                 f"configuration version {cv_id} was already uploaded"
             ),
-        ).commit()
+        )
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         item = self.configuration_item(principal, cv_id)
@@ -669,3 +676,17 @@ def _apply_record(part: run_parts.RunPart) -> dict[str, Any]:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def _configuration_reply(
+    cv_id: str, workspace_id: str, status: str, artifact: Artifact
+) -> dict[str, Any]:
+    """A configuration version as ``Runs.configuration`` shows it, from what was written."""
+    return {
+        "id": cv_id,
+        "workspace_id": workspace_id,
+        "status": status,
+        "sha256": artifact.sha256 or "",
+        "size": artifact.size or 0,
+        "artifact_id": artifact.id,
+    }
