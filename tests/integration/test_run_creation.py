@@ -1,6 +1,9 @@
-"""Creating a run stores its variables first; a creation that is refused leaves nothing."""
+"""Creating a run stores its variables with it, in one write; a creation that is refused
+leaves nothing."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import requests
@@ -8,6 +11,7 @@ import requests
 from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
+from runplane.store import run_parts
 from tests.fakes import SeededIds
 from tests.integration.arena import Arena, created
 from tests.integration.dynamodb_requests import DynamoDBRequests
@@ -15,7 +19,7 @@ from tests.integration.dynamodb_requests import DynamoDBRequests
 
 class ReusedRunId(SeededIds):
     """Issues ``run_id`` again for the next run: the one way to make the creation
-    transaction refuse after the variables are stored, short of a DynamoDB fault."""
+    transaction refuse once the variables' object is stored, short of a DynamoDB fault."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(seed=99)
@@ -25,7 +29,7 @@ class ReusedRunId(SeededIds):
         return self._run_id if kind is IdKind.RUN else super().new(kind)
 
 
-def test_a_refused_creation_discards_the_variables_it_stored(arena: Arena) -> None:
+def test_a_refused_creation_stores_none_of_its_variables(arena: Arena) -> None:
     # Given a workspace with a run, and a configuration uploaded for a second one
     stack = arena.stack
     ws_id, existing = created(arena, "refused-create")
@@ -86,3 +90,31 @@ def test_a_second_finalize_stores_nothing(arena: Arena) -> None:
     # Then nothing was stored: no record, and no new object
     assert arena.stack.scan() == before
     assert arena.stack.bucket_keys() <= objects
+
+
+def test_a_run_and_its_variables_are_created_in_one_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace with a configuration uploaded
+    ws_id, _ = created(arena, "create-once")
+    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
+    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    sent = DynamoDBRequests(monkeypatch)
+
+    # When a run is created with a variable
+    run = arena.runs.create(
+        arena.admin,
+        ws_id,
+        kind=RunKind.PLAN_AND_APPLY,
+        configuration_version_id=upload.id,
+        engine_version="1.0.3",
+        variables={"region": "eu-west-1"},
+    )
+    writes = sent.operations.count("TransactWriteItems")
+
+    # Then its input names the variables, which read back, and it took one write
+    snapshot = run_parts.require(run.id, "input").body
+    stored = arena.stack.artifacts.read(arena.org.id, snapshot["variables_artifact_id"])
+    assert json.loads(stored) == {"region": "eu-west-1"}
+    assert writes == 1

@@ -273,18 +273,11 @@ class Runs:
             build_sha=self._build_sha,
             runner_release=self._runner_release,
         )
-        variables_artifact = None
-        if merged.values:
-            variables_artifact = self._artifacts.put(
-                workspace.organization_id,
-                ArtifactKind.VARIABLES,
-                [json.dumps(merged.values, sort_keys=True).encode()],
-            ).id
         snapshot = {
             "configuration_version_id": configuration_version_id,
             "configuration_artifact_id": configuration["artifact_id"],
             "configuration_sha256": configuration["sha256"],
-            "variables_artifact_id": variables_artifact,
+            "variables_artifact_id": None,
             "variable_names": sorted(merged.values),
             "workspace_variable_names": merged.workspace_names,
             "engine_version": engine_version or workspace.terraform_version or "",
@@ -296,24 +289,33 @@ class Runs:
         if remote_operation:
             snapshot["source"] = REMOTE_OPERATION
         snapshot.update(extra_input or {})
-        try:
-            if extra_writes:
-                # The caller's writes join the creation's transaction: on the store.
-                self._lifecycle.runs.create(
-                    run,
-                    actor=principal.ref,
-                    extra_writes=[
-                        run_parts.put(run.id, "input", state="recorded", body=snapshot, now=now),
-                        *extra_writes,
-                    ],
-                )
-            else:
-                self._lifecycle.ledger.create(run, actor=principal.ref, input=snapshot)
-        except BaseException:
-            # Refused: the variables artifact would belong to no run.
-            if variables_artifact is not None:
-                self._artifacts.discard(variables_artifact)
-            raise
+
+        def creation(variables: Artifact | None) -> Transaction:
+            # The caller's writes (and the variables' record) join the creation's
+            # transaction: on the store.
+            body = {**snapshot, "variables_artifact_id": variables.id if variables else None}
+            return self._lifecycle.runs.creation(
+                run,
+                actor=principal.ref,
+                extra_writes=[
+                    run_parts.put(run.id, "input", state="recorded", body=body, now=now),
+                    *extra_writes,
+                ],
+            )
+
+        if merged.values:
+            # The variables and the run that pins them are one write: refused, neither
+            # is stored.
+            self._artifacts.put(
+                workspace.organization_id,
+                ArtifactKind.VARIABLES,
+                [json.dumps(merged.values, sort_keys=True).encode()],
+                together=creation,
+            )
+        elif extra_writes:
+            creation(None).commit()
+        else:
+            self._lifecycle.ledger.create(run, actor=principal.ref, input=snapshot)
         self.start_workflow(run)
         return run
 

@@ -62,6 +62,12 @@ class RunRepository:
 
     def create(self, run: Run, *, actor: str, extra_writes: Iterable[Transaction] = ()) -> None:
         """Persist a new run, its four pending stages and its creation event at once."""
+        self.creation(run, actor=actor, extra_writes=extra_writes).commit()
+
+    def creation(
+        self, run: Run, *, actor: str, extra_writes: Iterable[Transaction] = ()
+    ) -> Transaction:
+        """``create``'s writes, for a caller to commit with its own (the run's variables)."""
         pk, sk = run_key(run.id)
         tx = Transaction().put_new(
             RunItem(
@@ -105,7 +111,7 @@ class RunRepository:
                 details={"kind": run.kind.value, "status": run.status.value},
             )
         )
-        tx.extend(extra_writes).commit()
+        return tx.extend(extra_writes)
 
     def get(self, run_id: str) -> Run:
         prefetched = prefetch.take(run_key(run_id))
