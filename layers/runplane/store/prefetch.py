@@ -57,11 +57,18 @@ def forget() -> None:
 def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
     """Serve ``items``, and the absence of ``absent``, to the reads made inside the block
     (this request's). Only a batch read is served an absence; a single read asks."""
-    token = _served.set({**{key: {} for key in absent}, **items})
+    outer = _served.get()
+    served = {**(outer or {}), **{key: {} for key in absent}, **items}
+    token = _served.set(served)
     try:
         yield
     finally:
         _served.reset(token)
+        if outer is not None:
+            # Inside an enclosing block: what this one served or forgot (by writing)
+            # is gone for that one too, so it never serves an item older than a write.
+            for key in [key for key in outer if key not in served]:
+                del outer[key]
 
 
 def encode(items: Mapping[Key, RawItem]) -> dict[str, str]:
