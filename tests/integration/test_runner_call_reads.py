@@ -12,7 +12,7 @@ import requests as http
 from runplane.adapters.envelope import Encryption
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.plan_summary import PlanSummary
-from runplane.domain.runner_reports import Planned, UploadReport
+from runplane.domain.runner_reports import Failed, Planned, UploadReport
 from runplane.store import prefetch, run_parts
 from tests.integration.arena import (
     Arena,
@@ -206,3 +206,26 @@ def put_through(grant: dict[str, Any], plaintext: bytes) -> UploadReport:
     http.put(grant["url"], data=body, timeout=30).raise_for_status()
     assert encryption.sha256 is not None
     return UploadReport(grant["artifact_id"], grant["ticket"], encryption.size, encryption.sha256)
+
+
+def test_an_apply_result_is_served_its_run_attempt_and_record_by_its_authentication(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox that has made a call before
+    _, run_id = applying(arena, "apply-result-reads")
+    token = arena.runner_token(run_id, "apply")
+    authorization = f"Bearer {token}"
+    arena.stack.identity.authenticate_request(authorization)
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it reports that its engine failed, authenticated as the run API does
+    principal, read = arena.stack.identity.authenticate_request(authorization)
+    with prefetch.serving(read):
+        status = arena.runner_api.report(principal, Failed(reason="the engine failed"))
+    sent = list(requests.operations)
+
+    # Then the apply failed after one read for the run, its attempt and its apply record
+    # (the authentication's) and the workspace's again as its lock is released, and one
+    # write
+    assert status == {"status": "apply_failed"}
+    assert sent == ["BatchGetItem", "GetItem", "TransactWriteItems"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
-from runplane.domain.capabilities import SESSION_PREFIX, Binding, handle_hash
+from runplane.domain.capabilities import SESSION_PREFIX, Binding, Phase, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -34,7 +34,13 @@ from runplane.domain.identity import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import identity as store
-from runplane.store.models import artifact_key, run_key, state_version_key, workspace_key
+from runplane.store.models import (
+    artifact_key,
+    run_key,
+    run_part_key,
+    state_version_key,
+    workspace_key,
+)
 from runplane.store.prefetch import Key, RawItem
 
 if TYPE_CHECKING:
@@ -184,13 +190,17 @@ class Identity:
         ), prefetched
 
     def _call_reads(self, binding: Binding) -> list[Key]:
-        """What a runner's call reads next: its run and, once known, its workspace, the
-        state version its run pinned and that version's artifact record."""
+        """What a runner's call reads next: its run (an apply's with its apply record)
+        and, once known, its workspace, the state version its run pinned and that
+        version's artifact record."""
         with self._workspaces_lock:
             workspace_id = self._workspace_by_run.get(binding.run_id)
             pinned = self._pin_by_attempt.get(binding.attempt_id)
             artifact_id = self._state_artifact_by_version.get(pinned or "")
         keys = [run_key(binding.run_id)]
+        if binding.phase is Phase.APPLY:
+            # Its result reads the apply record with its run and attempt.
+            keys.append(run_part_key(binding.run_id, "apply"))
         if workspace_id is not None:
             keys.append(workspace_key(workspace_id))
         if pinned is not None:
