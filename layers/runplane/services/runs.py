@@ -48,7 +48,13 @@ from runplane.services.source_provenance import source_provenance
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
-from runplane.store import run_batch, run_parts, run_triggers, state_versions
+from runplane.store import (
+    configuration_versions,
+    run_batch,
+    run_parts,
+    run_triggers,
+    state_versions,
+)
 from runplane.store import runs as run_store
 from runplane.store.models import (
     ConfigurationVersionItem,
@@ -201,12 +207,9 @@ class Runs:
         }
 
     def configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
-        try:
-            item = ConfigurationVersionItem.get(
-                *configuration_version_key(cv_id), consistent_read=True
-            )
-        except ConfigurationVersionItem.DoesNotExist:
-            raise NotFound("configuration version", cv_id) from None
+        item = configuration_versions.get_item(cv_id)
+        if item is None:
+            raise NotFound("configuration version", cv_id)
         if not principal.can_see_workspace(item.org_id, item.workspace_id):
             raise NotFound("configuration version", cv_id)
         return item
@@ -234,10 +237,16 @@ class Runs:
         ``extra_writes`` commit in the same transaction (or nothing is written), and
         may name the run: ``run_id`` is then the ID the caller generated for it."""
         principal.require(Permission.RUN_CREATE)
-        workspace = self._workspaces.by_id(principal, workspace_id)
-        # Checked before anything is written: a denied launch leaves no trace.
-        self._launch_controls.check(workspace.organization_id, self._runner_release)
-        configuration = self.configuration(principal, configuration_version_id)
+        # The workspace, the configuration and the launch controls, in one read.
+        with run_batch.creation_reads(
+            workspace_id,
+            configuration_version_id,
+            self._launch_controls.scopes(principal.organization_id),
+        ):
+            workspace = self._workspaces.by_id(principal, workspace_id)
+            # Checked before anything is written: a denied launch leaves no trace.
+            self._launch_controls.check(workspace.organization_id, self._runner_release)
+            configuration = self.configuration(principal, configuration_version_id)
         if configuration["workspace_id"] != workspace.id:
             raise NotFound("configuration version", configuration_version_id)
         if configuration["status"] != "uploaded":

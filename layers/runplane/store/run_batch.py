@@ -12,9 +12,11 @@ from runplane.store.artifacts import ArtifactRecord
 from runplane.store.models import (
     RunItem,
     artifact_key,
+    configuration_version_key,
     launch_controls_key,
     run_key,
     run_part_key,
+    sandbox_count_key,
     workspace_key,
 )
 from runplane.store.run_parts import RunPart
@@ -80,6 +82,29 @@ def reading_ahead(
         keys.append(workspace_key(workspace_id))
     keys += [launch_controls_key(scope) for scope in control_scopes]
     keys += [artifact_key(artifact_id) for artifact_id in artifact_ids]
+    with _ahead(keys):
+        yield
+
+
+@contextmanager
+def creation_reads(
+    workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
+) -> Iterator[None]:
+    """What creating a run reads first (its workspace, its configuration version, and the
+    launch controls and sandbox counts of ``control_scopes``), in one request, served as
+    ``reading_ahead`` serves."""
+    keys = [
+        workspace_key(workspace_id),
+        configuration_version_key(configuration_version_id),
+        *(launch_controls_key(scope) for scope in control_scopes),
+        *(sandbox_count_key(scope) for scope in control_scopes),
+    ]
+    with _ahead(keys):
+        yield
+
+
+@contextmanager
+def _ahead(keys: Sequence[tuple[str, str]]) -> Iterator[None]:
     found = batch.get_many(keys)
     with prefetch.serving(found, absent=[key for key in keys if key not in found]):
         yield
