@@ -188,6 +188,17 @@ def test_a_runner_asks_the_routes_for_a_grant_that_is_stale_or_refused(
 REGISTER_ALL = "POST /api/v1/runner/uploads/register"
 
 
+def with_refused_ticket(sandbox: Sandbox, calls: Calls, workdir: Path) -> Runner:
+    """A runner of the sandbox's session started again, its log's upload grant holding
+    the first start's ticket (which the control plane refuses: not issued to it)."""
+    runner = Runner(sandbox.env, workdir)
+    runner.start()
+    wire = calls.starts[-1]["grants"]
+    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
+    runner.grants = runner_main.Grants(wire, received=time.monotonic())
+    return runner
+
+
 def test_a_runner_registers_its_uploads_in_one_call_and_falls_back_when_refused(
     local: Local, sandbox: Sandbox, calls: Calls, tmp_path: Path
 ) -> None:
@@ -207,11 +218,7 @@ def test_a_runner_registers_its_uploads_in_one_call_and_falls_back_when_refused(
     assert not [r for r in calls.routes if r.endswith("/register") and r != REGISTER_ALL]
 
     # Given the same session started again, whose upload ticket the control plane refuses
-    refused = Runner(sandbox.env, tmp_path / "refused")
-    refused.start()
-    wire = calls.starts[1]["grants"]
-    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
-    refused.grants = runner_main.Grants(wire, received=time.monotonic())
+    refused = with_refused_ticket(sandbox, calls, tmp_path / "refused")
 
     # When it uploads its log the same way
     [(second_id, _)] = refused.upload_all([("logs", b"registered on its own\n")])
@@ -259,13 +266,8 @@ def test_a_result_whose_upload_is_refused_registers_it_afresh_and_names_it(
     assert services is not None
     # Given an apply runner whose upload ticket the control plane refuses (another
     # session's), its log gone up through the grant
-    first = Runner(sandbox.env, tmp_path / "first")
-    first.start()
-    runner = Runner(sandbox.env, tmp_path / "refused")
-    runner.start()
-    wire = calls.starts[1]["grants"]
-    wire["uploads"]["logs"]["ticket"] = calls.starts[0]["grants"]["uploads"]["logs"]["ticket"]
-    runner.grants = runner_main.Grants(wire, received=time.monotonic())
+    Runner(sandbox.env, tmp_path / "first").start()
+    runner = with_refused_ticket(sandbox, calls, tmp_path / "refused")
     [(log_id, _)] = runner.upload_all([("logs", b"registered afresh\n")], with_result=True)
 
     # When it reports its phase

@@ -4,6 +4,7 @@ leaves nothing."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import requests
@@ -29,12 +30,18 @@ class ReusedRunId(SeededIds):
         return self._run_id if kind is IdKind.RUN else super().new(kind)
 
 
+def archive_put(arena: Arena, ws_id: str, archive: bytes = b"terraform config") -> Any:
+    """A configuration upload of the workspace with ``archive`` put to its URL."""
+    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
+    requests.put(upload.upload_url, data=archive, timeout=30).raise_for_status()
+    return upload
+
+
 def test_a_refused_creation_stores_none_of_its_variables(arena: Arena) -> None:
     # Given a workspace with a run, and a configuration uploaded for a second one
     stack = arena.stack
     ws_id, existing = created(arena, "refused-create")
-    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
-    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    upload = archive_put(arena, ws_id)
     arena.runs.finalize_configuration(arena.admin, upload.id)
     runs = stack.rewired(ids=ReusedRunId(existing)).runs
     before, objects = stack.scan(), stack.bucket_keys()
@@ -60,8 +67,7 @@ def test_a_finalize_stores_the_configuration_with_its_version_in_one_write(
 ) -> None:
     # Given a workspace's configuration upload, its archive put
     ws_id, _ = created(arena, "finalize-once")
-    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
-    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    upload = archive_put(arena, ws_id)
     sent = DynamoDBRequests(monkeypatch)
 
     # When it is finalized
@@ -77,8 +83,7 @@ def test_a_finalize_stores_the_configuration_with_its_version_in_one_write(
 def test_a_second_finalize_stores_nothing(arena: Arena) -> None:
     # Given a configuration version finalized once, its archive put again
     ws_id, _ = created(arena, "finalize-twice")
-    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
-    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    upload = archive_put(arena, ws_id)
     arena.runs.finalize_configuration(arena.admin, upload.id)
     requests.put(upload.upload_url, data=b"another config", timeout=30).raise_for_status()
     before, objects = arena.stack.scan(), arena.stack.bucket_keys()
@@ -97,8 +102,7 @@ def test_a_run_and_its_variables_are_created_in_one_write_after_one_read(
 ) -> None:
     # Given a workspace with a configuration uploaded
     ws_id, _ = created(arena, "create-once")
-    upload = arena.runs.new_configuration_upload(arena.admin, ws_id)
-    requests.put(upload.upload_url, data=b"terraform config", timeout=30).raise_for_status()
+    upload = archive_put(arena, ws_id)
     arena.runs.finalize_configuration(arena.admin, upload.id)
     sent = DynamoDBRequests(monkeypatch)
 
