@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import requests
 
+from runplane.domain.entities import Run
 from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
+from runplane.services.runs import Runs
 from runplane.store import run_parts
 from tests.fakes import SeededIds
 from tests.integration.arena import Arena, created
@@ -37,6 +39,18 @@ def archive_put(arena: Arena, ws_id: str, archive: bytes = b"terraform config") 
     return upload
 
 
+def with_region(runs: Runs, arena: Arena, ws_id: str, cv_id: str) -> Run:
+    """A plan_and_apply run of the configuration with one variable, ``region``."""
+    return runs.create(
+        arena.admin,
+        ws_id,
+        kind=RunKind.PLAN_AND_APPLY,
+        configuration_version_id=cv_id,
+        engine_version="1.0.3",
+        variables={"region": "eu-west-1"},
+    )
+
+
 def test_a_refused_creation_stores_none_of_its_variables(arena: Arena) -> None:
     # Given a workspace with a run, and a configuration uploaded for a second one
     stack = arena.stack
@@ -48,14 +62,7 @@ def test_a_refused_creation_stores_none_of_its_variables(arena: Arena) -> None:
 
     # When the second run's creation is refused after its variables were encrypted and stored
     with pytest.raises(ConcurrentChange):
-        runs.create(
-            arena.admin,
-            ws_id,
-            kind=RunKind.PLAN_AND_APPLY,
-            configuration_version_id=upload.id,
-            engine_version="1.0.3",
-            variables={"region": "eu-west-1"},
-        )
+        with_region(runs, arena, ws_id, upload.id)
 
     # Then neither the variables' artifact record nor its object remains
     assert stack.scan() == before
@@ -107,14 +114,7 @@ def test_a_run_and_its_variables_are_created_in_one_write_after_one_read(
     sent = DynamoDBRequests(monkeypatch)
 
     # When a run is created with a variable
-    run = arena.runs.create(
-        arena.admin,
-        ws_id,
-        kind=RunKind.PLAN_AND_APPLY,
-        configuration_version_id=upload.id,
-        engine_version="1.0.3",
-        variables={"region": "eu-west-1"},
-    )
+    run = with_region(arena.runs, arena, ws_id, upload.id)
     operations = list(sent.operations)
 
     # Then its input names the variables, which read back
