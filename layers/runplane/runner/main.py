@@ -304,7 +304,8 @@ class Runner:
                 "(letters, digits, '-' and '_' only)"
             ) from None
         mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
-        self.relay = EngineRelay(self.api.url).start()
+        # An apply's run took the workspace's apply lock before this sandbox started.
+        self.relay = EngineRelay(self.api.url, lock_held=self.phase == "apply").start()
         cli_config = write_cli_config(
             self.workdir / "cli.tfrc",
             host=host,

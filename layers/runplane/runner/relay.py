@@ -13,6 +13,13 @@ a write comes from the control plane). So the sandbox gets no byte it had not al
 been given in this phase, and every write, with its authority and fence, is checked by
 the control plane as before.
 
+One write changes no state: the lock of a phase whose run took the workspace's apply
+lock before its sandbox started (an apply, ``lock_held``). The engine's lock call only
+confirms that lock, so no state can be published between its first read of the state
+and that call but its own: a lock the control plane grants keeps the copies of the
+current state version and its download (the workspace's own answer, which names the
+lock, is forgotten as after any write); one it refuses forgets everything.
+
 The Cloud API names its own URLs absolutely (a state version's download URL); a reply
 naming the upstream API is rewritten to name the relay, so those reads come back here.
 Standard library only: it runs inside the sandbox.
@@ -37,6 +44,9 @@ REPEATABLE_READS = re.compile(
     r"|workspaces/[^/?]+/current-state-version"
     r"|state-versions/[^/?]+/download"
 )
+# What a lock the phase already holds leaves as it was (``EngineRelay(lock_held=True)``).
+_LOCK_CALL = re.compile(r"workspaces/[^/?]+/actions/lock")
+_STATE_READS = re.compile(r"workspaces/[^/?]+/current-state-version|state-versions/[^/?]+/download")
 # One answer above this size is relayed but not kept; all kept answers stay under the total.
 MAX_KEPT_ANSWER = 8 * 1024 * 1024
 MAX_KEPT_TOTAL = 32 * 1024 * 1024
@@ -81,7 +91,7 @@ class EngineRelay:
     """Relays ``/api/v2/`` calls from ``127.0.0.1:<port>`` to ``upstream`` (the Cloud
     API's base URL, a stage path allowed) until :meth:`stop`."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, lock_held: bool = False) -> None:
         parts = urllib.parse.urlsplit(upstream.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {upstream!r}")
@@ -91,6 +101,7 @@ class EngineRelay:
         self._upstream_base = f"{parts.scheme}://{parts.netloc}{parts.path}"
         self._kept: dict[tuple[str, str], _Answer] = {}
         self._kept_bytes = 0
+        self._lock_held = lock_held
         # Bumped before and after every write: a read that started before a write
         # finished is relayed but not kept.
         self._generation = 0
@@ -125,11 +136,16 @@ class EngineRelay:
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
     ) -> _Answer:
         if method != "GET":
+            confirming = self._lock_held and method == "POST" and self._is(path, _LOCK_CALL)
             with self._lock:
                 self._generation += 1
-                self._forget()
+                self._forget(keep=_STATE_READS if confirming else None)
             try:
-                return self._forward(method, path, headers, body)
+                answer = self._forward(method, path, headers, body)
+                if confirming and answer.status != 200:
+                    with self._lock:
+                        self._forget()
+                return answer
             finally:
                 with self._lock:
                     self._generation += 1
@@ -151,16 +167,21 @@ class EngineRelay:
         return answer
 
     def _repeatable(self, path: str) -> bool:
+        return self._is(path, REPEATABLE_READS)
+
+    def _is(self, path: str, routes: re.Pattern[str]) -> bool:
+        """Whether ``path`` is one of ``routes`` (below the API's ``/api/v2/``)."""
         api = f"{self._prefix}/api/v2/"
         route = path.split("?", 1)[0]
-        return route.startswith(api) and bool(REPEATABLE_READS.fullmatch(route[len(api) :]))
+        return route.startswith(api) and bool(routes.fullmatch(route[len(api) :]))
 
     def _room_for(self, size: int) -> bool:
         return size <= MAX_KEPT_ANSWER and self._kept_bytes + size <= MAX_KEPT_TOTAL
 
-    def _forget(self) -> None:
-        self._kept.clear()
-        self._kept_bytes = 0
+    def _forget(self, keep: re.Pattern[str] | None = None) -> None:
+        """Forget every kept answer but those of ``keep``'s routes."""
+        for key in [key for key in self._kept if keep is None or not self._is(key[0], keep)]:
+            self._kept_bytes -= len(self._kept.pop(key).body)
 
     def _forward(
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes

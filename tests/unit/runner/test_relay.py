@@ -293,3 +293,67 @@ def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
 def test_a_relay_refuses_an_upstream_that_is_not_http() -> None:
     with pytest.raises(ValueError, match="not an http"):
         EngineRelay("ftp://example.com")
+
+
+@pytest.fixture
+def apply_relay(upstream: Upstream) -> Iterator[EngineRelay]:
+    """The relay of an apply, whose run took the workspace's lock before it started."""
+    started = EngineRelay(upstream.base, lock_held=True).start()
+    yield started
+    started.stop()
+
+
+def test_a_lock_the_phase_holds_keeps_the_state_and_forgets_the_workspace(
+    upstream: Upstream, apply_relay: EngineRelay
+) -> None:
+    # Given an apply's engine that read its workspace and current state
+    upstream.replies[WORKSPACE] = document({"data": {"attributes": {"locked": False}}})
+    upstream.replies[CURRENT] = document({"data": {"id": "sv-1"}})
+    upstream.replies[LOCK] = document({"data": {"attributes": {"locked": True}}})
+    call(apply_relay, "GET", WORKSPACE)
+    call(apply_relay, "GET", CURRENT)
+
+    # When the control plane confirms its lock, and it reads both again
+    assert call(apply_relay, "POST", LOCK, b"{}")[0] == 200
+    _, _, state = call(apply_relay, "GET", CURRENT)
+    call(apply_relay, "GET", WORKSPACE)
+
+    # Then the lock reached the control plane, the state came from memory (nothing can
+    # have published since), and the workspace, whose answer names the lock, was asked
+    assert upstream.count("POST", LOCK) == 1
+    assert upstream.count("GET", CURRENT) == 1
+    assert json.loads(state) == {"data": {"id": "sv-1"}}
+    assert upstream.count("GET", WORKSPACE) == 2
+
+
+@pytest.mark.parametrize("status", [401, 409, 500])
+def test_a_refused_lock_forgets_the_state_too(
+    upstream: Upstream, apply_relay: EngineRelay, status: int
+) -> None:
+    # Given an apply's engine that read its current state
+    upstream.replies[CURRENT] = document({"data": {"id": "sv-1"}})
+    upstream.replies[LOCK] = (status, "application/vnd.api+json", b'{"errors": []}')
+    call(apply_relay, "GET", CURRENT)
+
+    # When its lock is refused, and it reads the state again
+    assert call(apply_relay, "POST", LOCK, b"{}")[0] == status
+    call(apply_relay, "GET", CURRENT)
+
+    # Then the control plane was asked again
+    assert upstream.count("GET", CURRENT) == 2
+
+
+def test_a_lock_forgets_the_state_where_the_phase_holds_no_lock(
+    upstream: Upstream, relay: EngineRelay
+) -> None:
+    # Given an engine (not an apply's) that read its current state
+    upstream.replies[CURRENT] = document({"data": {"id": "sv-1"}})
+    upstream.replies[LOCK] = document({"data": {"attributes": {"locked": True}}})
+    call(relay, "GET", CURRENT)
+
+    # When it locks the workspace and reads the state again
+    call(relay, "POST", LOCK, b"{}")
+    call(relay, "GET", CURRENT)
+
+    # Then the read after the lock is fresh: another writer may have published before it
+    assert upstream.count("GET", CURRENT) == 2
