@@ -14,7 +14,7 @@ import requests
 
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
-from runplane.domain.entities import Organization
+from runplane.domain.entities import Organization, Run
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.run import RunKind
@@ -40,11 +40,11 @@ class FakeWorkflow(Workflow):
     # Each started execution's input, by run ID.
     started: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def start(self, run_id: str, *, organization_id: str, workspace_id: str) -> None:
-        self.started[run_id] = {
-            "run_id": run_id,
-            "organization_id": organization_id,
-            "workspace_id": workspace_id,
+    def start(self, run: Run) -> None:
+        self.started[run.id] = {
+            "run_id": run.id,
+            "organization_id": run.organization_id,
+            "workspace_id": run.workspace_id,
         }
 
     def resume(self, token: str, output: Any) -> bool:

@@ -12,6 +12,8 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
+    from runplane.domain.entities import Run
+
 logger = logging.getLogger(__name__)
 
 
@@ -20,13 +22,17 @@ class Workflow:
         self._sfn = client
         self._arn = state_machine_arn
 
-    def start(self, run_id: str, *, organization_id: str, workspace_id: str) -> None:
+    def start(self, run: Run) -> None:
         """Start the run's execution, named by the run ID (so a retry cannot start two).
         Its input names the run's organization and workspace too (neither ever changes),
         so a step can read what it needs of them with the run."""
         self.start_named(
-            run_id,
-            {"run_id": run_id, "organization_id": organization_id, "workspace_id": workspace_id},
+            run.id,
+            {
+                "run_id": run.id,
+                "organization_id": run.organization_id,
+                "workspace_id": run.workspace_id,
+            },
         )
 
     def start_named(self, name: str, ids: Mapping[str, str]) -> None:

@@ -340,14 +340,11 @@ def wire_schema() -> dict[str, Any]:
     stays the one validator, and a test holds the two to the same fields. A null is
     read as absent, so an optional field may be null and a required one may not."""
 
-    def text(limit: int = MAX_ID) -> dict[str, Any]:
-        return {"type": "string", "minLength": 1, "maxLength": limit}
+    text, sha256, count = _text_schema, _sha256_schema(), _count_schema()
 
     def optional(schema: dict[str, Any]) -> dict[str, Any]:
         return {**schema, "type": [schema["type"], "null"]}
 
-    sha256 = {"type": "string", "pattern": f"^{_SHA256.pattern}$"}
-    count = {"type": "integer", "minimum": 0}
     seconds = optional({"type": "number", "minimum": 0})
     summary = _closed(
         required={
@@ -407,10 +404,10 @@ def result_schema() -> dict[str, Any]:
     """``wire_schema`` with the optional ``uploads`` a result call may carry."""
     upload = _closed(
         required={
-            "artifact_id": {"type": "string", "minLength": 1, "maxLength": MAX_ID},
-            "ticket": {"type": "string", "minLength": 1, "maxLength": MAX_TICKET},
-            "size": {"type": "integer", "minimum": 0},
-            "sha256": {"type": "string", "pattern": f"^{_SHA256.pattern}$"},
+            "artifact_id": _text_schema(),
+            "ticket": _text_schema(MAX_TICKET),
+            "size": _count_schema(),
+            "sha256": _sha256_schema(),
         },
         optional={},
     )
@@ -425,6 +422,18 @@ def result_schema() -> dict[str, Any]:
     for variant in schema["oneOf"]:
         variant["properties"]["uploads"] = uploads
     return schema
+
+
+def _text_schema(limit: int = MAX_ID) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": limit}
+
+
+def _sha256_schema() -> dict[str, Any]:
+    return {"type": "string", "pattern": f"^{_SHA256.pattern}$"}
+
+
+def _count_schema() -> dict[str, Any]:
+    return {"type": "integer", "minimum": 0}
 
 
 def _closed(

@@ -275,9 +275,7 @@ class RunTriggers:
         """An earlier try created the run; its workflow start may be what failed."""
         run = self._repository.get(run_id)
         if run.status is RunStatus.DISPATCH_PENDING:
-            self._workflow.start(
-                run.id, organization_id=run.organization_id, workspace_id=run.workspace_id
-            )
+            self._workflow.start(run)
         return run_id
 
     def _latest_configuration(self, workspace: Workspace) -> str | None:

@@ -155,7 +155,15 @@ class Runs:
             item.upload_id,
             together=lambda stored: self._configuration_recorded(cv_id, stored, item.workspace_id),
         )
-        return _configuration_reply(cv_id, item.workspace_id, "uploaded", artifact)
+        # As the version now reads (``configuration``), from what was written.
+        return _configuration_reply(
+            cv_id,
+            item.workspace_id,
+            "uploaded",
+            artifact.sha256 or "",
+            artifact.size or 0,
+            artifact.id,
+        )
 
     def store_configuration(self, item: ConfigurationVersionItem, archive: bytes) -> None:
         """Encrypt an archive received whole (the TFE upload URL) into the configuration
@@ -197,14 +205,10 @@ class Runs:
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         item = self.configuration_item(principal, cv_id)
-        return {
-            "id": item.cv_id,
-            "workspace_id": item.workspace_id,
-            "status": item.status,
-            "sha256": item.sha256,
-            "size": None if item.size is None else int(item.size),
-            "artifact_id": item.artifact_id,
-        }
+        size = None if item.size is None else int(item.size)
+        return _configuration_reply(
+            item.cv_id, item.workspace_id, item.status, item.sha256, size, item.artifact_id
+        )
 
     def configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
         item = configuration_versions.get_item(cv_id)
@@ -333,9 +337,7 @@ class Runs:
         starting again is safe: the execution is named by the run ID, and Step Functions
         answers a second start of that name with the first execution (or
         ExecutionAlreadyExists once it closed, which the adapter treats as started)."""
-        self._workflow.start(
-            run.id, organization_id=run.organization_id, workspace_id=run.workspace_id
-        )
+        self._workflow.start(run)
 
     def get(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)
@@ -690,14 +692,19 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _configuration_reply(
-    cv_id: str, workspace_id: str, status: str, artifact: Artifact
+    cv_id: str,
+    workspace_id: str,
+    status: str,
+    sha256: str | None,
+    size: int | None,
+    artifact_id: str | None,
 ) -> dict[str, Any]:
-    """A configuration version as ``Runs.configuration`` shows it, from what was written."""
+    """A configuration version as the API shows it."""
     return {
         "id": cv_id,
         "workspace_id": workspace_id,
         "status": status,
-        "sha256": artifact.sha256 or "",
-        "size": artifact.size or 0,
-        "artifact_id": artifact.id,
+        "sha256": sha256,
+        "size": size,
+        "artifact_id": artifact_id,
     }

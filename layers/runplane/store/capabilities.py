@@ -258,19 +258,9 @@ def revoke_sessions(session_keys: Iterable[str], now: datetime, since: datetime)
     have expired out of the table (and a revocation refused for that would refuse the
     close), and each is refused all the same once its attempt is closed."""
     revocations = Transaction()
-    if now - since >= RETENTION:
-        return revocations
-    for secret_hash in sorted(session_keys):
-        revocations.update(
-            RunnerSessionItem(*session_key(secret_hash)),
-            # if_not_exists: a revocation that raced this one keeps its instant.
-            [RunnerSessionItem.revoked_at.set(RunnerSessionItem.revoked_at | now)],
-            # Never create a stub item for a session that expired out of the table.
-            condition=RunnerSessionItem.pk.exists(),
-            on_refused=lambda current: ConcurrentChange(
-                "a runner session of the attempt expired meanwhile"
-            ),
-        )
+    if now - since < RETENTION:
+        for secret_hash in sorted(session_keys):
+            _revoke(revocations, session_key(secret_hash), now)
     return revocations
 
 
@@ -282,14 +272,18 @@ def revoke_attempt_sessions(attempt_id: str, now: datetime) -> Transaction:
     revocations = Transaction()
     for item in RunnerSessionItem.gsi1.query(attempt_sessions_partition(attempt_id)):
         if item.revoked_at is None:
-            revocations.update(
-                RunnerSessionItem(item.pk, item.sk),
-                # if_not_exists: a revocation that raced this one keeps its instant.
-                [RunnerSessionItem.revoked_at.set(RunnerSessionItem.revoked_at | now)],
-                # Never create a stub item for a session that expired out of the table.
-                condition=RunnerSessionItem.pk.exists(),
-                on_refused=lambda current: ConcurrentChange(
-                    "a runner session of the attempt expired meanwhile"
-                ),
-            )
+            _revoke(revocations, (item.pk, item.sk), now)
     return revocations
+
+
+def _revoke(revocations: Transaction, key: tuple[str, str], now: datetime) -> None:
+    revocations.update(
+        RunnerSessionItem(*key),
+        # if_not_exists: a revocation that raced this one keeps its instant.
+        [RunnerSessionItem.revoked_at.set(RunnerSessionItem.revoked_at | now)],
+        # Never create a stub item for a session that expired out of the table.
+        condition=RunnerSessionItem.pk.exists(),
+        on_refused=lambda current: ConcurrentChange(
+            "a runner session of the attempt expired meanwhile"
+        ),
+    )
