@@ -18,6 +18,11 @@ def _header(event: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def _route(event: dict[str, Any]) -> str:
+    """``"<METHOD> <path>"`` of the request being authorized (what it reads first)."""
+    return f"{event.get('httpMethod') or ''} {event.get('path') or ''}"
+
+
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Loaded by the first request, not at import: the module stays cheap to import
@@ -28,7 +33,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from runplane.wiring import services
 
     try:
-        principal, read = services().identity.authenticate_request(_header(event, "Authorization"))
+        principal, read = services().identity.authenticate_request(
+            _header(event, "Authorization"), _route(event)
+        )
     except Unauthenticated:
         # API Gateway turns exactly this message into a 401.
         raise Exception("Unauthorized") from None

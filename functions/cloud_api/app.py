@@ -65,6 +65,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v2/policy-checks/<check_id>",
         "/api/v2/policy-checks/<check_id>/output",
     ),
+    "first_reads": ("/api/v2/runner/first-reads",),
 }
 
 

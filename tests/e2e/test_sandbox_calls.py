@@ -1,6 +1,7 @@
 """What a sandbox calls in a full run with the real engine: the engine reaches the Cloud
-API through the runner's relay, reading each repeatable thing once per phase until it
-writes, and the runner registers a phase's uploads with its result."""
+API through the runner's relay, which asks for the reads a phase starts with in one call
+and answers each repeated read from it until the engine writes, and the runner registers
+a phase's uploads with its result."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def sandbox_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
-def test_each_phase_reads_its_workspace_and_state_once_until_it_writes(
+def test_each_phase_has_its_first_reads_from_one_call_until_it_writes(
     local: Local, sandbox_calls: Counter[str]
 ) -> None:
     # Given a plan_and_apply run of the example, planned and approved
@@ -48,25 +49,27 @@ def test_each_phase_reads_its_workspace_and_state_once_until_it_writes(
     # Then it succeeded and published the state the workspace now points at
     assert done["status"] == "succeeded"
     assert workspace_store.get_workspace(ws).current_state_version_id is not None
-    # And the plan's engine (init, plan, show) read the workspace, its entitlements and
-    # its state once each
+    # And the plan's engine (init, plan, show) had its workspace, entitlements, state and
+    # variables from one call of its relay, and read none of them on its own
     name = workspace_store.get_workspace(ws).name
-    by_name = next(call for call in plan_calls if call.endswith(f"/workspaces/{name}"))
-    entitlements = by_name.split("/workspaces/")[0] + "/entitlement-set"
-    current = f"GET /api/v2/workspaces/{ws}/current-state-version"
-    assert plan_calls[by_name] == 1
-    assert plan_calls[entitlements] == 1
-    assert plan_calls[current] == 1
+    first_reads = "GET /api/v2/runner/first-reads"
+    starts = [
+        f"GET /api/v2/organizations/{local.organization}/workspaces/{name}",
+        f"GET /api/v2/organizations/{local.organization}/entitlement-set",
+        f"GET /api/v2/workspaces/{ws}/current-state-version",
+        f"GET /api/v2/workspaces/{ws}/vars",
+    ]
+    assert plan_calls[first_reads] == 1
+    assert not [call for call in starts if plan_calls[call]]
     # And each phase's runner registered its uploads (the plan, plan JSON and log; the
     # apply's log) with its result: no register call of their own
     assert not [call for call in sandbox_calls if call.endswith("/register")]
     assert plan_calls["POST /api/v1/runner/result"] == 1
     assert sandbox_calls["POST /api/v1/runner/result"] == 2
-    # And the apply's engine read them again once,
+    # And the apply's engine had them from one call too,
     apply_calls = sandbox_calls - plan_calls
-    assert apply_calls[by_name] == 1
-    assert apply_calls[entitlements] == 1
-    # and its state once: its lock, which the run held already, changes no state
+    assert apply_calls[first_reads] == 1
+    assert not [call for call in starts if apply_calls[call]]
+    # and kept its state across its lock, which the run held already
     assert apply_calls[f"POST /api/v2/workspaces/{ws}/actions/lock"] == 1
-    assert apply_calls[current] == 1
     assert apply_calls[f"POST /api/v2/workspaces/{ws}/state-versions"] == 1

@@ -98,6 +98,7 @@ class Arena:
             attempt_id=attempt["attempt_id"],
             phase=phase,
             sandbox_id=attempt["sandbox_id"],
+            inputs=request.inputs,
         )
         return str(started["token"])
 

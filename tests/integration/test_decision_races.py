@@ -125,3 +125,18 @@ def test_a_decision_resumes_a_wait_whose_token_was_stored_after_the_decision_rea
     assert run_parts.require(run_id, "approval").state == "approved"
     assert decided.token == "token-late"
     assert arena.workflow.resumed[resumed_before:] == ["token-late"]
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_decision_returns_the_run_as_it_left_it(arena: Arena, decision: str) -> None:
+    # Given a run awaiting approval
+    _, run_id = awaiting_approval(arena, f"decision-reply-{decision}")
+
+    # When a person decides
+    decided = arena.runs.decide(arena.admin, run_id, decision, None)
+
+    # Then the decision names the run as a read right after returns it (a rejection
+    # moved it; an approval left it awaiting the workflow)
+    assert decided.run == arena.stack.lifecycle.runs.get(run_id)
+    expected = "awaiting_approval" if decision == "approve" else "rejected"
+    assert decided.run.status.value == expected

@@ -121,6 +121,57 @@ def test_a_run_and_its_variables_are_created_in_one_write_after_one_read(
     snapshot = run_parts.require(run.id, "input").body
     stored = arena.stack.artifacts.read(arena.org.id, snapshot["variables_artifact_id"])
     assert json.loads(stored) == {"region": "eu-west-1"}
-    # And it read its workspace, configuration and launch controls in one request, the
-    # workspace's variables in one query, and wrote once
-    assert operations == ["BatchGetItem", "Query", "TransactWriteItems"]
+    # And it read its workspace, configuration, launch controls and the tally of the
+    # workspace's variables in one request (the tally counts none: no query), and wrote
+    # once
+    assert operations == ["BatchGetItem", "TransactWriteItems"]
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_workspace_s_variables_are_queried_while_its_tally_counts_any(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch, kept: bool
+) -> None:
+    # Given a workspace that has (or had, and deleted) a variable of its own
+    ws_id, _ = created(arena, f"tally-{kept}")
+    variables = arena.stack.services.workspace_variables
+    variables.set(arena.admin, ws_id, "owner", "platform")
+    if not kept:
+        variables.delete(arena.admin, ws_id, "owner")
+    upload = archive_put(arena, ws_id)
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    sent = DynamoDBRequests(monkeypatch)
+
+    # When a run is created with a variable
+    run = with_region(arena.runs, arena, ws_id, upload.id)
+    operations = list(sent.operations)
+
+    # Then the run pins the workspace's variable with its own, having queried them, or
+    # pins its own only, without a query once the tally counts none
+    snapshot = run_parts.require(run.id, "input").body
+    stored = json.loads(arena.stack.artifacts.read(arena.org.id, snapshot["variables_artifact_id"]))
+    if kept:
+        assert stored == {"owner": "platform", "region": "eu-west-1"}
+        assert operations == ["BatchGetItem", "Query", "TransactWriteItems"]
+    else:
+        assert stored == {"region": "eu-west-1"}
+        assert operations == ["BatchGetItem", "TransactWriteItems"]
+
+
+def test_a_creations_reply_is_the_run_as_it_was_written_without_reading_it_again(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run just created, as its creation returned it
+    ws_id, _ = created(arena, "creation-reply")
+    upload = archive_put(arena, ws_id)
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    run = with_region(arena.runs, arena, ws_id, upload.id)
+    sent = DynamoDBRequests(monkeypatch)
+
+    # When its review is built from that run, and then read afresh
+    replied = arena.runs.review_of(run)
+    built = len(sent.operations)
+    read = arena.runs.review(arena.admin, run.id)
+
+    # Then both say the same, and the reply sent one request fewer: the run's own read
+    assert replied == read
+    assert len(sent.operations) - built == built + 1

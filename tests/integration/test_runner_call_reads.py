@@ -73,20 +73,47 @@ def test_a_start_step_without_its_run_s_scope_reads_one_item_after_another(
     ]
 
 
-def test_an_apply_sandbox_s_manifest_is_one_read(
+def test_an_apply_sandbox_s_session_start_is_one_read_and_one_write(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given an applying run's sandbox redeeming its bootstrap handle
     _, run_id = applying(arena, "manifest-reads")
     requests = DynamoDBRequests(monkeypatch)
 
-    # When it starts its session
+    # When it starts its session, naming the inputs its launch named
     token = arena.runner_token(run_id, "apply")
 
-    # Then once the session is created, its manifest (run, input, plan) is one request
+    # Then the handle, its attempt and the manifest's items (run, input, plan and the
+    # inputs' records) were one request, and the session one write (after the test's
+    # own read of the attempt, to find the handle)
     assert token.startswith("rps_")
-    session_created = requests.operations.index("TransactWriteItems")
-    assert requests.operations[session_created + 1 :] == ["BatchGetItem"]
+    assert requests.operations == ["GetItem", "BatchGetItem", "TransactWriteItems"]
+
+
+def test_a_session_start_naming_no_inputs_reads_its_manifest_after_its_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an applying run's sandbox whose runner names no inputs (an earlier release)
+    _, run_id = applying(arena, "manifest-unnamed")
+    attempt = run_parts.require(run_id, "attempt#apply").body
+    request = arena.launcher.requests[attempt["sandbox_id"]]
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it starts its session
+    started = arena.runner_api.start(
+        request.bootstrap,
+        run_id=run_id,
+        attempt_id=attempt["attempt_id"],
+        phase="apply",
+        sandbox_id=attempt["sandbox_id"],
+    )
+
+    # Then its manifest and grants are the same, its inputs' records read after the write
+    assert started["manifest"]["plan_artifact_id"] in request.inputs
+    downloads = set(started["grants"]["downloads"])
+    assert started["manifest"]["configuration_artifact_id"] in downloads
+    assert downloads <= set(request.inputs)
+    assert requests.operations == ["BatchGetItem", "TransactWriteItems", "BatchGetItem"]
 
 
 def test_a_runner_s_lock_checks_its_run_and_attempt_in_one_read(
@@ -127,6 +154,32 @@ def test_an_apply_start_reads_its_run_plan_attempt_and_approval_in_one_request(
     assert started["fence"] == str(attempt["fence"])
     assert arena.runs.get(arena.admin, run_id).status.value == "applying"
     assert sent == ["BatchGetItem", "TransactWriteItems"]
+
+
+def test_an_apply_start_is_served_its_plan_and_approval_by_its_authentication(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an approved run whose apply sandbox started its session and made a call
+    _, run_id = awaiting_approval(arena, "apply-start-served")
+    attempt = to_apply_sandbox(arena, run_id)
+    authorization = f"Bearer {arena.runner_token(run_id, 'apply')}"
+    arena.stack.identity.authenticate_request(authorization)
+    handle = arena.launcher.requests[attempt["sandbox_id"]].apply_start
+    assert handle is not None
+    plan_sha256 = run_parts.require(run_id, "plan").body["plan_sha256"]
+    requests = DynamoDBRequests(monkeypatch)
+
+    # When it presents the approved plan, authenticated on the apply start's route
+    principal, read = arena.stack.identity.authenticate_request(
+        authorization, "POST /api/v1/runner/apply-start"
+    )
+    with prefetch.serving(read):
+        started = arena.runner_api.apply_start(principal, handle, {"plan_sha256": plan_sha256})
+
+    # Then it is applying after the authentication's one read and the start's one write
+    assert started["fence"] == str(attempt["fence"])
+    assert arena.runs.get(arena.admin, run_id).status.value == "applying"
+    assert requests.operations[:2] == ["BatchGetItem", "TransactWriteItems"]
 
 
 def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
@@ -224,8 +277,8 @@ def test_an_apply_result_is_served_its_run_attempt_and_record_by_its_authenticat
         status = arena.runner_api.report(principal, Failed(reason="the engine failed"))
     sent = list(requests.operations)
 
-    # Then the apply failed after one read for the run, its attempt and its apply record
-    # (the authentication's) and the workspace's again as its lock is released, and one
-    # write
+    # Then the apply failed after one read, the authentication's (the run, its attempt,
+    # its apply record and its workspace, which the release of its lock takes too), and
+    # one write
     assert status == {"status": "apply_failed"}
-    assert sent == ["BatchGetItem", "GetItem", "TransactWriteItems"]
+    assert sent == ["BatchGetItem", "TransactWriteItems"]

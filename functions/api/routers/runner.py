@@ -26,6 +26,9 @@ class SessionStart(BaseModel):
     attempt_id: str
     phase: Literal["plan", "apply"]
     sandbox_id: str
+    # The artifacts the phase reads, as its launch named them: only what is read with the
+    # bootstrap (what is granted is what the bootstrap names).
+    inputs: list[Annotated[str, Field(max_length=64)]] = Field(default=[], max_length=3)
 
 
 class UploadStart(BaseModel):
@@ -71,6 +74,7 @@ def runner_session(body: SessionStart) -> Reply:
         attempt_id=body.attempt_id,
         phase=body.phase,
         sandbox_id=body.sandbox_id,
+        inputs=body.inputs,
     )
     return json_reply(201, started)
 

@@ -96,7 +96,7 @@ def create_run(workspace_id: str, body: RunCreate) -> Reply:
         engine_version=body.engine_version,
         variables=body.variables,
     )
-    return json_reply(201, services().runs.review(who, run.id))
+    return json_reply(201, services().runs.review_of(run))
 
 
 @router.get(
@@ -135,8 +135,8 @@ def _decide(run_id: str, decision: str, body: DecisionBody) -> Reply:
     who = principal()
     s = services()
     binding = body.model_dump(exclude_none=True, exclude={"comment"})
-    s.runs.decide(who, run_id, decision, body.comment, binding)
-    return json_reply(200, s.runs.review(who, run_id))
+    decided = s.runs.decide(who, run_id, decision, body.comment, binding)
+    return json_reply(200, s.runs.review_of(decided.run))
 
 
 @router.post(

@@ -30,6 +30,9 @@ class LaunchRequest:
     bootstrap: str = field(repr=False)
     apply_start: str | None = field(default=None, repr=False)
     heartbeat_seconds: int = 60
+    # The artifacts the phase reads (IDs, not secrets): its session start reads their
+    # records with the bootstrap.
+    inputs: tuple[str, ...] = ()
 
 
 class Launcher(Protocol):
@@ -54,6 +57,8 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
     }
     if request.apply_start:
         env["RUNPLANE_APPLY_START"] = request.apply_start
+    if request.inputs:
+        env["RUNPLANE_INPUTS"] = ",".join(request.inputs)
     return env
 
 

@@ -258,6 +258,8 @@ class Runner:
                 "attempt_id": self.attempt_id,
                 "phase": self.phase,
                 "sandbox_id": self.sandbox_id,
+                # Read with the bootstrap: one request for the session and its manifest.
+                "inputs": [i for i in self.env.get("RUNPLANE_INPUTS", "").split(",") if i],
             },
         )
         self.api.token = started["token"]
@@ -305,7 +307,9 @@ class Runner:
             ) from None
         mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
         # An apply's run took the workspace's apply lock before this sandbox started.
-        self.relay = EngineRelay(self.api.url, lock_held=self.phase == "apply").start()
+        self.relay = EngineRelay(
+            self.api.url, lock_held=self.phase == "apply", first_reads=True
+        ).start()
         cli_config = write_cli_config(
             self.workdir / "cli.tfrc",
             host=host,
@@ -386,8 +390,6 @@ class Runner:
             return self._failed("engine init failed")
         if not applied.succeeded:
             return self._failed("engine apply failed")
-        check = self.api.call("GET", "/api/v1/runner/state-check")
-        self.log.write(f"\nstate check: {json.dumps(check)}\n")
         return Applied(log_artifact_id=self._upload_log())
 
     def _new_log(self, secrets: list[str]) -> BoundedLog:

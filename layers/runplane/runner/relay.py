@@ -13,6 +13,12 @@ a write comes from the control plane). So the sandbox gets no byte it had not al
 been given in this phase, and every write, with its authority and fence, is checked by
 the control plane as before.
 
+A relay told to (``first_reads``) asks the Cloud API, when the engine first reads
+anything but the ping, for the answers to all the reads a phase's engine starts with,
+in one call made with the engine's own credentials, and keeps each as if the engine
+had read it: one call instead of four or five, each answer the one its own route
+gives. A relay whose call is refused relays the engine's reads one by one, as before.
+
 One write changes no state: the lock of a phase whose run took the workspace's apply
 lock before its sandbox started (an apply, ``lock_held``). The engine's lock call only
 confirms that lock, so no state can be published between its first read of the state
@@ -27,7 +33,9 @@ Standard library only: it runs inside the sandbox.
 
 from __future__ import annotations
 
+import base64
 import http.client
+import json
 import re
 import sys
 import threading
@@ -43,9 +51,14 @@ REPEATABLE_READS = re.compile(
     r"|organizations/[^/?]+/workspaces/[^/?]+"
     r"|workspaces/[^/?]+/current-state-version"
     r"|state-versions/[^/?]+/download"
+    r"|workspaces/[^/?]+/vars"
 )
+# The Cloud API's answer to the reads a phase's engine starts with, all at once
+# (``EngineRelay(first_reads=True)``); asked when the engine first reads one of them.
+FIRST_READS_ROUTE = "runner/first-reads"
 # What a lock the phase already holds leaves as it was (``EngineRelay(lock_held=True)``).
 _LOCK_CALL = re.compile(r"workspaces/[^/?]+/actions/lock")
+_PING = re.compile(r"ping")
 _STATE_READS = re.compile(r"workspaces/[^/?]+/current-state-version|state-versions/[^/?]+/download")
 # One answer above this size is relayed but not kept; all kept answers stay under the total.
 MAX_KEPT_ANSWER = 8 * 1024 * 1024
@@ -91,7 +104,9 @@ class EngineRelay:
     """Relays ``/api/v2/`` calls from ``127.0.0.1:<port>`` to ``upstream`` (the Cloud
     API's base URL, a stage path allowed) until :meth:`stop`."""
 
-    def __init__(self, upstream: str, *, lock_held: bool = False) -> None:
+    def __init__(
+        self, upstream: str, *, lock_held: bool = False, first_reads: bool = False
+    ) -> None:
         parts = urllib.parse.urlsplit(upstream.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {upstream!r}")
@@ -102,6 +117,9 @@ class EngineRelay:
         self._kept: dict[tuple[str, str], _Answer] = {}
         self._kept_bytes = 0
         self._lock_held = lock_held
+        # Asked once, by the first read it answers; the engine's reads wait for it.
+        self._first_reads_due = first_reads
+        self._first_reads_lock = threading.Lock()
         # Bumped before and after every write: a read that started before a write
         # finished is relayed but not kept.
         self._generation = 0
@@ -152,6 +170,8 @@ class EngineRelay:
         if not self._repeatable(path):
             return self._forward(method, path, headers, body)
         key = (path, _authorization(headers))
+        if self._first_reads_due and not self._is(path, _PING):
+            self._read_first(headers)
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
@@ -165,6 +185,45 @@ class EngineRelay:
                     self._kept[key] = answer
                     self._kept_bytes += len(answer.body)
         return answer
+
+    def _read_first(self, headers: list[tuple[str, str]]) -> None:
+        """Keep the Cloud API's answers to the phase's first reads, asked once with the
+        engine's ``headers``; a failed or refused ask keeps nothing."""
+        with self._first_reads_lock:
+            if not self._first_reads_due:
+                return
+            self._first_reads_due = False
+            with self._lock:
+                generation = self._generation
+            path = f"{self._prefix}/api/v2/{FIRST_READS_ROUTE}"
+            try:
+                answer = self._forward("GET", path, headers, b"")
+                entries = json.loads(answer.body)["answers"] if answer.status == 200 else []
+                read = [self._first_read(entry) for entry in entries]
+            except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
+                return  # the engine's reads go up one by one
+            authorization = _authorization(headers)
+            with self._lock:
+                if generation != self._generation:
+                    return
+                for route, kept in read:
+                    key = (route, authorization)
+                    if (
+                        self._repeatable(route)
+                        and key not in self._kept
+                        and kept.status in _KEPT_STATUSES
+                        and self._room_for(len(kept.body))
+                    ):
+                        self._kept[key] = kept
+                        self._kept_bytes += len(kept.body)
+
+    def _first_read(self, entry: dict[str, Any]) -> tuple[str, _Answer]:
+        """One answer of the first reads: the path it answers, and the answer as relayed."""
+        headers = [(str(k), str(v)) for k, v in entry["headers"] if k.lower() not in _HOP_BY_HOP]
+        body = self._named_here(headers, base64.b64decode(entry["body"], validate=True))
+        return f"{self._prefix}/api/v2/{entry['path']}", _Answer(
+            int(entry["status"]), headers, body
+        )
 
     def _repeatable(self, path: str) -> bool:
         return self._is(path, REPEATABLE_READS)

@@ -36,6 +36,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import identity as store
 from runplane.store.models import (
     artifact_key,
+    drift_key,
     run_key,
     run_part_key,
     state_version_key,
@@ -128,17 +129,18 @@ class Identity:
         return self.authenticate_request(authorization)[0]
 
     def authenticate_request(
-        self, authorization: str | None
+        self, authorization: str | None, route: str = ""
     ) -> tuple[Principal, dict[Key, RawItem]]:
         """``authenticate``, with the raw items its read fetched for the request to
-        read next (a runner's run, attempt and workspace; see ``store.prefetch``)."""
+        read next (a runner's run, attempt and workspace, and what its ``route``,
+        ``"<METHOD> <path>"``, reads first; see ``store.prefetch``)."""
         if not authorization or not authorization.startswith("Bearer "):
             raise Unauthenticated()
         credential = authorization.removeprefix("Bearer ").strip()
         if credential.startswith(TOKEN_PREFIX):
             return self._token_principal(credential), {}
         if credential.startswith(SESSION_PREFIX):
-            return self._runner_principal(credential)
+            return self._runner_principal(credential, route)
         if credential.count(".") == 2 and self._verifier is not None:
             return self._user_principal(credential), {}
         raise Unauthenticated()
@@ -157,14 +159,16 @@ class Identity:
             auth_time=record.created_at,
         )
 
-    def _runner_principal(self, secret: str) -> tuple[Principal, dict[Key, RawItem]]:
+    def _runner_principal(self, secret: str, route: str) -> tuple[Principal, dict[Key, RawItem]]:
         # The session and its attempt are read on every call (one request), so a
         # closed attempt's sandbox is refused at once even if the listing that
         # revokes its sessions missed one. The run and its workspace, which most
         # calls read next, come in the same request.
         try:
             sessions = self._sessions()
-            session, prefetched = sessions.authenticate_open(secret, self._call_reads)
+            session, prefetched = sessions.authenticate_open(
+                secret, lambda binding: self._call_reads(binding, route)
+            )
             self._remember_pin(session.binding, prefetched)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
@@ -172,7 +176,7 @@ class Identity:
             raise Unauthenticated("the runner session is not valid") from None
         run_id = session.binding.run_id
         try:
-            workspace_id = self._workspace_of_run(run_id, prefetched.get(run_key(run_id)))
+            workspace_id = self._workspace_of_run(run_id, prefetched.get(run_key(run_id)) or None)
         except NotFound:
             raise Unauthenticated("the runner session's run is gone") from None
         return Principal(
@@ -189,10 +193,10 @@ class Identity:
             inputs=session.inputs,
         ), prefetched
 
-    def _call_reads(self, binding: Binding) -> list[Key]:
+    def _call_reads(self, binding: Binding, route: str = "") -> list[Key]:
         """What a runner's call reads next: its run (an apply's with its apply record)
         and, once known, its workspace, the state version its run pinned and that
-        version's artifact record."""
+        version's artifact record; and what an apply's start and result read first."""
         with self._workspaces_lock:
             workspace_id = self._workspace_by_run.get(binding.run_id)
             pinned = self._pin_by_attempt.get(binding.attempt_id)
@@ -201,6 +205,12 @@ class Identity:
         if binding.phase is Phase.APPLY:
             # Its result reads the apply record with its run and attempt.
             keys.append(run_part_key(binding.run_id, "apply"))
+            if route.endswith(_APPLY_START):
+                # Deciding the start reads the plan it presents and the approval.
+                keys += [run_part_key(binding.run_id, name) for name in ("plan", "approval")]
+            elif route.endswith(_RESULT) and workspace_id is not None:
+                # A success clears the workspace's drift record, if it has one.
+                keys.append(drift_key(workspace_id))
         if workspace_id is not None:
             keys.append(workspace_key(workspace_id))
         if pinned is not None:
@@ -220,10 +230,11 @@ class Identity:
         from runplane.store.state_versions import state_artifact_of
 
         raw_run = prefetched.get(run_key(binding.run_id))
-        if raw_run is None:
+        if not raw_run:
             return
         pinned = pinned_state_of(raw_run)
         raw_version = prefetched.get(state_version_key(pinned)) if pinned else None
+        raw_version = raw_version or None
         state_artifact = state_artifact_of(raw_version) if raw_version else None
         if pinned is None:
             return
@@ -257,6 +268,11 @@ class Identity:
         except JwtRejected:
             raise Unauthenticated() from None
         return user_principal(claims)
+
+
+# The runner routes whose first reads an apply session's authentication brings.
+_APPLY_START = "POST /api/v1/runner/apply-start"
+_RESULT = "POST /api/v1/runner/result"
 
 
 def _remember(facts: dict[str, str], key: str, value: str) -> None:

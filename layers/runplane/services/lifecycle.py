@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import ApplyLock, Run
+from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import ConcurrentChange, TooMuchContention
 from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
@@ -81,6 +81,7 @@ class RunLifecycle:
         run_updates: Mapping[str, Any] | None = None,
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+        workspace: Workspace | None = None,
     ) -> Moved:
         """Move ``run`` (a snapshot) to ``target``; see the module docstring.
 
@@ -88,12 +89,16 @@ class RunLifecycle:
         ``apply_failed`` keep the writer authority for recovery. ``lock`` is the
         apply lock the caller holds, released exactly (or ``StaleFence``).
         ``also_announce`` makes further events of the move (committed with it).
+        ``workspace``: the run's workspace as the caller read it, with no write since;
+        a release on entry takes it instead of reading it again (its writes are
+        conditioned on what it read, so one that changed since is refused and read).
         """
         # Refused before anything is read: the table alone decides what is allowed.
         check(run.status, target, run.facts)
         extra = list(extra_writes)
         for _ in range(MAX_ATTEMPTS):
-            release = self._release_on_entry(run, target, state_published, lock)
+            release = self._release_on_entry(run, target, state_published, lock, workspace)
+            workspace = None
             writes = [*extra, release.writes] if release else list(extra)
             writes.extend(self._close_apply_record(run, target, reason, extra))
             try:
@@ -176,7 +181,12 @@ class RunLifecycle:
         ]
 
     def _release_on_entry(
-        self, run: Run, target: RunStatus, state_published: bool, lock: ApplyLock | None
+        self,
+        run: Run,
+        target: RunStatus,
+        state_published: bool,
+        lock: ApplyLock | None,
+        workspace: Workspace | None,
     ) -> Release | None:
         effect = WRITER_ON_ENTRY[target]
         releases = effect is WriterEffect.RELEASE or (
@@ -184,4 +194,4 @@ class RunLifecycle:
         )
         if not releases or not run.kind.needs_writer_reservation:
             return None
-        return self.writer.release_writes_if_involved(run.workspace_id, run.id, lock)
+        return self.writer.release_writes_if_involved(run.workspace_id, run.id, lock, workspace)

@@ -28,8 +28,9 @@ from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.services.publications import apply_identity, publication_of
 from runplane.store import capabilities as capability_store
-from runplane.store import run_batch, state_versions
+from runplane.store import prefetch, run_batch, state_versions
 from runplane.store import workspaces as workspace_store
+from runplane.store.models import artifact_key, run_key, run_part_key
 from runplane.store.runs import RunRepository
 
 # Artifacts a runner may upload, by phase.
@@ -59,6 +60,12 @@ def session_of(principal: Principal) -> RunnerSession:
 
 
 _UNCHECKED = datetime.max.replace(tzinfo=UTC)
+# A phase reads its configuration, its variables and (to apply) its plan.
+MAX_INPUTS = 3
+
+
+def _manifest_parts(phase: Phase) -> list[str]:
+    return ["input", "plan"] if phase is Phase.APPLY else ["input"]
 
 
 class RunnerApi:
@@ -77,22 +84,40 @@ class RunnerApi:
         self._runs = runs
 
     def start(
-        self, bootstrap: str, *, run_id: str, attempt_id: str, phase: str, sandbox_id: str
+        self,
+        bootstrap: str,
+        *,
+        run_id: str,
+        attempt_id: str,
+        phase: str,
+        sandbox_id: str,
+        inputs: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Redeem the bootstrap handle; returns the session secret and the manifest."""
+        """Redeem the bootstrap handle; returns the session secret and the manifest.
+        ``inputs``: the artifacts the launch said the phase reads, whose records are read
+        with the handle's (what the session may read is what the handle names)."""
         try:
             binding = Binding(run_id, attempt_id, Phase(phase), sandbox_id)
         except ValueError:
             raise InvalidInput("phase must be plan or apply", "/phase") from None
-        # The handle's record and the attempt it is for, in one read.
-        record, attempt = capability_store.get_capability_and_part(
-            handle_hash(bootstrap), run_id, attempt_part(binding.phase)
+        # The handle's record, the attempt it is for, and what the manifest reads (the run,
+        # its parts, its inputs' records), in one read.
+        manifest_keys = [
+            run_key(run_id),
+            *(run_part_key(run_id, name) for name in _manifest_parts(binding.phase)),
+            *(artifact_key(artifact_id) for artifact_id in inputs[:MAX_INPUTS]),
+        ]
+        record, attempt, read = capability_store.get_capability_and_part(
+            handle_hash(bootstrap), run_id, attempt_part(binding.phase), manifest_keys
         )
         if open_or_none(binding, attempt) is None:
             # Refused before the handle is looked at: nothing is redeemed or written.
             raise SessionRefused("its attempt has ended")
         grant = self._sessions.start(bootstrap, binding, record)
-        manifest, grants = self._manifest(grant.session)
+        # Served although read before the session's write: that write changes none of
+        # them (it adds the session, and notes it on the attempt).
+        with prefetch.serving(read):
+            manifest, grants = self._manifest(grant.session)
         # The grants carry data keys and URLs: secret, like the token beside them, so
         # they travel apart from the manifest (which says what the phase is about).
         return {"token": grant.token, "manifest": manifest, "grants": _grants_reply(grants)}
@@ -101,7 +126,7 @@ class RunnerApi:
         apply = session.binding.phase is Phase.APPLY
         # The run, its parts and the records of the session's inputs in one request.
         run, parts, records = run_batch.run_parts_and_artifacts(
-            session.binding.run_id, ["input", "plan"] if apply else ["input"], session.inputs
+            session.binding.run_id, _manifest_parts(session.binding.phase), session.inputs
         )
         snapshot = run_batch.require(parts, run.id, "input").body
         manifest: dict[str, Any] = {

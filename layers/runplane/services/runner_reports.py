@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from runplane.domain.capabilities import Phase
-from runplane.domain.entities import ApplyLock, Run
+from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import (
     Conflict,
     NotFound,
@@ -201,7 +201,8 @@ class RunnerReports(WorkflowService):
         if run.status is not S.APPLYING:
             raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
         now = self._clock.now()
-        confirmed, published, pointer = self._publication(run, granted)
+        workspace = workspace_store.get_workspace(run.workspace_id)
+        confirmed, published, pointer = self._publication(run, granted, workspace)
         engine_ok = succeeded(report)
         if engine_ok and confirmed:
             target, reason = S.SUCCEEDED, None
@@ -254,13 +255,16 @@ class RunnerReports(WorkflowService):
             state_published=published,
             lock=apply_lock,
             extra_writes=writes,
+            workspace=workspace,
         )
         self._hand_off(moved)
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
 
-    def _publication(self, run: Run, attempt: AttemptBody) -> tuple[bool, bool, str | None]:
+    def _publication(
+        self, run: Run, attempt: AttemptBody, workspace: Workspace
+    ) -> tuple[bool, bool, str | None]:
         """(confirmed, published, pointer): did this attempt publish the current state?
 
         Confirmed means the current version, and every version back to the run's
@@ -268,7 +272,6 @@ class RunnerReports(WorkflowService):
         may publish intermediate snapshots, at most ``MAX_PUBLICATIONS`` of them).
         Published means the current version is this run's, confirmed or not.
         """
-        workspace = workspace_store.get_workspace(run.workspace_id)
         pointer = workspace.current_state_version_id
         if pointer is None or pointer == run.predecessor_sv_id:
             return False, False, pointer

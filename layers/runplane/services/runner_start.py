@@ -121,6 +121,7 @@ class RunnerStart(WorkflowService):
                 bootstrap=bootstrap.handle,
                 apply_start=apply_start,
                 heartbeat_seconds=_heartbeat_interval(self._timing.runner_heartbeat),
+                inputs=tuple(inputs),
             )
         )
         run_parts.change(

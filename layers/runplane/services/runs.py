@@ -80,9 +80,14 @@ class ConfigurationUpload:
 
 @dataclass(frozen=True)
 class Decision:
-    run_id: str
+    run: Run
+    """The run as the decision left it (a rejection moved it; an approval did not)."""
     decision: str
     token: str | None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
 
 
 class Runs:
@@ -251,20 +256,20 @@ class Runs:
             # Checked before anything is written: a denied launch leaves no trace.
             self._launch_controls.check(workspace.organization_id, self._runner_release)
             configuration = self.configuration(principal, configuration_version_id)
-        if configuration["workspace_id"] != workspace.id:
-            raise NotFound("configuration version", configuration_version_id)
-        if configuration["status"] != "uploaded":
-            raise InvalidInput(
-                f"configuration version {configuration_version_id} has not been uploaded",
-                "/configuration_version_id",
+            if configuration["workspace_id"] != workspace.id:
+                raise NotFound("configuration version", configuration_version_id)
+            if configuration["status"] != "uploaded":
+                raise InvalidInput(
+                    f"configuration version {configuration_version_id} has not been uploaded",
+                    "/configuration_version_id",
+                )
+            check_variables(variables)
+            # The workspace's variables as they are now, under the run's own: plan and
+            # apply read this one pinned set, and the approval binds to it.
+            workspace_values = (
+                self._workspace_variables.snapshot(workspace) if self._workspace_variables else {}
             )
-        check_variables(variables)
-        # The workspace's variables as they are now, under the run's own: plan and
-        # apply read this one pinned set, and the approval binds to it.
-        merged = merge(
-            self._workspace_variables.snapshot(workspace) if self._workspace_variables else {},
-            variables,
-        )
+        merged = merge(workspace_values, variables)
         check_variables(merged.values)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
             raise InvalidInput(
@@ -282,6 +287,7 @@ class Runs:
             version=run_store.FIRST_VERSION,
             created_at=now,
             updated_at=now,
+            created_by=principal.ref,
             definition_version=self._definition_version,
             build_sha=self._build_sha,
             runner_release=self._runner_release,
@@ -373,7 +379,11 @@ class Runs:
         return Page.of(self.list(principal, workspace_id), number, size)
 
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
-        run = self.get(principal, run_id)
+        return self.review_of(self.get(principal, run_id))
+
+    def review_of(self, run: Run) -> dict[str, Any]:
+        """The review of ``run`` as the caller already holds it, read or just written
+        (a reply to a write names the run as that write left it)."""
         return build_review(run, self._reader, self._clock.now())
 
     # -- decisions ---------------------------------------------------------------------------
@@ -442,6 +452,7 @@ class Runs:
         try:
             if decision == "approve":
                 record.commit()
+                decided = run
             else:
                 moved = self._lifecycle.move(
                     run,
@@ -451,6 +462,7 @@ class Runs:
                     extra_writes=[record],
                 )
                 hand_off(self._workflow, moved.handoff)
+                decided = moved.run
         except (AlreadyDecided, ConcurrentChange, TransitionRejected):
             raise self._decided_meanwhile(run.id) from None
         token = approval.token
@@ -460,7 +472,7 @@ class Runs:
             token = run_parts.require(run.id, "approval").token
         if token:
             self._workflow.resume(token, {"decision": decision})
-        return Decision(run.id, decision, token)
+        return Decision(decided, decision, token)
 
     def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:
         """Why a decision or cancellation lost its race, as the database holds it now."""

@@ -7,6 +7,7 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from runplane.domain.clock import Clock
@@ -21,12 +22,13 @@ from runplane.domain.errors import (
     WorkspaceLocked,
     WorkspaceNotLocked,
 )
-from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.store import apply_lock
+from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
@@ -40,6 +42,14 @@ MAX_APPROVAL_WINDOW = 30 * 24 * 3600
 _ATTEMPTS = 5
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class EngineStart:
+    organization_name: str
+    workspace: Workspace
+    items: dict[Key, RawItem]
+    """The items its reads read, as one consistent read found them (raw), to serve each."""
 
 
 class Workspaces:
@@ -109,6 +119,24 @@ class Workspaces:
         if not principal.can_see_workspace(workspace.organization_id, workspace.id):
             raise NotFound("workspace", workspace_id)
         return workspace
+
+    def engine_start(self, principal: Principal) -> EngineStart:
+        """What a runner's engine starts a phase by reading: its organization's name, its
+        run's workspace, and the items those reads read (``EngineStart.items``). Only a
+        runner session has one."""
+        if (
+            principal.kind is not PrincipalKind.RUNNER
+            or principal.workspace_id is None
+            or principal.run_id is None
+        ):
+            raise Forbidden(Permission.STATE_READ)
+        # Only the Cloud API's runner calls need these: a cold start elsewhere skips them.
+        from runplane.store import prefetch, run_batch
+
+        items = run_batch.engine_start_items(principal.run_id, principal.workspace_id)
+        with prefetch.serving(items):
+            workspace = self.by_id(principal, principal.workspace_id)
+        return EngineStart(self.organization_name(workspace.organization_id), workspace, items)
 
     def by_name(self, principal: Principal, org_name: str, name: str) -> Workspace:
         org = self.organization(principal, org_name)

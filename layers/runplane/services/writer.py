@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import ApplyLock, Run, Waiter
+from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.errors import ConcurrentChange, NotWriter, RunplaneError, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import apply_lock, writer_queue
@@ -137,10 +137,16 @@ class WriterAuthority:
         return release
 
     def release_writes_if_involved(
-        self, workspace_id: str, run_id: str, lock: ApplyLock | None = None
+        self,
+        workspace_id: str,
+        run_id: str,
+        lock: ApplyLock | None = None,
+        workspace: Workspace | None = None,
     ) -> Release | None:
-        """Like ``release_writes``, but None when the run neither holds nor waits."""
-        workspace = store.get_workspace(workspace_id)
+        """Like ``release_writes``, but None when the run neither holds nor waits
+        (``workspace``: as the caller just read it; otherwise it is read)."""
+        if workspace is None or workspace.id != workspace_id:
+            workspace = store.get_workspace(workspace_id)
         if workspace.writer_run_id != run_id:
             mine = writer_queue.waiter_of(workspace_id, run_id) if workspace.queue_length else None
             return Release(writer_queue.remove_waiter(mine), None) if mine else None

@@ -90,16 +90,18 @@ def get_capability(handle_hash: str) -> CapabilityRecord | None:
 
 
 def get_capability_and_part(
-    handle_hash: str, run_id: str, part: str
-) -> tuple[CapabilityRecord | None, RunPart | None]:
-    """A capability and one part of a run (the attempt it is redeemed for), in one
-    consistent request."""
+    handle_hash: str, run_id: str, part: str, also: Sequence[batch.Key] = ()
+) -> tuple[CapabilityRecord | None, RunPart | None, dict[batch.Key, dict[str, Any]]]:
+    """A capability, one part of a run (the attempt it is redeemed for) and the raw items
+    of ``also`` (for the call to read next; one found absent is returned empty, so that
+    its absence can be served too), in one consistent request."""
     capability, part_key = capability_key(handle_hash), run_part_key(run_id, part)
-    found = batch.get_many([capability, part_key])
-    raw_capability, raw_part = found.get(capability), found.get(part_key)
+    found = batch.get_many([capability, part_key, *also])
+    raw_capability, raw_part = found.pop(capability, None), found.get(part_key)
     return (
         _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
         run_parts.from_raw(raw_part) if raw_part else None,
+        {**{key: {} for key in also}, **found},
     )
 
 
@@ -224,16 +226,17 @@ def get_session(secret_hash: str) -> RunnerSession | None:
 def get_session_and_part(
     secret_hash: str, run_id: str, part: str, also: Sequence[batch.Key] = ()
 ) -> tuple[RunnerSession | None, RunPart | None, dict[batch.Key, dict[str, Any]]]:
-    """A session, one part of its run (its attempt) and the raw items of ``also`` that
-    exist (for the call to read next), in one consistent request. The attempt is
-    returned raw with them: the call may read it again."""
+    """A session, one part of its run (its attempt) and the raw items of ``also`` (for
+    the call to read next), in one consistent request. The attempt is returned raw with
+    them (the call may read it again); an item of ``also`` found absent is returned
+    empty, so that its absence can be served too (``prefetch``)."""
     session, part_key = session_key(secret_hash), run_part_key(run_id, part)
     found = batch.get_many([session, part_key, *also])
     raw_session, raw_part = found.pop(session, None), found.get(part_key)
     return (
         _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        found,
+        {**{key: {} for key in also}, **found},
     )
 
 

@@ -84,6 +84,11 @@ def workspace_key(workspace_id: str) -> tuple[str, str]:
     return f"WS#{workspace_id}", "WS"
 
 
+def drift_key(workspace_id: str) -> tuple[str, str]:
+    """A workspace's drift record (``store.schedules``)."""
+    return f"WS#{workspace_id}", "DRIFT"
+
+
 def workspace_name_key(org_id: str, name: str) -> tuple[str, str]:
     return f"ORG#{org_id}", f"WSNAME#{name}"
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
-from runplane.store import artifacts, batch, prefetch, run_parts
+from runplane.store import artifacts, batch, prefetch, run_parts, state_versions
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.models import (
     RunItem,
@@ -17,10 +17,13 @@ from runplane.store.models import (
     run_key,
     run_part_key,
     sandbox_count_key,
+    state_version_key,
     workspace_key,
 )
+from runplane.store.prefetch import Key, RawItem
 from runplane.store.run_parts import RunPart
-from runplane.store.runs import to_run
+from runplane.store.runs import pinned_state_of, to_run
+from runplane.store.workspace_variables import tally_key
 
 
 def run_and_parts(run_id: str, names: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
@@ -86,16 +89,36 @@ def reading_ahead(
         yield
 
 
+def engine_start_items(run_id: str, workspace_id: str) -> dict[Key, RawItem]:
+    """The raw items the reads a phase's engine starts with all read: its run, its
+    workspace, the state version the run pinned and, where this process knows which it
+    is, that version's artifact record (those found). The run, which names the pin,
+    comes first (from what this request's authentication read, where it did); the
+    others in one more request."""
+    raw_run = batch.get_many([run_key(run_id)]).get(run_key(run_id))
+    if raw_run is None:
+        raise NotFound("run", run_id)
+    keys = [workspace_key(workspace_id)]
+    pinned = pinned_state_of(raw_run)
+    if pinned:
+        keys.append(state_version_key(pinned))
+        artifact_id = state_versions.known_state_artifact(pinned)
+        if artifact_id:
+            keys.append(artifact_key(artifact_id))
+    return {run_key(run_id): raw_run, **batch.get_many(keys)}
+
+
 @contextmanager
 def creation_reads(
     workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
 ) -> Iterator[None]:
-    """What creating a run reads first (its workspace, its configuration version, and the
-    launch controls and sandbox counts of ``control_scopes``), in one request, served as
-    ``reading_ahead`` serves."""
+    """What creating a run reads first (its workspace, its configuration version, the
+    tally of the workspace's variables, and the launch controls and sandbox counts of
+    ``control_scopes``), in one request, served as ``reading_ahead`` serves."""
     keys = [
         workspace_key(workspace_id),
         configuration_version_key(configuration_version_id),
+        tally_key(workspace_id),
         *(launch_controls_key(scope) for scope in control_scopes),
         *(sandbox_count_key(scope) for scope in control_scopes),
     ]

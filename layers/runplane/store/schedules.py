@@ -21,11 +21,13 @@ from runplane.domain.errors import (
     ScheduleMoved,
     StaleDriftFinding,
 )
+from runplane.store import prefetch
 from runplane.store.models import (
     ConfigurationVersionItem,
     Gsi1,
     TableItem,
     configurations_partition,
+    drift_key,
 )
 from runplane.store.table import GSI1
 from runplane.store.transaction import Item, Transaction
@@ -42,10 +44,6 @@ def schedule_key(schedule_id: str) -> tuple[str, str]:
 
 def fire_key(schedule_id: str, scheduled_at: datetime) -> tuple[str, str]:
     return f"SCHED#{schedule_id}", f"{FIRE_PREFIX}{scheduled_at.isoformat()}"
-
-
-def drift_key(workspace_id: str) -> tuple[str, str]:
-    return f"WS#{workspace_id}", "DRIFT"
 
 
 def schedules_partition(workspace_id: str) -> str:
@@ -275,8 +273,15 @@ def fires(schedule_id: str, limit: int = 20) -> list[Fire]:
 
 
 def get_drift(workspace_id: str) -> Drift | None:
+    known, raw = prefetch.take_known(drift_key(workspace_id))
+    if known and raw is None:
+        return None  # read absent with this request's authentication
     try:
-        item = DriftItem.get(*drift_key(workspace_id), consistent_read=True)
+        item = (
+            DriftItem.from_raw_data(raw)
+            if raw is not None
+            else DriftItem.get(*drift_key(workspace_id), consistent_read=True)
+        )
     except DriftItem.DoesNotExist:
         return None
     return Drift(

@@ -98,7 +98,28 @@ def _item(version: StateVersion) -> StateVersionItem:
     )
 
 
+# A finalized version's state artifact never changes. Which one it is, as this process
+# saw it last, lets a read ahead name that artifact's record with the version's: a hint
+# only (what a read is served is what that key holds).
+_STATE_ARTIFACTS: dict[str, str] = {}
+_REMEMBERED_ARTIFACTS = 10_000
+
+
+def known_state_artifact(sv_id: str) -> str | None:
+    """The artifact this process saw holding finalized version ``sv_id``'s state."""
+    return _STATE_ARTIFACTS.get(sv_id)
+
+
+def _note_artifact(sv_id: str, artifact_id: str | None, status: str | None) -> None:
+    if artifact_id is None or status != FINALIZED or sv_id in _STATE_ARTIFACTS:
+        return
+    if len(_STATE_ARTIFACTS) >= _REMEMBERED_ARTIFACTS:
+        _STATE_ARTIFACTS.pop(next(iter(_STATE_ARTIFACTS)), None)
+    _STATE_ARTIFACTS[sv_id] = artifact_id
+
+
 def to_version(item: StateVersionItem) -> StateVersion:
+    _note_artifact(item.sv_id, item.artifact_id, item.status)
     provenance = dict(item.provenance or {})
     lock_id = provenance.pop("lock_id", None)
     return StateVersion(
@@ -316,6 +337,7 @@ def finalize(
     event_id: str,
     now: datetime,
 ) -> Transaction:
+    _note_artifact(version.id, artifact_id, FINALIZED)
     finalized = StateVersion(
         **{
             **version.__dict__,

@@ -17,7 +17,7 @@ from pynamodb.attributes import (
 
 from runplane.domain.errors import ConcurrentChange, InvalidInput, VariablesTooLarge
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
-from runplane.store import audit
+from runplane.store import audit, prefetch
 from runplane.store.models import TableItem, org_event_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 
@@ -86,7 +86,12 @@ def _stored(item: WorkspaceVariableItem) -> StoredVariable:
 
 
 def all_of(workspace_id: str) -> list[StoredVariable]:
-    """The workspace's variables by name (a consistent read of each)."""
+    """The workspace's variables by name (a consistent read of each). None, without a
+    query, when the request read the workspace's tally ahead and it counts none (the
+    tally changes in the same transaction as every variable)."""
+    known, tally = prefetch.take_known(tally_key(workspace_id))
+    if known and (tally is None or not VariableTallyItem.from_raw_data(tally).variables):
+        return []
     items = WorkspaceVariableItem.query(
         f"WS#{workspace_id}",
         WorkspaceVariableItem.sk.startswith(VARIABLE_PREFIX),

@@ -3,6 +3,7 @@ repeated read is answered from the phase's memory until the engine writes."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
@@ -21,6 +22,9 @@ from runplane.runner.relay import EngineRelay
 
 WORKSPACE = "/stage/api/v2/organizations/acme/workspaces/prod"
 VARS = "/stage/api/v2/workspaces/ws-1/vars"
+RUNS = "/stage/api/v2/workspaces/ws-1/runs"
+ENTITLEMENTS = "/stage/api/v2/organizations/acme/entitlement-set"
+FIRST_READS = "/stage/api/v2/runner/first-reads"
 LOCK = "/stage/api/v2/workspaces/ws-1/actions/lock"
 CURRENT = "/stage/api/v2/workspaces/ws-1/current-state-version"
 PING = "/stage/api/v2/ping"
@@ -140,10 +144,10 @@ def test_the_ping_is_kept_and_relayed_without_a_body(
 def test_a_read_outside_the_repeatable_ones_is_relayed_every_time(
     upstream: Upstream, relay: EngineRelay
 ) -> None:
-    upstream.replies[VARS] = document({"data": []})
+    upstream.replies[RUNS] = document({"data": []})
     for _ in range(2):
-        assert call(relay, "GET", VARS)[0] == 200
-    assert upstream.count("GET", VARS) == 2
+        assert call(relay, "GET", RUNS)[0] == 200
+    assert upstream.count("GET", RUNS) == 2
 
 
 def test_a_write_is_relayed_unchanged_and_forgets_every_kept_read(
@@ -276,7 +280,7 @@ def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port_of(relay))
         statuses = []
         for _ in range(3):
-            connection.request("GET", "/api/v2/workspaces/ws-1/vars")
+            connection.request("GET", "/api/v2/workspaces/ws-1/runs")
             response = connection.getresponse()
             response.read()
             statuses.append(response.status)
@@ -357,3 +361,95 @@ def test_a_lock_forgets_the_state_where_the_phase_holds_no_lock(
 
     # Then the read after the lock is fresh: another writer may have published before it
     assert upstream.count("GET", CURRENT) == 2
+
+
+@pytest.fixture
+def reading_first(upstream: Upstream) -> Iterator[EngineRelay]:
+    """A relay that asks for the phase's first reads at once."""
+    started = EngineRelay(upstream.base, first_reads=True).start()
+    yield started
+    started.stop()
+
+
+def first_read(path: str, status: int, payload: bytes, content_type: str) -> dict[str, Any]:
+    return {
+        "path": path.removeprefix("/stage/api/v2/"),
+        "status": status,
+        "headers": [["Content-Type", content_type], ["Content-Length", str(len(payload))]],
+        "body": base64.b64encode(payload).decode(),
+    }
+
+
+def test_the_first_reads_come_in_one_call_and_answer_the_engine_until_it_writes(
+    upstream: Upstream, reading_first: EngineRelay
+) -> None:
+    # Given a control plane whose first reads answer the entitlements, the workspace
+    # (naming its own URL), the variables (none: 404) and a read the relay never keeps
+    own_url = f"{upstream.base}/api/v2/workspaces/ws-1".encode()
+    workspace = b'{"data": {"links": {"self": "' + own_url + b'"}}}'
+    answers = [
+        first_read(ENTITLEMENTS, 200, b'{"data": {"id": "org-1"}}', "application/vnd.api+json"),
+        first_read(WORKSPACE, 200, workspace, "application/vnd.api+json"),
+        first_read(VARS, 404, b'{"errors": []}', "application/vnd.api+json"),
+        first_read(RUNS, 200, b'{"data": "never kept"}', "application/vnd.api+json"),
+    ]
+    upstream.replies[FIRST_READS] = document({"answers": answers})
+    upstream.replies[RUNS] = document({"data": []})
+    upstream.replies[LOCK] = document({"data": {"attributes": {"locked": True}}})
+    upstream.replies[WORKSPACE] = document({"data": {"attributes": {"locked": True}}})
+
+    # When the engine pings, reads its entitlements, workspace, variables and runs
+    call(reading_first, "GET", PING)
+    entitlements = call(reading_first, "GET", ENTITLEMENTS)
+    read = call(reading_first, "GET", WORKSPACE)
+    variables = call(reading_first, "GET", VARS)
+    runs = call(reading_first, "GET", RUNS)
+
+    # Then only the ping, one call for the first reads (with the engine's credentials)
+    # and the read the relay does not keep reached the control plane
+    assert [(m, p) for m, p, _, _ in upstream.seen] == [
+        ("GET", PING),
+        ("GET", FIRST_READS),
+        ("GET", RUNS),
+    ]
+    assert upstream.seen[1][2]["Authorization"] == f"Bearer {SESSION_TOKEN}"
+    # And each answer is the one the first reads carried, naming the relay's URLs
+    assert entitlements[:1] + entitlements[2:] == (200, b'{"data": {"id": "org-1"}}')
+    assert read[0] == 200
+    assert f"{reading_first.base_url}/api/v2/workspaces/ws-1".encode() in read[2]
+    assert read[1]["Content-Type"] == "application/vnd.api+json"
+    assert variables[0] == 404
+    assert json.loads(runs[2]) == {"data": []}
+
+    # And once the engine writes, its next read of the workspace reaches the control plane
+    call(reading_first, "POST", LOCK, b"{}")
+    assert json.loads(call(reading_first, "GET", WORKSPACE)[2])["data"]["attributes"] == {
+        "locked": True
+    }
+    assert upstream.count("GET", WORKSPACE) == 1
+    assert upstream.count("GET", FIRST_READS) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        (404, "application/vnd.api+json", b'{"errors": []}'),
+        (200, "application/json", b'{"answers": [{"path": "ping"}]}'),
+        (200, "application/json", b"not json"),
+    ],
+)
+def test_first_reads_refused_or_garbled_leave_the_engine_reading_one_by_one(
+    upstream: Upstream, reading_first: EngineRelay, reply: tuple[int, str, bytes]
+) -> None:
+    # Given a control plane that refuses the first reads, or answers them garbled
+    upstream.replies[FIRST_READS] = reply
+    upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
+    upstream.replies[ENTITLEMENTS] = document({"data": {"id": "org-1"}})
+
+    # When the engine reads its entitlements and workspace, twice
+    answers = [call(reading_first, "GET", path) for path in [ENTITLEMENTS, WORKSPACE] * 2]
+
+    # Then the first reads were asked once, and each read went up once and was kept
+    assert [status for status, _, _ in answers] == [200] * 4
+    assert upstream.count("GET", FIRST_READS) == 1
+    assert upstream.count("GET", ENTITLEMENTS) == upstream.count("GET", WORKSPACE) == 1

@@ -1,0 +1,71 @@
+"""``GET /api/v2/runner/first-reads`` over real HTTP: the reads a phase's engine starts
+with, each answered as its own route answers the same session, and nothing for anyone
+but a runner session."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from tests.e2e.conftest import Local
+from tests.e2e.test_cloud_api_http import call, lock, publish, raw_state, unlock
+from tests.e2e.test_managed_runs import HELLO, new_workspace
+from tests.e2e.test_runner_authority_http import apply_session
+
+LINEAGE = "f1a50000-0000-4000-8000-000000000001"
+
+
+def answers_of(local: Local, token: str) -> dict[str, dict[str, Any]]:
+    response = call(local, "GET", "/api/v2/runner/first-reads", token=token)
+    assert response.status_code == 200, response.text
+    return {answer["path"]: answer for answer in response.json()["answers"]}
+
+
+def test_a_sessions_first_reads_are_its_routes_own_answers(local: Local) -> None:
+    # Given a workspace with a state, and a run of it awaiting approval with an apply
+    # session
+    ws = new_workspace(local, "first-reads")
+    assert lock(local, ws).status_code == 200
+    published = publish(local, ws, 1, LINEAGE, raw_state(1, LINEAGE))
+    assert unlock(local, ws).status_code == 200
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    token = apply_session(local, run["id"])
+    name = local.client.workspace(ws)["name"]
+
+    # When the session asks for its first reads
+    answers = answers_of(local, token)
+
+    # Then it has the entitlements, the workspace by name, the state version its run
+    # pinned and that state (an apply reads no variables)
+    org = local.organization
+    assert sorted(answers) == sorted(
+        [
+            f"organizations/{org}/entitlement-set",
+            f"organizations/{org}/workspaces/{name}",
+            f"workspaces/{ws}/current-state-version",
+            f"state-versions/{published['id']}/download",
+        ]
+    )
+    # And each is what the route itself answers the same session, status and body
+    for path, answer in answers.items():
+        direct = call(local, "GET", f"/api/v2/{path}", token=token)
+        assert answer["status"] == direct.status_code, path
+        assert base64.b64decode(answer["body"]) == direct.content, path
+        headers = {key.lower(): value for key, value in answer["headers"]}
+        assert headers["content-type"] == direct.headers["Content-Type"], path
+    state = base64.b64decode(answers[f"state-versions/{published['id']}/download"]["body"])
+    assert json.loads(state)["serial"] == 1
+
+
+def test_only_a_runner_session_has_first_reads(local: Local) -> None:
+    # Given a person's token and no token at all
+    # When each asks for first reads
+    as_person = call(local, "GET", "/api/v2/runner/first-reads")
+    anonymous = call(local, "GET", "/api/v2/runner/first-reads", auth=False)
+
+    # Then the person is refused with a reason (403), and no one is let in unnamed (401)
+    assert as_person.status_code == 403, as_person.text
+    assert as_person.json()["errors"][0]["status"] == "403"
+    assert anonymous.status_code == 401
