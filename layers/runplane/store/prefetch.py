@@ -56,7 +56,9 @@ def forget() -> None:
 @contextmanager
 def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
     """Serve ``items``, and the absence of ``absent``, to the reads made inside the block
-    (this request's). Only a batch read is served an absence; a single read asks."""
+    (this request's). An absence is served to a batch read and to the single reads that
+    ask with ``take_known`` (an empty item stands for it, as an authentication's read
+    carries one); a single read that asks with ``take`` reads it."""
     outer = _served.get()
     served = {**(outer or {}), **{key: {} for key in absent}, **items}
     token = _served.set(served)
