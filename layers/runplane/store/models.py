@@ -84,6 +84,11 @@ def workspace_key(workspace_id: str) -> tuple[str, str]:
     return f"WS#{workspace_id}", "WS"
 
 
+def tally_key(workspace_id: str) -> tuple[str, str]:
+    """The tally of a workspace's variables (``store.workspace_variables``)."""
+    return f"WS#{workspace_id}", "VARTALLY"
+
+
 def drift_key(workspace_id: str) -> tuple[str, str]:
     """A workspace's drift record (``store.schedules``)."""
     return f"WS#{workspace_id}", "DRIFT"

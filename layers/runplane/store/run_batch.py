@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
-from runplane.store import artifacts, batch, prefetch, run_parts, state_versions
+from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.models import (
     RunItem,
@@ -18,12 +18,12 @@ from runplane.store.models import (
     run_part_key,
     sandbox_count_key,
     state_version_key,
+    tally_key,
     workspace_key,
 )
 from runplane.store.prefetch import Key, RawItem
 from runplane.store.run_parts import RunPart
 from runplane.store.runs import pinned_state_of, to_run
-from runplane.store.workspace_variables import tally_key
 
 
 def run_and_parts(run_id: str, names: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
@@ -95,6 +95,8 @@ def engine_start_items(run_id: str, workspace_id: str) -> dict[Key, RawItem]:
     is, that version's artifact record (those found). The run, which names the pin,
     comes first (from what this request's authentication read, where it did); the
     others in one more request."""
+    from runplane.store import state_versions  # only the Cloud API's runner calls
+
     raw_run = batch.get_many([run_key(run_id)]).get(run_key(run_id))
     if raw_run is None:
         raise NotFound("run", run_id)

@@ -18,7 +18,7 @@ from pynamodb.attributes import (
 from runplane.domain.errors import ConcurrentChange, InvalidInput, VariablesTooLarge
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store import audit, prefetch
-from runplane.store.models import TableItem, org_event_key
+from runplane.store.models import TableItem, org_event_key, tally_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 VARIABLE_PREFIX = "VAR#"
@@ -26,10 +26,6 @@ VARIABLE_PREFIX = "VAR#"
 
 def variable_key(workspace_id: str, name: str) -> tuple[str, str]:
     return f"WS#{workspace_id}", f"{VARIABLE_PREFIX}{name}"
-
-
-def tally_key(workspace_id: str) -> tuple[str, str]:
-    return f"WS#{workspace_id}", "VARTALLY"
 
 
 class WorkspaceVariableItem(TableItem):
