@@ -39,6 +39,13 @@ def archive_put(arena: Arena, ws_id: str, archive: bytes = b"terraform config") 
     return upload
 
 
+def uploaded_configuration(arena: Arena, ws_id: str) -> str:
+    """A configuration version of the workspace, uploaded and finalized: its ID."""
+    upload = archive_put(arena, ws_id)
+    arena.runs.finalize_configuration(arena.admin, upload.id)
+    return str(upload.id)
+
+
 def with_region(runs: Runs, arena: Arena, ws_id: str, cv_id: str) -> Run:
     """A plan_and_apply run of the configuration with one variable, ``region``."""
     return runs.create(
@@ -109,12 +116,11 @@ def test_a_run_and_its_variables_are_created_in_one_write_after_one_read(
 ) -> None:
     # Given a workspace with a configuration uploaded
     ws_id, _ = created(arena, "create-once")
-    upload = archive_put(arena, ws_id)
-    arena.runs.finalize_configuration(arena.admin, upload.id)
+    cv_id = uploaded_configuration(arena, ws_id)
     sent = DynamoDBRequests(monkeypatch)
 
     # When a run is created with a variable
-    run = with_region(arena.runs, arena, ws_id, upload.id)
+    run = with_region(arena.runs, arena, ws_id, cv_id)
     operations = list(sent.operations)
 
     # Then its input names the variables, which read back
@@ -137,12 +143,11 @@ def test_a_workspace_s_variables_are_queried_while_its_tally_counts_any(
     variables.set(arena.admin, ws_id, "owner", "platform")
     if not kept:
         variables.delete(arena.admin, ws_id, "owner")
-    upload = archive_put(arena, ws_id)
-    arena.runs.finalize_configuration(arena.admin, upload.id)
+    cv_id = uploaded_configuration(arena, ws_id)
     sent = DynamoDBRequests(monkeypatch)
 
     # When a run is created with a variable
-    run = with_region(arena.runs, arena, ws_id, upload.id)
+    run = with_region(arena.runs, arena, ws_id, cv_id)
     operations = list(sent.operations)
 
     # Then the run pins the workspace's variable with its own, having queried them, or
@@ -162,9 +167,7 @@ def test_a_creations_reply_is_the_run_as_it_was_written_without_reading_it_again
 ) -> None:
     # Given a run just created, as its creation returned it
     ws_id, _ = created(arena, "creation-reply")
-    upload = archive_put(arena, ws_id)
-    arena.runs.finalize_configuration(arena.admin, upload.id)
-    run = with_region(arena.runs, arena, ws_id, upload.id)
+    run = with_region(arena.runs, arena, ws_id, uploaded_configuration(arena, ws_id))
     sent = DynamoDBRequests(monkeypatch)
 
     # When its review is built from that run, and then read afresh
