@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tests.e2e.conftest import Local
+from runplane.client import Client, Connection
+from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cloud_api_http import call, lock, publish, raw_state, unlock
 from tests.e2e.test_managed_runs import HELLO, new_workspace
 from tests.e2e.test_runner_authority_http import apply_session
@@ -69,3 +71,36 @@ def test_only_a_runner_session_has_first_reads(local: Local) -> None:
     assert as_person.status_code == 403, as_person.text
     assert as_person.json()["errors"][0]["status"] == "403"
     assert anonymous.status_code == 401
+
+
+def test_two_organizations_sessions_each_read_only_their_own_first_reads(local: Local) -> None:
+    # Given a run awaiting approval in a workspace of each of two organizations, and an
+    # apply session of each
+    other_org, other_token = local.other_organization(unique("first-reads-org"))
+    other = Client(Connection(local.url, other_token, other_org))
+    runs = {}
+    for org, client in ((local.organization, local.client), (other_org, other)):
+        workspace = client.create_workspace(unique("first-reads-tenant"))
+        run = client.create_run(workspace["id"], HELLO)
+        client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+        runs[org] = (workspace, apply_session(local, run["id"]))
+
+    # When both sessions ask for their first reads at once, several times
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        asked = [(org, pool.submit(answers_of, local, token)) for org, (_, token) in runs.items()]
+        asked += [(org, pool.submit(answers_of, local, token)) for org, (_, token) in runs.items()]
+        replies = [(org, future.result()) for org, future in asked]
+
+    # Then each got its own organization's entitlements and its own workspace, and nothing
+    # that names the other organization or its workspace
+    for org, answers in replies:
+        workspace, _ = runs[org]
+        foreign_org = other_org if org == local.organization else local.organization
+        foreign_workspace, _ = runs[foreign_org]
+        assert f"organizations/{org}/workspaces/{workspace['name']}" in answers
+        assert f"workspaces/{workspace['id']}/current-state-version" in answers
+        text = json.dumps(answers) + "".join(
+            base64.b64decode(answer["body"]).decode() for answer in answers.values()
+        )
+        assert foreign_workspace["id"] not in text
+        assert f"organizations/{foreign_org}/" not in text
