@@ -9,6 +9,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
+from functions.cloud_api import first_reads
 from runplane.client import Client, Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cloud_api_http import call, lock, publish, raw_state, unlock
@@ -104,3 +107,27 @@ def test_two_organizations_sessions_each_read_only_their_own_first_reads(local: 
         )
         assert foreign_workspace["id"] not in text
         assert f"organizations/{foreign_org}/" not in text
+
+
+def test_a_state_over_the_bound_is_left_for_the_engine_to_download(
+    local: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run pinned to a state larger than the first reads carry (the bound lowered
+    # to a few bytes), and its apply session
+    ws = new_workspace(local, "first-reads-large")
+    assert lock(local, ws).status_code == 200
+    published = publish(local, ws, 1, LINEAGE, raw_state(1, LINEAGE))
+    assert unlock(local, ws).status_code == 200
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    token = apply_session(local, run["id"])
+    monkeypatch.setattr(first_reads, "MAX_BUNDLED_STATE", 16)
+
+    # When the session asks for its first reads
+    answers = answers_of(local, token)
+
+    # Then they name the state version but not its state, which its own route still gives
+    assert f"workspaces/{ws}/current-state-version" in answers
+    download = f"state-versions/{published['id']}/download"
+    assert download not in answers
+    assert call(local, "GET", f"/api/v2/{download}", token=token).status_code == 200
