@@ -27,16 +27,22 @@ def answers_of(local: Local, token: str) -> dict[str, dict[str, Any]]:
     return {answer["path"]: answer for answer in response.json()["answers"]}
 
 
-def test_a_sessions_first_reads_are_its_routes_own_answers(local: Local) -> None:
-    # Given a workspace with a state, and a run of it awaiting approval with an apply
-    # session
-    ws = new_workspace(local, "first-reads")
+def session_on_state(local: Local, prefix: str) -> tuple[str, dict[str, Any], str]:
+    """A workspace with a published state, a run of it awaiting approval, and an apply
+    session of that run: the workspace's ID, the state version, the session's token."""
+    ws = new_workspace(local, prefix)
     assert lock(local, ws).status_code == 200
     published = publish(local, ws, 1, LINEAGE, raw_state(1, LINEAGE))
     assert unlock(local, ws).status_code == 200
     run = local.client.create_run(ws, HELLO)
     local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
-    token = apply_session(local, run["id"])
+    return ws, published, apply_session(local, run["id"])
+
+
+def test_a_sessions_first_reads_are_its_routes_own_answers(local: Local) -> None:
+    # Given a workspace with a state, and a run of it awaiting approval with an apply
+    # session
+    ws, published, token = session_on_state(local, "first-reads")
     name = local.client.workspace(ws)["name"]
 
     # When the session asks for its first reads
@@ -114,13 +120,7 @@ def test_a_state_over_the_bound_is_left_for_the_engine_to_download(
 ) -> None:
     # Given a run pinned to a state larger than the first reads carry (the bound lowered
     # to a few bytes), and its apply session
-    ws = new_workspace(local, "first-reads-large")
-    assert lock(local, ws).status_code == 200
-    published = publish(local, ws, 1, LINEAGE, raw_state(1, LINEAGE))
-    assert unlock(local, ws).status_code == 200
-    run = local.client.create_run(ws, HELLO)
-    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
-    token = apply_session(local, run["id"])
+    ws, published, token = session_on_state(local, "first-reads-large")
     monkeypatch.setattr(first_reads, "MAX_BUNDLED_STATE", 16)
 
     # When the session asks for its first reads
