@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -35,6 +36,22 @@ API = "/api/v2/"
 # A bundle travels in one Lambda response (at most 6 MB, base64 adding a third).
 MAX_BUNDLED_STATE = 1024 * 1024
 _BUNDLED_STATUSES = frozenset({200, 204, 404})
+
+
+@dataclass(frozen=True)
+class _Answer:
+    route: str
+    status: int
+    headers: list[list[str]]
+    body: bytes
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "path": self.route,
+            "status": self.status,
+            "headers": self.headers,
+            "body": base64.b64encode(self.body).decode("ascii"),
+        }
 
 
 @router.get(FIRST_READS)
@@ -54,17 +71,17 @@ def first_reads() -> Reply:
     ]
     answers = [_resolved(outer, authorizer, route) for route in routes]
     current = answers[-1]
-    if current["status"] == 200:
-        version = json.loads(base64.b64decode(current["body"]))["data"]
+    if current.status == 200:
+        version = json.loads(current.body)["data"]
         if int(version["attributes"].get("size") or 0) <= MAX_BUNDLED_STATE:
             download = f"state-versions/{_segment(version['id'])}/download"
             state = _resolved(outer, authorizer, download)
             # A version that does not record its size is measured as read.
-            if len(base64.b64decode(state["body"])) <= MAX_BUNDLED_STATE:
+            if len(state.body) <= MAX_BUNDLED_STATE:
                 answers.append(state)
     if who.phase == "plan":
         answers.append(_resolved(outer, authorizer, f"workspaces/{workspace.id}/vars"))
-    kept = [answer for answer in answers if answer["status"] in _BUNDLED_STATUSES]
+    kept = [answer.to_wire() for answer in answers if answer.status in _BUNDLED_STATUSES]
     return json_reply(200, {"answers": kept}, content_type="application/json")
 
 
@@ -72,7 +89,7 @@ def _segment(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> dict[str, Any]:
+def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> _Answer:
     """``GET /api/v2/<route>`` as the Cloud API answers ``outer``'s caller, authorized
     as ``authorizer`` says."""
     from functions.cloud_api.app import resolve
@@ -104,9 +121,4 @@ def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> 
     headers = [[key, value] for key, values in multi.items() for value in values] or [
         [key, value] for key, value in (response.get("headers") or {}).items()
     ]
-    return {
-        "path": route,
-        "status": int(response["statusCode"]),
-        "headers": headers,
-        "body": base64.b64encode(raw).decode("ascii"),
-    }
+    return _Answer(route, int(response["statusCode"]), headers, raw)

@@ -78,7 +78,6 @@ class Identity:
         self._workspace_by_run: dict[str, str] = {}
         self._pin_by_attempt: dict[str, str] = {}
         # The artifact holding a pinned version's state (a version never changes).
-        self._state_artifact_by_version: dict[str, str] = {}
         self._workspaces_lock = threading.Lock()
 
     # -- API tokens ---------------------------------------------------------------------
@@ -200,7 +199,6 @@ class Identity:
         with self._workspaces_lock:
             workspace_id = self._workspace_by_run.get(binding.run_id)
             pinned = self._pin_by_attempt.get(binding.attempt_id)
-            artifact_id = self._state_artifact_by_version.get(pinned or "")
         keys = [run_key(binding.run_id)]
         if binding.phase is Phase.APPLY:
             # Its result reads the apply record with its run and attempt.
@@ -218,8 +216,12 @@ class Identity:
             # on most calls: the version its run pinned, and the artifact record
             # its download opens.
             keys.append(state_version_key(pinned))
-        if artifact_id is not None:
-            keys.append(artifact_key(artifact_id))
+            # Loaded by the call that learned the pin (``_remember_pin``).
+            from runplane.store.state_versions import known_state_artifact
+
+            artifact_id = known_state_artifact(pinned)
+            if artifact_id is not None:
+                keys.append(artifact_key(artifact_id))
         return keys
 
     def _remember_pin(self, binding: Binding, prefetched: dict[Key, RawItem]) -> None:
@@ -227,21 +229,19 @@ class Identity:
         plan attempt moves it, so it names what this attempt's next calls read. It
         only chooses what to prefetch; each call still checks what it is served."""
         from runplane.store.runs import pinned_state_of
-        from runplane.store.state_versions import state_artifact_of
+        from runplane.store.state_versions import note_state_artifact
 
         raw_run = prefetched.get(run_key(binding.run_id))
         if not raw_run:
             return
         pinned = pinned_state_of(raw_run)
-        raw_version = prefetched.get(state_version_key(pinned)) if pinned else None
-        raw_version = raw_version or None
-        state_artifact = state_artifact_of(raw_version) if raw_version else None
         if pinned is None:
             return
+        raw_version = prefetched.get(state_version_key(pinned))
+        if raw_version:
+            note_state_artifact(raw_version)
         with self._workspaces_lock:
             _remember(self._pin_by_attempt, binding.attempt_id, pinned)
-            if state_artifact is not None:
-                _remember(self._state_artifact_by_version, pinned, state_artifact)
 
     def _workspace_of_run(self, run_id: str, raw_run: RawItem | None) -> str:
         """A run's workspace never changes: read once per run and process, not per call

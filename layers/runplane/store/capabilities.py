@@ -23,7 +23,7 @@ from runplane.domain.errors import (
     ConcurrentChange,
     UnknownCapability,
 )
-from runplane.store import batch, run_parts
+from runplane.store import batch, prefetch, run_parts
 from runplane.store.models import (
     CapabilityItem,
     JtiClaimItem,
@@ -101,7 +101,7 @@ def get_capability_and_part(
     return (
         _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        {**{key: {} for key in also}, **found},
+        prefetch.as_read(also, found),
     )
 
 
@@ -236,7 +236,7 @@ def get_session_and_part(
     return (
         _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        {**{key: {} for key in also}, **found},
+        prefetch.as_read(also, found),
     )
 
 

@@ -46,6 +46,12 @@ def take_known(key: Key) -> tuple[bool, RawItem | None]:
     return True, items.pop(key) or None
 
 
+def as_read(keys: Iterable[Key], found: Mapping[Key, RawItem]) -> dict[Key, RawItem]:
+    """Each of ``keys`` as one read found it: its item, or an empty one where it found
+    none (how an absence travels and is served)."""
+    return {**{key: {} for key in keys}, **found}
+
+
 def forget() -> None:
     """Drop every prefetched item: the request is writing."""
     items = _served.get()

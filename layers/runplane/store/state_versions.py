@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -102,20 +103,25 @@ def _item(version: StateVersion) -> StateVersionItem:
 # saw it last, lets a read ahead name that artifact's record with the version's: a hint
 # only (what a read is served is what that key holds).
 _STATE_ARTIFACTS: dict[str, str] = {}
+_STATE_ARTIFACTS_LOCK = threading.Lock()
 _REMEMBERED_ARTIFACTS = 10_000
 
 
 def known_state_artifact(sv_id: str) -> str | None:
     """The artifact this process saw holding finalized version ``sv_id``'s state."""
-    return _STATE_ARTIFACTS.get(sv_id)
+    with _STATE_ARTIFACTS_LOCK:
+        return _STATE_ARTIFACTS.get(sv_id)
 
 
 def _note_artifact(sv_id: str, artifact_id: str | None, status: str | None) -> None:
-    if artifact_id is None or status != FINALIZED or sv_id in _STATE_ARTIFACTS:
+    if artifact_id is None or status != FINALIZED:
         return
-    if len(_STATE_ARTIFACTS) >= _REMEMBERED_ARTIFACTS:
-        _STATE_ARTIFACTS.pop(next(iter(_STATE_ARTIFACTS)), None)
-    _STATE_ARTIFACTS[sv_id] = artifact_id
+    with _STATE_ARTIFACTS_LOCK:
+        if sv_id in _STATE_ARTIFACTS:
+            return
+        if len(_STATE_ARTIFACTS) >= _REMEMBERED_ARTIFACTS:
+            _STATE_ARTIFACTS.pop(next(iter(_STATE_ARTIFACTS)))
+        _STATE_ARTIFACTS[sv_id] = artifact_id
 
 
 def to_version(item: StateVersionItem) -> StateVersion:
@@ -144,9 +150,11 @@ def to_version(item: StateVersionItem) -> StateVersion:
     )
 
 
-def state_artifact_of(raw: dict[str, Any]) -> str | None:
-    """The artifact holding a raw state version item's state (as a batch read returns it)."""
-    return StateVersionItem.from_raw_data(raw).artifact_id
+def note_state_artifact(raw: dict[str, Any]) -> None:
+    """Remember which artifact holds a raw state version item's state (as a batch read
+    returns it), for ``known_state_artifact``."""
+    item = StateVersionItem.from_raw_data(raw)
+    _note_artifact(item.sv_id, item.artifact_id, item.status)
 
 
 def get(sv_id: str) -> StateVersion:
