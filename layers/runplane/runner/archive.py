@@ -7,6 +7,12 @@ this module: regular files and directories only, relative paths that stay inside
 the tree, no member twice, and caps on entries, per-file and total bytes counted
 while the bytes stream, so a small archive cannot expand without bound. Every
 refusal is a :class:`~runplane.runner.refusal.Refused` naming the member.
+
+Nothing extracted is executable, since the engine would run what it finds there:
+members under a ``.terraform`` or ``terraform.d`` directory (the engine's working
+directory and its implied local provider mirror, at any depth) are skipped and
+reported, any other file named ``terraform-provider-*`` is refused, and files and
+directories get modes 0644 and 0755 whatever the archive says.
 """
 
 from __future__ import annotations
@@ -37,6 +43,14 @@ _HEADER_SLACK: Final = MIB
 ENV_MAX_BYTES: Final = "RUNPLANE_CONFIG_MAX_BYTES"
 ENV_MAX_FILES: Final = "RUNPLANE_CONFIG_MAX_FILES"
 ENV_MAX_FILE_BYTES: Final = "RUNPLANE_CONFIG_MAX_FILE_BYTES"
+
+FILE_MODE: Final = 0o644
+DIRECTORY_MODE: Final = 0o755
+# The engine's working directory (which caches providers it would use as "previously
+# installed") and its implied local provider mirror: compared in lower case, as a
+# case-insensitive file system would find them.
+SKIPPED_DIRECTORIES: Final = frozenset({".terraform", "terraform.d"})
+PROVIDER_PREFIX: Final = "terraform-provider-"
 
 
 @dataclass(frozen=True)
@@ -71,9 +85,16 @@ class ArchiveLimits:
 
 @dataclass(frozen=True)
 class Extracted:
+    """What an extraction wrote, and what it left out."""
+
     files: int
     directories: int
     bytes: int
+    skipped: tuple[str, ...] = ()
+    """The ``.terraform`` and ``terraform.d`` directories left out, sorted: each the path
+    up to its first such component (``".terraform"``, ``"modules/x/terraform.d"``)."""
+    skipped_members: int = 0
+    """How many archive members (files and directories) were under them."""
 
 
 class _Readable(Protocol):
@@ -151,6 +172,14 @@ def _over_total_cap(limits: ArchiveLimits) -> str:
     return f"takes the archive over the cap of {limits.max_total_bytes} bytes in total"
 
 
+def _skipped_directory(parts: tuple[str, ...]) -> str | None:
+    """The path up to the first engine directory among ``parts``, if there is one."""
+    for depth, part in enumerate(parts, start=1):
+        if part.lower() in SKIPPED_DIRECTORIES:
+            return "/".join(parts[:depth])
+    return None
+
+
 def _kind_problem(member: tarfile.TarInfo) -> str | None:
     if member.issym():
         return "is a symbolic link"
@@ -174,7 +203,11 @@ class _Extraction:
         self.budget = budget
         self.kinds: dict[tuple[str, ...], str] = {}
         self.files = 0
-        self.total = 0
+        self.total = 0  # bytes written
+        self.skipped: set[str] = set()
+        self.skipped_members = 0
+        # Not written, but decompressed all the same: counted against the total cap.
+        self.skipped_bytes = 0
 
     def member(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         name = member.name
@@ -186,6 +219,16 @@ class _Extraction:
             if member.isdir():
                 return  # the archive's own root ("./")
             raise _refusal(name, "has no file name")
+        skipped = _skipped_directory(parts)
+        if skipped is not None:
+            self._skip(name, member, skipped)
+            return
+        if member.isreg() and parts[-1].lower().startswith(PROVIDER_PREFIX):
+            raise _refusal(
+                name,
+                "is named like a provider plugin: providers come only from the "
+                "runner's own provider installation, remove it",
+            )
         previous = self.kinds.get(parts)
         if member.isdir():
             if previous == "file":
@@ -197,8 +240,16 @@ class _Extraction:
         self._directories(name, parts[:-1])
         self._file(tar, member, parts)
 
+    def _skip(self, name: str, member: tarfile.TarInfo, directory: str) -> None:
+        """Leave a member out, counting it against the caps as if it were written."""
+        self._count(name)
+        self._reserve(name, member.size)
+        self.skipped.add(directory)
+        self.skipped_members += 1
+        self.skipped_bytes += member.size
+
     def _count(self, name: str) -> None:
-        if len(self.kinds) >= self.limits.max_entries:
+        if len(self.kinds) + self.skipped_members >= self.limits.max_entries:
             raise _refusal(
                 name, f"exceeds the cap of {self.limits.max_entries} files and directories"
             )
@@ -214,31 +265,40 @@ class _Extraction:
             self._count(name)
             path = self.target.joinpath(*prefix)
             try:
-                os.mkdir(path, 0o755)
+                os.mkdir(path, DIRECTORY_MODE)
             except FileExistsError:
                 # Only on a case-insensitive file system: two names, one directory.
                 if not stat.S_ISDIR(os.lstat(path).st_mode):
                     raise _refusal(name, "collides with another member") from None
             except OSError as error:
                 raise _refusal(name, f"cannot be created ({error.strerror})") from None
+            _exact_mode(name, path)
             self.kinds[prefix] = "dir"
+
+    def _reserve(self, name: str, size: int) -> None:
+        """Refuse a member whose declared size breaks a cap; else let its bytes be read."""
+        limits = self.limits
+        if size > limits.max_file_bytes:
+            raise _refusal(name, _over_file_cap(limits))
+        if self._consumed() + size > limits.max_total_bytes:
+            raise _refusal(name, _over_total_cap(limits))
+        self.budget.allowed += size
+
+    def _consumed(self) -> int:
+        return self.total + self.skipped_bytes
 
     def _file(self, tar: tarfile.TarFile, member: tarfile.TarInfo, parts: tuple[str, ...]) -> None:
         name = member.name
         self._count(name)
         limits = self.limits
-        if member.size > limits.max_file_bytes:
-            raise _refusal(name, _over_file_cap(limits))
-        if self.total + member.size > limits.max_total_bytes:
-            raise _refusal(name, _over_total_cap(limits))
-        self.budget.allowed += member.size
+        self._reserve(name, member.size)
         source = tar.extractfile(member)
         if source is None:
             raise _refusal(name, "has no readable content")
-        mode = 0o755 if member.mode & 0o111 else 0o644
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            descriptor = os.open(self.target.joinpath(*parts), flags, mode)
+            # Created without exec bits, so there is no moment when it could be run.
+            descriptor = os.open(self.target.joinpath(*parts), flags, FILE_MODE)
         except FileExistsError:
             raise _refusal(name, "collides with another member") from None
         except OSError as error:
@@ -246,12 +306,14 @@ class _Extraction:
         self.kinds[parts] = "file"
         written = 0
         with os.fdopen(descriptor, "wb") as out:
+            # The umask may only have removed bits: set the mode exactly.
+            os.fchmod(descriptor, FILE_MODE)
             while chunk := source.read(_CHUNK):
                 written += len(chunk)
                 # Counted as the bytes arrive, whatever the header claimed.
                 if written > limits.max_file_bytes:
                     raise _refusal(name, _over_file_cap(limits))
-                if self.total + written > limits.max_total_bytes:
+                if self._consumed() + written > limits.max_total_bytes:
                     raise _refusal(name, _over_total_cap(limits))
                 try:
                     out.write(chunk)
@@ -259,6 +321,20 @@ class _Extraction:
                     raise _refusal(name, f"cannot be written ({error.strerror})") from None
         self.total += written
         self.files += 1
+
+
+def _exact_mode(name: str, directory: Path) -> None:
+    """Give a directory this module created exactly DIRECTORY_MODE (the umask may have
+    removed bits), through a descriptor so no link is ever followed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(directory, flags)
+    except OSError as error:
+        raise _refusal(name, f"cannot be created ({error.strerror})") from None
+    try:
+        os.fchmod(descriptor, DIRECTORY_MODE)
+    finally:
+        os.close(descriptor)
 
 
 def extract_configuration(source: IO[bytes], target: Path, limits: ArchiveLimits) -> Extracted:
@@ -269,6 +345,15 @@ def extract_configuration(source: IO[bytes], target: Path, limits: ArchiveLimits
     collides with another member, or that takes the archive over ``limits``; and for
     an archive that cannot be read. What was written before a refusal stays in
     ``target`` for the caller to remove.
+
+    Nothing written is executable: files get mode 0644 and directories 0755. A file
+    named ``terraform-provider-*`` is refused (providers come only from the runner's
+    provider installation). Members under a ``.terraform`` or ``terraform.d`` directory,
+    at any depth, are not written but skipped, without failing: they are the engine's
+    working directory and implied provider mirror, through which a provider binary
+    would be used, and users' tools often pack ``.terraform/modules`` (which ``init``
+    installs again). The result's ``skipped`` and ``skipped_members`` say what was left
+    out, for the run's log; skipped members still count against ``limits``.
     """
     header_bytes = _HEADER_SLACK + limits.max_entries * _HEADER_BYTES_PER_ENTRY
     try:
@@ -282,4 +367,10 @@ def extract_configuration(source: IO[bytes], target: Path, limits: ArchiveLimits
             f"the configuration archive cannot be read as a tar archive ({type(error).__name__})"
         ) from None
     directories = sum(1 for kind in extraction.kinds.values() if kind == "dir")
-    return Extracted(extraction.files, directories, extraction.total)
+    return Extracted(
+        extraction.files,
+        directories,
+        extraction.total,
+        skipped=tuple(sorted(extraction.skipped)),
+        skipped_members=extraction.skipped_members,
+    )

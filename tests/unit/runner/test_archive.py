@@ -61,6 +61,12 @@ def listing(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*")}
 
 
+def modes(root: Path) -> dict[str, int]:
+    return {
+        p.relative_to(root).as_posix(): stat.S_IMODE(p.lstat().st_mode) for p in root.rglob("*")
+    }
+
+
 def refused(sandbox: Path, members: Iterable[Member], limits: ArchiveLimits = SMALL) -> str:
     with pytest.raises(Refused) as refusal:
         extract_configuration(archive(members), sandbox / "config", limits)
@@ -83,7 +89,7 @@ def test_an_ordinary_archive_is_extracted_with_safe_modes(sandbox: Path) -> None
     # When it is extracted
     extracted = extract_configuration(archive(members), sandbox / "config", SMALL)
 
-    # Then exactly those files exist, with their content and without special mode bits
+    # Then exactly those files exist, with their content, and nothing is executable
     config = sandbox / "config"
     assert listing(config) == {
         "main.tf",
@@ -94,8 +100,14 @@ def test_an_ordinary_archive_is_extracted_with_safe_modes(sandbox: Path) -> None
         "scripts/run.sh",
     }
     assert (config / "main.tf").read_bytes() == b'output "a" { value = 1 }\n'
-    assert stat.S_IMODE((config / "scripts/run.sh").stat().st_mode) & 0o7000 == 0
-    assert os.access(config / "scripts/run.sh", os.X_OK)
+    assert modes(config) == {
+        "main.tf": 0o644,
+        "modules": 0o755,
+        "modules/net": 0o755,
+        "modules/net/main.tf": 0o644,
+        "scripts": 0o755,
+        "scripts/run.sh": 0o644,
+    }
     assert (extracted.files, extracted.directories) == (3, 3)
     assert extracted.bytes == 25 + 6 + 10
 
@@ -256,3 +268,129 @@ def test_limits_come_from_the_environment_with_documented_defaults() -> None:
     ) == ArchiveLimits(10, 2, 5)
     with pytest.raises(ValueError, match=ENV_MAX_FILES):
         ArchiveLimits.from_environ({ENV_MAX_FILES: "0"})
+
+
+PROVIDER = (
+    ".terraform/providers/registry.terraform.io/x/y/0.1.0/linux_amd64/terraform-provider-y_v0.1.0"
+)
+
+
+@pytest.mark.parametrize(
+    ("shipped", "skipped"),
+    [
+        pytest.param(
+            [
+                special(".terraform", tarfile.DIRTYPE),
+                file(PROVIDER, b"#!/bin/sh\ntouch pwned\n", mode=0o755),
+                file(".terraform/modules/modules.json", b"{}"),
+            ],
+            (".terraform",),
+            id="working-directory",
+        ),
+        pytest.param(
+            [
+                file(
+                    "terraform.d/plugins/registry.terraform.io/x/y/0.1.0/linux_amd64/"
+                    "terraform-provider-y",
+                    b"\x7fELF",
+                    mode=0o755,
+                )
+            ],
+            ("terraform.d",),
+            id="implied-mirror",
+        ),
+        pytest.param(
+            [
+                file("modules/m/.terraform/providers/terraform-provider-y", mode=0o755),
+                file("modules/m/terraform.d/plugins/terraform-provider-y", mode=0o755),
+                file("./.Terraform/x"),
+            ],
+            (".Terraform", "modules/m/.terraform", "modules/m/terraform.d"),
+            id="nested-and-any-case",
+        ),
+    ],
+)
+def test_engine_directories_are_skipped_and_reported(
+    sandbox: Path, shipped: list[Member], skipped: tuple[str, ...]
+) -> None:
+    # Given a configuration shipping engine directories beside its own files
+    members = [file("main.tf", b"# main\n"), file(".terraform.lock.hcl", b"# lock\n"), *shipped]
+
+    # When it is extracted
+    extracted = extract_configuration(archive(members), sandbox / "config", SMALL)
+
+    # Then only the configuration's own files are written (the lock file among them),
+    # and what was left out is reported
+    written = listing(sandbox / "config")
+    assert {"main.tf", ".terraform.lock.hcl"} <= written
+    assert not any(
+        part.lower() in {".terraform", "terraform.d"} for p in written for part in p.split("/")
+    )
+    assert extracted.skipped == skipped
+    assert extracted.skipped_members == len(shipped)
+    assert extracted.files == 2
+
+
+def test_an_archive_without_engine_directories_reports_nothing_skipped(sandbox: Path) -> None:
+    extracted = extract_configuration(archive([file("main.tf")]), sandbox / "config", SMALL)
+
+    assert (extracted.skipped, extracted.skipped_members) == ((), 0)
+
+
+def test_skipped_members_still_count_against_the_caps(sandbox: Path) -> None:
+    # Given skipped members that are together over the total cap, and one over the file cap
+    over_total = [file(f".terraform/modules/m{i}.bin", bytes(30 * 1024)) for i in range(3)]
+    over_file = [file(".terraform/big.bin", bytes(40 * 1024))]
+    many = [file(f".terraform/f{i}") for i in range(11)]
+
+    # When each is extracted, then each is refused at the cap it breaks
+    assert "member '.terraform/modules/m2.bin' takes the archive over the cap" in refused(
+        sandbox, over_total
+    )
+    assert "member '.terraform/big.bin' is larger than the per-file cap" in refused(
+        sandbox, over_file
+    )
+    assert "member '.terraform/f10' exceeds the cap of 10 files" in refused(sandbox, many)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bin/terraform-provider-evil", "terraform-provider-aws_v5.0.0_x5", "x/Terraform-Provider-y"],
+)
+def test_a_provider_binary_outside_engine_directories_is_refused(sandbox: Path, name: str) -> None:
+    # Given a configuration shipping a file named like a provider plugin
+    members = [file("main.tf"), file(name, b"\x7fELF", mode=0o755)]
+
+    # When it is extracted, then it is refused naming the member
+    message = refused(sandbox, members)
+
+    assert message.startswith(f"configuration archive member {name!r} is named like a provider")
+
+
+def test_a_directory_named_like_a_provider_is_not_refused(sandbox: Path) -> None:
+    # Given a module directory whose name starts like a provider's (no file is)
+    members = [file("modules/terraform-provider-docs/main.tf")]
+
+    # When it is extracted, then the directory and its file are written
+    extract_configuration(archive(members), sandbox / "config", SMALL)
+
+    assert "modules/terraform-provider-docs/main.tf" in listing(sandbox / "config")
+
+
+def test_modes_are_exact_whatever_the_archive_and_the_umask_say(sandbox: Path) -> None:
+    # Given members with every mode bit set, or none, and a umask that removes bits
+    members = [
+        special("d", tarfile.DIRTYPE),
+        file("d/run.sh", b"#!/bin/sh\n", mode=0o7777),
+        file("d/none", mode=0o000),
+    ]
+    members[0][0].mode = 0o7777
+    previous = os.umask(0o077)
+    try:
+        # When it is extracted
+        extract_configuration(archive(members), sandbox / "config", SMALL)
+    finally:
+        os.umask(previous)
+
+    # Then files are 0644 and directories 0755 exactly
+    assert modes(sandbox / "config") == {"d": 0o755, "d/run.sh": 0o644, "d/none": 0o644}
