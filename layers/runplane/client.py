@@ -8,14 +8,15 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 # What a configuration upload leaves out: local engine state and caches.
@@ -86,19 +87,16 @@ class Connection:
 def configuration_files(directory: Path) -> list[Path]:
     """The files an upload of ``directory`` holds, sorted; refuses what cannot be planned.
 
-    Raises :class:`ConfigurationError` for a missing path, a file, or a directory
-    with no ``.tf``/``.tf.json``/``.tofu`` file at its top level.
+    Raises :class:`ConfigurationError` for a missing path, a file, a directory with no
+    ``.tf``/``.tf.json``/``.tofu`` file at its top level, or a symbolic link anywhere
+    inside it (outside the EXCLUDED entries): a link is never followed, since it could
+    upload files from elsewhere on this machine. ``directory`` itself may be a link.
     """
     if not directory.exists():
         raise ConfigurationError(f"{directory}: no such directory")
     if not directory.is_dir():
         raise ConfigurationError(f"{directory}: not a directory (pass the configuration's folder)")
-    files = [
-        path
-        for path in sorted(directory.rglob("*"))
-        if path.is_file()
-        and not any(part in EXCLUDED for part in path.relative_to(directory).parts)
-    ]
+    files = sorted(directory / relative for relative in _regular_files(directory))
     if not any(p.parent == directory and p.name.endswith(CONFIGURATION_SUFFIXES) for p in files):
         raise ConfigurationError(
             f"{directory}: no configuration files (*.tf, *.tf.json, *.tofu) at its top level"
@@ -106,8 +104,36 @@ def configuration_files(directory: Path) -> list[Path]:
     return files
 
 
+def _regular_files(directory: Path) -> Iterator[PurePosixPath]:
+    """The regular files under ``directory``, relative to it, without EXCLUDED entries."""
+    root = directory.resolve()  # the one link that is followed
+    pending = [PurePosixPath()]
+    while pending:
+        relative = pending.pop()
+        with os.scandir(root / relative) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+        directories: list[PurePosixPath] = []
+        for entry in entries:
+            if entry.name in EXCLUDED:
+                continue
+            path = relative / entry.name
+            if entry.is_symlink():
+                raise ConfigurationError(
+                    f"{directory}: {path} is a symbolic link; links are not uploaded "
+                    "(copy the files in instead)"
+                )
+            if entry.is_dir(follow_symlinks=False):
+                directories.append(path)
+            elif entry.is_file(follow_symlinks=False):
+                yield path
+        pending.extend(reversed(directories))  # taken in name order
+
+
 def pack(directory: Path) -> bytes:
-    """A configuration directory as a deterministic tar.gz (sorted, no local state)."""
+    """A configuration directory as a deterministic tar.gz (sorted, no local state).
+
+    Refuses what :func:`configuration_files` refuses, symbolic links among it.
+    """
     files = configuration_files(directory)
     buffer = io.BytesIO()
     # mtime 0 everywhere: the same directory always packs to the same bytes.
