@@ -4,6 +4,11 @@ The runner holds no AWS credential of ours: its task role has no policy at all. 
 reaches the control plane over HTTPS with its one-time bootstrap handle and moves
 artifacts through short-lived presigned URLs. The image is built from
 ``functions/runner/Dockerfile``, which pins the engine by version and SHA-256.
+
+Inside the task, two principals: the runner runs as root, holds the session and never
+runs configuration code; the engine and all it starts run as the unprivileged engine
+user, which owns nothing of the runner's (docs/security.md). That root keeps only the
+capabilities the separation needs.
 """
 
 from __future__ import annotations
@@ -22,10 +27,37 @@ from infra.constructs.functions import SandboxTarget
 from infra.constructs.nag import acknowledge
 
 CONTAINER_NAME = "runner"  # runplane.adapters.launchers.EcsFargateLauncher's default
-RUNNER_USER = "10001:10001"
+# Root inside the task: the runner starts each engine command as ENGINE_USER, chowns
+# the engine's directory to it, and kills every process of that user after each command.
+RUNNER_USER = "0:0"
+ENGINE_USER = "10002:10002"
+# Separation by user only: Fargate grants no CAP_SYS_ADMIN, so no namespaces.
+ENGINE_ISOLATION = "user"
+# All root keeps (Fargate's default is Docker's set; it can add none but SYS_PTRACE):
+# CHOWN (hand the engine its directory), DAC_OVERRIDE and FOWNER (read what the engine
+# wrote in its 0700 directory, and remove it), KILL (the engine's processes), SETGID
+# and SETUID (start each engine command as the engine user). Every other is dropped.
+RUNNER_CAPABILITIES = frozenset(
+    {
+        ecs.Capability.CHOWN,
+        ecs.Capability.DAC_OVERRIDE,
+        ecs.Capability.FOWNER,
+        ecs.Capability.KILL,
+        ecs.Capability.SETGID,
+        ecs.Capability.SETUID,
+    }
+)
+DROPPED_CAPABILITIES = [
+    c for c in ecs.Capability if c is not ecs.Capability.ALL and c not in RUNNER_CAPABILITIES
+]
 # Writable scratch space on the task's ephemeral storage; the root filesystem is
-# read-only. The image creates both directories, owned by the runner user.
+# read-only. The image creates both: /work root's, mode 0711 (the engine user passes
+# through to its own /work/engine), /tmp 1777.
 SCRATCH = {"work": "/work", "tmp": "/tmp"}  # noqa: S108 - the container's own /tmp
+ENGINE_ENVIRONMENT = {
+    "RUNPLANE_ENGINE_USER": ENGINE_USER,
+    "RUNPLANE_ENGINE_ISOLATION": ENGINE_ISOLATION,
+}
 DOCKERFILE = "functions/runner/Dockerfile"
 IMAGE_ASSET_EXCLUDE = [
     "*",
@@ -128,6 +160,11 @@ class Sandbox(Construct):
         self.logs = logs.LogGroup(
             self, "RunnerLogs", retention=config.log_retention, removal_policy=removal
         )
+        # An init process as PID 1 reaps the engine's orphaned processes once they are
+        # killed (the runner waits only for its own children) and passes ECS's stop
+        # signal on to the runner.
+        linux = ecs.LinuxParameters(self, "RunnerLinux", init_process_enabled=True)
+        linux.drop_capabilities(*DROPPED_CAPABILITIES)
         container = self.task_definition.add_container(
             CONTAINER_NAME,
             container_name=CONTAINER_NAME,
@@ -135,7 +172,17 @@ class Sandbox(Construct):
             essential=True,
             readonly_root_filesystem=True,
             user=RUNNER_USER,
+            linux_parameters=linux,
+            # The image sets these too; here they hold whatever image the task runs.
+            environment=ENGINE_ENVIRONMENT,
             logging=ecs.LogDrivers.aws_logs(stream_prefix="runner", log_group=self.logs),
+        )
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-ECS2",
+            "The only variables set in the task definition are the engine's user id and "
+            "isolation mode, fixed settings of the sandbox and no secret; the run's "
+            "handles are passed per launch.",
         )
         container.add_mount_points(
             *(

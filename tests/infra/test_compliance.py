@@ -52,6 +52,7 @@ def test_only_these_rules_are_acknowledged(stack: Synthesized) -> None:
         "AwsSolutions-APIG3",  # WAF: attached when webAclArn is set
         "AwsSolutions-APIG4",  # the five public routes
         "AwsSolutions-COG4",  # one REQUEST authorizer for tokens, JWTs and runner sessions
+        "AwsSolutions-ECS2",  # the sandbox's engine user and isolation (no secret)
         "AwsSolutions-IAM4",  # API Gateway's account logging role
         "AwsSolutions-IAM5",  # X-Ray, log delivery, ECR auth, artifact prefixes, sandbox tasks
         "AwsSolutions-S1",  # the access-log bucket itself

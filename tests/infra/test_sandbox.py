@@ -6,8 +6,11 @@ import json
 import re
 from typing import Any
 
+from aws_cdk import aws_ecs as ecs
+
 from infra.config import ENGINE_SHA256, ENGINE_VERSION
 from infra.constructs.assets import REPO
+from infra.constructs.sandbox import ENGINE_ENVIRONMENT, ENGINE_USER, RUNNER_USER
 from runplane.adapters.launchers import EcsFargateLauncher, LaunchRequest
 from tests.infra.synth import Synthesized, ref
 
@@ -21,19 +24,36 @@ def _container(stack: Synthesized) -> dict[str, object]:
     return dict(container)
 
 
-def test_the_runner_container_is_unprivileged_and_read_only(stack: Synthesized) -> None:
+def test_the_runner_container_is_root_with_few_capabilities_and_read_only(
+    stack: Synthesized,
+) -> None:
     container = _container(stack)
     # The launcher overrides the container by this name
     assert container["Name"] == "runner"
     assert container["ReadonlyRootFilesystem"] is True
-    user = str(container["User"])
-    assert user.split(":")[0] not in {"0", "root", ""}
+    # The runner is root inside the task: it starts the engine as the engine user
+    assert container["User"] == "0:0"
+    linux = container["LinuxParameters"]
+    assert isinstance(linux, dict)
+    # An init process reaps the engine's orphaned processes
+    assert linux["InitProcessEnabled"] is True
+    # Every capability is dropped but the six the runner needs; none is added
+    everything = {c.value for c in ecs.Capability} - {ecs.Capability.ALL.value}
+    kept = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"}
+    drop = linux["Capabilities"]["Drop"]
+    assert len(drop) == len(set(drop))
+    assert set(drop) == everything - kept
+    assert "Add" not in linux["Capabilities"]
     # Only the scratch volumes are writable
     mounts = container["MountPoints"]
     assert isinstance(mounts, list)
     assert {m["ContainerPath"] for m in mounts} == {"/work", "/tmp"}  # noqa: S108 - the container's paths
-    # No secrets or settings are baked in: the launcher passes the run's handles
-    assert "Environment" not in container
+    # The engine's user and isolation are the only settings baked in: the launcher
+    # passes the run's handles, and there are no secrets
+    assert {(e["Name"], e["Value"]) for e in container["Environment"]} == {  # type: ignore[attr-defined]
+        ("RUNPLANE_ENGINE_USER", "10002:10002"),
+        ("RUNPLANE_ENGINE_ISOLATION", "user"),
+    }
     assert "Secrets" not in container
     assert "PortMappings" not in container
 
@@ -139,10 +159,44 @@ def test_the_dockerfile_pins_the_engine_by_version_and_checksum() -> None:
     assert args["TOFU_SHA256_ARM64"] == ENGINE_SHA256["arm64"]
     # The download is checked before it is unpacked
     assert text.index("sha256sum -c") < text.index("zipfile.ZipFile")
-    # The program runs as an unprivileged user
-    (user,) = re.findall(r"^USER (\S+)$", text, flags=re.MULTILINE)
-    assert user.split(":")[0] not in {"0", "root"}
     assert re.search(r'^ENTRYPOINT \["python", "-m", "runplane.runner"\]$', text, re.MULTILINE)
+
+
+def _dockerfile_instructions() -> str:
+    """The Dockerfile with each instruction on one line."""
+    return re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text(encoding="utf-8"))
+
+
+def _dockerfile_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in re.findall(r"^ENV (.+)$", _dockerfile_instructions(), flags=re.MULTILINE):
+        env.update(re.findall(r"(\w+)=(\S+)", line))
+    return env
+
+
+def test_the_image_separates_the_runner_from_the_engine() -> None:
+    text = _dockerfile_instructions()
+    # The runner runs as root, said explicitly, as the task definition says
+    (user,) = re.findall(r"^USER (\S+)$", text, flags=re.MULTILINE)
+    assert user == RUNNER_USER == "0:0"
+    # The engine user exists with the uid and gid the runner is told, without a shell
+    uid, gid = ENGINE_USER.split(":")
+    assert re.search(rf"groupadd --gid {gid} engine\b", text)
+    assert re.search(rf"useradd --uid {uid} --gid {gid} .*--shell /usr/sbin/nologin engine\b", text)
+    assert re.search(r"useradd [^&]*--no-create-home", text)
+    # No other account of the image's own (the old runner user is gone)
+    assert not re.search(r"\b10001\b", text)
+    # The runner's and engine's environment agrees with the task definition's
+    env = _dockerfile_env()
+    assert {k: env[k] for k in ENGINE_ENVIRONMENT} == ENGINE_ENVIRONMENT
+    # /work is root's and only traversable; /tmp is shared with the sticky bit
+    assert "chown 0:0 /work" in text
+    assert "chmod 0711 /work" in text
+    assert "chmod 1777 /tmp" in text
+    # kill(1) is installed (slim images have none) and no setuid program is left
+    assert re.search(r'apt-get install -y --no-install-recommends "procps=', text)
+    assert "rm -rf /var/lib/apt/lists/*" in text
+    assert "-perm /6000 -exec chmod a-s" in text
 
 
 def test_the_image_is_built_with_the_configured_engine(stack: Synthesized) -> None:
