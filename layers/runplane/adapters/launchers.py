@@ -62,9 +62,32 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
     return env
 
 
+# The embedded stack's engine users: one UID (and GID) per live sandbox, from here up.
+ENGINE_UID_BASE = 720000
+ENGINE_UID_COUNT = 4096
+
+
+def sandbox_isolation() -> str:
+    """The strongest isolation this process can give its sandboxes' engines (see
+    runplane/runner/confinement.py): ``namespaces`` as root with bubblewrap and
+    setpriv, ``user`` as root without them, ``none`` otherwise."""
+    if os.geteuid() != 0:
+        return "none"
+    if shutil.which("bwrap") and shutil.which("setpriv"):
+        return "namespaces"
+    return "user"
+
+
 class LocalProcessLauncher:
     """The embedded stack's sandbox: a subprocess in its own directory with a scrubbed
     environment (nothing of the control plane's credentials or settings).
+
+    The runner runs as the stack's user; with ``isolation`` above ``none`` (the stack
+    run as root) each sandbox's engine runs as a user of its own, which is killed
+    whole when its sandbox ends, and with ``namespaces`` it also sees only its own
+    directory, the system's and the engine's read-only files, and a network holding
+    only the runner's relay. Every launch hands the run's environment over on the
+    runner's standard input, so no process environment holds its handles.
 
     The sandbox directory holds the decrypted configuration, the plaintext plan and the
     session's CLI configuration, so it is removed as soon as the runner ends or is
@@ -83,33 +106,104 @@ class LocalProcessLauncher:
         engine: str | None = None,
         work_root: Path | None = None,
         provider_mirror: Path | None = None,
+        isolation: str | None = None,
     ) -> None:
         self._engine = engine
         self._work_root = work_root
         self._provider_mirror = provider_mirror
+        self.isolation = isolation or sandbox_isolation()
+        # Engine UIDs of the live sandboxes, by reference.
+        self._engine_uids: dict[str, int] = {}
         self.processes: list[subprocess.Popen[bytes]] = []
         self.sandboxes: dict[str, Path] = {}
         """Each sandbox's directory by reference (it no longer exists once the runner ended)."""
         self._reapers: list[threading.Thread] = []
         self._standby: _Standby | None = None
         self._guard = threading.Lock()
+        self._reserved: set[int] = set()
         self._stopped = False
 
     def launch(self, request: LaunchRequest) -> str:
-        run_env = runner_environment(request)
-        standby = self._take_standby()
-        started = self._hand_over(standby, request.sandbox_id, run_env) if standby else None
-        process, workdir = started or self._start(f"{request.sandbox_id}-", run_env, False)
+        uid = self._engine_uid()
+        run_env = {**runner_environment(request), **self._confinement_environment(uid)}
+        try:
+            process, workdir = self._started(request.sandbox_id, run_env)
+        except BaseException:
+            self._free_uid(uid)
+            raise
         reference = f"pid:{process.pid}"
         self.processes.append(process)
         self.sandboxes[reference] = workdir
+        if uid is not None:
+            with self._guard:
+                self._engine_uids[reference] = uid
         reaper = threading.Thread(
-            target=_remove_when_done, args=(process, workdir), name=f"reap-{reference}", daemon=True
+            target=self._remove_when_done,
+            args=(process, workdir, reference),
+            name=f"reap-{reference}",
+            daemon=True,
         )
         reaper.start()
         self._reapers.append(reaper)
         self._refill()
         return reference
+
+    def _started(
+        self, sandbox_id: str, run_env: dict[str, str]
+    ) -> tuple[subprocess.Popen[bytes], Path]:
+        """A runner given ``run_env`` on its standard input: the standby if there is
+        one, else one started now and handed it at once."""
+        standby = self._take_standby()
+        started = self._hand_over(standby, sandbox_id, run_env) if standby else None
+        if started is not None:
+            return started
+        process, workdir = self._start("standby-", {}, standby=True)
+        started = self._hand_over(_Standby(process, workdir), sandbox_id, run_env)
+        if started is None:
+            raise OSError("the sandbox's runner ended before its run was handed over")
+        return started
+
+    def _confinement_environment(self, uid: int | None) -> dict[str, str]:
+        env = {"RUNPLANE_ENGINE_ISOLATION": self.isolation}
+        if uid is not None:
+            env["RUNPLANE_ENGINE_USER"] = f"{uid}:{uid}"
+        if self.isolation == "namespaces":
+            # What the engine may read besides the system: the Python the test provider
+            # runs on (the stack's own), and the mirror it is installed in.
+            readable = {sys.prefix, sys.base_prefix, os.path.realpath(sys.executable)}
+            if self._provider_mirror:
+                readable.add(str(self._provider_mirror))
+            env["RUNPLANE_ENGINE_READABLE"] = os.pathsep.join(sorted(readable))
+        return env
+
+    def _engine_uid(self) -> int | None:
+        if self.isolation == "none":
+            return None
+        with self._guard:
+            taken = set(self._engine_uids.values()) | self._reserved
+            for uid in range(ENGINE_UID_BASE, ENGINE_UID_BASE + ENGINE_UID_COUNT):
+                if uid not in taken:
+                    self._reserved.add(uid)
+                    return uid
+        raise RuntimeError("no engine user is free: too many sandboxes at once")
+
+    def _free_uid(self, uid: int | None, reference: str | None = None) -> None:
+        with self._guard:
+            if reference is not None:
+                self._engine_uids.pop(reference, None)
+            if uid is not None:
+                self._reserved.discard(uid)
+
+    def _remove_when_done(
+        self, process: subprocess.Popen[bytes], workdir: Path, reference: str
+    ) -> None:
+        process.wait()
+        uid = self._engine_uids.get(reference)
+        if uid is not None:
+            # Whatever the engine left running (a runner killed mid-command) ends here.
+            kill_user_processes(uid)
+        shutil.rmtree(workdir, ignore_errors=True)
+        self._free_uid(uid, reference)
 
     def stop(self, reference: str) -> None:
         pid = int(reference.removeprefix("pid:"))
@@ -117,6 +211,9 @@ class LocalProcessLauncher:
             if process.pid == pid and process.poll() is None:
                 _kill_sandbox(process)
                 process.wait(timeout=10)
+        uid = self._engine_uids.get(reference)
+        if uid is not None:
+            kill_user_processes(uid)
 
     def stop_all(self) -> None:
         with self._guard:
@@ -128,6 +225,8 @@ class LocalProcessLauncher:
             if process.poll() is None:
                 _kill_sandbox(process)
                 process.wait(timeout=10)
+        for uid in list(self._engine_uids.values()):
+            kill_user_processes(uid)
         for reaper in self._reapers:
             reaper.join(timeout=10)
 
@@ -149,7 +248,11 @@ class LocalProcessLauncher:
     ) -> tuple[subprocess.Popen[bytes], Path]:
         workdir = Path(tempfile.mkdtemp(prefix=prefix, dir=self._work_root))
         try:
-            with _log_of(workdir).open("wb") as log:
+            # The runner's own output: for the stack's operator only.
+            descriptor = os.open(
+                _log_of(workdir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+            )
+            with os.fdopen(descriptor, "wb") as log:
                 process = subprocess.Popen(  # noqa: S603 (our own interpreter and module)
                     [sys.executable, "-m", "runplane.runner", *(["--standby"] if standby else [])],
                     cwd=workdir,
@@ -232,9 +335,22 @@ def _remove_with_log(workdir: Path) -> None:
     _log_of(workdir).unlink(missing_ok=True)
 
 
-def _remove_when_done(process: subprocess.Popen[bytes], workdir: Path) -> None:
-    process.wait()
-    shutil.rmtree(workdir, ignore_errors=True)
+def kill_user_processes(uid: int) -> None:
+    """SIGKILL every process of ``uid`` (a sandbox's engine user): kill(-1) sent as
+    that user reaches exactly its processes, wherever they were reparented."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={},
+            timeout=10,
+            check=False,
+        )
 
 
 def _kill_sandbox(process: subprocess.Popen[bytes]) -> None:

@@ -1,5 +1,5 @@
 import sys
 
-from runplane.runner.main import main, main_on_standby
+from runplane.runner.main import main_handing_over, main_on_standby
 
-sys.exit(main_on_standby() if sys.argv[1:] == ["--standby"] else main())
+sys.exit(main_on_standby() if sys.argv[1:] == ["--standby"] else main_handing_over())

@@ -38,6 +38,13 @@ def provider_installation(path: str, patterns: Iterable[str]) -> str:
     )
 
 
+def direct_installation() -> str:
+    """Install every provider from its registry, and from nowhere else: an explicit
+    block, so no implied local mirror (``terraform.d/plugins`` beside the
+    configuration, the home directory's plugin directories) is ever consulted."""
+    return "provider_installation {\n  direct {}\n}\n"
+
+
 def cli_config(
     host: str,
     services: Mapping[str, str],

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from runplane.runner.bounded_log import _READ_CHUNK, BoundedLog
+from runplane.runner.confinement import Confinement, Isolation
 from runplane.runner.engine_errors import (
     EngineCommandFailed,
     EngineError,
@@ -140,8 +141,11 @@ class Engine:
         *,
         kill_grace_seconds: float = 10.0,
         max_json_bytes: int = MAX_PLAN_JSON_BYTES,
+        confinement: Confinement | None = None,
     ) -> None:
         self.binary = Path(binary)
+        # Every command runs confined, and what it leaves running is killed when it ends.
+        self.confinement = confinement or Confinement(Isolation.NONE, None)
         self.workdir = Path(workdir)
         self.log = log
         self.timeout_seconds = timeout_seconds
@@ -272,7 +276,7 @@ class Engine:
         started = time.monotonic()
         deadline = started + self.timeout_seconds
         try:
-            process = subprocess.Popen(  # noqa: S603 - a fixed argument list, no shell
+            process = self.confinement.spawn(
                 [str(self.binary), *args],
                 cwd=self.workdir,
                 env=self._env,
@@ -286,12 +290,15 @@ class Engine:
                 f"cannot start the engine {str(self.binary)!r} in {str(self.workdir)!r}: "
                 f"{error.strerror or error}"
             ) from error
-        with process:
-            try:
-                self._pump(process, stdout or self.log.write, deadline, display)
-            except BaseException:
-                self._kill(process)
-                raise
+        try:
+            with process:
+                try:
+                    self._pump(process, stdout or self.log.write, deadline, display)
+                except BaseException:
+                    self._kill(process)
+                    raise
+        finally:
+            self.confinement.sweep()
         return process.returncode, time.monotonic() - started
 
     def _pump(

@@ -4,15 +4,19 @@ configuration and the variables file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
-from collections.abc import Mapping
+import stat
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
 from runplane.domain.variables import name_problem
-from runplane.runner.cli_config import cli_config, provider_installation
+from runplane.runner.cli_config import cli_config, direct_installation, provider_installation
 from runplane.runner.refusal import Refused
 
 BACKEND_OVERRIDE_NAME: Final = "runplane_backend_override.tf"
@@ -74,6 +78,76 @@ def write_backend_config(path: Path, *, hostname: str, organization: str, worksp
     return _write_private(Path(path), content)
 
 
+def _checked(variables: Mapping[str, str]) -> None:
+    for name, value in variables.items():
+        problem = name_problem(name)
+        if problem is not None:
+            raise Refused(problem)
+        if not isinstance(value, str):
+            raise Refused(f"variable {name!r} does not have a string value")
+
+
+# How often the hand-off looks for the engine opening its end.
+_HAND_OFF_POLL_SECONDS = 0.005
+
+
+@contextlib.contextmanager
+def variables_handed_once(
+    path: Path, variables: Mapping[str, str], owner: tuple[int, int] | None = None
+) -> Iterator[Path]:
+    """The run's variables as a ``-var-file`` that holds them for one read only.
+
+    ``path`` is made a FIFO (owned by ``owner``, the engine's UID and GID, if given):
+    the first reader, which is the engine loading its variables before it runs any of
+    the configuration, gets the JSON and its end; then the FIFO is removed. So no file
+    the configuration could read later (``file()``) holds the values, and nothing is
+    left on disk. Values are JSON strings, so the engine takes them literally (no
+    template or expression is evaluated) and converts them where the variable declares
+    a type. Raises :class:`~runplane.runner.refusal.Refused` for a name the engine
+    would not accept."""
+    _checked(variables)
+    data = json.dumps(dict(variables)).encode()
+    os.mkfifo(path, 0o600)
+    if owner is not None:
+        os.chown(path, *owner)
+    done = threading.Event()
+    writer = threading.Thread(
+        target=_hand_off, args=(path, data, done), name="variables", daemon=True
+    )
+    writer.start()
+    try:
+        yield path
+    finally:
+        done.set()
+        writer.join(timeout=10)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _hand_off(path: Path, data: bytes, done: threading.Event) -> None:
+    while not done.is_set():
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as error:
+            if error.errno != errno.ENXIO:  # anything but "no reader yet": give up
+                return
+            done.wait(_HAND_OFF_POLL_SECONDS)
+            continue
+        try:
+            if not stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+                return  # something else was put in its place: it gets nothing
+            os.set_blocking(descriptor, True)
+            with contextlib.suppress(BrokenPipeError):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+        finally:
+            os.close(descriptor)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        return
+
+
 def write_var_file(path: Path, variables: Mapping[str, str]) -> Path:
     """Write the run's variables as a ``-var-file`` (JSON, mode 0o600, created afresh).
 
@@ -82,12 +156,7 @@ def write_var_file(path: Path, variables: Mapping[str, str]) -> Path:
     variable declares one. Raises :class:`~runplane.runner.refusal.Refused` for a name
     the engine would not accept.
     """
-    for name, value in variables.items():
-        problem = name_problem(name)
-        if problem is not None:
-            raise Refused(problem)
-        if not isinstance(value, str):
-            raise Refused(f"variable {name!r} does not have a string value")
+    _checked(variables)
     path = Path(path)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
@@ -127,10 +196,11 @@ def write_cli_config(
     variables, so this file is how the engine authenticates. Point ``TF_CLI_CONFIG_FILE``
     at it.
 
-    With ``provider_mirror`` (an absolute directory path), a ``provider_installation``
-    block is added: providers of the ``registry.terraform.io/runplane`` namespace are
-    installed from that filesystem mirror only, every other provider directly as before
-    (see docs/test-provider.md).
+    The ``provider_installation`` block is always explicit, so the engine consults no
+    implied local mirror a configuration could ship (``terraform.d/plugins``): every
+    provider is installed directly from its registry, except, with ``provider_mirror``
+    (an absolute directory path), those of the ``registry.terraform.io/runplane``
+    namespace, installed from that filesystem mirror only (see docs/test-provider.md).
     """
     if not _HOSTNAME.fullmatch(host):
         raise ValueError(f"not a hostname[:port]: {host!r}")
@@ -138,7 +208,7 @@ def write_cli_config(
         raise ValueError(f"not an http(s) URL usable in a CLI configuration: {api_url!r}")
     if not _TOKEN.fullmatch(token):
         raise ValueError("the token has characters a CLI configuration cannot carry")
-    installation = ""
+    installation = direct_installation()
     if provider_mirror is not None:
         mirror = os.fspath(provider_mirror)
         # No control characters, quotes, backslashes or template introducers in the string.

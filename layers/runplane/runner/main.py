@@ -4,6 +4,13 @@ It redeems the handle for a session, downloads its inputs through transfer
 URLs and decrypts them with keys released to the session, runs the pinned
 engine with the workspace's state served by the control plane's Cloud API,
 uploads encrypted outputs, and reports the result. It holds no AWS credential.
+
+The runner is the sandbox's trusted principal; the engine, which runs the
+configuration's code, is not (see runner/confinement.py). The session stays in the
+runner's memory: the engine reaches the Cloud API through the relay with a secret of
+its own, gets its variables through a one-read FIFO, and works in a directory of its
+own; the runner reads what the engine wrote only once the engine's processes are gone,
+and believes none of it unchecked.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -41,14 +49,20 @@ from runplane.domain.runner_reports import (
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.config_check import check_root_module
+from runplane.runner.confinement import (
+    Confinement,
+    ConfinementError,
+    Isolation,
+    read_engine_file,
+)
 from runplane.runner.diagnostics import engine_errors
 from runplane.runner.engine import Engine, resolve_engine
 from runplane.runner.engine_classify import credentials_missing
 from runplane.runner.engine_config import (
+    variables_handed_once,
     write_backend_config,
     write_backend_override,
     write_cli_config,
-    write_var_file,
 )
 from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
@@ -62,6 +76,8 @@ _CHUNK_TIMEOUT = 15
 # A grant from the session start is used only while its URL has this long left, so the
 # transfer starts before the URL expires; after that the runner asks the routes.
 _GRANT_MARGIN = 30
+# The largest saved plan the runner reads back from the engine (an artifact's cap).
+MAX_PLAN_BYTES = 100 * 1024 * 1024
 
 
 class CallFailed(RuntimeError):
@@ -113,9 +129,26 @@ def _transfer(method: str, url: str, body: bytes | None = None) -> bytes:
 
 
 class Runner:
-    def __init__(self, environ: Mapping[str, str], workdir: Path) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        workdir: Path,
+        confinement: Confinement | None = None,
+    ) -> None:
         self.env = environ
+        # The runner's own directory; the engine's is beside it (see ``prepare``).
         self.workdir = workdir
+        # A launch asking for a confinement this sandbox cannot give fails its phase
+        # (reported, so the run does not wait for a lost sandbox); nothing runs.
+        self.unconfinable: str | None = None
+        try:
+            self.confinement = confinement or Confinement.from_environ(environ)
+        except ConfinementError as error:
+            self.confinement, self.unconfinable = Confinement(Isolation.NONE, None), str(error)
+        # What the engine's CLI configuration carries instead of the session: good
+        # for this phase's relay only.
+        self.relay_secret = secrets.token_hex(32)
+        self.variables: dict[str, str] | None = None
         self.api = ControlPlane(environ["RUNPLANE_CONTROL_PLANE_URL"])
         self.run_id = environ["RUNPLANE_RUN_ID"]
         self.attempt_id = environ["RUNPLANE_ATTEMPT_ID"]
@@ -267,19 +300,26 @@ class Runner:
         self.grants = Grants(started.get("grants"), received=time.monotonic())
         self.log = self._new_log([])
 
-    def prepare(self) -> tuple[Engine, Path | None, Path]:
-        """The engine in the extracted, checked configuration, the var file to plan with
-        (None without variables), and the ``-backend-config`` file to initialise with."""
+    @property
+    def engine_home(self) -> Path:
+        """The engine's own directory: its home, configuration and outputs."""
+        return self.workdir.parent / "engine"
+
+    def prepare(self) -> tuple[Engine, Path]:
+        """The engine in the extracted, checked configuration, and the
+        ``-backend-config`` file to initialise with."""
+        if self.unconfinable is not None:
+            raise Refused(f"the sandbox cannot confine the engine: {self.unconfinable}")
         limits = ArchiveLimits.from_environ(self.env)
-        config = self.workdir / "config"
-        config.mkdir(mode=0o700)
+        home = self.confinement.engine_directory(self.engine_home)
+        config = home / "config"
+        config.mkdir(mode=0o755)
         archive = self.download(self.manifest["configuration_artifact_id"])
-        extract_configuration(io.BytesIO(archive), config, limits)
+        extracted = extract_configuration(io.BytesIO(archive), config, limits)
         del archive
         # Checked before the runner adds its own backend override, which is then the
         # only backend declaration.
         check_root_module(config, replaced_backend=bool(self.manifest.get("remote_operation")))
-        var_file = None
         if self.manifest.get("variables_artifact_id"):
             variables = json.loads(self.download(self.manifest["variables_artifact_id"]))
             if not isinstance(variables, dict) or not all(
@@ -287,7 +327,15 @@ class Runner:
             ):
                 raise Refused("the run's variables are not a JSON object of strings")
             self.log = self._new_log(list(variables.values()))
-            var_file = write_var_file(self.workdir / "runplane.tfvars.json", variables)
+            self.variables = variables
+        if extracted.skipped:
+            # The engine's working directory and implied plugin mirror: a provider
+            # shipped there would run. Left out, and said so in the run's log.
+            self.log.write(
+                f"[runner] left out of the configuration ({extracted.skipped_members} "
+                f"entries; providers and modules are installed by init): "
+                f"{', '.join(extracted.skipped)}\n"
+            )
         # The API may sit under a path (an API Gateway stage): the host block names
         # the services by full URL, so only the network location is the hostname.
         host = urllib.parse.urlsplit(self.api.url).netloc
@@ -298,7 +346,7 @@ class Runner:
         }
         try:
             write_backend_override(config, **names)
-            backend_config = write_backend_config(self.workdir / "backend.hcl", **names)
+            backend_config = write_backend_config(home / "backend.hcl", **names)
         except ValueError:
             raise Refused(
                 f"organization {shown(names['organization'])} or workspace "
@@ -306,39 +354,68 @@ class Runner:
                 "(letters, digits, '-' and '_' only)"
             ) from None
         mirror = self.env.get("RUNPLANE_PROVIDER_MIRROR")
+        network = self.confinement.network
         # An apply's run took the workspace's apply lock before this sandbox started.
         self.relay = EngineRelay(
-            self.api.url, lock_held=self.phase == "apply", first_reads=True
+            self.api.url,
+            local_secret=self.relay_secret,
+            authorization=lambda: self.api.token or "",
+            lock_held=self.phase == "apply",
+            first_reads=True,
+            bind=network.run if network is not None else None,
         ).start()
         cli_config = write_cli_config(
-            self.workdir / "cli.tfrc",
+            home / "cli.tfrc",
             host=host,
             api_url=f"{self.relay.base_url}/api/v2/",
-            token=self.api.token or "",
+            token=self.relay_secret,
             provider_mirror=Path(mirror) if mirror else None,
         )
+        self.confinement.hand_over(home)
         env = {
             "PATH": self.env.get("PATH", os.defpath),
-            "HOME": str(self.workdir),
+            "HOME": str(home),
+            "TMPDIR": str(home),
             "TF_CLI_CONFIG_FILE": str(cli_config),
             "TFE_RUN_ID": self.run_id,
         }
         binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
-        return Engine(binary, config, env, self.log), var_file, backend_config
+        self.confinement.allow_reading(binary.parent, *([Path(mirror)] if mirror else []))
+        engine = Engine(binary, config, env, self.log, confinement=self.confinement)
+        return engine, backend_config
+
+    def _variables_file(self) -> contextlib.AbstractContextManager[Path | None]:
+        """The ``-var-file`` the plan reads its variables from, once (None without)."""
+        if self.variables is None:
+            return contextlib.nullcontext()
+        user = self.confinement.user
+        return variables_handed_once(
+            self.engine_home / "variables.json",
+            self.variables,
+            (user.uid, user.gid) if user is not None else None,
+        )
+
+    def _read_plan(self) -> bytes:
+        """The saved plan the engine wrote (its processes are gone by now)."""
+        try:
+            return read_engine_file(self.engine_home / "plan.bin", MAX_PLAN_BYTES)
+        except ConfinementError as error:
+            raise Refused(f"the engine's saved plan is unusable: {error}") from None
 
     def plan(self) -> RunnerReport:
-        engine, var_file, backend_config = self.prepare()
+        engine, backend_config = self.prepare()
         started = time.perf_counter()
         init = engine.init(lock=False, backend_config=backend_config)
         if not init.succeeded:
             return self._failed("engine init failed")
         refresh_only = self.manifest.get("kind") == "refresh_only"
-        planned = engine.plan(
-            self.workdir / "plan.bin", lock=False, var_file=var_file, refresh_only=refresh_only
-        )
+        saved = self.engine_home / "plan.bin"
+        with self._variables_file() as var_file:
+            planned = engine.plan(saved, lock=False, var_file=var_file, refresh_only=refresh_only)
         if not planned.succeeded:
             return self._failed("engine plan failed")
-        plan_json = engine.show_json(self.workdir / "plan.bin")
+        plan_bytes = self._read_plan()
+        plan_json = engine.show_json(saved)
         version = engine.version()
         self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)
@@ -350,7 +427,6 @@ class Runner:
                 drifted=drifted,
                 has_changes=bool(planned.has_changes) or summary.has_changes or drifted > 0,
             )
-        plan_bytes = (self.workdir / "plan.bin").read_bytes()
         json_bytes = json.dumps(plan_json, sort_keys=True).encode()
         (plan_id, _), (json_id, json_sha), (log_id, _) = self._upload_with_log(
             [("plan", plan_bytes), ("plan_json", json_bytes)]
@@ -378,13 +454,13 @@ class Runner:
                 {"handle": self.env["RUNPLANE_APPLY_START"], "request": {"plan_sha256": plan_sha}},
             )
             try:
-                engine, _, backend_config = self.prepare()
+                engine, backend_config = self.prepare()
             finally:
                 redeemed.result()
-        (engine.workdir / "plan.bin").write_bytes(plan_bytes)
+        saved = self._give_engine("plan.bin", plan_bytes)
         started = time.perf_counter()
         init = engine.init(backend_config=backend_config)
-        applied = engine.apply(engine.workdir / "plan.bin") if init.succeeded else None
+        applied = engine.apply(saved) if init.succeeded else None
         self.engine_seconds += time.perf_counter() - started
         if applied is None:
             return self._failed("engine init failed")
@@ -392,13 +468,27 @@ class Runner:
             return self._failed("engine apply failed")
         return Applied(log_artifact_id=self._upload_log())
 
-    def _new_log(self, secrets: list[str]) -> BoundedLog:
-        """A log redacting ``secrets`` and the session's own (its token, the bootstrap
-        handle, the grants' URLs, data keys and tickets): it replaces the current one
-        before anything was written to it, so the live stream and the final log stay
-        one text."""
-        own = [self.api.token or "", self.env["RUNPLANE_BOOTSTRAP"], *self.grants.secrets()]
-        return BoundedLog(secrets=[*secrets, *own], sink=self.shipper.feed)
+    def _give_engine(self, name: str, data: bytes) -> Path:
+        """Write ``data`` as a new file of the engine's directory, the engine's to read."""
+        path = self.engine_home / name
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        self.confinement.hand_over(path)
+        return path
+
+    def _new_log(self, values: list[str]) -> BoundedLog:
+        """A log redacting ``values`` and the session's own secrets (its token, the
+        bootstrap handle, the relay's secret, the grants' URLs, data keys and tickets):
+        it replaces the current one before anything was written to it, so the live
+        stream and the final log stay one text."""
+        own = [
+            self.api.token or "",
+            self.env["RUNPLANE_BOOTSTRAP"],
+            self.relay_secret,
+            *self.grants.secrets(),
+        ]
+        return BoundedLog(secrets=[*values, *own], sink=self.shipper.feed)
 
     def _send_chunk(self, sequence: int, offset: int, data: bytes) -> None:
         body = {"sequence": sequence, "offset": offset, "data": base64.b64encode(data).decode()}
@@ -479,6 +569,7 @@ class Runner:
             self.shipper.close()
             if self.relay is not None:
                 self.relay.stop()
+            self.confinement.close()
         if isinstance(result, Failed):
             print(f"runner: {self.phase} ended {result.OUTCOME}: {result.reason}")
             return 1
@@ -592,7 +683,8 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    """Run one phase in ``./runner``; remove that directory however the phase ends."""
+    """Run one phase in ``./runner`` (the engine's directory beside it, ``./engine``);
+    remove both however the phase ends."""
     workdir = Path.cwd() / "runner"
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -602,8 +694,34 @@ def main() -> int:
         print(f"runner: no result could be reported ({type(error).__name__})")
         return 2
     finally:
-        # The configuration, plaintext plan, var file and session CLI configuration.
-        shutil.rmtree(workdir, ignore_errors=True)
+        # The configuration, plaintext plan and CLI configuration.
+        for directory in (workdir, workdir.parent / "engine"):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+# What a launch hands over in the environment and no process environment should keep.
+_HANDED_OVER = ("RUNPLANE_BOOTSTRAP", "RUNPLANE_APPLY_START")
+# A pipe's buffer holds this much without a reader: the environment must fit before exec.
+_PIPE_CAPACITY = 60 * 1024
+
+
+def main_handing_over() -> int:
+    """Run a phase launched with its handles in the environment (a Fargate task):
+    execute this program again with them on standard input instead, so that no
+    process's environment, the one ``/proc/<pid>/environ`` shows, holds them."""
+    if not any(name in os.environ for name in _HANDED_OVER):
+        return main()
+    line = json.dumps(dict(os.environ)).encode() + b"\n"
+    if len(line) > _PIPE_CAPACITY:
+        return main()
+    read, write = os.pipe()
+    os.write(write, line)
+    os.close(write)
+    os.dup2(read, 0)
+    os.close(read)
+    kept = {k: v for k, v in os.environ.items() if k not in _HANDED_OVER}
+    # Our own interpreter and module, no shell.
+    os.execve(sys.executable, [sys.executable, "-m", "runplane.runner", "--standby"], kept)  # noqa: S606
 
 
 def main_on_standby() -> int:

@@ -28,21 +28,32 @@ lock, is forgotten as after any write); one it refuses forgets everything.
 
 The Cloud API names its own URLs absolutely (a state version's download URL); a reply
 naming the upstream API is rewritten to name the relay, so those reads come back here.
+
+The engine never holds the runner's session: its CLI configuration carries only a
+secret of this phase's relay (``local_secret``), worthless anywhere else. The relay
+answers 401 to a call without it, relays only the Cloud API's own paths (so the
+runner's routes, where results are reported, stay out of the engine's reach), and
+adds the session's authorization itself (``authorization``: asked for on every call,
+so a session the runner renews is the one used).
 Standard library only: it runs inside the sandbox.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import http.client
 import json
 import re
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # Paths below the API's ``/api/v2/`` whose successful GET is answered again from memory.
 REPEATABLE_READS = re.compile(
@@ -71,6 +82,11 @@ _UPSTREAM_TIMEOUT = 120
 # How soon ``stop`` returns: the serving loop looks for it this often.
 _STOP_POLL_SECONDS = 0.02
 _MAX_BODY = 64 * 1024 * 1024
+# A path the relay forwards: below the API's /api/v2/, in plain characters, with no
+# dot segment and no escaped dot, slash or backslash that a server could decode into one.
+_FORWARDED_PATH = re.compile(r"/api/v2/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*(?:\?[^#\s]*)?")
+_DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$|\?)")
+_ESCAPED_SEPARATOR = re.compile(r"%(?:2e|2f|5c|00)", re.IGNORECASE)
 # Not relayed: they describe one connection, not the message (RFC 9110, 7.6.1), and the
 # relay sets the length of what it sends itself.
 _HOP_BY_HOP = frozenset(
@@ -105,8 +121,17 @@ class EngineRelay:
     API's base URL, a stage path allowed) until :meth:`stop`."""
 
     def __init__(
-        self, upstream: str, *, lock_held: bool = False, first_reads: bool = False
+        self,
+        upstream: str,
+        *,
+        local_secret: str,
+        authorization: Callable[[], str],
+        lock_held: bool = False,
+        first_reads: bool = False,
+        bind: Callable[[Callable[[], _Server]], _Server] | None = None,
     ) -> None:
+        """``bind``: how the listening socket is made (by default here; the runner
+        makes it inside the engine's network namespace)."""
         parts = urllib.parse.urlsplit(upstream.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"not an http(s) URL: {upstream!r}")
@@ -114,6 +139,8 @@ class EngineRelay:
         self._netloc = parts.netloc
         self._prefix = parts.path
         self._upstream_base = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        self._local_secret = local_secret
+        self._authorization = authorization
         self._kept: dict[tuple[str, str], _Answer] = {}
         self._kept_bytes = 0
         self._lock_held = lock_held
@@ -128,7 +155,8 @@ class EngineRelay:
         self.forwarded = 0
         self.answered_from_memory = 0
         handler = type("BoundRelayHandler", (_RelayHandler,), {"relay": self})
-        self._server = _Server(("127.0.0.1", 0), handler)
+        listen = bind or _here
+        self._server = listen(lambda: _Server(("127.0.0.1", 0), handler))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(_STOP_POLL_SECONDS,), daemon=True
@@ -149,6 +177,26 @@ class EngineRelay:
         self._thread.join(timeout=10)
 
     # -- one call ---------------------------------------------------------------------
+
+    def admit(self, method: str, path: str, headers: list[tuple[str, str]]) -> _Answer | None:
+        """Refuse a call without this phase's secret (401) or to a path that is not the
+        Cloud API's (404); ``None`` for a call to relay."""
+        given = _authorization(headers).removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), self._local_secret.encode()):
+            return _refusal(401, "unauthorized", "the relay takes only this phase's credentials")
+        below = path[len(self._prefix) :] if path.startswith(self._prefix) else ""
+        if (
+            not _FORWARDED_PATH.fullmatch(below)
+            or _DOT_SEGMENT.search(below.split("?", 1)[0])
+            or _ESCAPED_SEPARATOR.search(below)
+        ):
+            return _refusal(404, "not found", "the relay forwards only the Cloud API's paths")
+        return None
+
+    def authorized(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``headers`` carrying the session's authorization instead of the engine's."""
+        kept = [(k, v) for k, v in headers if k.lower() != "authorization"]
+        return [*kept, ("Authorization", f"Bearer {self._authorization()}")]
 
     def answer(
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
@@ -309,6 +357,15 @@ def _authorization(headers: list[tuple[str, str]]) -> str:
     return next((v for k, v in headers if k.lower() == "authorization"), "")
 
 
+def _refusal(status: int, title: str, detail: str) -> _Answer:
+    body = json.dumps({"errors": [{"status": str(status), "title": title, "detail": detail}]})
+    return _Answer(status, [("Content-Type", "application/vnd.api+json")], body.encode())
+
+
+def _here(make: Callable[[], T]) -> T:
+    return make()
+
+
 class _RelayHandler(BaseHTTPRequestHandler):
     relay: EngineRelay
     protocol_version = "HTTP/1.1"
@@ -326,8 +383,15 @@ class _RelayHandler(BaseHTTPRequestHandler):
             self._reply(_Answer(400, [], b"the relay cannot read this request's body\n"))
             return
         body = self.rfile.read(length) if length else b""
+        headers = list(self.headers.items())
+        refused = self.relay.admit(self.command, self.path, headers)
+        if refused is not None:
+            self._reply(refused)
+            return
         try:
-            answer = self.relay.answer(self.command, self.path, list(self.headers.items()), body)
+            answer = self.relay.answer(
+                self.command, self.path, self.relay.authorized(headers), body
+            )
         except (OSError, http.client.HTTPException) as error:
             message = f"the control plane could not be reached ({type(error).__name__})\n"
             answer = _Answer(502, [("Content-Type", "text/plain")], message.encode())

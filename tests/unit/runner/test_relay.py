@@ -29,6 +29,11 @@ LOCK = "/stage/api/v2/workspaces/ws-1/actions/lock"
 CURRENT = "/stage/api/v2/workspaces/ws-1/current-state-version"
 PING = "/stage/api/v2/ping"
 SESSION_TOKEN = "rps_session"
+# What the engine holds instead of the session: good for its phase's relay only.
+LOCAL_SECRET = "relay-local-secret"
+
+
+AUTH: dict[str, Any] = {"local_secret": LOCAL_SECRET, "authorization": lambda: SESSION_TOKEN}
 
 
 @dataclass
@@ -82,7 +87,7 @@ def upstream() -> Iterator[Upstream]:
 
 @pytest.fixture
 def relay(upstream: Upstream) -> Iterator[EngineRelay]:
-    started = EngineRelay(upstream.base).start()
+    started = EngineRelay(upstream.base, **AUTH).start()
     yield started
     started.stop()
 
@@ -92,7 +97,7 @@ def call(
     method: str,
     path: str,
     body: bytes | None = None,
-    token: str = SESSION_TOKEN,
+    token: str = LOCAL_SECRET,
 ) -> tuple[int, dict[str, str], bytes]:
     connection = http.client.HTTPConnection("127.0.0.1", port_of(relay))
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/vnd.api+json"}
@@ -193,13 +198,76 @@ def test_a_refused_or_failed_read_is_asked_again(
     assert upstream.count("GET", WORKSPACE) == 2
 
 
-def test_another_credential_never_gets_a_kept_answer(
-    upstream: Upstream, relay: EngineRelay
-) -> None:
+def test_another_session_never_gets_a_kept_answer(upstream: Upstream) -> None:
+    # Given a relay whose runner renews its session between two reads
+    sessions = ["rps_one"]
+    relay = EngineRelay(
+        upstream.base, local_secret=LOCAL_SECRET, authorization=lambda: sessions[-1]
+    ).start()
     upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
-    call(relay, "GET", WORKSPACE, token="rps_one")
-    call(relay, "GET", WORKSPACE, token="rps_two")
-    assert upstream.count("GET", WORKSPACE) == 2
+    try:
+        call(relay, "GET", WORKSPACE)
+        sessions.append("rps_two")
+        call(relay, "GET", WORKSPACE)
+    finally:
+        relay.stop()
+    # Then each session's read reached the control plane, with that session
+    assert [headers["Authorization"] for _, _, headers, _ in upstream.seen] == [
+        "Bearer rps_one",
+        "Bearer rps_two",
+    ]
+
+
+def test_the_engine_never_sees_or_needs_the_session(upstream: Upstream, relay: EngineRelay) -> None:
+    # Given a control plane that knows the workspace
+    upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
+    # When the engine calls with the relay's own secret
+    status, headers, data = call(relay, "GET", WORKSPACE)
+    # Then the control plane got the session, and nothing the engine got names it
+    assert status == 200
+    assert upstream.seen[0][2]["Authorization"] == f"Bearer {SESSION_TOKEN}"
+    assert SESSION_TOKEN not in data.decode() + json.dumps(headers)
+
+
+@pytest.mark.parametrize("token", ["", "rps_session", "relay-local-secreT", LOCAL_SECRET + "x"])
+def test_a_call_without_the_relays_secret_is_refused_and_reaches_nothing(
+    upstream: Upstream, relay: EngineRelay, token: str
+) -> None:
+    # Given a process holding anything but this phase's secret (the session included)
+    upstream.replies[WORKSPACE] = document({"data": {"id": "ws-1"}})
+    # When it calls through the relay
+    status, _, data = call(relay, "GET", WORKSPACE, token=token)
+    # Then it is refused, and the control plane saw nothing
+    assert status == 401
+    assert json.loads(data)["errors"][0]["status"] == "401"
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/stage/api/v1/runner/result",
+        "/stage/api/v1/runner/uploads",
+        "/stage/api/v2/../v1/runner/result",
+        "/stage/api/v2/%2e%2e/v1/runner/result",
+        "/stage/api/v2/%2E%2E%2Fv1/runner/heartbeat",
+        "/stage/api/v2/workspaces/ws-1/..%2f..%2f..%2fv1/runner/result",
+        "/stage/api/v2/./ping",
+        "/api/v2/ping",
+        "/stage/dashboard/runs",
+        "http://127.0.0.1:9/stage/api/v2/ping",
+    ],
+)
+def test_only_the_cloud_apis_paths_are_relayed(
+    upstream: Upstream, relay: EngineRelay, path: str
+) -> None:
+    # Given an engine holding the relay's secret
+    # When it calls a path that is not the Cloud API's (the runner's own routes, where
+    # results are reported, or a way around the prefix)
+    status, _, _ = call(relay, "POST", path, body=b"{}")
+    # Then the relay refuses it and nothing reaches the control plane
+    assert status == 404
+    assert upstream.seen == []
 
 
 def test_the_control_planes_own_urls_name_the_relay(upstream: Upstream, relay: EngineRelay) -> None:
@@ -239,7 +307,7 @@ def test_an_unreachable_control_plane_is_a_502_and_the_relay_keeps_serving() -> 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    relay = EngineRelay(f"http://127.0.0.1:{port}").start()
+    relay = EngineRelay(f"http://127.0.0.1:{port}", **AUTH).start()
     try:
         # When the engine calls twice
         answers = [call(relay, "GET", "/api/v2/ping") for _ in range(2)]
@@ -274,13 +342,17 @@ def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OneRequestPerConnection)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    relay = EngineRelay(f"http://127.0.0.1:{server.server_address[1]}").start()
+    relay = EngineRelay(f"http://127.0.0.1:{server.server_address[1]}", **AUTH).start()
     try:
         # Given one engine connection whose calls the relay sends on one upstream connection
         connection = http.client.HTTPConnection("127.0.0.1", port_of(relay))
         statuses = []
         for _ in range(3):
-            connection.request("GET", "/api/v2/workspaces/ws-1/runs")
+            connection.request(
+                "GET",
+                "/api/v2/workspaces/ws-1/runs",
+                headers={"Authorization": f"Bearer {LOCAL_SECRET}"},
+            )
             response = connection.getresponse()
             response.read()
             statuses.append(response.status)
@@ -296,13 +368,13 @@ def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
 
 def test_a_relay_refuses_an_upstream_that_is_not_http() -> None:
     with pytest.raises(ValueError, match="not an http"):
-        EngineRelay("ftp://example.com")
+        EngineRelay("ftp://example.com", **AUTH)
 
 
 @pytest.fixture
 def apply_relay(upstream: Upstream) -> Iterator[EngineRelay]:
     """The relay of an apply, whose run took the workspace's lock before it started."""
-    started = EngineRelay(upstream.base, lock_held=True).start()
+    started = EngineRelay(upstream.base, lock_held=True, **AUTH).start()
     yield started
     started.stop()
 
@@ -366,7 +438,7 @@ def test_a_lock_forgets_the_state_where_the_phase_holds_no_lock(
 @pytest.fixture
 def reading_first(upstream: Upstream) -> Iterator[EngineRelay]:
     """A relay that asks for the phase's first reads at once."""
-    started = EngineRelay(upstream.base, first_reads=True).start()
+    started = EngineRelay(upstream.base, first_reads=True, **AUTH).start()
     yield started
     started.stop()
 
