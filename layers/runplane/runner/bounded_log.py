@@ -1,14 +1,65 @@
-"""The bounded, redacting engine log: what the runner keeps and ships of an engine's output."""
+"""The bounded, redacting engine log: what the runner keeps and ships of an engine's output.
+
+What is redacted of each secret (the run's variable values and the session's own
+credentials; :mod:`runplane.runner.redaction` lists the spellings):
+
+- Every non-empty secret, whatever its length, as written: its UTF-8 bytes raw; escaped
+  inside a JSON string (ASCII-only, UTF-8, and Go's HTML-safe variant of
+  ``output -json``); inside an HCL quoted string as plans render it; inside a Go-quoted
+  string (``%q``, as the engine's function errors print arguments: ``parseint``,
+  ``timeadd``, ``sum``); and each line of at least :data:`MIN_SECRET_LINE` characters of
+  a multi-line secret (plans render those as indented heredocs). A secret shorter than
+  :data:`MIN_TRANSFORMED_SECRET` characters is matched exactly so, case included: a
+  secret ``"1"`` blanks every ``1`` of the log, as it always did, and nothing more.
+- A secret of at least :data:`MIN_TRANSFORMED_SECRET` characters also: in any letter
+  case (ASCII letters in any mix; other letters all upper or all lower case, Python's
+  case mapping); reversed by code point (``strrev``, ``reverse(split("", ...))``), in
+  any case, each of these with the escapings above; and its UTF-8 bytes in base64,
+  standard and URL-safe alphabets, alone (with and without padding) and as the
+  characters that encode only the secret when it is embedded in a longer base64 stream
+  at any of the three byte alignments (the one or two characters it shares with its
+  neighbours stay); in hex (either case); URL-encoded (``urlencode``: ``+`` or ``%20``
+  for a space, either hex case).
+
+What is not: anything else a configuration can compute from a value, because Terraform
+runs the configuration's code: a transformation composed of two of the above (base64 of
+the upper-cased value, hex of the reversed one), a slice or a few characters of it, other
+encodings (base32, base64 wrapped across lines, rot13), per-character arithmetic or
+interleaving, a value split across lines by the engine's word-wrapping of messages (only
+possible at a space inside the secret), and a secret shorter than the minimum in any
+other spelling. Those are why a sensitive workspace variable is also declared
+``sensitive = true`` to the engine (:mod:`runplane.runner.sensitive_override`), which
+then masks every value derived from it in its plans and refuses to output one, and why
+the variables file itself is kept out of the engine's reach. Provider and provisioner
+output, and some of the engine's own function errors (in Terraform 1.0: ``file``,
+``templatefile``, ``filebase64``, ``parseint``, ``base64decode``, ``cidrhost``,
+``cidrsubnet``, ``cidrnetmask``, ``lookup``, ``timeadd``, ``sum``, ``regex`` and
+``replace`` patterns), print values the engine holds as sensitive; this redaction is what
+covers them, for the spellings above only.
+"""
 
 from __future__ import annotations
 
 import builtins
-import json
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Final
 
 from runplane.domain.logs import LOG_CAP_BYTES
+from runplane.runner.redaction import (
+    MIN_SECRET_LINE,
+    MIN_TRANSFORMED_SECRET,
+    Needles,
+    secret_needles,
+)
+
+__all__ = [
+    "DEFAULT_LOG_CAP",
+    "MIN_SECRET_LINE",
+    "MIN_TRANSFORMED_SECRET",
+    "REDACTED",
+    "BoundedLog",
+]
 
 DEFAULT_LOG_CAP: Final = LOG_CAP_BYTES
 """Default byte cap of a :class:`BoundedLog` (1 MiB)."""
@@ -16,37 +67,7 @@ DEFAULT_LOG_CAP: Final = LOG_CAP_BYTES
 REDACTED: Final = b"[redacted]"
 """What a secret is replaced with in a :class:`BoundedLog`."""
 
-MIN_SECRET_LINE: Final = 4
-"""Shortest line of a multi-line secret that is also redacted on its own."""
-
 _READ_CHUNK: Final = 64 * 1024
-
-
-def _secret_forms(secret: str) -> set[str]:
-    """The spellings under which the engine may print ``secret``.
-
-    The raw value; its JSON escaping (ASCII and UTF-8, and Go's HTML-safe variant as used
-    by ``output -json``); its HCL quoting as rendered in plans; and for a multi-line secret
-    each line of at least :data:`MIN_SECRET_LINE` characters, since plans render such
-    strings as indented heredocs.
-    """
-    utf8_json = json.dumps(secret, ensure_ascii=False)[1:-1]
-    go_json = utf8_json.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    hcl = (
-        secret.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
-        .replace("${", "$${")
-        .replace("%{", "%%{")
-    )
-    forms = {secret, json.dumps(secret)[1:-1], utf8_json, go_json, hcl}
-    if "\n" in secret or "\r" in secret:
-        forms.update(
-            line.strip() for line in secret.splitlines() if len(line.strip()) >= MIN_SECRET_LINE
-        )
-    return {form for form in forms if form}
 
 
 class _Tail:
@@ -106,15 +127,15 @@ class BoundedLog:
 
     Redaction happens on the stream, before anything is stored, so neither the head, the
     tail nor the truncation point can expose a secret. A secret may be split across
-    writes, so the last ``len(longest secret) - 1`` raw bytes are held back until more
+    writes, so up to ``len(longest spelling) - 1`` raw bytes are held back until more
     output (or :meth:`bytes`) shows whether they start a secret: a match that starts
     before the hold-back boundary is always complete in the buffer. Matches of all secrets
     (overlapping or adjacent ones too) are merged into runs and each run becomes one
     ``[redacted]``. A run that crosses the boundary is emitted as a marker at once and its
     remainder is remembered as already covered, so the raw bytes stay available for
     matching a secret that overlaps it. The result is exactly that of redacting the whole
-    stream at once, however it was split into writes. Empty secrets are ignored; see
-    :func:`_secret_forms` for the spellings of a secret that are redacted. Only a suffix
+    stream at once, however it was split into writes. Empty secrets are ignored; the
+    module's documentation lists the spellings of a secret that are redacted. Only a suffix
     that could still begin a secret is held back, so a line that cannot is decided (and
     streamed) as soon as it is written.
 
@@ -137,13 +158,13 @@ class BoundedLog:
         self._tail = _Tail(cap_bytes - self._head_cap)
         self._dropped = 0
         self._total = 0
-        needles: set[builtins.bytes] = set()
+        exact: set[builtins.bytes] = set()
+        folded: set[builtins.bytes] = set()
         for secret in secrets:
-            if secret:
-                needles.update(form.encode("utf-8") for form in _secret_forms(secret))
-        self._needles = tuple(sorted(needles, key=len, reverse=True))
-        self._hold = max((len(n) for n in self._needles), default=1) - 1
-        self._firsts = frozenset(needle[0] for needle in self._needles)
+            spellings = secret_needles(secret)
+            exact |= spellings.exact
+            folded |= spellings.folded
+        self._needles = Needles(exact, folded)
         self._sink = sink
         # Raw bytes that may still start a secret, and how many of them a marker covers.
         self._pending: builtins.bytes = b""
@@ -208,19 +229,6 @@ class BoundedLog:
         """:meth:`bytes` decoded as UTF-8 (a character cut by truncation becomes U+FFFD)."""
         return self.bytes().decode("utf-8", errors="replace")
 
-    def _undecided(self, buf: builtins.bytes) -> int:
-        """Where the suffix of ``buf`` that may still begin a secret starts.
-
-        Any match starting before it is complete in ``buf``: a position within the last
-        ``hold`` bytes whose suffix is no secret's prefix starts no unfinished match.
-        """
-        for at in range(max(0, len(buf) - self._hold), len(buf)):
-            if buf[at] in self._firsts:
-                suffix = buf[at:]
-                if any(needle.startswith(suffix) for needle in self._needles):
-                    return at
-        return len(buf)
-
     def _redact(
         self, buf: builtins.bytes, covered: int, joined: bool, *, final: bool
     ) -> tuple[builtins.bytes, builtins.bytes, int, bool]:
@@ -231,18 +239,13 @@ class BoundedLog:
         continues it). Returns the output, the raw bytes held back, and the new
         ``covered`` and ``joined`` for them.
         """
-        limit = len(buf) if final else self._undecided(buf)
+        lowered = buf.lower()
+        limit = len(buf) if final else self._needles.undecided(lowered)
         if limit == 0:
             return b"", buf, covered, joined
-        spans: list[tuple[int, int]] = [(0, covered)] if covered else []
-        for needle in self._needles:
-            at = buf.find(needle)
-            while at != -1:
-                spans.append((at, at + len(needle)))
-                at = buf.find(needle, at + 1)
+        spans = ([(0, covered)] if covered else []) + self._needles.spans(buf, lowered)
         if not spans:
             return buf[:limit], buf[limit:], 0, False
-        spans.sort()
         runs: list[list[int]] = []
         for start, end in spans:
             if runs and start <= runs[-1][1]:
