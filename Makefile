@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The browser tests drive Debian's chromium: Playwright never downloads a browser.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test test-fast test-service test-e2e demo lint docs clean engine synth deploy browser-deps
+.PHONY: test test-fast test-service test-e2e demo lint docs clean engine synth deploy browser-deps sandbox-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 # overlaps well even on two cores (the CDK tests stay on one worker, see
 # tests/conftest.py). The slowest tests are listed at the end, to keep the
 # suite's time in view.
-test: $(STAMP) engine browser-deps
+test: $(STAMP) engine browser-deps sandbox-deps
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
@@ -32,7 +32,7 @@ test-service: $(STAMP)
 	$(BIN)/python -m pytest -q -m service
 
 # The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
-test-e2e: $(STAMP) engine
+test-e2e: $(STAMP) engine sandbox-deps
 	$(BIN)/python -m pytest -q -n 3 -m e2e
 
 # The pinned engine binary the tests run (see docs/engine.md).
@@ -45,9 +45,16 @@ browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# bubblewrap, with which the embedded stack run as root gives each sandbox's engine its
+# own user, mount, PID and network namespaces (docs/security.md). Installed once, as
+# root; without root the stack runs unisolated and serves one organization.
+sandbox-deps:
+	@command -v bwrap >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+
 # The whole lifecycle on the embedded stack: plan -> policy -> approve -> apply,
 # then a plan with no changes; prints the run reviews.
-demo: $(STAMP) engine
+demo: $(STAMP) engine sandbox-deps
 	$(BIN)/python -m runplane.local.demo
 
 lint: $(STAMP)

@@ -91,6 +91,9 @@ class Settings(BaseModel):
     notification_allow_http: bool = False
     notification_retry_base_seconds: int = Field(default=30, ge=1, le=900)
     approval_expiring_lead_seconds: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
+    # An embedded stack whose sandboxes are not isolated from each other serves one
+    # organization (docs/security.md, "The embedded stack").
+    single_organization: bool = False
 
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:

@@ -27,7 +27,7 @@ import boto3
 
 from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
-from runplane.adapters.launchers import LocalProcessLauncher
+from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
 from runplane.domain.identity import Permission
 from runplane.local import moto_inprocess, moto_serial, moto_speedups
 from runplane.local.gateway import Gateway, GatewayServer
@@ -298,6 +298,8 @@ class EmbeddedStack:
             LocalGitHubApp.generate(github_api_url) if github_api_url else None
         )
         self._scheduler_poll = scheduler_poll_seconds
+        # How far its sandboxes' engines are fenced in (adapters/launchers.py).
+        self.isolation = sandbox_isolation()
         self.scheduler: LocalScheduler | None = None
         self.relay: StreamRelay | None = None
 
@@ -350,17 +352,27 @@ class EmbeddedStack:
             # may be on loopback http.
             notification_allow_http=True,
             notification_retry_base_seconds=self._notification_retry_base,
+            single_organization=self.isolation != "namespaces",
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
             update={"state_machine_arn": arn, **self._provision_sources(settings)}
         )
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # The admin token, the issuer's signing key: the stack's alone.
+        self.data_dir.chmod(0o700)
         self.issuer = self._issuer()
         self.provider_mirror = _provider_mirror(self.data_dir / "providers")
         self.launcher = LocalProcessLauncher(
-            engine=self._engine, provider_mirror=self.provider_mirror
+            engine=self._engine, provider_mirror=self.provider_mirror, isolation=self.isolation
         )
+        if self.isolation != "namespaces":
+            print(
+                f"runplane local: sandbox isolation is {self.isolation!r} (not root, or "
+                "bubblewrap missing): a configuration could reach this stack's data and "
+                "servers, so the stack serves one organization. See docs/security.md.",
+                file=sys.stderr,
+            )
         self.services = build_services(
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )

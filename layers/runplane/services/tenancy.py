@@ -3,10 +3,12 @@ callers with a principal go through ``Workspaces``)."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Workspace, valid_name
+from runplane.domain.errors import Conflict
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.workspaces import create_workspace
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
@@ -17,11 +19,21 @@ if TYPE_CHECKING:
 
 class Tenancy:
     def __init__(
-        self, clock: Clock, ids: IdGenerator, directory: WorkspaceDirectory | None = None
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        directory: WorkspaceDirectory | None = None,
+        *,
+        single_organization: bool = False,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._directory = directory or DynamoWorkspaceDirectory()
+        # The embedded stack without sandbox isolation: one process, one organization
+        # (organizations are created only here, so this process has seen every one).
+        self._single_organization = single_organization
+        self._created: list[str] = []
+        self._creating = threading.Lock()
 
     def create_organization(self, name: str) -> Organization:
         org = Organization(
@@ -29,7 +41,15 @@ class Tenancy:
             name=valid_name("organization", name),
             created_at=self._clock.now(),
         )
-        self._directory.create_organization(org)
+        with self._creating:
+            if self._single_organization and self._created:
+                raise Conflict(
+                    "this embedded stack serves one organization: its sandboxes are not "
+                    "isolated from each other (run it as root with bubblewrap installed "
+                    "to serve more; see docs/security.md)"
+                )
+            self._directory.create_organization(org)
+            self._created.append(org.id)
         return org
 
     def create_workspace(self, organization_id: str, name: str) -> Workspace:
