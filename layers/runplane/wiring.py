@@ -170,9 +170,7 @@ class Services:
     def tenancy(self) -> Tenancy:
         from runplane.services.tenancy import Tenancy
 
-        return Tenancy(
-            self.clock, self.ids, single_organization=self.settings.single_organization
-        )
+        return Tenancy(self.clock, self.ids, single_organization=self.settings.single_organization)
 
     @cached_property
     def run_records(self) -> RunRepository:

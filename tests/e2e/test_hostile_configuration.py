@@ -44,7 +44,10 @@ PLAN_TIME_PROBE = """
 variable "data_dir" { type = string }
 
 locals {
-  home = pathexpand("~")
+  home   = pathexpand("~")
+  token  = try(regex("token = \\"([^\\"]+)\\"", file("${local.home}/cli.tfrc"))[0], "unreadable")
+  shown  = try(fileset("/proc", "*/cmdline"), [])
+  envs   = try(fileset("/proc", "*/environ"), [])
 }
 
 output "credentials" {
@@ -57,7 +60,7 @@ output "data_listing" {
   value = base64encode(jsonencode(try(fileset(var.data_dir, "**"), [])))
 }
 output "cli_token_start" {
-  value = try(substr(regex("token = \\"([^\\"]+)\\"", file("${local.home}/cli.tfrc"))[0], 0, 4), "unreadable")
+  value = substr(local.token, 0, 4)
 }
 output "sandbox_listing" {
   value = base64encode(jsonencode(try(fileset(abspath("${local.home}/.."), "**"), [])))
@@ -66,15 +69,17 @@ output "tmp_listing" {
   value = base64encode(jsonencode(try(fileset("/tmp", "**"), [])))
 }
 output "process_cmdlines" {
-  value = base64encode(jsonencode([for f in try(fileset("/proc", "*/cmdline"), []) : try(base64encode(file("/proc/${f}")), "")]))
+  value = base64encode(jsonencode([for f in local.shown : try(base64encode(file("/proc/${f}")), "")
+  ]))
 }
 output "process_environments" {
-  value = base64encode(jsonencode([for f in try(fileset("/proc", "*/environ"), []) : try(base64encode(file("/proc/${f}")), "")]))
+  value = base64encode(jsonencode([for f in local.envs : try(base64encode(file("/proc/${f}")), "")
+  ]))
 }
 """
 
 # What a process the configuration starts does at apply time: everything it can.
-APPLY_TIME_PROBE = r'''
+APPLY_TIME_PROBE = r"""
 import json, os, re, socket, subprocess, sys, urllib.error, urllib.request
 
 report = {"uid": os.getuid(), "gid": os.getgid()}
@@ -155,7 +160,7 @@ subprocess.Popen(
     stderr=subprocess.DEVNULL,
 )
 print("PROBE-REPORT " + json.dumps(report), flush=True)
-'''
+"""
 
 
 def _write(directory: Path, files: dict[str, str]) -> Path:
@@ -324,7 +329,8 @@ def test_at_apply_time_a_shell_of_the_configurations_reaches_nothing_and_ends_wi
     outside = ("runplane.runner", "-m pytest", "runplane.local", "runplane local")
     assert not [c for c in report["cmdlines"] if any(o in c for o in outside)], report
     # And could connect to none of the stack's servers
-    assert report["ports"] and "open" not in report["ports"].values(), report["ports"]
+    assert report["ports"], report
+    assert "open" not in report["ports"].values(), report["ports"]
     # And the relay, its only way out, serves the Cloud API with its secret alone:
     # the runner's routes and a way around the prefix are refused, a guess is refused
     assert report["relay_token_is_a_session"] is False
@@ -394,4 +400,3 @@ def test_two_organizations_concurrent_sandboxes_see_nothing_of_each_other(
     assert _sandboxes_in(_outputs(b_log)["tmp_listing"]) == {"its own"}
     # And A's log never shows its own secret either
     assert secret not in local.client.log(a_run["id"], "plan")
-
