@@ -6,20 +6,21 @@ so tests can stop it in any status and interleave actors at will.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import requests
 
+from runplane.adapters.envelope import Encryption
 from runplane.adapters.workflow import Workflow
-from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.entities import Organization, Run
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.run import RunKind
 from runplane.domain.run_scope import RunScope
-from runplane.domain.runner_reports import Planned
+from runplane.domain.runner_reports import Planned, UploadReport
 from runplane.services.orchestration import Orchestration
 from runplane.services.policy import Policies
 from runplane.services.runner_api import RunnerApi
@@ -87,12 +88,12 @@ class Arena:
     runner_api: RunnerApi
     workflow: FakeWorkflow = field(default_factory=FakeWorkflow)
 
-    def runner_token(self, run_id: str, phase: str) -> str:
-        """The session secret the sandbox of the run's ``phase`` attempt gets by
-        redeeming the bootstrap handle it was launched with, as the real runner does."""
+    def session_start(self, run_id: str, phase: str) -> dict[str, Any]:
+        """What the sandbox of the run's ``phase`` attempt gets by redeeming the bootstrap
+        handle it was launched with, as the real runner does: its token and grants."""
         attempt = run_parts.require(run_id, f"attempt#{phase}").body
         request = self.launcher.requests[attempt["sandbox_id"]]
-        started = self.runner_api.start(
+        return self.runner_api.start(
             request.bootstrap,
             run_id=run_id,
             attempt_id=attempt["attempt_id"],
@@ -100,7 +101,10 @@ class Arena:
             sandbox_id=attempt["sandbox_id"],
             inputs=request.inputs,
         )
-        return str(started["token"])
+
+    def runner_token(self, run_id: str, phase: str) -> str:
+        """The session secret the sandbox of the run's ``phase`` attempt gets."""
+        return str(self.session_start(run_id, phase)["token"])
 
     def scope_of(self, run_id: str) -> RunScope | None:
         """The run's scope as its execution's input names it (as the workflow's steps
@@ -209,29 +213,68 @@ def planning(
 def report_planned(arena: Arena, run_id: str, plan: bytes | None = None) -> None:
     """The plan sandbox reports a plan with changes (plan_complete)."""
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
-    plan_json = arena.stack.artifacts.put(
-        arena.org.id, ArtifactKind.PLAN_JSON, [plan or show_json(("one", ["create"]))]
-    )
-    arena.orchestration.report_plan(
-        run_id, attempt, planned(arena, plan_json.id, PlanSummary(adds=1, has_changes=True))
-    )
+    summary = PlanSummary(adds=1, has_changes=True)
+    arena.orchestration.report_plan(run_id, attempt, planned(arena, run_id, summary, plan))
 
 
-def planned(arena: Arena, plan_json_id: str, summary: PlanSummary) -> Planned:
-    """A runner's report of a saved plan whose JSON is ``plan_json_id``."""
+def planned(
+    arena: Arena,
+    run_id: str,
+    summary: PlanSummary,
+    plan_json: bytes | None = None,
+    plan: bytes = b"the saved plan",
+) -> Planned:
+    """A plan runner's report of the saved ``plan`` whose JSON is ``plan_json``, both and
+    its log uploaded and registered by the run's plan attempt, as its runner does."""
+    stored = uploaded(
+        arena,
+        run_id,
+        "plan",
+        {
+            "plan": plan,
+            "plan_json": plan_json or show_json(("one", ["create"])),
+            "logs": b"the phase's log\n",
+        },
+    )
     return Planned(
         summary=summary,
-        plan_artifact_id="art-plan",
-        plan_sha256="a" * 64,
-        plan_json_artifact_id=plan_json_id,
-        plan_json_sha256="b" * 64,
-        log_artifact_id=log_artifact(arena),
+        plan_artifact_id=stored["plan"].artifact_id,
+        plan_sha256=stored["plan"].sha256,
+        plan_json_artifact_id=stored["plan_json"].artifact_id,
+        plan_json_sha256=stored["plan_json"].sha256,
+        log_artifact_id=stored["logs"].artifact_id,
     )
 
 
-def log_artifact(arena: Arena, text: bytes = b"the phase's log\n") -> str:
-    """A stored final log, as a runner uploads it before reporting."""
-    return arena.stack.artifacts.put(arena.org.id, ArtifactKind.LOGS, [text]).id
+def log_artifact(
+    arena: Arena, run_id: str, phase: str = "apply", text: bytes = b"the phase's log\n"
+) -> str:
+    """A final log the run's ``phase`` attempt uploaded and registered before reporting."""
+    return uploaded(arena, run_id, phase, {"logs": text})["logs"].artifact_id
+
+
+def uploaded(
+    arena: Arena, run_id: str, phase: str, bodies: dict[str, bytes]
+) -> dict[str, UploadReport]:
+    """What the run's ``phase`` attempt uploads (``bodies`` by artifact kind) with the
+    grants of its session start, registered together: what its runner reports of each."""
+    started = arena.session_start(run_id, phase)
+    grants = started["grants"]["uploads"]
+    reports = {kind: put_through(grants[kind], body) for kind, body in bodies.items()}
+    principal = arena.stack.identity.authenticate(f"Bearer {started['token']}")
+    arena.runner_api.register_all(principal, list(reports.values()))
+    return reports
+
+
+def put_through(grant: dict[str, Any], plaintext: bytes) -> UploadReport:
+    """Encrypt ``plaintext`` under an upload grant (its wire form) and put it to its URL,
+    as the runner does: what the runner then reports of it."""
+    key = base64.b64decode(grant["data_key"])
+    encryption = Encryption(key, grant["artifact_id"], limit=grant["max_size"])
+    body = b"".join(encryption.stream([plaintext]))
+    requests.put(grant["url"], data=body, timeout=30).raise_for_status()
+    assert encryption.sha256 is not None
+    return UploadReport(grant["artifact_id"], grant["ticket"], encryption.size, encryption.sha256)
 
 
 def plan_complete(

@@ -126,7 +126,7 @@ def test_the_apply_result_and_a_cancellation_race_to_one_outcome(arena: Arena) -
         attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
         result = rng.choice(["applied", "failed"])
         report = (
-            Applied(log_artifact_id=log_artifact(arena))
+            Applied(log_artifact_id=log_artifact(arena, run_id))
             if result == "applied"
             else Failed(reason="apply failed")
         )

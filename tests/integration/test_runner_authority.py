@@ -253,7 +253,7 @@ def test_the_state_check_and_the_apply_result_confirm_the_attempt_s_own_publicat
     # When the runner checks the state and reports that it applied
     check = arena.runner_api.state_check(runner)
     status = arena.orchestration.report_apply(
-        run_id, attempt, Applied(log_artifact_id=log_artifact(arena))
+        run_id, attempt, Applied(log_artifact_id=log_artifact(arena, run_id))
     )
 
     # Then both recognise the version as this attempt's, and the run succeeds
@@ -280,7 +280,7 @@ def test_a_version_stamped_under_another_fence_is_not_the_attempt_s_for_either_c
     # When the runner checks the state and reports that it applied
     check = arena.runner_api.state_check(runner)
     status = arena.orchestration.report_apply(
-        run_id, attempt, Applied(log_artifact_id=log_artifact(arena))
+        run_id, attempt, Applied(log_artifact_id=log_artifact(arena, run_id))
     )
 
     # Then neither takes the version for this attempt's: no match, and no success

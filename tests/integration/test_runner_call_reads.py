@@ -3,16 +3,10 @@ back in one consistent request (they share the run's partition)."""
 
 from __future__ import annotations
 
-import base64
-from typing import Any
-
 import pytest
-import requests as http
 
-from runplane.adapters.envelope import Encryption
-from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.plan_summary import PlanSummary
-from runplane.domain.runner_reports import Failed, Planned, UploadReport
+from runplane.domain.runner_reports import Failed, Planned
 from runplane.store import prefetch, run_parts
 from tests.integration.arena import (
     Arena,
@@ -20,6 +14,7 @@ from tests.integration.arena import (
     awaiting_approval,
     planned,
     planning,
+    put_through,
     show_json,
     to_apply_sandbox,
 )
@@ -185,13 +180,10 @@ def test_an_apply_start_is_served_its_plan_and_approval_by_its_authentication(
 def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a planning run whose sandbox has stored its plan's JSON and log
+    # Given a planning run whose sandbox has registered its plan, plan JSON and log
     _, run_id = planning(arena, "plan-result-reads")
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
-    plan_json = arena.stack.artifacts.put(
-        arena.org.id, ArtifactKind.PLAN_JSON, [show_json(("one", ["create"]))]
-    )
-    report = planned(arena, plan_json.id, PlanSummary(adds=1, has_changes=True))
+    report = planned(arena, run_id, PlanSummary(adds=1, has_changes=True))
     requests = DynamoDBRequests(monkeypatch)
 
     # When the runner reports the plan
@@ -199,7 +191,8 @@ def test_a_plan_result_reads_its_run_and_attempt_in_one_request(
     sent = list(requests.operations)
 
     # Then the run moved with its plan evidence after one read (the run with its
-    # attempt, which names the sessions to revoke), in one write
+    # attempt, which names the sessions to revoke, and the records of the artifacts the
+    # report names, each checked as this attempt's), in one write
     assert status == "plan_complete"
     assert run_parts.require(run_id, "plan").state == "committed"
     assert sent == ["BatchGetItem", "TransactWriteItems"]
@@ -248,17 +241,6 @@ def test_a_plan_result_with_its_uploads_takes_them_in_its_one_write(
     # And the call read once (its authentication, which brought the run and its attempt)
     # and wrote once: the uploads' records with the plan and the run's move
     assert sent == ["BatchGetItem", "TransactWriteItems"]
-
-
-def put_through(grant: dict[str, Any], plaintext: bytes) -> UploadReport:
-    """Encrypt ``plaintext`` under an upload grant (its wire form) and put it to its URL,
-    as the runner does: what the runner then reports of it."""
-    key = base64.b64decode(grant["data_key"])
-    encryption = Encryption(key, grant["artifact_id"], limit=grant["max_size"])
-    body = b"".join(encryption.stream([plaintext]))
-    http.put(grant["url"], data=body, timeout=30).raise_for_status()
-    assert encryption.sha256 is not None
-    return UploadReport(grant["artifact_id"], grant["ticket"], encryption.size, encryption.sha256)
 
 
 def test_an_apply_result_is_served_its_run_attempt_and_record_by_its_authentication(

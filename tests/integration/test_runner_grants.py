@@ -4,8 +4,6 @@ input and an upload ticket per artifact it uploads, issued as the routes issue t
 from __future__ import annotations
 
 import base64
-import dataclasses
-import hashlib
 from datetime import timedelta
 from typing import Any
 
@@ -100,19 +98,16 @@ def test_a_plan_session_start_grants_its_inputs_and_uploads_in_its_manifest_read
 def test_an_apply_session_start_grants_its_plan_and_only_a_log_upload(arena: Arena) -> None:
     # Given a run whose plan was stored as the runner stores it, approved and applying
     _, run_id = planning(arena, "apply-grants")
-    stack, org = arena.stack, arena.org
-    plan = stack.artifacts.put(org.id, ArtifactKind.PLAN, [b"the saved plan"])
-    plan_json = stack.artifacts.put(org.id, ArtifactKind.PLAN_JSON, [show_json(("a", ["create"]))])
     attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
-    arena.orchestration.report_plan(
+    report = planned(
+        arena,
         run_id,
-        attempt,
-        dataclasses.replace(
-            planned(arena, plan_json.id, PlanSummary(adds=1, has_changes=True)),
-            plan_artifact_id=plan.id,
-            plan_sha256=hashlib.sha256(b"the saved plan").hexdigest(),
-        ),
+        PlanSummary(adds=1, has_changes=True),
+        show_json(("a", ["create"])),
+        plan=b"the saved plan",
     )
+    arena.orchestration.report_plan(run_id, attempt, report)
+    plan_id = report.plan_artifact_id
     to_approval(arena, run_id)
     arena.runs.decide(arena.admin, run_id, "approve", None)
     arena.orchestration.start_runner(run_id, "apply", "token-apply")
@@ -121,8 +116,8 @@ def test_an_apply_session_start_grants_its_plan_and_only_a_log_upload(arena: Are
     grants = start(arena, run_id, "apply")["grants"]
 
     # Then it is granted its configuration and its plan, and only the log's upload
-    assert set(grants["downloads"]) == {configuration_of(run_id), plan.id}
-    assert fetch(download_grant(grants["downloads"][plan.id])) == b"the saved plan"
+    assert set(grants["downloads"]) == {configuration_of(run_id), plan_id}
+    assert fetch(download_grant(grants["downloads"][plan_id])) == b"the saved plan"
     assert set(grants["uploads"]) == {"logs"}
 
 

@@ -12,7 +12,6 @@ import requests
 
 from runplane.adapters.scheduler import SCHEDULED_TIME, EventBridgeSchedules
 from runplane.domain import notifications as rules
-from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission
 from runplane.domain.plan_summary import PlanSummary
@@ -224,8 +223,7 @@ def _finish_scheduled_plan(arena: Arena, run_id: str, *, changes: bool) -> None:
         report_planned(arena, run_id)
     else:
         attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
-        plan_json = arena.stack.artifacts.put(arena.org.id, ArtifactKind.PLAN_JSON, [show_json()])
-        o.report_plan(run_id, attempt, planned(arena, plan_json.id, PlanSummary()))
+        o.report_plan(run_id, attempt, planned(arena, run_id, PlanSummary(), show_json()))
     assert o.evaluate_policy(run_id) == {"next": "finish"}
     o.finish_plan(run_id)
 

@@ -153,6 +153,10 @@ def test_an_attempt_closed_by_a_report_keeps_its_null_evidence_keys() -> None:
     }
     assert AttemptBody.from_body(lost).to_body() == lost
     assert AttemptBody.from_body(lost).log_artifact_id is None
+    # And one whose report named a log it could not vouch for says why it has none
+    refused = {**reported, "log_artifact_id": None, "log_refused": "not this attempt's"}
+    assert AttemptBody.from_body(refused).log_refused == "not this attempt's"
+    assert AttemptBody.from_body(refused).to_body() == refused
 
 
 def test_a_reported_and_then_recovered_apply_record_round_trips() -> None:

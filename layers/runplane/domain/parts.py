@@ -192,6 +192,9 @@ class AttemptBody:
     log_artifact_id: str | None = None
     engine_seconds: float | None = None
     reported: bool = False
+    # Set when an apply's report named a log it could not vouch for: why it was dropped
+    # (``domain.report_evidence``); the outcome itself was taken.
+    log_refused: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> AttemptBody:
@@ -211,6 +214,7 @@ class AttemptBody:
             log_artifact_id=optional_text(body.get("log_artifact_id")),
             engine_seconds=_opt_number(body.get("engine_seconds")),
             reported="engine_seconds" in body or "log_artifact_id" in body,
+            log_refused=optional_text(body.get("log_refused")),
         )
 
     def to_body(self) -> dict[str, object]:
@@ -228,11 +232,15 @@ class AttemptBody:
         body |= _present(finished_at=self.finished_at)
         if not self.reported:
             return body | _present(reason=self.reason)
-        return body | {
-            "log_artifact_id": self.log_artifact_id,
-            "engine_seconds": self.engine_seconds,
-            "reason": self.reason,
-        }
+        return (
+            body
+            | {
+                "log_artifact_id": self.log_artifact_id,
+                "engine_seconds": self.engine_seconds,
+                "reason": self.reason,
+            }
+            | _present(log_refused=self.log_refused)
+        )
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
-from runplane.store.artifact_records import DynamoArtifactRecords, registration_writes
+from runplane.store.artifact_records import DynamoArtifactRecords
 from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
@@ -374,11 +374,14 @@ class SandboxTransfers(_ArtifactAccess):
         self._records.register_all(registered, self._clock.now())
         return [record.artifact for record in registered]
 
-    def registration(self, session: RunnerSession, uploads: Sequence[UploadReport]) -> Transaction:
-        """``register_all``'s checks, its writes left for the caller to commit with what
-        refers to the uploads (a runner's result): registered only if that commits. The
-        writes are the store's own, as ``ArtifactStore.put``'s ``together``."""
-        return registration_writes(self._all_checked(session, uploads), self._clock.now())
+    def checked(
+        self, session: RunnerSession, uploads: Sequence[UploadReport]
+    ) -> list[ArtifactRecord]:
+        """``register_all``'s checks, the records left for the caller to register with
+        what refers to the uploads (a runner's result, which also checks them against
+        what it names): registered only if that commits, with the store's own writes
+        (``store.artifact_records.registration_writes``)."""
+        return self._all_checked(session, uploads)
 
     def _all_checked(
         self, session: RunnerSession, uploads: Sequence[UploadReport]
@@ -407,6 +410,8 @@ class SandboxTransfers(_ArtifactAccess):
             CHUNK_SIZE,
             None,
             session.id,
+            # Its attempt, which alone may name it in a report.
+            session.binding.attempt_id,
         )
         try:
             data_key = self._keys.unwrap(

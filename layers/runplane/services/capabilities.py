@@ -13,8 +13,8 @@ import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,6 +30,7 @@ from runplane.domain.capabilities import (
 )
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
+    ApplyStartRefused,
     CapabilityConsumed,
     ConcurrentChange,
     RunplaneError,
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 MAX_SESSION = timedelta(hours=4)
 # Sessions whose binding a process remembers (oldest forgotten first).
 _REMEMBERED_SESSIONS = 10_000
+# The key of an apply-start redemption's stored result that refused the start.
+_REFUSED = "refused"
 
 
 def new_handle() -> str:
@@ -199,8 +202,35 @@ class Capabilities:
                 raise CapabilityConsumed(
                     redeemed.jti, "it was redeemed for a different request"
                 ) from None
+            if _REFUSED in redeemed.result:
+                # Redeemed by the refusal that ended the run: refused again, as then.
+                raise ApplyStartRefused(
+                    binding.run_id, "apply_failed", redeemed.result[_REFUSED]
+                ) from None
             return redeemed.result
         return result
+
+    def refused_apply_start(
+        self, handle: str, binding: Binding, request: Mapping[str, str], reason: str
+    ) -> Transaction:
+        """The apply-start capability's redemption for a start refused for good, to
+        commit with the run's failure: only the capability's holder can end the run that
+        way (a wrong handle, binding or expiry refuses the whole write). The stored
+        result is the refusal, which an identical replay gets again."""
+        return store.redeem(
+            handle_hash(handle),
+            kind=CapabilityKind.APPLY_START,
+            binding=binding,
+            now=self._clock.now(),
+            request_digest=request_digest(dict(request)),
+            result={_REFUSED: reason},
+        )
+
+    @staticmethod
+    def redeeming_apply_start(binding: Binding) -> AbstractContextManager[None]:
+        """Log the outcome of a write that redeems the apply-start capability, as
+        ``redeem_apply_start`` logs its own: by code and binding, never the handle."""
+        return _audited("apply-start redemption", binding)
 
 
 class RunnerSessions:

@@ -9,7 +9,7 @@ step) pays for its own module, not for the other two and what they import.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from runplane.services.workflow_base import Timing as Timing
 if TYPE_CHECKING:
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.workflow import Workflow
-    from runplane.domain.capabilities import Phase
+    from runplane.domain.capabilities import Binding, Phase
     from runplane.domain.clock import Clock
     from runplane.domain.entities import Run
     from runplane.domain.ids import IdGenerator
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from runplane.services.runner_reports import RunnerReports
     from runplane.services.runner_start import RunnerStart
     from runplane.services.workflow_steps import WorkflowSteps
+    from runplane.store.artifacts import ArtifactRecord
     from runplane.store.run_parts import RunPart
     from runplane.store.transaction import Transaction
 
@@ -126,9 +127,9 @@ class Orchestration:
         run_id: str,
         attempt_id: str,
         report: RunnerReport,
-        registered: Transaction | None = None,
+        uploads: Sequence[ArtifactRecord] = (),
     ) -> str:
-        return self.reports.report_plan(run_id, attempt_id, report, registered)
+        return self.reports.report_plan(run_id, attempt_id, report, uploads)
 
     def apply_start_writes(
         self,
@@ -138,11 +139,20 @@ class Orchestration:
     ) -> Transaction:
         return self.reports.apply_start_writes(run_id, attempt_id, read)
 
+    def refuse_unstartable_apply(
+        self,
+        handle: str,
+        binding: Binding,
+        request: Mapping[str, str],
+        read: tuple[Run, dict[str, RunPart | None]],
+    ) -> None:
+        self.reports.refuse_unstartable_apply(handle, binding, request, read)
+
     def report_apply(
         self,
         run_id: str,
         attempt_id: str,
         report: RunnerReport,
-        registered: Transaction | None = None,
+        uploads: Sequence[ArtifactRecord] = (),
     ) -> str:
-        return self.reports.report_apply(run_id, attempt_id, report, registered)
+        return self.reports.report_apply(run_id, attempt_id, report, uploads)

@@ -9,7 +9,7 @@ from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession, handle_hash
-from runplane.domain.errors import Conflict, InvalidInput, SessionRefused
+from runplane.domain.errors import InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import published_by
@@ -197,9 +197,8 @@ class RunnerApi:
         run, parts = run_batch.run_and_parts(
             session.binding.run_id, ["plan", attempt_part(Phase.APPLY), "approval"]
         )
-        plan = run_batch.require(parts, run.id, "plan").body
-        if request.get("plan_sha256") != plan["plan_sha256"]:
-            raise Conflict("the plan presented is not the approved plan")
+        # A start that can never succeed (not the approved plan) ends the run, refused.
+        self._orchestration.refuse_unstartable_apply(handle, session.binding, request, (run, parts))
         attempt = run_batch.require(parts, run.id, "attempt#apply").body
         result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
         extra = []
@@ -249,15 +248,16 @@ class RunnerApi:
     ) -> dict[str, str]:
         """Take a phase's result; ``uploads`` (the phase's artifacts) are checked as
         ``register_all`` checks them and registered in the write that takes the report:
-        both, or neither."""
+        both, or neither. What the report names is checked against them and the
+        artifacts registered before (``RunnerReports``)."""
         session = session_of(principal)
-        registered = self._transfers.registration(session, uploads) if uploads else None
+        checked = self._transfers.checked(session, uploads) if uploads else []
         binding = session.binding
         run_id, attempt_id = binding.run_id, binding.attempt_id
         if binding.phase is Phase.PLAN:
-            status = self._orchestration.report_plan(run_id, attempt_id, report, registered)
+            status = self._orchestration.report_plan(run_id, attempt_id, report, checked)
         else:
-            status = self._orchestration.report_apply(run_id, attempt_id, report, registered)
+            status = self._orchestration.report_apply(run_id, attempt_id, report, checked)
         return {"status": status}
 
 

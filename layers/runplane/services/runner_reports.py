@@ -1,23 +1,35 @@
 """Runner reports: heartbeats, the apply-start move and the phase results.
 
 A report is authenticated by the runner's session before it gets here; the
-result commits with the run's move and resumes the workflow's wait.
+result commits with the run's move and resumes the workflow's wait. What a report
+names is not believed: each artifact must be its attempt's own registered upload of
+the right kind and digest (``domain.report_evidence``). A plan report that fails
+that check ends the run ``plan_failed`` instead of giving it plan evidence; an apply
+report keeps its outcome (state is what counts there) and drops the log it cannot
+vouch for. An apply start that can never succeed ends the run ``apply_failed``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
-from runplane.domain.capabilities import Phase
+from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import (
+    ApplyStartRefused,
     Conflict,
     NotFound,
+    ReportRefused,
+    RunnerAuthorityRefused,
 )
 from runplane.domain.ids import IdKind
 from runplane.domain.parts import (
+    OPEN_ATTEMPT,
     ApplyRecord,
     ApplyRecordState,
+    ApprovalBody,
     ApprovalState,
     AttemptBody,
     AttemptState,
@@ -27,6 +39,7 @@ from runplane.domain.parts import (
     check_move,
 )
 from runplane.domain.publications import published_by
+from runplane.domain.report_evidence import Produced, apply_start_refusal, named_by, refusal
 from runplane.domain.runner_reports import (
     CredentialsRequired,
     Failed,
@@ -42,7 +55,11 @@ from runplane.services.publications import apply_identity, publication_of
 from runplane.services.workflow_base import S, WorkflowService
 from runplane.store import run_batch, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
+from runplane.store.artifact_records import registration_writes
+from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
+
+logger = logging.getLogger("runplane.runner")
 
 # An apply's publications back to its pinned predecessor that a result may span.
 MAX_PUBLICATIONS = 1024
@@ -63,19 +80,26 @@ class RunnerReports(WorkflowService):
         run_id: str,
         attempt_id: str,
         report: RunnerReport,
-        registered: Transaction | None = None,
+        uploads: Sequence[ArtifactRecord] = (),
     ) -> str:
         """Commit a plan attempt's authenticated result and resume the workflow.
-        ``registered``: the writes registering the uploads the report names, committed
-        with it."""
+        ``uploads``: the verified uploads of the reporting call, registered with the
+        report if it is taken (``SandboxTransfers.checked``). A report naming an
+        artifact it cannot vouch for ends the run ``plan_failed`` (``ReportRefused``)."""
         check_phase(report, Phase.PLAN)
-        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.PLAN)])
+        run, parts, held = self._read_report(run_id, Phase.PLAN, [], report, uploads)
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.PLAN))
         if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
         if run.status is not S.PLANNING:
             raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
+        refused = refusal(
+            named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
+        )
+        if refused is not None:
+            self._refuse_plan(run, attempt, report, f"the plan report was refused: {refused}")
         now = self._clock.now()
+        registered = [registration_writes(uploads, now)] if uploads else []
         done = Transaction().extend(
             close_attempt(
                 run.id,
@@ -102,7 +126,7 @@ class RunnerReports(WorkflowService):
             )
             writes = [
                 done,
-                *([registered] if registered else []),
+                *registered,
                 run_parts.put(
                     run.id,
                     "plan",
@@ -146,12 +170,65 @@ class RunnerReports(WorkflowService):
                 target,
                 actor=f"runner:{attempt_id}",
                 reason=report.reason[:200],
-                extra_writes=[done, *([registered] if registered else [])],
+                extra_writes=[done, *registered],
             )
             self._hand_off(moved)
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
+
+    @staticmethod
+    def _read_report(
+        run_id: str,
+        phase: Phase,
+        other_parts: list[str],
+        report: RunnerReport,
+        uploads: Sequence[ArtifactRecord],
+    ) -> tuple[Run, dict[str, run_parts.RunPart | None], dict[str, Produced]]:
+        """The run, its ``phase`` attempt and ``other_parts``, and what is held of each
+        artifact the report names: the call's own uploads as checked, the others'
+        records read with the run in its one request (none when the uploads are all)."""
+        uploaded = {record.artifact.id: record for record in uploads}
+        unread = [n.artifact_id for n in named_by(report) if n.artifact_id not in uploaded]
+        run, parts, records = run_batch.run_parts_and_artifacts(
+            run_id, [attempt_part(phase), *other_parts], unread
+        )
+        held = {artifact_id: record.produced for artifact_id, record in records.items()}
+        held.update((artifact_id, record.produced) for artifact_id, record in uploaded.items())
+        return run, parts, held
+
+    def _refuse_plan(
+        self, run: Run, attempt: run_parts.RunPart, report: RunnerReport, reason: str
+    ) -> NoReturn:
+        """End the run ``plan_failed`` for a report it cannot take: no plan evidence, no
+        policy check, no apply record and none of the call's uploads are written; the
+        attempt closes failed (naming no artifact) and the workflow's wait ends."""
+        attempt_id = AttemptBody.from_body(attempt.body).attempt_id
+        logger.warning(
+            "runner report refused",
+            extra={"run_id": run.id, "attempt_id": attempt_id, "reason": reason},
+        )
+        closing = close_attempt(
+            run.id,
+            attempt_part(Phase.PLAN),
+            attempt,
+            AttemptState.FAILED,
+            self._clock.now(),
+            log_artifact_id=None,
+            engine_seconds=report.engine_seconds,
+            reason=reason,
+        )
+        moved = self._lifecycle.move(
+            run,
+            S.PLAN_FAILED,
+            actor=f"runner:{attempt_id}",
+            reason=reason[:200],
+            extra_writes=closing,
+        )
+        self._hand_off(moved)
+        if attempt.token:
+            self._workflow.resume(attempt.token, {"outcome": S.PLAN_FAILED.value})
+        raise ReportRefused(run.id, S.PLAN_FAILED, reason)
 
     def apply_start_writes(
         self,
@@ -182,24 +259,122 @@ class RunnerReports(WorkflowService):
         )
         return writes
 
+    def refuse_unstartable_apply(
+        self,
+        handle: str,
+        binding: Binding,
+        request: Mapping[str, str],
+        read: tuple[Run, dict[str, run_parts.RunPart | None]],
+    ) -> None:
+        """Return if the apply may start with what the runner presents; otherwise refuse
+        it for good (``ApplyStartRefused``).
+
+        The plan a runner presents, and the approval it starts from, do not change, so
+        a start refused for them can never succeed: rather than leave the run waiting
+        for a heartbeat timeout, the refusal closes the attempt failed, ends the run
+        ``apply_failed`` (the engine never ran, so no state was touched and the writer
+        reservation is released) and ends the workflow's wait. That move redeems the
+        apply-start capability in its own transaction, so only its holder can end the
+        run this way (a wrong handle refuses the whole write), and a session that is not
+        the run's open apply attempt's, or a run that moved on, changes nothing.
+        ``read``: the run with its plan, apply attempt and approval."""
+        run, parts = read
+        plan, approval = parts.get("plan"), parts.get("approval")
+        why = apply_start_refusal(
+            PlanEvidence.from_body(plan.body) if plan else None,
+            ApprovalBody.from_body(approval.body).binding if approval else None,
+            request.get("plan_sha256"),
+        )
+        if why is None:
+            return
+        reason = f"the apply start was refused: {why}"
+        attempt = self._own_apply_attempt(run, parts, binding)
+        if (
+            run.status is not S.AWAITING_APPROVAL
+            or attempt.state not in OPEN_ATTEMPT
+            or approval is None
+            or approval.state != ApprovalState.APPROVED
+        ):
+            # A replay after the run ended, or a start raced by another ending: refused,
+            # and nothing more is written.
+            raise ApplyStartRefused(run.id, run.status, reason)
+        # Logged as a refused redemption (by code and binding), whatever refuses it.
+        with self._capabilities.redeeming_apply_start(binding):
+            self._end_unstartable_apply(run, attempt, handle, binding, request, reason)
+
+    def _end_unstartable_apply(
+        self,
+        run: Run,
+        attempt: run_parts.RunPart,
+        handle: str,
+        binding: Binding,
+        request: Mapping[str, str],
+        reason: str,
+    ) -> NoReturn:
+        """One transaction: the run to ``apply_failed`` with its audit event, the writer
+        released, the attempt closed failed, its apply record failed (the move closes
+        it) and the capability redeemed; then the workflow's wait ends."""
+        moved = self._lifecycle.move(
+            run,
+            S.APPLY_FAILED,
+            actor=f"runner:{binding.attempt_id}",
+            reason=reason[:200],
+            extra_writes=[
+                *close_attempt(
+                    run.id,
+                    attempt_part(Phase.APPLY),
+                    attempt,
+                    AttemptState.FAILED,
+                    self._clock.now(),
+                    reason=reason,
+                ),
+                self._capabilities.refused_apply_start(handle, binding, request, reason),
+            ],
+        )
+        self._hand_off(moved)
+        if attempt.token:
+            self._workflow.resume(attempt.token, {"outcome": S.APPLY_FAILED.value})
+        raise ApplyStartRefused(run.id, S.APPLY_FAILED, reason)
+
+    @staticmethod
+    def _own_apply_attempt(
+        run: Run, parts: dict[str, run_parts.RunPart | None], binding: Binding
+    ) -> run_parts.RunPart:
+        """The run's apply attempt, if ``binding`` is its sandbox's (open or not)."""
+        attempt = parts.get(attempt_part(Phase.APPLY))
+        body = AttemptBody.from_body(attempt.body) if attempt else None
+        if (
+            attempt is None
+            or body is None
+            or binding.phase is not Phase.APPLY
+            or (body.attempt_id, body.sandbox_id) != (binding.attempt_id, binding.sandbox_id)
+        ):
+            raise RunnerAuthorityRefused(run.id, "only its apply attempt may start the apply")
+        return attempt
+
     def report_apply(
         self,
         run_id: str,
         attempt_id: str,
         report: RunnerReport,
-        registered: Transaction | None = None,
+        uploads: Sequence[ArtifactRecord] = (),
     ) -> str:
         """Commit an apply result. Success needs a confirmed publication: the current
         state must carry this run's exact attempt, sandbox, lock and fence.
-        ``registered``: as ``report_plan``'s."""
+        ``uploads``: as ``report_plan``'s. A log the attempt cannot vouch for is not
+        recorded (the outcome is: what the apply did to state is what counts); the
+        attempt's ``log_refused`` and the run's status reason say why."""
         check_phase(report, Phase.APPLY)
-        run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY), "apply"])
+        run, parts, held = self._read_report(run_id, Phase.APPLY, ["apply"], report, uploads)
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
         granted = AttemptBody.from_body(attempt.body)
         if granted.attempt_id != attempt_id:
             raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
         if run.status is not S.APPLYING:
             raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
+        log_refused = refusal(
+            named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
+        )
         now = self._clock.now()
         workspace = workspace_store.get_workspace(run.workspace_id)
         confirmed, published, pointer = self._publication(run, granted, workspace)
@@ -216,6 +391,13 @@ class RunnerReports(WorkflowService):
             S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
         }.get(target, ApplyRecordState.FAILED)
         check_move(PartKind.APPLY_RECORD, ApplyRecordState.STARTED, apply_state)
+        evidence = _attempt_evidence(report)
+        if log_refused is not None:
+            logger.warning(
+                "runner report's log refused",
+                extra={"run_id": run.id, "attempt_id": attempt_id, "reason": log_refused},
+            )
+            evidence |= {"log_artifact_id": None, "log_refused": log_refused}
         writes = [
             *close_attempt(
                 run.id,
@@ -223,7 +405,7 @@ class RunnerReports(WorkflowService):
                 attempt,
                 AttemptState.SUCCEEDED if engine_ok else AttemptState.FAILED,
                 now,
-                **_attempt_evidence(report),
+                **evidence,
             ),
             run_parts.change(
                 run.id,
@@ -238,7 +420,7 @@ class RunnerReports(WorkflowService):
                 },
                 now=now,
             ),
-            *([registered] if registered else []),
+            *([registration_writes(uploads, now)] if uploads else []),
         ]
         # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
         apply_lock = ApplyLock(
@@ -251,7 +433,7 @@ class RunnerReports(WorkflowService):
             target,
             findings,
             actor=f"runner:{attempt_id}",
-            reason=reason,
+            reason=_with_log_note(reason, log_refused),
             state_published=published,
             lock=apply_lock,
             extra_writes=writes,
@@ -301,3 +483,11 @@ def _attempt_evidence(report: RunnerReport) -> dict[str, Any]:
         "engine_seconds": report.engine_seconds,
         "reason": report.reason if isinstance(report, Failed) else None,
     }
+
+
+def _with_log_note(reason: str | None, log_refused: str | None) -> str | None:
+    """The run's status reason, noting a log the report named but could not vouch for."""
+    if log_refused is None:
+        return reason
+    note = f"the apply's log was refused: {log_refused}"
+    return (f"{reason}; {note}" if reason else note)[:200]

@@ -57,6 +57,7 @@ def registration_writes(records: Sequence[ArtifactRecord], registered_at: dateti
             chunk_size=record.chunk_size,
             etag=record.etag or "",
             session_id=record.session_id,
+            attempt_id=record.attempt_id,
             registered_at=registered_at,
         )
         for record in records

@@ -8,6 +8,7 @@ from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.report_evidence import Produced
 from runplane.store import prefetch
 from runplane.store.models import ArtifactItem, artifact_key
 from runplane.store.transaction import Item, Transaction
@@ -21,6 +22,14 @@ class ArtifactRecord:
     chunk_size: int
     etag: str | None
     session_id: str | None
+    # The runner attempt whose session registered it (None: the control plane stored
+    # it, or it was registered before records noted their attempt).
+    attempt_id: str | None = None
+
+    @property
+    def produced(self) -> Produced:
+        """What a runner's report is checked against (``domain.report_evidence``)."""
+        return Produced(self.artifact, self.attempt_id)
 
 
 def _item(
@@ -53,6 +62,7 @@ def put_registered(
     chunk_size: int,
     etag: str,
     session_id: str | None = None,
+    attempt_id: str | None = None,
     registered_at: datetime | None = None,
 ) -> Transaction:
     """A verified artifact, readable at once: the control plane encrypted it itself,
@@ -72,6 +82,7 @@ def put_registered(
             sha256=artifact.sha256,
             etag=etag,
             session_id=session_id,
+            attempt_id=attempt_id,
             registered_at=registered_at or artifact.created_at,
         ),
         on_refused=refused,
@@ -118,6 +129,7 @@ def _record(item: ArtifactItem) -> ArtifactRecord:
         chunk_size=int(item.chunk_size),
         etag=item.etag,
         session_id=item.session_id,
+        attempt_id=item.attempt_id,
     )
 
 

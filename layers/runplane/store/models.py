@@ -271,6 +271,8 @@ class ArtifactItem(TableItem):
     registered_at = UTCDateTimeAttribute(null=True)
     # Set when a runner session was granted the upload: only it may register.
     session_id = UnicodeAttribute(null=True)
+    # The runner attempt whose session registered it: a report names only its own.
+    attempt_id = UnicodeAttribute(null=True)
 
 
 class CapabilityItem(TableItem):
