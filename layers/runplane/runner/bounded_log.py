@@ -19,23 +19,29 @@ credentials; :mod:`runplane.runner.redaction` lists the spellings):
   characters that encode only the secret when it is embedded in a longer base64 stream
   at any of the three byte alignments (the one or two characters it shares with its
   neighbours stay); in hex (either case); URL-encoded (``urlencode``: ``+`` or ``%20``
-  for a space, either hex case).
+  for a space, either hex case). In all of these a space of the secret also matches a
+  newline, as the engine word-wraps its messages at 78 columns by replacing a space
+  with one.
 
 What is not: anything else a configuration can compute from a value, because Terraform
 runs the configuration's code: a transformation composed of two of the above (base64 of
-the upper-cased value, hex of the reversed one), a slice or a few characters of it, other
-encodings (base32, base64 wrapped across lines, rot13), per-character arithmetic or
-interleaving, a value split across lines by the engine's word-wrapping of messages (only
-possible at a space inside the secret), and a secret shorter than the minimum in any
-other spelling. Those are why a sensitive workspace variable is also declared
-``sensitive = true`` to the engine (:mod:`runplane.runner.sensitive_override`), which
-then masks every value derived from it in its plans and refuses to output one, and why
-the variables file itself is kept out of the engine's reach. Provider and provisioner
-output, and some of the engine's own function errors (in Terraform 1.0: ``file``,
-``templatefile``, ``filebase64``, ``parseint``, ``base64decode``, ``cidrhost``,
-``cidrsubnet``, ``cidrnetmask``, ``lookup``, ``timeadd``, ``sum``, ``regex`` and
-``replace`` patterns), print values the engine holds as sensitive; this redaction is what
-covers them, for the spellings above only.
+the upper-cased value, hex of the reversed one), a slice or a few characters of it (the
+engine's ``regex`` errors quote just the offending range of a pattern, such as ``k-T``),
+other encodings (base32, base64 wrapped across lines, rot13), per-character arithmetic
+or interleaving, a run of several spaces that word-wrapping turned into one newline, and
+a secret shorter than the minimum in any other spelling. Those are why a sensitive
+workspace variable is also declared ``sensitive = true`` to the engine
+(:mod:`runplane.runner.sensitive_override`), which then masks every value derived from
+it in its plans and refuses to output one, and why the variables file itself is kept
+out of the engine's reach.
+
+Where this redaction is the only protection, for the spellings above: output of
+providers and provisioners, and the engine's messages that print values it holds as
+sensitive. In Terraform 1.0.3 those are the errors of ``file``, ``templatefile``,
+``filebase64``, ``parseint``, ``base64decode``, ``cidrhost``, ``cidrsubnet``,
+``cidrnetmask``, ``lookup``, ``timeadd``, ``formatdate``, ``sum`` and the regular
+expressions of ``regex`` and ``replace``, and the "Invalid value for input variable"
+error, which quotes the variables file's line (every value on it).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from runplane.runner.redaction import (
     MIN_SECRET_LINE,
     MIN_TRANSFORMED_SECRET,
     Needles,
+    fold,
     secret_needles,
 )
 
@@ -239,11 +246,11 @@ class BoundedLog:
         continues it). Returns the output, the raw bytes held back, and the new
         ``covered`` and ``joined`` for them.
         """
-        lowered = buf.lower()
-        limit = len(buf) if final else self._needles.undecided(lowered)
+        folded = fold(buf)
+        limit = len(buf) if final else self._needles.undecided(folded)
         if limit == 0:
             return b"", buf, covered, joined
-        spans = ([(0, covered)] if covered else []) + self._needles.spans(buf, lowered)
+        spans = ([(0, covered)] if covered else []) + self._needles.spans(buf, folded)
         if not spans:
             return buf[:limit], buf[limit:], 0, False
         runs: list[list[int]] = []

@@ -45,15 +45,25 @@ _GO_ESCAPES: Final = {
     '"': '\\"',
 }
 _URL_SAFE: Final = bytes.maketrans(b"+/", b"-_")
+# Folding: ASCII letters to lower case, and a newline to a space, since the engine
+# word-wraps its messages by replacing a space with a newline. One length-keeping pass.
+_FOLD: Final = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ\n", b"abcdefghijklmnopqrstuvwxyz ")
 
 
 @dataclass
 class SecretNeedles:
-    """A secret's spellings: ``exact`` ones match as written, ``folded`` ones (stored in
-    lower case) whatever the case of their ASCII letters."""
+    """A secret's spellings: ``exact`` ones match as written, ``folded`` ones (stored
+    folded, see :func:`fold`) whatever the case of their ASCII letters, and with a space
+    also where the text has a newline."""
 
     exact: set[bytes] = field(default_factory=set)
     folded: set[bytes] = field(default_factory=set)
+
+
+def fold(text: bytes) -> bytes:
+    """``text`` as folded spellings are compared with it: ASCII letters in lower case,
+    newlines as spaces (the same length, so positions carry over)."""
+    return text.translate(_FOLD)
 
 
 def secret_needles(secret: str) -> SecretNeedles:
@@ -74,7 +84,7 @@ def secret_needles(secret: str) -> SecretNeedles:
             for variant in (text, text.upper(), text.lower()):
                 spellings.update(_encoded(_escapings(variant)))
         spellings.update(_encodings(secret.encode("utf-8")))
-    needles.folded = {needle.lower() for needle in needles.folded if needle}
+    needles.folded = {fold(needle) for needle in needles.folded if needle}
     needles.exact = {needle for needle in needles.exact if needle}
     return needles
 
@@ -167,87 +177,87 @@ def _base64_spellings(data: bytes) -> set[bytes]:
 
 @dataclass(frozen=True)
 class _Needle:
-    text: bytes  # as matched: lower case if folded
+    text: bytes  # as matched: folded if folded
     folded: bool
 
 
 class Needles:
     """Every occurrence of a set of needles, found with one regular-expression scan.
 
-    The scan matches needles by their first :data:`_HEAD` bytes (in lower case, through
-    a trie-shaped pattern that tries the longest head first), then checks whole needles
+    The scan matches needles by their first :data:`_HEAD` bytes (folded, through a
+    trie-shaped pattern that tries the longest head first), then checks whole needles
     from the longest down; it restarts one byte after each start found, so overlapping
-    occurrences are all found. Folded needles are compared with the text in lower case,
-    exact ones with the text as written.
+    occurrences are all found. Folded needles are compared with the folded text, exact
+    ones with the text as written.
     """
 
     def __init__(self, exact: Iterable[bytes] = (), folded: Iterable[bytes] = ()) -> None:
-        folded_set = {needle.lower() for needle in folded if needle}
+        folded_set = {fold(needle) for needle in folded if needle}
         needles = [_Needle(text, True) for text in folded_set]
-        needles += [_Needle(text, False) for text in set(exact) if text.lower() not in folded_set]
+        needles += [_Needle(text, False) for text in set(exact) if fold(text) not in folded_set]
         self.longest = max((len(needle.text) for needle in needles), default=0)
         by_head: dict[bytes, list[_Needle]] = {}
         for needle in needles:
-            by_head.setdefault(needle.text[:_HEAD].lower(), []).append(needle)
+            by_head.setdefault(fold(needle.text[:_HEAD]), []).append(needle)
         self._heads = sorted(by_head)
         self._candidates = _candidates(by_head)
         self._scans = [re.compile(_trie_pattern(heads)) for heads in _by_first_bytes(self._heads)]
         # The needles longer than their head, which may begin long before the text's end.
         self._long = {
-            head: tuple(n.text.lower() for n in found if len(n.text) > _HEAD)
+            head: tuple(fold(n.text) for n in found if len(n.text) > _HEAD)
             for head, found in by_head.items()
             if len(head) == _HEAD
         }
         long_heads = [head for head, found in self._long.items() if found]
         self._long_pattern = re.compile(_trie_pattern(long_heads)) if long_heads else None
 
-    def spans(self, text: bytes, lowered: bytes) -> list[tuple[int, int]]:
+    def spans(self, text: bytes, folded: bytes) -> list[tuple[int, int]]:
         """Where each occurrence of the longest needle starting there begins and ends, in
-        order of start; ``lowered`` is ``text.lower()``."""
+        order of start; ``folded`` is ``fold(text)``."""
         found: list[tuple[int, int]] = []
         for scan in self._scans:
             at = 0
-            while (match := scan.search(lowered, at)) is not None:
+            while (match := scan.search(folded, at)) is not None:
                 start = match.start()
-                end = self._longest_at(text, lowered, start, match.group())
+                end = self._longest_at(text, folded, start, match.group())
                 if end is not None:
                     found.append((start, end))
                 at = start + 1
         found.sort()  # each scan's are in order already; the whole list is not
         return found
 
-    def undecided(self, lowered: bytes) -> int:
-        """Where the suffix of ``lowered`` that may still begin a needle starts (its length
-        if none): any occurrence starting before it is complete in the text."""
-        size = len(lowered)
+    def undecided(self, folded: bytes) -> int:
+        """Where the suffix of the (folded) text that may still begin a needle starts (its
+        length if none): any occurrence starting before it is complete in the text."""
+        size = len(folded)
         window = max(0, size - max(self.longest - 1, 0))
-        started = self._long_started(lowered, window)
+        started = self._long_started(folded, window)
         if started is not None:
             return started
         for at in range(max(window, size - _HEAD), size):
-            suffix = lowered[at:]
+            suffix = folded[at:]
             index = bisect.bisect_left(self._heads, suffix)
             if index < len(self._heads) and self._heads[index].startswith(suffix):
                 return at
         return size
 
-    def _long_started(self, lowered: bytes, window: int) -> int | None:
+    def _long_started(self, folded: bytes, window: int) -> int | None:
         """The first start, from ``window`` on, of a needle longer than a head that runs
-        past the end of ``lowered`` (its head is then complete in the text)."""
+        past the end of the text (its head is then complete in the text)."""
         if self._long_pattern is None:
             return None
         at = window
-        while (match := self._long_pattern.search(lowered, at, len(lowered) - 1)) is not None:
+        while (match := self._long_pattern.search(folded, at, len(folded) - 1)) is not None:
             start = match.start()
-            suffix = lowered[start:]
+            suffix = folded[start:]
             if any(needle.startswith(suffix) for needle in self._long[match.group()]):
                 return start
             at = start + 1
         return None
 
-    def _longest_at(self, text: bytes, lowered: bytes, start: int, head: bytes) -> int | None:
+    def _longest_at(self, text: bytes, folded: bytes, start: int, head: bytes) -> int | None:
         for needle in self._candidates[head]:
-            haystack = lowered if needle.folded else text
+            haystack = folded if needle.folded else text
             if haystack.startswith(needle.text, start):
                 return start + len(needle.text)
         return None
