@@ -37,11 +37,11 @@ import enum
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import stat
 import struct
 import subprocess
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +72,7 @@ _SYSTEM_FILES = (
     "/etc/localtime",
 )
 _SWEEP_TIMEOUT = 10
+_SYSTEM_BIN = "/usr/bin:/bin"
 
 
 class Isolation(enum.Enum):
@@ -192,18 +193,7 @@ class Confinement:
         its own, a kill(-1) sent as that user reaches exactly its processes."""
         if self.isolation is not Isolation.USER or self.user is None:
             return
-        subprocess.run(
-            [sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
-            user=self.user.uid,
-            group=self.user.gid,
-            extra_groups=[],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={},
-            timeout=_SWEEP_TIMEOUT,
-            check=False,
-        )
+        kill_every_process_of(self.user)
 
     def close(self) -> None:
         if self.network is not None:
@@ -259,6 +249,38 @@ class Confinement:
             *argv,
         ]
         return args
+
+
+def kill_every_process_of(user: EngineUser) -> None:
+    """SIGKILL every process of ``user``: kill(-1) sent as that user reaches exactly its
+    processes, wherever they were reparented. Sent by the system's ``kill`` run as the
+    user (nothing of the runner's own, such as its Python, need be reachable by it), or
+    else by a child of the runner's that becomes the user first."""
+    program = shutil.which("kill", path=_SYSTEM_BIN)
+    if program is not None:
+        subprocess.run(  # noqa: S603 - the system's kill, fixed arguments
+            [program, "-9", "-1"],
+            user=user.uid,
+            group=user.gid,
+            extra_groups=[],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={},
+            timeout=_SWEEP_TIMEOUT,
+            check=False,
+        )
+        return
+    child = os.fork()
+    if child == 0:  # only system calls until _exit: safe in a threaded parent
+        try:
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
 
 
 def _ancestors(paths: Iterable[Path]) -> list[Path]:

@@ -1,0 +1,131 @@
+"""The engine's confinement as each isolation gives it: as whom it runs, what it can
+read, what outlives a command, and how the runner reads what it wrote."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runplane.runner.confinement import (
+    Confinement,
+    ConfinementError,
+    EngineUser,
+    Isolation,
+    read_engine_file,
+)
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="separating users needs root")
+with_bubblewrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs root and bubblewrap"
+)
+USER = EngineUser(720901, 720901)
+SHELL_PATH = {"PATH": "/usr/bin:/bin"}
+
+
+def _sandbox(tmp_path: Path, confinement: Confinement) -> tuple[Path, Path]:
+    """A sandbox directory holding the runner's private directory (with a secret) and
+    the engine's."""
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir(mode=0o700)
+    private = sandbox / "runner"
+    private.mkdir(mode=0o700)
+    (private / "session").write_text("rps_secret")
+    home = confinement.engine_directory(sandbox / "engine")
+    return private, home
+
+
+def _run(confinement: Confinement, home: Path, script: str) -> str:
+    process = confinement.spawn(
+        ["sh", "-c", script],
+        cwd=home,
+        env={**SHELL_PATH, "HOME": str(home)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    output, _ = process.communicate(timeout=60)
+    confinement.sweep()
+    return output.decode()
+
+
+def _alive(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+@pytest.mark.parametrize(
+    "isolation",
+    [
+        pytest.param(Isolation.USER, marks=as_root),
+        pytest.param(Isolation.NAMESPACES, marks=with_bubblewrap),
+    ],
+)
+def test_the_engine_runs_as_its_own_user_reads_nothing_of_the_runners_and_leaves_nothing(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    # Given a confinement of the launch's choosing
+    confinement = Confinement.from_environ(
+        {"RUNPLANE_ENGINE_ISOLATION": isolation.value, "RUNPLANE_ENGINE_USER": "720901:720901"}
+    )
+    private, home = _sandbox(tmp_path, confinement)
+    marker = f"{os.getpid() % 800 + 100}.{time.monotonic_ns() % 1000}"
+    try:
+        # When an engine command reads the runner's secret and starts a process of its
+        # own in a session of its own
+        output = _run(
+            confinement,
+            home,
+            f"id -u; cat {private}/session 2>&1; ls {private} 2>&1; "
+            f"setsid sleep {marker} >/dev/null 2>&1 < /dev/null & echo started",
+        )
+    finally:
+        confinement.close()
+    # Then it ran as the engine's user, read nothing of the runner's, and what it started
+    # did not outlive it
+    assert output.splitlines()[0] == str(USER.uid)
+    assert "rps_secret" not in output
+    assert "started" in output
+    deadline = time.monotonic() + 10
+    while _alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(marker)
+
+
+def test_a_launch_asking_for_more_than_this_process_can_give_is_refused() -> None:
+    with pytest.raises(ConfinementError):
+        Confinement.from_environ({"RUNPLANE_ENGINE_ISOLATION": "jail"})
+    with pytest.raises(ConfinementError):
+        Confinement.from_environ(
+            {"RUNPLANE_ENGINE_ISOLATION": "user", "RUNPLANE_ENGINE_USER": "0:0"}
+        )
+    assert Confinement.from_environ({}).isolation is Isolation.NONE
+
+
+@as_root
+def test_the_runner_reads_what_the_engine_wrote_only_as_a_regular_file_within_bounds(
+    tmp_path: Path,
+) -> None:
+    # Given an engine that put a link, a FIFO and an oversized file where the runner reads
+    secret = tmp_path / "secret"
+    secret.write_text("the runner's own")
+    (tmp_path / "linked").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "large").write_bytes(b"x" * 2048)
+    (tmp_path / "plan").write_bytes(b"PK")
+    # When the runner reads each, Then only the regular file within bounds is read
+    for name in ("linked", "fifo", "large", "missing"):
+        with pytest.raises(ConfinementError):
+            read_engine_file(tmp_path / name, limit=1024)
+    assert read_engine_file(tmp_path / "plan", limit=1024) == b"PK"
