@@ -121,6 +121,48 @@ def test_every_run_snapshots_the_workspace_variables_under_its_own(arena: Arena)
     assert SECRET not in everything(arena)
 
 
+def test_a_run_records_which_of_its_variables_are_sensitive_without_values(
+    arena: Arena,
+) -> None:
+    # Given a workspace with a plain variable and two sensitive ones
+    stack = arena.stack
+    variables = stack.services.workspace_variables
+    runs = stack.services.runs
+    ws = stack.tenancy.create_workspace(arena.org.id, "vars-sensitive")
+    variables.set(arena.admin, ws.id, "region", "eu-west-1")
+    variables.set(arena.admin, ws.id, "token", SECRET, sensitive=True)
+    variables.set(arena.admin, ws.id, "password", SECRET + "-pw", sensitive=True)
+
+    # When a run is created giving its own value for one sensitive variable and a new one
+    run = runs.create(
+        arena.admin,
+        ws.id,
+        kind=RunKind.PLAN_ONLY,
+        configuration_version_id=uploaded(arena, runs, ws.id),
+        engine_version=None,
+        variables={"password": "run-value", "extra": "x"},
+    )
+
+    # Then the input snapshot names the workspace's sensitive variables, the overridden
+    # one included, and no run variable else; values never
+    snapshot = run_parts.require(run.id, "input").body
+    assert snapshot["sensitive_variable_names"] == ["password", "token"]
+    assert snapshot["workspace_variable_names"] == ["region", "token"]
+    assert SECRET not in json.dumps(snapshot)
+    # And a run of a workspace without sensitive variables records none
+    plain = stack.tenancy.create_workspace(arena.org.id, "vars-plain")
+    variables.set(arena.admin, plain.id, "region", "eu-west-1")
+    other = runs.create(
+        arena.admin,
+        plain.id,
+        kind=RunKind.PLAN_ONLY,
+        configuration_version_id=uploaded(arena, runs, plain.id),
+        engine_version=None,
+        variables={"token": "given-by-the-run"},
+    )
+    assert run_parts.require(other.id, "input").body["sensitive_variable_names"] == []
+
+
 def test_set_and_delete_are_audited_without_values(arena: Arena) -> None:
     # Given a workspace
     variables = arena.stack.services.workspace_variables

@@ -45,6 +45,17 @@ def test_an_input_snapshot_without_its_optional_keys_reads_as_none() -> None:
     assert RunInput.from_body({}).variable_names == ()
 
 
+def test_the_sensitive_variable_names_read_from_the_snapshot_and_write_back_unchanged() -> None:
+    # Given a snapshot recording sensitive variables, and one from before they were recorded
+    body = {**STORED_INPUT, "sensitive_variable_names": ["region"]}
+
+    # When each is read and written back
+    # Then the names are typed, absent reads as none, and both documents are unchanged
+    assert RunInput.from_body(body).sensitive_variable_names == ("region",)
+    assert RunInput.from_body(body).to_body() == body
+    assert RunInput.from_body(STORED_INPUT).sensitive_variable_names == ()
+
+
 DECIDED_APPROVAL: dict[str, object] = {
     "expires_at": "2026-01-02T00:00:00+00:00",
     "binding": {

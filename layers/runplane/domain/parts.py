@@ -500,6 +500,13 @@ class RunInput:
             extra={k: v for k, v in body.items() if k not in named | {"trigger", "schedule"}},
         )
 
+    @property
+    def sensitive_variable_names(self) -> tuple[str, ...]:
+        """The variables the engine is told are sensitive: the workspace's sensitive
+        ones (empty for a run created before runs recorded them). Kept in ``extra`` so
+        that a document without the key reads and writes back unchanged."""
+        return _strings(self.extra.get("sensitive_variable_names"))
+
     def to_body(self) -> dict[str, object]:
         body: dict[str, object] = dict(self.extra)
         body.update({name: getattr(self, name) for name in self._OPTIONAL})

@@ -9,7 +9,7 @@ underscores and hyphens); the engine also reserves some names for module blocks.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -143,11 +143,25 @@ def check_workspace_variable(name: str, value: object, description: str | None) 
 
 
 @dataclass(frozen=True)
+class PinnedVariables:
+    """A workspace's variables as a new run pins them: every value (sensitive ones
+    opened) and the names of the sensitive ones."""
+
+    values: dict[str, str]
+    sensitive: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:
+        # Never the values: a repr ends up in logs and tracebacks.
+        return f"PinnedVariables({sorted(self.values)}, sensitive={sorted(self.sensitive)})"
+
+
+@dataclass(frozen=True)
 class Merged:
     """A run's variables: the workspace's snapshot with the run's own over it."""
 
     values: dict[str, str]
     sources: dict[str, VariableSource]
+    sensitive: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"Merged({sorted(self.values)})"
@@ -156,12 +170,24 @@ class Merged:
     def workspace_names(self) -> list[str]:
         return sorted(n for n, s in self.sources.items() if s is VariableSource.WORKSPACE)
 
+    @property
+    def sensitive_names(self) -> list[str]:
+        return sorted(self.sensitive)
 
-def merge(workspace: Mapping[str, str], run: Mapping[str, str]) -> Merged:
+
+def merge(
+    workspace: Mapping[str, str], run: Mapping[str, str], sensitive: Iterable[str] = ()
+) -> Merged:
     """The run's own variables win over the workspace's of the same name (as in HCP
-    Terraform). The merged set must still pass :func:`check_variables`."""
+    Terraform). The merged set must still pass :func:`check_variables`.
+
+    ``sensitive`` names the workspace's sensitive variables. They stay sensitive in the
+    run even where the run gives its own value: the name is what a configuration and a
+    reader of the run know a secret by, and marking too much only hides a value. A run's
+    own variables carry no sensitive flag (as in HCP Terraform), so no other is sensitive.
+    """
     values = {**workspace, **run}
     sources = {
         name: VariableSource.RUN if name in run else VariableSource.WORKSPACE for name in values
     }
-    return Merged(values, sources)
+    return Merged(values, sources, frozenset(sensitive) & values.keys())

@@ -37,7 +37,7 @@ from runplane.domain.parts import (
 )
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
-from runplane.domain.variables import VariableSource, check_variables, merge
+from runplane.domain.variables import PinnedVariables, VariableSource, check_variables, merge
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import close_attempt
 from runplane.services.launch_controls import LaunchControls
@@ -266,10 +266,12 @@ class Runs:
             check_variables(variables)
             # The workspace's variables as they are now, under the run's own: plan and
             # apply read this one pinned set, and the approval binds to it.
-            workspace_values = (
-                self._workspace_variables.snapshot(workspace) if self._workspace_variables else {}
+            pinned = (
+                self._workspace_variables.pinned(workspace)
+                if self._workspace_variables
+                else PinnedVariables({})
             )
-        merged = merge(workspace_values, variables)
+        merged = merge(pinned.values, variables, sensitive=pinned.sensitive)
         check_variables(merged.values)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
             raise InvalidInput(
@@ -299,6 +301,8 @@ class Runs:
             "variables_artifact_id": None,
             "variable_names": sorted(merged.values),
             "workspace_variable_names": merged.workspace_names,
+            # What the runner tells the engine is sensitive (docs/runs.md).
+            "sensitive_variable_names": merged.sensitive_names,
             "engine_version": engine_version or workspace.terraform_version or "",
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),

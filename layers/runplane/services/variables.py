@@ -16,7 +16,11 @@ from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.variables import WorkspaceVariable, check_workspace_variable
+from runplane.domain.variables import (
+    PinnedVariables,
+    WorkspaceVariable,
+    check_workspace_variable,
+)
 from runplane.services.workspaces import Workspaces
 from runplane.store.variable_store import DynamoVariableStore
 
@@ -113,7 +117,13 @@ class WorkspaceVariables:
     def snapshot(self, workspace: Workspace) -> dict[str, str]:
         """Every variable's value, sensitive ones opened: only for a new run's
         variables artifact (encrypted), never for a reply."""
+        return self.pinned(workspace).values
+
+    def pinned(self, workspace: Workspace) -> PinnedVariables:
+        """:meth:`snapshot` and the names of the sensitive variables, from one read (so
+        the names are those of the values)."""
         values: dict[str, str] = {}
+        sensitive: set[str] = set()
         for stored in self._store.all_of(workspace.id):
             name = stored.variable.name
             if stored.variable.sensitive:
@@ -123,6 +133,7 @@ class WorkspaceVariables:
                     Sealed(stored.wrapped_key or b"", stored.sealed or b""),
                 )
                 values[name] = opened.decode("utf-8")
+                sensitive.add(name)
             else:
                 values[name] = stored.variable.value or ""
-        return values
+        return PinnedVariables(values, frozenset(sensitive))

@@ -8,6 +8,7 @@ from runplane.domain.errors import InvalidInput
 from runplane.domain.variables import (
     MAX_DESCRIPTION,
     MAX_VARIABLES,
+    PinnedVariables,
     VariableSource,
     check_variables,
     check_workspace_variable,
@@ -88,6 +89,32 @@ def test_the_runs_own_variables_win_over_the_workspaces_and_each_names_its_sourc
     # And the merge shows no value in its repr
     assert "eu-west-1" not in repr(merged)
     assert "us-east-2" not in repr(merged)
+
+
+def test_a_workspace_variables_sensitivity_survives_a_run_value_of_the_same_name() -> None:
+    # Given workspace variables, two of them sensitive, and a run's own
+    workspace = {"region": "eu-west-1", "token": "t", "password": "p"}
+    own = {"password": "run-value", "extra": "x"}
+
+    # When they are merged
+    merged = merge(workspace, own, sensitive={"token", "password"})
+
+    # Then both stay sensitive, the one the run overrides too, and no run variable else is
+    assert merged.sensitive_names == ["password", "token"]
+    assert merged.workspace_names == ["region", "token"]
+    # And without sensitive names, nothing is sensitive
+    assert merge(workspace, own).sensitive_names == []
+
+
+def test_a_sensitive_name_without_a_value_is_not_sensitive() -> None:
+    # (a name is only sensitive in a run where it has a value)
+    assert merge({"a": "1"}, {}, sensitive={"a", "gone"}).sensitive_names == ["a"]
+
+
+def test_pinned_variables_show_no_value_in_their_repr() -> None:
+    pinned = PinnedVariables({"token": "s3cr3t"}, frozenset({"token"}))
+    assert "s3cr3t" not in repr(pinned)
+    assert repr(pinned) == "PinnedVariables(['token'], sensitive=['token'])"
 
 
 def test_a_workspace_variable_is_checked_like_a_run_variable_with_field_pointers() -> None:
