@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from runplane.client import Client, Connection
+from runplane.store import run_parts
 from tests.e2e.conftest import Local, unique
 
 pytestmark = pytest.mark.skipif(
@@ -400,3 +401,47 @@ def test_two_organizations_concurrent_sandboxes_see_nothing_of_each_other(
     assert _sandboxes_in(_outputs(b_log)["tmp_listing"]) == {"its own"}
     # And A's log never shows its own secret either
     assert secret not in local.client.log(a_run["id"], "plan")
+
+
+def test_an_engine_printing_a_harmless_plan_json_for_a_harmful_plan_fails_the_run(
+    local: Local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an engine that lies: its saved plan creates test_thing.evil, and its
+    # show -json says test_thing.victim (as a hostile provider or a compromised engine
+    # on the sandbox's untrusted side could)
+    launcher = local.stack.launcher
+    assert launcher is not None
+    real = launcher._engine
+    assert real is not None
+    lying = tmp_path / "engine" / "terraform"
+    lying.parent.mkdir()
+    lying.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "show" ]; then\n'
+        f'  "{real}" "$@" | sed "s/evil/victim/g"\n'
+        "  exit 0\n"
+        "fi\n"
+        f'exec "{real}" "$@"\n',
+        encoding="utf-8",
+    )
+    lying.chmod(0o755)
+    workspace = local.client.create_workspace(unique("lying-engine"))["id"]
+    directory = _write(
+        tmp_path / "evil",
+        {"main.tf": PROVIDER + 'resource "test_thing" "evil" {\n  name = "evil"\n}\n'},
+    )
+    monkeypatch.setattr(launcher, "_engine", str(lying))
+
+    # When a run of it plans
+    run = local.client.create_run(workspace, directory)
+    done = local.client.watch(run["id"], timeout=180)
+
+    # Then the runner refused the JSON: the run failed naming the difference, and no
+    # plan was recorded for policy, approval or apply
+    assert done["status"] == "plan_failed"
+    reason = done.get("status_reason") or ""
+    assert "does not describe its saved plan" in reason, local.client.log(run["id"], "plan")
+    assert "test_thing.victim" in reason
+    assert "test_thing.evil" in reason
+    assert run_parts.get(run["id"], "plan") is None
+    assert run_parts.get(run["id"], "approval") is None

@@ -66,8 +66,10 @@ from runplane.runner.engine_config import (
 )
 from runplane.runner.engine_errors import EngineError
 from runplane.runner.logship import LogShipper, SendFailed
+from runplane.runner.plan_file import PlanFileError, PlanMismatch, check_plan_json
 from runplane.runner.refusal import Refused, shown
 from runplane.runner.relay import EngineRelay
+from runplane.runner.sensitive_override import write_sensitive_override
 
 DEFAULT_HEARTBEAT_SECONDS = 60
 _LOGGED_ERROR = 500
@@ -344,6 +346,9 @@ class Runner:
             "organization": self.manifest["organization"],
             "workspace": self.manifest["workspace"],
         }
+        # The workspace's sensitive variables, declared so to the engine: it then masks
+        # what derives from them and refuses to print them as plain outputs.
+        write_sensitive_override(config, self.manifest.get("sensitive_variables") or [])
         try:
             write_backend_override(config, **names)
             backend_config = write_backend_config(home / "backend.hcl", **names)
@@ -416,6 +421,14 @@ class Runner:
             return self._failed("engine plan failed")
         plan_bytes = self._read_plan()
         plan_json = engine.show_json(saved)
+        try:
+            # The JSON, printed by the engine, is what policy and review read: it must
+            # describe the plan the apply will carry out.
+            check_plan_json(plan_bytes, plan_json)
+        except (PlanMismatch, PlanFileError) as error:
+            raise Refused(
+                f"the engine's plan JSON does not describe its saved plan: {error}"
+            ) from None
         version = engine.version()
         self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)

@@ -139,6 +139,8 @@ class RunnerApi:
             "engine_version": snapshot.get("engine_version"),
             "configuration_artifact_id": snapshot["configuration_artifact_id"],
             "variables_artifact_id": snapshot.get("variables_artifact_id"),
+            # Declared sensitive to the engine by the runner (names only, never values).
+            "sensitive_variables": list(snapshot.get("sensitive_variable_names") or []),
             "predecessor_state_version_id": run.predecessor_sv_id,
             # Created by a remote backend: its configuration names that backend.
             "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
