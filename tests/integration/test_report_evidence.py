@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.errors import (
     ApplyStartRefused,
     Conflict,
@@ -353,6 +354,14 @@ def test_an_apply_start_with_another_plan_ends_the_run_and_a_replay_writes_nothi
         arena.runner_api.apply_start(runner, handle, {"plan_sha256": "0" * 64})
     # Then it is refused again and nothing more is written
     assert again.value.status == "apply_failed"
+    assert arena.stack.scan() == before
+    # And the capability, redeemed by the refusal, gives the refusal to an identical
+    # redemption, never a start
+    binding = Binding(run_id, runner.attempt_id or "", Phase.APPLY, runner.sandbox_id or "")
+    with pytest.raises(ApplyStartRefused):
+        arena.stack.capabilities.redeem_apply_start(
+            handle, binding, {"plan_sha256": "0" * 64}, {"lock_id": "x", "fence": "1"}
+        )
     assert arena.stack.scan() == before
 
 

@@ -37,3 +37,14 @@ class Artifact:
     size: int | None
     sha256: str | None
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class Produced:
+    """An artifact as the control plane holds it, with the runner attempt that uploaded
+    it (None: the control plane stored it, or it was registered before records noted
+    their attempt): what a runner's report is checked against
+    (``domain.report_evidence``)."""
+
+    artifact: Artifact
+    attempt_id: str | None

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.artifacts import ArtifactKind, ArtifactStatus, Produced
 from runplane.domain.parts import ApprovalBinding, PlanEvidence
 from runplane.domain.runner_reports import Planned, RunnerReport
 
@@ -33,16 +33,6 @@ class Named:
     kind: ArtifactKind
     # The SHA-256 the report states for it; None where it states none (a log).
     sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class Produced:
-    """An artifact as the control plane holds it, with the runner attempt that uploaded
-    it (None: the control plane stored it, or it was registered before records noted
-    their attempt)."""
-
-    artifact: Artifact
-    attempt_id: str | None
 
 
 def named_by(report: RunnerReport) -> tuple[Named, ...]:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from runplane.domain.artifacts import Produced
 from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import (
@@ -39,7 +40,7 @@ from runplane.domain.parts import (
     check_move,
 )
 from runplane.domain.publications import published_by
-from runplane.domain.report_evidence import Produced, apply_start_refusal, named_by, refusal
+from runplane.domain.report_evidence import apply_start_refusal, named_by, refusal
 from runplane.domain.runner_reports import (
     CredentialsRequired,
     Failed,

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus, Produced
 from runplane.domain.errors import ConcurrentChange, NotFound
-from runplane.domain.report_evidence import Produced
 from runplane.store import prefetch
 from runplane.store.models import ArtifactItem, artifact_key
 from runplane.store.transaction import Item, Transaction

@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus, Produced
 from runplane.domain.parts import ApprovalBinding, PlanEvidence
 from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.report_evidence import (
-    Produced,
     apply_start_refusal,
     named_by,
     refusal,
