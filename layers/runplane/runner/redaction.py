@@ -1,9 +1,9 @@
-"""What the runner's log redacts of a secret, and one scan that finds all of it.
+"""What the runner's log redacts of a secret, and how all of it is found at once.
 
 :func:`secret_needles` lists the byte strings that spell a secret (see
 :mod:`runplane.runner.bounded_log` for exactly which); :class:`Needles` finds every
-occurrence of any of them, overlapping ones included, with one regular-expression
-scan of the text, whatever their number.
+occurrence of any of them, overlapping ones included, at a cost per byte of text that
+stays near flat as needles are added (a few regular-expression scans).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ _HEAD: Final = 32
 # Heads are split by first byte among a few scans: at each position, a scan tries one
 # branch per first byte it knows, so a few narrower scans beat one wide one (measured).
 _FIRST_BYTES_PER_SCAN: Final = 12
+# Up to this many needles, one bytes.find per needle beats the scans, whose cost per
+# byte of text hardly depends on the number of needles (benchmarks/redaction.py).
+_FIND_AT_MOST: Final = 200
 _END: Final = -1  # a trie node's key for "a head ends here"
 _Trie: TypeAlias = "dict[int, _Trie]"
 
@@ -182,9 +185,10 @@ class _Needle:
 
 
 class Needles:
-    """Every occurrence of a set of needles, found with one regular-expression scan.
+    """Every occurrence of a set of needles, whatever their number.
 
-    The scan matches needles by their first :data:`_HEAD` bytes (folded, through a
+    Up to :data:`_FIND_AT_MOST` needles are each looked for on their own. Past that, the
+    scan matches needles by their first :data:`_HEAD` bytes (folded, through a
     trie-shaped pattern that tries the longest head first), then checks whole needles
     from the longest down; it restarts one byte after each start found, so overlapping
     occurrences are all found. Folded needles are compared with the folded text, exact
@@ -199,9 +203,14 @@ class Needles:
         by_head: dict[bytes, list[_Needle]] = {}
         for needle in needles:
             by_head.setdefault(fold(needle.text[:_HEAD]), []).append(needle)
+        self._needles = needles if len(needles) <= _FIND_AT_MOST else None
         self._heads = sorted(by_head)
         self._candidates = _candidates(by_head)
-        self._scans = [re.compile(_trie_pattern(heads)) for heads in _by_first_bytes(self._heads)]
+        self._scans = (
+            [re.compile(_trie_pattern(heads)) for heads in _by_first_bytes(self._heads)]
+            if self._needles is None
+            else []
+        )
         # The needles longer than their head, which may begin long before the text's end.
         self._long = {
             head: tuple(fold(n.text) for n in found if len(n.text) > _HEAD)
@@ -212,9 +221,15 @@ class Needles:
         self._long_pattern = re.compile(_trie_pattern(long_heads)) if long_heads else None
 
     def spans(self, text: bytes, folded: bytes) -> list[tuple[int, int]]:
-        """Where each occurrence of the longest needle starting there begins and ends, in
-        order of start; ``folded`` is ``fold(text)``."""
+        """Where occurrences begin and end (at each start, at least the longest needle
+        found there), in order of start; ``folded`` is ``fold(text)``."""
         found: list[tuple[int, int]] = []
+        for needle in self._needles or ():
+            haystack = folded if needle.folded else text
+            at = haystack.find(needle.text)
+            while at != -1:
+                found.append((at, at + len(needle.text)))
+                at = haystack.find(needle.text, at + 1)
         for scan in self._scans:
             at = 0
             while (match := scan.search(folded, at)) is not None:
@@ -223,7 +238,7 @@ class Needles:
                 if end is not None:
                     found.append((start, end))
                 at = start + 1
-        found.sort()  # each scan's are in order already; the whole list is not
+        found.sort()  # each needle's or scan's are in order already; the whole list is not
         return found
 
     def undecided(self, folded: bytes) -> int:

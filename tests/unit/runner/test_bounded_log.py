@@ -10,10 +10,11 @@ import base64
 import itertools
 import json
 import urllib.parse
+from collections.abc import Iterator
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runplane.runner import redaction
@@ -21,6 +22,17 @@ from runplane.runner.bounded_log import MIN_TRANSFORMED_SECRET, BoundedLog
 from runplane.runner.redaction import fold, secret_needles
 
 MARK = "[redacted]"
+
+
+@pytest.fixture(autouse=True, params=["find", "scan"])
+def search(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test runs with each way of searching: one find per spelling (few spellings)
+    and the regular-expression scans (many)."""
+    limit = 10_000 if request.param == "find" else 0
+    with mock.patch.object(redaction, "_FIND_AT_MOST", limit):
+        yield
+
+
 SECRET = 'Tr0ub4dor&3 "horse"\\é'
 RAW = SECRET.encode()
 
@@ -279,7 +291,9 @@ def output_with_secrets(draw: st.DrawFn) -> tuple[bytes, list[str], list[int]]:
     return data, secrets, cuts
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(case=output_with_secrets(), head=st.sampled_from([2, 3, 32]))
 def test_the_log_equals_redacting_every_spelling_in_the_whole_stream(
     case: tuple[bytes, list[str], list[int]], head: int
@@ -304,7 +318,9 @@ def check_whole_stream_redaction(data: bytes, secrets: list[str], cuts: list[int
     assert log.bytes() == reference_redaction(data, secrets)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     secret=st.text(
         st.characters(exclude_categories=["Cs"]), min_size=MIN_TRANSFORMED_SECRET, max_size=24
