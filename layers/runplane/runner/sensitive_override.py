@@ -21,7 +21,11 @@ override file that sorts after ours and declares one of these variables could se
 Declarations are found with the tokenizer of :mod:`runplane.runner.config_check`
 (comments, strings with nested interpolations, heredocs) and its JSON reader that keeps
 duplicate keys, in every root-module ``.tf``, ``.tofu``, ``.tf.json`` and ``.tofu.json``
-file. Standard library only: this runs in the sandbox.
+file. Both engines' files are read whichever engine runs, so a variable declared only
+where one engine looks (a ``.tofu`` file, which Terraform ignores; a ``.tf`` file that a
+``.tofu`` twin hides from OpenTofu) is marked anyway, and that engine then fails the run
+("Missing base variable declaration to override"): a failure, never an unmarked
+variable. Standard library only: this runs in the sandbox.
 """
 
 from __future__ import annotations
@@ -68,9 +72,9 @@ def write_sensitive_override(config_dir: Path, names: Iterable[str]) -> Path | N
         problem = name_problem(name)
         if problem is not None:
             raise Refused(problem)
-    root = Path(config_dir)
     if not wanted:
         return None
+    root = Path(config_dir)
     declarations = dict(_declarations(root))
     marked = sorted(
         name for name in wanted if any(name in found for found in declarations.values())
@@ -111,7 +115,7 @@ def _declarations(root: Path) -> Iterator[tuple[str, set[str]]]:
 
 def _refuse_undoing(root: Path, declarations: dict[str, set[str]], marked: set[str]) -> None:
     """Refuse configuration files that the engine would merge over ours."""
-    if (root / _TOFU_TWIN).exists():
+    if os.path.lexists(root / _TOFU_TWIN):
         raise Refused(
             f"configuration file {shown(_TOFU_TWIN)} has a name the runner reserves: rename it"
         )
