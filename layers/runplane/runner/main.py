@@ -622,8 +622,9 @@ class Runner:
 
 
 _TICKET_REFUSED = 403
-# A result call refused for its session or its report: registering again changes nothing.
-_REPORT_REFUSED = {401, 409}
+# A result call refused for its session or its report (the run moved on, or the report
+# was checked and refused, which ended the run): registering again changes nothing.
+_REPORT_REFUSED = {401, 409, 422}
 
 
 @dataclasses.dataclass(frozen=True)
