@@ -445,3 +445,63 @@ def test_an_engine_printing_a_harmless_plan_json_for_a_harmful_plan_fails_the_ru
     assert "test_thing.evil" in reason
     assert run_parts.get(run["id"], "plan") is None
     assert run_parts.get(run["id"], "approval") is None
+
+
+def _spellings(value: str) -> list[str]:
+    raw = value.encode()
+    return [
+        value,
+        value.upper(),
+        value.lower(),
+        value[::-1],
+        base64.b64encode(raw).decode(),
+        raw.hex(),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("configuration", "outcome"),
+    [
+        # the engine refuses a plain output derived from a sensitive variable
+        ('output "shout" {\n  value = upper(var.token)\n}\n', "plan_failed"),
+        # and masks what derives from it in a resource
+        (
+            PROVIDER + 'resource "test_thing" "t" {\n'
+            '  name    = "t"\n'
+            '  content = join("/", [base64encode(var.token), upper(var.token),'
+            ' join("", reverse(split("", var.token)))])\n'
+            "}\n",
+            "succeeded",
+        ),
+        # and an error on it does not quote it
+        ('output "n" {\n  value = tonumber(lower(var.token))\n}\n', "plan_failed"),
+    ],
+)
+def test_a_sensitive_workspace_variable_stays_secret_whatever_the_configuration_does_to_it(
+    local: Local, tmp_path: Path, configuration: str, outcome: str
+) -> None:
+    # Given a workspace with a sensitive variable, and a configuration that declares it
+    # without saying it is sensitive, then transforms it
+    value = f"Tr0ub4dor-{time.time_ns()}"
+    workspace = local.client.create_workspace(unique("sensitive"))["id"]
+    local.client.set_variable(workspace, "token", value, sensitive=True)
+    directory = _write(
+        tmp_path / "cfg", {"main.tf": 'variable "token" {\n  type = string\n}\n' + configuration}
+    )
+
+    # When a run of it plans
+    run = local.client.create_run(workspace, directory, kind="plan_only")
+    done = local.client.watch(run["id"], timeout=180)
+
+    # Then it ends as the engine decides, and no spelling of the value is in its log,
+    # its review or its reason
+    assert done["status"] == outcome, done.get("status_reason")
+    shown = "\n".join(
+        [
+            local.client.log(run["id"], "plan"),
+            json.dumps(local.client.review(run["id"])),
+            json.dumps(done),
+        ]
+    )
+    for spelling in _spellings(value):
+        assert spelling not in shown, spelling

@@ -106,7 +106,8 @@ def variables_handed_once(
     a type. Raises :class:`~runplane.runner.refusal.Refused` for a name the engine
     would not accept."""
     _checked(variables)
-    data = json.dumps(dict(variables)).encode()
+    # One variable a line: the engine's type error quotes the var file's line.
+    data = json.dumps(dict(variables), indent=0).encode()
     os.mkfifo(path, 0o600)
     if owner is not None:
         os.chown(path, *owner)
