@@ -44,7 +44,13 @@ def _local_up(args: argparse.Namespace) -> int:
         engine = find_engine(args.engine)
     except EngineNotFound as missing:
         raise CliError(str(missing)) from None
-    stack = EmbeddedStack(Path(args.data_dir), host=args.host, port=args.port, engine=engine)
+    stack = EmbeddedStack(
+        Path(args.data_dir),
+        host=args.host,
+        port=args.port,
+        engine=engine,
+        sandbox_network=args.sandbox_network,
+    )
     credentials = stack.start()
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -54,6 +60,7 @@ def _local_up(args: argparse.Namespace) -> int:
     print(f"  organization: {credentials.organization}")
     print(f"  admin token:  {credentials.token}")
     print(f"  engine:       {engine}")
+    print(f"  sandboxes:    {stack.isolation_summary()}")
     print(f"  client files: {stack.data_dir / 'credentials.json'}, {rc}")
     print(f"  dashboard:    {stack.login_link()}  (one-time login link, valid 10 minutes)")
     print(f"  use it with:  TF_CLI_CONFIG_FILE={rc} terraform init")
@@ -585,6 +592,12 @@ def _local_parser(commands: Any) -> None:
         "--data-dir",
         default=".runplane",
         help="where the client files and sign-in key are written (%(default)s)",
+    )
+    up.add_argument(
+        "--sandbox-network",
+        action="store_true",
+        help="give sandboxes this machine's network (to download providers or reach "
+        "clouds); they can then reach the stack too, so it serves one organization",
     )
     up.add_argument(
         "--engine",

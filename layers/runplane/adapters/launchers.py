@@ -107,8 +107,12 @@ class LocalProcessLauncher:
         work_root: Path | None = None,
         provider_mirror: Path | None = None,
         isolation: str | None = None,
+        host_network: bool = False,
     ) -> None:
         self._engine = engine
+        # Sandboxes with namespaces share this machine's network (by default: only
+        # the loopback holding their relay).
+        self._host_network = host_network
         self._work_root = work_root
         self._provider_mirror = provider_mirror
         self.isolation = isolation or sandbox_isolation()
@@ -167,6 +171,8 @@ class LocalProcessLauncher:
         env = {"RUNPLANE_ENGINE_ISOLATION": self.isolation}
         if uid is not None:
             env["RUNPLANE_ENGINE_USER"] = f"{uid}:{uid}"
+        if self.isolation == "namespaces" and self._host_network:
+            env["RUNPLANE_ENGINE_NETWORK"] = "host"
         if self.isolation == "namespaces":
             # What the engine may read besides the system: the Python the test provider
             # runs on (the stack's own), and the mirror it is installed in.

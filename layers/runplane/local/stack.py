@@ -279,6 +279,7 @@ class EmbeddedStack:
         notification_retry_base_seconds: int = 30,
         github_api_url: str | None = None,
         scheduler_poll_seconds: float = 20.0,
+        sandbox_network: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
@@ -298,8 +299,10 @@ class EmbeddedStack:
             LocalGitHubApp.generate(github_api_url) if github_api_url else None
         )
         self._scheduler_poll = scheduler_poll_seconds
-        # How far its sandboxes' engines are fenced in (adapters/launchers.py).
+        # How far its sandboxes' engines are fenced in (adapters/launchers.py), and
+        # whether they share this machine's network (then the stack's servers too).
         self.isolation = sandbox_isolation()
+        self.sandbox_network = sandbox_network
         self.scheduler: LocalScheduler | None = None
         self.relay: StreamRelay | None = None
 
@@ -352,7 +355,7 @@ class EmbeddedStack:
             # may be on loopback http.
             notification_allow_http=True,
             notification_retry_base_seconds=self._notification_retry_base,
-            single_organization=self.isolation != "namespaces",
+            single_organization=not self.isolates_tenants,
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
@@ -364,13 +367,16 @@ class EmbeddedStack:
         self.issuer = self._issuer()
         self.provider_mirror = _provider_mirror(self.data_dir / "providers")
         self.launcher = LocalProcessLauncher(
-            engine=self._engine, provider_mirror=self.provider_mirror, isolation=self.isolation
+            engine=self._engine,
+            provider_mirror=self.provider_mirror,
+            isolation=self.isolation,
+            host_network=self.sandbox_network,
         )
-        if self.isolation != "namespaces":
+        if not self.isolates_tenants:
             print(
-                f"runplane local: sandbox isolation is {self.isolation!r} (not root, or "
-                "bubblewrap missing): a configuration could reach this stack's data and "
-                "servers, so the stack serves one organization. See docs/security.md.",
+                f"runplane local: sandboxes are {self.isolation_summary()}: a configuration "
+                "could reach this stack's data or servers, so the stack serves one "
+                "organization. See docs/security.md.",
                 file=sys.stderr,
             )
         self.services = build_services(
@@ -397,6 +403,19 @@ class EmbeddedStack:
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
+
+    @property
+    def isolates_tenants(self) -> bool:
+        """Whether one organization's configuration can reach nothing of another's."""
+        return self.isolation == "namespaces" and not self.sandbox_network
+
+    def isolation_summary(self) -> str:
+        network = "this machine's network" if self.sandbox_network else "no network"
+        if self.isolation == "namespaces":
+            return f"isolated (own user and namespaces, {network})"
+        if self.isolation == "user":
+            return "own user only (no bubblewrap), this machine's network"
+        return "not isolated (not run as root)"
 
     def activate(self) -> None:
         """Point this process's handlers at this stack (again, if something else moved them)."""

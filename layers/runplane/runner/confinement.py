@@ -52,6 +52,9 @@ T = TypeVar("T")
 ISOLATION_VARIABLE = "RUNPLANE_ENGINE_ISOLATION"
 USER_VARIABLE = "RUNPLANE_ENGINE_USER"
 READABLE_VARIABLE = "RUNPLANE_ENGINE_READABLE"
+# ``host``: with namespaces, the engine keeps the sandbox's network (the default is a
+# network of its own holding only the relay).
+NETWORK_VARIABLE = "RUNPLANE_ENGINE_NETWORK"
 
 _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS = 0x8913
@@ -135,7 +138,9 @@ class Confinement:
         if bwrap is None or setpriv is None:
             raise ConfinementError("isolation 'namespaces' needs bwrap and setpriv on PATH")
         readable = [Path(p) for p in (environ.get(READABLE_VARIABLE) or "").split(os.pathsep) if p]
-        return cls(isolation, user, readable, LoopbackNetwork(), bwrap, setpriv)
+        host_network = environ.get(NETWORK_VARIABLE) == "host"
+        network = None if host_network else LoopbackNetwork()
+        return cls(isolation, user, readable, network, bwrap, setpriv)
 
     @property
     def separated(self) -> bool:
@@ -174,13 +179,14 @@ class Confinement:
     ) -> subprocess.Popen[bytes]:
         """Start one engine command, confined; ``options`` as for :class:`subprocess.Popen`."""
         if self.isolation is Isolation.NAMESPACES:
-            assert self.network is not None
             wrapped = self._in_namespaces(argv, cwd)
-            return self.network.run(
-                lambda: subprocess.Popen(  # noqa: S603 - fixed argument lists
-                    wrapped, cwd=cwd, env=dict(env), **options
-                )
-            )
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(wrapped, cwd=cwd, env=dict(env), **options)  # noqa: S603
+
+            # In the network namespace's own thread: a child's parent-death signal
+            # follows the thread that started it, so no short-lived thread may.
+            return self.network.run(start) if self.network is not None else start()
         if self.user is not None:
             options = {**options, "user": self.user.uid, "group": self.user.gid}
             options["extra_groups"] = []

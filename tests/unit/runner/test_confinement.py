@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -129,3 +130,35 @@ def test_the_runner_reads_what_the_engine_wrote_only_as_a_regular_file_within_bo
         with pytest.raises(ConfinementError):
             read_engine_file(tmp_path / name, limit=1024)
     assert read_engine_file(tmp_path / "plan", limit=1024) == b"PK"
+
+
+@with_bubblewrap
+@pytest.mark.parametrize(("network", "reachable"), [("", False), ("host", True)])
+def test_with_namespaces_the_engine_reaches_this_machines_network_only_when_given_it(
+    tmp_path: Path, network: str, reachable: bool
+) -> None:
+    # Given a server on this machine's loopback, and a confinement with namespaces
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        confinement = Confinement.from_environ(
+            {
+                "RUNPLANE_ENGINE_ISOLATION": "namespaces",
+                "RUNPLANE_ENGINE_USER": "720901:720901",
+                "RUNPLANE_ENGINE_NETWORK": network,
+            }
+        )
+        _, home = _sandbox(tmp_path, confinement)
+        try:
+            # When an engine command connects to it
+            output = _run(
+                confinement,
+                home,
+                f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null"
+                " && echo open || echo closed",
+            )
+        finally:
+            confinement.close()
+    # Then it reached it only when the launch gave it this machine's network
+    assert output.strip() == ("open" if reachable else "closed")
