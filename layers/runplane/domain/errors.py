@@ -452,7 +452,20 @@ class RunEnded(Conflict):
         self.run_id = run_id
 
 
-class ReportRefused(RunplaneError):
+class _RunnerRefusal(RunplaneError):
+    """A runner's call refused for what it presented: the body says how the run stands
+    after it (``status``), the message why (``reason``)."""
+
+    def __init__(self, run_id: str, status: object, reason: str) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.status = str(status)
+
+    def to_body(self) -> dict[str, str]:
+        return {**super().to_body(), "run_id": self.run_id, "status": self.status}
+
+
+class ReportRefused(_RunnerRefusal):
     """A runner's result that names an artifact it cannot vouch for (not its attempt's
     upload, of another kind, unregistered, or not the digest it states). The report was
     not taken: the run ended ``status`` with ``reason``, which is this message."""
@@ -460,29 +473,13 @@ class ReportRefused(RunplaneError):
     code = "REPORT_REFUSED"
     http_status = 422
 
-    def __init__(self, run_id: str, status: object, reason: str) -> None:
-        super().__init__(reason)
-        self.run_id = run_id
-        self.status = str(status)
 
-    def to_body(self) -> dict[str, str]:
-        return {**super().to_body(), "run_id": self.run_id, "status": self.status}
-
-
-class ApplyStartRefused(Conflict):
+class ApplyStartRefused(_RunnerRefusal, Conflict):
     """An apply start that can never succeed (the plan presented is not the approved
     one, or the approval and plan evidence disagree). ``status``: how the run stands
     after the refusal (``apply_failed`` when this refusal ended it)."""
 
     code = "APPLY_START_REFUSED"
-
-    def __init__(self, run_id: str, status: object, reason: str) -> None:
-        super().__init__(reason)
-        self.run_id = run_id
-        self.status = str(status)
-
-    def to_body(self) -> dict[str, str]:
-        return {**super().to_body(), "run_id": self.run_id, "status": self.status}
 
 
 class PolicyBindingRefused(Conflict):
