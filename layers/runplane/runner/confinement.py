@@ -142,11 +142,6 @@ class Confinement:
         network = None if host_network else LoopbackNetwork()
         return cls(isolation, user, readable, network, bwrap, setpriv)
 
-    @property
-    def separated(self) -> bool:
-        """Whether the engine runs as a user of its own."""
-        return self.user is not None
-
     # -- files -----------------------------------------------------------------------
 
     def allow_reading(self, *paths: Path) -> None:
@@ -306,9 +301,11 @@ def _real(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def read_engine_file(path: Path, limit: int) -> bytes:
+def read_engine_file(path: Path, limit: int, owner: int | None = None) -> bytes:
     """The bytes of a regular file the engine wrote, read without following a link it
-    may have put in its place, and refused beyond ``limit`` bytes."""
+    may have put in its place, refused beyond ``limit`` bytes, and refused unless
+    ``owner`` (the engine's UID, when it has its own) owns it: a hard link to a file of
+    someone else's is not the engine's output."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
@@ -317,6 +314,8 @@ def read_engine_file(path: Path, limit: int) -> bytes:
         status = os.fstat(handle.fileno())
         if not stat.S_ISREG(status.st_mode):
             raise ConfinementError(f"{path.name} is not a regular file")
+        if owner is not None and status.st_uid != owner:
+            raise ConfinementError(f"{path.name} is not the engine's own file")
         if status.st_size > limit:
             raise ConfinementError(f"{path.name} is larger than {limit} bytes")
         data = handle.read(limit + 1)

@@ -403,7 +403,9 @@ class Runner:
     def _read_plan(self) -> bytes:
         """The saved plan the engine wrote (its processes are gone by now)."""
         try:
-            return read_engine_file(self.engine_home / "plan.bin", MAX_PLAN_BYTES)
+            user = self.confinement.user
+            owner = user.uid if user is not None else None
+            return read_engine_file(self.engine_home / "plan.bin", MAX_PLAN_BYTES, owner)
         except ConfinementError as error:
             raise Refused(f"the engine's saved plan is unusable: {error}") from None
 

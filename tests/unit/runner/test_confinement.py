@@ -130,6 +130,11 @@ def test_the_runner_reads_what_the_engine_wrote_only_as_a_regular_file_within_bo
         with pytest.raises(ConfinementError):
             read_engine_file(tmp_path / name, limit=1024)
     assert read_engine_file(tmp_path / "plan", limit=1024) == b"PK"
+    # And a file the engine's user does not own (a hard link to the runner's) is refused
+    os.chown(tmp_path / "plan", USER.uid, USER.gid)
+    assert read_engine_file(tmp_path / "plan", limit=1024, owner=USER.uid) == b"PK"
+    with pytest.raises(ConfinementError, match="not the engine's own"):
+        read_engine_file(secret, limit=1024, owner=USER.uid)
 
 
 @with_bubblewrap
