@@ -67,7 +67,7 @@ output "sandbox_listing" {
   value = base64encode(jsonencode(try(fileset(abspath("${local.home}/.."), "**"), [])))
 }
 output "tmp_listing" {
-  value = base64encode(jsonencode(try(fileset("/tmp", "**"), [])))
+  value = base64encode(jsonencode(try(fileset("/tmp", "sbx-*/**"), [])))
 }
 output "process_cmdlines" {
   value = base64encode(jsonencode([for f in local.shown : try(base64encode(file("/proc/${f}")), "")
@@ -197,10 +197,9 @@ def _decoded_blobs(log: str) -> str:
 
 
 def _sandboxes_in(listing: list[str]) -> set[str]:
-    """The sandboxes a listing of /tmp shows: ``{"its own"}`` when every entry is in
-    one sandbox's engine directory (the lister's own), else their names. The provider
-    mirror, shown read-only to every engine, is not a sandbox."""
-    listing = [path for path in listing if "/providers/registry.terraform.io/" not in path]
+    """The sandboxes a listing of /tmp's sandbox directories shows: ``{"its own"}`` when
+    every entry is in one sandbox's engine directory (the lister's own), else their
+    names."""
     sandboxes = {path.split("/")[0] for path in listing}
     if len(sandboxes) == 1 and all(path.split("/")[1] == "engine" for path in listing):
         return {"its own"}

@@ -51,8 +51,12 @@ def gated_engine(directory: Path, before: str, gate: Path) -> Path:
 def gated(local: Local, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Sandboxes of this test run the gated engine; returns the gate to open."""
     assert local.stack.launcher is not None
-    gate = tmp_path / "gate"
-    engine = gated_engine(tmp_path, "waiting at the gate", gate)
+    # The engine runs as a user of its own that sees its binary's directory (read-only):
+    # the gate is there, in a directory that user may enter.
+    directory = tmp_path / "gated"
+    directory.mkdir(mode=0o755)
+    gate = directory / "gate"
+    engine = gated_engine(directory, "waiting at the gate", gate)
     monkeypatch.setattr(local.stack.launcher, "_engine", str(engine))
     return gate
 

@@ -206,10 +206,17 @@ def test_cli_config_carries_the_same_provider_installation_block(tmp_path: Path)
     assert text.index('credentials "app.runplane.test"') < text.index("provider_installation")
 
 
-def test_cli_config_without_a_mirror_has_no_provider_installation(tmp_path: Path) -> None:
+def test_cli_config_without_a_mirror_installs_providers_from_their_registry_only(
+    tmp_path: Path,
+) -> None:
+    # Given a CLI configuration written without a mirror
     path = write_cli_config(tmp_path / "cli.tfrc", host="h", api_url="http://h/api/v2/", token="t")
-
-    assert "provider_installation" not in path.read_text()
+    # Then its provider installation is explicit, direct only: no implied local mirror
+    # (terraform.d/plugins beside a configuration) is ever consulted
+    text = path.read_text()
+    assert text.count("provider_installation {") == 1
+    assert "direct {}" in text
+    assert "filesystem_mirror" not in text
 
 
 def test_cli_config_refuses_mirror_paths_it_cannot_use(tmp_path: Path) -> None:

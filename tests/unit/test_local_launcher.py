@@ -142,3 +142,18 @@ def test_a_runner_on_standby_runs_nothing_without_a_run_handed_over(
     assert finished.returncode == code
     assert finished.stdout.decode().strip() == (f"runner: {said}" if said else "")
     assert b"Traceback" not in finished.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="engine users are given only as root")
+def test_two_launchers_on_one_machine_never_give_two_sandboxes_one_engine_user(
+    tmp_path: Path,
+) -> None:
+    # Given two launchers, as two embedded stacks on one machine have
+    first = LocalProcessLauncher(work_root=tmp_path, isolation="user")
+    second = LocalProcessLauncher(work_root=tmp_path, isolation="user")
+    # When each claims engine users for its sandboxes
+    claimed = [first._engine_uid(), second._engine_uid(), first._engine_uid()]
+    # Then no user is claimed twice
+    assert len(set(claimed)) == 3
+    for launcher, uid in zip((first, second, first), claimed, strict=True):
+        launcher._free_uid(uid)

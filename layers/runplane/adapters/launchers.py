@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -124,7 +126,8 @@ class LocalProcessLauncher:
         self._reapers: list[threading.Thread] = []
         self._standby: _Standby | None = None
         self._guard = threading.Lock()
-        self._reserved: set[int] = set()
+        # The engine UIDs this launcher holds, with the descriptor of each one's lock.
+        self._reserved: dict[int, int] = {}
         self._stopped = False
 
     def launch(self, request: LaunchRequest) -> str:
@@ -183,13 +186,17 @@ class LocalProcessLauncher:
         return env
 
     def _engine_uid(self) -> int | None:
+        """A UID no other live sandbox on this machine uses, this stack's or another's:
+        each is held by a lock on a file of its own, which ends with the process."""
         if self.isolation == "none":
             return None
         with self._guard:
-            taken = set(self._engine_uids.values()) | self._reserved
             for uid in range(ENGINE_UID_BASE, ENGINE_UID_BASE + ENGINE_UID_COUNT):
-                if uid not in taken:
-                    self._reserved.add(uid)
+                if uid in self._reserved:
+                    continue
+                held = _hold_engine_uid(uid)
+                if held is not None:
+                    self._reserved[uid] = held
                     return uid
         raise RuntimeError("no engine user is free: too many sandboxes at once")
 
@@ -197,8 +204,9 @@ class LocalProcessLauncher:
         with self._guard:
             if reference is not None:
                 self._engine_uids.pop(reference, None)
-            if uid is not None:
-                self._reserved.discard(uid)
+            held = self._reserved.pop(uid, None) if uid is not None else None
+        if held is not None:
+            os.close(held)
 
     def _remove_when_done(
         self, process: subprocess.Popen[bytes], workdir: Path, reference: str
@@ -339,6 +347,31 @@ def _log_of(workdir: Path) -> Path:
 def _remove_with_log(workdir: Path) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
     _log_of(workdir).unlink(missing_ok=True)
+
+
+def _engine_uid_locks() -> Path:
+    """Where engine UIDs are claimed: a directory of root's alone."""
+    directory = Path(tempfile.gettempdir()) / "runplane-engine-users"
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    status = directory.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid() or status.st_mode & 0o077:
+        raise RuntimeError(f"{directory} is not a private directory of this user's")
+    return directory
+
+
+def _hold_engine_uid(uid: int) -> int | None:
+    """A descriptor holding ``uid`` for this process's sandbox, or None if another
+    process holds it."""
+    descriptor = os.open(
+        _engine_uid_locks() / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return None
+    return descriptor
 
 
 def kill_user_processes(uid: int) -> None:

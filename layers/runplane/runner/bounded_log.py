@@ -1,7 +1,8 @@
 """The bounded, redacting engine log: what the runner keeps and ships of an engine's output.
 
-What is redacted of each secret (the run's variable values and the session's own
-credentials; :mod:`runplane.runner.redaction` lists the spellings):
+What is redacted of each secret (the run's sensitive variable values and the session's
+own credentials; :mod:`runplane.runner.redaction` lists the spellings; the run's other
+variable values are redacted only as written, the first item below):
 
 - Every non-empty secret, whatever its length, as written: its UTF-8 bytes raw; escaped
   inside a JSON string (ASCII-only, UTF-8, and Go's HTML-safe variant of
@@ -156,7 +157,12 @@ class BoundedLog:
         cap_bytes: int = DEFAULT_LOG_CAP,
         secrets: Iterable[str] = (),
         sink: Callable[[builtins.bytes], None] | None = None,
+        *,
+        values: Iterable[str] = (),
     ) -> None:
+        """``secrets`` are redacted in every spelling listed above; ``values`` (a run's
+        variables that are not sensitive) only as written, so what a configuration
+        derives from one (an upper-cased region) still shows."""
         if cap_bytes < 2:
             raise ValueError("a BoundedLog needs a cap of at least 2 bytes")
         self.cap_bytes = cap_bytes
@@ -167,8 +173,8 @@ class BoundedLog:
         self._total = 0
         exact: set[builtins.bytes] = set()
         folded: set[builtins.bytes] = set()
-        for secret in secrets:
-            spellings = secret_needles(secret)
+        for secret, transformed in [*((s, True) for s in secrets), *((v, False) for v in values)]:
+            spellings = secret_needles(secret, transformed=transformed)
             exact |= spellings.exact
             folded |= spellings.folded
         self._needles = Needles(exact, folded)

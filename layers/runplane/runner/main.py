@@ -328,7 +328,11 @@ class Runner:
                 isinstance(v, str) for v in variables.values()
             ):
                 raise Refused("the run's variables are not a JSON object of strings")
-            self.log = self._new_log(list(variables.values()))
+            sensitive = set(self.manifest.get("sensitive_variables") or [])
+            self.log = self._new_log(
+                [v for k, v in variables.items() if k in sensitive],
+                plain=[v for k, v in variables.items() if k not in sensitive],
+            )
             self.variables = variables
         if extracted.skipped:
             # The engine's working directory and implied plugin mirror: a provider
@@ -492,18 +496,19 @@ class Runner:
         self.confinement.hand_over(path)
         return path
 
-    def _new_log(self, values: list[str]) -> BoundedLog:
+    def _new_log(self, values: list[str], plain: list[str] | None = None) -> BoundedLog:
         """A log redacting ``values`` and the session's own secrets (its token, the
-        bootstrap handle, the relay's secret, the grants' URLs, data keys and tickets):
-        it replaces the current one before anything was written to it, so the live
-        stream and the final log stay one text."""
+        bootstrap handle, the relay's secret, the grants' URLs, data keys and tickets)
+        in every spelling, and ``plain`` values (variables not sensitive) as written: it
+        replaces the current one before anything was written to it, so the live stream
+        and the final log stay one text."""
         own = [
             self.api.token or "",
             self.env["RUNPLANE_BOOTSTRAP"],
             self.relay_secret,
             *self.grants.secrets(),
         ]
-        return BoundedLog(secrets=[*values, *own], sink=self.shipper.feed)
+        return BoundedLog(secrets=[*values, *own], sink=self.shipper.feed, values=plain or [])
 
     def _send_chunk(self, sequence: int, offset: int, data: bytes) -> None:
         body = {"sequence": sequence, "offset": offset, "data": base64.b64encode(data).decode()}

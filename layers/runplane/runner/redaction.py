@@ -69,18 +69,20 @@ def fold(text: bytes) -> bytes:
     return text.translate(_FOLD)
 
 
-def secret_needles(secret: str) -> SecretNeedles:
-    """The byte strings under which ``secret`` is redacted (none for an empty one)."""
+def secret_needles(secret: str, *, transformed: bool = True) -> SecretNeedles:
+    """The byte strings under which ``secret`` is redacted (none for an empty one).
+    Without ``transformed``, only as written (raw, escaped, and its lines): a value
+    that is not a secret, whose derived forms a reader needs to see."""
     needles = SecretNeedles()
     if not secret:
         return needles
-    transformed = len(secret) >= MIN_TRANSFORMED_SECRET
+    transformed = transformed and len(secret) >= MIN_TRANSFORMED_SECRET
     spellings = needles.folded if transformed else needles.exact
     spellings.update(_encoded(_escapings(secret)))
     for line in _lines(secret):
-        (needles.folded if len(line) >= MIN_TRANSFORMED_SECRET else needles.exact).add(
-            line.encode("utf-8")
-        )
+        (
+            needles.folded if transformed and len(line) >= MIN_TRANSFORMED_SECRET else needles.exact
+        ).add(line.encode("utf-8"))
     if transformed:
         # Folding covers ASCII letters; upper() and lower() the others.
         for text in (secret, secret[::-1]):
