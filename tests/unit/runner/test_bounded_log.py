@@ -341,3 +341,16 @@ def test_no_spelling_of_a_secret_survives_whatever_its_characters(
 
     # Then the marker replaced it
     assert text == f"\x00{MARK}\x00"
+
+
+def test_a_value_that_is_not_secret_is_redacted_as_written_and_its_derived_forms_show() -> None:
+    # Given a log redacting a sensitive value, and a region that is not sensitive
+    log = BoundedLog(secrets=["Tr0ub4dor-horse"], values=["eu-west-3"])
+    # When the engine prints each as written and transformed
+    log.write('region = "eu-west-3"; shout = "EU-WEST-3!"; token = "TR0UB4DOR-HORSE"\n')
+    log.close()
+    # Then the region is hidden only as written, the secret in every spelling
+    text = log.text()
+    assert "eu-west-3" not in text
+    assert 'shout = "EU-WEST-3!"' in text
+    assert "TR0UB4DOR-HORSE" not in text
