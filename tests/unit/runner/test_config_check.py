@@ -10,21 +10,13 @@ import pytest
 from runplane.runner.config_check import check_root_module
 from runplane.runner.engine_config import BACKEND_OVERRIDE_NAME
 from runplane.runner.refusal import Refused
+from tests.unit.runner.configurations import write_configuration
 
 PLAIN = 'output "a" {\n  value = 1\n}\n'
 
 
 def module(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
-    root = tmp_path / "config"
-    root.mkdir(parents=True)
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+    return write_configuration(tmp_path, files)
 
 
 def refusal(tmp_path: Path, files: dict[str, str | bytes]) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from runplane.runner.config_check import check_module_sources, check_root_module
 from runplane.runner.refusal import Refused
+from tests.unit.runner.configurations import write_configuration
 
 PLAIN = 'output "a" {\n  value = 1\n}\n'
 LEAVES = "resolves outside the configuration directory"
@@ -22,16 +23,7 @@ def module_call(source: str, name: str = "m") -> str:
 
 
 def configuration(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
-    root = tmp_path / "config"
-    root.mkdir(parents=True)
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+    return write_configuration(tmp_path, files)
 
 
 def refusal(tmp_path: Path, files: dict[str, str | bytes]) -> str:

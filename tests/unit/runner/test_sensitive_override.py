@@ -18,19 +18,11 @@ from runplane.runner.sensitive_override import (
     declared_variables,
     write_sensitive_override,
 )
+from tests.unit.runner.configurations import write_configuration
 
 
 def module(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
-    root = tmp_path / "config"
-    root.mkdir(parents=True)
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+    return write_configuration(tmp_path, files)
 
 
 def marked(path: Path | None) -> list[str]:
