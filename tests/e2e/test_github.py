@@ -49,22 +49,30 @@ def post_webhook(
     key = (secret or local.stack.github.webhook_secret).encode()
     signature = "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
     delivery = delivery or str(uuid.uuid4())
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery}
+    status, answer = post_delivery(local, body, {**headers, "X-Hub-Signature-256": signature})
+    return status, answer, delivery
+
+
+def signature_of(local: Local, body: bytes) -> str:
+    assert local.stack.github is not None
+    key = local.stack.github.webhook_secret.encode()
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def post_delivery(local: Local, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+    """POST exactly these headers (and a JSON content type) to the webhook."""
     request = urllib.request.Request(  # noqa: S310 - the loopback stack
         f"{local.url}/webhooks/github",
         data=body,
         method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": event,
-            "X-GitHub-Delivery": delivery,
-            "X-Hub-Signature-256": signature,
-        },
+        headers={"Content-Type": "application/json", **headers},
     )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
-            return response.status, json.loads(response.read()), delivery
+            return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read()), delivery
+        return error.code, json.loads(error.read())
 
 
 def push(repository: str, sha: str, branch: str = "main", age: timedelta = timedelta()) -> Any:
@@ -303,6 +311,32 @@ def test_refused_deliveries_write_nothing(local: Local) -> None:
     status, body, _ = post_webhook(local, "issues", {"action": "closed"}, delivery=delivery)
     assert (status, body["code"]) == (409, "WEBHOOK_REPLAY_REFUSED")
     assert len(webhook_footprint(local, ws)) == after == before + 1
+
+
+def test_the_signature_is_checked_before_anything_else_about_the_headers(local: Local) -> None:
+    body = json.dumps({"zen": "Design for failure."}).encode()
+    delivery = {"X-GitHub-Delivery": str(uuid.uuid4())}
+    wrong = {"X-Hub-Signature-256": "sha256=" + "0" * 64}
+    signed = {"X-Hub-Signature-256": signature_of(local, body)}
+    refused = (401, "WEBHOOK_SIGNATURE_INVALID")
+    # Unsigned or badly signed: the signature refusal, whatever else is missing or wrong
+    for headers in (
+        {},
+        delivery,
+        wrong,
+        {**delivery, **wrong},
+        {**delivery, **wrong, "X-GitHub-Event": "e" * 500},
+        {"X-GitHub-Event": "ping", "X-Hub-Signature-256": "x" * 500},
+    ):
+        status, answer = post_delivery(local, body, headers)
+        assert (status, answer["code"]) == refused, headers
+    # Correctly signed: only now is the missing event header named
+    status, answer = post_delivery(local, body, {**delivery, **signed})
+    assert (status, answer["code"]) == (422, "INVALID_INPUT")
+    assert "X-GitHub-Event" in answer["message"]
+    status, answer = post_delivery(local, body, {"X-GitHub-Event": "ping", **signed})
+    assert (status, answer["code"]) == (422, "INVALID_INPUT")
+    assert "X-GitHub-Delivery" in answer["message"]
 
 
 def test_bindings_are_validated_and_scoped_to_their_organization(local: Local) -> None:

@@ -30,6 +30,10 @@ from schemathesis.specs.openapi.checks import (
 from tests.e2e.conftest import Local, unique
 
 EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 6}
+UNCONSTRAINED = frozenset({"/webhooks/github"})
+"""Routes whose document constrains nothing a request could break: the webhook checks
+its signature before its headers, so it declares them without constraints (no
+request breaks its document; its refusals are fuzzed with valid-shaped requests)."""
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -135,6 +139,8 @@ def test_fuzzed_requests_get_only_documented_answers(local: Local, platform_cont
         if isinstance(result, Err):
             raise result.err()
         for mode, examples in EXAMPLES_PER_OPERATION.items():
+            if mode is GenerationMode.NEGATIVE and result.ok().path in UNCONSTRAINED:
+                continue
             _fuzz(result.ok(), mode, examples, send, failures)
 
     # Then no response was a server error or disagreed with the document
