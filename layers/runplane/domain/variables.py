@@ -9,6 +9,7 @@ underscores and hyphens); the engine also reserves some names for module blocks.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +45,24 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+ALLOWED_CONTROLS: Final = frozenset("\t\n")
+"""The only control characters a value may hold: a multi-line value needs them. Others
+(NUL truncates a C string; carriage return and escapes rewrite what a reader of a log or
+a terminal sees) have no place in a Terraform string variable, so they are refused."""
+
+
+def value_problem(name: str, value: str) -> str | None:
+    """Why ``value`` cannot be variable ``name``'s value, or None if it can. The message
+    names the character, never the value (it may be a secret)."""
+    for character in value:
+        if unicodedata.category(character) == "Cc" and character not in ALLOWED_CONTROLS:
+            return (
+                f"variable {name!r} has a control character (U+{ord(character):04X}) in its "
+                "value; only tab and newline are allowed"
+            )
+    return None
+
+
 def pointer(name: str) -> str:
     """The JSON pointer to the variable ``name`` in a run-creation request."""
     return "/variables/" + name.replace("~", "~0").replace("/", "~1")
@@ -66,6 +85,9 @@ def check_variables(variables: Mapping[str, object]) -> None:
             raise InvalidInput(problem, pointer(name))
         if not isinstance(value, str):
             raise InvalidInput(f"variable {name!r} must have a string value", pointer(name))
+        problem = value_problem(name, value)
+        if problem is not None:
+            raise InvalidInput(problem, pointer(name))
         size = len(value.encode("utf-8"))
         if size > MAX_VARIABLE_BYTES:
             raise VariablesTooLarge(
@@ -129,6 +151,9 @@ def check_workspace_variable(name: str, value: object, description: str | None) 
         raise InvalidInput(problem, "/name")
     if not isinstance(value, str):
         raise InvalidInput(f"variable {name!r} must have a string value", "/value")
+    problem = value_problem(name, value)
+    if problem is not None:
+        raise InvalidInput(problem, "/value")
     if description is not None and len(description) > MAX_DESCRIPTION:
         raise InvalidInput(
             f"a description has at most {MAX_DESCRIPTION} characters", "/description"

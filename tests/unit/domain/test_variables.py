@@ -72,6 +72,34 @@ def test_values_must_be_strings_and_the_count_is_capped() -> None:
     assert refused.value.pointer == "/variables"
 
 
+@pytest.mark.parametrize("control", ["\x00", "\r", "\x1b", "\x7f", "\x85", "\x08"])
+def test_values_with_control_characters_other_than_tab_and_newline_are_refused(
+    control: str,
+) -> None:
+    # Given a value with a control character a Terraform string variable has no use for
+    value = f"secret{control}value"
+
+    # When it is a run variable or a workspace variable, it is refused with a pointer to it
+    with pytest.raises(InvalidInput) as run_refused:
+        check_variables({"fine": "1", "token": value})
+    with pytest.raises(InvalidInput) as workspace_refused:
+        check_workspace_variable("token", value, None)
+
+    # Then the refusal names the character, never the value
+    assert run_refused.value.pointer == pointer("token")
+    assert workspace_refused.value.pointer == "/value"
+    for refused in (run_refused, workspace_refused):
+        assert f"U+{ord(control):04X}" in refused.value.message
+        assert "secret" not in refused.value.message
+        assert refused.value.http_status == 422
+
+
+def test_tab_newline_and_other_text_are_allowed_in_values() -> None:
+    value = "line one\n\tindented line two\nélan ✓ \u200b"
+    check_variables({"multi": value})
+    assert check_workspace_variable("multi", value, None) == len(value.encode())
+
+
 def test_the_runs_own_variables_win_over_the_workspaces_and_each_names_its_source() -> None:
     # Given workspace variables and a run's own, sharing one name
     workspace = {"region": "eu-west-1", "token": "t"}
