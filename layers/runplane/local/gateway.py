@@ -10,8 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
+import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,11 +27,26 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_PAYLOAD = 10 * 1024 * 1024
 STAGE = "local"
 _API_ARN = "arn:aws:execute-api:us-east-1:000000000000:runplane"
+# Methods passed on to the handlers (HEAD as a GET without its body); OPTIONS is
+# answered by the gateway (the API routes no OPTIONS: no CORS), anything else is 405.
+_PASSED_ON = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+ALLOWED_METHODS = (*_PASSED_ON, "OPTIONS")
+_ALLOW = ", ".join(ALLOWED_METHODS)
+_DIGITS = re.compile(r"[0-9]+")
+# After refusing a request whose body it will not read, the gateway reads (and drops)
+# what the client is still sending for at most this long and this much before it
+# closes: closing with unread bytes resets the connection, and the client could lose
+# the refusal.
+_LINGER_SECONDS = 1.0
+_LINGER_BYTES = 1024 * 1024
 logger = logging.getLogger(__name__)
 
 
-def _gateway_error(status: int, title: str, detail: str) -> dict[str, Any]:
-    body = {"errors": [{"status": str(status), "title": title, "detail": detail}]}
+def _gateway_error(status: int, title: str, detail: str, code: str | None = None) -> dict[str, Any]:
+    error = {"status": str(status), "title": title, "detail": detail}
+    if code is not None:
+        error["code"] = code
+    body = {"errors": [error]}
     return {
         "statusCode": status,
         "headers": {"Content-Type": "application/vnd.api+json", "TFP-API-Version": "2.5"},
@@ -133,33 +151,115 @@ class _RequestHandler(BaseHTTPRequestHandler):
     # waits for the client's delayed ACK of the headers (about 40 ms a response).
     disable_nagle_algorithm = True
 
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.command in _PASSED_ON or self.command == "OPTIONS":
+            return True
+        # Any other method (TRACE, PROPFIND, CONNECT, unknown ones) is answered here,
+        # rather than with the 501 the base class gives a method without ``do_``.
+        self._serve()
+        self.wfile.flush()
+        return False
+
+    def handle_expect_100(self) -> bool:
+        # A request about to be refused must not be invited to send its body.
+        if self._refusal() is not None:
+            return True
+        return super().handle_expect_100()
+
+    def _body_length(self) -> int | dict[str, Any]:
+        """The body's length from Content-Length, or the refusal for a body whose end
+        cannot be known for sure; after a refusal the connection is closed.
+
+        Transfer-Encoding (chunked) is refused with 411, not decoded: a body read with
+        the wrong framing leaves bytes that would be taken for the next request on a
+        kept-alive connection (request smuggling). With Content-Length as well, the
+        request is ambiguous (RFC 9112, 6.3): 400.
+        """
+        if "Transfer-Encoding" in self.headers:
+            if "Content-Length" in self.headers:
+                return _gateway_error(
+                    400,
+                    "bad request",
+                    "a request may not carry both Transfer-Encoding and Content-Length",
+                    code="AMBIGUOUS_LENGTH",
+                )
+            return _gateway_error(
+                411,
+                "length required",
+                "send the request body with a Content-Length; Transfer-Encoding "
+                "(chunked) is not accepted",
+                code="LENGTH_REQUIRED",
+            )
+        values = {value.strip() for value in self.headers.get_all("Content-Length") or []}
+        if not values:
+            return 0
+        value = values.pop()
+        # One value (repeated identically at most), digits only: int() would also take
+        # "+5", " 5" or "1_0".
+        if values or not _DIGITS.fullmatch(value):
+            return _gateway_error(400, "bad request", "the Content-Length header is invalid")
+        return int(value)
+
+    def _refusal(self) -> tuple[dict[str, Any], bool] | None:
+        """The answer to a request refused before its body is read, if it is, and
+        whether the connection must then be closed (its body is left unread)."""
+        length = self._body_length()
+        if isinstance(length, dict):
+            return length, True
+        if self.command not in ALLOWED_METHODS:
+            response = _gateway_error(
+                405,
+                "method not allowed",
+                f"{self.command} is not served; the methods served are {_ALLOW}",
+                code="METHOD_NOT_ALLOWED",
+            )
+            response["headers"]["Allow"] = _ALLOW
+            return response, length > 0
+        return None
+
     def _serve(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
-            # Nothing can be read reliably after a bad length: answer and close.
-            self.close_connection = True
-            response = _gateway_error(400, "bad request", "the Content-Length header is invalid")
-        elif length > MAX_PAYLOAD:
-            self.rfile.read(length)
+        refusal = self._refusal()
+        if refusal is not None:
+            self._reply(*refusal)
+            return
+        length = self._body_length()
+        assert isinstance(length, int)
+        if length > MAX_PAYLOAD:
+            self._discard(length)
             response = _gateway_error(
                 413, "payload too large", "request bodies are limited to 10 MB"
             )
         else:
             body = self.rfile.read(length) if length else b""
-            headers = {key: value for key, value in self.headers.items()}
-            response = self.gateway.handle(
-                self.command, self.path, headers, body, self.client_address[0]
-            )
+            if self.command == "OPTIONS":
+                response = {"statusCode": 204, "headers": {"Allow": _ALLOW}}
+            else:
+                headers = {key: value for key, value in self.headers.items()}
+                # HEAD is a GET whose body is not sent.
+                method = "GET" if self.command == "HEAD" else self.command
+                response = self.gateway.handle(
+                    method, self.path, headers, body, self.client_address[0]
+                )
+        self._reply(response, close=False)
+
+    def _discard(self, length: int) -> None:
+        while length > 0:
+            read = self.rfile.read(min(length, 64 * 1024))
+            if not read:
+                break
+            length -= len(read)
+
+    def _reply(self, response: dict[str, Any], close: bool) -> None:
+        status = int(response["statusCode"])
         payload = response.get("body") or ""
         data = (
             base64.b64decode(payload)
             if response.get("isBase64Encoded")
             else payload.encode("utf-8")
         )
-        self.send_response(int(response["statusCode"]))
+        self.send_response(status)
         sent = set()
         for key, value in (response.get("headers") or {}).items():
             self.send_header(key, str(value))
@@ -168,11 +268,37 @@ class _RequestHandler(BaseHTTPRequestHandler):
             if key.lower() not in sent:
                 for value in values:
                     self.send_header(key, str(value))
-        self.send_header("Content-Length", str(len(data)))
+        if status != 204:
+            self.send_header("Content-Length", str(len(data)))
+        if close:
+            self.send_header("Connection", "close")  # also sets close_connection
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD" and status != 204:
+            self.wfile.write(data)
+        if close:
+            self._linger()
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+    def _linger(self) -> None:
+        """Closes the sending side, then drops what the client still sends (bounded)."""
+        self.wfile.flush()
+        self.close_connection = True
+        deadline = time.monotonic() + _LINGER_SECONDS
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            received = 0
+            while received < _LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.connection.settimeout(left)
+                chunk = self.connection.recv(64 * 1024)
+                if not chunk:
+                    break
+                received += len(chunk)
+        except OSError:
+            pass
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _serve
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s " + format, self.client_address[0], *args)
