@@ -115,8 +115,9 @@ STATUS_MEANINGS: dict[RunStatus, str] = {
         "Apply start could not be proven; writer authority is held until recovery"
     ),
     RunStatus.APPLY_INTERRUPTED: (
-        "A cancellation won the apply-result race; the sandbox was stopped and the "
-        "writer fence is held until recovery"
+        "The apply did not finish: a cancellation won the apply-result race (the sandbox "
+        "was stopped) or a signal killed the engine mid-apply; the writer fence is held "
+        "until recovery"
     ),
     RunStatus.NEEDS_RECOVERY: (
         "The apply started but its outcome is unknown; writer authority is held until recovery"

@@ -6,7 +6,8 @@ or a missing, mistyped or unknown field, is an ``InvalidInput`` whose pointer na
 it (HTTP 422, nothing written). Services take the typed report.
 
 The union is discriminated by ``outcome``: ``planned`` (plan phase), ``applied``
-(apply phase), and ``failed`` or ``credentials_required`` (either phase). Standard
+and ``interrupted`` (apply phase), and ``failed`` or ``credentials_required`` (either
+phase). Standard
 library only: the sandbox image has no SDK.
 """
 
@@ -95,15 +96,26 @@ class CredentialsRequired(Failed):
     OUTCOME: ClassVar[str] = "credentials_required"
 
 
-RunnerReport: TypeAlias = Planned | Applied | Failed | CredentialsRequired
+@dataclass(frozen=True, kw_only=True)
+class Interrupted(Failed):
+    """The apply's engine was ended by a signal before it finished: what it changed is
+    unknown (the state may be partly applied), so the outcome is uncertain, not failed.
+    ``reason`` names the signal."""
+
+    OUTCOME: ClassVar[str] = "interrupted"
+
+
+RunnerReport: TypeAlias = Planned | Applied | Failed | CredentialsRequired | Interrupted
 
 _VARIANTS: Final[dict[str, type[RunnerReport]]] = {
-    variant.OUTCOME: variant for variant in (Planned, Applied, Failed, CredentialsRequired)
+    variant.OUTCOME: variant
+    for variant in (Planned, Applied, Failed, CredentialsRequired, Interrupted)
 }
-# What each phase may report: a plan session cannot report an apply, nor the reverse.
+# What each phase may report: a plan session cannot report an apply, nor the reverse
+# (a plan changes nothing, so an interrupted plan is simply failed).
 _BY_PHASE: Final = {
     Phase.PLAN: frozenset({"planned", "failed", "credentials_required"}),
-    Phase.APPLY: frozenset({"applied", "failed", "credentials_required"}),
+    Phase.APPLY: frozenset({"applied", "failed", "credentials_required", "interrupted"}),
 }
 
 
@@ -291,8 +303,8 @@ def from_wire(body: object) -> RunnerReport:
             log_artifact_id=fields.required_text("log_artifact_id"), engine_seconds=seconds
         )
     else:
-        failure = CredentialsRequired if variant is CredentialsRequired else Failed
-        report = failure(
+        assert issubclass(variant, Failed)  # the rest of the union: a failure of one kind
+        report = variant(
             reason=fields.required_text("reason", limit=MAX_REASON),
             log_artifact_id=fields.text("log_artifact_id", required=False),
             engine_seconds=seconds,
@@ -384,6 +396,7 @@ def wire_schema() -> dict[str, Any]:
         },
         Failed.OUTCOME: failure,
         CredentialsRequired.OUTCOME: failure,
+        Interrupted.OUTCOME: failure,
     }
     return {
         "oneOf": [

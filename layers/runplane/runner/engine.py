@@ -90,6 +90,11 @@ def resolve_engine(pinned: str | os.PathLike[str] | None, environ: Mapping[str, 
 # --------------------------------------------------------------------------- engine
 
 
+# How a wrapper (bubblewrap, a shell) reports a child a signal ended: 128 + its number.
+_WRAPPED_SIGNAL_BASE: Final = 128
+_LAST_SIGNAL: Final = 64  # SIGRTMAX on Linux
+
+
 @dataclass(frozen=True)
 class EngineResult:
     """How one engine command ended."""
@@ -106,6 +111,17 @@ class EngineResult:
     def succeeded(self) -> bool:
         """Exit 0, or exit 2 of a ``plan`` (changes present)."""
         return self.exit_code == 0 or self.has_changes is True
+
+    @property
+    def ended_by_signal(self) -> int | None:
+        """The signal that ended the engine, if one did: a negative exit status when it
+        ran directly, or 128 + the signal when bubblewrap reports its child's end (the
+        engine itself only ever exits 0, 1 or 2)."""
+        if self.exit_code < 0:
+            return -self.exit_code
+        if _WRAPPED_SIGNAL_BASE < self.exit_code <= _WRAPPED_SIGNAL_BASE + _LAST_SIGNAL:
+            return self.exit_code - _WRAPPED_SIGNAL_BASE
+        return None
 
 
 class _Capture:

@@ -43,6 +43,7 @@ from runplane.domain.runner_reports import (
     Applied,
     CredentialsRequired,
     Failed,
+    Interrupted,
     Planned,
     RunnerReport,
 )
@@ -483,9 +484,28 @@ class Runner:
         self.engine_seconds += time.perf_counter() - started
         if applied is None:
             return self._failed("engine init failed")
+        killed_by = applied.ended_by_signal
+        if killed_by is not None:
+            return self._interrupted(killed_by)
         if not applied.succeeded:
             return self._failed("engine apply failed")
         return Applied(log_artifact_id=self._upload_log())
+
+    def _interrupted(self, signum: int) -> Interrupted:
+        """A signal ended the engine mid-apply, before its own last word: what it changed
+        is unknown, so the log and the report say so (an uncertain outcome, not a failure)
+        and name the signal."""
+        reason = (
+            f"the engine was killed by signal {signum} ({_signal_name(signum)}) during apply; "
+            "the state may be partly applied"
+        )
+        self.log.write(f"\n[runner] {reason}\n")
+        log_artifact_id = None
+        try:
+            log_artifact_id = self._upload_log()
+        except Exception as error:  # reported without its log
+            print(f"runner: the log could not be uploaded ({type(error).__name__})")
+        return Interrupted(reason=reason, log_artifact_id=log_artifact_id)
 
     def _give_engine(self, name: str, data: bytes) -> Path:
         """Write ``data`` as a new file of the engine's directory, the engine's to read."""
@@ -696,6 +716,13 @@ class Grants:
 
     def secrets(self) -> list[str]:
         return list(self._secrets)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # a real-time signal has no name of its own
+        return "an unnamed signal"
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -44,6 +44,7 @@ from runplane.domain.report_evidence import apply_start_refusal, named_by, refus
 from runplane.domain.runner_reports import (
     CredentialsRequired,
     Failed,
+    Interrupted,
     Planned,
     RunnerReport,
     check_phase,
@@ -364,7 +365,9 @@ class RunnerReports(WorkflowService):
         state must carry this run's exact attempt, sandbox, lock and fence.
         ``uploads``: as ``report_plan``'s. A log the attempt cannot vouch for is not
         recorded (the outcome is: what the apply did to state is what counts); the
-        attempt's ``log_refused`` and the run's status reason say why."""
+        attempt's ``log_refused`` and the run's status reason say why. An engine that
+        a signal ended (``Interrupted``) leaves the run ``apply_interrupted``, holding
+        the workspace for recovery."""
         check_phase(report, Phase.APPLY)
         run, parts, held = self._read_report(run_id, Phase.APPLY, ["apply"], report, uploads)
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
@@ -384,12 +387,17 @@ class RunnerReports(WorkflowService):
             target, reason = S.SUCCEEDED, None
         elif engine_ok:
             target, reason = S.NEEDS_RECOVERY, "the published state could not be confirmed"
+        elif isinstance(report, Interrupted):
+            # The engine stopped mid-apply: whatever it published, the state may be
+            # partly applied, so the run keeps the workspace for recovery.
+            target, reason = S.APPLY_INTERRUPTED, report.reason[:200]
         else:
             assert isinstance(report, Failed)  # check_phase: an apply reports no plan
             target, reason = S.APPLY_FAILED, report.reason[:200]
         apply_state = {
             S.SUCCEEDED: ApplyRecordState.SUCCEEDED,
             S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
+            S.APPLY_INTERRUPTED: ApplyRecordState.UNCERTAIN,
         }.get(target, ApplyRecordState.FAILED)
         check_move(PartKind.APPLY_RECORD, ApplyRecordState.STARTED, apply_state)
         evidence = _attempt_evidence(report)

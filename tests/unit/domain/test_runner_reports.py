@@ -15,6 +15,7 @@ from runplane.domain.runner_reports import (
     Applied,
     CredentialsRequired,
     Failed,
+    Interrupted,
     Planned,
     RunnerReport,
     check_phase,
@@ -48,6 +49,12 @@ VARIANTS: list[RunnerReport] = [
     Failed(reason="engine plan failed:\nError: boom", log_artifact_id="art-log"),
     Failed(reason="the runner failed (OSError); see the run's log"),
     CredentialsRequired(reason="engine plan failed", log_artifact_id="art-log", engine_seconds=1),
+    Interrupted(
+        reason="the engine was killed by signal 9 (SIGKILL) during apply",
+        log_artifact_id="art-log",
+        engine_seconds=3.5,
+    ),
+    Interrupted(reason="the engine was killed by signal 15 (SIGTERM) during apply"),
 ]
 
 
@@ -118,6 +125,7 @@ MALFORMED: list[tuple[str, object, str]] = [
     ("empty reason", {"outcome": "failed", "reason": ""}, "/reason"),
     ("reason too long", {"outcome": "failed", "reason": "x" * 2001}, "/reason"),
     ("reason not a string", {"outcome": "credentials_required", "reason": 7}, "/reason"),
+    ("interruption without reason", {"outcome": "interrupted"}, "/reason"),
     ("applied without log", {"outcome": "applied"}, "/log_artifact_id"),
     ("negative seconds", {**APPLIED, "engine_seconds": -1}, "/engine_seconds"),
     ("seconds as text", {**APPLIED, "engine_seconds": "2"}, "/engine_seconds"),
@@ -174,8 +182,12 @@ def test_a_malformed_report_is_refused_with_a_pointer(body: object, pointer: str
 
 @pytest.mark.parametrize(
     ("report", "phase"),
-    [(PLANNED, Phase.APPLY), (Applied(log_artifact_id="l"), Phase.PLAN)],
-    ids=["planned-by-apply", "applied-by-plan"],
+    [
+        (PLANNED, Phase.APPLY),
+        (Applied(log_artifact_id="l"), Phase.PLAN),
+        (Interrupted(reason="killed"), Phase.PLAN),
+    ],
+    ids=["planned-by-apply", "applied-by-plan", "interrupted-by-plan"],
 )
 def test_a_session_reports_only_its_own_phase(report: RunnerReport, phase: Phase) -> None:
     # Given a report of the other phase's success
@@ -192,3 +204,16 @@ def test_either_phase_may_fail(phase: Phase) -> None:
     # Given failures of both kinds, Then either phase may report them
     check_phase(Failed(reason="x"), phase)
     check_phase(CredentialsRequired(reason="x"), phase)
+
+
+def test_an_interrupted_apply_has_its_own_outcome_on_the_wire() -> None:
+    # Given an apply whose engine a signal ended
+    report = Interrupted(reason="the engine was killed by signal 9 (SIGKILL) during apply")
+
+    # When it is written, Then it is not a plain failure: its outcome says interrupted
+    assert report.to_wire() == {
+        "outcome": "interrupted",
+        "reason": "the engine was killed by signal 9 (SIGKILL) during apply",
+    }
+    # And only an apply session may report it
+    check_phase(report, Phase.APPLY)
