@@ -65,7 +65,7 @@ from runplane.runner.engine_config import (
     write_backend_override,
     write_cli_config,
 )
-from runplane.runner.engine_errors import EngineError
+from runplane.runner.engine_errors import EngineError, EngineTimeout
 from runplane.runner.logship import LogShipper, SendFailed
 from runplane.runner.plan_file import PlanFileError, PlanMismatch, check_plan_json
 from runplane.runner.refusal import Refused, shown
@@ -480,7 +480,15 @@ class Runner:
         saved = self._give_engine("plan.bin", plan_bytes)
         started = time.perf_counter()
         init = engine.init(backend_config=backend_config)
-        applied = engine.apply(saved) if init.succeeded else None
+        try:
+            applied = engine.apply(saved) if init.succeeded else None
+        except EngineTimeout:
+            # Stopped at its time limit mid-apply: as uncertain as a kill.
+            self.engine_seconds += time.perf_counter() - started
+            return self._interrupted_because(
+                "the engine was stopped at its time limit during apply; "
+                "the state may be partly applied"
+            )
         self.engine_seconds += time.perf_counter() - started
         if applied is None:
             return self._failed("engine init failed")
@@ -495,10 +503,12 @@ class Runner:
         """A signal ended the engine mid-apply, before its own last word: what it changed
         is unknown, so the log and the report say so (an uncertain outcome, not a failure)
         and name the signal."""
-        reason = (
+        return self._interrupted_because(
             f"the engine was killed by signal {signum} ({_signal_name(signum)}) during apply; "
             "the state may be partly applied"
         )
+
+    def _interrupted_because(self, reason: str) -> Interrupted:
         self.log.write(f"\n[runner] {reason}\n")
         log_artifact_id = None
         try:
