@@ -71,9 +71,10 @@ ROUTERS: dict[str, tuple[str, ...]] = {
 
 def build_app(groups: Sequence[str] | None = None) -> IsolatedRestResolver:
     """The Cloud API with the named Routers only (None: every Router)."""
-    from functions.cloud_api.request import register_errors
+    from functions.cloud_api.request import register_errors, require_json_bodies
 
     app = IsolatedRestResolver()
+    app.use(middlewares=[require_json_bodies])
     for name in ROUTERS if groups is None else groups:
         app.include_router(importlib.import_module(f"functions.cloud_api.{name}").router)
     register_errors(app)

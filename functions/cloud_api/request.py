@@ -6,9 +6,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from pydantic import BaseModel, ValidationError
 
 from functions.bodies import parse_json
@@ -89,6 +90,36 @@ def paged(everything: list[Any], render: Callable[[Any], Any]) -> Reply:
 
 def org_name_of(org_id: str) -> str:
     return services().workspaces.organization_name(org_id)
+
+
+JSON_MEDIA_TYPES: Final = frozenset({jsonapi.JSONAPI, "application/json"})
+"""What a body sent to the Cloud API may be labelled: JSON:API's own media type (what
+go-tfe, hence Terraform's remote backend, sends) or plain JSON (what pytfe and other
+clients send); parameters such as ``charset`` are allowed."""
+RAW_UPLOAD_PATHS: Final = ("/_archivist/", "/_configuration/")
+"""Uploads of bytes as they are (a state file, a configuration tarball), not documents."""
+
+
+def media_type_problem(path: str, content_type: str, has_body: bool) -> str | None:
+    """Why a request's body cannot be read as JSON, or None if it can (or has none)."""
+    if not has_body or path.startswith(RAW_UPLOAD_PATHS):
+        return None
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type in JSON_MEDIA_TYPES:
+        return None
+    shown = media_type[:100] or "none"
+    return f"a request body must be {jsonapi.JSONAPI} or application/json, not {shown}"
+
+
+def require_json_bodies(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Reply:
+    """Refuse (415) a body labelled as something other than JSON before any route reads
+    it, so a form or text body is never parsed as if it were a document."""
+    event = app.current_event
+    content_type = event.headers.get("Content-Type") or ""
+    problem = media_type_problem(event.path, content_type, bool(event.body))
+    if problem is not None:
+        return json_reply(415, jsonapi.error(415, "unsupported media type", problem))
+    return next_middleware(app)
 
 
 def register_errors(app: APIGatewayRestResolver) -> None:

@@ -1275,3 +1275,51 @@ def test_sensitive_output_values_are_withheld_from_the_outputs_endpoint(local: L
     }
     assert values == {"password": (None, True), "region": ("eu-west-1", False)}
     assert "hunter2" not in outputs.text
+
+
+# -- media types ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml", None]
+)
+def test_a_body_that_is_not_labelled_json_is_415_and_changes_nothing(
+    local: Local, content_type: str | None
+) -> None:
+    # Given a fresh workspace
+    ws_id = create_workspace(local, "http-media")
+    body = json.dumps({"data": {"type": "", "attributes": {"reason": "plain"}}}).encode()
+    headers = {"Content-Type": content_type} if content_type else {}
+
+    # When it is locked with a body labelled as something other than JSON
+    refused = call(
+        local, "POST", f"/api/v2/workspaces/{ws_id}/actions/lock", data=body, headers=headers
+    )
+
+    # Then it is a JSON:API 415 naming the media types taken, and the lock was not taken
+    error = assert_error(refused, 415, detail=JSONAPI)
+    assert error["title"] == "unsupported media type"
+    assert "application/json" in error["detail"]
+    assert workspace(local, ws_id)["attributes"]["locked"] is False
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [JSONAPI, "application/json", f"{JSONAPI}; charset=utf-8", "Application/JSON;charset=UTF-8"],
+)
+def test_json_bodies_are_taken_with_either_media_type_and_parameters(
+    local: Local, content_type: str
+) -> None:
+    ws_id = create_workspace(local, "http-media-ok")
+    body = json.dumps({"data": {"type": "", "attributes": {"reason": "json"}}}).encode()
+
+    taken = call(
+        local,
+        "POST",
+        f"/api/v2/workspaces/{ws_id}/actions/lock",
+        data=body,
+        headers={"Content-Type": content_type},
+    )
+
+    assert taken.status_code == 200, taken.text
+    assert workspace(local, ws_id)["attributes"]["locked"] is True
