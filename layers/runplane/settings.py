@@ -89,6 +89,12 @@ class Settings(BaseModel):
     # queue (the embedded stack). http destinations only where nothing leaves the host.
     event_queue_url: str | None = None
     notification_allow_http: bool = False
+    # Destinations on loopback: only an embedded stack under test (its receivers are
+    # local). Every other private, link-local or reserved address is always refused.
+    notification_allow_loopback: bool = False
+    # Ports no destination may name, whatever its host: the embedded stack's gateway
+    # and moto (a test delivery to moto's reset endpoint would wipe every organization).
+    notification_refused_ports: tuple[int, ...] = ()
     notification_retry_base_seconds: int = Field(default=30, ge=1, le=900)
     approval_expiring_lead_seconds: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
     # An embedded stack whose sandboxes are not isolated from each other serves one

@@ -436,6 +436,7 @@ class Services:
 
     @cached_property
     def notifications(self) -> Notifications:
+        from runplane.domain.notifications import AddressPolicy
         from runplane.services.notifications import Notifications
 
         settings = self.settings
@@ -448,6 +449,10 @@ class Services:
             allow_http=settings.notification_allow_http,
             retry_base_seconds=settings.notification_retry_base_seconds,
             control_plane_url=settings.control_plane_url,
+            address_policy=AddressPolicy(
+                allow_loopback=settings.notification_allow_loopback,
+                refused_ports=frozenset(settings.notification_refused_ports),
+            ),
         )
 
     @cached_property

@@ -99,6 +99,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
             github_api_url=github.url,
             # Notification retries back off from 1 s (30 s in a default stack).
             notification_retry_base_seconds=1,
+            # The tests' webhook receivers listen on 127.0.0.1.
+            notification_allow_loopback=True,
         )
         assert stack.github is not None
         github.trust(stack.github.app_id, stack.github.public_key_pem)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -292,6 +293,7 @@ def test_deliveries_are_signed_retried_with_backoff_and_recorded(
         stack.keys,
         queue,
         allow_http=True,
+        address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=5,
         control_plane_url="http://127.0.0.1:1",
     )
@@ -345,6 +347,7 @@ def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena
         stack.keys,
         queue,
         allow_http=True,
+        address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
     )
@@ -379,7 +382,12 @@ def test_an_attempt_abandoned_by_a_stopped_worker_is_reclaimed_after_its_lease(
     queue = ListQueue()
     receiver = Receiver([])
     try:
-        settings = dict(allow_http=True, retry_base_seconds=5, control_plane_url="http://x")
+        settings = dict(
+            allow_http=True,
+            retry_base_seconds=5,
+            control_plane_url="http://x",
+            address_policy=rules.AddressPolicy(allow_loopback=True),
+        )
         crashing = Notifications(
             stack.clock,
             stack.ids,
@@ -459,6 +467,50 @@ def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> Non
         assert refused.value.http_status == 422
         assert "pw" not in refused.value.message
     assert stack.scan() == snapshot
+
+
+def test_a_public_name_that_resolves_to_loopback_at_delivery_is_not_delivered(
+    arena: Arena, receiver: Receiver
+) -> None:
+    # Given a destination saved with a public-looking name (nothing internal to see on
+    # save) whose DNS answers 127.0.0.1 when delivering, where a receiver listens
+    stack = arena.stack
+    queue = ListQueue()
+    port = receiver.server.server_address[1]
+    notifications = Notifications(
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        stack.keys,
+        queue,
+        allow_http=True,
+        retry_base_seconds=1,
+        control_plane_url="http://127.0.0.1:1",
+        client=WebhookClient(resolver=lambda host, port: [ipaddress.ip_address("127.0.0.1")]),
+    )
+    a, run_id = created(arena, "a")
+    made = notifications.create(
+        arena.admin,
+        a,
+        name="rebound",
+        kind="webhook",
+        url=f"http://hooks.example.com:{port}/x",
+        events=["applied"],
+    )
+    # When its delivery is attempted to the end, and it is tested
+    notifications.on_event(applied_event(arena, a, run_id))
+    while queue.sent:
+        notifications.attempt(queue.sent.pop(0)[0])
+    tested = notifications.test(arena.admin, a, made.view["id"])
+    # Then nothing reached the receiver: every attempt was refused, and the test says
+    # only that it was not delivered
+    assert receiver.received == []
+    [delivery] = notifications.deliveries(arena.admin, a, made.view["id"])
+    assert delivery["status"] == "failed"
+    assert {(x["response_code"], x["error"]) for x in delivery["attempts"]} == {
+        (None, "destination address not allowed")
+    }
+    assert tested == {"destination_id": made.view["id"], "delivered": False}
 
 
 # -- long waits -------------------------------------------------------------------------

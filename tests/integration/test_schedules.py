@@ -313,6 +313,7 @@ def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
         stack.keys,
         queue,
         allow_http=True,
+        address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
     )

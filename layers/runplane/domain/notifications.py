@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -20,9 +22,11 @@ MAX_URL: Final = 2048
 MAX_DESTINATIONS: Final = 20
 # Delivery attempts per event and destination: the first and five retries.
 MAX_ATTEMPTS: Final = 6
-# How long a worker owns a claimed attempt: well past one POST's timeout (10 s). A
+# How long a worker owns a claimed attempt: well past one POST's total deadline. A
 # claim older than this was abandoned by a worker that stopped; it may be taken over.
 CLAIM_LEASE_SECONDS: Final = 60
+# One POST, name lookup to status line, ends by then whatever the endpoint does.
+DELIVERY_DEADLINE_SECONDS: Final = 15.0
 SIGNATURE_HEADER: Final = "X-Runplane-Signature"
 EVENT_HEADER: Final = "X-Runplane-Event"
 DELIVERY_HEADER: Final = "X-Runplane-Delivery"
@@ -31,6 +35,141 @@ DELIVERY_HEADER: Final = "X-Runplane-Delivery"
 class DestinationKind(StrEnum):
     WEBHOOK = "webhook"
     SLACK = "slack"
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class DestinationNotAllowed(InvalidInput):
+    """A destination on an internal address: the worker would carry requests into our
+    own network (metadata service, moto, the gateway) on a caller's behalf."""
+
+    code = "DESTINATION_NOT_ALLOWED"
+
+
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Which addresses deliveries may reach. Only public (``is_global``) ones, unless
+    loopback is allowed (the embedded stack under test, whose receivers are local);
+    ``refused_ports`` are never reached (the embedded stack's gateway and moto)."""
+
+    allow_loopback: bool = False
+    refused_ports: frozenset[int] = frozenset()
+
+    def allows(self, address: IPAddress, port: int) -> bool:
+        if port in self.refused_ports:
+            return False
+        address = _embedded_ipv4(address)
+        if self.allow_loopback and address.is_loopback:
+            return True
+        return address.is_global and not (
+            address.is_private
+            or address.is_loopback
+            or address.is_link_local
+            or address.is_multicast
+            or address.is_reserved
+            or address.is_unspecified
+        )
+
+    def allows_name(self, host: str) -> bool:
+        """A host name (not an address): ``localhost`` and ``*.localhost`` are loopback
+        whatever DNS says (RFC 6761); others are checked once resolved."""
+        return self.allow_loopback or not _is_localhost(host)
+
+
+def _is_localhost(host: str) -> bool:
+    name = host.lower().rstrip(".")
+    return name == "localhost" or name.endswith(".localhost")
+
+
+def _embedded_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one stands for (mapped, 6to4, Teredo, NAT64): it is the
+    one a packet ends up at, so it is the one checked."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """``host`` as an address if it spells one, in every form a resolver accepts:
+    dotted quad, IPv6 (with a zone), and the integer forms (``2130706433``,
+    ``0x7f.1``, ``0177.0.0.1``). A host whose last label is numeric but is no valid
+    address raises ``DestinationNotAllowed`` (resolvers disagree on what it means)."""
+    name = host.rstrip(".")
+    if ":" in name:
+        try:
+            return ipaddress.IPv6Address(name)
+        except ValueError:
+            raise DestinationNotAllowed(
+                "the destination host is not a valid address", "/url"
+            ) from None
+    labels = name.split(".")
+    if not _numeric_label(labels[-1]):
+        return None
+    numbers = [_label_value(label) for label in labels]
+    if len(labels) > 4 or any(n is None for n in numbers):
+        raise DestinationNotAllowed("the destination host is not a valid address", "/url")
+    return _inet_aton([n for n in numbers if n is not None])
+
+
+def _numeric_label(label: str) -> bool:
+    lowered = label.lower()
+    return lowered.isdigit() or (lowered.startswith("0x") and _is_hex(lowered[2:]))
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def _label_value(label: str) -> int | None:
+    lowered = label.lower()
+    if lowered.startswith("0x"):
+        return int(lowered[2:] or "0", 16) if _is_hex(lowered[2:]) else None
+    if len(lowered) > 1 and lowered.startswith("0"):
+        return int(lowered, 8) if lowered.isdigit() and set(lowered) <= set("01234567") else None
+    return int(lowered) if lowered.isdigit() else None
+
+
+def _inet_aton(numbers: list[int]) -> IPAddress:
+    """inet_aton's reading: the last number fills the bytes the others leave."""
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (4 - len(leading)):
+        raise DestinationNotAllowed("the destination host is not a valid address", "/url")
+    value = last
+    for index, number in enumerate(leading):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def check_destination(url: str, policy: AddressPolicy) -> None:
+    """Refuse a destination URL whose host is, or spells, an internal address (or
+    whose port is refused). Names are checked again, resolved, at every delivery."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = literal_address(host)
+    allowed = (
+        policy.allows_name(host) and port not in policy.refused_ports
+        if address is None
+        else policy.allows(address, port)
+    )
+    if not allowed:
+        raise DestinationNotAllowed(
+            "a destination must be a public address: private, loopback, link-local, "
+            "multicast and reserved addresses (and localhost) are refused",
+            "/url",
+        )
 
 
 def check_url(url: str, *, allow_http: bool) -> str:
@@ -54,6 +193,9 @@ def check_url(url: str, *, allow_http: bool) -> str:
         )
     if parts.fragment:
         raise InvalidInput("a destination URL must not have a fragment", "/url")
+    if any(c.isspace() or not c.isprintable() or not c.isascii() for c in url):
+        # Sent as written on the request line: nothing that could split it.
+        raise InvalidInput("a destination URL must be printable ASCII without spaces", "/url")
     del port
     return url
 

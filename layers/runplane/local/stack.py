@@ -277,6 +277,7 @@ class EmbeddedStack:
         approval_window_seconds: int = 7 * 24 * 3600,
         runner_heartbeat_seconds: int = 900,
         notification_retry_base_seconds: int = 30,
+        notification_allow_loopback: bool = False,
         github_api_url: str | None = None,
         scheduler_poll_seconds: float = 20.0,
         sandbox_network: bool = False,
@@ -288,6 +289,8 @@ class EmbeddedStack:
         self._approval_window = approval_window_seconds
         self._runner_heartbeat = runner_heartbeat_seconds
         self._notification_retry_base = notification_retry_base_seconds
+        # Tests' webhook receivers listen on 127.0.0.1; a stack people use has none.
+        self._notification_allow_loopback = notification_allow_loopback
         self.launcher: LocalProcessLauncher | None = None
         self._moto: Any = None
         self._server: GatewayServer | None = None
@@ -352,8 +355,11 @@ class EmbeddedStack:
             build_sha=build,
             runner_release=f"runner@{build[:12]}",
             # Run events use the in-process queue (fed by the stream relay); receivers
-            # may be on loopback http.
+            # may be on plain http, on loopback only when tests allow it, and never on
+            # the stack's own gateway or moto ports (moto's reset would wipe all data).
             notification_allow_http=True,
+            notification_allow_loopback=self._notification_allow_loopback,
+            notification_refused_ports=(moto_port, port),
             notification_retry_base_seconds=self._notification_retry_base,
             single_organization=not self.isolates_tenants,
         )

@@ -104,6 +104,7 @@ class Notifications:
         allow_http: bool,
         retry_base_seconds: int,
         control_plane_url: str,
+        address_policy: rules.AddressPolicy | None = None,
         client: WebhookClient | None = None,
         destinations: NotificationStore | None = None,
         directory: WorkspaceDirectory | None = None,
@@ -114,9 +115,12 @@ class Notifications:
         self._keys = keys
         self._queue = queue
         self._allow_http = allow_http
+        # Which addresses destinations may be on: checked on save (literal hosts) and
+        # again by the client at every delivery (resolved names).
+        self._policy = address_policy or rules.AddressPolicy()
         self._retry_base = retry_base_seconds
         self._url = control_plane_url.rstrip("/")
-        self._client = client or WebhookClient()
+        self._client = client or WebhookClient(self._policy)
         self._store: NotificationStore = destinations or DynamoNotificationStore()
         # The workspace name a payload shows, read without a caller.
         self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
@@ -140,6 +144,7 @@ class Notifications:
         except ValueError:
             raise InvalidInput("kind must be webhook or slack", "/kind") from None
         rules.check_url(url, allow_http=self._allow_http)
+        rules.check_destination(url, self._policy)
         chosen = rules.check_events(events)
         if len(self._store.destinations(workspace.id)) >= rules.MAX_DESTINATIONS:
             raise InvalidInput(
@@ -187,7 +192,8 @@ class Notifications:
         return [delivery_view(d) for d in self._store.deliveries(destination_id)[:100]]
 
     def test(self, principal: Principal, workspace_id: str, destination_id: str) -> dict[str, Any]:
-        """Send one signed test event now and say what the endpoint answered."""
+        """Send one signed test event now and say only whether it was delivered: a
+        status code, an error or a timing would make this a port scanner."""
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         destination = self._store.get_destination(workspace.id, destination_id)
@@ -205,12 +211,7 @@ class Notifications:
             details={"test": "true"},
         )
         result = self._send(destination, event, event.id)
-        return {
-            "destination_id": destination.id,
-            "response_code": result.status,
-            "error": result.error,
-            "delivered": rules.is_success(result.status),
-        }
+        return {"destination_id": destination.id, "delivered": rules.is_success(result.status)}
 
     # -- delivery (worker) ------------------------------------------------------------------
 
