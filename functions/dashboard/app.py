@@ -20,7 +20,7 @@ from functions.dashboard.web import Request, redirect, reply
 from functions.observability import observed
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
-from runplane.domain.identity import STEP_UP_WINDOW, Principal, Unauthenticated
+from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal, Unauthenticated
 from runplane.domain.run import RunStatus
 from runplane.domain.web_session import (
     SESSION_COOKIE,
@@ -156,6 +156,9 @@ def run_page(request: Request, run_id: str) -> Page:
         approval=approval,
         binding=approval.get("binding") or {},
         can_decide=open_for_decision and not deadline_passed,
+        # Only the buttons the user may press: the services refuse the rest anyway.
+        may_decide=Permission.RUN_APPROVE in session.principal.permissions,
+        may_cancel=Permission.RUN_CANCEL in session.principal.permissions,
         deadline_passed=deadline_passed,
         active=not RunStatus(review["status"]).is_terminal,
         logs=logs,

@@ -12,7 +12,7 @@ from typing import Any
 import requests
 
 from runplane.domain.capabilities import handle_hash
-from runplane.domain.identity import Permission
+from runplane.domain.identity import ROLES, Permission
 from runplane.domain.recovery import RecoveryRequest, RecoveryState, Resolution
 from runplane.domain.web_session import new_secret
 from runplane.store import recovery as recovery_store
@@ -543,3 +543,42 @@ def recovery_store_lease_ran_out(local: Local, run_id: str) -> None:
     assert recovery is not None
     past = services.clock.now() - timedelta(seconds=1)
     recovery_store.lease(recovery, recovery.holder, past, recovery.body, past).commit()
+
+
+def signed_in_as(local: Local, role: str) -> requests.Session:
+    """A browser signed in to the stack's organization with ``role``'s permissions."""
+    services = local.stack.services
+    assert services is not None
+    organization_id = services.workspaces.organization_id_of(local.organization)
+    code = services.web_sessions.issue_login_code(
+        organization_id, role, ROLES[role], created_by="tests"
+    )
+    browser = requests.Session()
+    answer = browser.get(f"{local.url}/ui/login?code={code}", allow_redirects=False, timeout=30)
+    assert answer.status_code == 303, answer.text
+    return browser
+
+
+def test_the_run_page_shows_only_the_actions_the_signed_in_user_may_take(local: Local) -> None:
+    # Given a run awaiting approval
+    run = awaiting_run(local, "dash-roles")
+    page = f"{local.url}/ui/runs/{run['id']}"
+
+    # When a reader, a developer and an operator open its page
+    reader = signed_in_as(local, "reader").get(page, timeout=30)
+    developer = signed_in_as(local, "developer").get(page, timeout=30)
+    operator = signed_in_as(local, "operator").get(page, timeout=30)
+
+    # Then the reader sees the run but no button to approve, reject or cancel it
+    assert reader.status_code == 200, reader.text
+    assert run["id"] in reader.text
+    for form in ("approve-form", "reject-form", "cancel-form"):
+        assert f'id="{form}"' not in reader.text
+    assert ">Approve<" not in reader.text
+    assert ">Reject<" not in reader.text
+    # And the developer may cancel but not decide
+    assert 'id="cancel-form"' in developer.text
+    assert 'id="approve-form"' not in developer.text
+    # And the operator (an approver) has every one of them
+    for form in ("approve-form", "reject-form", "cancel-form"):
+        assert f'id="{form}"' in operator.text
