@@ -43,9 +43,18 @@ from infra.constructs.nag import acknowledge
 from runplane.store.models import OUTBOX_PREFIX
 from runplane.store.outbox import INSERT
 
-# One record is at most one webhook POST (10 s) and a few table calls.
+# One record is at most one webhook POST (15 s deadline) and a few table calls.
 WORKER_TIMEOUT = Duration.seconds(120)
-BATCH_SIZE = 5
+# Small batches, run side by side fairly across organizations (functions/events/
+# handler.py: two deliveries per organization, one per destination at once), so one
+# batch holds at most four slow deliveries and never makes another organization's
+# record wait behind them; the worst batch (four to one destination, one at a time)
+# is 4 x 15 s, well inside the timeout.
+BATCH_SIZE = 4
+# Concurrent worker invocations the queue's pollers may start: enough that one
+# organization's slow endpoints (two per batch) cannot take them all, few enough
+# that a flood of events leaves the account's concurrency to the API and workflows.
+MAX_CONCURRENCY = 50
 # AWS's advice for a Lambda event source: visibility at least six times its timeout,
 # so a record is never redelivered while an invocation still holds it.
 VISIBILITY_TIMEOUT = Duration.seconds(6 * 120)
@@ -239,6 +248,7 @@ class EventWorker(Construct):
             sources.SqsEventSource(
                 events.queue,
                 batch_size=BATCH_SIZE,
+                max_concurrency=MAX_CONCURRENCY,
                 report_batch_item_failures=True,
             )
         )

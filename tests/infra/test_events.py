@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runplane.adapters.event_queue import MAX_DELAY_SECONDS
+from functions.events.handler import BATCH_WORKERS
+from infra.constructs.events import BATCH_SIZE
+from runplane.adapters.event_queue import MAX_DELAY_SECONDS, PER_ORGANIZATION
 from runplane.domain import notifications as rules
 from runplane.domain import run_triggers as trigger_rules
 from tests.infra.synth import Synthesized, ref
@@ -87,6 +89,21 @@ def test_the_worker_consumes_the_queue_with_partial_batch_responses(stack: Synth
     # And a claimed attempt's lease is short of the visibility timeout, so a record
     # redelivered after a stopped worker always finds the lease run out
     assert queue["VisibilityTimeout"] > rules.CLAIM_LEASE_SECONDS
+
+
+def test_a_worker_batch_is_small_and_its_invocations_bounded(stack: Synthesized) -> None:
+    # Given the worker's event source mapping
+    worker = stack.function(WORKER)
+    (mapping,) = _mappings_of(stack, WORKER)
+    # Then a batch holds at most four records, all run at once (fairly per organization)
+    assert mapping["BatchSize"] == BATCH_SIZE == BATCH_WORKERS == 4
+    # And even four slow deliveries to one destination, one after another, fit the timeout
+    assert worker["Timeout"] > BATCH_SIZE * rules.DELIVERY_DEADLINE_SECONDS
+    # And one organization holds at most two deliveries of a batch, so other records
+    # of the batch always have a thread
+    assert PER_ORGANIZATION < BATCH_SIZE
+    # And the pollers start at most fifty invocations at once
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 50}
 
 
 def test_only_the_relay_and_the_worker_send_run_events(stack: Synthesized) -> None:

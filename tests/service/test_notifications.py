@@ -256,6 +256,7 @@ def test_an_event_is_recorded_once_for_each_subscribed_destination_and_queued(
     )
     first = {
         "kind": "deliver",
+        "organization_id": ws.organization_id,
         "destination_id": applied.id,
         "workspace_id": ws.id,
         "event_id": event.id,

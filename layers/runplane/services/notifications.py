@@ -390,6 +390,8 @@ class Notifications:
 def _deliver_message(destination: store.Destination, event_id: str, attempt: int) -> dict[str, Any]:
     return {
         "kind": "deliver",
+        # The queue's fairness lane (adapters/event_queue.py): shares per organization.
+        "organization_id": destination.organization_id,
         "destination_id": destination.id,
         "workspace_id": destination.workspace_id,
         "event_id": event_id,
