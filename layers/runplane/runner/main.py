@@ -510,12 +510,7 @@ class Runner:
 
     def _interrupted_because(self, reason: str) -> Interrupted:
         self.log.write(f"\n[runner] {reason}\n")
-        log_artifact_id = None
-        try:
-            log_artifact_id = self._upload_log()
-        except Exception as error:  # reported without its log
-            print(f"runner: the log could not be uploaded ({type(error).__name__})")
-        return Interrupted(reason=reason, log_artifact_id=log_artifact_id)
+        return Interrupted(reason=reason, log_artifact_id=self._log_if_stored())
 
     def _give_engine(self, name: str, data: bytes) -> Path:
         """Write ``data`` as a new file of the engine's directory, the engine's to read."""
@@ -556,12 +551,16 @@ class Runner:
         errors = engine_errors(text, MAX_REASON - len(reason) - 2)
         if errors:
             reason = f"{reason}:\n{errors}"
-        log_artifact_id = None
+        return failure(reason=reason[:MAX_REASON], log_artifact_id=self._log_if_stored())
+
+    def _log_if_stored(self) -> str | None:
+        """The final log's ID, or None when it could not be stored (a failure is still
+        reported, without its log)."""
         try:
-            log_artifact_id = self._upload_log()
+            return self._upload_log()
         except Exception as error:  # reported without its log
             print(f"runner: the log could not be uploaded ({type(error).__name__})")
-        return failure(reason=reason[:MAX_REASON], log_artifact_id=log_artifact_id)
+            return None
 
     def _upload_log(self) -> str:
         return self._upload_with_log([])[-1][0]
