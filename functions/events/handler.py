@@ -5,7 +5,9 @@ after the queue's receive limit, the dead-letter queue) without failing the batc
 A batch's records run side by side, fairly across organizations
 (``run_fairly``: at most two deliveries of one organization and one of one
 destination at once), so a record is never held up behind another organization's
-slow endpoints in the same batch."""
+slow endpoints in the same batch. Across invocations the same bounds are held by
+slots in the table (the notifications service's ``DeliverySlots``): a delivery
+refused one is queued again a little later and its record succeeds."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ BATCH_WORKERS = 4
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
-    worker = services().event_worker
+    built = services()
+    worker = built.event_worker
     ids: list[str] = []
     messages: list[Mapping[str, Any]] = []
     for record in event.get("Records", []):
@@ -43,7 +46,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         ids.append(message_id)
         messages.append(message)
     lanes: list[Lane] = [lane_of(message) for message in messages]
-    outcomes = run_fairly(messages, lanes, worker.handle, workers=BATCH_WORKERS)
+    outcomes = run_fairly(
+        messages,
+        lanes,
+        worker.handle,
+        workers=BATCH_WORKERS,
+        per_organization=built.settings.notification_organization_slots,
+        per_destination=built.settings.notification_destination_slots,
+    )
     for message_id, outcome in zip(ids, outcomes, strict=True):
         if outcome is not None:
             logger.error("event message failed", extra={"error": type(outcome).__name__})

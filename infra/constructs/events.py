@@ -10,9 +10,11 @@ failure queue (the records' stream positions, not their content), which alarms.
 
 Messages carry public IDs and statuses only (never a destination URL, a secret or a
 token), so the queues use SQS-managed encryption at rest; TLS is enforced on every
-request. The worker reports failed records one by one (partial batch responses): a
-record that keeps failing reaches the dead-letter queue after ``MAX_RECEIVES``
-receives without holding up the rest of its batch. Waits longer than SQS's
+request. Every message is sent with its organization as ``MessageGroupId``, which
+makes the standard queue a fair queue (nothing to configure on the queue itself).
+The worker reports failed records one by one (partial batch responses): a record
+that keeps failing reaches the dead-letter queue after ``MAX_RECEIVES`` receives
+without holding up the rest of its batch. Waits longer than SQS's
 15-minute delay (an ``approval_expiring`` days ahead) are re-queued by the worker
 until due, and retry backoffs are capped at 15 minutes.
 """
@@ -51,9 +53,10 @@ WORKER_TIMEOUT = Duration.seconds(120)
 # record wait behind them; the worst batch (four to one destination, one at a time)
 # is 4 x 15 s, well inside the timeout.
 BATCH_SIZE = 4
-# Concurrent worker invocations the queue's pollers may start: enough that one
-# organization's slow endpoints (two per batch) cannot take them all, few enough
-# that a flood of events leaves the account's concurrency to the API and workflows.
+# Concurrent worker invocations the queue's pollers may start: few enough that a flood
+# of events leaves the account's concurrency to the API and workflows. One
+# organization's slow endpoints hold at most two of them (its in-flight slots in the
+# table, store/delivery_slots.py); its other deliveries are queued again, delayed.
 MAX_CONCURRENCY = 50
 # AWS's advice for a Lambda event source: visibility at least six times its timeout,
 # so a record is never redelivered while an invocation still holds it.

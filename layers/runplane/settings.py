@@ -96,6 +96,10 @@ class Settings(BaseModel):
     # and moto (a test delivery to moto's reset endpoint would wipe every organization).
     notification_refused_ports: tuple[int, ...] = ()
     notification_retry_base_seconds: int = Field(default=30, ge=1, le=900)
+    # Deliveries in flight at once per organization and per destination, so one
+    # organization's slow endpoints cannot hold every worker (docs/notifications.md).
+    notification_organization_slots: int = Field(default=2, ge=1, le=50)
+    notification_destination_slots: int = Field(default=1, ge=1, le=20)
     approval_expiring_lead_seconds: int = Field(default=24 * 3600, ge=0, le=30 * 24 * 3600)
     # An embedded stack whose sandboxes are not isolated from each other serves one
     # organization (docs/security.md, "The embedded stack").

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
+    from runplane.services.repositories import DeliverySlots
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
@@ -420,7 +421,11 @@ class Services:
             raise NotConfigured("event_queue_url")
         from runplane.adapters.event_queue import InProcessQueue
 
-        return InProcessQueue(lambda message: self.event_worker.handle(message))
+        return InProcessQueue(
+            lambda message: self.event_worker.handle(message),
+            per_organization=self.settings.notification_organization_slots,
+            per_destination=self.settings.notification_destination_slots,
+        )
 
     @cached_property
     def run_events(self) -> RunEvents:
@@ -453,6 +458,20 @@ class Services:
                 allow_loopback=settings.notification_allow_loopback,
                 refused_ports=frozenset(settings.notification_refused_ports),
             ),
+            slots=self._delivery_slots(),
+        )
+
+    def _delivery_slots(self) -> DeliverySlots | None:
+        """On SQS every worker invocation is a process of its own: only the table can
+        bound one organization's deliveries across them. In process, the embedded
+        queue's FairLanes bounds the same with no table writes."""
+        if not self.settings.event_queue_url:
+            return None
+        from runplane.store.delivery_slots import DynamoDeliverySlots
+
+        return DynamoDeliverySlots(
+            per_organization=self.settings.notification_organization_slots,
+            per_destination=self.settings.notification_destination_slots,
         )
 
     @cached_property

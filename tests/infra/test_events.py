@@ -106,6 +106,34 @@ def test_a_worker_batch_is_small_and_its_invocations_bounded(stack: Synthesized)
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 50}
 
 
+def test_the_worker_bounds_deliveries_across_invocations_with_what_it_already_holds(
+    stack: Synthesized,
+) -> None:
+    # Given the worker's role, the table and the run-event queue
+    (main, _), _ = _queues(stack)
+    table, _ = stack.one("AWS::DynamoDB::Table")
+    grants = {
+        (action, ref(resource)) for action, resource, _ in stack.grants(stack.role_of(WORKER))
+    }
+    # Then it takes in-flight slots (conditional puts) and gives them back (conditional
+    # deletes) in the table, as it writes deliveries already
+    assert {("dynamodb:PutItem", table), ("dynamodb:DeleteItem", table)} <= grants
+    # And a delivery refused a slot is sent again, delayed, to the run-event queue: no
+    # SQS action beyond what consuming the queue (the event source mapping) and
+    # sending follow-ups already need, and none on any other queue
+    assert {(action, resource) for action, resource in grants if action.startswith("sqs:")} == {
+        (f"sqs:{action}", main)
+        for action in (
+            "ChangeMessageVisibility",
+            "DeleteMessage",
+            "GetQueueAttributes",
+            "GetQueueUrl",
+            "ReceiveMessage",
+            "SendMessage",
+        )
+    }
+
+
 def test_only_the_relay_and_the_worker_send_run_events(stack: Synthesized) -> None:
     # Given every function: a move's event is an outbox item of its transaction
     (main, _), _ = _queues(stack)
@@ -129,6 +157,7 @@ def test_delays_stay_within_what_sqs_allows() -> None:
     # and longer waits (approval_expiring) hop through the worker instead
     assert MAX_DELAY_SECONDS == 900
     assert max(rules.retry_delay(n, 900) for n in range(1, rules.MAX_ATTEMPTS + 1)) <= 900
+    assert max(rules.deferral_delay(n, 1.0) for n in range(64)) <= 900
     assert (
         max(
             trigger_rules.launch_retry_delay(n, 900)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from functions.events import handler as worker_lambda
+from runplane.settings import Settings
 
 PATIENCE = 10.0
 
@@ -49,7 +50,7 @@ def test_a_batch_is_handled_fairly_and_failures_reported_one_by_one(
     monkeypatch.setattr(
         worker_lambda,
         "services",
-        lambda: SimpleNamespace(event_worker=SimpleNamespace(handle=handle)),
+        lambda: SimpleNamespace(event_worker=SimpleNamespace(handle=handle), settings=Settings()),
     )
     records = [_record(f"m-b{n}", _deliver("org-b", f"dest-b{n}")) for n in range(1, 5)]
     records += [_record("m-bad", "{not json"), _record("m-a", _deliver("org-a", "dest-a1"))]

@@ -24,11 +24,15 @@ logger = logging.getLogger("runplane.events")
 
 # SQS delays a message at most 15 minutes; longer waits hop (see EventWorker).
 MAX_DELAY_SECONDS = 900
+# The longest MessageGroupId SQS accepts.
+MAX_GROUP_ID = 128
 
 Message = dict[str, Any]
 T = TypeVar("T")
 
-# In-flight deliveries at once: per organization, and per destination.
+# In-flight deliveries at once: per organization, and per destination (the defaults
+# of the settings notification_organization_slots and notification_destination_slots,
+# which the SQS worker's DynamoDB slots also hold to across invocations).
 PER_ORGANIZATION = 2
 PER_DESTINATION = 1
 # The embedded stack's worker threads: four organizations' slow endpoints at their
@@ -183,6 +187,11 @@ class EventQueue(Protocol):
 
 
 class SqsEventQueue:
+    """The SQS queue. Every message names its organization as its ``MessageGroupId``:
+    on a standard queue that makes it a fair queue (SQS serves the messages of other
+    organizations first while one organization's take a disproportionate share of
+    the consumers' time), with no ordering and no change for the consumer."""
+
     def __init__(self, client: Any, queue_url: str) -> None:
         self._sqs = client
         self._url = queue_url
@@ -192,7 +201,14 @@ class SqsEventQueue:
             QueueUrl=self._url,
             MessageBody=json.dumps(dict(message), sort_keys=True),
             DelaySeconds=max(0, min(MAX_DELAY_SECONDS, int(delay_seconds))),
+            MessageGroupId=message_group(message),
         )
+
+
+def message_group(message: Mapping[str, Any]) -> str:
+    """The fair queue's tenant of ``message``: its organization (``lane_of``); SQS takes
+    at most 128 characters."""
+    return lane_of(message).organization[:MAX_GROUP_ID] or "unknown"
 
 
 class InProcessQueue:

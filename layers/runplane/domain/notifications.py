@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,6 +28,16 @@ MAX_ATTEMPTS: Final = 6
 CLAIM_LEASE_SECONDS: Final = 60
 # One POST, name lookup to status line, ends by then whatever the endpoint does.
 DELIVERY_DEADLINE_SECONDS: Final = 15.0
+# In-flight slots (store/delivery_slots.py): a delivery holds one of its organization's
+# and one of its destination's from before its claim until its outcome is recorded,
+# so for one POST's deadline and the few table calls around it. Twice the deadline
+# covers that; a slot whose holder stopped (a crashed or timed-out invocation that
+# never released it) is free again once its lease has run out, never held for good.
+SLOT_LEASE_SECONDS: Final = 30
+# A delivery refused a slot is queued again after ``deferral_delay``: doubling from
+# 2 s up to one POST's deadline, by which every current holder has finished.
+DEFERRAL_BASE_SECONDS: Final = 2
+DEFERRAL_CAP_SECONDS: Final = 15
 SIGNATURE_HEADER: Final = "X-Runplane-Signature"
 EVENT_HEADER: Final = "X-Runplane-Event"
 DELIVERY_HEADER: Final = "X-Runplane-Delivery"
@@ -238,6 +249,17 @@ def verify(secret: bytes, body: bytes, header: str) -> bool:
 def retry_delay(attempt: int, base_seconds: int, cap_seconds: int = 900) -> int:
     """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, capped."""
     return int(min(cap_seconds, base_seconds * 2 ** (attempt - 1)))
+
+
+def deferral_delay(deferrals: int, jitter: float) -> int:
+    """Whole seconds (SQS delays by the second) before a delivery refused a slot is
+    looked at again, ``deferrals`` being how often it was refused before: 2, 4, 8, then
+    15 s at most, spread over the upper half of that by ``jitter`` (in [0, 1)) so the
+    deliveries refused together do not all come back together."""
+    doubled = DEFERRAL_BASE_SECONDS << min(max(0, deferrals), 8)
+    ceiling = min(DEFERRAL_CAP_SECONDS, doubled)
+    spread = 0.5 + max(0.0, min(1.0, jitter)) / 2
+    return max(1, min(ceiling, math.ceil(ceiling * spread)))
 
 
 def is_success(status: int | None) -> bool:

@@ -51,6 +51,12 @@ def _handler_class(service: str) -> type[Any]:
         from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
         return DynamoDBStreamsHandler  # type: ignore[no-any-return, unused-ignore]
+    if service == "sqs":
+        # The embedded stack queues in process; tests that run SQS consumers on
+        # threads (tests/integration/test_delivery_slots.py) need its atomicity.
+        from moto.sqs.responses import SQSResponse
+
+        return SQSResponse
     raise ValueError(f"no request serialization is defined for {service}")
 
 

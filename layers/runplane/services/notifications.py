@@ -6,14 +6,20 @@ are stored; listings show only the URL's scheme and host. Delivery is asynchrono
 and queues it; ``attempt`` claims and makes one attempt, records it, and queues the
 next one with exponential backoff until ``MAX_ATTEMPTS``. Destinations and deliveries
 are kept through the ``NotificationStore`` seam; the POST is the ``WebhookClient``.
+
+With ``slots`` (``DeliverySlots``: the SQS worker, where every invocation is its own
+process), an attempt first takes an in-flight slot of its organization and of its
+destination; one refused a slot is queued again a little later, unclaimed, so it
+costs no attempt. The embedded worker bounds the same in memory (``FairLanes``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -35,7 +41,12 @@ from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
-    from runplane.services.repositories import NotificationStore, WorkspaceDirectory
+    from runplane.services.repositories import (
+        DeliverySlots,
+        NotificationStore,
+        WorkspaceDirectory,
+    )
+    from runplane.store.delivery_slots import SlotLease
 
 logger = logging.getLogger("runplane.notifications")
 
@@ -108,6 +119,8 @@ class Notifications:
         client: WebhookClient | None = None,
         destinations: NotificationStore | None = None,
         directory: WorkspaceDirectory | None = None,
+        slots: DeliverySlots | None = None,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -124,6 +137,10 @@ class Notifications:
         self._store: NotificationStore = destinations or DynamoNotificationStore()
         # The workspace name a payload shows, read without a caller.
         self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
+        # None: whoever calls ``attempt`` bounds concurrent deliveries itself (the
+        # embedded queue's FairLanes); the SQS worker's processes share these.
+        self._slots = slots
+        self._jitter = jitter
 
     # -- destinations (API) -----------------------------------------------------------------
 
@@ -257,13 +274,43 @@ class Notifications:
                 wait = (delivery.lease_until - now).total_seconds()
                 self._queue.send(dict(message), int(wait) + 1)
                 return
-            claimed = self._reclaim(delivery, now, lease_until)
+            take = self._reclaim
         elif delivery.state in {"pending", "retrying"} and delivery.attempts + 1 == wanted:
-            claimed = self._claim(delivery, now, lease_until)
+            take = self._claim
         else:
             return  # a stale or duplicate message
-        if claimed is not None:
-            self._attempt(claimed)
+        slots = self._slots
+        held: SlotLease | None = None
+        if slots is not None:
+            # Before the claim: a delivery that must wait has used no attempt.
+            held = slots.acquire(
+                delivery.organization_id,
+                delivery.destination_id,
+                now,
+                now + timedelta(seconds=rules.SLOT_LEASE_SECONDS),
+            )
+            if held is None:
+                self._defer(message, delivery)
+                return
+        try:
+            claimed = take(delivery, now, lease_until)
+            if claimed is not None:
+                self._attempt(claimed)
+        finally:
+            if slots is not None and held is not None:
+                slots.release(held)
+
+    def _defer(self, message: Mapping[str, Any], delivery: store.Delivery) -> None:
+        """Queue ``message`` again a little later: its organization or its destination
+        has every in-flight slot taken. If this send fails, the caller's message fails
+        and its queue redelivers it: nothing is lost either way."""
+        deferrals = int(message.get("deferred", 0))
+        delay = rules.deferral_delay(deferrals, self._jitter())
+        self._queue.send({**message, "deferred": deferrals + 1}, delay)
+        logger.info(
+            "notification delivery deferred: its organization or destination is at its share",
+            extra={"delivery_id": delivery.id, "deferred": deferrals + 1, "delay": delay},
+        )
 
     def _attempt(self, claimed: store.Delivery) -> None:
         """Send the claimed attempt (number ``claimed.attempts``) and record what happened."""

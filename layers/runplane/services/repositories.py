@@ -21,6 +21,7 @@ from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.store.artifacts import ArtifactRecord
+    from runplane.store.delivery_slots import SlotLease
     from runplane.store.notifications import Delivery, Destination
     from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_parts import RunPart
@@ -271,6 +272,23 @@ class NotificationStore(Protocol):
     def record_attempt(
         self, delivery: Delivery, attempt: Mapping[str, Any], state: str, now: datetime
     ) -> None: ...
+
+
+class DeliverySlots(Protocol):
+    """In-flight slots of notification deliveries, shared by every worker process.
+
+    - ``acquire`` takes one free slot of the destination and one of the organization
+      together, held until ``until``, or neither (None: every slot of one is held).
+      A slot is free when nobody holds it or its holder's lease ran out before
+      ``now`` (a holder that stopped never blocks it for longer).
+    - ``release`` gives back those of the lease's slots still held under it.
+    """
+
+    def acquire(
+        self, organization_id: str, destination_id: str, now: datetime, until: datetime
+    ) -> SlotLease | None: ...
+
+    def release(self, lease: SlotLease) -> None: ...
 
 
 class PolicySetStore(Protocol):
