@@ -79,7 +79,9 @@ class RunplaneConfig:
     # Default approval deadline for workspaces without their own window.
     approval_window_seconds: int = 7 * 24 * 3600
     # How long a runner phase may take, and how long a runner may go without a
-    # heartbeat before the run is treated as lost (plan failed, apply uncertain).
+    # heartbeat before the run is treated as lost (plan failed, apply uncertain). A
+    # sandbox task that stops is noticed from ECS's event in seconds: the heartbeat is
+    # the backstop for one that hangs without stopping (docs/deploy.md says why 900).
     runner_phase_seconds: int = 4 * 3600
     runner_heartbeat_seconds: int = 900
     # The Fargate sandbox that runs plans and applies.

@@ -23,6 +23,7 @@ from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
 from infra.constructs.sandbox import Sandbox
+from infra.constructs.sandbox_exits import SandboxExits
 from infra.constructs.scheduler import Schedules
 from infra.constructs.storage import Storage
 from infra.constructs.task_functions import TaskFunctions
@@ -93,6 +94,7 @@ class RunplaneStack(Stack):
         self.identity.add_dashboard_sign_in(dashboard.function, dashboard.role, self.api.url)
         self.platform.settings["control_plane_url"] = self.api.url
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
+        self.sandbox_exits = SandboxExits(self, "SandboxExits", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
         self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
         self.schedules = Schedules(
@@ -112,6 +114,7 @@ class RunplaneStack(Stack):
             *self.api.functions.values(),
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
+            self.sandbox_exits.function,
             self.event_worker.function,
             self.event_relay.function,
             *self.sources.by_name.values(),
@@ -125,7 +128,11 @@ class RunplaneStack(Stack):
             state_machine=self.orchestration.state_machine,
             source_state_machine=self.sources.state_machine,
             functions=functions,
-            run_movers=[*self.api.functions.values(), *self.tasks.by_name.values()],
+            run_movers=[
+                *self.api.functions.values(),
+                *self.tasks.by_name.values(),
+                self.sandbox_exits.function,
+            ],
             api_name=self.api.rest_api.rest_api_name,
             api_stage=self.api.stage_name,
         )

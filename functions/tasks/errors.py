@@ -13,6 +13,7 @@ from runplane.domain.errors import (
     SandboxCapacityExhausted,
     TooMuchContention,
 )
+from runplane.domain.sandbox_exits import SANDBOX_STOPPED
 
 # Raised by tasks; safe to retry (the step is rebuilt from fresh reads). A full
 # sandbox capacity is retried for longer, with backoff, by the runner-phase steps.
@@ -23,6 +24,11 @@ RETRYABLE: dict[str, type[Exception]] = {
 # Raised by a step (or sent to a wait) when the run already ended: the
 # workflow stops quietly, the run having recorded why.
 ENDING: dict[str, type[Exception]] = {RunEnded.__name__: RunEnded}
+
+# Sent to a runner phase's wait by the control plane, never raised by a task: the
+# phase's sandbox stopped before its result (services/sandbox_exits.py), caught where
+# a heartbeat timeout is.
+SENT_TO_WAITS = (SANDBOX_STOPPED,)
 
 # Raised by the workflow's own Fail states.
 FAIL_STATES = ("RunFailed", "ApprovalWaitFailed")

@@ -68,6 +68,8 @@ class Access:
     workflow: tuple[str, ...] = ()
     start_sandbox: bool = False
     stop_sandbox: bool = False
+    # Knows the sandbox cluster's ARN (to tell its tasks' events apart), calling no ECS.
+    sandbox_cluster: bool = False
     # Starts source workflow executions (ingestions, commit statuses).
     source_workflow: bool = False
     # GitHub App secrets the function reads, by settings field (``*_secret_arn``).
@@ -250,6 +252,8 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
         )
         env["RUNPLANE_STATE_MACHINE_ARN"] = platform.state_machine_arn
     sandbox = platform.sandbox
+    if access.sandbox_cluster:
+        env["RUNPLANE_ECS_CLUSTER"] = sandbox.cluster.cluster_arn
     if access.start_sandbox or access.stop_sandbox:
         env["RUNPLANE_LAUNCHER"] = "ecs"
         env["RUNPLANE_ECS_CLUSTER"] = sandbox.cluster.cluster_arn

@@ -47,7 +47,8 @@ class Settings(BaseModel):
     state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
     control_plane_url: str = "http://127.0.0.1:8700"
     approval_window_seconds: int = Field(default=7 * 24 * 3600, ge=1, le=30 * 24 * 3600)
-    # A runner phase may take this long; it must heartbeat within the shorter window.
+    # A runner phase may take this long; it must heartbeat within the shorter window
+    # (the backstop for a sandbox that hangs: one that stops is noticed as it stops).
     runner_phase_seconds: int = Field(default=4 * 3600, ge=60, le=4 * 3600)
     runner_heartbeat_seconds: int = Field(default=900, ge=6, le=3600)
     definition_version: str = "unversioned"

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
     from runplane.services.runs import Runs
+    from runplane.services.sandbox_exits import SandboxExits
     from runplane.services.schedules import Schedules
     from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
@@ -279,6 +280,17 @@ class Services:
                 runner_phase=timedelta(seconds=settings.runner_phase_seconds),
                 runner_heartbeat=timedelta(seconds=settings.runner_heartbeat_seconds),
             ),
+        )
+
+    @cached_property
+    def sandbox_exits(self) -> SandboxExits:
+        from runplane.services.sandbox_exits import SandboxExits
+
+        return SandboxExits(
+            self.orchestration.steps,
+            self.lifecycle,
+            self.workflow,
+            cluster=self.settings.ecs_cluster,
         )
 
     @cached_property

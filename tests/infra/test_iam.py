@@ -110,6 +110,13 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     "functions.tasks.handlers.wait_for_approval": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.arbitrate_expiry": BASE | READ | WRITE | RESUME,
     "functions.tasks.handlers.fail_run": BASE | READ | WRITE | RESUME | {"ecs:StopTask"},
+    # A stopped sandbox task ends its run (handing the workspace on) and fails the
+    # attempt's wait; it calls no ECS API: the task has stopped already.
+    "functions.sandboxes.handler.stopped": BASE
+    | READ
+    | WRITE
+    | RESUME
+    | {"states:SendTaskFailure"},
     # Run triggers create and start runs; deliveries unseal destination secrets; a pull
     # request's run that ended starts its commit-status report (the source workflow):
     # only this worker does, not every function that can end a run.

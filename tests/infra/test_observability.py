@@ -52,7 +52,11 @@ def test_undelivered_run_failure_notifications_raise_an_alarm(stack: Synthesized
         a for a in alarms if a["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
     ]
     # And the queue is the dead-letter queue of the rule that reports ended executions
-    _, rule = stack.one("AWS::Events::Rule")
+    (rule,) = [
+        props
+        for props in stack.of_type("AWS::Events::Rule").values()
+        if props["EventPattern"].get("source") == ["aws.states"]
+    ]
     (target,) = rule["Targets"]
     assert ref(target["DeadLetterConfig"]["Arn"]) == queue
     assert rule["EventPattern"]["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
@@ -74,7 +78,8 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
         for status in RunStatus:
             assert (f'"{status.value}"' in pattern) == (status in INTERVENTION_STATUSES), status
     # And every function that moves runs (the APIs, the dashboard, the run workflow's
-    # steps; not the source workflow's, which create runs but never move them) is watched
+    # steps, the stopped-sandbox notice; not the source workflow's, which create runs but
+    # never move them) is watched
     watched = {ref(f["LogGroupName"]) for f in filters}
     movers = {
         ref(f["LoggingConfig"]["LogGroup"])
@@ -85,6 +90,7 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
                 "functions.api.",
                 "functions.cloud_api.",
                 "functions.dashboard.",
+                "functions.sandboxes.",
             )
         )
     }

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from functions.tasks.errors import ENDING, FAIL_STATES, RETRYABLE
+from functions.tasks.errors import ENDING, FAIL_STATES, RETRYABLE, SENT_TO_WAITS
 from functions.tasks.handlers import HANDLERS
 from runplane.settings import Settings
 
@@ -319,6 +319,16 @@ def test_runner_phase_waits_take_their_windows_from_the_queue_step() -> None:
     assert selected["runner_heartbeat_seconds.$"] == "$.Payload.runner_heartbeat_seconds"
 
 
+def test_a_stopped_sandbox_is_caught_where_a_heartbeat_timeout_is() -> None:
+    # Given the runner-phase waits
+    for name, task in _runner_waits(_machine()):
+        # When finding the catcher of a heartbeat timeout
+        (timeout,) = [c for c in task["Catch"] if "States.HeartbeatTimeout" in c["ErrorEquals"]]
+        # Then the same catcher takes the wait a stopped sandbox fails, to the same step
+        assert "SandboxStopped" in timeout["ErrorEquals"], name
+        assert timeout["Next"] == f"{task['Parameters']['Payload']['phase'].title()}Failed"
+
+
 # -- 5. placeholders and HANDLERS ------------------------------------------------------
 
 
@@ -352,8 +362,9 @@ def test_every_handler_is_used_by_the_definition() -> None:
 def test_every_custom_error_name_is_a_declared_task_error() -> None:
     # Given every ErrorEquals name outside the States. and Lambda. namespaces
     custom = {n for n in _error_names(_machine()) if not n.startswith(("States.", "Lambda."))}
-    # When / Then each is a class the tasks raise (to retry, or to end quietly)
-    declared = RETRYABLE.keys() | ENDING.keys()
+    # When / Then each is a class the tasks raise (to retry, or to end quietly), or an
+    # error the control plane sends to a wait
+    declared = RETRYABLE.keys() | ENDING.keys() | set(SENT_TO_WAITS)
     assert custom <= declared, sorted(custom - declared)
 
 
@@ -382,7 +393,7 @@ def test_every_declared_error_is_used_by_the_definition() -> None:
     machine = _machine()
     used = _error_names(machine) | set(_fail_errors(machine).values())
     # When / Then every RETRYABLE and FAIL_STATES name is among them
-    declared = set(RETRYABLE) | set(ENDING) | set(FAIL_STATES)
+    declared = set(RETRYABLE) | set(ENDING) | set(FAIL_STATES) | set(SENT_TO_WAITS)
     assert declared <= used, sorted(declared - used)
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from runplane.adapters.launchers import LaunchRequest, LocalProcessLauncher
+from runplane.domain.capabilities import Phase
+from runplane.domain.sandbox_exits import SandboxExit
 
 # Nothing listens on the discard port: a runner asks once, fails and says why.
 UNREACHABLE = "http://127.0.0.1:9"
@@ -157,3 +163,117 @@ def test_two_launchers_on_one_machine_never_give_two_sandboxes_one_engine_user(
     assert len(set(claimed)) == 3
     for launcher, uid in zip((first, second, first), claimed, strict=True):
         launcher._free_uid(uid)
+
+
+# -- a sandbox that ends is told at once ----------------------------------------------
+
+
+class Told:
+    """The launcher's ``on_exit``: each sandbox end it is told of."""
+
+    def __init__(self, *, failing: bool = False) -> None:
+        self.exits: list[SandboxExit] = []
+        self.arrived = threading.Event()
+        self._failing = failing
+
+    def __call__(self, notice: SandboxExit) -> None:
+        self.exits.append(notice)
+        self.arrived.set()
+        if self._failing:
+            raise RuntimeError("the control plane is unreachable")
+
+
+@pytest.fixture
+def silent_control_plane() -> Iterator[str]:
+    """A control plane that takes connections and never answers: a runner asking it
+    waits, as one does while its engine works."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_a_sandbox_killed_as_a_whole_is_told_by_what_it_was_launched_for(
+    tmp_path: Path, silent_control_plane: str
+) -> None:
+    # Given a launched sandbox whose runner is busy (waiting on its control plane)
+    told = Told()
+    launcher = LocalProcessLauncher(work_root=tmp_path, on_exit=told)
+    request = replace(_request("sbx-killed"), control_plane_url=silent_control_plane)
+    reference = launcher.launch(request)
+    process = _process(launcher, reference)
+
+    # When its whole process group is killed
+    os.killpg(process.pid, signal.SIGKILL)
+
+    # Then the launcher tells which sandbox ended, and how, as soon as it ended
+    assert told.arrived.wait(timeout=60)
+    launcher.stop_all()
+    [notice] = told.exits
+    assert notice == SandboxExit(
+        run_id="run-standby",
+        phase=Phase.PLAN,
+        attempt_id="att-standby",
+        sandbox_id="sbx-killed",
+        reference=reference,
+        detail="the runner process was killed by signal 9 (SIGKILL)",
+    )
+    # And the sandbox's directory is gone
+    assert not launcher.sandboxes[reference].exists()
+
+
+def test_a_runner_that_exits_by_itself_is_told_with_its_exit_code(
+    launcher: LocalProcessLauncher,
+) -> None:
+    # Given a launcher told of every sandbox's end
+    told = Told()
+    launcher.on_exit = told
+
+    # When a sandbox's runner ends by itself (it cannot reach its control plane)
+    reference = launcher.launch(_request("sbx-exits"))
+
+    # Then its end is told with its exit code (whether it matters is the control
+    # plane's to decide: a runner that reported first finds its attempt closed)
+    assert told.arrived.wait(timeout=60)
+    launcher.stop_all()
+    assert [(n.reference, n.detail) for n in told.exits] == [
+        (reference, "the runner process exited with code 2")
+    ]
+
+
+def test_a_stopping_launcher_tells_nothing_of_the_sandboxes_it_stops(
+    tmp_path: Path, silent_control_plane: str
+) -> None:
+    # Given a busy sandbox
+    told = Told()
+    launcher = LocalProcessLauncher(work_root=tmp_path, on_exit=told)
+    reference = launcher.launch(
+        replace(_request("sbx-shutdown"), control_plane_url=silent_control_plane)
+    )
+
+    # When the launcher stops (the stack is going away), which kills it
+    launcher.stop_all()
+
+    # Then its runner ended, and nothing was told of it
+    assert _process(launcher, reference).poll() is not None
+    assert told.exits == []
+
+
+def test_a_notice_that_fails_still_leaves_nothing_of_the_sandbox(
+    tmp_path: Path, silent_control_plane: str
+) -> None:
+    # Given a launcher whose notices fail (its control plane is down)
+    told = Told(failing=True)
+    launcher = LocalProcessLauncher(work_root=tmp_path, on_exit=told)
+    reference = launcher.launch(
+        replace(_request("sbx-unheard"), control_plane_url=silent_control_plane)
+    )
+    workdir = launcher.sandboxes[reference]
+
+    # When the sandbox is killed
+    os.killpg(_process(launcher, reference).pid, signal.SIGKILL)
+
+    # Then the notice was tried, and the sandbox's directory is removed all the same
+    assert told.arrived.wait(timeout=60)
+    launcher.stop_all()
+    assert not workdir.exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -13,12 +14,21 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runplane.domain.capabilities import Phase
+from runplane.domain.sandbox_exits import SandboxExit, process_exit
+
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
+
+logger = logging.getLogger("runplane.sandboxes")
+
+# Told of every sandbox that ends (services/sandbox_exits.py decides whether it matters).
+ExitWatcher = Callable[[SandboxExit], None]
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,13 @@ class LocalProcessLauncher:
     launch hands it the run's environment on its standard input (a pipe, as private
     as the environment). An interpreter's start-up and imports, about 0.15 s, then
     precede no run but the first; a standby serves one run only, like any sandbox.
+
+    Each launched runner has a thread of its own that waits for its process to end
+    (blocked in ``wait``, using no CPU) and then tells ``on_exit`` which sandbox ended
+    and how, naming it by the run, phase, attempt and sandbox the control plane
+    launched it for: a sandbox killed or crashed before its final report is noticed
+    at once, not a heartbeat window later. Nothing is told once the launcher stops
+    (the stack is going away), and each thread ends with its process.
     """
 
     def __init__(
@@ -110,8 +127,10 @@ class LocalProcessLauncher:
         provider_mirror: Path | None = None,
         isolation: str | None = None,
         host_network: bool = False,
+        on_exit: ExitWatcher | None = None,
     ) -> None:
         self._engine = engine
+        self.on_exit = on_exit
         # Sandboxes with namespaces share this machine's network (by default: only
         # the loopback holding their relay).
         self._host_network = host_network
@@ -144,9 +163,12 @@ class LocalProcessLauncher:
         if uid is not None:
             with self._guard:
                 self._engine_uids[reference] = uid
+        # What the notice of its end names: what the control plane launched it for,
+        # never anything the sandbox writes (its handles stay out of the thread).
+        launched = (request.run_id, request.phase, request.attempt_id, request.sandbox_id)
         reaper = threading.Thread(
             target=self._remove_when_done,
-            args=(process, workdir, reference),
+            args=(process, workdir, reference, launched),
             name=f"reap-{reference}",
             daemon=True,
         )
@@ -209,15 +231,46 @@ class LocalProcessLauncher:
             os.close(held)
 
     def _remove_when_done(
-        self, process: subprocess.Popen[bytes], workdir: Path, reference: str
+        self,
+        process: subprocess.Popen[bytes],
+        workdir: Path,
+        reference: str,
+        launched: tuple[str, str, str, str],
     ) -> None:
-        process.wait()
+        returncode = process.wait()
         uid = self._engine_uids.get(reference)
         if uid is not None:
-            # Whatever the engine left running (a runner killed mid-command) ends here.
+            # Whatever the engine left running (a runner killed mid-command) ends here,
+            # before the run is told its sandbox stopped.
             kill_user_processes(uid)
+        self._tell_exit(launched, reference, returncode)
         shutil.rmtree(workdir, ignore_errors=True)
         self._free_uid(uid, reference)
+
+    def _tell_exit(
+        self, launched: tuple[str, str, str, str], reference: str, returncode: int
+    ) -> None:
+        watcher = self.on_exit
+        if watcher is None or self._stopped:
+            return
+        run_id, phase, attempt_id, sandbox_id = launched
+        try:
+            watcher(
+                SandboxExit(
+                    run_id=run_id,
+                    phase=Phase(phase),
+                    attempt_id=attempt_id,
+                    sandbox_id=sandbox_id,
+                    reference=reference,
+                    detail=process_exit(returncode),
+                )
+            )
+        except Exception as error:
+            # The heartbeat window still ends the run's wait: a failed notice costs time.
+            logger.warning(
+                "sandbox exit notice failed",
+                extra={"run_id": run_id, "error": type(error).__name__},
+            )
 
     def stop(self, reference: str) -> None:
         pid = int(reference.removeprefix("pid:"))

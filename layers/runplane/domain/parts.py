@@ -33,7 +33,8 @@ class AttemptState(StrEnum):
     STARTED = "started"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    # The workflow gave up on it (a timeout or failed step).
+    # The workflow gave up on it (a timeout or failed step), or its sandbox stopped
+    # before its result (services/sandbox_exits.py).
     LOST = "lost"
     # A retried start found a launch that was never recorded: failed closed.
     ABANDONED = "abandoned"
@@ -102,7 +103,7 @@ _OPEN_R = (R.PENDING, R.STARTING, R.STARTED)
 ATTEMPT_MOVES: tuple[PartMove, ...] = (
     PartMove(A.LAUNCHING, A.STARTED, "the sandbox launched"),
     *_moves(_OPEN_A, (A.SUCCEEDED, A.FAILED), "the runner reported its result"),
-    *_moves(_OPEN_A, (A.LOST,), "the workflow step failed or timed out"),
+    *_moves(_OPEN_A, (A.LOST,), "the workflow step failed or timed out, or the sandbox stopped"),
     PartMove(A.LAUNCHING, A.ABANDONED, "a retried start cannot prove the launch"),
     *_moves(_OPEN_A, (A.STOPPED,), "the run was canceled"),
     *_moves(_OPEN_A, (A.RECOVERED,), "a recovery took the writer authority"),

@@ -29,6 +29,7 @@ from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
 from runplane.domain.identity import Permission
+from runplane.domain.sandbox_exits import SandboxExit
 from runplane.local import moto_inprocess, moto_serial, moto_speedups
 from runplane.local.gateway import Gateway, GatewayServer
 from runplane.local.moto_serial import serialize_requests
@@ -388,6 +389,8 @@ class EmbeddedStack:
         self.services = build_services(
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
         )
+        # A sandbox that ends before its runner's result is noticed as it ends.
+        self.launcher.on_exit = self._sandbox_stopped
         self.activate()
         # Run events reach the queue as in AWS: from the outbox, through the table's stream.
         session = boto3.session.Session(region_name=settings.region)
@@ -422,6 +425,10 @@ class EmbeddedStack:
         if self.isolation == "user":
             return "own user only (no bubblewrap), this machine's network"
         return "not isolated (not run as root)"
+
+    def _sandbox_stopped(self, notice: SandboxExit) -> None:
+        assert self.services is not None
+        self.services.sandbox_exits.stopped(notice)
 
     def activate(self) -> None:
         """Point this process's handlers at this stack (again, if something else moved them)."""

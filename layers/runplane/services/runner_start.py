@@ -27,13 +27,15 @@ from runplane.domain.parts import (
     PlanEvidence,
 )
 from runplane.domain.run_scope import RunScope
+from runplane.domain.sandbox_exits import is_task_reference
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
 from runplane.services.writer import MAX_ATTEMPTS
-from runplane.store import run_batch, run_parts
+from runplane.store import run_batch, run_parts, sandbox_refs
 from runplane.store import workspaces as workspace_store
+from runplane.store.sandbox_refs import SandboxRef
 from runplane.store.transaction import Transaction
 
 
@@ -124,14 +126,21 @@ class RunnerStart(WorkflowService):
                 inputs=tuple(inputs),
             )
         )
-        run_parts.change(
+        recorded_at = self._clock.now()
+        started = run_parts.change(
             run.id,
             attempt_part(stage),
             expected_state=AttemptState.LAUNCHING,
             state=AttemptState.STARTED,
             body=replace(attempt_body, sandbox_ref=reference).to_body(),
-            now=self._clock.now(),
-        ).commit()
+            now=recorded_at,
+        )
+        if is_task_reference(reference):
+            # ECS reports the task's stop by its ARN alone: record whose it is, with
+            # the launch (services/sandbox_exits.py).
+            launched = SandboxRef(reference, run.id, stage, attempt_id, sandbox_id)
+            started.extend([sandbox_refs.record(launched, recorded_at, self._timing.runner_phase)])
+        started.commit()
         return {"attempt_id": attempt_id, "replayed": False}
 
     def _start_apply(

@@ -240,13 +240,38 @@ class WorkflowSteps(WorkflowService):
     def fail(self, run_id: str, phase: str, error: str) -> dict[str, Any]:
         """A workflow step failed or timed out: end the run without claiming success."""
         run = self._lifecycle.runs.get(run_id)
-        reason = f"{phase}: {error}"[:200]
         stage = Phase(phase) if phase in {p.value for p in Phase} else None
         attempt = run_parts.get(run.id, attempt_part(stage)) if stage else None
-        open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
-        target = failure_outcome(run.status, during_apply=phase == "apply")
+        target = self.end_lost_phase(run, stage, attempt, f"{phase}: {error}"[:200])
         if target is None:
             return {"status": run.status.value}
+        open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
+        reference = AttemptBody.from_body(open_attempt.body).sandbox_ref if open_attempt else None
+        if reference:
+            # Whatever it is still doing, its result can no longer be accepted.
+            self._launcher.stop(str(reference))
+        return {"status": target.value}
+
+    def end_lost_phase(
+        self,
+        run: Run,
+        stage: Phase | None,
+        attempt: run_parts.RunPart | None,
+        reason: str,
+        *,
+        attempt_reason: str | None = None,
+    ) -> S | None:
+        """End ``run`` as a lost runner phase (or a failed step) ends it, in one move
+        conditioned on the run and ``attempt`` exactly as read; None if it has ended.
+
+        A plan fails; an apply whose start was proven needs recovery and one whose
+        start was not is uncertain (or failed, if no attempt was ever recorded); the
+        open attempt closes ``lost`` (noting ``attempt_reason``) and the apply record
+        says what is known. The caller stops the sandbox, if it still runs."""
+        open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
+        target = failure_outcome(run.status, during_apply=stage is Phase.APPLY)
+        if target is None:
+            return None
         lock = None
         if target is S.APPLY_START_UNCERTAIN and attempt is None:
             # No attempt was recorded, so no sandbox was launched: the start is proven
@@ -254,8 +279,11 @@ class WorkflowSteps(WorkflowService):
             target = S.APPLY_FAILED
             lock = self._lifecycle.writer.held_apply_lock(run)
         now = self._clock.now()
+        evidence = {"reason": attempt_reason} if attempt_reason else {}
         closing = (
-            close_attempt(run.id, attempt_part(stage), open_attempt, AttemptState.LOST, now)
+            close_attempt(
+                run.id, attempt_part(stage), open_attempt, AttemptState.LOST, now, **evidence
+            )
             if stage and open_attempt
             else []
         )
@@ -280,11 +308,7 @@ class WorkflowSteps(WorkflowService):
             run, target, actor=WORKFLOW, reason=reason, lock=lock, extra_writes=closing
         )
         self._hand_off(moved)
-        reference = AttemptBody.from_body(open_attempt.body).sandbox_ref if open_attempt else None
-        if reference:
-            # Whatever it is still doing, its result can no longer be accepted.
-            self._launcher.stop(str(reference))
-        return {"status": target.value}
+        return target
 
 
 def _decision(approval: run_parts.RunPart) -> str:
