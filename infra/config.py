@@ -122,6 +122,11 @@ class RunplaneConfig:
     # GitHub sources (docs/github.md): the GitHub App's ID and the API it calls.
     github_app_id: str = ""
     github_api_url: str = "https://api.github.com"
+    # Connecting installations: GitHub's web address (GHES: its host), the App's slug
+    # (github.com/apps/<slug>) and its OAuth client ID. The client secret is a secret.
+    github_web_url: str = "https://github.com"
+    github_app_slug: str = ""
+    github_client_id: str = ""
 
     @property
     def prefix(self) -> str:

@@ -48,7 +48,12 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/policy-sets/<name>/attachments",
         "/api/v1/launch-controls/<scope>",
     ),
-    "github": ("/api/v1/workspaces/<workspace_id>/github", "/webhooks/github"),
+    "github": (
+        "/api/v1/workspaces/<workspace_id>/github",
+        "/api/v1/github/installations",
+        "/api/v1/github/installations/<installation_id>",
+        "/webhooks/github",
+    ),
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
     "runner": (
         "/api/v1/runner/sessions",

@@ -439,6 +439,27 @@ class GitHubBindingView(Doc):
     push_run_kind: Literal["plan_and_apply", "plan_only"]
 
 
+class GitHubInstallationView(Doc):
+    """A GitHub App installation the organization holds (connected from the dashboard)."""
+
+    installation_id: int
+    account: str
+    account_type: Literal["Organization", "User"]
+    verified_github_user: str
+    claimed_by: str
+    claimed_at: str
+    bindings: int
+
+
+class GitHubInstallationList(Doc):
+    installations: list[GitHubInstallationView]
+
+
+class GitHubInstallationReleased(Doc):
+    installation_id: int
+    released: Literal[True]
+
+
 class GitHubUnbound(Doc):
     workspace_id: str
     bound: Literal[False]

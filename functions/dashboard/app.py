@@ -15,7 +15,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, sign_in
+from functions.dashboard import actions, github, sign_in
 from functions.dashboard.web import Request, redirect, reply
 from functions.observability import observed
 from runplane.domain.capabilities import Phase
@@ -61,7 +61,7 @@ def templates() -> Environment:
     )
 
 
-def _render(status: int, name: str, **context: Any) -> Page:
+def render(status: int, name: str, **context: Any) -> Page:
     return reply(status, templates().get_template(name).render(**context))
 
 
@@ -88,7 +88,7 @@ class Session:
 
 
 def sign_in_notice(request: Request) -> Page:
-    return _render(401, "sign_in.html", session=None)
+    return render(401, "sign_in.html", session=None)
 
 
 def login(request: Request) -> Page:
@@ -110,7 +110,7 @@ def logout(request: Request) -> Page:
 def workspaces(request: Request) -> Page:
     session = Session(request)
     listed = sorted(services().workspaces.list_own(session.principal), key=lambda w: w.name)
-    return _render(200, "workspaces.html", session=session, workspaces=listed)
+    return render(200, "workspaces.html", session=session, workspaces=listed)
 
 
 def workspace(request: Request, workspace_id: str) -> Page:
@@ -118,7 +118,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
     s = services()
     ws = s.workspaces.by_id(session.principal, workspace_id)
     runs = s.runs.list(session.principal, ws.id)
-    return _render(200, "runs.html", session=session, workspace=ws, runs=runs)
+    return render(200, "runs.html", session=session, workspace=ws, runs=runs)
 
 
 def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | None:
@@ -147,7 +147,7 @@ def run_page(request: Request, run_id: str) -> Page:
         datetime.fromisoformat(expires_at) <= s.clock.now()
     )
     logs = {phase.value: _log(session.principal, run_id, phase) for phase in Phase}
-    return _render(
+    return render(
         200,
         "run.html",
         session=session,
@@ -199,6 +199,8 @@ def _route(request: Request) -> Page:
     method, path = request.method, request.path.rstrip("/") or "/"
     if (signing_in := sign_in.route(request, method, path)) is not None:
         return signing_in
+    if (connecting := github.route(request, method, path)) is not None:
+        return connecting
     if method == "GET":
         fixed: dict[str, Callable[[Request], Page]] = {
             "/": workspaces,
@@ -235,7 +237,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except Unauthenticated:
         if request.method == "GET":
             return redirect(SIGN_IN)
-        return _render(
+        return render(
             401,
             "error.html",
             session=None,
@@ -244,7 +246,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except RunplaneError as error:
         back = _RUN_PATH.match(request.path)
-        return _render(
+        return render(
             error.http_status,
             "error.html",
             session=None,

@@ -45,6 +45,7 @@ from infra.constructs.functions import (
     Platform,
     RunplaneFunction,
 )
+from infra.constructs.github import CLIENT_SECRET, CONNECT_SETTINGS
 from infra.constructs.identity import Identity
 from infra.constructs.nag import acknowledge
 from infra.constructs.storage import ARTIFACTS_PREFIX, INBOX_PREFIX
@@ -221,6 +222,10 @@ class Api(Construct):
                     object_actions=OBJECT_READ,
                     key=KEY_UNWRAP,
                     workflow=WORKFLOW_RESUME,
+                    # Connecting a GitHub installation redeems a user authorization
+                    # with the App's OAuth client (never its private key).
+                    github_secrets=(CLIENT_SECRET,),
+                    settings=CONNECT_SETTINGS,
                 ),
             ),
         }

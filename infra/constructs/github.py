@@ -38,6 +38,9 @@ from infra.constructs.storage import ARTIFACTS_PREFIX
 SOURCE_DEFINITION = STATEMACHINES / "source.asl.json"
 APP_KEY = "github_app_private_key_secret_arn"
 WEBHOOK = "github_webhook_secret_arn"
+CLIENT_SECRET = "github_client_secret_arn"
+# What the dashboard reads to connect an installation (the App's OAuth client).
+CONNECT_SETTINGS = ("github_api_url", "github_web_url", "github_app_slug", "github_client_id")
 _GITHUB_SETTINGS = ("github_app_id", "github_api_url")
 _STEP = TABLE_READ + TABLE_WRITE
 
@@ -105,7 +108,13 @@ class GitHubSecrets(Construct):
             description="Runplane: the GitHub App's private key (PEM), set after deploy",
             removal_policy=removal,
         )
-        for secret in (self.webhook, self.app_key):
+        self.client_secret = secretsmanager.Secret(
+            self,
+            "AppClientSecret",
+            description="Runplane: the GitHub App's client secret (OAuth), set after deploy",
+            removal_policy=removal,
+        )
+        for secret in (self.webhook, self.app_key, self.client_secret):
             acknowledge(
                 secret,
                 "AwsSolutions-SMG4",
@@ -115,6 +124,7 @@ class GitHubSecrets(Construct):
         self.by_setting: dict[str, secretsmanager.ISecret] = {
             APP_KEY: self.app_key,
             WEBHOOK: self.webhook,
+            CLIENT_SECRET: self.client_secret,
         }
 
 

@@ -324,6 +324,17 @@ class Client:
         )
         return result
 
+    def github_installations(self) -> list[dict[str, Any]]:
+        found = self._call("GET", "/api/v1/github/installations")
+        result: list[dict[str, Any]] = found["installations"]
+        return result
+
+    def release_github_installation(self, installation_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/github/installations/{int(installation_id)}"
+        )
+        return result
+
     def list_variables(self, workspace_id: str) -> list[dict[str, Any]]:
         found = self._call("GET", f"/api/v1/workspaces/{_seg(workspace_id)}/variables")
         result: list[dict[str, Any]] = found["variables"]

@@ -74,6 +74,12 @@ class Settings(BaseModel):
     github_app_id: str | None = None
     github_app_private_key_secret_arn: str | None = None
     github_webhook_secret_arn: str | None = None
+    # Connecting installations (docs/github.md): the App's public page, its OAuth client.
+    github_web_url: str = "https://github.com"
+    github_app_slug: str | None = Field(default=None, pattern=r"^([a-z0-9][a-z0-9-]{0,99})?$")
+    github_client_id: str | None = Field(default=None, max_length=100)
+    github_client_secret_arn: str | None = None
+    github_installations_max: int = Field(default=25, ge=1, le=1000)
     # A delivery whose event is older than this is refused as a replay.
     github_delivery_window_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     github_webhook_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=10 * 1024 * 1024)

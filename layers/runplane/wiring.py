@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
+    from runplane.services.github_installations import GitHubInstallations
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
@@ -383,6 +384,26 @@ class Services:
                 webhook_max_bytes=settings.github_webhook_max_bytes,
                 archive_max_bytes=settings.github_archive_max_bytes,
                 review_url=settings.public_url or settings.control_plane_url,
+            ),
+            self.github_installations,
+        )
+
+    @cached_property
+    def github_installations(self) -> GitHubInstallations:
+        from runplane.services.github_installations import ConnectConfig, GitHubInstallations
+
+        settings = self.settings
+        return GitHubInstallations(
+            self.clock,
+            self.ids,
+            self.secrets,
+            ConnectConfig(
+                web_url=settings.github_web_url,
+                api_url=settings.github_api_url,
+                app_slug=settings.github_app_slug,
+                client_id=settings.github_client_id,
+                client_secret_arn=settings.github_client_secret_arn,
+                max_installations=settings.github_installations_max,
             ),
         )
 

@@ -106,6 +106,12 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         github.trust(stack.github.app_id, stack.github.public_key_pem)
         _SharedStack.github = github
         _SharedStack.local = Local(stack, stack.start())
+        github.register_client(
+            stack.github.client_id,
+            stack.github.client_secret,
+            stack.github.slug,
+            f"{_SharedStack.local.url}/ui/github/callback",
+        )
     _SharedStack.users += 1
     try:
         yield _SharedStack.local

@@ -22,6 +22,7 @@ import pytest
 
 from runplane.client import ApiError, Client, Connection
 from tests.e2e.conftest import Local, unique
+from tests.e2e.github_connect import held_once
 from tests.e2e.test_dashboard import signed_in
 from tests.github_fake import FakeGitHub
 
@@ -141,6 +142,7 @@ def eventually(probe: Callable[[], Any], timeout: float = 90, what: str = "") ->
 def bound_workspace(
     local: Local, repository: str, branch: str, directory: str, kind: str = "plan_only"
 ) -> str:
+    held_once(local, INSTALLATION, account="acme")
     ws = str(local.client.create_workspace(unique("gh"))["id"])
     local.client.bind_github(
         ws,
@@ -167,6 +169,7 @@ def test_a_push_plans_every_bound_workspace_once_with_provenance_and_no_token_an
     org, token = local.other_organization(unique("org"))
     other = Client(Connection(local.url, token, org))
     foreign = str(other.create_workspace("foreign")["id"])
+    held_once(local, INSTALLATION + 1, account="other", organization=org)
     other.bind_github(
         foreign, repository="other/repo", branch="main", installation_id=INSTALLATION + 1
     )
@@ -393,7 +396,8 @@ def test_the_cli_binds_shows_and_unbinds_a_workspace(
 ) -> None:
     from tests.e2e.test_cli import cli, cli_json, connect
 
-    # Given a workspace
+    # Given a workspace (and the installation, held by the organization)
+    held_once(local, INSTALLATION, account="acme")
     name = unique("cli-gh")
     local.client.create_workspace(name)
 

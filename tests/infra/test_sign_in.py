@@ -120,10 +120,16 @@ def test_the_dashboard_is_configured_for_hosted_ui_sign_in(stack: Synthesized) -
     assert pool in json.dumps(env["RUNPLANE_JWT_ISSUER"])
     jwks, _ = stack.one("Custom::RunplaneJwks")
     assert env["RUNPLANE_JWT_JWKS"] == {"Fn::GetAtt": [jwks, "Jwks"]}
-    # And it may read that one secret
+    # And it may read that secret, and the GitHub App's client secret (connecting an
+    # installation), and no other
+    [github_client] = [
+        name
+        for name in stack.of_type("AWS::SecretsManager::Secret")
+        if name.startswith("GitHubAppClientSecret")
+    ]
     role = stack.role_of(DASHBOARD)
     reads = [r for a, r, _ in stack.grants(role) if a.startswith("secretsmanager:")]
-    assert reads == [{"Ref": secret}]
+    assert sorted(reads, key=str) == sorted([{"Ref": secret}, {"Ref": github_client}], key=str)
 
 
 def test_an_existing_issuer_keeps_the_dashboard_on_login_links(custom_stack: Synthesized) -> None:

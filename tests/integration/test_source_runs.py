@@ -14,10 +14,12 @@ from runplane.domain.github import Binding
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
 from runplane.store import github as github_store
+from runplane.store import github_installations
 from runplane.store.models import SourceIngestionItem, source_key
 from runplane.store.transaction import Transaction
 from runplane.wiring import Services
 from tests.composition import services_for
+from tests.github_holding import hold_installation
 from tests.integration.arena import Arena
 from tests.integration.conftest import SETTINGS, TABLE
 
@@ -56,6 +58,8 @@ def ready_ingestion(arena: Arena, services: Services, workspace_ids: list[str]) 
     stack = arena.stack
     now = stack.clock.now()
     targets = []
+    if github_installations.holder_of(4242) is None:
+        hold_installation(arena.org.id, 4242)
     for ws_id in workspace_ids:
         github_store.bind(
             Binding(ws_id, arena.org.id, REPOSITORY, "main", "", 4242, RunKind.PLAN_ONLY),

@@ -27,6 +27,7 @@ from runplane.store import github as github_store
 from runplane.store.models import SourceIngestionItem, source_key
 from runplane.store.provision import create_table
 from tests.github_fake import FakeGitHub
+from tests.github_holding import hold_installation
 
 if TYPE_CHECKING:
     from moto.core.config import DefaultConfig
@@ -182,6 +183,7 @@ def test_a_commit_github_cannot_serve_fails_the_ingestion_and_creates_nothing(
     org = services.tenancy.create_organization("acme")
     ws = services.tenancy.create_workspace(org.id, "net")
     binding = Binding(ws.id, org.id, "acme/infra", "main", "", 11, RunKind.PLAN_ONLY)
+    hold_installation(org.id, 11)
     github_store.bind(binding, None, actor="tests", now=services.clock.now()).commit()
     pending_source("src-aaaaaaaaaaaaaaaaaaaaaaaaaa", org.id)
 

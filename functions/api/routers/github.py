@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, StrictInt
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
 from functions.isolation import current_event
+from runplane.domain.errors import NotFound
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -52,6 +53,28 @@ def get_github(workspace_id: str) -> Reply:
 def unbind_github(workspace_id: str) -> Reply:
     services().github.unbind(principal(), workspace_id)
     return json_reply(200, {"workspace_id": workspace_id, "bound": False})
+
+
+@router.get(
+    "/api/v1/github/installations",
+    responses=oas.responses(200, oas.GitHubInstallationList, *oas.READ),
+    security=oas.PEOPLE,
+)
+def list_github_installations() -> Reply:
+    held = services().github_installations.list(principal())
+    return json_reply(200, {"installations": [i.to_dict() for i in held]})
+
+
+@router.delete(
+    "/api/v1/github/installations/<installation_id>",
+    responses=oas.responses(200, oas.GitHubInstallationReleased, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def release_github_installation(installation_id: str) -> Reply:
+    if not installation_id.isdigit() or len(installation_id) > 16:
+        raise NotFound("GitHub App installation", installation_id[:40])
+    services().github_installations.release(principal(), int(installation_id))
+    return json_reply(200, {"installation_id": int(installation_id), "released": True})
 
 
 @router.post("/webhooks/github", responses=oas.webhook_responses())

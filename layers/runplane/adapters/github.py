@@ -44,7 +44,7 @@ class Archive:
     size: int
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
+class NoRedirect(urllib.request.HTTPRedirectHandler):
     """Redirects are followed by hand so the token never travels to another host."""
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
@@ -62,7 +62,7 @@ class GitHubApp:
             raise ValueError("the GitHub App private key must be an RSA key")
         self._key = key
         self._timeout = timeout
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._opener = urllib.request.build_opener(NoRedirect)
 
     def app_jwt(self, now: datetime) -> str:
         issued = int(now.timestamp()) - _JWT_SKEW_SECONDS
@@ -99,7 +99,7 @@ class GitHubApp:
             except urllib.error.HTTPError as error:
                 location = error.headers.get("Location") if error.code in {301, 302, 307} else None
                 if location is None:
-                    raise _failure(error, f"the archive of {repository}@{sha[:12]}") from None
+                    raise github_failure(error, f"the archive of {repository}@{sha[:12]}") from None
                 # GitHub redirects to a short-lived signed URL that needs no token.
                 url = urllib.parse.urljoin(url, location)
                 token = ""
@@ -137,7 +137,7 @@ class GitHubApp:
             with self._opener.open(request, timeout=self._timeout) as response:
                 raw = response.read(1024 * 1024)
         except urllib.error.HTTPError as error:
-            raise _failure(error, f"{method} {path.split('?')[0]}") from None
+            raise github_failure(error, f"{method} {path.split('?')[0]}") from None
         except OSError as error:
             raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
         try:
@@ -152,7 +152,7 @@ def _repo(repository: str) -> str:
     return f"{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
 
 
-def _failure(error: urllib.error.HTTPError, what: str) -> Exception:
+def github_failure(error: urllib.error.HTTPError, what: str) -> Exception:
     # The body may echo the request; only the status is reported.
     if error.code in {429, 500, 502, 503, 504} or (
         error.code == 403 and error.headers.get("X-RateLimit-Remaining") == "0"

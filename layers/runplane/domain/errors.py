@@ -673,6 +673,27 @@ class GitHubNotConfigured(RunplaneError):
     http_status = 503
 
 
+class GitHubConnectRefused(RunplaneError):
+    """Connecting a GitHub App installation to an organization failed a check: the
+    browser did not start the flow, it took too long or was finished already, or the
+    GitHub user does not administer the installation's account. ``reason`` is
+    machine-readable; nothing was claimed."""
+
+    code = "GITHUB_CONNECT_REFUSED"
+    http_status = 403
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{message} ({reason})")
+        self.reason = reason
+
+
+class GitHubInstallationTaken(Conflict):
+    """The installation is connected to another organization (or this one has as many
+    installations as it may): nothing was claimed."""
+
+    code = "GITHUB_INSTALLATION_TAKEN"
+
+
 class GitHubUnavailable(RunplaneError):
     """GitHub did not answer as expected (network, 5xx, rate limit): worth retrying."""
 

@@ -28,6 +28,8 @@ class Permission(StrEnum):
     # Publish policy sets and attach them to workspaces.
     POLICY_MANAGE = "policy:manage"
     TOKEN_MANAGE = "token:manage"
+    # Connect (claim) and release GitHub App installations for the organization.
+    GITHUB_CONNECT = "github:connect"
     # Tenant launch switch and suspension of the caller's own organization.
     LAUNCH_CONTROL = "launch:control"
     # Platform-wide controls: granted to deployment operators only, by no role.

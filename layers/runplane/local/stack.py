@@ -125,6 +125,15 @@ class LocalGitHubApp:
     private_key_pem: str
     public_key_pem: str
     webhook_secret: str
+    # The App's OAuth client, for connecting installations (a fake GitHub checks them).
+    client_id: str
+    client_secret: str
+    slug: str = "runplane-local"
+
+    @property
+    def web_url(self) -> str:
+        """GitHub's web pages: a local or fake GitHub serves them beside its API."""
+        return self.api_url
 
     @classmethod
     def generate(cls, api_url: str) -> LocalGitHubApp:
@@ -146,7 +155,15 @@ class LocalGitHubApp:
             )
             .decode()
         )
-        return cls(api_url, GITHUB_APP_ID, private, public, secrets.token_hex(32))
+        return cls(
+            api_url,
+            GITHUB_APP_ID,
+            private,
+            public,
+            secrets.token_hex(32),
+            f"Iv23li{secrets.token_hex(7)}",
+            secrets.token_hex(20),
+        )
 
 
 def _fire_schedule(payload: dict[str, Any]) -> Any:
@@ -508,12 +525,19 @@ class EmbeddedStack:
         hook = manager.create_secret(
             Name="runplane/github-webhook-secret", SecretString=self.github.webhook_secret
         )
+        client = manager.create_secret(
+            Name="runplane/github-app-client-secret", SecretString=self.github.client_secret
+        )
         return {
             **found,
             "github_api_url": self.github.api_url,
+            "github_web_url": self.github.web_url,
             "github_app_id": self.github.app_id,
+            "github_app_slug": self.github.slug,
+            "github_client_id": self.github.client_id,
             "github_app_private_key_secret_arn": key["ARN"],
             "github_webhook_secret_arn": hook["ARN"],
+            "github_client_secret_arn": client["ARN"],
         }
 
     def _issuer(self) -> LocalIssuer:

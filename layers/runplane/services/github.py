@@ -58,6 +58,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import ENDINGS, RunEvent
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.github_installations import GitHubInstallations
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
@@ -126,8 +127,10 @@ class GitHubSources:
         workflow: Workflow | None,
         secrets: Secrets,
         config: GitHubConfig,
+        installations: GitHubInstallations,
         app: Callable[[str, str, str], GitHubApp] = GitHubApp,
     ) -> None:
+        self._installations = installations
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
@@ -164,7 +167,9 @@ class GitHubSources:
             push_kind=valid_push_kind(push_run_kind),
         )
         previous = store.get_binding(workspace.id)
-        store.bind(binding, previous, actor=principal.ref, now=self._clock.now()).commit()
+        write = store.bind(binding, previous, actor=principal.ref, now=self._clock.now())
+        write.extend([self._installations.binding_change(binding, previous, principal.ref)])
+        write.commit()
         return binding
 
     def binding(self, principal: Principal, workspace_id: str) -> Binding:
@@ -176,7 +181,10 @@ class GitHubSources:
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
-        store.unbind(self.binding(principal, workspace_id)).commit()
+        bound = self.binding(principal, workspace_id)
+        write = store.unbind(bound)
+        write.extend([self._installations.binding_change(None, bound, principal.ref)])
+        write.commit()
 
     # -- the webhook ------------------------------------------------------------------------
 
@@ -309,17 +317,19 @@ class GitHubSources:
         self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
 
     def _targets(self, parsed: SourceEvent | SourceIngestionItem) -> list[Binding]:
-        """The bindings an event reaches: same repository, branch and installation, all
-        of the installation's organization (the first binding claimed it)."""
+        """The bindings an event reaches: same repository, branch and installation, of the
+        organization holding the installation (proved by a connect flow)."""
+        installation = int(parsed.installation_id)
+        holder = self._installations.holder_of(installation)
+        if holder is None:
+            return []
         found = [
             b
             for b in store.bound_to(parsed.repository)
-            if b.branch == parsed.branch and b.installation_id == int(parsed.installation_id)
+            if b.branch == parsed.branch
+            and b.installation_id == installation
+            and b.organization_id == holder
         ]
-        organizations = {b.organization_id for b in found}
-        if len(organizations) > 1:
-            logger.warning("an installation is bound by several organizations; ignoring it")
-            return []
         return sorted(found, key=lambda b: b.workspace_id)[:MAX_BOUND_WORKSPACES]
 
     # -- the source workflow --------------------------------------------------------------------

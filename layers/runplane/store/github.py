@@ -12,11 +12,9 @@ from runplane.domain.run import RunKind
 from runplane.store.models import (
     GitHubBindingItem,
     GitHubDeliveryItem,
-    GitHubInstallationItem,
     SourceIngestionItem,
     github_binding_key,
     github_delivery_key,
-    github_installation_key,
     github_route_key,
     source_key,
 )
@@ -81,18 +79,13 @@ def _item(key: tuple[str, str], binding: Binding, actor: str, now: datetime) -> 
 
 
 def bind(binding: Binding, previous: Binding | None, *, actor: str, now: datetime) -> Transaction:
-    """Replace the workspace's binding (exactly the ``previous`` one read) and its route;
-    the installation must be unclaimed or already this organization's."""
+    """Replace the workspace's binding (exactly the ``previous`` one read) and its route.
+    The caller adds the installation's bookkeeping (it must be held by the organization)."""
 
     def changed(current: Item | None) -> Exception:
         return Conflict(
             f"the GitHub binding of workspace {binding.workspace_id} changed meanwhile; "
             "read it again"
-        )
-
-    def claimed(current: Item | None) -> Exception:
-        return Conflict(
-            f"GitHub App installation {binding.installation_id} cannot be used by this organization"
         )
 
     key = github_binding_key(binding.workspace_id)
@@ -103,23 +96,11 @@ def bind(binding: Binding, previous: Binding | None, *, actor: str, now: datetim
         & (GitHubBindingItem.branch == previous.branch)
         & (GitHubBindingItem.installation_id == previous.installation_id)
     )
-    install = GitHubInstallationItem(
-        *github_installation_key(binding.installation_id),
-        installation_id=binding.installation_id,
-        org_id=binding.organization_id,
-        claimed_at=now,
-    )
     write = (
         Transaction()
         .put(_item(key, binding, actor, now), condition=condition, on_refused=changed)
         .put(
             _item(github_route_key(binding.repository, binding.workspace_id), binding, actor, now),
-        )
-        .put(
-            install,
-            condition=GitHubInstallationItem.pk.does_not_exist()
-            | (GitHubInstallationItem.org_id == binding.organization_id),
-            on_refused=claimed,
         )
     )
     if previous is not None and previous.repository != binding.repository:
@@ -137,7 +118,8 @@ def unbind(binding: Binding) -> Transaction:
         Transaction()
         .delete(
             GitHubBindingItem(*github_binding_key(binding.workspace_id)),
-            condition=GitHubBindingItem.repository == binding.repository,
+            condition=(GitHubBindingItem.repository == binding.repository)
+            & (GitHubBindingItem.installation_id == binding.installation_id),
             on_refused=changed,
         )
         .delete(GitHubBindingItem(*github_route_key(binding.repository, binding.workspace_id)))

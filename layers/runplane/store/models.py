@@ -584,10 +584,6 @@ def github_route_key(repository: str, workspace_id: str) -> tuple[str, str]:
     return f"GHREPO#{repository}", f"WS#{workspace_id}"
 
 
-def github_installation_key(installation_id: int) -> tuple[str, str]:
-    return f"GHINSTALL#{installation_id}", "GHINSTALL"
-
-
 def github_delivery_key(delivery_id: str) -> tuple[str, str]:
     return f"GHDELIVERY#{delivery_id}", "GHDELIVERY"
 
@@ -608,15 +604,6 @@ class GitHubBindingItem(TableItem):
     push_kind = UnicodeAttribute()
     updated_at = UTCDateTimeAttribute()
     updated_by = UnicodeAttribute()
-
-
-class GitHubInstallationItem(TableItem):
-    """Which organization a GitHub App installation belongs to: claimed by the first
-    binding, so no other organization can route that installation's code to itself."""
-
-    installation_id = NumberAttribute()
-    org_id = UnicodeAttribute()
-    claimed_at = UTCDateTimeAttribute()
 
 
 class GitHubDeliveryItem(TableItem):
