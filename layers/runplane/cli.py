@@ -471,7 +471,7 @@ def _policy_test(args: argparse.Namespace) -> int:
     from runplane.adapters.rego import RegoEvaluator
     from runplane.domain.policy import load_policy_set_dir
     from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
-    from runplane.domain.policy_results import overall
+    from runplane.domain.policy_results import overall, rule_probes
 
     # Bad usage, as argparse reports it: exit 2.
     if args.dir and args.dir_flag and args.dir != args.dir_flag:
@@ -516,15 +516,37 @@ def _policy_test(args: argparse.Namespace) -> int:
             "save the plan with `show -json` of a current engine",
             file=sys.stderr,
         )
-    results = evaluator.evaluate([content], inputs)
+    probes = rule_probes(content)
+    evaluated = evaluator.evaluate([content, probes.content], inputs)
+    results = [r for r in evaluated if r.policy_set == content.name]
     outcome = overall(results)
+    undefined = probes.undefined(evaluated)
+    queried = {p.query.removeprefix("data."): p.name for p in content.policies}
+    for rule in undefined:
+        if rule in queried:
+            print(
+                f"warning: policy {queried[rule]} passed because data.{rule} had no value on "
+                "this plan (no rule body matched)",
+                file=sys.stderr,
+            )
     if args.json:
-        print(json.dumps({"outcome": outcome, "results": [r.to_dict() for r in results]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "outcome": outcome,
+                    "results": [r.to_dict() for r in results],
+                    "undefined_rules": undefined,
+                },
+                indent=2,
+            )
+        )
     else:
         for result in results:
             print(f"{result.outcome:<8} {result.policy} ({result.enforcement.value})")
             for message in result.messages:
                 print(f"         - {message}")
+        if undefined:
+            print(f"undefined on this plan: {', '.join(undefined)}")
         print(f"overall: {outcome}")
     return status or (0 if outcome == "passed" else EXIT_NOT_SUCCEEDED)
 

@@ -170,12 +170,13 @@ def test_a_conftest_style_v0_directory_publishes_with_its_original_text(
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["digest"] == content.digest()
     assert sorted(p["name"] for p in listed["policies"]) == ["main.deny", "main.warn_names"]
-    # And the listing says which modules are read as Rego v0, and the input shape
+    # And the listing says which modules are read as Rego v0, and the input shape its
+    # packaging gave it (conftest's: the plan JSON itself)
     assert listed["rego_v0_modules"] == ["lib/naming.rego", "main.rego"]
-    assert listed["input_shape"] == "runplane"
+    assert listed["input_shape"] == "bare"
     assert main(["policy", "list", *connect]) == 0
     text = capsys.readouterr().out.splitlines()
-    assert text[0].startswith(f"conftest-style  {content.digest()}  version 1  input runplane  ")
+    assert text[0].startswith(f"conftest-style  {content.digest()}  version 1  input bare  ")
     assert "    main.rego: Rego v0, upgraded to v1 for evaluation" in text
 
 

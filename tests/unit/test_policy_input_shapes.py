@@ -11,8 +11,8 @@ import pytest
 
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import load_policy_set_dir, policy_set_from_document
+from runplane.domain.policy_configuration import sanitized_configuration
 from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs, RunMetadata
-from runplane.domain.policy_plan import sanitized_configuration
 from runplane.domain.policy_sanitize import canonical_json, input_digest, sanitize_plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
@@ -53,6 +53,34 @@ CONFIGURATION: dict[str, Any] = {
                 "source": "./mod",
                 "expressions": {"label": {"constant_value": SECRET}},
                 "module": {
+                    "resources": [
+                        {
+                            "address": "test_thing.c",
+                            "mode": "managed",
+                            "type": "test_thing",
+                            "name": "c",
+                            "provider_config_key": "child:test",
+                            "provisioners": [
+                                {
+                                    "type": "local-exec",
+                                    "expressions": {
+                                        "command": {"constant_value": "make deploy"},
+                                        "connection": [{"password": {"constant_value": SECRET}}],
+                                    },
+                                }
+                            ],
+                            "expressions": {
+                                "name": {"constant_value": "c"},
+                                "password": {"constant_value": SECRET},
+                                "rules": [
+                                    {"port": {"constant_value": 443}},
+                                    {"port": {"references": ["var.port"]}},
+                                ],
+                            },
+                            "schema_version": 1,
+                            "count_expression": {"constant_value": 1},
+                        }
+                    ],
                     "module_calls": {
                         "grandchild": {
                             "source": "app.terraform.io/acme/net/aws",
@@ -63,6 +91,10 @@ CONFIGURATION: dict[str, Any] = {
                     "variables": {"label": {}},
                 },
             }
+        },
+        "outputs": {
+            "token": {"sensitive": True, "expression": {"constant_value": SECRET}},
+            "name": {"expression": {"references": ["module.child.name"]}},
         },
         "variables": {"token": {"default": SECRET, "sensitive": True}},
     },
@@ -187,8 +219,8 @@ def test_the_plan_shape_keeps_terraforms_change_structure() -> None:
         "workspace": {"name": "prod"},
     }
     assert document["configuration"] == plan["configuration"]
-    # and no prior state, planned values or variables are copied
-    assert not {"variables", "planned_values", "prior_state"} & set(plan)
+    # and the variables' values are never copied
+    assert "variables" not in plan
 
 
 def test_an_unknown_value_under_a_sensitive_one_reveals_nothing_below_it() -> None:
@@ -315,44 +347,93 @@ def test_run_metadata_in_each_tools_field_names() -> None:
     assert tracked["type"] == "TRACKED"
 
 
-def test_the_configuration_keeps_sources_versions_and_argument_names_only() -> None:
-    # Given the configuration block of a real 1.0.3 plan
+def test_the_configuration_keeps_its_layout_and_masks_what_may_be_secret() -> None:
+    # Given the configuration block of a plan: provider configurations, a resource with
+    # no instance in the plan, a module's resource whose instance marks `password`
+    # sensitive, with a provisioner and nested blocks, module calls, outputs, variables
     # When it is sanitized
-    configuration = sanitized_configuration({"configuration": CONFIGURATION})
-    # Then provider configurations keep names, aliases, constraints and argument names,
-    # module calls their sources and version constraints, and nothing else
-    assert configuration == {
-        "provider_config": {
-            "module.child:test": {
-                "name": "test",
-                "version_constraint": ">= 0.1.0",
-                "module_address": "module.child",
-            },
-            "test": {"name": "test", "version_constraint": "0.1.0", "expressions": {"api_key": {}}},
-            "test.second": {"name": "test", "alias": "second", "version_constraint": "0.1.0"},
+    configuration = sanitized_configuration(show_json())
+    masked = {"constant_value": "(sensitive)"}
+    # Then provider configurations keep their fields; constants other than region are
+    # masked
+    assert configuration["provider_config"] == {
+        "module.child:test": {
+            "name": "test",
+            "version_constraint": ">= 0.1.0",
+            "module_address": "module.child",
         },
-        "root_module": {
-            "module_calls": {
-                "child": {
-                    "source": "./mod",
-                    "module": {
-                        "module_calls": {
-                            "grandchild": {
-                                "source": "app.terraform.io/acme/net/aws",
-                                "version_constraint": "~> 2.0",
-                            }
-                        }
-                    },
-                }
-            }
-        },
+        "test": {"name": "test", "version_constraint": "0.1.0", "expressions": {"api_key": masked}},
+        "test.second": {"name": "test", "alias": "second", "version_constraint": "0.1.0"},
     }
+    root = configuration["root_module"]
+    # A resource the plan has no instance of gets every constant masked
+    assert root["resources"] == [
+        {
+            "address": "test_thing.a",
+            "mode": "managed",
+            "type": "test_thing",
+            "name": "a",
+            "provider_config_key": "test",
+            "expressions": {"name": masked},
+            "schema_version": 1,
+        }
+    ]
+    # A module call keeps source and constraint, its arguments' constants are masked
+    child = root["module_calls"]["child"]
+    assert child["source"] == "./mod"
+    assert child["expressions"] == {"label": masked}
+    grandchild = child["module"]["module_calls"]["grandchild"]
+    assert grandchild["version_constraint"] == "~> 2.0"
+    assert grandchild["expressions"] == {"token": masked}
+    # The module's resource shows the constants its planned value shows, masks the one
+    # its instance marks sensitive, and keeps references, provisioners and count
+    [resource] = child["module"]["resources"]
+    assert resource == {
+        "address": "test_thing.c",
+        "mode": "managed",
+        "type": "test_thing",
+        "name": "c",
+        "provider_config_key": "child:test",
+        "provisioners": [
+            {
+                "type": "local-exec",
+                "expressions": {
+                    "command": {"constant_value": "make deploy"},
+                    "connection": [{"password": masked}],
+                },
+            }
+        ],
+        "expressions": {
+            "name": {"constant_value": "c"},
+            "password": masked,
+            "rules": [{"port": {"constant_value": 443}}, {"port": {"references": ["var.port"]}}],
+        },
+        "schema_version": 1,
+        "count_expression": {"constant_value": 1},
+    }
+    # Outputs and variables declared sensitive have their constants masked
+    assert root["outputs"] == {
+        "name": {"expression": {"references": ["module.child.name"]}},
+        "token": {"sensitive": True, "expression": masked},
+    }
+    assert root["variables"] == {"token": {"sensitive": True, "default": "(sensitive)"}}
+
+
+def test_a_constant_is_masked_when_any_instance_lacks_a_sensitivity_map() -> None:
+    # Given the module's resource, whose one instance has no after_sensitive
+    plan = show_json()
+    del plan["resource_changes"][0]["change"]["after_sensitive"]
+    # When the configuration is sanitized / Then even its plain name is masked
+    [resource] = sanitized_configuration(plan)["root_module"]["module_calls"]["child"]["module"][
+        "resources"
+    ]
+    assert resource["expressions"]["name"] == {"constant_value": "(sensitive)"}
 
 
 def test_a_plan_without_configuration_gives_an_empty_one() -> None:
     assert sanitized_configuration({}) == {
         "provider_config": {},
-        "root_module": {"module_calls": {}},
+        "root_module": {"outputs": {}, "resources": [], "module_calls": {}, "variables": {}},
     }
 
 

@@ -21,6 +21,7 @@ from runplane.domain.policy import (
     PolicySetContent,
     load_policy_set_dir,
 )
+from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_paths
 from runplane.domain.policy_packaging import DECISIONS_MODULE, read_modules
 from runplane.domain.policy_unit_tests import UnitTestOutcome, discover
 from runplane.domain.rego_v0 import compiled_source
@@ -53,7 +54,7 @@ V0_DENY = """package rules
 
 deny[msg] {
 	rc := input.resource_changes[_]
-	rc.actions[_] == "delete"
+	rc.change.actions[_] == "delete"
 	msg := sprintf("%s would be deleted", [rc.address])
 }
 """
@@ -67,17 +68,15 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def _sanitized(plan: Mapping[str, object]) -> dict[str, object]:
-    from runplane.domain.policy_sanitize import sanitize_plan
-
-    return sanitize_plan(plan, workspace="w", run_kind="plan_and_apply", engine_version="1.0.3")
-
-
 def _outcomes(root: Path, plan: Mapping[str, object]) -> dict[str, tuple[str, str, list[str]]]:
+    """The set's results on ``plan``, in the input shape its packaging gives it, once
+    publication's checks (including the input paths its modules read) accept it."""
     content = load_policy_set_dir(root)
+    assert check_input_paths(content) == []
     evaluator = RegoEvaluator(isolation="thread")
     evaluator.validate(content)
-    results = evaluator.evaluate([content], _sanitized(plan))
+    meta = RunMetadata(workspace="w", kind="plan_and_apply", engine_version="1.0.3")
+    results = evaluator.evaluate([content], PolicyInputs(dict(plan), meta))
     return {r.policy: (str(r.enforcement), str(r.outcome), list(r.messages)) for r in results}
 
 
@@ -145,15 +144,16 @@ def test_a_boolean_decision_that_is_true_passes(tmp_path: Path) -> None:
 
 
 def test_scalr_policy_hcl_reads_enabled_policies_from_their_modules() -> None:
-    # Given the Scalr-style example (one enabled, one disabled policy)
+    # Given the Scalr-style example (two enabled policies, one disabled)
     content = load_policy_set_dir(EXAMPLES / "scalr-style")
-    # Then only the enabled one is a policy, reading its module's deny rule
+    # Then only the enabled ones are policies, each reading its module's deny rule
     assert [(p.name, p.enforcement, p.query) for p in content.policies] == [
         (
             "enforce_owner_tag",
             Enforcement.HARD_MANDATORY,
             "data.terraform.enforce_owner_tag.deny",
-        )
+        ),
+        ("no_local_exec", Enforcement.HARD_MANDATORY, "data.terraform.no_local_exec.deny"),
     ]
 
 
@@ -219,9 +219,10 @@ def test_conftest_conventions_discover_rules_in_every_package_and_subdirectory(
             "main.rego": V0_DENY.replace("package rules", "package main"),
             "extra/checks.rego": (
                 "package checks\n\nimport rego.v1\n\n"
-                'violation_size contains "too big" if input.summary.add > 100\n\n'
+                'violation_size contains "too big" if count(input.resource_changes) > 100\n\n'
                 'warn_naming contains "odd" if false\n\n'
-                "authz if input.summary.destroy == 0\n\n"
+                "authz if {\n\tevery rc in input.resource_changes {\n"
+                '\t\tnot "delete" in rc.change.actions\n\t}\n}\n\n'
                 "helper := 1\n"
             ),
             "main_test.rego": "package main\n\ntest_x {\n\ttrue\n}\n",
@@ -263,8 +264,9 @@ def test_spacelift_deny_and_warn_rules_are_mandatory_and_advisory(tmp_path: Path
         {
             "plan.rego": (
                 "package spacelift\n\n"
-                'deny["no deletions"] {\n\tinput.summary.destroy > 0\n}\n\n'
-                'warn["many changes"] {\n\tinput.summary.change > 10\n}\n'
+                'deny["no deletions"] {\n\tinput.terraform.resource_changes[_].change.actions'
+                '[_] == "delete"\n}\n\n'
+                'warn["many changes"] {\n\tcount(input.terraform.resource_changes) > 10\n}\n'
             )
         },
     )
@@ -319,6 +321,7 @@ def test_a_v0_set_publishes_its_original_text_and_evaluates_as_v0(tmp_path: Path
             "policy-set.json": json.dumps(
                 {
                     "name": "v0",
+                    "input_shape": "bare",
                     "policies": [
                         {"name": "d", "enforcement": "hard_mandatory", "query": "data.rules.deny"}
                     ],
@@ -453,7 +456,7 @@ def test_a_set_that_crashes_the_evaluator_errors_its_tests_and_passes_none() -> 
         PolicyModule(
             "a_test.rego",
             "package rules\n\ntest_crashes {\n\tcount(deny) == 1 with input as "
-            '{"resource_changes": [{"address": "a.b", "actions": ["delete"]}]}\n}\n\n'
+            '{"resource_changes": [{"address": "a.b", "change": {"actions": ["delete"]}}]}\n}\n\n'
             "test_after {\n\ttrue\n}\n",
         ),
     ]

@@ -1,12 +1,13 @@
-# Rego v0, as many conftest and Spacelift policies are written: Runplane upgrades it
-# to v1 for the evaluator and publishes this text unchanged.
+# Rego v0, as many conftest policies are written: Runplane upgrades it to v1 for the
+# evaluator and publishes this text unchanged. The input is the plan JSON, as
+# `conftest test plan.json` gives it.
 package main
 
 import data.lib.naming
 
 deleted[rc.address] {
 	rc := input.resource_changes[_]
-	rc.actions[_] == "delete"
+	rc.change.actions[_] == "delete"
 }
 
 deny[msg] {

@@ -2,7 +2,10 @@ package window
 
 import rego.v1
 
-# A boolean decision: the plan may go ahead only if it destroys nothing.
+# A boolean decision: the plan may go ahead only if it deletes nothing.
 default allow := false
 
-allow if input.summary.destroy == 0
+allow if {
+	deletes := [rc | some rc in input.plan.resource_changes; "delete" in rc.change.actions]
+	count(deletes) == 0
+}

@@ -9,3 +9,8 @@ policy "limit_instance_size" {
   enabled           = false
   enforcement_level = "soft-mandatory"
 }
+
+policy "no_local_exec" {
+  enabled           = true
+  enforcement_level = "hard-mandatory"
+}

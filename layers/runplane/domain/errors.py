@@ -566,6 +566,26 @@ class PolicyInputRootRefused(InvalidPolicySet):
         self.providers = providers
 
 
+class PolicyInputPathRefused(PolicyInputRootRefused):
+    """A module reads a path below an ``input`` root that its set's input shape never
+    provides (``input.resource_changes[_].change`` in the ``runplane`` shape)."""
+
+    code = "policy_input_path_unknown"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        module: str,
+        line: int,
+        root: str,
+        path: str,
+        providers: tuple[str, ...],
+    ) -> None:
+        super().__init__(message, module=module, line=line, root=root, providers=providers)
+        self.path = path
+
+
 class LoginLinkRefused(RunplaneError):
     """A dashboard login link that is unknown, already used or past its lifetime."""
 

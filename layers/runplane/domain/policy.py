@@ -286,7 +286,7 @@ def _refuse_duplicates(kind: str, names: Sequence[str]) -> None:
         seen.add(name)
 
 
-_SHAPE_FIELDS: Final = ("input_shape", "unknown_input_roots")
+_SHAPE_FIELDS: Final = ("input_shape", "unknown_input_roots", "unknown_input_paths")
 
 _NAME_RULE: Final = (
     "names start with a letter or digit and use at most 64 letters, digits, '_', '.' or '-'"

@@ -21,12 +21,16 @@ left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine do
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from runplane.domain.errors import InvalidPolicySet, PolicyInputRootRefused
-from runplane.domain.policy_capabilities import _tokens
+from runplane.domain.errors import (
+    InvalidPolicySet,
+    PolicyInputPathRefused,
+    PolicyInputRootRefused,
+)
+from runplane.domain.policy_paths import Arr, Miss, Step, input_reads, resolve, spell
 from runplane.domain.policy_plan import known_fields, sanitized_plan_document
 
 if TYPE_CHECKING:
@@ -41,23 +45,31 @@ SHAPE_ROOTS: Final[Mapping[str, frozenset[str]]] = {
     "terraform": frozenset({"terraform", "spacelift"}),
     "bare": frozenset(
         {"format_version", "terraform_version", "resource_changes", "output_changes"}
-        | {"configuration"}
+        | {"planned_values", "prior_state", "configuration"}
     ),
 }
-"""The top-level ``input`` keys each shape provides."""
+"""The top-level ``input`` keys each shape provides (``prior_state`` only when the
+engine wrote one: a workspace's first plan has none)."""
 
 SHAPES: Final = tuple(SHAPE_ROOTS)
 
 REFUSE, WARN = "refuse", "warn"
 UNKNOWN_ROOT_MODES: Final = (REFUSE, WARN)
-"""What publication does when a module reads a root its shape does not provide."""
+"""What publication does when a module reads a path its shape does not provide."""
+
+UNKNOWN_PATHS_FIELD: Final = "unknown_input_paths"
+"""The setting's name; ``unknown_input_roots``, its first name, is read too."""
+LEGACY_PATHS_FIELD: Final = "unknown_input_roots"
 
 
 # -- policy-set options -------------------------------------------------------------------------
 
 
 def shape_options(doc: Mapping[str, Any]) -> dict[str, str]:
-    """``input_shape`` and ``unknown_input_roots`` read from a set's document, checked."""
+    """``input_shape`` and the unknown-path mode read from a set's document, checked.
+
+    The mode may be given as ``unknown_input_paths`` or, as before, ``unknown_input_roots``;
+    it is kept under the latter, so a set's digest does not depend on the spelling."""
     options: dict[str, str] = {}
     shape = doc.get("input_shape", DEFAULT_SHAPE)
     if not isinstance(shape, str) or shape not in SHAPE_ROOTS:
@@ -65,95 +77,176 @@ def shape_options(doc: Mapping[str, Any]) -> dict[str, str]:
             f"input_shape {shape!r} is not one of {', '.join(SHAPES)} (default {DEFAULT_SHAPE})"
         )
     options["input_shape"] = shape
-    mode = doc.get("unknown_input_roots", REFUSE)
+    given = {key: doc[key] for key in (UNKNOWN_PATHS_FIELD, LEGACY_PATHS_FIELD) if key in doc}
+    if len(given) == 2 and len({repr(v) for v in given.values()}) == 2:
+        raise InvalidPolicySet(
+            f"{UNKNOWN_PATHS_FIELD} and {LEGACY_PATHS_FIELD} name the same setting: give one"
+        )
+    field, mode = next(iter(given.items()), (UNKNOWN_PATHS_FIELD, REFUSE))
     if not isinstance(mode, str) or mode not in UNKNOWN_ROOT_MODES:
         raise InvalidPolicySet(
-            f"unknown_input_roots {mode!r} is not one of {', '.join(UNKNOWN_ROOT_MODES)} "
-            f"(default {REFUSE})"
+            f"{field} {mode!r} is not one of {', '.join(UNKNOWN_ROOT_MODES)} (default {REFUSE})"
         )
     options["unknown_input_roots"] = mode
     return options
 
 
-# -- no silent passes: which input roots a module reads -----------------------------------------
+def inferred_shape(sources: Iterable[str]) -> str:
+    """The shape of a set packaged for another tool without a configuration file
+    (conftest, Spacelift, ``opa eval``): Spacelift's when a module reads
+    ``input.spacelift`` or ``input.terraform`` (Spacelift plan policies read both);
+    Scalr's or HCP Terraform's when modules read ``input.tfplan``/``input.tfrun`` or
+    ``input.plan`` (their policies shipped without their configuration file);
+    otherwise the plan JSON itself (``bare``), which conftest and ``opa eval -i
+    plan.json`` policies read."""
+    roots = {root for source in sources for root, _ in input_roots(source)}
+    for shape, markers in (
+        ("terraform", {"spacelift", "terraform"}),
+        ("tfplan", {"tfplan", "tfrun"}),
+        ("plan", {"plan"}),
+    ):
+        if roots & markers:
+            return shape
+    return "bare"
+
+
+# -- no silent passes: which input paths a module reads -----------------------------------------
 
 
 @dataclass(frozen=True)
-class InputRootFinding:
+class InputPathFinding:
+    """A read of ``input`` the set's shape never provides."""
+
     module: str
     line: int
-    root: str
+    path: tuple[Step, ...]
+    """The steps below ``input`` up to and including the first one the shape lacks."""
     shape: str
-    """The set's declared shape, which does not provide ``root``."""
+    """The set's declared shape, which does not provide ``path``."""
+    miss: Miss
+
+    @property
+    def root(self) -> str:
+        return str(self.path[0])
 
     @property
     def providers(self) -> tuple[str, ...]:
-        return tuple(s for s in SHAPES if self.root in SHAPE_ROOTS[s])
+        """The shapes that provide the path."""
+        return tuple(s for s in SHAPES if resolve(s, self.path) is None)
+
+    @property
+    def spelled(self) -> str:
+        return spell(self.path)
+
+    def _where(self) -> str:
+        providers = self.providers
+        if not providers:
+            return "no input shape provides it"
+        many = len(providers) > 1
+        return (
+            f"the {' and '.join(providers)} shape{'s' if many else ''} "
+            f"provide{'' if many else 's'} it"
+        )
 
     @property
     def message(self) -> str:
-        providers = self.providers
-        where = (
-            f"the {' and '.join(providers)} shape{'s' if len(providers) > 1 else ''} "
-            f"provide{'' if len(providers) > 1 else 's'} it"
-            if providers
-            else "no input shape provides it"
-        )
-        provided = ", ".join(f"input.{root}" for root in sorted(SHAPE_ROOTS[self.shape]))
+        if len(self.path) == 1:
+            provided = ", ".join(f"input.{root}" for root in sorted(SHAPE_ROOTS[self.shape]))
+            detail = f"{self._where()}; {self.shape} provides {provided}"
+        else:
+            parent = spell(self.path[:-1])
+            node = self.miss.parent
+            fields = node.fields()
+            if self.miss.reason:
+                what = f"{self.miss.reason}"
+            elif fields:
+                what = f"{parent} has {', '.join(fields)}"
+            elif isinstance(node, Arr):
+                what = f"{parent} is an array: its elements are read with [_]"
+            else:
+                what = f"{parent} is a single value with nothing below it"
+            detail = f"{what}; {self._where()}"
         return (
-            f"{self.module} line {self.line} reads input.{self.root}, which the "
-            f"{self.shape} input shape does not provide ({where}; {self.shape} provides "
-            f"{provided}): the rule would be undefined on every plan and pass silently"
+            f"{self.module} line {self.line} reads {self.spelled}, which the {self.shape} "
+            f"input shape does not provide ({detail}): the rule would be undefined on every "
+            "plan and pass silently"
         )
+
+
+InputRootFinding = InputPathFinding
+"""Its first name, when it checked roots only."""
 
 
 def input_roots(source: str) -> list[tuple[str, int]]:
-    """The ``input`` roots ``source`` reads, as ``(root, line)`` in source order.
+    """The ``input`` roots ``source`` reads, as ``(root, first line)`` in source order.
 
-    Lexical and conservative: ``input.x``, ``input["x"]`` and ``import input.x``
-    count; comments and string contents do not; ``input`` alone (``with input as``,
-    ``input[k]`` with a variable) names no root.
+    Lexical and conservative (see ``policy_paths``): ``input.x``, ``input["x"]``,
+    ``import input.x`` and names bound to them count; comments and string contents do
+    not; ``input`` alone (``with input as``, ``input[k]`` with a variable) names no root.
     """
-    tokens = _tokens(source)
-    found: list[tuple[str, int]] = []
-    for i, (kind, text, line) in enumerate(tokens):
-        if kind != "ident" or text != "input" or (i > 0 and tokens[i - 1][0] == "."):
-            continue
-        dotted = i + 2 < len(tokens) and [t[0] for t in tokens[i + 1 : i + 3]] == [".", "ident"]
-        indexed = i + 3 < len(tokens) and [t[0] for t in tokens[i + 1 : i + 4]] == ["[", "str", "]"]
-        root = tokens[i + 2][1] if dotted or indexed else None
-        if root is not None and (root, line) not in found:
-            found.append((root, line))
-    return found
+    found: dict[str, int] = {}
+    for read in input_reads(source):
+        root = read.path[0]
+        if root is not None:
+            found.setdefault(root, read.line)
+    return list(found.items())
 
 
-def unknown_input_roots(content: PolicySetContent) -> list[InputRootFinding]:
-    """Every read of a root the set's shape does not provide (modules by name)."""
+def unknown_input_paths(content: PolicySetContent) -> list[InputPathFinding]:
+    """Every path the set's shape does not provide that a module reads, at the first
+    line reading it (modules by name)."""
     shape = content.input_shape
-    provided = SHAPE_ROOTS[shape]
-    return [
-        InputRootFinding(module.name, line, root, shape)
-        for module in content.modules
-        for root, line in input_roots(module.source)
-        if root not in provided
-    ]
+    findings: list[InputPathFinding] = []
+    seen: set[tuple[str, tuple[Step, ...]]] = set()
+    for module in content.modules:
+        for read in input_reads(module.source):
+            miss = resolve(shape, read.path)
+            if miss is None:
+                continue
+            path = read.path[: miss.depth + 1]
+            if (module.name, path) in seen:
+                continue
+            seen.add((module.name, path))
+            findings.append(InputPathFinding(module.name, read.line, path, shape, miss))
+    return findings
+
+
+def unknown_input_roots(content: PolicySetContent) -> list[InputPathFinding]:
+    """``unknown_input_paths``' findings about roots only."""
+    return [finding for finding in unknown_input_paths(content) if len(finding.path) == 1]
 
 
 def check_input_roots(content: PolicySetContent) -> list[str]:
-    """Refuse (``PolicyInputRootRefused``) or, with ``"unknown_input_roots": "warn"``,
-    return warnings for modules reading roots the declared shape does not provide."""
-    findings = unknown_input_roots(content)
+    """Refuse (``PolicyInputRootRefused`` for a root, ``PolicyInputPathRefused`` below
+    one) or, with ``"unknown_input_paths": "warn"``, return warnings for modules reading
+    paths the declared shape does not provide."""
+    findings = unknown_input_paths(content)
     if findings and content.unknown_input_roots != WARN:
         first = findings[0]
-        raise PolicyInputRootRefused(
-            first.message + ' (declare the shape the modules are written for with "input_shape", '
-            'or publish with "unknown_input_roots": "warn")',
+        message = first.message + (
+            ' (declare the shape the modules are written for with "input_shape" in '
+            'policy-set.json, or publish with "unknown_input_paths": "warn")'
+        )
+        if len(first.path) == 1:
+            raise PolicyInputRootRefused(
+                message,
+                module=first.module,
+                line=first.line,
+                root=first.root,
+                providers=first.providers,
+            )
+        raise PolicyInputPathRefused(
+            message,
             module=first.module,
             line=first.line,
             root=first.root,
+            path=first.spelled,
             providers=first.providers,
         )
     return [finding.message for finding in findings]
+
+
+check_input_paths = check_input_roots
 
 
 # -- the run's metadata ---------------------------------------------------------------------------

@@ -4,13 +4,19 @@ Pure: standard library only. ``load_policy_set_dir`` reads ``policy-set.json`` i
 and comes here for a directory without one:
 
 - ``policies.hcl`` (HCP Terraform's OPA policy sets): each ``policy "name"`` block has
-  a ``query`` and an ``enforcement_level``;
+  a ``query`` and an ``enforcement_level``; the set reads HCP's input (``plan`` shape);
 - ``scalr-policy.hcl`` (``version = "v1"``): each enabled ``policy "name"`` block is the
-  ``deny`` rule of the module ``name.rego``;
+  ``deny`` rule of the module ``name.rego``; the set reads Scalr's input (``tfplan``);
 - neither (the conventions of conftest and Spacelift): every package's ``deny``,
   ``violation``, ``warn``, ``deny_*``, ``violation_*`` and ``warn_*`` rules are policies
   (``warn*`` advisory, the others hard mandatory), and ``allow`` and ``authz`` rules
-  are boolean decisions (hard mandatory).
+  are boolean decisions (hard mandatory); the set reads Spacelift's input
+  (``terraform``) when its modules read ``input.spacelift`` or ``input.terraform``,
+  else the plan JSON itself (``bare``), as conftest and ``opa eval`` give it (see
+  ``policy_input.inferred_shape``).
+
+The shape is part of the set's content: a directory that wants another one says so
+in a ``policy-set.json``.
 
 A boolean decision fails unless it is ``true`` (``false`` or undefined is a violation).
 It is evaluated through a generated module, ``runplane-decisions.rego`` (published with
@@ -38,10 +44,15 @@ from runplane.domain.policy import (
     PolicySetContent,
     check_policy_set,
 )
+from runplane.domain.policy_input import inferred_shape
 from runplane.domain.rego_v0 import rule_heads
 
 HCP_CONFIG: Final = "policies.hcl"
 SCALR_CONFIG: Final = "scalr-policy.hcl"
+HCP_SHAPE: Final = "plan"
+"""What HCP Terraform's OPA policies read: ``input.plan`` (the plan JSON), ``input.run``."""
+SCALR_SHAPE: Final = "tfplan"
+"""What Scalr's OPA policies read: ``input.tfplan`` (the plan JSON), ``input.tfrun``."""
 TEST_SUFFIX: Final = "_test.rego"
 DECISIONS_MODULE: Final = "runplane-decisions.rego"
 DECISIONS_PACKAGE: Final = "runplane.decisions"
@@ -111,10 +122,13 @@ def load_packaged_dir(root: Path) -> PolicySetContent:
     modules = read_modules(root)
     if (root / HCP_CONFIG).is_file():
         policies = _hcp(_config(root / HCP_CONFIG), modules)
+        shape = HCP_SHAPE
     elif (root / SCALR_CONFIG).is_file():
         policies = _scalr(_config(root / SCALR_CONFIG), modules)
+        shape = SCALR_SHAPE
     else:
         policies = _conventions(modules)
+        shape = inferred_shape(module.source for module in modules)
         if not policies:
             raise InvalidPolicySet(
                 f"{root.name or root}: no policy-set.json, {HCP_CONFIG} or {SCALR_CONFIG} "
@@ -125,7 +139,7 @@ def load_packaged_dir(root: Path) -> PolicySetContent:
     definitions = [p.definition if isinstance(p, _Decision) else p for p in policies]
     if decisions:
         modules.append(_decisions_module(decisions))
-    content = PolicySetContent(name, tuple(modules), tuple(definitions))
+    content = PolicySetContent(name, tuple(modules), tuple(definitions), input_shape=shape)
     check_policy_set(content)
     return content
 

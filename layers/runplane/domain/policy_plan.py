@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runplane.domain.plan_values import Mark, Mismatch, marked
+from runplane.domain.policy_configuration import sanitized_configuration
 
 SENSITIVE: Final = "(sensitive)"
 _MAX_DEPTH: Final = 100
@@ -152,57 +153,119 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _provider_config(raw: object) -> dict[str, Any]:
-    """Provider configurations: name, alias, version constraint, module, and the names
-    of the arguments set (never their values: a constant may be a credential)."""
-    out: dict[str, Any] = {}
-    for key, entry in sorted(raw.items()) if isinstance(raw, Mapping) else []:
-        if not isinstance(key, str) or not isinstance(entry, Mapping):
-            continue
-        expressions = entry.get("expressions")
-        out[key] = known_fields(
-            name=_text(entry.get("name")),
-            full_name=_text(entry.get("full_name")),
-            alias=_text(entry.get("alias")),
-            version_constraint=_text(entry.get("version_constraint")),
-            module_address=_text(entry.get("module_address")),
-            expressions=(
-                {k: {} for k in sorted(expressions) if isinstance(k, str)}
-                if isinstance(expressions, Mapping)
-                else None
-            ),
-        )
-    return out
+def _values(
+    holder: Mapping[str, Any], value_key: str, address: str, hidden: _Hidden
+) -> tuple[Any, Any]:
+    """A planned or prior object's ``values`` and ``sensitive_values``, sanitized: hidden
+    whole without a usable map, as ``before``/``after`` are."""
+    value = holder.get(value_key)
+    if value is None:
+        return None, False
+    if "sensitive_values" not in holder:
+        hidden.addresses.append(f"{address} ({value_key})")
+        return SENSITIVE, True
+    try:
+        v, _, s = _split(value, holder.get("sensitive_values"), False)
+    except Mismatch:
+        hidden.addresses.append(f"{address} ({value_key})")
+        return SENSITIVE, True
+    return v, (s or {}) if isinstance(v, dict) else s
 
 
-def _module_calls(module: object, depth: int = 0) -> dict[str, Any]:
-    """Module calls, nested: source and version constraint only (no input expressions)."""
-    calls = module.get("module_calls") if isinstance(module, Mapping) else None
-    out: dict[str, Any] = {}
-    if not isinstance(calls, Mapping) or depth > _MAX_DEPTH:
-        return out
-    for name, call in sorted(calls.items()):
-        if not isinstance(name, str) or not isinstance(call, Mapping):
-            continue
-        entry = known_fields(
-            source=_text(call.get("source")),
-            version_constraint=_text(call.get("version_constraint")),
-        )
-        nested = _module_calls(call.get("module"), depth + 1)
-        if nested:
-            entry["module"] = {"module_calls": nested}
-        out[name] = entry
-    return out
-
-
-def sanitized_configuration(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """The subset of the plan's ``configuration`` policies may see."""
-    raw = plan.get("configuration")
-    config: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    return {
-        "provider_config": _provider_config(config.get("provider_config")),
-        "root_module": {"module_calls": _module_calls(config.get("root_module"))},
+def _state_resource(entry: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any]:
+    """One resource of ``planned_values`` or ``prior_state``, in the engine's fields."""
+    address = _text(entry.get("address"))
+    out: dict[str, Any] = {
+        key: _text(entry.get(key)) for key in ("address", "mode", "type", "name", "provider_name")
     }
+    index = entry.get("index")
+    if isinstance(index, str | int) and not isinstance(index, bool):
+        out["index"] = index
+    schema_version = entry.get("schema_version")
+    if isinstance(schema_version, int) and not isinstance(schema_version, bool):
+        out["schema_version"] = schema_version
+    for key in ("deposed_key",):
+        if isinstance(entry.get(key), str):
+            out[key] = entry[key]
+    if entry.get("tainted") is True:
+        out["tainted"] = True
+    depends_on = entry.get("depends_on")
+    if isinstance(depends_on, list):
+        out["depends_on"] = [item for item in depends_on if isinstance(item, str)]
+    out["values"], out["sensitive_values"] = _values(entry, "values", str(address), hidden)
+    return out
+
+
+def _state_module(raw: object, hidden: _Hidden, depth: int = 0) -> dict[str, Any]:
+    """A ``root_module`` (or child module) of planned values or prior state."""
+    module: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    out: dict[str, Any] = {}
+    address = _text(module.get("address"))
+    if address is not None:
+        out["address"] = address
+    resources = module.get("resources")
+    if isinstance(resources, list):
+        out["resources"] = [
+            _state_resource(entry, hidden) for entry in resources if isinstance(entry, Mapping)
+        ]
+    children = module.get("child_modules")
+    if isinstance(children, list) and depth < _MAX_DEPTH:
+        out["child_modules"] = [
+            _state_module(child, hidden, depth + 1)
+            for child in children
+            if isinstance(child, Mapping)
+        ]
+    return out
+
+
+def _state_outputs(raw: object) -> dict[str, Any]:
+    """Outputs of planned values or prior state: a sensitive one's value is masked; one
+    not yet known has no value, as the engine writes it."""
+    out: dict[str, Any] = {}
+    for name, entry in sorted(raw.items()) if isinstance(raw, Mapping) else []:
+        if not isinstance(name, str) or not isinstance(entry, Mapping):
+            continue
+        sensitive = entry.get("sensitive") is not False
+        item: dict[str, Any] = {"sensitive": sensitive}
+        if "value" in entry:
+            item["value"] = SENSITIVE if sensitive else _plain(entry["value"])
+        out[name] = item
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A value with no sensitivity map of its own (a non-sensitive output): kept if it is
+    plain JSON, else masked."""
+    try:
+        v, _, _ = _split(value, False, False)
+    except Mismatch:
+        return SENSITIVE
+    return None if v is _ABSENT else v
+
+
+def _planned_values(plan: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any]:
+    raw = plan.get("planned_values")
+    planned: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return {
+        "outputs": _state_outputs(planned.get("outputs")),
+        "root_module": _state_module(planned.get("root_module"), hidden),
+    }
+
+
+def _prior_state(plan: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any] | None:
+    raw = plan.get("prior_state")
+    if not isinstance(raw, Mapping):
+        return None  # a plan with no prior state (a new workspace's first plan)
+    values = raw.get("values")
+    state: Mapping[str, Any] = values if isinstance(values, Mapping) else {}
+    return known_fields(
+        format_version=_text(raw.get("format_version")),
+        terraform_version=_text(raw.get("terraform_version")),
+        values={
+            "outputs": _state_outputs(state.get("outputs")),
+            "root_module": _state_module(state.get("root_module"), hidden),
+        },
+    )
 
 
 def sanitized_plan_document(plan: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -229,6 +292,10 @@ def sanitized_plan_document(plan: Mapping[str, Any]) -> tuple[dict[str, Any], li
         "terraform_version": _text(plan.get("terraform_version")) or "",
         "resource_changes": resources,
         "output_changes": outputs,
+        "planned_values": _planned_values(plan, hidden),
         "configuration": sanitized_configuration(plan),
     }
+    prior_state = _prior_state(plan, hidden)
+    if prior_state is not None:
+        document["prior_state"] = prior_state
     return document, hidden.addresses

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from runplane.domain.policy import Enforcement, PolicyOutcome, PolicyVerdict
+from runplane.domain.policy import (
+    Enforcement,
+    PolicyDefinition,
+    PolicyModule,
+    PolicyOutcome,
+    PolicySetContent,
+    PolicyVerdict,
+)
 
 
 @dataclass(frozen=True)
@@ -104,3 +111,69 @@ def advisory_warnings(results: Iterable[PolicyResult]) -> int:
         for result in results
         if result.enforcement is Enforcement.ADVISORY and result.outcome != PolicyOutcome.PASSED
     )
+
+
+# -- which rules had no value on a plan (``runplane policy test``) ----------------------------
+
+PROBE_PACKAGE: Final = "runplane.probe"
+PROBE_MODULE: Final = "runplane-probe.rego"
+UNDEFINED: Final = "undefined"
+
+
+@dataclass(frozen=True)
+class RuleProbes:
+    """A set that evaluates, for each rule of another set's modules, whether it has a
+    value: its policy ``r_N`` fails with ``"undefined"`` when rule N has none."""
+
+    content: PolicySetContent
+    rules: Mapping[str, str]
+    """Probe policy name to the rule it probes (``data.package.rule``)."""
+
+    def undefined(self, results: Iterable[PolicyResult]) -> list[str]:
+        """The probed rules the results say had no value, in the set's order."""
+        found = {
+            r.policy
+            for r in results
+            if r.policy_set == self.content.name
+            and r.outcome == PolicyOutcome.FAILED
+            and r.messages == (UNDEFINED,)
+        }
+        return [rule for name, rule in self.rules.items() if name in found]
+
+
+def rule_probes(content: PolicySetContent) -> RuleProbes:
+    """Probes for every rule (not function) of ``content``'s modules.
+
+    A rule that is undefined on a plan is what a policy reading a path the plan lacks
+    becomes; a queried rule that is undefined passes. Each probe is a generated rule,
+    ``r_N := [] if { _ = data.pkg.rule } else := ["undefined"]``, in a module added to a
+    copy of the set (nothing of the set itself changes)."""
+    from runplane.domain.policy_packaging import DECISIONS_MODULE, package_of
+    from runplane.domain.rego_v0 import function_heads, rule_heads
+
+    queries: dict[str, None] = {}
+    for module in content.modules:
+        package = package_of(module.source)
+        if package is None or module.name == DECISIONS_MODULE:
+            continue
+        functions = function_heads(module.source)
+        for rule in rule_heads(module.source):
+            if rule not in functions:
+                queries.setdefault(f"data.{package}.{rule}", None)
+    rules = {f"r_{i}": query for i, query in enumerate(queries)}
+    lines = [f"package {PROBE_PACKAGE}", ""]
+    lines += [
+        f'{name} := [] if {{ _ = {query} }} else := ["{UNDEFINED}"]'
+        for name, query in rules.items()
+    ]
+    probe = PolicySetContent(
+        name=f"{content.name[:57]}-probes",
+        modules=(*content.modules, PolicyModule(PROBE_MODULE, "\n".join(lines) + "\n")),
+        policies=tuple(
+            PolicyDefinition(name, Enforcement.ADVISORY, f"data.{PROBE_PACKAGE}.{name}")
+            for name in rules
+        ),
+        input_shape=content.input_shape,
+        unknown_input_roots=content.unknown_input_roots,
+    )
+    return RuleProbes(probe, {name: query.removeprefix("data.") for name, query in rules.items()})
