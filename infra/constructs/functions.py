@@ -27,8 +27,11 @@ from infra.constructs.storage import Storage
 
 # DynamoDB: every write is one TransactWriteItems call, which IAM authorizes per item
 # as the put/update/delete/condition-check actions; reads are GetItem and Query.
-TABLE_GET = ("dynamodb:GetItem",)
-TABLE_READ = ("dynamodb:GetItem", "dynamodb:Query")
+# BatchGetItem: a run's items, a runner session with its attempt, and log chunks are
+# read in one request (store/batch.py); tests/integration/test_table_grants.py proves
+# these sets by executing the code.
+TABLE_GET = ("dynamodb:BatchGetItem", "dynamodb:GetItem")
+TABLE_READ = ("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query")
 TABLE_WRITE = (
     "dynamodb:ConditionCheckItem",
     "dynamodb:DeleteItem",

@@ -14,7 +14,7 @@ from tests.infra.synth import Synthesized, ref
 
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 TRACING = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
-READ = {"dynamodb:GetItem", "dynamodb:Query"}
+READ = {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query"}
 WRITE = {
     "dynamodb:ConditionCheckItem",
     "dynamodb:DeleteItem",
@@ -71,7 +71,7 @@ SCHEDULES = {
 }
 
 EXPECTED_ACTIONS: dict[str, set[str]] = {
-    "functions.authorizer.handler.handler": BASE | {"dynamodb:GetItem"},
+    "functions.authorizer.handler.handler": BASE | {"dynamodb:BatchGetItem", "dynamodb:GetItem"},
     # The GitHub webhook's signature is checked with the webhook secret; it starts the
     # source workflow.
     "functions.api.app.handler": BASE
