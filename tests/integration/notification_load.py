@@ -82,24 +82,35 @@ class Endpoints:
             self._lock.notify_all()
         handler.close_connection = True
         pause = threading.Event()
+        # The answer's last byte is sent only after the request is counted done: once it
+        # is out, the client may finish, free its slot and start its next delivery
+        # before this thread runs again, which would count one request too many.
+        body, last = HEAD[:-1], HEAD[-1:]
         try:
             if path.startswith("/slow/"):
-                for index in range(len(HEAD)):
-                    handler.wfile.write(HEAD[index : index + 1])
+                for index in range(len(body)):
+                    handler.wfile.write(body[index : index + 1])
                     handler.wfile.flush()
                     pause.wait(self.pace)
             else:
-                handler.wfile.write(HEAD)
-                handler.wfile.flush()
+                handler.wfile.write(body)
+            self._finish(request, organization, path)
+            handler.wfile.write(last)
+            handler.wfile.flush()
         except OSError:
             pass  # the client gave up: its attempt records no answer
         finally:
-            with self._lock:
-                request.done = time.monotonic()
-                for key in (organization, path, "*"):
-                    self._in_flight[key] -= 1
-                self._answered[organization] += 1
-                self._lock.notify_all()
+            self._finish(request, organization, path)
+
+    def _finish(self, request: Request, organization: str, path: str) -> None:
+        with self._lock:
+            if request.done is not None:
+                return
+            request.done = time.monotonic()
+            for key in (organization, path, "*"):
+                self._in_flight[key] -= 1
+            self._answered[organization] += 1
+            self._lock.notify_all()
 
     def wait_for(self, predicate: Callable[[Endpoints], bool], patience: float) -> bool:
         with self._lock:
