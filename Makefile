@@ -61,6 +61,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check layers functions infra tests benchmarks tools examples
 	$(BIN)/ruff format --check layers functions infra tests benchmarks tools examples
 	$(BIN)/mypy layers/runplane functions tools infra tests
+	# The layering of docs/architecture.md (contracts in pyproject.toml).
+	$(BIN)/lint-imports
 
 # The CDK app's cloud assembly in cdk.out/, offline: no AWS account, no Docker, no
 # cdk CLI. The Lambda layer is built (pip) and the sandbox image (Docker) only by

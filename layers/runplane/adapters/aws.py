@@ -9,12 +9,10 @@ builds the artifact store, an S3 and a KMS client) should not pay."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import boto3
 from botocore.config import Config
-
-from runplane.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
@@ -22,11 +20,23 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_stepfunctions import SFNClient
 
+
+class Endpoint(Protocol):
+    """Where the clients connect: the settings model provides it (adapters do not
+    import the settings; the composition root hands them in)."""
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def aws_endpoint_url(self) -> str | None: ...
+
+
 _LOCK = threading.Lock()
 _CLIENTS: dict[tuple[str, str, str | None], Any] = {}
 
 
-def _client(service: str, settings: Settings) -> Any:
+def _client(service: str, settings: Endpoint) -> Any:
     key = (service, settings.region, settings.aws_endpoint_url)
     with _LOCK:
         if key not in _CLIENTS:
@@ -46,7 +56,7 @@ class _OnFirstUse:
 
     __slots__ = ("_service", "_settings")
 
-    def __init__(self, service: str, settings: Settings) -> None:
+    def __init__(self, service: str, settings: Endpoint) -> None:
         self._service = service
         self._settings = settings
 
@@ -60,27 +70,27 @@ def clients_created() -> set[str]:
         return {service for service, _, _ in _CLIENTS}
 
 
-def s3(settings: Settings) -> S3Client:
+def s3(settings: Endpoint) -> S3Client:
     return cast("S3Client", _OnFirstUse("s3", settings))
 
 
-def kms(settings: Settings) -> KMSClient:
+def kms(settings: Endpoint) -> KMSClient:
     return cast("KMSClient", _OnFirstUse("kms", settings))
 
 
-def stepfunctions(settings: Settings) -> SFNClient:
+def stepfunctions(settings: Endpoint) -> SFNClient:
     return cast("SFNClient", _OnFirstUse("stepfunctions", settings))
 
 
-def ecs(settings: Settings) -> ECSClient:
+def ecs(settings: Endpoint) -> ECSClient:
     return cast("ECSClient", _OnFirstUse("ecs", settings))
 
 
-def sqs(settings: Settings) -> Any:
+def sqs(settings: Endpoint) -> Any:
     return _OnFirstUse("sqs", settings)
 
 
-def secret_string(settings: Settings, secret_id: str) -> str:
+def secret_string(settings: Endpoint, secret_id: str) -> str:
     """A Secrets Manager secret's current string value (the caller keeps it out of logs)."""
     client = _client("secretsmanager", settings)
     value = client.get_secret_value(SecretId=secret_id).get("SecretString")
@@ -89,11 +99,11 @@ def secret_string(settings: Settings, secret_id: str) -> str:
     return value
 
 
-def secretsmanager(settings: Settings) -> Any:
+def secretsmanager(settings: Endpoint) -> Any:
     return _client("secretsmanager", settings)
 
 
-def scheduler(settings: Settings) -> Any:
+def scheduler(settings: Endpoint) -> Any:
     return _client("scheduler", settings)
 
 
