@@ -219,8 +219,8 @@ def test_the_plan_shape_keeps_terraforms_change_structure() -> None:
         "workspace": {"name": "prod"},
     }
     assert document["configuration"] == plan["configuration"]
-    # and the variables' values are never copied
-    assert "variables" not in plan
+    # and a variable the configuration declares sensitive has its value masked
+    assert plan["variables"] == {"token": {"value": "(sensitive)"}}
 
 
 def test_an_unknown_value_under_a_sensitive_one_reveals_nothing_below_it() -> None:

@@ -17,9 +17,10 @@ except the values that may be secret, which are masked ``"(sensitive)"`` in plac
 - a module call's argument constants are always masked: the called module may pass
   them to an argument its provider marks sensitive without declaring its variable
   sensitive, and the plan does not say.
-- a provider configuration's constants are masked except ``region`` (credentials,
-  tokens and endpoints with embedded keys are all provider arguments); ``alias`` and
-  ``version_constraint`` are fields of their own and kept.
+- a provider configuration's constants are masked except ``region``, ``project``,
+  ``zone`` and ``assume_role``'s ``role_arn`` (credentials, tokens and endpoints with
+  embedded keys are all provider arguments); ``alias`` and ``version_constraint`` are
+  fields of their own and kept.
 - a variable's ``default`` and an output's constant are masked when declared
   ``sensitive``.
 - provisioner arguments are kept (the engine prints a provisioner's constant command
@@ -42,8 +43,11 @@ from typing import Any, Final
 SENSITIVE: Final = "(sensitive)"
 MAX_DEPTH: Final = 100
 
-PROVIDER_ARGUMENTS_SHOWN: Final = frozenset({"region"})
-"""Provider-configuration arguments whose constants are shown; every other is masked."""
+PROVIDER_ARGUMENTS_SHOWN: Final = frozenset(
+    {("region",), ("project",), ("zone",), ("assume_role", None, "role_arn")}
+)
+"""Provider-configuration arguments whose constants are shown (where a provider
+deploys, and which role it assumes); every other is masked."""
 
 _NO_MAP: Final = object()
 """An instance whose value the plan gives without a sensitivity map."""
@@ -269,7 +273,7 @@ def _connection(path: Path) -> bool:
 
 
 def _provider_argument(path: Path) -> bool:
-    return len(path) != 1 or path[0] not in PROVIDER_ARGUMENTS_SHOWN
+    return path not in PROVIDER_ARGUMENTS_SHOWN
 
 
 def _provider_config(raw: object) -> dict[str, Any]:
@@ -310,7 +314,7 @@ def _resources(raw: object, module: str, index: SensitivityIndex) -> list[dict[s
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, Mapping):
             continue
-        mode, type_, name = (_text(item.get(k)) or "" for k in ("mode", "type", "name"))
+        mode, type_, name = (_text(item.get(k)) for k in ("mode", "type", "name"))
         schema_version = item.get("schema_version")
         out.append(
             _known(
@@ -321,7 +325,8 @@ def _resources(raw: object, module: str, index: SensitivityIndex) -> list[dict[s
                 provider_config_key=_text(item.get("provider_config_key")),
                 provisioners=_provisioners(item.get("provisioners")),
                 expressions=expressions(
-                    item.get("expressions"), index.secret(module, mode, type_, name)
+                    item.get("expressions"),
+                    index.secret(module, mode or "", type_ or "", name or ""),
                 ),
                 schema_version=(
                     schema_version

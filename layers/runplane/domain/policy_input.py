@@ -45,7 +45,7 @@ SHAPE_ROOTS: Final[Mapping[str, frozenset[str]]] = {
     "terraform": frozenset({"terraform", "spacelift"}),
     "bare": frozenset(
         {"format_version", "terraform_version", "resource_changes", "output_changes"}
-        | {"planned_values", "prior_state", "configuration"}
+        | {"variables", "planned_values", "prior_state", "configuration"}
     ),
 }
 """The top-level ``input`` keys each shape provides (``prior_state`` only when the

@@ -237,8 +237,6 @@ def _configuration() -> Obj:
 
 
 _PLAN_ABSENT: Final = {
-    "variables": "Runplane never gives policies the plan's variable values: they may be "
-    "credentials",
     "resource_drift": "the engine (Terraform 1.0) does not write it",
     "relevant_attributes": "the engine (Terraform 1.0) does not write it",
     "checks": "the engine (Terraform 1.0) does not write it",
@@ -254,6 +252,7 @@ def _plan_document() -> Obj:
             "terraform_version": LEAF,
             "resource_changes": Arr(_resource_change()),
             "output_changes": Keyed(_change()),
+            "variables": Keyed(_obj(value=OPEN)),
             "planned_values": _obj(outputs=_outputs(), root_module=state_module),
             "prior_state": _obj(
                 format_version=LEAF,

@@ -243,6 +243,27 @@ def _plain(value: Any) -> Any:
     return None if v is _ABSENT else v
 
 
+def _variables(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's input variables, each value masked unless the root module declares the
+    variable and not ``sensitive`` (Runplane declares every sensitive workspace variable
+    sensitive to the engine, so their values are masked here too)."""
+    raw = plan.get("variables")
+    configuration = plan.get("configuration")
+    root = configuration.get("root_module") if isinstance(configuration, Mapping) else None
+    declared = root.get("variables") if isinstance(root, Mapping) else None
+    declared = declared if isinstance(declared, Mapping) else {}
+    out: dict[str, Any] = {}
+    for name, entry in sorted(raw.items()) if isinstance(raw, Mapping) else []:
+        if not isinstance(name, str) or not isinstance(entry, Mapping):
+            continue
+        declaration = declared.get(name)
+        plain = isinstance(declaration, Mapping) and declaration.get("sensitive") is not True
+        out[name] = (
+            {"value": _plain(entry["value"]) if plain else SENSITIVE} if "value" in entry else {}
+        )
+    return out
+
+
 def _planned_values(plan: Mapping[str, Any], hidden: _Hidden) -> dict[str, Any]:
     raw = plan.get("planned_values")
     planned: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -292,6 +313,7 @@ def sanitized_plan_document(plan: Mapping[str, Any]) -> tuple[dict[str, Any], li
         "terraform_version": _text(plan.get("terraform_version")) or "",
         "resource_changes": resources,
         "output_changes": outputs,
+        "variables": _variables(plan),
         "planned_values": _planned_values(plan, hidden),
         "configuration": sanitized_configuration(plan),
     }

@@ -47,12 +47,14 @@ Checked against the plan file
 - ``configuration.root_module.module_calls``: the same module keys as the file's
   configuration snapshot manifest (``tfconfig/modules.json``) and, for Terraform 1.0.x
   (whose manifest records the source as written), the same ``source``.
+- ``configuration``'s resources in each module and their provisioners' types, against
+  the snapshot's files (``runplane.runner.plan_config``): policies read them.
 
 Not checked (the plan file does not carry it, or the check cannot evaluate it)
 -----------------------------------------------------------------------------
-- The rest of ``configuration`` (``provider_config``, resources, expressions, variables,
-  outputs, version constraints): the file carries only the configuration's source files
-  (``tfconfig/``), which this check does not evaluate. ``apply`` re-evaluates them, so
+- The rest of ``configuration`` (``provider_config``, expressions, variables, outputs,
+  version constraints): the file carries only the configuration's source files
+  (``tfconfig/``), whose expressions this check does not evaluate. ``apply`` re-evaluates them, so
   provider configuration (e.g. a region or account), provisioners and values unknown
   at plan time are whatever those files say, not what the JSON says.
 - ``format_version`` and ``schema_version``: they come from the engine and the provider
@@ -1523,6 +1525,10 @@ def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> None:
     _check_prior_state(saved, document)
     _check_variables(saved, document)
     _check_module_calls(saved, document)
+    # Policies read the configuration's resources and provisioners: see plan_config.
+    from runplane.runner.plan_config import check_configuration
+
+    check_configuration(plan, document)
 
 
 def _check_resource_changes(saved: SavedPlan, document: Mapping[str, Any]) -> None:
