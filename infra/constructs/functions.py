@@ -191,6 +191,16 @@ class RunplaneFunction(Construct):
 
 def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]:
     """Add ``access`` to ``role``; return the settings that name what was granted."""
+    env = _grant_data(role, platform, access)
+    env |= _grant_sandbox(role, platform, access)
+    env |= _grant_workflows_and_secrets(role, platform, access)
+    for name in access.settings:
+        env[f"RUNPLANE_{name.upper()}"] = platform.settings[name]
+    return env
+
+
+def _grant_data(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]:
+    """The table, the run-event queue, the artifact bucket and the data key."""
     storage = platform.storage
     env: dict[str, str] = {}
     if access.table:
@@ -245,15 +255,12 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             )
         )
         env["RUNPLANE_KMS_KEY_ID"] = storage.key.key_arn
-    if access.workflow:
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="Workflow",
-                actions=list(access.workflow),
-                resources=[platform.state_machine_arn],
-            )
-        )
-        env["RUNPLANE_STATE_MACHINE_ARN"] = platform.state_machine_arn
+    return env
+
+
+def _grant_sandbox(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]:
+    """Starting and stopping sandbox tasks, and knowing their cluster."""
+    env: dict[str, str] = {}
     sandbox = platform.sandbox
     if access.sandbox_cluster:
         env["RUNPLANE_ECS_CLUSTER"] = sandbox.cluster.cluster_arn
@@ -313,6 +320,23 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             "Sandbox task IDs are assigned by ECS at launch; the statement is limited to "
             "tasks of the Runplane sandbox cluster.",
         )
+    return env
+
+
+def _grant_workflows_and_secrets(
+    role: iam.Role, platform: Platform, access: Access
+) -> dict[str, str]:
+    """The run and source workflows, and the GitHub App secrets the function reads."""
+    env: dict[str, str] = {}
+    if access.workflow:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Workflow",
+                actions=list(access.workflow),
+                resources=[platform.state_machine_arn],
+            )
+        )
+        env["RUNPLANE_STATE_MACHINE_ARN"] = platform.state_machine_arn
     if access.source_workflow:
         role.add_to_policy(
             iam.PolicyStatement(
@@ -332,6 +356,4 @@ def _grant(role: iam.Role, platform: Platform, access: Access) -> dict[str, str]
             )
         )
         env[f"RUNPLANE_{name.upper()}"] = secret.secret_arn
-    for name in access.settings:
-        env[f"RUNPLANE_{name.upper()}"] = platform.settings[name]
     return env

@@ -55,41 +55,9 @@ def marked(value: Any, sensitive: Any, unknown: Any, *, unknown_first: bool, dep
     if depth > MAX_DEPTH:
         raise Mismatch
     if isinstance(value, dict):
-        if isinstance(sensitive, list):
-            raise Mismatch
-        s_mask: dict[str, Any] = sensitive or {}
-        u_mask: dict[str, Any] = unknown if isinstance(unknown, dict) else {}
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise Mismatch
-            out[key] = marked(
-                item,
-                s_mask.get(key, False),
-                u_mask.get(key, False),
-                unknown_first=unknown_first,
-                depth=depth + 1,
-            )
-        for key, flag in u_mask.items():
-            # The engine leaves unknown attributes out of its values.
-            if flag is True and isinstance(key, str) and key not in value:
-                out[key] = UNKNOWN_SENSITIVE if s_mask.get(key) is True else UNKNOWN
-        return out
+        return _marked_object(value, sensitive, unknown, unknown_first, depth)
     if isinstance(value, list):
-        if isinstance(sensitive, dict):
-            raise Mismatch
-        if isinstance(sensitive, list) and len(sensitive) != len(value):
-            raise Mismatch
-        s_items = sensitive if isinstance(sensitive, list) else [False] * len(value)
-        u_items = (
-            unknown
-            if isinstance(unknown, list) and len(unknown) == len(value)
-            else [False] * len(value)
-        )
-        return [
-            marked(item, s, u, unknown_first=unknown_first, depth=depth + 1)
-            for item, s, u in zip(value, s_items, u_items, strict=True)
-        ]
+        return _marked_list(value, sensitive, unknown, unknown_first, depth)
     if isinstance(sensitive, dict | list):
         raise Mismatch  # a structure describing a scalar
     if value is None or isinstance(value, str | bool | int):
@@ -97,3 +65,47 @@ def marked(value: Any, sensitive: Any, unknown: Any, *, unknown_first: bool, dep
     if isinstance(value, float) and math.isfinite(value):
         return value
     raise Mismatch
+
+
+def _marked_object(
+    value: dict[Any, Any], sensitive: Any, unknown: Any, unknown_first: bool, depth: int
+) -> dict[str, Any]:
+    if isinstance(sensitive, list):
+        raise Mismatch
+    s_mask: dict[str, Any] = sensitive or {}
+    u_mask: dict[str, Any] = unknown if isinstance(unknown, dict) else {}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise Mismatch
+        out[key] = marked(
+            item,
+            s_mask.get(key, False),
+            u_mask.get(key, False),
+            unknown_first=unknown_first,
+            depth=depth + 1,
+        )
+    for key, flag in u_mask.items():
+        # The engine leaves unknown attributes out of its values.
+        if flag is True and isinstance(key, str) and key not in value:
+            out[key] = UNKNOWN_SENSITIVE if s_mask.get(key) is True else UNKNOWN
+    return out
+
+
+def _marked_list(
+    value: list[Any], sensitive: Any, unknown: Any, unknown_first: bool, depth: int
+) -> list[Any]:
+    if isinstance(sensitive, dict):
+        raise Mismatch
+    if isinstance(sensitive, list) and len(sensitive) != len(value):
+        raise Mismatch
+    s_items = sensitive if isinstance(sensitive, list) else [False] * len(value)
+    u_items = (
+        unknown
+        if isinstance(unknown, list) and len(unknown) == len(value)
+        else [False] * len(value)
+    )
+    return [
+        marked(item, s, u, unknown_first=unknown_first, depth=depth + 1)
+        for item, s, u in zip(value, s_items, u_items, strict=True)
+    ]
