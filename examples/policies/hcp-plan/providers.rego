@@ -1,5 +1,6 @@
 # input.configuration holds provider configurations (names, aliases, version
-# constraints and the names of their arguments, never values) and module calls.
+# constraints, their arguments with credentials masked) and the modules' resources
+# and module calls.
 package terraform.runplane_examples.providers
 
 import rego.v1
