@@ -31,6 +31,7 @@ from aws_cdk import aws_route53_targets as targets
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from infra.config import RunplaneConfig
 from infra.constructs.functions import (
     KEY_ACTIONS,
     KEY_UNWRAP,
@@ -156,6 +157,15 @@ class Api(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         config = platform.config
+        self._add_functions(platform)
+        self._add_authorizer_function(platform, identity)
+        self._add_gateway(config)
+        self._add_authorizer()
+        self._add_routes()
+        self._add_web_acl(config)
+        self._add_domain(config)
+
+    def _add_functions(self, platform: Platform) -> None:
         self.functions = {
             RUN_API: RunplaneFunction(
                 self,
@@ -229,6 +239,8 @@ class Api(Construct):
                 ),
             ),
         }
+
+    def _add_authorizer_function(self, platform: Platform, identity: Identity) -> None:
         platform.settings.update(
             jwt_issuer=identity.issuer, jwt_audience=identity.audience, jwt_jwks=identity.jwks
         )
@@ -243,6 +255,7 @@ class Api(Construct):
             timeout=Duration.seconds(10),
         )
 
+    def _add_gateway(self, config: RunplaneConfig) -> None:
         self.access_logs = logs.LogGroup(
             self,
             "AccessLogs",
@@ -299,6 +312,7 @@ class Api(Construct):
                 templates={"application/json": body},
             )
 
+    def _add_authorizer(self) -> None:
         self.authorizer = apigw.RequestAuthorizer(
             self,
             "Credentials",
@@ -314,6 +328,8 @@ class Api(Construct):
         self.validator = self.rest_api.add_request_validator(
             "Validate", validate_request_parameters=True, validate_request_body=True
         )
+
+    def _add_routes(self) -> None:
         integrations = {
             target: apigw.LambdaIntegration(
                 fn.function, allow_test_invoke=False, scope_permission_to_method=False
@@ -389,6 +405,7 @@ class Api(Construct):
             for rule in ("AwsSolutions-APIG4", "AwsSolutions-COG4"):
                 acknowledge(method, rule, DASHBOARD_REASON)
 
+    def _add_web_acl(self, config: RunplaneConfig) -> None:
         if config.web_acl_arn:
             wafv2.CfnWebACLAssociation(
                 self,
@@ -406,6 +423,7 @@ class Api(Construct):
                 "deployment sets the webAclArn context.",
             )
 
+    def _add_domain(self, config: RunplaneConfig) -> None:
         self.domain: apigw.DomainName | None = None
         stack = Stack.of(self)
         if config.domain_name and config.certificate_arn:

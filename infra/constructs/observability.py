@@ -62,6 +62,16 @@ class Observability(Construct):
         api_stage: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.alarms: list[cloudwatch.Alarm] = []
+        self._add_topic(config, storage)
+        self._add_failure_notices(storage, state_machine)
+        intervention = self._add_intervention_metric(run_movers)
+        self._add_alarms(
+            state_machine, source_state_machine, functions, intervention, api_name, api_stage
+        )
+        self._add_dashboard(config, state_machine, functions, intervention, api_name, api_stage)
+
+    def _add_topic(self, config: RunplaneConfig, storage: Storage) -> None:
         self.topic = sns.Topic(
             self,
             "Alarms",
@@ -71,8 +81,10 @@ class Observability(Construct):
         )
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-        alarm_action = actions.SnsAction(self.topic)
+        self._alarm_action = actions.SnsAction(self.topic)
 
+    def _add_failure_notices(self, storage: Storage, state_machine: sfn.StateMachine) -> None:
+        """Run executions that fail, time out or are aborted notify the alarm topic."""
         self.dead_letters = sqs.Queue(
             self,
             "UndeliveredRunEvents",
@@ -111,6 +123,8 @@ class Observability(Construct):
             ],
         )
 
+    def _add_intervention_metric(self, run_movers: Sequence[RunplaneFunction]) -> cloudwatch.Metric:
+        """Runs entering an intervention status, counted from the movers' logs."""
         intervention = cloudwatch.Metric(
             namespace=POWERTOOLS_NAMESPACE,
             metric_name=INTERVENTION_METRIC,
@@ -128,62 +142,71 @@ class Observability(Construct):
                 metric_value="1",
             )
 
-        self.alarms: list[cloudwatch.Alarm] = []
+        return intervention
 
-        def alarm(alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
-            created = cloudwatch.Alarm(
-                self,
-                alarm_id,
-                metric=metric,
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=description,
-            )
-            created.add_alarm_action(alarm_action)
-            self.alarms.append(created)
+    def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
+        created = cloudwatch.Alarm(
+            self,
+            alarm_id,
+            metric=metric,
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        created.add_alarm_action(self._alarm_action)
+        self.alarms.append(created)
 
-        alarm(
+    def _add_alarms(
+        self,
+        state_machine: sfn.StateMachine,
+        source_state_machine: sfn.StateMachine,
+        functions: Sequence[RunplaneFunction],
+        intervention: cloudwatch.Metric,
+        api_name: str,
+        api_stage: str,
+    ) -> None:
+        self._alarm(
             "ExecutionsFailed",
             state_machine.metric_failed(period=PERIOD),
             "A run's workflow execution failed: the run records why (runplane run show).",
         )
-        alarm(
+        self._alarm(
             "ExecutionsTimedOut",
             state_machine.metric_timed_out(period=PERIOD),
             "A run's workflow execution timed out.",
         )
-        alarm(
+        self._alarm(
             "SourceExecutionsFailed",
             source_state_machine.metric_failed(period=PERIOD),
             "A GitHub delivery's source workflow failed: its ingestion records why, and "
             "GitHub's redelivery starts it again (docs/github.md).",
         )
-        alarm(
+        self._alarm(
             "SourceExecutionsTimedOut",
             source_state_machine.metric_timed_out(period=PERIOD),
             "A GitHub delivery's source workflow timed out.",
         )
-        alarm(
+        self._alarm(
             "RunsNeedIntervention",
             intervention,
             "A run entered an intervention status and holds its workspace until an operator "
             "recovers it.",
         )
-        alarm(
+        self._alarm(
             "DeadLetters",
             self.dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD),
             "Run-failure notifications could not be delivered to the alarm topic.",
         )
         for fn in functions:
             name = fn.node.path.replace("/", "")
-            alarm(
+            self._alarm(
                 f"{name}Errors",
                 fn.function.metric_errors(period=PERIOD),
                 f"{fn.handler} raised errors.",
             )
-            alarm(
+            self._alarm(
                 f"{name}Throttles",
                 fn.function.metric_throttles(period=PERIOD),
                 f"{fn.handler} was throttled.",
@@ -195,8 +218,17 @@ class Observability(Construct):
             statistic="Sum",
             period=PERIOD,
         )
-        alarm("Api5xx", api_5xx, "The API answered with server errors.")
+        self._alarm("Api5xx", api_5xx, "The API answered with server errors.")
 
+    def _add_dashboard(
+        self,
+        config: RunplaneConfig,
+        state_machine: sfn.StateMachine,
+        functions: Sequence[RunplaneFunction],
+        intervention: cloudwatch.Metric,
+        api_name: str,
+        api_stage: str,
+    ) -> None:
         self.dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=config.prefix, default_interval=Duration.hours(6)
         )
