@@ -552,13 +552,16 @@ def _policy_test(args: argparse.Namespace) -> int:
 
 
 def _policy_unit_tests(args: argparse.Namespace, content: Any) -> int:
-    """Run the directory's ``*_test.rego`` files like ``opa test``."""
-    from runplane.adapters.rego_unit import run_unit_tests
-    from runplane.domain.policy_packaging import read_modules
-    from runplane.domain.policy_unit_tests import discover, failed, report
+    """Run the directory's unit tests like ``opa test DIR``: its ``*_test.rego`` and
+    ``*.test.rego`` modules with the set's, its JSON and YAML files as ``data``."""
+    from runplane.adapters.rego_unit import load_unit_data, run_unit_tests
+    from runplane.domain.policy import is_test_module
+    from runplane.domain.policy_unit_tests import discover, failed, read_test_modules, report
 
-    test_modules = read_modules(Path(args.dir), tests=True)
-    results = run_unit_tests([*content.modules, *test_modules], discover(test_modules))
+    root = Path(args.dir)
+    test_modules = read_test_modules(root)
+    modules = [m for m in content.modules if not is_test_module(m.name)] + test_modules
+    results = run_unit_tests(modules, discover(modules), data=load_unit_data(root))
     if args.json:
         print(json.dumps({"unit_tests": [r.to_dict() for r in results]}, indent=2))
     else:
@@ -876,7 +879,11 @@ def _policy_parser(commands: Any) -> None:
     test.add_argument("dir", nargs="?", help="the policy set directory (or --dir)")
     test.add_argument("--dir", dest="dir_flag", metavar="DIR", help="the policy set directory")
     test.add_argument("--plan", help="`tofu show -json PLANFILE` output")
-    test.add_argument("--unit", action="store_true", help="run the *_test.rego files' test_* rules")
+    test.add_argument(
+        "--unit",
+        action="store_true",
+        help="run the test_* rules like opa test (*_test.rego, *.test.rego; JSON/YAML as data)",
+    )
     test.add_argument(
         "--workspace", default="local", help="workspace name the policies see (%(default)s)"
     )

@@ -128,7 +128,7 @@ def test_a_directory_is_read_with_its_rego_files_only(tmp_path: Path) -> None:
     ("change", "phrase"),
     [
         ({"name": "-bad"}, "policy-set name"),
-        ({"name": "x" * 65}, "policy-set name"),
+        ({"name": "x" * 256}, "policy-set name"),
         ({"modules": []}, "no .rego modules"),
         ({"policies": []}, "declares no policies"),
         ({"extra": 1}, "unknown fields: extra"),

@@ -68,8 +68,9 @@ class Engine(Protocol):
         """The package and engine versions recorded with each result."""
         ...
 
-    def compiled(self, module: PolicyModule) -> str:
-        """The text the engine compiles for ``module`` (raises ``InvalidPolicySet``)."""
+    def compiled(self, modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+        """The modules as the engine compiles them (the Rego v0 upgrade and workarounds
+        applied, names of the whole set known); raises ``InvalidPolicySet``."""
         ...
 
     def payload(self, document: Mapping[str, Any], canonical: Callable[[], bytes]) -> Any:
@@ -97,11 +98,13 @@ class Engine(Protocol):
         modules: Sequence[PolicyModule],
         tests: Sequence[UnitTest],
         first: int,
+        data_json: str,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
-        """Emit ``{"i", "outcome", "message"}`` per test from ``first``, or ``{"i": -1,
-        "refused": why}`` for modules that do not load."""
+        """Emit ``{"i", "outcome", "message"}`` per test from ``first`` (``data_json``: the
+        base ``data`` document), or ``{"i": -1, "refused": why}`` for modules or data that
+        do not load."""
         ...
 
 
@@ -155,8 +158,7 @@ def validate_policy_set(
     check_policy_set(content)
     refuse_forbidden_builtins(content)
     chosen = engine(engine_name)
-    for module in content.modules:
-        chosen.compiled(module)  # refuses what cannot be upgraded
+    chosen.compiled(content.modules)  # refuses what cannot be upgraded
     records, failure = run_isolated(
         lambda stop, emit: chosen.validate_work(content, stop, emit), timeout_seconds, isolation
     )
@@ -256,11 +258,9 @@ class RegoEvaluator:
         chosen = self.engine
         payloads = self._payloads(sets, policy_input)
         for content in sets:  # warm the compiled-source cache before forking
-            for module in content.modules:
-                # one that cannot be upgraded is reported by the work, as a set that did
-                # not load
-                with contextlib.suppress(InvalidPolicySet):
-                    chosen.compiled(module)
+            # a set that cannot be upgraded is reported by the work, as one that did not load
+            with contextlib.suppress(InvalidPolicySet):
+                chosen.compiled(content.modules)
         expected = [(content, policy) for content in sets for policy in content.policies]
         first_index = [0]
         for content in sets:

@@ -50,7 +50,7 @@ from runplane.adapters.rego_source import rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 from runplane.domain.policy_unit_tests import UnitTest
-from runplane.domain.rego_v0 import compiled_source
+from runplane.domain.rego_v0 import SetContext, compiled_source, set_context
 
 _INT64: Final = 2**63
 
@@ -333,15 +333,31 @@ def _load(content: PolicySetContent, extra: Sequence[PolicyModule] = ()) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled(name: str, source: str) -> str:
-    return compiled_source(name, source, rego_cpp=True).source
+def _compiled(name: str, source: str, context: SetContext) -> str:
+    return compiled_source(name, source, rego_cpp=True, context=context).source
 
 
-def _add_modules(interpreter: Any, modules: Sequence[PolicyModule]) -> None:
-    """Add each module as rego-cpp compiles it (raises ``InvalidPolicySet`` for a module
-    that cannot be upgraded, ``RegoError`` for one that does not parse)."""
-    for module in modules:
-        interpreter.add_module(module.name, _compiled(module.name, module.source))
+@functools.lru_cache(maxsize=64)
+def _compiled_set(modules: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    context = set_context(modules)
+    return tuple(_compiled(name, source, context) for name, source in modules)
+
+
+def compiled_modules(modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+    """The modules as rego-cpp compiles them (``rego_v0.compiled_source``, the set's
+    names known)."""
+    texts = _compiled_set(tuple((m.name, m.source) for m in modules))
+    return [PolicyModule(m.name, text) for m, text in zip(modules, texts, strict=True)]
+
+
+def _add_modules(interpreter: Any, modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+    """Add each module as rego-cpp compiles it, and return them so (raises
+    ``InvalidPolicySet`` for a module that cannot be upgraded, ``RegoError`` for one that
+    does not parse)."""
+    compiled = compiled_modules(modules)
+    for module in compiled:
+        interpreter.add_module(module.name, module.source)
+    return compiled
 
 
 def _unknown(interpreter: Any, modules: Sequence[PolicyModule]) -> str | None:
@@ -409,13 +425,14 @@ def _evaluate_policy(compiled: _Compiled, policy: PolicyDefinition, max_messages
 
 
 def _validate_work(content: PolicySetContent, stop: threading.Event, emit: Emit) -> None:
-    sources = {m.name: m.source for m in content.modules}
+    compiled = compiled_modules(content.modules)
+    sources = {m.name: m.source for m in compiled}
     try:
         interpreter = _load(content)
     except RegoError as error:
         emit({"i": 0, "error": short(_parse_errors(str(error), sources))})
         return
-    unknown = _unknown(interpreter, content.modules)
+    unknown = _unknown(interpreter, compiled)
     if unknown:
         emit({"i": 0, "error": unknown})
         return
@@ -446,20 +463,30 @@ def _unit_work(
     modules: Sequence[PolicyModule],
     tests: Sequence[UnitTest],
     first: int,
+    data_json: str,
     stop: threading.Event,
     emit: Emit,
 ) -> None:
-    sources = {m.name: m.source for m in modules}
     interpreter = _interpreter()
+    try:
+        compiled = compiled_modules(modules)
+    except InvalidPolicySet as error:
+        emit({"i": -1, "refused": str(error)})
+        return
+    sources = {m.name: m.source for m in compiled}
     try:
         _add_modules(interpreter, modules)
     except RegoError as error:
         emit({"i": -1, "refused": short(_parse_errors(str(error), sources))})
         return
-    except InvalidPolicySet as error:
-        emit({"i": -1, "refused": str(error)})
+    try:
+        interpreter.add_data_json(data_json)
+    except RegoError as error:
+        emit(
+            {"i": -1, "refused": f"the data files do not load: {short(_sexpr_errors(str(error)))}"}
+        )
         return
-    unknown = _unknown(interpreter, modules)
+    unknown = _unknown(interpreter, compiled)
     if unknown:
         emit({"i": -1, "refused": unknown})
         return
@@ -491,8 +518,8 @@ class RegoCppEngine:
             package = "unknown"
         return f"regopy@{package} rego-cpp@{regopy.rego_version()}"
 
-    def compiled(self, module: PolicyModule) -> str:
-        return _compiled(module.name, module.source)
+    def compiled(self, modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+        return compiled_modules(modules)
 
     def payload(self, document: Mapping[str, Any], canonical: Callable[[], bytes]) -> Any:
         return document  # loaded value by value (see _input_handle)
@@ -516,10 +543,11 @@ class RegoCppEngine:
         modules: Sequence[PolicyModule],
         tests: Sequence[UnitTest],
         first: int,
+        data_json: str,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
-        _unit_work(modules, tests, first, stop, emit)
+        _unit_work(modules, tests, first, data_json, stop, emit)
 
 
 ENGINE: Final = RegoCppEngine()

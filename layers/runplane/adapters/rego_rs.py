@@ -22,6 +22,12 @@ Facts about that build this adapter is built on:
   ``net.lookup_ip_addr``; the builtin list comes from the engine (``opa.runtime``).
 - A module is parsed as Rego v1; v0 modules are upgraded first (``rego_v0``), so one set
   may mix both. Rust panics surface as exceptions, and the work runs isolated anyway.
+- ``Engine.add_extension(path, nargs, callable)`` registers a Python function, and a path
+  naming a builtin replaces it: ``sprintf`` is Runplane's (``rego_sprintf``, OPA's
+  formatting), registered on every engine. Arguments reach Python converted (sets as
+  ``set``, objects as ``dict``); a value Python cannot hold that way (an integer beyond
+  64 bits, a set of arrays, objects or sets, an object keyed by one) fails the call
+  before Runplane sees it, reported as such (``message``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ from runplane.adapters.rego_source import rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 from runplane.domain.policy_unit_tests import UnitTest
-from runplane.domain.rego_v0 import compiled_source
+from runplane.domain.rego_sprintf import SprintfError, sprintf
+from runplane.domain.rego_v0 import SetContext, compiled_source, set_context
 
 PACKAGE: Final = "gordon-to-regorus"
 _UNDEFINED_JSON: Final = '"<undefined>"'
@@ -57,6 +64,9 @@ _BACKTICKED = re.compile(r"`([^`]*)`")
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 _KEPT = re.compile(r"[A-Za-z_][\w.]*|[^\w\s\"']{1,3}")
 """What a message may quote as it is: a name or a token; anything else may be a value."""
+_UNCONVERTED = re.compile(r"not an i64|unhashable type")
+"""regorus failing to hand a value to a Python extension (see the module docstring)."""
+_EXTENSION_ERROR = re.compile(r"extension '([\w.]+)' raises Python error: \w+: (.*)")
 
 
 class _QueryError(Exception):
@@ -72,6 +82,14 @@ def message(error: BaseException) -> str:
     else:
         what = next((line.strip() for line in text.splitlines() if line.strip()), "")
         what = what if not what.startswith("Stack backtrace") else ""
+    if _UNCONVERTED.search(what):
+        what = (
+            "sprintf cannot format an argument holding an integer beyond 64 bits, a set of "
+            "arrays, objects or sets, or an object keyed by one (regorus cannot hand such a "
+            "value to Runplane's sprintf)"
+        )
+    elif found := _EXTENSION_ERROR.search(what):
+        what = f"{found.group(1)}: {found.group(2)}"
     what = _BACKTICKED.sub(lambda m: m.group(0) if _KEPT.fullmatch(m.group(1)) else "`…`", what)
     what = _QUOTED.sub('"…"', what) or "unknown error"
     where = _LOCATION.search(text)
@@ -79,19 +97,44 @@ def message(error: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled(name: str, source: str) -> str:
-    return compiled_source(name, source).source
+def _compiled(name: str, source: str, context: SetContext) -> str:
+    return compiled_source(name, source, context=context).source
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_set(modules: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The text regorus compiles for each module of a set (names of the set's other
+    modules known: ``rego_v0.set_context``)."""
+    context = set_context(modules)
+    return tuple(_compiled(name, source, context) for name, source in modules)
+
+
+def compiled_modules(modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+    texts = _compiled_set(tuple((m.name, m.source) for m in modules))
+    return [PolicyModule(m.name, text) for m, text in zip(modules, texts, strict=True)]
+
+
+def _sprintf(fmt: object, args: object) -> str:
+    try:
+        return sprintf(fmt, args)
+    except SprintfError as error:  # reported by regorus as the call's error
+        raise SprintfError(f"sprintf: {error}") from None
 
 
 def _engine() -> Any:
     engine = regorus.Engine()
     engine.set_gather_prints(True)  # print() output is the policy's, never our logs'
+    # OPA's formatting, not regorus's (which ignores widths such as %-40s).
+    engine.add_extension("sprintf", 2, _sprintf)
     return engine
 
 
-def _add(engine: Any, modules: Sequence[PolicyModule]) -> None:
-    for module in modules:
-        engine.add_policy(module.name, _compiled(module.name, module.source))
+def _add(engine: Any, modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+    """Add the modules as compiled; returns them (the text regorus reads)."""
+    compiled = compiled_modules(modules)
+    for module in compiled:
+        engine.add_policy(module.name, module.source)
+    return compiled
 
 
 def _value(engine: Any, query: str) -> tuple[bool, Any]:
@@ -143,8 +186,8 @@ class RegorusEngine:
             package = "unknown"
         return f"{PACKAGE}@{package} {self.label().replace(' ', '@')}"
 
-    def compiled(self, module: PolicyModule) -> str:
-        return _compiled(module.name, module.source)
+    def compiled(self, modules: Sequence[PolicyModule]) -> list[PolicyModule]:
+        return compiled_modules(modules)
 
     def payload(self, document: Mapping[str, Any], canonical: Callable[[], bytes]) -> Any:
         # regorus parses JSON text far faster than it converts Python values, and the
@@ -193,14 +236,14 @@ class RegorusEngine:
     def validate_work(self, content: PolicySetContent, stop: threading.Event, emit: Emit) -> None:
         engine = _engine()
         try:
-            _add(engine, content.modules)
+            compiled = _add(engine, content.modules)
         except InvalidPolicySet as error:
             emit({"i": 0, "error": str(error)})
             return
         except Exception as error:
             emit({"i": 0, "error": short([message(error)])})
             return
-        unknown = _unknown(content.modules)
+        unknown = _unknown(compiled)
         if unknown:
             emit({"i": 0, "error": unknown})
             return
@@ -226,19 +269,25 @@ class RegorusEngine:
         modules: Sequence[PolicyModule],
         tests: Sequence[UnitTest],
         first: int,
+        data_json: str,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
         engine = _engine()
         try:
-            _add(engine, modules)
+            compiled = _add(engine, modules)
         except InvalidPolicySet as error:
             emit({"i": -1, "refused": str(error)})
             return
         except Exception as error:
             emit({"i": -1, "refused": short([message(error)])})
             return
-        unknown = _unknown(modules)
+        try:
+            engine.add_data_json(data_json)
+        except Exception as error:
+            emit({"i": -1, "refused": f"the data files do not load: {short([message(error)])}"})
+            return
+        unknown = _unknown(compiled)
         if unknown:
             emit({"i": -1, "refused": unknown})
             return

@@ -44,13 +44,21 @@ from runplane.domain.policy_sanitize import canonical_json
 POLICY_SET_METADATA_FILE: Final = "policy-set.json"
 """The metadata file of a policy-set directory."""
 
-NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_NAME_CHARS: Final = 255
+"""A name's length: a file name's limit on common file systems, which real libraries'
+file names and the ``PACKAGE.RULE`` names the loader generates fit in."""
+
+NAME_PATTERN: Final = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME_CHARS - 1}}}")
 """Policy-set, policy and module names."""
 
 MODULE_NAME_PATTERN: Final = re.compile(
-    r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/){0,7}[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+    rf"(?:[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME_CHARS - 1}}}/){{0,15}}"
+    rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME_CHARS - 1}}}"
 )
 """Module names: a file name, or a relative path of such names (a subdirectory's module)."""
+
+TEST_MODULE_SUFFIXES: Final = ("_test.rego", ".test.rego")
+"""Unit test modules (``runplane policy test --unit``), never published."""
 
 QUERY_PATTERN: Final = re.compile(r"data(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A policy query: a plain dotted reference under ``data`` and nothing else."""
@@ -289,8 +297,14 @@ def _refuse_duplicates(kind: str, names: Sequence[str]) -> None:
 _SHAPE_FIELDS: Final = ("input_shape", "unknown_input_roots", "unknown_input_paths")
 
 _NAME_RULE: Final = (
-    "names start with a letter or digit and use at most 64 letters, digits, '_', '.' or '-'"
+    f"names start with a letter or digit and use at most {MAX_NAME_CHARS} letters, digits, "
+    "'_', '.' or '-'"
 )
+
+
+def is_test_module(name: str) -> bool:
+    """Whether ``name`` is a unit test module (``x_test.rego`` or ``x.test.rego``)."""
+    return name.endswith(TEST_MODULE_SUFFIXES)
 
 
 def _enforcement_rule(value: object) -> str:
@@ -383,10 +397,8 @@ def load_policy_set_dir(path: str | os.PathLike[str]) -> PolicySetContent:
         raise InvalidPolicySet(
             f"{POLICY_SET_METADATA_FILE} has unknown fields: {', '.join(unknown)}"
         )
-    # *_test.rego files are unit tests (`runplane policy test --unit`), never published.
-    files = sorted(
-        p for p in root.glob("*.rego") if p.is_file() and not p.name.endswith("_test.rego")
-    )
+    # Unit test files (`runplane policy test --unit`) are never published.
+    files = sorted(p for p in root.glob("*.rego") if p.is_file() and not is_test_module(p.name))
     if len(files) > MAX_MODULES:
         raise InvalidPolicySet(
             f"the directory has {len(files)} .rego files; at most {MAX_MODULES} are allowed"

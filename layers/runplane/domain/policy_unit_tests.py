@@ -1,20 +1,40 @@
-"""Policy unit tests, as ``opa test`` runs them: every ``test_*`` rule of a test module.
+"""Policy unit tests, as ``opa test DIR`` runs them: every ``test_*`` rule of the modules.
 
 Pure: standard library only; the evaluator runs them (``runplane.adapters.rego_unit``).
-A test module is a ``*_test.rego`` file; it is never published. A test passes when its
-rule is ``true``; ``false`` or undefined fails it, and an evaluation error or a crash
-errors it.
+A test module is a ``*_test.rego`` or ``*.test.rego`` file; it is never published. A test
+passes when its rule is ``true``; ``false`` or undefined fails it, and an evaluation
+error or a crash errors it.
+
+The directory's data files (``*.json``, ``*.yaml``, ``*.yml``) are the tests' ``data``,
+placed as ``opa test DIR`` places them: a file in ``DIR/a/b/`` is merged at
+``data.a.b``, a file at the top of ``DIR`` (which must hold an object) at ``data``
+itself; the file's own name is not part of the path. Two files setting the same value
+differently are refused, as OPA refuses them. ``policy-set.json`` (Runplane's own
+metadata) is not data; hidden files and directories are skipped, as for modules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
 
-from runplane.domain.policy import PolicyModule
+from runplane.domain.errors import InvalidPolicySet
+from runplane.domain.policy import (
+    MAX_MODULE_BYTES,
+    MAX_MODULES,
+    POLICY_SET_METADATA_FILE,
+    PolicyModule,
+    is_test_module,
+)
 from runplane.domain.policy_packaging import package_of
 from runplane.domain.rego_v0 import rule_heads, tokens
+
+DATA_SUFFIXES: Final = (".json", ".yaml", ".yml")
+MAX_DATA_BYTES: Final = 64 * 1024 * 1024
+"""All data files of a directory together (a generous bound: mocks of large plans)."""
 
 
 class UnitTestOutcome(StrEnum):
@@ -53,7 +73,8 @@ class UnitTestResult:
 
 def discover(modules: Iterable[PolicyModule]) -> list[UnitTest]:
     """The ``test_*`` rules of ``modules``, modules by name, rules in source order; a
-    rule defined in several places of one package is one test."""
+    rule defined in several places of one package is one test. ``opa test`` runs them
+    wherever they are: pass the policies and the test modules."""
     found: dict[str, UnitTest] = {}
     for module in sorted(modules, key=lambda m: m.name):
         package = package_of(module.source)
@@ -76,6 +97,130 @@ def _head_lines(source: str) -> dict[str, int]:
     return lines
 
 
+def _visible(root: Path, path: Path) -> bool:
+    return path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def read_test_modules(root: Path) -> list[PolicyModule]:
+    """The test modules under ``root`` (subdirectories too), named by their path."""
+    files = sorted(p for p in root.rglob("*.rego") if _visible(root, p) and is_test_module(p.name))
+    if len(files) > MAX_MODULES:
+        raise InvalidPolicySet(
+            f"the directory has {len(files)} test modules; at most {MAX_MODULES} are allowed"
+        )
+    modules = []
+    for file in files:
+        name = file.relative_to(root).as_posix()
+        if file.stat().st_size > MAX_MODULE_BYTES:
+            raise InvalidPolicySet(
+                f"test module {name} is over {MAX_MODULE_BYTES:,} bytes; a module may be "
+                f"at most {MAX_MODULE_BYTES:,} bytes"
+            )
+        try:
+            modules.append(PolicyModule(name, file.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise InvalidPolicySet(f"test module {name} is not UTF-8 text") from None
+    return modules
+
+
+def data_files(root: Path) -> list[Path]:
+    """The data files under ``root``, in name order (see the module docstring)."""
+    found = sorted(
+        p
+        for p in root.rglob("*")
+        if p.suffix in DATA_SUFFIXES
+        and _visible(root, p)
+        and p.relative_to(root).as_posix() != POLICY_SET_METADATA_FILE
+    )
+    total = sum(p.stat().st_size for p in found)
+    if total > MAX_DATA_BYTES:
+        raise InvalidPolicySet(
+            f"the directory's data files hold {total:,} bytes; at most {MAX_DATA_BYTES:,} are read"
+        )
+    return found
+
+
+def merge_data(documents: Iterable[tuple[str, Sequence[str], Any]]) -> dict[str, Any]:
+    """``data`` from ``(file name, directory path, value)`` of each data file, as
+    ``opa test`` merges them; raises ``InvalidPolicySet`` naming the files that
+    disagree, or a top-level file that is not an object."""
+    data: dict[str, Any] = {}
+    origin: dict[tuple[str, ...], str] = {}
+    for name, directory, value in documents:
+        path = tuple(directory)
+        if not path and not isinstance(value, Mapping):
+            raise InvalidPolicySet(
+                f"data file {name} holds no object: a data file at the top of the directory "
+                "is merged at data, which is an object"
+            )
+        _merge_at(data, path, value, name, origin)
+    return data
+
+
+def _merge_at(
+    data: dict[str, Any],
+    path: tuple[str, ...],
+    value: Any,
+    name: str,
+    origin: dict[tuple[str, ...], str],
+) -> None:
+    node = data
+    for depth, key in enumerate(path):
+        here = path[: depth + 1]
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+            origin.setdefault(here, name)
+        elif not isinstance(child, dict):
+            raise _conflict(here, name, origin)
+        node = child
+    if not path:
+        _merge(node, value, (), name, origin)
+    elif isinstance(value, Mapping):
+        _merge(node, value, path, name, origin)
+    elif node:  # a non-object where another file put values
+        raise _conflict(path, name, origin)
+    else:
+        _set(data, path, value)
+        origin[path] = name
+
+
+def _merge(
+    into: dict[str, Any],
+    value: Mapping[str, Any],
+    path: tuple[str, ...],
+    name: str,
+    origin: dict[tuple[str, ...], str],
+) -> None:
+    for key, item in value.items():
+        here = (*path, str(key))
+        if key not in into:
+            into[key] = item
+            origin[here] = name
+        elif isinstance(into[key], dict) and isinstance(item, Mapping):
+            _merge(into[key], item, here, name, origin)
+        elif into[key] != item:
+            raise _conflict(here, name, origin)
+
+
+def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+def _conflict(path: tuple[str, ...], name: str, origin: Mapping[tuple[str, ...], str]) -> Exception:
+    where = "data" + "".join(f".{p}" if p.isidentifier() else f'["{p}"]' for p in path)
+    other = next(
+        (origin[path[:n]] for n in range(len(path), 0, -1) if path[:n] in origin), "another file"
+    )
+    return InvalidPolicySet(
+        f"data file {name} sets {where}, which {other} sets differently (opa test refuses "
+        "the same conflict)"
+    )
+
+
 def failed(results: Sequence[UnitTestResult]) -> int:
     return sum(1 for r in results if r.outcome is not UnitTestOutcome.PASS)
 
@@ -94,5 +239,5 @@ def report(results: Sequence[UnitTestResult]) -> list[str]:
         if count:
             lines.append(f"{outcome.value}: {count}/{total}")
     if not total:
-        lines.append("no tests: name test rules test_* in *_test.rego files")
+        lines.append("no tests: name test rules test_* in *_test.rego or *.test.rego files")
     return lines
