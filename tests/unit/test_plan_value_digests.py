@@ -97,20 +97,22 @@ def edge_plan() -> dict[str, Any]:
     }
 
 
+# The plan-shaped digests moved when those documents gained the plan's variables, planned
+# values, prior state and the configuration's resources (issue 31); runplane's did not.
 PINNED: dict[str, dict[str, str]] = {
     "edge_plan": {
-        "bare": "sha256:b62c30b8b42dfb4d1864d0d78abef4bbedf15fd62aa406b76b9e8f9525433fca",
-        "plan": "sha256:b7091e76b9fa42d49b5aafd443174e5af3df7b588af343d016db6c98558b32dc",
+        "bare": "sha256:1533a7cb90205892b2c2369f3fe2cb712f39b2ab683172deb6fed20fcd4c0916",
+        "plan": "sha256:1d1a0c51c12443efad1a43659d280763145cc31480d774c27b8fe4545ae2003e",
         "runplane": "sha256:ef8a5a8bd797f04201a7c29ca8df94c61134732ee3071292b77ed7ccab044174",
-        "terraform": "sha256:1172eea959603e3dd8340bdebb81e4a6a72174a9fefa762c8a7cc9820e1c4d34",
-        "tfplan": "sha256:a1167aeb39312bdaf51be2d5f48f5dc7e0bd9adb8789b1753501db65f8be93de",
+        "terraform": "sha256:a1bc41c264fcfddb63a1e5b79b0921a6776b2336807dcec6994eb918826f16bf",
+        "tfplan": "sha256:e1eb0e4707fe4745350ffb3e6daee4b88ca82382003328a66fe024a9d5dd69c9",
     },
     "show_json": {
-        "bare": "sha256:bf6ffa1feea1773dba748921e01d323998286952f3896ae6a5886206094bdcff",
-        "plan": "sha256:9f2c9c648c10c7e9872a321b8b71ddcd71916d8ac0fa0a55c0707ca168c4c206",
+        "bare": "sha256:0475f179cbef7f2367c542615cacbdb7a240661e9ab1b2462562578653045171",
+        "plan": "sha256:65e10563c34376bdc3b533643e82001e74b926ff6e05d075f3baf6727e0ef173",
         "runplane": "sha256:3589e25db3de8f5a5a7d40bfcf2b8d20e03c8f74093a0a98dcc21a203947d616",
-        "terraform": "sha256:71d72d9642b240ed73010dc0de1278ba6da5b9147f4e93a5d72fa0ecdd620a4e",
-        "tfplan": "sha256:62a88d76acb8924170afd7120dff457f18abb340b0f41f99c8ebda2274a909b0",
+        "terraform": "sha256:e3c9308afeffa1028567fdb3c21af6984baa9ee5c91527b8eba5140314b72ba7",
+        "tfplan": "sha256:ed4afad7ce0ba5316730b7bec9d7f7dfee185be2b396646a1ae49241587b9bf3",
     },
 }
 
