@@ -764,40 +764,51 @@ class MockPlan:
 
 
 def mock_plan(document: Any) -> MockPlan | None:
-    """The plan and run a mock input stands for, or None if it holds no plan."""
+    """The plan and run a mock input stands for, or None if it holds neither. A mock
+    holding run metadata only (``tfrun``, ``run``, ``spacelift``) stands for an empty plan
+    in that run: what Runplane would give a policy reading the run alone."""
     if not isinstance(document, Mapping):
         return None
     workspace, kind, dropped = "local", "plan_and_apply", []
-    plan: Any = None
-    if isinstance(document.get("tfplan"), Mapping):
-        plan, run = document["tfplan"], document.get("tfrun")
+    run = document.get("tfrun")
+    if isinstance(run, Mapping):
+        workspace = _text_at(run, "workspace", "name") or workspace
+        kind = "plan_only" if run.get("is_dry") is True else kind
+        known = {"workspace", "is_dry", "is_destroy", "id", "created_at"}
+        dropped += [f"tfrun.{k}" for k in sorted(run) if k not in known]
+    run = document.get("run")
+    if isinstance(run, Mapping):
+        workspace = _text_at(run, "workspace", "name") or workspace
+        kind = "speculative" if run.get("speculative") is True else kind
+        known = {"workspace", "speculative", "is_destroy", "id", "created_at", "kind"}
+        dropped += [f"run.{k}" for k in sorted(run) if k not in known]
+    context = document.get("spacelift")
+    if isinstance(context, Mapping):
+        workspace = _text_at(context, "stack", "name") or workspace
+        run = context.get("run")
         if isinstance(run, Mapping):
-            workspace = _text_at(run, "workspace", "name") or workspace
-            kind = "plan_only" if run.get("is_dry") is True else kind
-            known = {"workspace", "is_dry", "is_destroy", "id", "created_at"}
-            dropped += [f"tfrun.{k}" for k in sorted(run) if k not in known]
-    elif isinstance(document.get("plan"), Mapping):
-        plan, run = dict(document["plan"]), document.get("run")
+            kind = "plan_only" if run.get("type") == "PROPOSED" else kind
+            known = {"type", "state", "id", "created_at"}
+            dropped += [f"spacelift.run.{k}" for k in sorted(run) if k not in known]
+        dropped += [f"spacelift.{k}" for k in sorted(context) if k not in ("run", "stack")]
+    plan: Any = next(
+        (
+            document[k]
+            for k in ("tfplan", "plan", "terraform")
+            if isinstance(document.get(k), Mapping)
+        ),
+        None,
+    )
+    if plan is not None:
+        plan = dict(plan)
+        # HCP gives the configuration beside the plan as well as in it.
         if "configuration" not in plan and isinstance(document.get("configuration"), Mapping):
             plan["configuration"] = document["configuration"]
-        if isinstance(run, Mapping):
-            workspace = _text_at(run, "workspace", "name") or workspace
-            kind = "speculative" if run.get("speculative") is True else kind
-            known = {"workspace", "speculative", "is_destroy", "id", "created_at", "kind"}
-            dropped += [f"run.{k}" for k in sorted(run) if k not in known]
-    elif isinstance(document.get("terraform"), Mapping):
-        plan, context = document["terraform"], document.get("spacelift")
-        if isinstance(context, Mapping):
-            workspace = _text_at(context, "stack", "name") or workspace
-            run = context.get("run")
-            if isinstance(run, Mapping):
-                kind = "plan_only" if run.get("type") == "PROPOSED" else kind
-                known = {"type", "state", "id", "created_at"}
-                dropped += [f"spacelift.run.{k}" for k in sorted(run) if k not in known]
-            dropped += [f"spacelift.{k}" for k in sorted(context) if k not in ("run", "stack")]
     elif any(k in document for k in _BARE_PLAN_KEYS):
         plan = document
-    if not isinstance(plan, Mapping):
+    elif any(isinstance(document.get(k), Mapping) for k in ("tfrun", "run", "spacelift")):
+        plan = {}
+    else:
         return None
     plan_roots = {"terraform", "spacelift", "tfplan", "tfrun", "plan", "run", "configuration"}
     if plan is not document:

@@ -218,3 +218,20 @@ def test_rego_literals_and_labels() -> None:
         2,
         "data.mock.bad",
     )
+
+
+def test_mock_inputs_stand_for_a_plan_and_a_run() -> None:
+    scalr = policy_compat.mock_plan(
+        {"tfplan": {"resource_changes": []}, "tfrun": {"workspace": {"name": "prod"}, "vcs": {}}}
+    )
+    assert scalr is not None
+    assert (scalr.plan, scalr.workspace, scalr.kind) == (
+        {"resource_changes": []},
+        "prod",
+        "plan_and_apply",
+    )
+    assert scalr.dropped == ("tfrun.vcs",)
+    run_only = policy_compat.mock_plan({"spacelift": {"run": {"type": "PROPOSED"}}})
+    assert run_only is not None
+    assert (run_only.plan, run_only.kind) == ({}, "plan_only")
+    assert policy_compat.mock_plan({"session": {"login": "x"}}) is None
