@@ -192,13 +192,17 @@ class _Spec:
 _FLAGS: Final = {"#": "sharp", "0": "zero", "+": "plus", "-": "minus", " ": "space"}
 
 
+_PLAIN: Final = _Spec()
+
+
 @functools.lru_cache(maxsize=512)
-def _plan(fmt: str) -> tuple[tuple[tuple[str, _Spec, str], ...], str] | None:
+def _plan(fmt: str) -> tuple[tuple[tuple[str, _Spec, str, bool], ...], str] | None:
     """The directives of a format without argument indexes or ``*``: ``((text before,
-    spec, verb), ...), text after``; None for any other format (read by ``_do_printf``)."""
+    spec, verb, plain), ...), text after`` (``plain``: no flag, width or precision);
+    None for any other format (read by ``_do_printf``)."""
     if "[" in fmt or "*" in fmt:
         return None
-    steps: list[tuple[str, _Spec, str]] = []
+    steps: list[tuple[str, _Spec, str, bool]] = []
     text: list[str] = []
     i, end = 0, len(fmt)
     while i < end:
@@ -219,7 +223,10 @@ def _plan(fmt: str) -> tuple[tuple[tuple[str, _Spec, str], ...], str] | None:
         if verb == "%":
             text.append("%")
             continue
-        steps.append(("".join(text), spec, verb))
+        if verb == "v":  # %#v and %+v are flags of their own (Go's sharpV, plusV)
+            spec.sharp_v, spec.sharp = spec.sharp, False
+            spec.plus_v, spec.plus = spec.plus, False
+        steps.append(("".join(text), spec, verb, spec == _PLAIN))
         text = []
     return tuple(steps), "".join(text)
 
@@ -252,17 +259,21 @@ def _printf(fmt: str, args: Sequence[object]) -> str:
     steps, tail = plan
     out: list[str] = []
     arg = 0
-    for text, template, verb in steps:
+    for text, spec, verb, plain in steps:  # a cached spec: never changed below
         out.append(text)
         if arg >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
-        spec = _Spec(**template.__dict__)
-        if verb == "v":
-            spec.sharp_v, spec.sharp = spec.sharp, False
-            spec.plus_v, spec.plus = spec.plus, False
-        out.append(_format(args[arg], verb, spec))
+        value = args[arg]
         arg += 1
+        # The most common directives, without the general formatter (same result):
+        # sprintf runs once per violation message.
+        if plain and type(value) is str and (verb == "s" or verb == "v"):
+            out.append(value)
+        elif plain and type(value) is int and (verb == "d" or verb == "v"):
+            out.append(str(value))
+        else:
+            out.append(_format(value, verb, spec))
     out.append(tail)
     if arg < len(args):
         out.append(_extra(args[arg:]))
