@@ -471,6 +471,7 @@ def _policy_test(args: argparse.Namespace) -> int:
     from runplane.adapters.rego import RegoEvaluator
     from runplane.domain.policy import load_policy_set_dir
     from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+    from runplane.domain.policy_plan import assume_unmarked
     from runplane.domain.policy_results import overall, rule_probes
 
     # Bad usage, as argparse reports it: exit 2.
@@ -499,6 +500,16 @@ def _policy_test(args: argparse.Namespace) -> int:
         raise CliError(f"{args.plan}: not a plan JSON file ({error})") from None
     if not isinstance(plan, dict):
         raise CliError(f"{args.plan}: not a plan JSON file (not an object)")
+    # A hand-written plan (a test mock) lacks sensitivity maps: read it as written.
+    plan, filled = assume_unmarked(plan)
+    if filled:
+        print(
+            f"warning: the plan has no sensitivity map (before_sensitive/after_sensitive) for "
+            f"{len(filled)} value(s), read as marking nothing sensitive: "
+            f"{', '.join(filled[:5])}{' ...' if len(filled) > 5 else ''}; the engine "
+            'writes them, and a run hides a value without one whole, as "(sensitive)"',
+            file=sys.stderr,
+        )
     inputs = PolicyInputs(
         plan,
         RunMetadata(
@@ -507,15 +518,6 @@ def _policy_test(args: argparse.Namespace) -> int:
             engine_version=str(plan.get("terraform_version") or ""),
         ),
     )
-    hidden = inputs.hidden_whole
-    if hidden:
-        print(
-            f"warning: the plan has no sensitivity map (before_sensitive/after_sensitive) for "
-            f'{len(hidden)} value(s), hidden whole as "(sensitive)": '
-            f"{', '.join(hidden[:5])}{' ...' if len(hidden) > 5 else ''}; "
-            "save the plan with `show -json` of a current engine",
-            file=sys.stderr,
-        )
     probes = rule_probes(content)
     evaluated = evaluator.evaluate([content, probes.content], inputs)
     results = [r for r in evaluated if r.policy_set == content.name]

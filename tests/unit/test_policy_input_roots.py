@@ -150,7 +150,7 @@ def test_each_shapes_example_set_judges_its_own_document(
     assert by_name["deny_delete"].messages == ("test_thing.old would be deleted",)
 
 
-def test_policy_test_warns_of_unknown_roots_and_values_hidden_for_want_of_a_map(
+def test_policy_test_warns_of_unknown_roots_and_values_read_without_a_map(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a set reading input.plan that asks for warnings, and a plan whose create
@@ -183,8 +183,41 @@ def test_policy_test_warns_of_unknown_roots_and_values_hidden_for_want_of_a_map(
     assert status == 0
     assert "warning: check.rego line 7 reads input.plan" in captured.err
     assert "no sensitivity map" in captured.err
-    assert "module.child.test_thing.c[0] (after)" in captured.err
+    assert "read as marking nothing sensitive: module.child.test_thing.c[0] (after)" in (
+        captured.err
+    )
     assert "overall: passed" in captured.out
+
+
+def test_policy_test_reads_a_mock_without_maps_as_written_and_denies_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a conftest directory denying a secret-looking password in plain text, and a
+    # hand-written mock of a violating plan with no sensitivity maps at all
+    directory = tmp_path / "set"
+    directory.mkdir()
+    (directory / "main.rego").write_text(
+        "package main\n\nimport rego.v1\n\n"
+        "deny contains rc.address if {\n\tsome rc in input.resource_changes\n"
+        '\tstartswith(rc.change.after.password, "s3cr3t")\n}\n',
+        encoding="utf-8",
+    )
+    plan = show_json()
+    for entry in plan["resource_changes"]:
+        entry["change"].pop("before_sensitive")
+        entry["change"].pop("after_sensitive")
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+
+    # When it is tested / Then the policy sees the mock's values and denies it
+    assert main(["policy", "test", str(directory), "--plan", str(plan_file)]) == 1
+    captured = capsys.readouterr()
+    assert "- module.child.test_thing.c[0]" in captured.out
+    assert "read as marking nothing sensitive" in captured.err
+    # While a run, given the same plan, hides those values whole (the engine always
+    # writes the maps; a plan without them is not believed)
+    after = PolicyInputs(plan, META).document("bare")["resource_changes"][0]["change"]["after"]
+    assert after == "(sensitive)"
 
 
 def test_policy_test_refuses_a_set_reading_a_root_its_shape_lacks(

@@ -11,6 +11,7 @@ copied (see ``sanitized_configuration``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -321,3 +322,72 @@ def sanitized_plan_document(plan: Mapping[str, Any]) -> tuple[dict[str, Any], li
     if prior_state is not None:
         document["prior_state"] = prior_state
     return document, hidden.addresses
+
+
+def assume_unmarked(plan: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``plan`` with every sensitivity map it lacks given as marking nothing, and what was
+    filled (``address (before|after|values)``, ``output NAME``, ``var.NAME``).
+
+    For ``runplane policy test`` only, on a plan its user wrote by hand (a policy's test
+    mock): the engine writes every map, and the control plane hides a value without one
+    whole, which on a mock hides the very values the policy is tested on and lets a
+    violating mock pass. The user holds the file, so reading it as written exposes
+    nothing. Variables the mock's configuration does not declare are declared, not
+    sensitive. Malformed maps are left as they are (and hide their value whole)."""
+    out = copy.deepcopy(dict(plan))
+    filled: list[str] = []
+
+    def fill(holder: object, sides: tuple[str, ...], what: str) -> None:
+        if not isinstance(holder, dict):
+            return
+        for side in sides:
+            if holder.get(side) is not None and f"{side}_sensitive" not in holder:
+                holder[f"{side}_sensitive"] = False
+                filled.append(f"{what} ({side})")
+
+    for entry in out.get("resource_changes") or []:
+        if isinstance(entry, dict):
+            fill(entry.get("change"), ("before", "after"), str(entry.get("address")))
+    outputs = out.get("output_changes")
+    for name, change in outputs.items() if isinstance(outputs, dict) else []:
+        fill(change, ("before", "after"), f"output {name}")
+
+    def module(raw: object, depth: int = 0) -> None:
+        if not isinstance(raw, dict) or depth > _MAX_DEPTH:
+            return
+        for resource in raw.get("resources") or []:
+            if (
+                isinstance(resource, dict)
+                and resource.get("values") is not None
+                and "sensitive_values" not in resource
+            ):
+                resource["sensitive_values"] = False
+                filled.append(f"{resource.get('address')} (values)")
+        for child in raw.get("child_modules") or []:
+            module(child, depth + 1)
+
+    prior = out.get("prior_state")
+    for values in (
+        out.get("planned_values"),
+        prior.get("values") if isinstance(prior, dict) else None,
+    ):
+        if isinstance(values, dict):
+            module(values.get("root_module"))
+            state_outputs = values.get("outputs")
+            for name, entry in state_outputs.items() if isinstance(state_outputs, dict) else []:
+                if isinstance(entry, dict) and "sensitive" not in entry:
+                    entry["sensitive"] = False
+                    filled.append(f"output {name}")
+    variables = out.get("variables")
+    if isinstance(variables, dict) and variables:
+        configuration = out.setdefault("configuration", {})
+        root = (
+            configuration.setdefault("root_module", {}) if isinstance(configuration, dict) else None
+        )
+        declared = root.setdefault("variables", {}) if isinstance(root, dict) else None
+        if isinstance(declared, dict):
+            for name in variables:
+                if name not in declared:
+                    declared[name] = {}
+                    filled.append(f"var.{name}")
+    return out, filled
