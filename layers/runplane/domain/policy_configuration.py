@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 SENSITIVE: Final = "(sensitive)"
@@ -407,20 +407,3 @@ def sanitized_configuration(plan: Mapping[str, Any]) -> dict[str, Any]:
         "provider_config": _provider_config(config.get("provider_config")),
         "root_module": _module(config.get("root_module"), "", SensitivityIndex(plan), 0),
     }
-
-
-def resources_of(configuration: Mapping[str, Any]) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    """Every configuration resource, with its module path (``module.a.module.b``)."""
-    stack: list[tuple[str, Any]] = [("", configuration.get("root_module"))]
-    while stack:
-        path, module = stack.pop()
-        if not isinstance(module, Mapping):
-            continue
-        for resource in module.get("resources") or []:
-            if isinstance(resource, Mapping):
-                yield path, resource
-        calls = module.get("module_calls")
-        for name, call in calls.items() if isinstance(calls, Mapping) else []:
-            if isinstance(call, Mapping):
-                child = f"{path}.module.{name}" if path else f"module.{name}"
-                stack.append((child, call.get("module")))

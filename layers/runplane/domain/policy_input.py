@@ -4,8 +4,8 @@ Pure: standard library only. A policy set declares its ``input_shape`` (default
 ``runplane``). Every shape is built from the engine's ``show -json`` plan with the same
 sanitization rules: a value the engine marks sensitive is ``"(sensitive)"``, a value
 whose sensitivity structure is missing, malformed or shaped differently is hidden
-whole, and nothing but resource changes, output changes, a sanitized subset of the
-configuration and the run's metadata is copied.
+whole, and configuration constants that may be secret are masked
+(``policy_configuration``).
 
 - ``runplane``: ``sanitize_plan``'s document, unchanged (markers for unknown values).
 - ``plan`` (HCP Terraform OPA): ``input.plan``, ``input.run``, ``input.configuration``.
@@ -13,9 +13,10 @@ configuration and the run's metadata is copied.
 - ``terraform`` (Spacelift): ``input.terraform``, ``input.spacelift``.
 - ``bare`` (conftest, ``opa eval``): the plan document itself.
 
-The plan-shaped documents keep Terraform's ``change.{actions, before, after,
-after_unknown, before_sensitive, after_sensitive}``: values unknown until apply are
-left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine does.
+The plan-shaped documents keep Terraform's ``show -json`` layout (``policy_plan``):
+values unknown until apply are left out of ``after`` and marked ``true`` in
+``after_unknown``, as the engine does. Which paths each shape provides is
+``policy_paths``' layout, which publication checks modules against.
 """
 
 from __future__ import annotations
@@ -171,10 +172,6 @@ class InputPathFinding:
             f"input shape does not provide ({detail}): the rule would be undefined on every "
             "plan and pass silently"
         )
-
-
-InputRootFinding = InputPathFinding
-"""Its first name, when it checked roots only."""
 
 
 def input_roots(source: str) -> list[tuple[str, int]]:

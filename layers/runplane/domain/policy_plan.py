@@ -5,8 +5,10 @@ rules as ``runplane.domain.policy_sanitize.sanitize_plan``: a value the engine m
 ``"(sensitive)"``, and a value whose sensitivity structure is missing, malformed or
 shaped differently is hidden whole. Unlike that document, a value unknown until apply
 is left out of ``after`` and marked ``true`` in ``after_unknown``, as the engine does.
-Only resource changes, output changes and a sanitized subset of the configuration are
-copied (see ``sanitized_configuration``).
+The document holds the plan's resource and output changes, its variables (values
+masked unless declared and not sensitive), planned values, prior state (values masked
+by their ``sensitive_values``), and its configuration with possibly secret constants
+masked (``runplane.domain.policy_configuration``); nothing else.
 """
 
 from __future__ import annotations
