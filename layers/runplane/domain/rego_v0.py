@@ -53,6 +53,7 @@ the rewrite cannot handle is refused with the module, line, construct and fix
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,7 +63,6 @@ from runplane.domain.errors import InvalidPolicySet
 
 KEYWORDS: Final = frozenset({"contains", "every", "if", "in"})
 """The keywords v1 has and v0 has only when imported from ``future.keywords``."""
-_KEYWORDS: Final = KEYWORDS
 _OPEN: Final = {"(": ")", "[": "]", "{": "}"}
 _CLOSE: Final = frozenset(_OPEN.values())
 _MULTI: Final = (":=", "==", "!=", "<=", ">=")
@@ -260,6 +260,10 @@ class _Parser:
     def group_end(self, i: int) -> int:
         """The index after the bracket group opening at ``i``."""
         return self._partner[i] + 1
+
+    def opening(self, closing: int) -> int | None:
+        """The index of the bracket that the one at ``closing`` closes."""
+        return next((o for o, c in self._partner.items() if c == closing), None)
 
     def line_end(self, i: int) -> int:
         """The index of the newline ending the logical line at ``i`` (or the end)."""
@@ -543,12 +547,14 @@ def _is_partial_set(rule: _Rule) -> bool:
 # -- what a set's modules define --------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
 def _analysis(module: str, source: str) -> tuple[_Module, bool, frozenset[str]]:
     """The parsed module, whether it is v0, and the keywords active in it.
 
     A module is first read with ``if`` and ``contains`` as keywords (a v1 module without
     ``import rego.v1`` must not look like a rule named ``if``); if it is v0 it is read
-    again with only the keywords it imports.
+    again with only the keywords it imports. Cached: ``set_context`` and
+    ``compiled_source`` read each module of a set (the result is never changed).
     """
     toks = tokens(source)
     rego_v1, imported, future = _prescan(toks)
@@ -1055,7 +1061,7 @@ def _walk_relations(parser: _Parser, parsed: _Module, edits: _Edits) -> None:
             continue
         closing = i - 2
         if toks[closing].kind == "op" and toks[closing].text == "]":
-            start = next((o for o, c in parser._partner.items() if c == closing), None)
+            start = parser.opening(closing)
         elif toks[closing].kind == "ident":
             start = closing
         else:
@@ -1082,7 +1088,7 @@ def _walk_relations(parser: _Parser, parsed: _Module, edits: _Edits) -> None:
 
 def _refuse_keyword_names(module: str, toks: list[Tok]) -> None:
     for i, tok in enumerate(toks):
-        if tok.kind != "ident" or tok.text not in _KEYWORDS:
+        if tok.kind != "ident" or tok.text not in KEYWORDS:
             continue
         if i > 0 and toks[i - 1].kind == "op" and toks[i - 1].text == ".":
             continue  # a field such as input.in
