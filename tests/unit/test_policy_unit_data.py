@@ -62,11 +62,11 @@ def test_data_files_are_placed_by_their_directory_and_merged(tmp_path: Path) -> 
     [
         (
             [("a.json", (), {"x": 1}), ("b.json", (), {"x": 2})],
-            "data file b.json sets data.x, which a.json sets differently",
+            "data file b.json sets data.x, which a.json sets too",
         ),
         (
             [("d/a.json", ("d",), [1]), ("d/b.json", ("d",), {"k": 1})],
-            "data file d/b.json sets data.d, which d/a.json sets differently",
+            "data file d/b.json sets data.d, which d/a.json sets too",
         ),
         ([("top.json", (), [1, 2])], "data file top.json holds no object"),
     ],
@@ -78,10 +78,13 @@ def test_conflicting_data_is_refused_naming_both_files(
         merge_data(documents)
 
 
-def test_equal_values_from_two_files_merge(tmp_path: Path) -> None:
-    assert merge_data([("a.json", ("x",), {"k": 1}), ("b.json", ("x",), {"k": 1, "j": 2})]) == {
-        "x": {"k": 1, "j": 2}
-    }
+def test_objects_merge_and_a_value_set_twice_conflicts_even_if_equal() -> None:
+    # As OPA's loader: objects merge key by key; any other value twice is a conflict
+    assert merge_data(
+        [("a.json", ("x",), {"k": {"a": 1}}), ("b.json", ("x",), {"k": {"b": 2}})]
+    ) == {"x": {"k": {"a": 1, "b": 2}}}
+    with pytest.raises(InvalidPolicySet, match=r"b\.json sets data\.x\.k, which a\.json sets too"):
+        merge_data([("a.json", ("x",), {"k": 1}), ("b.json", ("x",), {"k": 1})])
 
 
 def test_a_data_file_that_does_not_parse_is_named(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ error or a crash errors it.
 The directory's data files (``*.json``, ``*.yaml``, ``*.yml``) are the tests' ``data``,
 placed as ``opa test DIR`` places them: a file in ``DIR/a/b/`` is merged at
 ``data.a.b``, a file at the top of ``DIR`` (which must hold an object) at ``data``
-itself; the file's own name is not part of the path. Two files setting the same value
-differently are refused, as OPA refuses them. ``policy-set.json`` (Runplane's own
-metadata) is not data; hidden files and directories are skipped, as for modules.
+itself; the file's own name is not part of the path. Objects merge; two files setting
+the same key to anything but objects are refused, as OPA's loader refuses them.
+``policy-set.json`` (Runplane's own metadata) is not data; hidden files and directories
+are skipped, as for modules.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def _merge(
             origin[here] = name
         elif isinstance(into[key], dict) and isinstance(item, Mapping):
             _merge(into[key], item, here, name, origin)
-        elif into[key] != item:
+        else:  # as OPA's loader: even an equal value set twice is a conflict
             raise _conflict(here, name, origin)
 
 
@@ -216,8 +217,8 @@ def _conflict(path: tuple[str, ...], name: str, origin: Mapping[tuple[str, ...],
         (origin[path[:n]] for n in range(len(path), 0, -1) if path[:n] in origin), "another file"
     )
     return InvalidPolicySet(
-        f"data file {name} sets {where}, which {other} sets differently (opa test refuses "
-        "the same conflict)"
+        f"data file {name} sets {where}, which {other} sets too (only objects merge; opa "
+        "test refuses the same conflict)"
     )
 
 
