@@ -394,3 +394,37 @@ def test_v0_policies_evaluate_as_opa_evaluates_them(engine: str) -> None:
         (r.test.rule, UnitTestOutcome.PASS, "") for r in results
     ]
     assert len(results) == 12
+
+
+_WORKAROUNDS = """package a
+
+import rego.v1
+
+resource := "rule"
+limit := 1
+port_covers("*", _)
+kinds(rs) := {k | some resource in rs; k := resource.kind}
+keys(o) := {p[0] | [p, v] := walk(o); count(p) > 0}
+over(n) if n > limit
+"""
+
+_WORKAROUND_TESTS = """package a
+
+import rego.v1
+
+test_what_opa_accepts if {
+	kinds([{"kind": "x"}]) == {"x"}
+	resource == "rule"
+	port_covers("*", 1)
+	keys({"a": 1, "b": {"c": 2}}) == {"a", "b"}
+	over(5)
+	not over(5) with limit as 9
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["regorus", "regopy"])
+def test_the_workarounds_evaluate_as_opa_on_both_engines(engine: str) -> None:
+    modules = [PolicyModule("a.rego", _WORKAROUNDS), PolicyModule("a_test.rego", _WORKAROUND_TESTS)]
+    [result] = run_unit_tests(modules, discover(modules), engine=engine)
+    assert (result.outcome, result.message) == (UnitTestOutcome.PASS, "")
