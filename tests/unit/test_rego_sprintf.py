@@ -128,3 +128,16 @@ def test_a_value_the_engine_cannot_hand_over_is_a_clear_error() -> None:
     [result] = RegoEvaluator(isolation="thread").evaluate([content], {})
     assert result.outcome == "errored"
     assert "m.rego line 5: sprintf cannot format an argument holding" in result.messages[0]
+
+
+def test_an_operand_error_reads_as_opas() -> None:
+    source = 'package f\n\nimport rego.v1\n\ndeny contains sprintf("%s", "x") if true\n'
+    content = PolicySetContent(
+        "f",
+        (PolicyModule("m.rego", source),),
+        (PolicyDefinition("f", Enforcement.ADVISORY, "data.f.deny"),),
+    )
+    [result] = RegoEvaluator(isolation="thread").evaluate([content], {})
+    assert result.messages == (
+        "evaluation failed: m.rego line 5: sprintf: operand 2 must be array but got string",
+    )

@@ -53,7 +53,7 @@ from runplane.adapters.rego_source import rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 from runplane.domain.policy_unit_tests import UnitTest
-from runplane.domain.rego_sprintf import SprintfError, sprintf
+from runplane.domain.rego_sprintf import sprintf
 from runplane.domain.rego_v0 import SetContext, compiled_source, set_context
 
 PACKAGE: Final = "gordon-to-regorus"
@@ -114,18 +114,11 @@ def compiled_modules(modules: Sequence[PolicyModule]) -> list[PolicyModule]:
     return [PolicyModule(m.name, text) for m, text in zip(modules, texts, strict=True)]
 
 
-def _sprintf(fmt: object, args: object) -> str:
-    try:
-        return sprintf(fmt, args)
-    except SprintfError as error:  # reported by regorus as the call's error
-        raise SprintfError(f"sprintf: {error}") from None
-
-
 def _engine() -> Any:
     engine = regorus.Engine()
     engine.set_gather_prints(True)  # print() output is the policy's, never our logs'
     # OPA's formatting, not regorus's (which ignores widths such as %-40s).
-    engine.add_extension("sprintf", 2, _sprintf)
+    engine.add_extension("sprintf", 2, sprintf)
     return engine
 
 
