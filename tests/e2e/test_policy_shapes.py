@@ -86,10 +86,12 @@ def test_the_same_set_without_its_shape_is_refused_or_warned_over_http(local: Lo
     assert "review.rego line 6 reads input.plan" in refused.value.body["message"]
     assert name not in {s["name"] for s in client.list_policy_sets()}
 
-    # And with "unknown_input_roots": "warn" it is published with the warning
+    # And with "unknown_input_roots": "warn" it is published with the warnings: the
+    # root it lacks, and input.run.workspace, a string in the runplane shape
     warned = client.publish_policy_set(hcp_set(name, unknown_input_roots="warn"))
-    [warning] = warned["warnings"]
-    assert warning.startswith("review.rego line 6 reads input.plan")
+    first, second = warned["warnings"]
+    assert first.startswith("review.rego line 6 reads input.plan")
+    assert second.startswith("review.rego line 10 reads input.run.workspace.name")
 
 
 def test_the_cli_prints_publication_warnings(
