@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from runplane.runner.config_check import (
+    _IDENT,
     JSON_SUFFIXES,
     NATIVE_SUFFIXES,
     _is_object,
@@ -156,14 +157,12 @@ def _native_file_blocks(text: str) -> list[tuple[Resource, Counter[str]]]:
             continue
         if token == "{":
             if depth == 0 and statement[:1] in (["resource"], ["data"]):
-                if statement[1:] != ['"', '"'] or values[1] is None or values[2] is None:
-                    raise _Unreadable
+                type_, name = _labels(statement, values, 2)
                 current = Counter()
-                found.append(((_MODES[statement[0]], values[1], values[2]), current))
+                found.append(((_MODES[statement[0]], type_, name), current))
             elif depth == 1 and current is not None and statement[:1] == ["provisioner"]:
-                if statement[1:] != ['"'] or values[1] is None:
-                    raise _Unreadable
-                current[values[1]] += 1
+                (kind,) = _labels(statement, values, 1)
+                current[kind] += 1
             depth += 1
         elif token == "}":
             depth -= 1
@@ -175,6 +174,18 @@ def _native_file_blocks(text: str) -> list[tuple[Resource, Counter[str]]]:
     if depth != 0:
         raise _Unreadable
     return found
+
+
+def _labels(statement: list[str], values: list[str | None], count: int) -> list[str]:
+    """A block's labels: quoted strings without templates, or bare identifiers (HCL
+    reads ``resource aws_instance web {`` as ``resource "aws_instance" "web" {``)."""
+    labels = values[1:]
+    if len(labels) != count or any(
+        label is None or (token != '"' and not _IDENT.fullmatch(token))
+        for token, label in zip(statement[1:], labels, strict=True)
+    ):
+        raise _Unreadable
+    return [label for label in labels if label is not None]
 
 
 def _json_file_blocks(text: str) -> list[tuple[Resource, Counter[str]]]:

@@ -67,10 +67,11 @@ JSON_FILE = """{
 }
 """
 
+# Labels may be bare identifiers in HCL.
 BOX = (
     PROVIDER
-    + 'resource "test_thing" "inner" {\n  name = "inner"\n'
-    + ('  provisioner "local-exec" {\n    command = "echo inner"\n  }\n}\n')
+    + 'resource test_thing inner {\n  name = "inner"\n'
+    + '  provisioner local-exec {\n    command = "echo inner"\n  }\n}\n'
 )
 
 
