@@ -1,6 +1,7 @@
 """A small HTTP client for the run API, used by the ``runplane`` CLI and the demo.
 
-Standard library only, so the CLI needs nothing beyond the package itself.
+Standard library and the domain's run vocabulary only, so the CLI needs nothing
+beyond the package itself.
 """
 
 from __future__ import annotations
@@ -19,21 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runplane.domain.run import RunStatus
+
 # What a configuration upload leaves out: local engine state and caches.
 EXCLUDED = {".terraform", ".git", "terraform.tfstate", "terraform.tfstate.backup"}
-TERMINAL = {
-    "succeeded",
-    "plan_credentials_required",
-    "plan_failed",
-    "policy_failed",
-    "rejected",
-    "expired",
-    "canceled",
-    "apply_failed",
-    "apply_start_uncertain",
-    "apply_interrupted",
-    "needs_recovery",
-}
+# The statuses a run never leaves, as the domain defines them (the client ships with
+# the package; the run vocabulary imports nothing beyond the standard library).
+TERMINAL: frozenset[str] = frozenset(str(s) for s in RunStatus if s.is_terminal)
 
 
 # What a configuration directory must hold at its top level for the engine to plan it.

@@ -1,34 +1,41 @@
 """RS256 JSON Web Tokens as Amazon Cognito user pools issue them.
 
-We verify tokens here rather than depend on a JWT library because the surface we
-need is small and fixed: one algorithm (RS256), keys from one configured JWKS,
-and Cognito's claim rules (ID tokens carry ``aud``, access tokens carry
-``client_id``, ``token_use`` tells them apart). A general library brings
-algorithm negotiation, key fetching and options we would have to switch off one
-by one; writing the hundred lines ourselves on top of ``cryptography`` keeps
-every rule visible and tested, and adds no dependency to the Lambda layer.
+PyJWT does the JOSE work: it decodes the three segments (base64url alphabet only,
+no stray low bits, JSON objects, a duplicate member's last value winning), refuses
+any ``alg`` but RS256, verifies the RSASSA-PKCS1-v1_5 SHA-256 signature with the
+key we pick (refusing keys under 2048 bits), checks that ``iss`` equals the issuer
+exactly and that ``sub`` and ``jti``, if present, are strings. It tolerates
+trailing ``=`` padding, so a token has more than one spelling; each carries the
+same signed bytes, and nothing of ours keys on a token's spelling. PyJWT is imported
+on the first verification, not with this module: the authorizer builds the verifier
+at every cold start, also for the API tokens and runner sessions that carry no JWT.
 
-Verification rules (:class:`JwtVerifier`):
+What stays ours is what PyJWT does not know or does differently:
 
-* three base64url segments, canonically encoded (no padding, no stray bits);
-* the header's ``alg`` is exactly ``RS256`` (``none``, HMAC and everything else
-  are refused, so a public key can never be used as an HMAC secret);
-* the header's ``kid`` names a key in the configured JWKS (``jku``, ``x5u`` and
-  ``jwk`` headers are ignored: keys never come from the token);
-* the RSASSA-PKCS1-v1_5 SHA-256 signature over ``header.payload`` verifies;
-* ``iss`` equals the issuer; ``exp`` is present and ``now < exp + leeway``;
-  ``nbf`` and ``iat`` are not later than ``now + leeway``;
-* ``token_use``, if present, is ``id`` or ``access``; an ID token's ``aud`` or an
-  access token's ``client_id`` equals the audience (without ``token_use``,
-  either may).
+* Cognito's claims: ``token_use``, if present, is ``id`` or ``access``; an ID
+  token's ``aud`` or an access token's ``client_id`` equals the audience (without
+  ``token_use``, either may; PyJWT's audience check knows ``aud`` only); the
+  subject is a non-empty string; ``cognito:groups`` is a list of strings.
+* Times against the caller's ``now`` (PyJWT reads the wall clock, and its ``int()``
+  would take ``"exp": "1999999999"`` or ``true``): ``exp`` is a finite number and
+  ``now < exp + leeway``; ``nbf`` and ``iat`` are not later than ``now + leeway``.
+* Before PyJWT verifies anything: a token longer than ``MAX_TOKEN_LENGTH`` or
+  not ASCII is refused; the header's ``alg`` must be RS256 and its ``kid`` must name a key of
+  the configured JWKS, so each failure has its own reason; a ``crit`` header is
+  refused (PyJWT accepts ``crit: ["b64"]``). Keys never come from the token
+  (``jku``, ``x5u`` and ``jwk`` headers are ignored), and the key handed to PyJWT
+  is an RSA public key object, which no HMAC algorithm accepts as a secret.
+* The JWKS is read when the verifier is built (RSA signing keys of at least 2048
+  bits, one per kid), so a bad configuration fails at start, without PyJWT.
 
-:class:`LocalIssuer` signs Cognito-shaped tokens for the embedded development
-stack and for tests.
+:class:`LocalIssuer` signs Cognito-shaped tokens (with PyJWT) for the embedded
+development stack and for tests.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import json
 import math
@@ -40,11 +47,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+if TYPE_CHECKING:
+    from jwt import PyJWTError
 
 RejectReason = Literal[
     "malformed",
@@ -129,36 +137,48 @@ class JwtVerifier:
         timezone-aware."""
         if now.tzinfo is None or now.utcoffset() is None:
             raise ValueError("now must be timezone-aware")
-        header_b64, payload_b64, signature_b64 = _split(token)
-        # Decode every segment first, so any bad encoding is "malformed"; parse the
-        # payload's JSON only once its signature has verified.
-        header_raw = _segment(header_b64, "header")
-        payload_raw = _segment(payload_b64, "payload")
-        signature = _segment(signature_b64, "signature")
-        header = _json_object(header_raw, "header")
+        # A compact JWS is ASCII; PyJWT encodes the token as UTF-8 first, which raises
+        # (not a PyJWT error) on a lone surrogate.
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH or not token.isascii():
+            raise JwtRejected("malformed", "token is not an ASCII string of acceptable length")
+        import jwt
+
+        try:
+            # Decodes every segment, so a bad encoding anywhere is "malformed" before
+            # the header is read; PyJWT also refuses a kid that is not a string and
+            # critical extensions other than b64.
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise JwtRejected("malformed", "token is not a well-formed signed JWT") from None
         if header.get("alg") != ALGORITHM:
             raise JwtRejected("unsupported_algorithm", "token algorithm is not RS256")
+        # Even the b64 extension PyJWT understands: Cognito never sets crit.
         if "crit" in header:
             raise JwtRejected("malformed", "token header has critical extensions")
-        kid = header.get("kid")
-        key = self._keys.get(kid) if isinstance(kid, str) else None
+        key = self._keys.get(header.get("kid", ""))
         if key is None:
             raise JwtRejected("unknown_key", "token is signed with a key not in the key set")
         try:
-            key.verify(
-                signature,
-                f"{header_b64}.{payload_b64}".encode("ascii"),
-                padding.PKCS1v15(),
-                hashes.SHA256(),
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                issuer=self._issuer,
+                options={
+                    # Times are checked against the caller's clock (_check_claims),
+                    # the audience by Cognito's token_use rules.
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "enforce_minimum_key_length": True,
+                },
             )
-        except InvalidSignature:
-            raise JwtRejected("bad_signature", "token signature does not verify") from None
-        return self._check_claims(_json_object(payload_raw, "payload"), now)
+        except jwt.PyJWTError as error:
+            raise _rejection(error) from None
+        return self._check_claims(claims, now)
 
     def _check_claims(self, claims: dict[str, Any], now: datetime) -> VerifiedClaims:
-        if claims.get("iss") != self._issuer:
-            raise JwtRejected("wrong_issuer", "token issuer is not the expected issuer")
-
         now_ts = now.timestamp()
         exp = _numeric_date(claims, "exp")
         if exp is None:
@@ -206,6 +226,22 @@ class JwtVerifier:
             email=email if isinstance(email, str) else None,
             claims=MappingProxyType(claims),
         )
+
+
+def _rejection(error: PyJWTError) -> JwtRejected:
+    """Our reason for what PyJWT refused (its messages may quote the token: not kept)."""
+    import jwt
+
+    if isinstance(error, jwt.InvalidSignatureError):
+        return JwtRejected("bad_signature", "token signature does not verify")
+    if isinstance(error, jwt.InvalidAlgorithmError):
+        return JwtRejected("unsupported_algorithm", "token algorithm is not RS256")
+    if isinstance(error, jwt.InvalidIssuerError) or (
+        isinstance(error, jwt.MissingRequiredClaimError) and error.claim == "iss"
+    ):
+        return JwtRejected("wrong_issuer", "token issuer is not the expected issuer")
+    # The payload is not a JSON object, or sub or jti is not a string.
+    return JwtRejected("malformed", "token payload is not a valid claim set")
 
 
 class LocalIssuer:
@@ -291,7 +327,9 @@ class LocalIssuer:
         return self._key
 
     def jwks(self) -> dict[str, Any]:
-        numbers = self._key.public_key().public_numbers()
+        from jwt.algorithms import RSAAlgorithm
+
+        public = RSAAlgorithm.to_jwk(self._key.public_key(), as_dict=True)
         return {
             "keys": [
                 {
@@ -299,8 +337,8 @@ class LocalIssuer:
                     "kid": self._kid,
                     "alg": ALGORITHM,
                     "use": "sig",
-                    "n": _b64url_encode(_int_bytes(numbers.n)),
-                    "e": _b64url_encode(_int_bytes(numbers.e)),
+                    "n": public["n"],
+                    "e": public["e"],
                 }
             ]
         }
@@ -353,13 +391,13 @@ class LocalIssuer:
         return self.sign(claims)
 
     def sign(self, claims: Mapping[str, Any]) -> str:
-        """Sign arbitrary claims as they are (no claim rules applied)."""
-        header = {"kid": self._kid, "alg": ALGORITHM}
-        signing_input = f"{_json_segment(header)}.{_json_segment(claims)}"
-        signature = self._key.sign(
-            signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256()
-        )
-        return f"{signing_input}.{_b64url_encode(signature)}"
+        """Sign arbitrary claims as they are (no claim rules applied, except that
+        PyJWT refuses an ``iss`` that is not a string)."""
+        import jwt
+
+        # Cognito's header names only kid and alg: PyJWT's default typ is dropped.
+        headers = {"kid": self._kid, "typ": None}
+        return jwt.encode(dict(claims), self._key, algorithm=ALGORITHM, headers=headers)
 
 
 def _parse_jwks(jwks: Mapping[str, Any]) -> dict[str, rsa.RSAPublicKey]:
@@ -382,10 +420,7 @@ def _parse_jwks(jwks: Mapping[str, Any]) -> dict[str, rsa.RSAPublicKey]:
         if kid in keys:
             raise ValueError(f"JWKS has two keys with kid {kid!r}")
         try:
-            public = rsa.RSAPublicNumbers(
-                int.from_bytes(_b64url_decode(e), "big"),
-                int.from_bytes(_b64url_decode(n), "big"),
-            ).public_key()
+            public = rsa.RSAPublicNumbers(_b64url_uint(e), _b64url_uint(n)).public_key()
         except ValueError as error:
             raise ValueError(f"JWKS key {kid!r} is not a valid RSA key: {error}") from None
         if public.key_size < MIN_KEY_BITS:
@@ -396,47 +431,15 @@ def _parse_jwks(jwks: Mapping[str, Any]) -> dict[str, rsa.RSAPublicKey]:
     return keys
 
 
-def _split(token: str) -> tuple[str, str, str]:
-    if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
-        raise JwtRejected("malformed", "token is not a string of acceptable length")
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise JwtRejected("malformed", "token does not have exactly three segments")
-    return parts[0], parts[1], parts[2]
-
-
-def _segment(text: str, name: str) -> bytes:
+def _b64url_uint(text: str) -> int:
+    """A JWK's unpadded base64url integer (``validate`` refuses stray characters,
+    which the default decoder would drop)."""
+    padded = text + "=" * (-len(text) % 4)
     try:
-        return _b64url_decode(text)
-    except ValueError:
-        raise JwtRejected("malformed", f"token {name} is not base64url") from None
-
-
-def _json_object(raw: bytes, name: str) -> dict[str, Any]:
-    try:
-        value = json.loads(
-            raw.decode("utf-8"),
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-        )
-    # ValueError covers UnicodeDecodeError and JSONDecodeError; deep nesting in the
-    # (unauthenticated) header can exhaust the parser's recursion limit.
-    except (ValueError, RecursionError):
-        raise JwtRejected("malformed", f"token {name} is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise JwtRejected("malformed", f"token {name} is not a JSON object")
-    return value
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("duplicate member")
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        raw = base64.b64decode(padded, altchars=b"-_", validate=True)
+    except binascii.Error:
+        raise ValueError("not base64url") from None
+    return int.from_bytes(raw, "big")
 
 
 def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
@@ -463,26 +466,3 @@ def _audience_matches(aud: Any, audience: str) -> bool:
     if isinstance(aud, str):
         return aud == audience
     return isinstance(aud, list) and audience in aud and all(isinstance(a, str) for a in aud)
-
-
-def _b64url_encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _b64url_decode(text: str) -> bytes:
-    """Strict base64url: the unpadded alphabet only, canonically encoded, so each
-    byte string has exactly one accepted spelling."""
-    if not text.isascii() or "=" in text or len(text) % 4 == 1:
-        raise ValueError("not base64url")
-    raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-    if _b64url_encode(raw) != text:
-        raise ValueError("not canonical base64url")
-    return raw
-
-
-def _json_segment(value: Mapping[str, Any]) -> str:
-    return _b64url_encode(json.dumps(value, separators=(",", ":")).encode("utf-8"))
-
-
-def _int_bytes(value: int) -> bytes:
-    return value.to_bytes((value.bit_length() + 7) // 8 or 1, "big")

@@ -9,12 +9,16 @@ import hmac
 import json
 import os
 import stat
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
+from cryptography.hazmat.primitives.hashes import SHA256
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -270,6 +274,18 @@ def test_a_critical_header_extension_is_refused(issuer: LocalIssuer, token: str)
     assert rejected(issuer.verifier(), f"{header}.{payload}.{signature}").reason == "malformed"
 
 
+def test_the_b64_extension_pyjwt_understands_is_refused_too(issuer: LocalIssuer) -> None:
+    # Given a token our key signed whose header declares b64 critical (with its
+    # default value: PyJWT would accept it)
+    claims = {"sub": "u", "iss": ISSUER, "aud": AUDIENCE, "exp": int(NOW.timestamp()) + 60}
+    header = segment({"alg": "RS256", "kid": issuer.kid, "crit": ["b64"], "b64": True})
+    signing_input = f"{header}.{segment(claims)}"
+    signature = issuer.private_key.sign(signing_input.encode(), PKCS1v15(), SHA256())
+
+    # When it is verified, then it is malformed: no critical extension is accepted
+    assert rejected(issuer.verifier(), f"{signing_input}.{b64(signature)}").reason == "malformed"
+
+
 # --- time --------------------------------------------------------------------------------------
 
 
@@ -474,6 +490,7 @@ def test_missing_or_mistyped_claims_are_malformed(
         pytest.param(lambda t: f"{b64(bytes([255]))}.{t.split('.', 1)[1]}", id="header not utf-8"),
         pytest.param(lambda t: t + "A" * 20_000, id="too long"),
         pytest.param(lambda t: t.replace("e", "é", 1), id="non-ascii"),
+        pytest.param(lambda t: t.replace("e", "\ud800", 1), id="lone surrogate"),
     ],
 )
 def test_malformed_tokens_are_refused(verifier: JwtVerifier, token: str, mangle: Any) -> None:
@@ -484,13 +501,20 @@ def test_malformed_tokens_are_refused(verifier: JwtVerifier, token: str, mangle:
     assert rejected(verifier, mangled).reason == "malformed"
 
 
-def test_a_duplicate_header_member_is_malformed(verifier: JwtVerifier, token: str) -> None:
-    # Given a header that names alg twice (parsers disagree on which wins)
-    header = b64(b'{"alg":"none","alg":"RS256","kid":"k"}')
-    forged = f"{header}.{token.split('.', 1)[1]}"
+def test_a_duplicate_header_member_cannot_smuggle_an_algorithm(
+    verifier: JwtVerifier, token: str, issuer: LocalIssuer
+) -> None:
+    # Given headers that name alg twice, one ending on none, one ending on RS256 (the
+    # header is read once, last member winning, and the signature covers it as sent)
+    _, payload, signature = token.split(".")
+    kid = issuer.kid.encode()
+    none_last = b64(b'{"alg":"RS256","alg":"none","kid":"%s"}' % kid)
+    rs256_last = b64(b'{"alg":"none","alg":"RS256","kid":"%s"}' % kid)
 
-    # When it is verified, then it is malformed
-    assert rejected(verifier, forged).reason == "malformed"
+    # When each is verified, then the algorithm checked is the one verified with: the
+    # unsigned one is refused for it, the other fails the signature over its header
+    assert rejected(verifier, f"{none_last}.{payload}.").reason == "unsupported_algorithm"
+    assert rejected(verifier, f"{rs256_last}.{payload}.{signature}").reason == "bad_signature"
 
 
 def test_a_deeply_nested_header_is_malformed(verifier: JwtVerifier, token: str) -> None:
@@ -690,6 +714,26 @@ def test_broken_keys_are_refused(issuer: LocalIssuer) -> None:
     for jwks in broken:
         with pytest.raises(ValueError, match="JWKS"):
             JwtVerifier(issuer=ISSUER, audience=AUDIENCE, jwks=jwks)
+
+
+def test_building_a_verifier_leaves_pyjwt_unloaded(issuer: LocalIssuer) -> None:
+    # Given a fresh interpreter (the authorizer builds its verifier at every cold start,
+    # also when its first caller brings an API token or a runner session)
+    code = (
+        "import json, sys\n"
+        "from runplane.adapters.jwt import JwtVerifier\n"
+        "JwtVerifier(issuer='i', audience='a', jwks=json.loads(sys.argv[1]))\n"
+        "print(sorted(m for m in sys.modules if m == 'jwt' or m.startswith('jwt.')))\n"
+    )
+
+    # When the verifier is built, then PyJWT (some 30-100 ms to import) is not loaded yet
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(issuer.jwks())],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_key_set_with_extra_keys_of_other_types_still_works(
