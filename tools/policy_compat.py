@@ -441,14 +441,19 @@ def layout(root: Path) -> Layout:
 
 
 def materialize(root: Path, unit: Unit, into: Path) -> Path:
-    """Copy a conventions unit's modules, tests and JSON data, unedited, to ``into/NAME``
-    (the set is named after the directory), paths relative to their common parent. The
-    data travels with the tests as it does in the library, for a loader that reads it."""
-    paths = [*unit.modules, *unit.tests, *unit.data_files]
+    """Copy a conventions unit, unedited, to ``into/NAME`` (the set is named after the
+    directory): modules and tests at their paths relative to their common parent, and
+    the JSON data files at the top, where ``opa test X_test.rego X.rego X.mock.json`` (the
+    authors' CI) loads them: at the root of ``data``, whatever their directory."""
+    paths = [*unit.modules, *unit.tests]
     base = common_parent(paths)
     target = into / unit.name
-    for path in paths:
-        destination = target / PurePosixPath(path).relative_to(base)
+    placed = {path: PurePosixPath(path).relative_to(base) for path in paths}
+    for path in unit.data_files:
+        name = PurePosixPath(PurePosixPath(path).name)
+        placed[path] = name if name not in placed.values() else PurePosixPath(path)
+    for path, relative in placed.items():
+        destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / path, destination)
     return target
@@ -993,7 +998,8 @@ class UnitReport:
 
 
 def _test_cause(test: AuthorTest, modules: Sequence[RegoFile]) -> str:
-    """Why a test may fail for a reason outside the policy: it reads JSON data."""
+    """What a failing test reads outside the modules: the library's JSON data (which
+    ``--unit`` may not load, or load elsewhere than ``opa test`` did)."""
     packages = {m.package for m in modules if m.package}
     foreign = sorted(
         ref
@@ -1001,9 +1007,7 @@ def _test_cause(test: AuthorTest, modules: Sequence[RegoFile]) -> str:
         if not any(ref == p or ref.startswith(p + ".") or p.startswith(ref + ".") for p in packages)
     )
     if foreign:
-        return (
-            f"reads data.{foreign[0].split('.')[0]} (JSON data files), which --unit does not load"
-        )
+        return f"FAIL; the test reads data.{foreign[0].split('.')[0]} (the library's JSON files)"
     return ""
 
 
@@ -1444,11 +1448,13 @@ def mock_cause(mock: MockRecord) -> str:
         detail = cause_of(mock.notes[0]) if mock.notes else ""
         return f"{head}: {detail}" if detail else head
     reasons = []
-    if any("sensitivity map" in note for note in mock.notes):
-        reasons.append(
-            "the mock plan has no before_sensitive/after_sensitive maps, so its values are "
-            'hidden whole as "(sensitive)"'
-        )
+    sensitivity = next((note for note in mock.notes if "sensitivity map" in note), None)
+    if sensitivity is not None:
+        # Runplane's own words say what it did with the values (hidden, or read as given).
+        treated = "hidden whole" if "hidden whole as" in sensitivity else "read as not sensitive"
+        if "marking nothing sensitive" in sensitivity:
+            treated = "read as not sensitive"
+        reasons.append(f"the mock plan has no before_sensitive/after_sensitive maps ({treated})")
     reasons += sorted({note for note in mock.notes if note.startswith("the mock gives")})
     for note in mock.notes:
         if note.startswith("on the author's own input"):
