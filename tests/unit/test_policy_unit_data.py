@@ -247,3 +247,33 @@ def test_long_file_and_generated_policy_names_are_accepted() -> None:
     )
     with pytest.raises(InvalidPolicySet, match="at most 255 letters"):
         check_policy_set(too_long)
+
+
+@pytest.mark.parametrize(
+    ("body", "phrase"),
+    [
+        (
+            'http.send({"method": "GET", "url": "https://example.com"}).status_code == 200',
+            "main.rego line 4 calls http.send, which is not allowed",
+        ),
+        (
+            'sanitized("x") == "y"',
+            "main.rego line 4 calls sanitized, a function the evaluator does not have",
+        ),
+    ],
+)
+def test_cli_what_stays_refused_is_refused_with_module_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, phrase: str
+) -> None:
+    # Given a Spacelift-style directory whose policy calls a live builtin or a function
+    # only Spacelift has
+    root = _write(
+        tmp_path / "set",
+        {
+            "main.rego": f"package spacelift\n\ndeny[m] {{\n\t{body}\n\tm := 1\n}}\n",
+            "main_test.rego": "package spacelift\n\ntest_x {\n\ttrue\n}\n",
+        },
+    )
+    # Then the unit run is refused, naming the module and line
+    assert main(["policy", "test", str(root), "--unit"]) == 2
+    assert phrase in capsys.readouterr().err
