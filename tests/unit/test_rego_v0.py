@@ -428,3 +428,84 @@ def test_the_workarounds_evaluate_as_opa_on_both_engines(engine: str) -> None:
     modules = [PolicyModule("a.rego", _WORKAROUNDS), PolicyModule("a_test.rego", _WORKAROUND_TESTS)]
     [result] = run_unit_tests(modules, discover(modules), engine=engine)
     assert (result.outcome, result.message) == (UnitTestOutcome.PASS, "")
+
+
+_FUNCTIONS = """package ex
+
+first(s) = y {
+	y := split(s, "i")[0]
+}
+
+multi(1, x) = y {
+	y = x
+}
+
+multi(2, x) = y {
+	y = (2 * x) + 1
+}
+
+multi("foo", x) = y {
+	y = "bar"
+}
+
+falsy(x) = false
+
+falsy_else(x) {
+	x = 1
+}
+
+else = false {
+	true
+}
+
+always(x) = true
+
+vars {
+	false
+} else = ["hello", x] {
+	data.b.v2 = x
+}
+"""
+
+_FUNCTION_TESTS = """package ex
+
+test_output_argument {
+	first("hiya", y)
+	y == "h"
+}
+
+test_constant_arguments {
+	multi(1, 2) == 2
+	multi(2, 2) == 5
+	multi("foo", 1) == "bar"
+}
+
+test_false_values {
+	falsy(1) == false
+	not falsy(1)
+	falsy_else(1)
+	falsy_else(2) == false
+	not falsy_else(2)
+	always(3)
+}
+
+test_else_value_with_a_variable {
+	vars == ["hello", "goodbye"] with data.b.v2 as "goodbye"
+}
+"""
+
+
+def test_v0_functions_evaluate_as_opa_evaluates_them() -> None:
+    # Functions as OPA's v0 fixtures use them: output arguments, constant arguments,
+    # false values, an else after a blank line, an else value bound in its body
+    modules = [PolicyModule("ex.rego", _FUNCTIONS), PolicyModule("ex_test.rego", _FUNCTION_TESTS)]
+    results = run_unit_tests(modules, discover(modules), isolation="thread")
+    assert [(r.test.rule, r.outcome, r.message) for r in results] == [
+        (rule, UnitTestOutcome.PASS, "")
+        for rule in (
+            "test_output_argument",
+            "test_constant_arguments",
+            "test_false_values",
+            "test_else_value_with_a_variable",
+        )
+    ]
