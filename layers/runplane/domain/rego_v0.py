@@ -40,6 +40,11 @@ Whatever the version, workarounds for what the engines refuse although OPA accep
 - a bare call as a statement (``port_covers("*", _)``, a function that is true for those
   arguments): regorus refuses it (``rule must have a body or assignment``); it becomes
   ``port_covers("*", _) = true``;
+- ``with limit as v`` naming a rule of the package, or ``with lib.x as v`` through an
+  import: regorus finds no rule (``undefined rule``); the target is written in full,
+  ``with data.pkg.limit as v``;
+- ``[path, value] := walk(x)`` (or ``=``), a relation: regorus reads it as one value and
+  finds nothing; it becomes ``walk(x, [path, value])``;
 - for rego-cpp only (the ``regopy`` engine): ``sprintf`` format literals have ``%q``
   replaced by ``\\"%v\\"`` (rego-cpp 1.5.2 prints ``%q`` verbatim), names rego-cpp reads
   as keywords used as variables are refused, and so is an extra body on the line of the
