@@ -563,3 +563,18 @@ def test_cli_a_failing_decision_exits_1_and_a_passing_one_0(
 def test_cli_test_needs_a_plan_or_unit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "test", str(EXAMPLES / "conftest-style")]) == 3
     assert "pass --plan PLAN_JSON, --unit, or both" in capsys.readouterr().err
+
+
+def test_dot_test_modules_are_unit_tests_never_published(tmp_path: Path) -> None:
+    # Given a conftest-style folder with a policy and its tests in both namings
+    (tmp_path / "main.rego").write_text("package main\n\ndeny contains 'x' if { false }\n")
+    (tmp_path / "main_test.rego").write_text("package main\n\ntest_a if { true }\n")
+    (tmp_path / "main.test.rego").write_text("package main\n\ntest_b if { true }\n")
+
+    # When its modules are read, for publication and for unit tests
+    published = [m.name for m in read_modules(tmp_path)]
+    tests = [m.name for m in read_modules(tmp_path, tests=True)]
+
+    # Then only the policy is published, and both test files are tests
+    assert published == ["main.rego"]
+    assert sorted(tests) == ["main.test.rego", "main_test.rego"]

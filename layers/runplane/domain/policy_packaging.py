@@ -21,8 +21,9 @@ in a ``policy-set.json``.
 A boolean decision fails unless it is ``true`` (``false`` or undefined is a violation).
 It is evaluated through a generated module, ``runplane-decisions.rego`` (published with
 the set, so what runs is in the set), whose rules turn each decision into a list of
-violation messages. Modules are read from subdirectories too; ``*_test.rego`` files are
-unit tests (``runplane policy test --unit``) and never published.
+violation messages. Modules are read from subdirectories too; ``*_test.rego`` and
+``*.test.rego`` files are unit tests (``runplane policy test --unit``) and never
+published.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from runplane.domain.policy import (
     PolicyModule,
     PolicySetContent,
     check_policy_set,
+    is_test_module,
 )
 from runplane.domain.policy_input import inferred_shape
 from runplane.domain.rego_v0 import rule_heads
@@ -53,7 +55,6 @@ HCP_SHAPE: Final = "plan"
 """What HCP Terraform's OPA policies read: ``input.plan`` (the plan JSON), ``input.run``."""
 SCALR_SHAPE: Final = "tfplan"
 """What Scalr's OPA policies read: ``input.tfplan`` (the plan JSON), ``input.tfrun``."""
-TEST_SUFFIX: Final = "_test.rego"
 DECISIONS_MODULE: Final = "runplane-decisions.rego"
 DECISIONS_PACKAGE: Final = "runplane.decisions"
 
@@ -71,10 +72,6 @@ LEVELS: Final = {
 """Enforcement levels as HCP Terraform, Scalr and Runplane spell them."""
 
 _PACKAGE: Final = re.compile(r"(?m)^[ \t]*package[ \t]+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)")
-
-
-def is_test_module(name: str) -> bool:
-    return name.endswith(TEST_SUFFIX)
 
 
 def read_modules(root: Path, *, tests: bool = False) -> list[PolicyModule]:
