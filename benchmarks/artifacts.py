@@ -46,7 +46,7 @@ def _best(seconds: list[float]) -> float:
     return min(seconds)
 
 
-def child(size_mb: int, endpoint: str, repeat: int) -> dict[str, float]:
+def child(size_mb: int, endpoint: str, repeat: int) -> dict[str, float]:  # noqa: C901 - its steps
     import boto3
 
     from runplane.adapters.clock import SystemClock

@@ -27,7 +27,7 @@ not followed either. Paths under ``with ... as`` are mocks, not reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -499,6 +499,32 @@ class _Binding:
     """``some x in PATH``: the name is an element of the path."""
 
 
+def _some_bindings(
+    toks: Sequence[Tok], i: int, end: int, bind: Callable[[str, _Binding | str], None]
+) -> int:
+    """``some x in P`` / ``some k, x in P`` / ``some x`` (a declaration) at ``i``: bind its
+    names; the index after the statement's part read."""
+    names, j = [], i + 1
+    while j < end and toks[j].kind == "ident" and toks[j].text != "in":
+        names.append(toks[j].text)
+        j += 1
+        if _is(_significant(toks, j), ","):
+            j += 1
+            continue
+        break
+    if _is(_significant(toks, j), "in") and j + 1 < end and toks[j + 1].kind == "ident":
+        steps, after = _steps(toks, j + 1)
+        target = names[-1] if names else None
+        for name in names[:-1]:
+            bind(name, _UNKNOWN)  # the key or index
+        if target is not None:
+            bind(target, _Binding(toks[j + 1].text, steps, iterate=True))
+        return after
+    for name in names:
+        bind(name, _UNKNOWN)
+    return j
+
+
 def _bindings(toks: Sequence[Tok], start: int, end: int) -> dict[str, list[_Binding | str]]:
     """Every name bound in the statement, to a path from a name (``input`` or another
     name) or to something else (``_UNKNOWN``)."""
@@ -512,27 +538,7 @@ def _bindings(toks: Sequence[Tok], start: int, end: int) -> dict[str, list[_Bind
         tok = toks[i]
         previous = toks[i - 1] if i > start else None
         if tok.kind == "ident" and tok.text in ("some", "every"):
-            # some x in P / some k, x in P / some x (declaration)
-            names, j = [], i + 1
-            while j < end and toks[j].kind == "ident" and toks[j].text != "in":
-                names.append(toks[j].text)
-                j += 1
-                if _is(_significant(toks, j), ","):
-                    j += 1
-                    continue
-                break
-            if _is(_significant(toks, j), "in") and j + 1 < end and toks[j + 1].kind == "ident":
-                steps, after = _steps(toks, j + 1)
-                target = names[-1] if names else None
-                for name in names[:-1]:
-                    bind(name, _UNKNOWN)  # the key or index
-                if target is not None:
-                    bind(target, _Binding(toks[j + 1].text, steps, iterate=True))
-                i = after
-                continue
-            for name in names:
-                bind(name, _UNKNOWN)
-            i = j
+            i = _some_bindings(toks, i, end, bind)
             continue
         following = _significant(toks, i + 1)
         if (

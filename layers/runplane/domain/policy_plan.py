@@ -338,58 +338,65 @@ def assume_unmarked(plan: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
     sensitive. Malformed maps are left as they are (and hide their value whole)."""
     out = copy.deepcopy(dict(plan))
     filled: list[str] = []
-
-    def fill(holder: object, sides: tuple[str, ...], what: str) -> None:
-        if not isinstance(holder, dict):
-            return
-        for side in sides:
-            if holder.get(side) is not None and f"{side}_sensitive" not in holder:
-                holder[f"{side}_sensitive"] = False
-                filled.append(f"{what} ({side})")
-
     for entry in out.get("resource_changes") or []:
         if isinstance(entry, dict):
-            fill(entry.get("change"), ("before", "after"), str(entry.get("address")))
+            _fill_change(entry.get("change"), str(entry.get("address")), filled)
     outputs = out.get("output_changes")
     for name, change in outputs.items() if isinstance(outputs, dict) else []:
-        fill(change, ("before", "after"), f"output {name}")
-
-    def module(raw: object, depth: int = 0) -> None:
-        if not isinstance(raw, dict) or depth > _MAX_DEPTH:
-            return
-        for resource in raw.get("resources") or []:
-            if (
-                isinstance(resource, dict)
-                and resource.get("values") is not None
-                and "sensitive_values" not in resource
-            ):
-                resource["sensitive_values"] = False
-                filled.append(f"{resource.get('address')} (values)")
-        for child in raw.get("child_modules") or []:
-            module(child, depth + 1)
-
+        _fill_change(change, f"output {name}", filled)
     prior = out.get("prior_state")
     for values in (
         out.get("planned_values"),
         prior.get("values") if isinstance(prior, dict) else None,
     ):
         if isinstance(values, dict):
-            module(values.get("root_module"))
-            state_outputs = values.get("outputs")
-            for name, entry in state_outputs.items() if isinstance(state_outputs, dict) else []:
-                if isinstance(entry, dict) and "sensitive" not in entry:
-                    entry["sensitive"] = False
-                    filled.append(f"output {name}")
-    variables = out.get("variables")
-    if isinstance(variables, dict) and variables:
-        configuration = out.setdefault("configuration", {})
-        root = (
-            configuration.setdefault("root_module", {}) if isinstance(configuration, dict) else None
-        )
-        declared = root.setdefault("variables", {}) if isinstance(root, dict) else None
-        if isinstance(declared, dict):
-            for name in variables:
-                if name not in declared:
-                    declared[name] = {}
-                    filled.append(f"var.{name}")
+            _fill_state_values(values, filled)
+    _declare_variables(out, filled)
     return out, filled
+
+
+def _fill_change(holder: object, what: str, filled: list[str]) -> None:
+    if not isinstance(holder, dict):
+        return
+    for side in ("before", "after"):
+        if holder.get(side) is not None and f"{side}_sensitive" not in holder:
+            holder[f"{side}_sensitive"] = False
+            filled.append(f"{what} ({side})")
+
+
+def _fill_module(raw: object, filled: list[str], depth: int = 0) -> None:
+    if not isinstance(raw, dict) or depth > _MAX_DEPTH:
+        return
+    for resource in raw.get("resources") or []:
+        if (
+            isinstance(resource, dict)
+            and resource.get("values") is not None
+            and "sensitive_values" not in resource
+        ):
+            resource["sensitive_values"] = False
+            filled.append(f"{resource.get('address')} (values)")
+    for child in raw.get("child_modules") or []:
+        _fill_module(child, filled, depth + 1)
+
+
+def _fill_state_values(values: dict[str, Any], filled: list[str]) -> None:
+    _fill_module(values.get("root_module"), filled)
+    state_outputs = values.get("outputs")
+    for name, entry in state_outputs.items() if isinstance(state_outputs, dict) else []:
+        if isinstance(entry, dict) and "sensitive" not in entry:
+            entry["sensitive"] = False
+            filled.append(f"output {name}")
+
+
+def _declare_variables(out: dict[str, Any], filled: list[str]) -> None:
+    variables = out.get("variables")
+    if not isinstance(variables, dict) or not variables:
+        return
+    configuration = out.setdefault("configuration", {})
+    root = configuration.setdefault("root_module", {}) if isinstance(configuration, dict) else None
+    declared = root.setdefault("variables", {}) if isinstance(root, dict) else None
+    if isinstance(declared, dict):
+        for name in variables:
+            if name not in declared:
+                declared[name] = {}
+                filled.append(f"var.{name}")

@@ -301,7 +301,7 @@ def _arg_number(fmt: str, i: int, arg: int, count: int) -> tuple[int, int, bool,
     return arg, close + 1, True, False
 
 
-def _do_printf(fmt: str, args: Sequence[object]) -> str:
+def _do_printf(fmt: str, args: Sequence[object]) -> str:  # noqa: C901 - Go fmt verbs
     """Go's ``doPrintf`` for any format (argument indexes, ``*`` widths)."""
     out: list[str] = []
     end = len(fmt)

@@ -377,7 +377,7 @@ class _Parser:
             j += 2
         return self.is_(j, "(") and self.group_end(j) == end
 
-    def rule(self, i: int) -> _Rule | None:
+    def rule(self, i: int) -> _Rule | None:  # noqa: C901 - OPA parser rule grammar
         """The rule starting at ``i``, or None if the statement is not one."""
         tok = self.toks[i]
         if tok.kind != "ident" or (tok.text in self.keywords and tok.text != "contains"):
