@@ -14,7 +14,7 @@ import logging
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
@@ -133,18 +133,33 @@ class GitHubApp:
         self, method: str, path: str, authorization: str, body: Mapping[str, Any]
     ) -> dict[str, Any]:
         request = self._request(method, self._api + path, authorization, json.dumps(body).encode())
-        try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                raw = response.read(1024 * 1024)
-        except urllib.error.HTTPError as error:
-            raise github_failure(error, f"{method} {path.split('?')[0]}") from None
-        except OSError as error:
-            raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
-        try:
-            parsed = json.loads(raw or b"{}")
-        except ValueError:
-            raise GitHubUnavailable("GitHub answered with something other than JSON") from None
-        return parsed if isinstance(parsed, dict) else {}
+        return send_json(
+            self._opener, request, self._timeout, f"{method} {path.split('?')[0]}", lambda e: e
+        )
+
+
+def send_json(
+    opener: urllib.request.OpenerDirector,
+    request: urllib.request.Request,
+    timeout: float,
+    what: str,
+    refused: Callable[[Exception], Exception],
+) -> dict[str, Any]:
+    """GitHub's JSON answer to ``request`` (at most 1 MiB; not an object reads as {}).
+    Worth-retrying failures are ``GitHubUnavailable``; ``refused`` maps the others."""
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            raw = response.read(1024 * 1024)
+    except urllib.error.HTTPError as error:
+        failure = github_failure(error, what)
+        raise (failure if isinstance(failure, GitHubUnavailable) else refused(failure)) from None
+    except OSError as error:
+        raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
+    try:
+        parsed = json.loads(raw or b"{}")
+    except ValueError:
+        raise GitHubUnavailable("GitHub answered with something other than JSON") from None
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _repo(repository: str) -> str:

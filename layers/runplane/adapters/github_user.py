@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from runplane.adapters.github import NoRedirect, github_failure
+from runplane.adapters.github import NoRedirect, send_json
 from runplane.domain.errors import GitHubConnectRefused, GitHubUnavailable
 from runplane.domain.github_connect import GitHubUser
 
@@ -138,18 +138,7 @@ class GitHubUserAuthorization:
         return self._send(request, f"GET {path.split('?')[0]}")
 
     def _send(self, request: urllib.request.Request, what: str) -> dict[str, Any]:
-        try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                raw = response.read(1024 * 1024)
-        except urllib.error.HTTPError as error:
-            failure = github_failure(error, what)
-            if isinstance(failure, GitHubUnavailable):
-                raise failure from None
-            raise GitHubConnectRefused("github_refused", f"GitHub refused {what}") from None
-        except OSError as error:
-            raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
-        try:
-            parsed = json.loads(raw or b"{}")
-        except ValueError:
-            raise GitHubUnavailable("GitHub answered with something other than JSON") from None
-        return parsed if isinstance(parsed, dict) else {}
+        def refused(failure: Exception) -> Exception:
+            return GitHubConnectRefused("github_refused", f"GitHub refused {what}")
+
+        return send_json(self._opener, request, self._timeout, what, refused)
