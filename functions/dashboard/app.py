@@ -184,11 +184,19 @@ def decide(request: Request, run_id: str, decision: str) -> Page:
     return redirect(f"/ui/runs/{run_id}")
 
 
+_STATIC_TYPES = {
+    "dashboard.js": "text/javascript",
+    "dashboard.css": "text/css",
+    # Linked from every page, so the browser never asks for /favicon.ico (not routed).
+    "favicon.svg": "image/svg+xml",
+}
+
+
 def static(name: str) -> Page:
     path = _STATIC / name
-    if name not in {"dashboard.js", "dashboard.css"} or not path.is_file():
+    kind = _STATIC_TYPES.get(name)
+    if kind is None or not path.is_file():
         raise NotFound("page", name)
-    kind = "text/javascript" if name.endswith(".js") else "text/css"
     return reply(200, path.read_text(encoding="utf-8"), content_type=f"{kind}; charset=utf-8")
 
 

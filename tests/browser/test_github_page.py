@@ -29,6 +29,10 @@ def test_an_admin_connects_an_installation_in_the_browser_and_the_page_fits(
     context = browser.new_context(base_url=local.url, viewport={"width": width, "height": 800})
     context.set_extra_http_headers({USER_HEADER: owner})
     page = context.new_page()
+    errors: list[str] = []
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
     shots = ARTIFACTS / f"github-page-{width}"
     shots.mkdir(parents=True, exist_ok=True)
     try:
@@ -46,6 +50,8 @@ def test_an_admin_connects_an_installation_in_the_browser_and_the_page_fits(
         expect(page.locator("#installations")).to_contain_text(owner)
         page.screenshot(path=str(shots / "02-connected.png"), full_page=True)
         assert page.url.endswith("/ui/github")
+        # And no page on the way logged an error (a missing icon, a refused script)
+        assert errors == []
         # And nothing is wider than the screen
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0
