@@ -99,20 +99,19 @@ def client_of(local: Local, organization: str, token: str) -> Client:
     return Client(Connection(local.url, token, organization))
 
 
-_held: set[tuple[int, str, int]] = set()
-
-
 def held_once(
     local: Local, installation_id: int, *, account: str, organization: str | None = None
 ) -> None:
-    """``ensure_held`` once per stack, organization and installation."""
+    """``ensure_held`` unless the organization holds the installation now (a test that
+    removes its last binding releases it, so a record of an earlier connect is no proof)."""
     from tests.e2e.conftest import _SharedStack
 
-    key = (id(local.stack), organization or local.organization, installation_id)
-    if key in _held:
+    services = local.stack.services
+    assert services is not None
+    holder = services.github_installations.holder_of(installation_id)
+    if holder == organization_id(local, organization):
         return
     assert _SharedStack.github is not None
     ensure_held(
         local, _SharedStack.github, installation_id, account=account, organization=organization
     )
-    _held.add(key)

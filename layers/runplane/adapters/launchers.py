@@ -216,7 +216,7 @@ class LocalProcessLauncher:
             for uid in range(ENGINE_UID_BASE, ENGINE_UID_BASE + ENGINE_UID_COUNT):
                 if uid in self._reserved:
                     continue
-                held = _hold_engine_uid(uid)
+                held = hold_engine_uid(uid)
                 if held is not None:
                     self._reserved[uid] = held
                     return uid
@@ -413,7 +413,7 @@ def _engine_uid_locks() -> Path:
     return directory
 
 
-def _hold_engine_uid(uid: int) -> int | None:
+def hold_engine_uid(uid: int) -> int | None:
     """A descriptor holding ``uid`` for this process's sandbox, or None if another
     process holds it."""
     descriptor = os.open(

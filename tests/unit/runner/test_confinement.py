@@ -8,10 +8,12 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from runplane.adapters.launchers import ENGINE_UID_BASE, ENGINE_UID_COUNT, hold_engine_uid
 from runplane.runner.confinement import (
     Confinement,
     ConfinementError,
@@ -24,7 +26,25 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="separating users needs r
 with_bubblewrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs root and bubblewrap"
 )
-USER = EngineUser(720901, 720901)
+# Each test's engine user is claimed as the embedded stacks claim theirs (a lock file a
+# UID, machine-wide): two tests, or a test and a stack, never share one, so one's
+# end-of-command kill of its user's processes cannot reach the other's.
+_TEST_UIDS = range(ENGINE_UID_BASE + ENGINE_UID_COUNT - 512, ENGINE_UID_BASE + ENGINE_UID_COUNT)
+
+
+@pytest.fixture
+def user() -> Iterator[EngineUser]:
+    for uid in _TEST_UIDS:
+        held = hold_engine_uid(uid)
+        if held is not None:
+            try:
+                yield EngineUser(uid, uid)
+            finally:
+                os.close(held)
+            return
+    pytest.fail("no engine user is free for the test")
+
+
 SHELL_PATH = {"PATH": "/usr/bin:/bin"}
 
 
@@ -74,11 +94,14 @@ def _alive(marker: str) -> bool:
     ],
 )
 def test_the_engine_runs_as_its_own_user_reads_nothing_of_the_runners_and_leaves_nothing(
-    tmp_path: Path, isolation: Isolation
+    tmp_path: Path, isolation: Isolation, user: EngineUser
 ) -> None:
     # Given a confinement of the launch's choosing
     confinement = Confinement.from_environ(
-        {"RUNPLANE_ENGINE_ISOLATION": isolation.value, "RUNPLANE_ENGINE_USER": "720901:720901"}
+        {
+            "RUNPLANE_ENGINE_ISOLATION": isolation.value,
+            "RUNPLANE_ENGINE_USER": f"{user.uid}:{user.gid}",
+        }
     )
     private, home = _sandbox(tmp_path, confinement)
     marker = f"{os.getpid() % 800 + 100}.{time.monotonic_ns() % 1000}"
@@ -95,7 +118,7 @@ def test_the_engine_runs_as_its_own_user_reads_nothing_of_the_runners_and_leaves
         confinement.close()
     # Then it ran as the engine's user, read nothing of the runner's, and what it started
     # did not outlive it
-    assert output.splitlines()[0] == str(USER.uid)
+    assert output.splitlines()[0] == str(user.uid)
     assert "rps_secret" not in output
     assert "started" in output
     deadline = time.monotonic() + 10
@@ -116,7 +139,7 @@ def test_a_launch_asking_for_more_than_this_process_can_give_is_refused() -> Non
 
 @as_root
 def test_the_runner_reads_what_the_engine_wrote_only_as_a_regular_file_within_bounds(
-    tmp_path: Path,
+    tmp_path: Path, user: EngineUser
 ) -> None:
     # Given an engine that put a link, a FIFO and an oversized file where the runner reads
     secret = tmp_path / "secret"
@@ -131,16 +154,16 @@ def test_the_runner_reads_what_the_engine_wrote_only_as_a_regular_file_within_bo
             read_engine_file(tmp_path / name, limit=1024)
     assert read_engine_file(tmp_path / "plan", limit=1024) == b"PK"
     # And a file the engine's user does not own (a hard link to the runner's) is refused
-    os.chown(tmp_path / "plan", USER.uid, USER.gid)
-    assert read_engine_file(tmp_path / "plan", limit=1024, owner=USER.uid) == b"PK"
+    os.chown(tmp_path / "plan", user.uid, user.gid)
+    assert read_engine_file(tmp_path / "plan", limit=1024, owner=user.uid) == b"PK"
     with pytest.raises(ConfinementError, match="not the engine's own"):
-        read_engine_file(secret, limit=1024, owner=USER.uid)
+        read_engine_file(secret, limit=1024, owner=user.uid)
 
 
 @with_bubblewrap
 @pytest.mark.parametrize(("network", "reachable"), [("", False), ("host", True)])
 def test_with_namespaces_the_engine_reaches_this_machines_network_only_when_given_it(
-    tmp_path: Path, network: str, reachable: bool
+    tmp_path: Path, network: str, reachable: bool, user: EngineUser
 ) -> None:
     # Given a server on this machine's loopback, and a confinement with namespaces
     with socket.socket() as server:
@@ -150,7 +173,7 @@ def test_with_namespaces_the_engine_reaches_this_machines_network_only_when_give
         confinement = Confinement.from_environ(
             {
                 "RUNPLANE_ENGINE_ISOLATION": "namespaces",
-                "RUNPLANE_ENGINE_USER": "720901:720901",
+                "RUNPLANE_ENGINE_USER": f"{user.uid}:{user.gid}",
                 "RUNPLANE_ENGINE_NETWORK": network,
             }
         )
