@@ -25,7 +25,7 @@ from runplane.adapters.envelope import Read
 from runplane.adapters.keys import DataKey, DataKeys, KeyUnavailable
 from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore, StoredObject
 from runplane.domain import transitions
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
@@ -48,7 +48,6 @@ from runplane.domain.policy_results import PolicyResult
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
-from runplane.store.artifacts import ArtifactRecord
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_parts import RunPart

@@ -7,11 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.services.repositories import ArtifactRecords
 from runplane.store.artifact_records import DynamoArtifactRecords
-from runplane.store.artifacts import ArtifactRecord
 from tests.fakes import InMemoryArtifactRecords
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -48,3 +48,24 @@ class Produced:
 
     artifact: Artifact
     attempt_id: str | None
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    """An artifact's record: where its ciphertext is, its wrapped data key, and what it
+    must decrypt to."""
+
+    artifact: Artifact
+    object_key: str
+    wrapped_key: bytes
+    chunk_size: int
+    etag: str | None
+    session_id: str | None
+    # The runner attempt whose session registered it (None: the control plane stored
+    # it, or it was registered before records noted their attempt).
+    attempt_id: str | None = None
+
+    @property
+    def produced(self) -> Produced:
+        """What a runner's report is checked against (``domain.report_evidence``)."""
+        return Produced(self.artifact, self.attempt_id)

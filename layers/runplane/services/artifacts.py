@@ -32,6 +32,7 @@ from runplane.domain.artifacts import (
     MAX_LAUNCH_ARTIFACT_BYTES,
     Artifact,
     ArtifactKind,
+    ArtifactRecord,
     ArtifactStatus,
 )
 from runplane.domain.capabilities import RunnerSession
@@ -48,7 +49,6 @@ from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
 from runplane.store.artifact_records import DynamoArtifactRecords
-from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from runplane.services.workflow_base import Timing as Timing
 if TYPE_CHECKING:
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.workflow import Workflow
+    from runplane.domain.artifacts import ArtifactRecord
     from runplane.domain.capabilities import Binding, Phase
     from runplane.domain.clock import Clock
     from runplane.domain.entities import Run
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from runplane.services.runner_reports import RunnerReports
     from runplane.services.runner_start import RunnerStart
     from runplane.services.workflow_steps import WorkflowSteps
-    from runplane.store.artifacts import ArtifactRecord
     from runplane.store.run_parts import RunPart
     from runplane.store.transaction import Transaction
 

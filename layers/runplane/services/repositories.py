@@ -20,7 +20,7 @@ from runplane.domain.run_events import RunEvent
 from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
-    from runplane.store.artifacts import ArtifactRecord
+    from runplane.domain.artifacts import ArtifactRecord
     from runplane.store.delivery_slots import SlotLease
     from runplane.store.notifications import Delivery, Destination
     from runplane.store.policy_sets import PolicySetHead

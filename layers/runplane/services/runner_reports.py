@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from runplane.domain.artifacts import Produced
+from runplane.domain.artifacts import ArtifactRecord, Produced
 from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import (
@@ -58,7 +58,6 @@ from runplane.services.workflow_base import S, WorkflowService
 from runplane.store import run_batch, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.artifact_records import registration_writes
-from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runner")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from runplane.domain.artifacts import Artifact
+from runplane.domain.artifacts import Artifact, ArtifactRecord
 from runplane.store import artifacts as store
-from runplane.store.artifacts import ArtifactRecord
 from runplane.store.transaction import Transaction
 
 

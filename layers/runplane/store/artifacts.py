@@ -1,55 +1,36 @@
-"""Artifact records: where the ciphertext is, its wrapped data key, and what it must decrypt to."""
+"""Artifact records on the table, mapped to and from ``domain.artifacts.ArtifactRecord``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus, Produced
+from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.store import prefetch
 from runplane.store.models import ArtifactItem, artifact_key
 from runplane.store.transaction import Item, Transaction
 
 
-@dataclass(frozen=True)
-class ArtifactRecord:
-    artifact: Artifact
-    object_key: str
-    wrapped_key: bytes
-    chunk_size: int
-    etag: str | None
-    session_id: str | None
-    # The runner attempt whose session registered it (None: the control plane stored
-    # it, or it was registered before records noted their attempt).
-    attempt_id: str | None = None
-
-    @property
-    def produced(self) -> Produced:
-        """What a runner's report is checked against (``domain.report_evidence``)."""
-        return Produced(self.artifact, self.attempt_id)
-
-
-def _item(
-    artifact: Artifact,
-    *,
-    object_key: str,
-    wrapped_key: bytes,
-    chunk_size: int,
-    **attributes: Any,
-) -> ArtifactItem:
+def _item(record: ArtifactRecord, registered_at: datetime) -> ArtifactItem:
+    """The item of a registered ``record`` (the inverse of ``_record``)."""
+    artifact = record.artifact
     return ArtifactItem(
         *artifact_key(artifact.id),
         artifact_id=artifact.id,
         org_id=artifact.organization_id,
         kind=artifact.kind.value,
         status=artifact.status.value,
-        object_key=object_key,
-        wrapped_key=wrapped_key,
-        chunk_size=chunk_size,
+        object_key=record.object_key,
+        wrapped_key=record.wrapped_key,
+        chunk_size=record.chunk_size,
         created_at=artifact.created_at,
-        **attributes,
+        size=artifact.size,
+        sha256=artifact.sha256,
+        etag=record.etag,
+        session_id=record.session_id,
+        attempt_id=record.attempt_id,
+        registered_at=registered_at,
     )
 
 
@@ -73,16 +54,16 @@ def put_registered(
 
     return Transaction().put_new(
         _item(
-            artifact,
-            object_key=object_key,
-            wrapped_key=wrapped_key,
-            chunk_size=chunk_size,
-            size=artifact.size,
-            sha256=artifact.sha256,
-            etag=etag,
-            session_id=session_id,
-            attempt_id=attempt_id,
-            registered_at=registered_at or artifact.created_at,
+            ArtifactRecord(
+                artifact,
+                object_key=object_key,
+                wrapped_key=wrapped_key,
+                chunk_size=chunk_size,
+                etag=etag,
+                session_id=session_id,
+                attempt_id=attempt_id,
+            ),
+            registered_at or artifact.created_at,
         ),
         on_refused=refused,
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.store import artifacts, batch, prefetch, run_parts
-from runplane.store.artifacts import ArtifactRecord
 from runplane.store.models import (
     RunItem,
     artifact_key,
