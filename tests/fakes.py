@@ -41,6 +41,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.parts import RunPart
 from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
 from runplane.domain.policy_input import PolicyInputs
@@ -50,7 +51,6 @@ from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
-from runplane.store.run_parts import RunPart
 from runplane.store.run_triggers import Triggers
 from runplane.store.runs import Transitioned
 from runplane.store.schedules import Fire, Schedule

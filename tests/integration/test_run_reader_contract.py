@@ -11,10 +11,10 @@ import pytest
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.parts import RunPart
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.services.repositories import RunReader
 from runplane.store import run_parts
-from runplane.store.run_parts import RunPart
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, InMemoryRuns, SeededIds

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from runplane.domain.errors import IllegalPartMove
 
@@ -167,6 +168,23 @@ def check_move(kind: PartKind, source: str, target: str) -> None:
 # Each part's document, typed. ``from_body`` reads the stored document; ``to_body``
 # gives the document exactly as it is stored (keys and all), so the item shapes
 # stay what they were.
+
+
+@dataclass(frozen=True)
+class RunPart:
+    """One part of a run as stored: its state and its document, read through the typed
+    bodies below (``AttemptBody.from_body(part.body)``, ...)."""
+
+    run_id: str
+    name: str
+    state: str
+    body: dict[str, Any]
+    token: str | None
+    created_at: datetime
+    updated_at: datetime
+    # An attempt's runner sessions (their items' keys), as the store's ``note_session``
+    # added them.
+    session_keys: frozenset[str] = frozenset()
 
 
 def optional_text(value: object) -> str | None:

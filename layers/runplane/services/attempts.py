@@ -12,7 +12,14 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.capabilities import Binding, Phase
-from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PartKind, check_move
+from runplane.domain.parts import (
+    OPEN_ATTEMPT,
+    AttemptBody,
+    AttemptState,
+    PartKind,
+    RunPart,
+    check_move,
+)
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.transaction import Transaction
@@ -27,7 +34,7 @@ def attempt_part(phase: Phase) -> str:
 def close_attempt(
     run_id: str,
     part: str,
-    attempt: run_parts.RunPart,
+    attempt: RunPart,
     state: AttemptState,
     now: datetime,
     **evidence: Any,
@@ -54,7 +61,7 @@ def close_attempt(
     ]
 
 
-def open_or_none(binding: Binding, attempt: run_parts.RunPart | None) -> run_parts.RunPart | None:
+def open_or_none(binding: Binding, attempt: RunPart | None) -> RunPart | None:
     """``attempt`` (the run's part for the binding's phase) if it is still open for it."""
     if attempt is None or attempt.state not in OPEN_ATTEMPT:
         return None

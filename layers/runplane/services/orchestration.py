@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from runplane.domain.clock import Clock
     from runplane.domain.entities import Run
     from runplane.domain.ids import IdGenerator
+    from runplane.domain.parts import RunPart
     from runplane.domain.run_scope import RunScope
     from runplane.domain.runner_reports import RunnerReport
     from runplane.services.capabilities import Capabilities
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from runplane.services.runner_reports import RunnerReports
     from runplane.services.runner_start import RunnerStart
     from runplane.services.workflow_steps import WorkflowSteps
-    from runplane.store.run_parts import RunPart
     from runplane.store.transaction import Transaction
 
 

@@ -36,7 +36,7 @@ from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ArtifactCorrupt, ConcurrentChange, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.parts import OPEN_ATTEMPT, ApplyRecord, AttemptBody, AttemptState
+from runplane.domain.parts import OPEN_ATTEMPT, ApplyRecord, AttemptBody, AttemptState, RunPart
 from runplane.domain.recovery import (
     LEASE,
     MAX_TAKEOVERS,
@@ -551,7 +551,7 @@ def verify_current(run: Run, workspace: Workspace) -> int:
 
 
 def _revocations(
-    run: Run, parts: dict[str, run_parts.RunPart], recovery_id: str, now: datetime
+    run: Run, parts: dict[str, RunPart], recovery_id: str, now: datetime
 ) -> list[Transaction]:
     """Close what is still open of the run's attempts (revoking their sessions), revoke
     the sessions of the closed ones again, and mark its apply authorization revoked."""

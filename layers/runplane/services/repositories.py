@@ -21,10 +21,10 @@ from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.domain.artifacts import ArtifactRecord
+    from runplane.domain.parts import RunPart
     from runplane.store.delivery_slots import SlotLease
     from runplane.store.notifications import Delivery, Destination
     from runplane.store.policy_sets import PolicySetHead
-    from runplane.store.run_parts import RunPart
     from runplane.store.run_triggers import Triggers
     from runplane.store.runs import Transitioned
     from runplane.store.schedules import Fire, Schedule

@@ -37,6 +37,7 @@ from runplane.domain.parts import (
     PartKind,
     PlanEvidence,
     PlanEvidenceState,
+    RunPart,
     check_move,
 )
 from runplane.domain.publications import published_by
@@ -185,7 +186,7 @@ class RunnerReports(WorkflowService):
         other_parts: list[str],
         report: RunnerReport,
         uploads: Sequence[ArtifactRecord],
-    ) -> tuple[Run, dict[str, run_parts.RunPart | None], dict[str, Produced]]:
+    ) -> tuple[Run, dict[str, RunPart | None], dict[str, Produced]]:
         """The run, its ``phase`` attempt and ``other_parts``, and what is held of each
         artifact the report names: the call's own uploads as checked, the others'
         records read with the run in its one request (none when the uploads are all)."""
@@ -199,7 +200,7 @@ class RunnerReports(WorkflowService):
         return run, parts, held
 
     def _refuse_plan(
-        self, run: Run, attempt: run_parts.RunPart, report: RunnerReport, reason: str
+        self, run: Run, attempt: RunPart, report: RunnerReport, reason: str
     ) -> NoReturn:
         """End the run ``plan_failed`` for a report it cannot take: no plan evidence, no
         policy check, no apply record and none of the call's uploads are written; the
@@ -235,7 +236,7 @@ class RunnerReports(WorkflowService):
         self,
         run_id: str,
         attempt_id: str,
-        read: tuple[Run, dict[str, run_parts.RunPart | None]] | None = None,
+        read: tuple[Run, dict[str, RunPart | None]] | None = None,
     ) -> Transaction:
         """The uncommitted move to ``applying``, committed together with the runner's
         apply-start redemption: the run applies only if both happen. ``read``: the run
@@ -265,7 +266,7 @@ class RunnerReports(WorkflowService):
         handle: str,
         binding: Binding,
         request: Mapping[str, str],
-        read: tuple[Run, dict[str, run_parts.RunPart | None]],
+        read: tuple[Run, dict[str, RunPart | None]],
     ) -> None:
         """Return if the apply may start with what the runner presents; otherwise refuse
         it for good (``ApplyStartRefused``).
@@ -306,7 +307,7 @@ class RunnerReports(WorkflowService):
     def _end_unstartable_apply(
         self,
         run: Run,
-        attempt: run_parts.RunPart,
+        attempt: RunPart,
         handle: str,
         binding: Binding,
         request: Mapping[str, str],
@@ -338,9 +339,7 @@ class RunnerReports(WorkflowService):
         raise ApplyStartRefused(run.id, S.APPLY_FAILED, reason)
 
     @staticmethod
-    def _own_apply_attempt(
-        run: Run, parts: dict[str, run_parts.RunPart | None], binding: Binding
-    ) -> run_parts.RunPart:
+    def _own_apply_attempt(run: Run, parts: dict[str, RunPart | None], binding: Binding) -> RunPart:
         """The run's apply attempt, if ``binding`` is its sandbox's (open or not)."""
         attempt = parts.get(attempt_part(Phase.APPLY))
         body = AttemptBody.from_body(attempt.body) if attempt else None

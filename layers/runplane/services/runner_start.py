@@ -25,6 +25,7 @@ from runplane.domain.parts import (
     AttemptBody,
     AttemptState,
     PlanEvidence,
+    RunPart,
 )
 from runplane.domain.run_scope import RunScope
 from runplane.domain.sandbox_exits import is_task_reference
@@ -202,9 +203,7 @@ class RunnerStart(WorkflowService):
             return minted_apply.handle, body
         raise TooMuchContention(f"workspace {run.workspace_id}: the fence kept moving")
 
-    def _replay_start(
-        self, run: Run, stage: Phase, attempt: run_parts.RunPart, token: str
-    ) -> dict[str, Any]:
+    def _replay_start(self, run: Run, stage: Phase, attempt: RunPart, token: str) -> dict[str, Any]:
         """A retried start step: complete from the attempt's evidence, never start twice.
 
         A started sandbox keeps running and will resume the new token; a

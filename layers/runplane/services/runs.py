@@ -34,6 +34,7 @@ from runplane.domain.parts import (
     AttemptState,
     PlanEvidence,
     RunInput,
+    RunPart,
 )
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
@@ -360,7 +361,7 @@ class Runs:
     @staticmethod
     def _visible_with(
         principal: Principal, run_id: str, names: list[str]
-    ) -> tuple[Run, dict[str, run_parts.RunPart | None]]:
+    ) -> tuple[Run, dict[str, RunPart | None]]:
         """``get``, with the named parts of the run read in the same request."""
         principal.require(Permission.RUN_READ)
         try:
@@ -666,7 +667,7 @@ def _seen_by(principal: Principal, run: Run) -> Run:
     return run
 
 
-def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:
+def _failure(parts: Mapping[str, RunPart]) -> dict[str, str] | None:
     """What the runner said about the phase that failed: the engine's error lines
     (redacted and bounded by the runner), where the status reason is one short line."""
     for phase in ("apply", "plan"):
@@ -679,7 +680,7 @@ def _failure(parts: Mapping[str, run_parts.RunPart]) -> dict[str, str] | None:
     return None
 
 
-def _apply_record(part: run_parts.RunPart) -> dict[str, Any]:
+def _apply_record(part: RunPart) -> dict[str, Any]:
     """The apply record, reported independently from state publication."""
     body = ApplyRecord.from_body(part.body)
     pointer = body.resulting_state_version_id

@@ -23,13 +23,13 @@ from runplane.domain.errors import (
     StaleDriftFinding,
 )
 from runplane.domain.ids import IdGenerator
+from runplane.domain.parts import RunPart
 from runplane.domain.run import RunStatus
 from runplane.domain.run_scope import RunScope
 from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import Moved, RunLifecycle
 from runplane.services.writer import hand_off
 from runplane.store import run_batch
-from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:

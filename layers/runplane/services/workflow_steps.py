@@ -28,6 +28,7 @@ from runplane.domain.parts import (
     PartKind,
     PlanEvidence,
     PolicyCheck,
+    RunPart,
     check_move,
 )
 from runplane.domain.policy_input import PolicyInputs
@@ -116,7 +117,7 @@ class WorkflowSteps(WorkflowService):
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
 
-    def _evaluating(self, run: Run, plan: run_parts.RunPart) -> PolicyInputs | None:
+    def _evaluating(self, run: Run, plan: RunPart) -> PolicyInputs | None:
         """The policy inputs of a run evaluating its policy; None for a run that is not."""
         if run.status is not S.POLICY_EVALUATING:
             return None
@@ -256,7 +257,7 @@ class WorkflowSteps(WorkflowService):
         self,
         run: Run,
         stage: Phase | None,
-        attempt: run_parts.RunPart | None,
+        attempt: RunPart | None,
         reason: str,
         *,
         attempt_reason: str | None = None,
@@ -311,6 +312,6 @@ class WorkflowSteps(WorkflowService):
         return target
 
 
-def _decision(approval: run_parts.RunPart) -> str:
+def _decision(approval: RunPart) -> str:
     """The approval's recorded decision, or its state while it has none."""
     return ApprovalBody.from_body(approval.body).decision or approval.state

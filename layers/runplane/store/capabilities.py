@@ -23,6 +23,7 @@ from runplane.domain.errors import (
     ConcurrentChange,
     UnknownCapability,
 )
+from runplane.domain.parts import RunPart
 from runplane.store import batch, prefetch, run_parts
 from runplane.store.models import (
     CapabilityItem,
@@ -33,7 +34,6 @@ from runplane.store.models import (
     run_part_key,
     session_key,
 )
-from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Item, Transaction
 
 # Records outlive their validity a little, so a late replay is told "expired"

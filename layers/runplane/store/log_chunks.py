@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from runplane.domain.errors import Conflict
+from runplane.domain.parts import RunPart
 from runplane.store import batch, run_parts
 from runplane.store.models import (
     LOG_CHUNK_PREFIX,
@@ -19,7 +20,6 @@ from runplane.store.models import (
     log_chunk_key,
     run_part_key,
 )
-from runplane.store.run_parts import RunPart
 from runplane.store.transaction import Item, Transaction
 
 

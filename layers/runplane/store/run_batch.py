@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
+from runplane.domain.parts import RunPart
 from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.models import (
     RunItem,
@@ -22,7 +23,6 @@ from runplane.store.models import (
     workspace_key,
 )
 from runplane.store.prefetch import Key, RawItem
-from runplane.store.run_parts import RunPart
 from runplane.store.runs import pinned_state_of, to_run
 
 

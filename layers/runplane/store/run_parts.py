@@ -7,31 +7,21 @@ Every change names the state it expects, so two writers racing on a part
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence
+
+# Re-exported while services.policy reads ``run_parts.RunPart`` here.
+from runplane.domain.parts import RunPart as RunPart
 from runplane.store import prefetch
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 
-@dataclass(frozen=True)
-class RunPart:
-    run_id: str
-    name: str
-    state: str
-    body: dict[str, Any]
-    token: str | None
-    created_at: datetime
-    updated_at: datetime
-    # An attempt's runner sessions (their items' keys), as ``note_session`` added them.
-    session_keys: frozenset[str] = frozenset()
-
-
 def _to_part(item: RunPartItem) -> RunPart:
+    """The part an item holds (the inverse of ``_item``)."""
     return RunPart(
         run_id=item.run_id,
         name=item.part,
@@ -41,6 +31,21 @@ def _to_part(item: RunPartItem) -> RunPart:
         created_at=item.created_at,
         updated_at=item.updated_at,
         session_keys=frozenset(item.session_keys or ()),
+    )
+
+
+def _item(part: RunPart) -> RunPartItem:
+    """The item holding ``part`` (the inverse of ``_to_part``)."""
+    return RunPartItem(
+        *run_part_key(part.run_id, part.name),
+        run_id=part.run_id,
+        part=part.name,
+        state=part.state,
+        body=dict(part.body),
+        token=part.token,
+        created_at=part.created_at,
+        updated_at=part.updated_at,
+        session_keys=set(part.session_keys) or None,
     )
 
 
@@ -94,15 +99,16 @@ def put(
 ) -> Transaction:
     """A new part: refused if it exists already (parts are created once)."""
     return Transaction().put_new(
-        RunPartItem(
-            *run_part_key(run_id, name),
-            run_id=run_id,
-            part=name,
-            state=str(state),
-            body=dict(body),
-            token=token,
-            created_at=now,
-            updated_at=now,
+        _item(
+            RunPart(
+                run_id=run_id,
+                name=name,
+                state=str(state),
+                body=dict(body),
+                token=token,
+                created_at=now,
+                updated_at=now,
+            )
         ),
         on_refused=on_refused
         or (lambda current: ConcurrentChange(f"run {run_id} already has its {name}")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runplane.domain.entities import Run, RunStage
+from runplane.domain.parts import RunPart
 from runplane.domain.run import Stage
 from runplane.store import run_parts
 from runplane.store.models import RunItem
@@ -24,5 +25,5 @@ class DynamoRunReader:
     def stages(self, run_id: str) -> dict[Stage, RunStage]:
         return self._runs.stages(run_id)
 
-    def parts(self, run_id: str) -> dict[str, run_parts.RunPart]:
+    def parts(self, run_id: str) -> dict[str, RunPart]:
         return run_parts.all_of(run_id)
