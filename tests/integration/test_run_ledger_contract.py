@@ -15,12 +15,13 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import IllegalTransition, RunAlreadyExists, TransitionRejected
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
+from runplane.domain.transitions import Transitioned
 from runplane.services.repositories import RunLedger, RunReader
 from runplane.services.run_events import RunEvents
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem
 from runplane.store.run_ledger import DynamoRunLedger
 from runplane.store.run_reader import DynamoRunReader
-from runplane.store.runs import RunRepository, Transitioned
+from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -16,9 +16,8 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import IllegalTransition, TransitionRejected
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
-from runplane.domain.transitions import MAIN_PATH
+from runplane.domain.transitions import MAIN_PATH, Transitioned
 from runplane.services.lifecycle import RunLifecycle
-from runplane.store.runs import Transitioned
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -20,9 +20,9 @@ from runplane.domain.parts import PlanEvidence, RunInput
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.domain.schedules import DriftFinding
+from runplane.domain.transitions import Transitioned
 from runplane.store import run_parts
 from runplane.store import schedules as store
-from runplane.store.runs import Transitioned
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.drift")

@@ -29,13 +29,13 @@ from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
 from runplane.domain.run import RunStatus, apply_record_on_end
 from runplane.domain.run_events import RunEvent
-from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
+from runplane.domain.transitions import WRITER_ON_ENTRY, Transitioned, WriterEffect, check
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store.models import run_part_key
 from runplane.store.run_ledger import DynamoRunLedger, announcer
-from runplane.store.runs import RunRepository, Transitioned
+from runplane.store.runs import RunRepository
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:

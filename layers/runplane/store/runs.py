@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +19,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.transitions import Transitioned
 from runplane.store import audit, prefetch
 from runplane.store.models import (
     STAGE_PREFIX,
@@ -35,16 +35,6 @@ from runplane.store.transaction import Item, OnRefused, Transaction
 _SETTABLE = frozenset({"plan_has_changes", "predecessor_sv_id", "approval_expires_at"})
 
 FIRST_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Transitioned:
-    run_id: str
-    source: RunStatus
-    status: RunStatus
-    version: int
-    event: str
-    at: datetime
 
 
 # The outbox writes announcing a move, built from the move itself (its version and time).
