@@ -555,7 +555,8 @@ def _policy_test(args: argparse.Namespace) -> int:
 
 def _policy_unit_tests(args: argparse.Namespace, content: Any) -> int:
     """Run the directory's unit tests like ``opa test DIR``: its ``*_test.rego`` and
-    ``*.test.rego`` modules with the set's, its JSON and YAML files as ``data``."""
+    ``*.test.rego`` modules with the set's, its JSON and YAML files as ``data``, builtin
+    errors undefined unless ``--strict-builtin-errors``."""
     from runplane.adapters.rego_unit import load_unit_data, run_unit_tests
     from runplane.domain.policy import is_test_module
     from runplane.domain.policy_unit_tests import discover, failed, read_test_modules, report
@@ -563,7 +564,12 @@ def _policy_unit_tests(args: argparse.Namespace, content: Any) -> int:
     root = Path(args.dir)
     test_modules = read_test_modules(root)
     modules = [m for m in content.modules if not is_test_module(m.name)] + test_modules
-    results = run_unit_tests(modules, discover(modules), data=load_unit_data(root))
+    results = run_unit_tests(
+        modules,
+        discover(modules),
+        data=load_unit_data(root),
+        strict_builtin_errors=args.strict_builtin_errors,
+    )
     if args.json:
         print(json.dumps({"unit_tests": [r.to_dict() for r in results]}, indent=2))
     else:
@@ -881,6 +887,12 @@ def _policy_parser(commands: Any) -> None:
     test.add_argument("dir", nargs="?", help="the policy set directory (or --dir)")
     test.add_argument("--dir", dest="dir_flag", metavar="DIR", help="the policy set directory")
     test.add_argument("--plan", help="`tofu show -json PLANFILE` output")
+    test.add_argument(
+        "--strict-builtin-errors",
+        action="store_true",
+        help="with --unit: a builtin error errors the test (as in a run) instead of making "
+        "the call undefined (as opa test does)",
+    )
     test.add_argument(
         "--unit",
         action="store_true",

@@ -99,12 +99,15 @@ class Engine(Protocol):
         tests: Sequence[UnitTest],
         first: int,
         data_json: str,
+        strict_builtin_errors: bool,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
         """Emit ``{"i", "outcome", "message"}`` per test from ``first`` (``data_json``: the
         base ``data`` document), or ``{"i": -1, "refused": why}`` for modules or data that
-        do not load."""
+        do not load. Unless ``strict_builtin_errors``, a builtin error makes the call
+        undefined, as in ``opa test``, where the engine can (a test that errors on one
+        where it cannot says so)."""
         ...
 
 

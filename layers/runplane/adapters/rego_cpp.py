@@ -464,10 +464,14 @@ def _unit_work(
     tests: Sequence[UnitTest],
     first: int,
     data_json: str,
+    strict_builtin_errors: bool,
     stop: threading.Event,
     emit: Emit,
 ) -> None:
     interpreter = _interpreter()
+    # As opa test: a builtin error makes the call undefined unless strict (evaluations
+    # of runs stay strict: ``_interpreter``).
+    interpreter.strict_built_in_errors = strict_builtin_errors
     try:
         compiled = compiled_modules(modules)
     except InvalidPolicySet as error:
@@ -544,10 +548,11 @@ class RegoCppEngine:
         tests: Sequence[UnitTest],
         first: int,
         data_json: str,
+        strict_builtin_errors: bool,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
-        _unit_work(modules, tests, first, data_json, stop, emit)
+        _unit_work(modules, tests, first, data_json, strict_builtin_errors, stop, emit)
 
 
 ENGINE: Final = RegoCppEngine()

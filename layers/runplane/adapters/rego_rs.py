@@ -9,12 +9,16 @@ Facts about that build this adapter is built on:
   ``error: MESSAGE`` and, with ``RUST_BACKTRACE`` set, a stack trace. A message may quote
   a value (``Got `"..."` instead``): only the location and the message, with quoted
   values blanked, are ever reported.
+- An error's location counts columns in UTF-8 bytes, a tab as four.
 - ``eval_rule_as_json`` returns the rule's value as JSON (sets as arrays, integers beyond
   64 bits exactly); an undefined value is the JSON string ``"<undefined>"``, which
   ``eval_query_as_json`` (no result when undefined) tells apart from that string. A path
   naming no rule raises "not a valid rule path".
-- Builtin errors are strict (an error, never "undefined"), and ``print``/``trace`` go to
-  stderr unless gathered: the engine gathers them, and they are dropped.
+- Builtin errors are strict (an error, never "undefined"): regorus has a setting for it
+  (``set_strict_builtin_errors``), but the binding does not expose it, so unit tests
+  cannot run as ``opa test`` runs them (builtin errors undefined); a test that errors on
+  a builtin says so. ``print``/``trace`` go to stderr unless gathered: the engine
+  gathers them, and they are dropped.
 - Its builtins include ``time.now_ns``, ``rand.intn`` and ``uuid.rfc4122`` (real clock and
   randomness), ``opa.runtime`` (without the environment) and ``http.send`` (always
   undefined; the build has no HTTP client). Publication refuses every one of them
@@ -49,7 +53,7 @@ from runplane.adapters.rego_isolation import (
     shape_problem,
     short,
 )
-from runplane.adapters.rego_source import rule_location, unknown_function
+from runplane.adapters.rego_source import builtin_at, rule_location, unknown_function
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyDefinition, PolicyModule, PolicySetContent
 from runplane.domain.policy_unit_tests import UnitTest
@@ -70,7 +74,10 @@ _EXTENSION_ERROR = re.compile(r"extension '([\w.]+)' raises Python error: \w+: (
 
 
 class _QueryError(Exception):
-    pass
+    def __init__(self, text: str, where: tuple[str, int, int] | None = None) -> None:
+        super().__init__(text)
+        self.where = where
+        """``(module, line, column)`` the engine located the error at, if it did."""
 
 
 def message(error: BaseException) -> str:
@@ -138,7 +145,9 @@ def _value(engine: Any, query: str) -> tuple[bool, Any]:
             return True, json.loads(text)
         results = json.loads(engine.eval_query_as_json(query)).get("result") or []
     except Exception as error:  # RuntimeError from regorus; a panic included
-        raise _QueryError(short([message(error)])) from None
+        found = _LOCATION.search(str(error))
+        where = (found.group(1), int(found.group(2)), int(found.group(3))) if found else None
+        raise _QueryError(short([message(error)]), where) from None
     if not results or not results[0].get("expressions"):
         return False, None
     return True, results[0]["expressions"][0].get("value")
@@ -263,9 +272,12 @@ class RegorusEngine:
         tests: Sequence[UnitTest],
         first: int,
         data_json: str,
+        strict_builtin_errors: bool,
         stop: threading.Event,
         emit: Emit,
     ) -> None:
+        # Builtin errors are always errors here: the binding has no setting for
+        # regorus's ``set_strict_builtin_errors`` (see the module docstring).
         engine = _engine()
         try:
             compiled = _add(engine, modules)
@@ -291,7 +303,10 @@ class RegorusEngine:
             try:
                 defined, value = _value(engine, tests[index].query)
             except _QueryError as error:
-                emit({"i": index, "outcome": "ERROR", "message": str(error)})
+                text = str(error)
+                if not strict_builtin_errors:
+                    text += _not_undefined(error, compiled)
+                emit({"i": index, "outcome": "ERROR", "message": text})
                 continue
             if defined and value is True:
                 emit({"i": index, "outcome": "PASS"})
@@ -300,6 +315,37 @@ class RegorusEngine:
                     repr(value) if defined and isinstance(value, bool | int | str) else "undefined"
                 )
                 emit({"i": index, "outcome": "FAIL", "message": f"the test is {shown}, not true"})
+
+
+def _not_undefined(error: _QueryError, modules: Sequence[PolicyModule]) -> str:
+    """For a builtin error, why the test errors where ``opa test`` (builtin errors
+    undefined) would go on; else nothing."""
+    if error.where is None:
+        return ""
+    name, line, column = error.where
+    source = next((m.source for m in modules if m.name == name), None)
+    called = source and builtin_at(
+        source, line, _char_column(source, line, column), builtins().__contains__
+    )
+    if not called or "sprintf cannot format" in str(error):  # a limit of Runplane's, not OPA's
+        return ""
+    return (
+        f" (a builtin error of `{called}`: opa test makes the call undefined and goes on, "
+        f"which {ENGINE.label()} cannot, so the test errors)"
+    )
+
+
+def _char_column(source: str, line: int, column: int) -> int:
+    """The 1-based character column of regorus's ``column``, which counts UTF-8 bytes
+    and a tab as four."""
+    lines = source.split("\n")
+    text = lines[line - 1] if 1 <= line <= len(lines) else ""
+    width = 0
+    for index, char in enumerate(text):
+        if width >= column - 1:
+            return index + 1
+        width += 4 if char == "\t" else len(char.encode("utf-8"))
+    return len(text) + 1
 
 
 def _evaluate_policy(engine: Any, policy: PolicyDefinition, max_messages: int) -> Record:

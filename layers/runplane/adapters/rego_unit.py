@@ -75,10 +75,17 @@ def run_unit_tests(
     timeout_seconds: float = 60.0,
     isolation: Isolation = "process",
     engine: str | None = None,
+    strict_builtin_errors: bool = False,
 ) -> list[UnitTestResult]:
     """One result per test, in order. ``modules`` are the policies and the test modules;
     ``data`` is the tests' base ``data`` document (``load_unit_data``); ``engine`` names
     the engine (the default one if None).
+
+    As ``opa test`` runs them, a builtin error (``count(null)``, ``to_number("x")``)
+    makes the call undefined, and the test passes or fails on its assertions; with
+    ``strict_builtin_errors`` it errors the test, as every evaluation of a run does.
+    regopy does either; regorus always errors (its binding exposes no setting), and the
+    test's message then names the builtin and says so.
 
     Raises ``InvalidPolicySet`` (naming the module and line) if a module does not parse,
     cannot be upgraded from Rego v0, or calls a function the evaluator does not have,
@@ -93,7 +100,9 @@ def run_unit_tests(
     reason = ""
     while first < len(tests):
         found, stopped = run_isolated(
-            functools.partial(chosen.unit_work, modules, tests, first, data_json),
+            functools.partial(
+                chosen.unit_work, modules, tests, first, data_json, strict_builtin_errors
+            ),
             deadline - time.monotonic(),
             isolation,
         )
