@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runplane.domain.errors import ConcurrentChange, NotFound, ScheduleAlreadyFired, ScheduleMoved
+from runplane.domain.schedules import Fire, Schedule
 from runplane.services.repositories import ScheduleStore
 from runplane.store.schedule_store import DynamoScheduleStore
-from runplane.store.schedules import Fire, Schedule
 from tests.fakes import InMemorySchedules
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

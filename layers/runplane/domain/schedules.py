@@ -5,6 +5,9 @@ People write standard cron (``minute hour day-of-month month day-of-week``, Sund
 is 0 or 7); EventBridge Scheduler wants ``cron(m h dom mon dow year)`` with one of
 the day fields ``?`` and Sunday as 1. Both forms parse to the same ``CronSpec``,
 so the embedded stack's scheduler evaluates exactly what a deployment registers.
+
+Also the entities: a workspace's schedule, the record of each fire, and the
+workspace's drift record with its document (``DriftFinding``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from runplane.domain.errors import InvalidInput
 
@@ -284,7 +288,54 @@ def _minutes(interval: timedelta) -> str:
     return f"{minutes} minute" + ("" if minutes == 1 else "s")
 
 
+# -- schedules and their fires ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Schedule:
+    id: str
+    organization_id: str
+    workspace_id: str
+    expression: str
+    aws_expression: str
+    kind: str
+    state: str
+    created_at: datetime
+    created_by: str
+    updated_at: datetime
+    # The scheduled run last started; a fire while it is active is skipped.
+    active_run_id: str | None
+    last_fire_at: datetime | None
+    last_outcome: str | None
+
+
+@dataclass(frozen=True)
+class Fire:
+    """What one fire of a schedule did: the run it started, or why none."""
+
+    schedule_id: str
+    scheduled_at: datetime
+    outcome: str
+    run_id: str | None
+    reason: str | None
+
+
 # -- the workspace's drift record --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What the last scheduled plan or applied run said about the workspace's drift.
+    ``as_of`` is the creation time of the run that wrote it; ``body`` is its document
+    (``DriftFinding.from_body``)."""
+
+    workspace_id: str
+    state: str
+    as_of: datetime
+    run_id: str
+    detected_at: datetime | None
+    cleared_at: datetime | None
+    body: dict[str, Any]
 
 
 @dataclass(frozen=True)

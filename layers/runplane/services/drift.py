@@ -19,7 +19,7 @@ from runplane.domain.entities import Run
 from runplane.domain.parts import PlanEvidence, RunInput
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
-from runplane.domain.schedules import DriftFinding
+from runplane.domain.schedules import Drift, DriftFinding
 from runplane.domain.transitions import Transitioned
 from runplane.store import run_parts
 from runplane.store import schedules as store
@@ -29,7 +29,7 @@ logger = logging.getLogger("runplane.drift")
 _COUNTS = ("adds", "changes", "destroys", "replaces", "drifted")
 
 
-def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store.Drift | None]:
+def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], Drift | None]:
     """The drift record a finished plan-only or refresh-only run writes, if a schedule
     created it."""
     if run.kind not in {RunKind.PLAN_ONLY, RunKind.REFRESH_ONLY}:
@@ -42,7 +42,7 @@ def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], store
     plan = PlanEvidence.from_body(part.body)
     summary = plan.summary
     drifted = plan.has_changes
-    drift = store.Drift(
+    drift = Drift(
         workspace_id=run.workspace_id,
         state="drifted" if drifted else "clear",
         as_of=run.created_at,
@@ -63,7 +63,7 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
     current = store.get_drift(run.workspace_id)
     if current is None or current.state != "drifted":
         return []
-    cleared = store.Drift(
+    cleared = Drift(
         workspace_id=run.workspace_id,
         state="clear",
         as_of=run.created_at,
@@ -75,7 +75,7 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
     return [store.put_drift(cleared)]
 
 
-def detected_event(drift: store.Drift | None, run: Run, moved: Transitioned) -> list[RunEvent]:
+def detected_event(drift: Drift | None, run: Run, moved: Transitioned) -> list[RunEvent]:
     """The ``drift_detected`` run event of a drift record committed with ``run``'s final
     move (``moved``): notification destinations that subscribe to it get the counts. It
     is an outbox item of that same transaction, so the finding and its event commit
@@ -101,7 +101,7 @@ def detected_event(drift: store.Drift | None, run: Run, moved: Transitioned) -> 
     ]
 
 
-def log_finding(drift: store.Drift | None) -> None:
+def log_finding(drift: Drift | None) -> None:
     """One structured line per committed drift finding (alarms count them)."""
     if drift is None or drift.state != "drifted":
         return

@@ -27,6 +27,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import SCHEDULE_PERMISSIONS, Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind
+from runplane.domain.schedules import Fire, Schedule
 from runplane.services import drift
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
@@ -74,7 +75,7 @@ class Schedules:
 
     def create(
         self, principal: Principal, workspace_id: str, expression: str, kind: str
-    ) -> store.Schedule:
+    ) -> Schedule:
         principal.require(Permission.WORKSPACE_UPDATE)
         principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
@@ -91,7 +92,7 @@ class Schedules:
                 "the most it may have: delete one first"
             )
         now = self._clock.now()
-        schedule = store.Schedule(
+        schedule = Schedule(
             id=self._ids.new(IdKind.SCHEDULE),
             organization_id=workspace.organization_id,
             workspace_id=workspace.id,
@@ -115,7 +116,7 @@ class Schedules:
             raise
         return schedule
 
-    def get(self, principal: Principal, schedule_id: str) -> store.Schedule:
+    def get(self, principal: Principal, schedule_id: str) -> Schedule:
         principal.require(Permission.WORKSPACE_READ)
         try:
             schedule = self._store.get(schedule_id)
@@ -125,14 +126,14 @@ class Schedules:
             raise NotFound("schedule", schedule_id)
         return schedule
 
-    def of_workspace(self, principal: Principal, workspace_id: str) -> list[store.Schedule]:
+    def of_workspace(self, principal: Principal, workspace_id: str) -> list[Schedule]:
         workspace = self._workspaces.by_id(principal, workspace_id)
         return self._store.list_for_workspace(workspace.id)
 
-    def fires(self, principal: Principal, schedule_id: str) -> list[store.Fire]:
+    def fires(self, principal: Principal, schedule_id: str) -> list[Fire]:
         return self._store.fires(self.get(principal, schedule_id).id)
 
-    def set_paused(self, principal: Principal, schedule_id: str, paused: bool) -> store.Schedule:
+    def set_paused(self, principal: Principal, schedule_id: str, paused: bool) -> Schedule:
         principal.require(Permission.WORKSPACE_UPDATE)
         schedule = self.get(principal, schedule_id)
         state = rules.ScheduleState.PAUSED if paused else rules.ScheduleState.ACTIVE
@@ -174,7 +175,7 @@ class Schedules:
                 continue
         return {"outcome": "contended"}
 
-    def _fire(self, schedule: store.Schedule, scheduled_at: datetime) -> dict[str, Any]:
+    def _fire(self, schedule: Schedule, scheduled_at: datetime) -> dict[str, Any]:
         now = self._clock.now()
         active = self._still_active(schedule.active_run_id)
         if active is not None:
@@ -225,7 +226,7 @@ class Schedules:
         return {"outcome": "created", "run_id": run.id}
 
     def _skip(
-        self, schedule: store.Schedule, scheduled_at: datetime, reason: str, now: datetime
+        self, schedule: Schedule, scheduled_at: datetime, reason: str, now: datetime
     ) -> dict[str, Any]:
         self._store.record_fire(schedule, scheduled_at, outcome="skipped", reason=reason, now=now)
         logger.info("schedule fire skipped", extra={"schedule_id": schedule.id, "reason": reason})
@@ -242,7 +243,7 @@ class Schedules:
         return None if run.status.is_terminal else run.status.value
 
 
-def view(schedule: store.Schedule, now: datetime) -> dict[str, Any]:
+def view(schedule: Schedule, now: datetime) -> dict[str, Any]:
     parsed = rules.parse(schedule.expression)
     next_fire = (
         None

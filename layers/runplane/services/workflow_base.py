@@ -33,9 +33,9 @@ from runplane.store import run_batch
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
+    from runplane.domain.schedules import Drift
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.policy import Policies
-    from runplane.store.schedules import Drift
 
 logger = logging.getLogger(__name__)
 S = RunStatus

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from runplane.domain.schedules import Fire, Schedule
 from runplane.store import schedules as store
-from runplane.store.schedules import Fire, Schedule
 
 
 class DynamoScheduleStore:

@@ -8,9 +8,7 @@ value it replaces, so two fires never both start a run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from pynamodb.attributes import JSONAttribute, UnicodeAttribute
 from pynamodb.attributes import UTCDateTimeAttribute as Time
@@ -21,6 +19,7 @@ from runplane.domain.errors import (
     ScheduleMoved,
     StaleDriftFinding,
 )
+from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.store import prefetch
 from runplane.store.models import (
     ConfigurationVersionItem,
@@ -103,44 +102,8 @@ class DriftItem(TableItem):
     body = JSONAttribute(default=dict)
 
 
-@dataclass(frozen=True)
-class Schedule:
-    id: str
-    organization_id: str
-    workspace_id: str
-    expression: str
-    aws_expression: str
-    kind: str
-    state: str
-    created_at: datetime
-    created_by: str
-    updated_at: datetime
-    active_run_id: str | None
-    last_fire_at: datetime | None
-    last_outcome: str | None
-
-
-@dataclass(frozen=True)
-class Fire:
-    schedule_id: str
-    scheduled_at: datetime
-    outcome: str
-    run_id: str | None
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class Drift:
-    workspace_id: str
-    state: str
-    as_of: datetime
-    run_id: str
-    detected_at: datetime | None
-    cleared_at: datetime | None
-    body: dict[str, Any]
-
-
 def _schedule(item: ScheduleItem) -> Schedule:
+    """The schedule an item holds (the inverse of ``_schedule_item``)."""
     return Schedule(
         id=item.schedule_id,
         organization_id=item.org_id,
@@ -173,24 +136,30 @@ def list_for_workspace(workspace_id: str) -> list[Schedule]:
     return [_schedule(item) for item in items]
 
 
-def create(schedule: Schedule) -> Transaction:
-    return Transaction().put_new(
-        ScheduleItem(
-            *schedule_key(schedule.id),
-            gsi1pk=schedules_partition(schedule.workspace_id),
-            gsi1sk=f"{schedule.created_at.isoformat()}#{schedule.id}",
-            schedule_id=schedule.id,
-            org_id=schedule.organization_id,
-            workspace_id=schedule.workspace_id,
-            expression=schedule.expression,
-            aws_expression=schedule.aws_expression,
-            kind=schedule.kind,
-            state=schedule.state,
-            created_at=schedule.created_at,
-            created_by=schedule.created_by,
-            updated_at=schedule.updated_at,
-        )
+def _schedule_item(schedule: Schedule) -> ScheduleItem:
+    """The item holding ``schedule`` (the inverse of ``_schedule``)."""
+    return ScheduleItem(
+        *schedule_key(schedule.id),
+        gsi1pk=schedules_partition(schedule.workspace_id),
+        gsi1sk=f"{schedule.created_at.isoformat()}#{schedule.id}",
+        schedule_id=schedule.id,
+        org_id=schedule.organization_id,
+        workspace_id=schedule.workspace_id,
+        expression=schedule.expression,
+        aws_expression=schedule.aws_expression,
+        kind=schedule.kind,
+        state=schedule.state,
+        created_at=schedule.created_at,
+        created_by=schedule.created_by,
+        updated_at=schedule.updated_at,
+        active_run_id=schedule.active_run_id,
+        last_fire_at=schedule.last_fire_at,
+        last_outcome=schedule.last_outcome,
     )
+
+
+def create(schedule: Schedule) -> Transaction:
+    return Transaction().put_new(_schedule_item(schedule))
 
 
 def set_state(schedule_id: str, state: str, now: datetime) -> Transaction:
@@ -229,16 +198,7 @@ def record_fire(
         )
 
     tx = Transaction().put_new(
-        ScheduleFireItem(
-            *fire_key(schedule.id, scheduled_at),
-            schedule_id=schedule.id,
-            scheduled_at=scheduled_at,
-            outcome=outcome,
-            run_id=run_id,
-            reason=reason,
-            recorded_at=now,
-            expires_at=now + FIRE_RECORD_TTL,
-        ),
+        _fire_item(Fire(schedule.id, scheduled_at, outcome, run_id, reason), now),
         on_refused=fired,
     )
     actions = [ScheduleItem.last_fire_at.set(scheduled_at), ScheduleItem.last_outcome.set(outcome)]
@@ -263,10 +223,27 @@ def fires(schedule_id: str, limit: int = 20) -> list[Fire]:
         limit=limit,
         consistent_read=True,
     )
-    return [
-        Fire(i.schedule_id, i.scheduled_at, i.outcome, i.run_id, i.reason)
-        for i in list(items)[:limit]
-    ]
+    return [_fire(item) for item in list(items)[:limit]]
+
+
+def _fire(item: ScheduleFireItem) -> Fire:
+    """The fire an item records (the inverse of ``_fire_item``)."""
+    return Fire(item.schedule_id, item.scheduled_at, item.outcome, item.run_id, item.reason)
+
+
+def _fire_item(fire: Fire, recorded_at: datetime) -> ScheduleFireItem:
+    """The item recording ``fire`` (the inverse of ``_fire``), kept for
+    ``FIRE_RECORD_TTL``."""
+    return ScheduleFireItem(
+        *fire_key(fire.schedule_id, fire.scheduled_at),
+        schedule_id=fire.schedule_id,
+        scheduled_at=fire.scheduled_at,
+        outcome=fire.outcome,
+        run_id=fire.run_id,
+        reason=fire.reason,
+        recorded_at=recorded_at,
+        expires_at=recorded_at + FIRE_RECORD_TTL,
+    )
 
 
 # -- drift -------------------------------------------------------------------------------
@@ -284,6 +261,11 @@ def get_drift(workspace_id: str) -> Drift | None:
         )
     except DriftItem.DoesNotExist:
         return None
+    return _drift(item)
+
+
+def _drift(item: DriftItem) -> Drift:
+    """The drift record an item holds (the inverse of ``_drift_item``)."""
     return Drift(
         workspace_id=item.workspace_id,
         state=item.state,
@@ -295,19 +277,24 @@ def get_drift(workspace_id: str) -> Drift | None:
     )
 
 
+def _drift_item(drift: Drift) -> DriftItem:
+    """The item holding ``drift`` (the inverse of ``_drift``)."""
+    return DriftItem(
+        *drift_key(drift.workspace_id),
+        workspace_id=drift.workspace_id,
+        state=drift.state,
+        as_of=drift.as_of,
+        run_id=drift.run_id,
+        detected_at=drift.detected_at,
+        cleared_at=drift.cleared_at,
+        body=drift.body,
+    )
+
+
 def put_drift(drift: Drift) -> Transaction:
     """The workspace's drift record, unless a run created after ``drift.as_of`` wrote it."""
     return Transaction().put(
-        DriftItem(
-            *drift_key(drift.workspace_id),
-            workspace_id=drift.workspace_id,
-            state=drift.state,
-            as_of=drift.as_of,
-            run_id=drift.run_id,
-            detected_at=drift.detected_at,
-            cleared_at=drift.cleared_at,
-            body=drift.body,
-        ),
+        _drift_item(drift),
         condition=DriftItem.as_of.does_not_exist() | (DriftItem.as_of <= drift.as_of),
         on_refused=lambda current: StaleDriftFinding(
             f"a newer run wrote workspace {drift.workspace_id}'s drift record"
