@@ -16,7 +16,7 @@ Not checked: arguments (``expressions``: constants and references), ``count`` an
 provider configurations, outputs and variables: checking them means evaluating HCL
 expressions. A policy reading them reads what the engine printed.
 
-Files are read with the HCL scanner of :mod:`runplane.runner.config_check` (comments,
+Files are read block by block with :mod:`runplane.runner.hcl_blocks` (comments,
 strings with interpolations, heredocs); a file it cannot read, or a JSON file that is
 not an object, is refused. Messages name modules, files and resource addresses (types
 and names as written in the configuration), never values.
@@ -29,16 +29,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final
 
-from runplane.runner.config_check import (
-    _IDENT,
-    JSON_SUFFIXES,
-    NATIVE_SUFFIXES,
-    _is_object,
-    _is_override,
-    _json_bodies,
-    _LiteralScanner,
-    _pairs,
-    _Unreadable,
+from runplane.runner.config_check import JSON_SUFFIXES, NATIVE_SUFFIXES, _is_override
+from runplane.runner.hcl_blocks import (
+    IDENT,
+    Statement,
+    Unreadable,
+    json_bodies,
+    json_document,
+    statements,
 )
 from runplane.runner.plan_file import (
     MAX_DEPTH,
@@ -136,7 +134,7 @@ def _file_blocks(key: str, name: str, data: bytes) -> list[tuple[Resource, Count
         if name.endswith(JSON_SUFFIXES):
             return _json_file_blocks(text)
         return _native_file_blocks(text)
-    except (_Unreadable, UnicodeDecodeError, ValueError, RecursionError):
+    except (Unreadable, UnicodeDecodeError, ValueError, RecursionError):
         module = f"module {_shown(key)}" if key else "the root module"
         raise PlanFileError(
             f"the plan file's configuration file {_shown(name)} of {module} cannot be read"
@@ -144,63 +142,45 @@ def _file_blocks(key: str, name: str, data: bytes) -> list[tuple[Resource, Count
 
 
 def _native_file_blocks(text: str) -> list[tuple[Resource, Counter[str]]]:
-    scanner = _LiteralScanner(text)
     found: list[tuple[Resource, Counter[str]]] = []
-    depth = 0
-    current: Counter[str] | None = None
-    statement: list[str] = []  # the tokens since the last newline or brace
-    values: list[str | None] = []  # each token's text, a string's literal value
-    for token in scanner.tokens():
-        if token not in ("{", "}", "\n"):
-            statement.append(token)
-            values.append(scanner.last if token == '"' else token)
-            continue
-        if token == "{":
-            if depth == 0 and statement[:1] in (["resource"], ["data"]):
-                type_, name = _labels(statement, values, 2)
+    current: Counter[str] | None = None  # the provisioners of the resource being read
+    for statement in statements(text):
+        tokens, depth = statement.tokens, statement.depth
+        if statement.end == "{":
+            if depth == 0 and tokens[:1] in (["resource"], ["data"]):
+                type_, name = _labels(statement, 2)
                 current = Counter()
-                found.append(((_MODES[statement[0]], type_, name), current))
-            elif depth == 1 and current is not None and statement[:1] == ["provisioner"]:
-                (kind,) = _labels(statement, values, 1)
+                found.append(((_MODES[tokens[0]], type_, name), current))
+            elif depth == 1 and current is not None and tokens[:1] == ["provisioner"]:
+                (kind,) = _labels(statement, 1)
                 current[kind] += 1
-            depth += 1
-        elif token == "}":
-            depth -= 1
-            if depth < 0:
-                raise _Unreadable
-            if depth == 0:
-                current = None
-        statement, values = [], []
-    if depth != 0:
-        raise _Unreadable
+        elif statement.closes_top_block:
+            current = None
     return found
 
 
-def _labels(statement: list[str], values: list[str | None], count: int) -> list[str]:
+def _labels(statement: Statement, count: int) -> list[str]:
     """A block's labels: quoted strings without templates, or bare identifiers (HCL
     reads ``resource aws_instance web {`` as ``resource "aws_instance" "web" {``)."""
-    labels = values[1:]
+    labels = statement.values[1:]
     if len(labels) != count or any(
-        label is None or (token != '"' and not _IDENT.fullmatch(token))
-        for token, label in zip(statement[1:], labels, strict=True)
+        label is None or (token != '"' and not IDENT.fullmatch(token))
+        for token, label in zip(statement.tokens[1:], labels, strict=True)
     ):
-        raise _Unreadable
+        raise Unreadable
     return [label for label in labels if label is not None]
 
 
 def _json_file_blocks(text: str) -> list[tuple[Resource, Counter[str]]]:
-    document = json.loads(text, object_pairs_hook=_pairs)
-    if not _is_object(document):
-        raise _Unreadable
     found: list[tuple[Resource, Counter[str]]] = []
-    for keyword, value in document:
+    for keyword, value in json_document(text):
         if keyword not in _MODES:
             continue
-        for by_type in _json_bodies(value):
+        for by_type in json_bodies(value):
             for type_, by_name in by_type:
-                for named in _json_bodies(by_name):
+                for named in json_bodies(by_name):
                     for name, block in named:
-                        for body in _json_bodies(block):
+                        for body in json_bodies(block):
                             found.append(
                                 ((_MODES[keyword], str(type_), str(name)), _json_provisioners(body))
                             )
@@ -214,9 +194,9 @@ def _json_provisioners(body: list[tuple[str, Any]]) -> Counter[str]:
     for key, value in body:
         if key != "provisioner":
             continue
-        for by_type in _json_bodies(value):
+        for by_type in json_bodies(value):
             for type_, bodies in by_type:
-                counted[str(type_)] += max(1, len(_json_bodies(bodies)))
+                counted[str(type_)] += max(1, len(json_bodies(bodies)))
     return counted
 
 

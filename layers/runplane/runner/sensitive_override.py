@@ -30,23 +30,15 @@ variable. Standard library only: this runs in the sandbox.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from runplane.domain.variables import name_problem
-from runplane.runner.config_check import (
-    JSON_SUFFIXES,
-    NATIVE_SUFFIXES,
-    _is_object,
-    _is_override,
-    _pairs,
-    _Scanner,
-    _Unreadable,
-)
+from runplane.runner.config_check import JSON_SUFFIXES, NATIVE_SUFFIXES, _is_override
+from runplane.runner.hcl_blocks import Scanner, Unreadable, json_bodies, json_document
 from runplane.runner.refusal import Refused, shown
 
 SENSITIVE_OVERRIDE_NAME: Final = "runplane_sensitive_override.tf"
@@ -105,7 +97,7 @@ def _declarations(root: Path) -> Iterator[tuple[str, set[str]]]:
         try:
             text = path.read_bytes().decode("utf-8-sig")
             found = _json_variables(text) if is_json else _native_variables(text)
-        except (_Unreadable, UnicodeDecodeError, ValueError, RecursionError):
+        except (Unreadable, UnicodeDecodeError, ValueError, RecursionError):
             raise Refused(
                 f"configuration file {shown(name)} cannot be read for its variable "
                 "declarations (it is not valid UTF-8 HCL or JSON)"
@@ -154,28 +146,18 @@ def _write(path: Path, names: list[str]) -> Path:
 def _json_variables(text: str) -> set[str]:
     """The labels of the top-level ``variable`` blocks: ``{"variable": {"NAME": ...}}``,
     or an array of such objects."""
-    document = json.loads(text, object_pairs_hook=_pairs)
-    if not _is_object(document):
-        raise _Unreadable
     names: set[str] = set()
-    for key, value in document:
+    for key, value in json_document(text):
         if key == _VARIABLE_BLOCK:
-            for labelled in _json_bodies(value):
+            for labelled in json_bodies(value):
                 names.update(str(label) for label, _ in labelled)
     return names
-
-
-def _json_bodies(value: Any) -> list[Any]:
-    """A JSON block's bodies: one object, or an array of objects."""
-    if _is_object(value):
-        return [value]
-    return [item for item in value if _is_object(item)] if isinstance(value, list) else []
 
 
 # --------------------------------------------------------------------------- native HCL
 
 
-class _LabelScanner(_Scanner):
+class _LabelScanner(Scanner):
     """The configuration tokenizer, also keeping the text of the last quoted string."""
 
     def __init__(self, text: str) -> None:
@@ -210,7 +192,7 @@ def _native_variables(text: str) -> set[str]:
         elif token == "}":
             depth -= 1
             if depth < 0:
-                raise _Unreadable
+                raise Unreadable
             statement = []
         elif token == "\n":
             statement = []
@@ -219,7 +201,7 @@ def _native_variables(text: str) -> set[str]:
                 label = scanner.last if token == '"' else token
             statement.append(token)
     if depth != 0:
-        raise _Unreadable
+        raise Unreadable
     return names
 
 
