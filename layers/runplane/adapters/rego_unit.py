@@ -24,11 +24,11 @@ from runplane.adapters.rego import engine as _engine
 from runplane.adapters.rego_isolation import Isolation, run_isolated
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import PolicyModule
+from runplane.domain.policy_files import data_files
 from runplane.domain.policy_unit_tests import (
     UnitTest,
     UnitTestOutcome,
     UnitTestResult,
-    data_files,
     merge_data,
 )
 

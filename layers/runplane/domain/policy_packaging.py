@@ -36,16 +36,14 @@ from typing import Final
 from runplane.domain import hcl
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import (
-    MAX_MODULE_BYTES,
-    MAX_MODULES,
     NAME_PATTERN,
     Enforcement,
     PolicyDefinition,
     PolicyModule,
     PolicySetContent,
     check_policy_set,
-    is_test_module,
 )
+from runplane.domain.policy_files import read_modules
 from runplane.domain.policy_input import inferred_shape
 from runplane.domain.rego_v0 import rule_heads
 
@@ -72,36 +70,6 @@ LEVELS: Final = {
 """Enforcement levels as HCP Terraform, Scalr and Runplane spell them."""
 
 _PACKAGE: Final = re.compile(r"(?m)^[ \t]*package[ \t]+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_]\w*)*)")
-
-
-def read_modules(root: Path, *, tests: bool = False) -> list[PolicyModule]:
-    """The ``*.rego`` files under ``root`` (subdirectories too, hidden ones skipped),
-    named by their path relative to it; test files only if ``tests``."""
-    files = sorted(
-        path
-        for path in root.rglob("*.rego")
-        if path.is_file()
-        and not any(part.startswith(".") for part in path.relative_to(root).parts)
-        and is_test_module(path.name) == tests
-    )
-    if len(files) > MAX_MODULES:
-        raise InvalidPolicySet(
-            f"the directory has {len(files)} .rego files; at most {MAX_MODULES} are allowed"
-        )
-    modules = []
-    for file in files:
-        name = file.relative_to(root).as_posix()
-        size = file.stat().st_size
-        if size > MAX_MODULE_BYTES:
-            raise InvalidPolicySet(
-                f"module {name} is {size:,} bytes; a module may be at most "
-                f"{MAX_MODULE_BYTES:,} bytes"
-            )
-        try:
-            modules.append(PolicyModule(name, file.read_text(encoding="utf-8")))
-        except UnicodeDecodeError:
-            raise InvalidPolicySet(f"module {name} is not UTF-8 text") from None
-    return modules
 
 
 def package_of(source: str) -> str | None:

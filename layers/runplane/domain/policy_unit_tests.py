@@ -11,7 +11,7 @@ placed as ``opa test DIR`` places them: a file in ``DIR/a/b/`` is merged at
 itself; the file's own name is not part of the path. Objects merge; two files setting
 the same key to anything but objects are refused, as OPA's loader refuses them.
 ``policy-set.json`` (Runplane's own metadata) is not data; hidden files and directories
-are skipped, as for modules.
+are skipped, as for modules. The files are read by ``runplane.domain.policy_files``.
 """
 
 from __future__ import annotations
@@ -20,22 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from runplane.domain.errors import InvalidPolicySet
-from runplane.domain.policy import (
-    MAX_MODULE_BYTES,
-    MAX_MODULES,
-    POLICY_SET_METADATA_FILE,
-    PolicyModule,
-    is_test_module,
-)
+from runplane.domain.policy import PolicyModule
+from runplane.domain.policy_files import read_modules
 from runplane.domain.policy_packaging import package_of
 from runplane.domain.rego_v0 import rule_heads, tokens
-
-DATA_SUFFIXES: Final = (".json", ".yaml", ".yml")
-MAX_DATA_BYTES: Final = 64 * 1024 * 1024
-"""All data files of a directory together (a generous bound: mocks of large plans)."""
 
 
 class UnitTestOutcome(StrEnum):
@@ -98,47 +89,9 @@ def _head_lines(source: str) -> dict[str, int]:
     return lines
 
 
-def _visible(root: Path, path: Path) -> bool:
-    return path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
-
-
 def read_test_modules(root: Path) -> list[PolicyModule]:
     """The test modules under ``root`` (subdirectories too), named by their path."""
-    files = sorted(p for p in root.rglob("*.rego") if _visible(root, p) and is_test_module(p.name))
-    if len(files) > MAX_MODULES:
-        raise InvalidPolicySet(
-            f"the directory has {len(files)} test modules; at most {MAX_MODULES} are allowed"
-        )
-    modules = []
-    for file in files:
-        name = file.relative_to(root).as_posix()
-        if file.stat().st_size > MAX_MODULE_BYTES:
-            raise InvalidPolicySet(
-                f"test module {name} is over {MAX_MODULE_BYTES:,} bytes; a module may be "
-                f"at most {MAX_MODULE_BYTES:,} bytes"
-            )
-        try:
-            modules.append(PolicyModule(name, file.read_text(encoding="utf-8")))
-        except UnicodeDecodeError:
-            raise InvalidPolicySet(f"test module {name} is not UTF-8 text") from None
-    return modules
-
-
-def data_files(root: Path) -> list[Path]:
-    """The data files under ``root``, in name order (see the module docstring)."""
-    found = sorted(
-        p
-        for p in root.rglob("*")
-        if p.suffix in DATA_SUFFIXES
-        and _visible(root, p)
-        and p.relative_to(root).as_posix() != POLICY_SET_METADATA_FILE
-    )
-    total = sum(p.stat().st_size for p in found)
-    if total > MAX_DATA_BYTES:
-        raise InvalidPolicySet(
-            f"the directory's data files hold {total:,} bytes; at most {MAX_DATA_BYTES:,} are read"
-        )
-    return found
+    return read_modules(root, tests=True)
 
 
 def merge_data(documents: Iterable[tuple[str, Sequence[str], Any]]) -> dict[str, Any]:
