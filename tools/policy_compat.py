@@ -1245,7 +1245,7 @@ def _probe(
 ) -> Probe:
     from runplane.adapters.rego_unit import run_unit_tests
     from runplane.domain.policy import policy_set_from_document
-    from runplane.domain.policy_packaging import read_modules
+    from runplane.domain.policy_files import read_modules
     from runplane.domain.policy_unit_tests import discover
 
     shape = _implied_shape(content)

@@ -21,8 +21,9 @@ from runplane.domain.policy import (
     PolicySetContent,
     load_policy_set_dir,
 )
+from runplane.domain.policy_files import read_modules
 from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_paths
-from runplane.domain.policy_packaging import DECISIONS_MODULE, read_modules
+from runplane.domain.policy_packaging import DECISIONS_MODULE
 from runplane.domain.policy_unit_tests import UnitTestOutcome, discover
 from runplane.domain.rego_v0 import compiled_source
 
