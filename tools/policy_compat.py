@@ -97,6 +97,7 @@ CONFIG_FILES: Final = ("policy-set.json", "policies.hcl", "scalr-policy.hcl")
 TEST_SUFFIXES: Final = ("_test.rego", ".test.rego")
 SOURCES_FILE: Final = "sources.json"
 MOCK_PLAN_FILE: Final = "mock-plan.json"
+MOCK_CONTEXT_FILE: Final = "mock-run-context.json"
 
 _VIOLATION_RULE: Final = re.compile(r"(?:deny|violation|warn)(?:_[A-Za-z0-9_]+)?")
 _BOOLEAN_RULES: Final = frozenset({"allow", "authz"})
@@ -766,6 +767,17 @@ class MockPlan:
     kind: str
     dropped: tuple[str, ...]
     """What the mock gives the policy that Runplane cannot (run metadata it lacks)."""
+    context: Mapping[str, Any] = field(default_factory=dict)
+    """The rest of the run the mock describes, as a ``policy test --run-context``
+    document: tags, message, drift detection, the commit."""
+
+    def metadata(self) -> Any:
+        from runplane.domain.policy_run import run_context
+
+        version = str(self.plan.get("terraform_version") or "")
+        return run_context(
+            dict(self.context), workspace=self.workspace, kind=self.kind, engine_version=version
+        )
 
 
 def mock_plan(document: Any) -> MockPlan | None:
@@ -775,27 +787,46 @@ def mock_plan(document: Any) -> MockPlan | None:
     if not isinstance(document, Mapping):
         return None
     workspace, kind, dropped = "local", "plan_and_apply", []
+    context: dict[str, Any] = {}
     run = document.get("tfrun")
     if isinstance(run, Mapping):
         workspace = _text_at(run, "workspace", "name") or workspace
         kind = "plan_only" if run.get("is_dry") is True else kind
-        known = {"workspace", "is_dry", "is_destroy", "id", "created_at"}
+        _scalr_context(run, context)
+        known = {"workspace", "is_dry", "is_destroy", "id", "created_at", "message", "vcs"}
         dropped += [f"tfrun.{k}" for k in sorted(run) if k not in known]
+        dropped += [
+            f"tfrun.workspace.{k}"
+            for k in sorted(_map(run, "workspace"))
+            if k not in ("name", "tags")
+        ]
     run = document.get("run")
     if isinstance(run, Mapping):
         workspace = _text_at(run, "workspace", "name") or workspace
         kind = "speculative" if run.get("speculative") is True else kind
-        known = {"workspace", "speculative", "is_destroy", "id", "created_at", "kind"}
+        tags = _map(run, "workspace").get("tags")
+        if isinstance(tags, list):
+            context["tags"] = [t for t in tags if isinstance(t, str)]
+        if isinstance(run.get("message"), str):
+            context["message"] = run["message"]
+        known = {"workspace", "speculative", "is_destroy", "id", "created_at", "kind", "message"}
         dropped += [f"run.{k}" for k in sorted(run) if k not in known]
-    context = document.get("spacelift")
-    if isinstance(context, Mapping):
-        workspace = _text_at(context, "stack", "name") or workspace
-        run = context.get("run")
+    spacelift = document.get("spacelift")
+    if isinstance(spacelift, Mapping):
+        workspace = _text_at(spacelift, "stack", "name") or workspace
+        run = spacelift.get("run")
+        _spacelift_context(spacelift, context)
         if isinstance(run, Mapping):
             kind = "plan_only" if run.get("type") == "PROPOSED" else kind
-            known = {"type", "state", "id", "created_at"}
+            known = {"type", "state", "id", "created_at", "drift_detection", "commit"}
+            # Runplane derives the changes from the plan: a mock giving them without a
+            # plan stands for a plan it does not have.
             dropped += [f"spacelift.run.{k}" for k in sorted(run) if k not in known]
-        dropped += [f"spacelift.{k}" for k in sorted(context) if k not in ("run", "stack")]
+        stack = _map(spacelift, "stack")
+        dropped += [f"spacelift.stack.{k}" for k in sorted(stack) if k not in ("name", "labels")]
+        dropped += [
+            f"spacelift.{k}" for k in sorted(spacelift) if k not in ("run", "stack", "commit")
+        ]
     plan: Any = next(
         (
             document[k]
@@ -818,7 +849,62 @@ def mock_plan(document: Any) -> MockPlan | None:
     plan_roots = {"terraform", "spacelift", "tfplan", "tfrun", "plan", "run", "configuration"}
     if plan is not document:
         dropped += [k for k in sorted(document) if k not in plan_roots]
-    return MockPlan(dict(plan), workspace, kind, tuple(dropped))
+    return MockPlan(dict(plan), workspace, kind, tuple(dropped), context)
+
+
+def _scalr_context(run: Mapping[str, Any], context: dict[str, Any]) -> None:
+    """Scalr's tags (an object keyed by name), message and commit, as a run context."""
+    workspace = run.get("workspace")
+    if isinstance(workspace, Mapping) and isinstance(workspace.get("tags"), Mapping):
+        context["tags"] = [str(k) for k in workspace["tags"]]
+    if isinstance(run.get("message"), str):
+        context["message"] = run["message"]
+    vcs = run.get("vcs")
+    if isinstance(vcs, Mapping):
+        commit = _map(vcs, "commit")
+        author = _map(commit, "author")
+        pr = _map(vcs, "pull_request") or None
+        context["vcs"] = _strings(
+            repository=vcs.get("repository_id") or "mock/repository",
+            branch=vcs.get("branch") or "main",
+            commit_sha=commit.get("sha") or "0" * 40,
+            working_directory=vcs.get("path"),
+            commit_message=commit.get("message"),
+            sender=author.get("username"),
+            pull_request_title=pr.get("title") if pr else None,
+            pull_request_author=pr.get("author") if pr else None,
+        ) | ({"pull_request": pr["id"]} if pr and isinstance(pr.get("id"), int) else {})
+
+
+def _spacelift_context(spacelift: Mapping[str, Any], context: dict[str, Any]) -> None:
+    """Spacelift's labels, drift flag and commit, as a run context."""
+    stack = spacelift.get("stack")
+    if isinstance(stack, Mapping) and isinstance(stack.get("labels"), list):
+        context["tags"] = [t for t in stack["labels"] if isinstance(t, str)]
+    run = spacelift.get("run")
+    if isinstance(run, Mapping) and isinstance(run.get("drift_detection"), bool):
+        context["drift_detection"] = run["drift_detection"]
+    commit = spacelift.get("commit")
+    if not isinstance(commit, Mapping) and isinstance(run, Mapping):
+        commit = run.get("commit")
+    if isinstance(commit, Mapping):
+        context["vcs"] = _strings(
+            repository="mock/repository",
+            branch=commit.get("branch") or "main",
+            commit_sha=commit.get("hash") or "0" * 40,
+            commit_message=commit.get("message"),
+            sender=commit.get("author"),
+        )
+
+
+def _map(value: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``value[key]`` if it is an object, else an empty one."""
+    found = value.get(key)
+    return found if isinstance(found, Mapping) else {}
+
+
+def _strings(**values: Any) -> dict[str, str]:
+    return {k: v for k, v in values.items() if isinstance(v, str)}
 
 
 def _text_at(value: Mapping[str, Any], *path: str) -> str | None:
@@ -1107,9 +1193,9 @@ def _differences(document: Any, plan: MockPlan, content: PolicySetContent, read:
     """Where the document Runplane built from the mock's plan lacks or changes what the
     author's input had, at paths whose last name the modules mention: what the policy
     read differently. A diagnosis only (the decision was measured through the CLI)."""
-    from runplane.domain.policy_input import PolicyInputs, RunMetadata
+    from runplane.domain.policy_input import PolicyInputs
 
-    meta = RunMetadata(plan.workspace, plan.kind, str(plan.plan.get("terraform_version") or ""))
+    meta = plan.metadata()
     try:
         ours: Any = PolicyInputs(plan.plan, meta).document(content.input_shape)
     except Exception:  # a diagnosis must not stop the measurement
@@ -1166,7 +1252,10 @@ def _cli_evaluator(
         path.write_text(json.dumps(plan.plan), encoding="utf-8")
         argv = ["policy", "test", str(directory), "--plan", str(path)]
         # The exit code says the overall verdict, which the results say per policy.
-        _, out, err = run_cli([*argv, "--workspace", plan.workspace, "--kind", plan.kind, "--json"])
+        context = scratch / MOCK_CONTEXT_FILE
+        context.write_text(json.dumps(dict(plan.context)), encoding="utf-8")
+        argv += ["--run-context", str(context), "--workspace", plan.workspace]
+        _, out, err = run_cli([*argv, "--kind", plan.kind, "--json"])
         notes = [
             line.removeprefix("warning: ")
             for line in err.splitlines()
@@ -1185,10 +1274,9 @@ def _direct_evaluator(
 ) -> Callable[[MockPlan], tuple[list[PolicyResult] | None, list[str]]]:
     def evaluate(plan: MockPlan) -> tuple[list[PolicyResult] | None, list[str]]:
         from runplane.adapters.rego import RegoEvaluator
-        from runplane.domain.policy_input import PolicyInputs, RunMetadata
+        from runplane.domain.policy_input import PolicyInputs
 
-        meta = RunMetadata(plan.workspace, plan.kind, str(plan.plan.get("terraform_version") or ""))
-        inputs = PolicyInputs(plan.plan, meta)
+        inputs = PolicyInputs(plan.plan, plan.metadata())
         hidden = inputs.hidden_whole
         notes = [f"no sensitivity map: {len(hidden)} value(s) hidden whole"] if hidden else []
         return RegoEvaluator().evaluate([content], inputs), notes

@@ -139,12 +139,14 @@ class WorkspaceCreated(Doc):
     id: str
     name: str
     organization: str
+    tags: list[str]
 
 
 class WorkspaceUpdated(Doc):
     id: str
     name: str
     approval_window_seconds: int | None
+    tags: list[str]
 
 
 class DriftView(Doc):
@@ -262,6 +264,10 @@ class SourceProvenance(Doc):
     branch: str
     pull_request: int | None
     commit_sha: str
+    commit_message: str | None
+    sender: str | None
+    pull_request_title: str | None
+    pull_request_author: str | None
     working_directory: str
     source_ingestion: SourceIngestionView
     workflow_id: str

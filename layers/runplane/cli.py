@@ -112,7 +112,7 @@ def _show(review: dict[str, Any], as_json: bool) -> None:
 
 
 def _workspace_create(args: argparse.Namespace) -> int:
-    created = _client(args).create_workspace(args.name)
+    created = _client(args).create_workspace(args.name, args.tag or ())
     if args.json:
         _print_json(created)
     else:
@@ -146,6 +146,7 @@ def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
     print(f"{ws['id']}  {ws['name']}")
     print(f"  approval window  {_window(ws.get('approval_window_seconds'))}")
     print(f"  engine version   {ws.get('terraform_version') or 'default'}")
+    print(f"  tags             {', '.join(ws.get('tags') or []) or '-'}")
     print(f"  locked           {'yes' if ws.get('locked') else 'no'}")
     print(f"  writer run       {ws.get('writer_run_id') or '-'}")
     print(f"  queued runs      {ws.get('queue_length', 0)}")
@@ -160,12 +161,19 @@ def _workspace_show(args: argparse.Namespace) -> int:
 
 
 def _workspace_update(args: argparse.Namespace) -> int:
-    if args.approval_window is None:
-        raise CliError("nothing to update: pass --approval-window")
-    seconds = duration(args.approval_window)
+    if args.approval_window is None and args.tag is None and not args.clear_tags:
+        raise CliError("nothing to update: pass --approval-window, --tag or --clear-tags")
+    if args.tag is not None and args.clear_tags:
+        raise CliError("--tag and --clear-tags contradict each other: pass one")
+    seconds = None if args.approval_window is None else duration(args.approval_window)
     client = _client(args)
     workspace_id = client.workspace_id(args.workspace)
-    client.set_approval_window(workspace_id, seconds)
+    fields: dict[str, Any] = {}
+    if seconds is not None:
+        fields["approval_window_seconds"] = seconds
+    if args.tag is not None or args.clear_tags:
+        fields["tags"] = args.tag or []
+    client.update_workspace(workspace_id, **fields)  # one write: both or neither
     _print_workspace(client.workspace(workspace_id), args.json)
     return 0
 
@@ -470,9 +478,10 @@ def _policy_test(args: argparse.Namespace) -> int:
     """Evaluate a policy set directory against a saved plan, with the production evaluator."""
     from runplane.adapters.rego import RegoEvaluator
     from runplane.domain.policy import load_policy_set_dir
-    from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+    from runplane.domain.policy_input import PolicyInputs, check_input_roots
     from runplane.domain.policy_plan import assume_unmarked
     from runplane.domain.policy_results import overall, rule_probes
+    from runplane.domain.policy_run import run_context
 
     # Bad usage, as argparse reports it: exit 2.
     if args.dir and args.dir_flag and args.dir != args.dir_flag:
@@ -512,7 +521,8 @@ def _policy_test(args: argparse.Namespace) -> int:
         )
     inputs = PolicyInputs(
         plan,
-        RunMetadata(
+        run_context(
+            _json_file(args.run_context, "run context") if args.run_context else None,
             workspace=args.workspace,
             kind=args.kind,
             engine_version=str(plan.get("terraform_version") or ""),
@@ -551,6 +561,13 @@ def _policy_test(args: argparse.Namespace) -> int:
             print(f"undefined on this plan: {', '.join(undefined)}")
         print(f"overall: {outcome}")
     return status or (0 if outcome == "passed" else EXIT_NOT_SUCCEEDED)
+
+
+def _json_file(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise CliError(f"{path}: not a JSON {what} ({error})") from None
 
 
 def _policy_unit_tests(args: argparse.Namespace, content: Any) -> int:
@@ -644,6 +661,9 @@ def _workspace_parser(commands: Any) -> None:
     workspace_commands = workspace.add_subparsers(dest="workspace_command", required=True)
     create = _add(workspace_commands, "create", "create a workspace", _workspace_create)
     create.add_argument("name", help="the new workspace's name")
+    create.add_argument(
+        "--tag", action="append", help="a tag policies see (repeat for more; docs/policy.md)"
+    )
     _add(workspace_commands, "list", "the organization's workspaces", _workspace_list)
     show = _add(workspace_commands, "show", "a workspace's settings and state", _workspace_show)
     show.add_argument("workspace", help="workspace name or ws- ID")
@@ -654,6 +674,10 @@ def _workspace_parser(commands: Any) -> None:
         metavar="DURATION",
         help="how long a plan waits for a decision: seconds, or 90m, 72h, 7d, 1d12h",
     )
+    update.add_argument(
+        "--tag", action="append", help="the workspace's tags, all of them (repeat for more)"
+    )
+    update.add_argument("--clear-tags", action="store_true", help="remove every tag")
     github = _add(
         workspace_commands,
         "github",
@@ -898,11 +922,17 @@ def _policy_parser(commands: Any) -> None:
         action="store_true",
         help="run the test_* rules like opa test (*_test.rego, *.test.rego; JSON/YAML as data)",
     )
+    test.add_argument("--workspace", help="workspace name the policies see (local)")
     test.add_argument(
-        "--workspace", default="local", help="workspace name the policies see (%(default)s)"
+        "--kind",
+        choices=[*KINDS, "refresh_only"],
+        help="run kind the policies see (plan_and_apply)",
     )
     test.add_argument(
-        "--kind", default="plan_and_apply", choices=KINDS, help="run kind the policies see"
+        "--run-context",
+        metavar="FILE",
+        help="JSON with the rest of what the policies see of the run: tags, message, "
+        "drift_detection, vcs (see docs/policy.md)",
     )
     test.add_argument("--json", action="store_true", help="print JSON instead of text")
 

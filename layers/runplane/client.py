@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -260,8 +260,18 @@ class Client:
                 )
             time.sleep(interval)
 
-    def create_workspace(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", {"name": name})
+    def create_workspace(self, name: str, tags: Sequence[str] = ()) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name}
+        if tags:
+            body["tags"] = list(tags)
+        result: dict[str, Any] = self._call("POST", "/api/v1/workspaces", body)
+        return result
+
+    def update_workspace(self, workspace_id: str, **fields: Any) -> dict[str, Any]:
+        """Change the named settings in one write (``tags`` replaces them all)."""
+        result: dict[str, Any] = self._call(
+            "PATCH", f"/api/v1/workspaces/{_seg(workspace_id)}", fields
+        )
         return result
 
     def launch_controls(self, scope: str) -> dict[str, Any]:

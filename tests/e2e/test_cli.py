@@ -151,6 +151,38 @@ def test_workspace_create_list_show_and_update(local: Local, capsys: Capture) ->
     assert shown["approval_window_seconds"] == 7 * 86400
 
 
+def test_workspace_tags_are_set_replaced_and_cleared_and_bad_ones_change_nothing(
+    local: Local, capsys: Capture
+) -> None:
+    # Given a workspace created with two tags
+    name = unique("tagged")
+    created = cli_json(
+        capsys, "workspace", "create", name, "--tag", "aws", "--tag", "env:prod", *connect(local)
+    )
+    assert created["tags"] == ["aws", "env:prod"]
+
+    # When its tags are replaced together with its window, then a bad tag is given
+    replaced = cli_json(
+        capsys, "workspace", "update", name, "--tag", "gcp", "--approval-window", "2h",
+        *connect(local),
+    )  # fmt: skip
+    refused = cli(capsys, "workspace", "update", name, "--tag", "Not A Tag", *connect(local))
+
+    # Then the first is one change of both; the second is the API's 422, changing nothing
+    assert (replaced["tags"], replaced["approval_window_seconds"]) == (["gcp"], 7200)
+    assert refused[0] == 2
+    assert "tag 'Not A Tag' must be" in one_error_line(refused[2])
+    assert "(HTTP 422" in refused[2]
+    code, text, _ = cli(capsys, "workspace", "show", name, *connect(local))
+    assert (code, "tags             gcp" in text) == (0, True)
+
+    # When they are cleared / Then none is left
+    cleared = cli_json(capsys, "workspace", "update", name, "--clear-tags", *connect(local))
+    assert cleared["tags"] == []
+    both = cli(capsys, "workspace", "update", name, "--tag", "a", "--clear-tags", *connect(local))
+    assert both[0] == 3
+
+
 def test_workspace_update_refuses_bad_windows_and_changes_nothing(
     local: Local, capsys: Capture
 ) -> None:
@@ -171,7 +203,9 @@ def test_workspace_update_refuses_bad_windows_and_changes_nothing(
     assert not_a_duration[0] == 3
     assert "'3 days' is not a duration" in one_error_line(not_a_duration[2])
     assert nothing[0] == 3
-    assert one_error_line(nothing[2]) == "error: nothing to update: pass --approval-window"
+    assert one_error_line(nothing[2]) == (
+        "error: nothing to update: pass --approval-window, --tag or --clear-tags"
+    )
     assert too_long[0] == 2
     assert "(HTTP 422 INVALID_INPUT)" in one_error_line(too_long[2])
     # And the window is still 1h

@@ -435,3 +435,83 @@ def test_the_cli_binds_shows_and_unbinds_a_workspace(
     assert len(err.strip().splitlines()) == 1
     assert cli(capsys, "workspace", "github", name, "--unbind", *connect(local))[0] == 0
     assert cli(capsys, "workspace", "github", name, *connect(local))[0] != 0
+
+
+SPACELIFT_REVIEW = """package spacelift
+
+import rego.v1
+
+deny contains msg if {
+	author := input.spacelift.commit.author
+	not author in {"alice"}
+	msg := sprintf("%s is not trusted to change %s (labels %v)", [
+		author, input.spacelift.stack.repository, input.spacelift.stack.labels,
+	])
+}
+"""
+
+SCALR_REVIEW = """package terraform
+
+import rego.v1
+
+deny contains msg if {
+	pr := input.tfrun.vcs.pull_request
+	msg := sprintf("PR %d %q by %s on %s", [
+		pr.id, pr.title, pr.author, input.tfrun.vcs.commit.sha,
+	])
+}
+"""
+
+
+def _review_set(name: str, shape: str, source: str, query: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "input_shape": shape,
+        "modules": [{"name": "review.rego", "source": source}],
+        "policies": [{"name": "review", "enforcement": "hard_mandatory", "query": query}],
+    }
+
+
+def test_a_pull_requests_policies_see_who_sent_it_its_commit_and_the_workspaces_tags(
+    local: Local, fake_github: FakeGitHub
+) -> None:
+    # Given a workspace tagged aws, bound to a repository, judged by a Spacelift-shaped set
+    # reading the commit's author and the stack's labels and a Scalr-shaped one reading
+    # the pull request
+    repository = f"acme/tagged-{uuid.uuid4().hex[:6]}"
+    ws = bound_workspace(local, repository, "main", "", "plan_and_apply")
+    updated = local.client.update_workspace(ws, tags=["aws", "team:platform"])
+    assert updated["tags"] == ["aws", "team:platform"]
+    for name, shape, source, query in (
+        (unique("spacelift"), "terraform", SPACELIFT_REVIEW, "data.spacelift.deny"),
+        (unique("scalr"), "tfplan", SCALR_REVIEW, "data.terraform.deny"),
+    ):
+        published = local.client.publish_policy_set(_review_set(name, shape, source, query))
+        assert published["warnings"] == []
+        local.client.attach_policy_set(name, [ws])
+    sha = sha_of(repository + "tagged")
+    fake_github.add_commit(repository, sha, {"main.tf": main_tf("tagged")})
+
+    # When carol pushes to bob's pull request
+    delivered = pull_request(repository, sha, 12)
+    delivered["action"] = "synchronize"
+    delivered["sender"] = {"login": "carol"}
+    delivered["pull_request"] |= {"title": "Bigger disks", "user": {"login": "bob"}}
+    status, body, _ = post_webhook(local, "pull_request", delivered)
+
+    # Then the speculative run's policies saw carol as the author (GitHub authenticated
+    # her action), the labels, and the pull request
+    assert status == 202, body
+    run = eventually(lambda: local.client.list_runs(ws), what="the PR's run")[0]
+    done = local.client.watch(run["id"], timeout=180)
+    assert done["status"] == "policy_failed"
+    messages = sorted(m for r in done["policy"]["results"] for m in r["messages"])
+    assert messages == [
+        f'PR 12 "Bigger disks" by bob on {sha}',
+        f'carol is not trusted to change {repository} (labels ["aws", "team:platform"])',
+    ]
+    # And the review shows the same facts
+    source = done["source"]
+    assert (source["sender"], source["pull_request_author"]) == ("carol", "bob")
+    assert source["pull_request_title"] == "Bigger disks"
+    assert source["commit_message"] is None

@@ -99,6 +99,9 @@ def test_each_set_records_the_digest_of_the_document_of_its_own_shape(arena: Are
             engine_version="1.0.3",
             run_id=run.id,
             created_at=run.created_at.isoformat(),
+            workspace_id=workspace.id,
+            tags=workspace.tag_names,
+            origin=lambda: arena.policies.run_origin(run),
         ),
     ).document("plan")
     assert entry["input_digest"] == input_digest(seen)

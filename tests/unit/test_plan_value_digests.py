@@ -98,21 +98,23 @@ def edge_plan() -> dict[str, Any]:
 
 
 # The plan-shaped digests moved when those documents gained the plan's variables, planned
-# values, prior state and the configuration's resources (issue 31); runplane's did not.
+# values, prior state and the configuration's resources, and again when their run documents
+# gained the workspace's tags, the run's message, its commit and Spacelift's changes;
+# runplane's did not.
 PINNED: dict[str, dict[str, str]] = {
     "edge_plan": {
         "bare": "sha256:1533a7cb90205892b2c2369f3fe2cb712f39b2ab683172deb6fed20fcd4c0916",
-        "plan": "sha256:1d1a0c51c12443efad1a43659d280763145cc31480d774c27b8fe4545ae2003e",
+        "plan": "sha256:ce7cfd28b78326da84f3a223318591fbe9203648bc0c530250292ebf78fce0bc",
         "runplane": "sha256:ef8a5a8bd797f04201a7c29ca8df94c61134732ee3071292b77ed7ccab044174",
-        "terraform": "sha256:a1bc41c264fcfddb63a1e5b79b0921a6776b2336807dcec6994eb918826f16bf",
-        "tfplan": "sha256:e1eb0e4707fe4745350ffb3e6daee4b88ca82382003328a66fe024a9d5dd69c9",
+        "terraform": "sha256:3dc3974bdac0025ef9a3c7e99608dfcc14e9a85920c2a5cbd08ec4c1caa92a73",
+        "tfplan": "sha256:e3b33beec4f17491eb39e3a4b5444de177ede859c17d3b411e3bcf66f212ded2",
     },
     "show_json": {
         "bare": "sha256:0475f179cbef7f2367c542615cacbdb7a240661e9ab1b2462562578653045171",
-        "plan": "sha256:65e10563c34376bdc3b533643e82001e74b926ff6e05d075f3baf6727e0ef173",
+        "plan": "sha256:b4e27c26ceb29bf51cbd8ba97fa39386eb114a9bf4418b2c0bbab0d11387b9f1",
         "runplane": "sha256:3589e25db3de8f5a5a7d40bfcf2b8d20e03c8f74093a0a98dcc21a203947d616",
-        "terraform": "sha256:e3c9308afeffa1028567fdb3c21af6984baa9ee5c91527b8eba5140314b72ba7",
-        "tfplan": "sha256:ed4afad7ce0ba5316730b7bec9d7f7dfee185be2b396646a1ae49241587b9bf3",
+        "terraform": "sha256:db48a17df8c9e38fa6edb6669772eded88bc8959d8f7734de3d779686bb33fa4",
+        "tfplan": "sha256:64483fb8bcf54de010699eb98dbcdd21c4022b07839e9238432a840371eb6de2",
     },
 }
 

@@ -125,3 +125,82 @@ def test_two_directories_or_none_is_bad_usage(
     assert status == 2
     assert captured.err.startswith(f"error: {said}")
     assert "overall" not in captured.out
+
+
+TRUSTED_AUTHORS = """package spacelift
+
+import rego.v1
+
+deny contains sprintf("%s is not trusted", [input.spacelift.commit.author]) if {
+	not input.spacelift.commit.author in {"alice"}
+}
+
+deny contains "drift reconciliation needs a person" if input.spacelift.run.drift_detection
+
+deny contains "the stack needs the aws label" if not "aws" in input.spacelift.stack.labels
+"""
+
+
+def spacelift_set(tmp_path: Path) -> Path:
+    directory = tmp_path / "trusted"
+    directory.mkdir()
+    (directory / "trusted.rego").write_text(TRUSTED_AUTHORS, encoding="utf-8")
+    return directory
+
+
+def test_a_run_context_gives_the_policies_the_runs_tags_commit_and_drift_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a Spacelift-layout set (no configuration file) trusting alice's commits on
+    # stacks labelled aws, and a clean plan
+    directory = spacelift_set(tmp_path)
+    plan = saved_plan(tmp_path, ["update"])
+    context = tmp_path / "run.json"
+
+    def judged(document: object) -> list[str]:
+        context.write_text(json.dumps(document), encoding="utf-8")
+        argv = ["policy", "test", str(directory), "--plan", str(plan), "--json"]
+        main([*argv, "--run-context", str(context)])
+        printed = json.loads(capsys.readouterr().out)
+        return sorted(m for r in printed["results"] for m in r["messages"])
+
+    vcs = {"repository": "acme/infra", "branch": "main", "commit_sha": "a" * 40}
+    # When alice's commit runs on a stack labelled aws / Then nothing is denied
+    assert judged({"tags": ["aws"], "vcs": vcs | {"sender": "alice"}}) == []
+    # When mallory's does, by a drift schedule, on an unlabelled stack / Then all three
+    assert judged({"drift_detection": True, "vcs": vcs | {"sender": "mallory"}}) == [
+        "drift reconciliation needs a person",
+        "mallory is not trusted",
+        "the stack needs the aws label",
+    ]
+    # When the run came from no repository / Then the empty author is not trusted either
+    assert judged({"tags": ["aws"]}) == [" is not trusted"]
+
+
+@pytest.mark.parametrize(
+    ("document", "says"),
+    [
+        ([], "the run context is not a JSON object"),
+        ({"labels": ["aws"]}, "unknown field(s) labels"),
+        ({"tags": "aws"}, "tags must be a list of strings"),
+        ({"drift_detection": "yes"}, "drift_detection must be true or false"),
+        ({"vcs": {"branch": "main"}}, "lacks commit_sha, repository"),
+        ({"vcs": {"repository": "a/b", "branch": "m", "commit_sha": "c", "pr": 1}}, "pr"),
+        ({"kind": "destroy"}, "kind 'destroy' is not one of"),
+    ],
+)
+def test_a_bad_run_context_is_a_clear_local_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: object, says: str
+) -> None:
+    # Given a run context that is not one
+    context = tmp_path / "run.json"
+    context.write_text(json.dumps(document), encoding="utf-8")
+    plan = saved_plan(tmp_path, ["update"])
+    # When a set is tested with it
+    argv = ["policy", "test", str(spacelift_set(tmp_path)), "--plan", str(plan)]
+    status = main([*argv, "--run-context", str(context)])
+    # Then it is a local error saying what is wrong, on one line
+    err = capsys.readouterr().err
+    assert status == 3
+    assert says in err
+    assert len(err.strip().splitlines()) == 1

@@ -325,9 +325,9 @@ def module(body: str) -> str:
         ),
         (  # a fact Runplane does not have
             "tfplan",
-            'deny contains "no vcs" if not input.tfrun.vcs.branch\n',
+            'deny contains "too dear" if input.tfrun.cost_estimate.proposed_monthly_cost > 9\n',
             5,
-            "input.tfrun.vcs",
+            "input.tfrun.cost_estimate",
             "Runplane does not have it",
         ),
         (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 from runplane.domain.errors import InvalidPolicySet
 from runplane.domain.policy import load_policy_set_dir, policy_set_from_document
 from runplane.domain.policy_configuration import sanitized_configuration
-from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs, RunMetadata
+from runplane.domain.policy_input import SHAPE_ROOTS, SHAPES, PolicyInputs
+from runplane.domain.policy_run import RunMetadata, RunOrigin, VcsOrigin
 from runplane.domain.policy_sanitize import canonical_json, input_digest, sanitize_plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
@@ -214,9 +216,11 @@ def test_the_plan_shape_keeps_terraforms_change_structure() -> None:
     assert plan["output_changes"]["name"]["after"] == "c"
     assert document["run"] == {
         "kind": "plan_and_apply",
+        "message": "",
+        "commit_sha": None,
         "speculative": False,
         "is_destroy": False,
-        "workspace": {"name": "prod"},
+        "workspace": {"id": "prod", "name": "prod", "tags": []},
     }
     assert document["configuration"] == plan["configuration"]
     # and a variable the configuration declares sensitive has its value masked
@@ -309,13 +313,28 @@ def test_shapes_differ_and_so_do_their_digests() -> None:
 
 
 def test_run_metadata_in_each_tools_field_names() -> None:
-    # Given a speculative run with an id and a creation time
+    # Given a speculative run of a tagged workspace, from a pull request's commit
+    vcs = VcsOrigin(
+        repository="acme/infra",
+        branch="main",
+        commit_sha="a" * 40,
+        working_directory="envs/prod",
+        event="pull_request",
+        sender="alice",
+        pull_request=7,
+        pull_request_title="Bigger disks",
+        pull_request_author="bob",
+    )
+    origin = RunOrigin(message="from GitHub", vcs=vcs)
     meta = RunMetadata(
         workspace="prod",
         kind="speculative",
         engine_version="1.0.3",
         run_id="run-1",
         created_at="2026-12-01T09:00:00+00:00",
+        workspace_id="ws-1",
+        tags=("aws", "team:platform"),
+        origin=lambda: origin,
     )
     inputs = PolicyInputs(show_json(), meta)
     # Then HCP, Scalr and Spacelift see it in their own terms
@@ -323,28 +342,97 @@ def test_run_metadata_in_each_tools_field_names() -> None:
         "id": "run-1",
         "created_at": "2026-12-01T09:00:00+00:00",
         "kind": "speculative",
+        "message": "from GitHub",
+        "commit_sha": "a" * 40,
         "speculative": True,
         "is_destroy": False,
-        "workspace": {"name": "prod"},
+        "workspace": {"id": "ws-1", "name": "prod", "tags": ["aws", "team:platform"]},
     }
     assert inputs.document("tfplan")["tfrun"] == {
         "id": "run-1",
         "created_at": "2026-12-01T09:00:00+00:00",
+        "message": "from GitHub",
         "is_destroy": False,
         "is_dry": True,
-        "workspace": {"name": "prod"},
-    }
-    assert inputs.document("terraform")["spacelift"] == {
-        "run": {
-            "id": "run-1",
-            "created_at": "2026-12-01T09:00:00+00:00",
-            "type": "PROPOSED",
-            "state": "PLANNING",
+        "workspace": {"id": "ws-1", "name": "prod", "tags": {"aws": "", "team:platform": ""}},
+        "vcs": {
+            "repository_id": "acme/infra",
+            "path": "envs/prod",
+            "branch": "main",
+            "commit": {"sha": "a" * 40, "author": {"username": "alice"}},
+            "pull_request": {"id": 7, "title": "Bigger disks", "author": "bob"},
         },
-        "stack": {"name": "prod"},
+    }
+    spacelift = inputs.document("terraform")["spacelift"]
+    commit = {"author": "alice", "branch": "main", "hash": "a" * 40, "message": ""}
+    assert spacelift["commit"] == commit
+    assert {k: v for k, v in spacelift["run"].items() if k != "changes"} == {
+        "id": "run-1",
+        "created_at": "2026-12-01T09:00:00+00:00",
+        "type": "PROPOSED",
+        "state": "PLANNING",
+        "commit": commit,
+        "drift_detection": False,
+    }
+    assert spacelift["stack"] == {
+        "id": "ws-1",
+        "name": "prod",
+        "labels": ["aws", "team:platform"],
+        "repository": "acme/infra",
+        "branch": "main",
+        "project_root": "envs/prod",
     }
     tracked = PolicyInputs(show_json(), META).document("terraform")["spacelift"]["run"]
     assert tracked["type"] == "TRACKED"
+
+
+def test_a_run_from_no_repository_says_so_as_each_tool_does() -> None:
+    # Given a run uploaded from a laptop (no commit), which a drift schedule did not start
+    inputs = PolicyInputs(show_json(), META)
+    # Then HCP's commit is null, Scalr's vcs is null, and Spacelift's commit is there but
+    # empty, so an allow list of authors denies rather than passes
+    assert inputs.document("plan")["run"]["commit_sha"] is None
+    assert inputs.document("tfplan")["tfrun"]["vcs"] is None
+    spacelift = inputs.document("terraform")["spacelift"]
+    assert spacelift["commit"] == {"author": "", "branch": "", "hash": "", "message": ""}
+    assert spacelift["run"]["drift_detection"] is False
+    assert spacelift["stack"] == {"id": "prod", "name": "prod", "labels": []}
+
+
+def test_spacelift_changes_list_what_the_plan_changes_with_masked_values() -> None:
+    # Given a plan creating a resource with a sensitive attribute and deleting another
+    changes = PolicyInputs(show_json(), META).document("terraform")["spacelift"]["run"]["changes"]
+    # Then each change is Spacelift's entry: action, entity (values already masked), phase
+    by_address = {c["entity"]["address"]: c for c in changes}
+    created = by_address["module.child.test_thing.c[0]"]
+    assert created["action"] == "added"
+    assert created["phase"] == "plan"
+    assert created["entity"]["type"] == "test_thing"
+    assert created["entity"]["entity_type"] == "resource"
+    assert created["entity"]["data"]["values"]["password"] == "(sensitive)"
+    deleted = next(c for c in changes if c["action"] == "deleted")
+    assert deleted["entity"]["data"]["values"]["password"] == "(sensitive)"
+    # and outputs are entities too, masked like the plan's
+    outputs = {c["entity"]["name"]: c for c in changes if c["entity"]["entity_type"] == "output"}
+    assert outputs["token"]["entity"]["data"]["value"] == "(sensitive)"
+
+
+def test_the_origin_is_read_only_for_a_shape_that_shows_it() -> None:
+    # Given run metadata whose origin is counted when read
+    reads: list[int] = []
+
+    def origin() -> RunOrigin:
+        reads.append(1)
+        return RunOrigin(drift_detection=True)
+
+    inputs = PolicyInputs(show_json(), replace(META, origin=origin))
+    # When the runplane and bare documents are built / Then the origin is not read
+    inputs.documents(["runplane", "bare"])
+    assert reads == []
+    # When the tools' shapes are built / Then it is read once, and shown
+    assert inputs.document("terraform")["spacelift"]["run"]["drift_detection"] is True
+    inputs.documents(["plan", "tfplan"])
+    assert reads == [1]
 
 
 def test_the_configuration_keeps_its_layout_and_masks_what_may_be_secret() -> None:

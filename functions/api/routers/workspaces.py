@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, StrictInt
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
-from runplane.domain.entities import Workspace
+from runplane.domain.entities import Workspace, valid_tags
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -18,11 +18,15 @@ router = Router()  # type: ignore[no-untyped-call]
 class WorkspaceCreate(BaseModel):
     name: str = Field(min_length=1, max_length=90)
     terraform_version: str | None = Field(default=None, max_length=40)
+    # What policies see as the workspace's tags (Spacelift's stack labels).
+    tags: list[str] = Field(default_factory=list)
 
 
 class WorkspaceUpdate(BaseModel):
     # Strict: lax parsing would read `true` as a one-second window.
     approval_window_seconds: StrictInt | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+    # The whole list: [] clears it; left out, the tags stay as they are.
+    tags: list[str] | None = None
 
 
 @router.post(
@@ -34,8 +38,16 @@ def create_workspace(body: WorkspaceCreate) -> Reply:
     who = principal()
     s = services()
     org = s.workspaces.organization_name(who.organization_id)
-    ws = s.workspaces.create(who, org, body.name, terraform_version=body.terraform_version)
-    return json_reply(201, {"id": ws.id, "name": ws.name, "organization": org})
+    ws = s.workspaces.create(
+        who,
+        org,
+        body.name,
+        terraform_version=body.terraform_version,
+        tags=valid_tags(tuple(body.tags), "/tags"),
+    )
+    return json_reply(
+        201, {"id": ws.id, "name": ws.name, "organization": org, "tags": list(ws.tag_names)}
+    )
 
 
 @router.patch(
@@ -50,10 +62,16 @@ def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
         who,
         s.workspaces.by_id(who, workspace_id),
         approval_window_seconds=body.approval_window_seconds,
+        tags=None if body.tags is None else valid_tags(tuple(body.tags), "/tags"),
     )
     return json_reply(
         200,
-        {"id": ws.id, "name": ws.name, "approval_window_seconds": ws.approval_window_seconds},
+        {
+            "id": ws.id,
+            "name": ws.name,
+            "approval_window_seconds": ws.approval_window_seconds,
+            "tags": list(ws.tag_names),
+        },
     )
 
 

@@ -29,6 +29,11 @@ DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,100}")
 MAX_BRANCH = 255
 MAX_WORKING_DIRECTORY = 500
 MAX_INSTALLATION_ID = 2**53
+# A GitHub login (39 characters), or an App's bot account (``name[bot]``).
+LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+# Commit messages and pull request titles are kept for policies and the review, cut
+# at this many characters: enough for any summary line and most bodies.
+MAX_TEXT = 4096
 # pull_request actions that carry new code to plan.
 PLANNED_PR_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
 PUSH_KINDS = frozenset({RunKind.PLAN_AND_APPLY, RunKind.PLAN_ONLY})
@@ -141,6 +146,13 @@ class SourceEvent:
     installation_id: int
     occurred_at: datetime | None
     pull_request: int | None = None
+    sender: str | None = None
+    """The GitHub account whose action sent the delivery (the pusher, or whoever opened
+    or updated the pull request): GitHub authenticated it, unlike a commit's author
+    line, which anyone can write."""
+    commit_message: str | None = None
+    pull_request_title: str | None = None
+    pull_request_author: str | None = None
 
     @property
     def ref(self) -> str:
@@ -166,6 +178,14 @@ def _get(payload: Any, *path: str) -> Any:
             return None
         payload = payload.get(key)
     return payload
+
+
+def _login(value: Any) -> str | None:
+    return value if isinstance(value, str) and LOGIN.fullmatch(value) else None
+
+
+def _text(value: Any) -> str | None:
+    return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
 def _time(value: Any) -> datetime | None:
@@ -223,6 +243,8 @@ def _push(payload: dict[str, Any], repository: str, installation: int) -> Source
         commit_sha=sha,
         installation_id=installation,
         occurred_at=occurred,
+        sender=_login(_get(payload, "sender", "login")),
+        commit_message=_text(_get(payload, "head_commit", "message")),
     )
 
 
@@ -248,6 +270,9 @@ def _pull_request(
         installation_id=installation,
         occurred_at=_time(_get(payload, "pull_request", "updated_at")),
         pull_request=number,
+        sender=_login(_get(payload, "sender", "login")),
+        pull_request_title=_text(_get(payload, "pull_request", "title")),
+        pull_request_author=_login(_get(payload, "pull_request", "user", "login")),
     )
 
 

@@ -32,7 +32,15 @@ from runplane.domain.errors import (
     PolicyInputRootRefused,
 )
 from runplane.domain.policy_paths import Arr, Miss, Step, input_reads, resolve, spell
-from runplane.domain.policy_plan import known_fields, sanitized_plan_document
+from runplane.domain.policy_plan import sanitized_plan_document
+from runplane.domain.policy_run import RunMetadata as RunMetadata  # its first home
+from runplane.domain.policy_run import (
+    RunOrigin,
+    hcp_run,
+    scalr_tfrun,
+    spacelift_changes,
+    spacelift_context,
+)
 
 if TYPE_CHECKING:
     from runplane.domain.policy import PolicySetContent
@@ -246,61 +254,6 @@ def check_input_roots(content: PolicySetContent) -> list[str]:
 check_input_paths = check_input_roots
 
 
-# -- the run's metadata ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunMetadata:
-    """What the shapes may say about the run; ``None`` is "not known" and left out."""
-
-    workspace: str
-    kind: str
-    engine_version: str
-    run_id: str | None = None
-    created_at: str | None = None
-    """ISO 8601."""
-
-    @property
-    def dry(self) -> bool:
-        """A run that will apply nothing whatever the plan (plan-only, speculative)."""
-        return self.kind != "plan_and_apply"
-
-
-def hcp_run(meta: RunMetadata) -> dict[str, Any]:
-    """``input.run`` in HCP Terraform's field names, where Runplane has them."""
-    return known_fields(
-        id=meta.run_id,
-        created_at=meta.created_at,
-        kind=meta.kind,
-        speculative=meta.dry,
-        is_destroy=False,  # Runplane has no destroy-mode runs: a destroy is a plan
-        workspace={"name": meta.workspace},
-    )
-
-
-def scalr_tfrun(meta: RunMetadata) -> dict[str, Any]:
-    """``input.tfrun`` in Scalr's field names, where Runplane has them."""
-    return known_fields(
-        id=meta.run_id,
-        created_at=meta.created_at,
-        is_destroy=False,
-        is_dry=meta.dry,
-        workspace={"name": meta.workspace},
-    )
-
-
-def spacelift_context(meta: RunMetadata) -> dict[str, Any]:
-    """``input.spacelift``: the run (``type``, ``state``) and the stack (the workspace)."""
-    run = known_fields(
-        id=meta.run_id,
-        created_at=meta.created_at,
-        # A tracked run may apply; a proposed one never does.
-        type="PROPOSED" if meta.dry else "TRACKED",
-        state="PLANNING",  # plan policies judge the run while it plans
-    )
-    return {"run": run, "stack": {"name": meta.workspace}}
-
-
 # -- every shape, from one plan -------------------------------------------------------------------
 
 
@@ -319,6 +272,7 @@ class PolicyInputs:
         self._canonical: dict[str, bytes] = {}
         self._hidden: list[str] | None = None
         self._plan_document: dict[str, Any] | None = None
+        self._origin: RunOrigin | None = None
 
     def preset(self, shape: str, document: dict[str, Any]) -> None:
         """Use ``document`` as the ``shape`` document (one the caller already holds)."""
@@ -330,6 +284,13 @@ class PolicyInputs:
         if self._plan_document is None:
             self._plan_document, self._hidden = sanitized_plan_document(self._plan)
         return self._plan_document
+
+    @property
+    def origin(self) -> RunOrigin:
+        """The run's origin, read once, when a shape first needs it."""
+        if self._origin is None:
+            self._origin = self._meta.origin()
+        return self._origin
 
     def document(self, shape: str) -> dict[str, Any]:
         cached = self._documents.get(shape)
@@ -349,13 +310,20 @@ class PolicyInputs:
             plan = self._terraform_shaped()
             document = {
                 "plan": plan,
-                "run": hcp_run(meta),
+                "run": hcp_run(meta, self.origin),
                 "configuration": plan["configuration"],
             }
         elif shape == "tfplan":
-            document = {"tfplan": self._terraform_shaped(), "tfrun": scalr_tfrun(meta)}
+            document = {
+                "tfplan": self._terraform_shaped(),
+                "tfrun": scalr_tfrun(meta, self.origin),
+            }
         elif shape == "terraform":
-            document = {"terraform": self._terraform_shaped(), "spacelift": spacelift_context(meta)}
+            plan = self._terraform_shaped()
+            document = {
+                "terraform": plan,
+                "spacelift": spacelift_context(meta, self.origin, spacelift_changes(plan)),
+            }
         elif shape == "bare":
             document = self._terraform_shaped()
         else:

@@ -302,40 +302,71 @@ def _schemas() -> dict[str, Obj]:
             "id": LEAF,
             "created_at": LEAF,
             "kind": LEAF,
+            "message": LEAF,
+            "commit_sha": LEAF,
             "speculative": LEAF,
             "is_destroy": LEAF,
-            "workspace": _obj(name=LEAF),
+            "workspace": _obj(id=LEAF, name=LEAF, tags=Arr(LEAF)),
         },
-        {k: _RUN_ABSENT for k in ("message", "created_by", "organization", "project")},
+        {k: _RUN_ABSENT for k in ("created_by", "organization", "project")},
     )
+    commit = _obj(author=LEAF, branch=LEAF, hash=LEAF, message=LEAF)
     tfrun = Obj(
         {
             "id": LEAF,
             "created_at": LEAF,
+            "message": LEAF,
             "is_destroy": LEAF,
             "is_dry": LEAF,
-            "workspace": _obj(name=LEAF),
+            "workspace": _obj(id=LEAF, name=LEAF, tags=Keyed(LEAF)),
+            "vcs": _obj(
+                repository_id=LEAF,
+                path=LEAF,
+                branch=LEAF,
+                commit=_obj(sha=LEAF, message=LEAF, author=_obj(username=LEAF)),
+                pull_request=_obj(id=LEAF, title=LEAF, author=LEAF),
+            ),
         },
-        {
-            k: _RUN_ABSENT
-            for k in ("vcs", "cost_estimate", "credentials", "created_by", "environment", "source")
-        },
+        {k: _RUN_ABSENT for k in ("cost_estimate", "credentials", "created_by", "environment")}
+        | {"source": _RUN_ABSENT},
+    )
+    change = _obj(
+        action=LEAF,
+        phase=LEAF,
+        entity=_obj(
+            address=LEAF,
+            name=LEAF,
+            type=LEAF,
+            entity_type=LEAF,
+            entity_vendor=LEAF,
+            data=_obj(values=OPEN, value=OPEN),
+        ),
     )
     spacelift = Obj(
         {
+            "commit": commit,
             "run": Obj(
-                {"id": LEAF, "created_at": LEAF, "type": LEAF, "state": LEAF},
                 {
-                    k: _RUN_ABSENT
-                    for k in ("commit", "changes", "triggered_by", "flags", "drift_detection")
+                    "id": LEAF,
+                    "created_at": LEAF,
+                    "type": LEAF,
+                    "state": LEAF,
+                    "commit": commit,
+                    "changes": Arr(change),
+                    "drift_detection": LEAF,
                 },
+                {k: _RUN_ABSENT for k in ("triggered_by", "flags")},
             ),
             "stack": Obj(
-                {"name": LEAF},
                 {
-                    k: _RUN_ABSENT
-                    for k in ("id", "labels", "branch", "repository", "administrative")
+                    "id": LEAF,
+                    "name": LEAF,
+                    "labels": Arr(LEAF),
+                    "repository": LEAF,
+                    "branch": LEAF,
+                    "project_root": LEAF,
                 },
+                {"administrative": _RUN_ABSENT},
             ),
         },
         {},

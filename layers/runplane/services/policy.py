@@ -34,13 +34,16 @@ from runplane.domain.parts import (
     PlanEvidence,
     PlanEvidenceState,
     PolicyCheck,
+    RunInput,
 )
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
-from runplane.domain.policy_input import PolicyInputs, RunMetadata, check_input_roots
+from runplane.domain.policy_input import PolicyInputs, check_input_roots
 from runplane.domain.policy_results import PolicyResult, overall
+from runplane.domain.policy_run import RunMetadata, RunOrigin, VcsOrigin
 from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
+from runplane.services.source_provenance import source_provenance
 from runplane.store import run_parts
 from runplane.store.policy_set_store import DynamoPolicySetStore
 from runplane.store.policy_sets import PolicySetHead
@@ -299,8 +302,25 @@ class Policies:
             engine_version=plan.engine_version or "",
             run_id=run.id,
             created_at=run.created_at.isoformat(),
+            workspace_id=workspace.id,
+            tags=workspace.tag_names,
+            origin=lambda: self.run_origin(run),
         )
         return PolicyInputs(json.loads(plan_json), meta)
+
+    @staticmethod
+    def run_origin(run: Run) -> RunOrigin:
+        """The run's message, whether a drift schedule created it, and the commit it came
+        from: read only when a set's shape says something about them."""
+        snapshot = run_parts.get(run.id, "input")
+        if snapshot is None:
+            return RunOrigin()
+        inputs = RunInput.from_body(snapshot.body)
+        return RunOrigin(
+            message=inputs.message,
+            drift_detection=inputs.schedule is not None,
+            vcs=VcsOrigin.from_provenance(source_provenance(run, inputs.configuration_version_id)),
+        )
 
     def policy_input(self, run: Run) -> dict[str, Any]:
         """The ``runplane``-shaped sanitized derivative of the run's plan."""

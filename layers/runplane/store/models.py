@@ -635,6 +635,12 @@ class SourceIngestionItem(TableItem):
     commit_sha = UnicodeAttribute()
     installation_id = NumberAttribute()
     pull_request = NumberAttribute(null=True)
+    # Who sent the delivery and what the commit or pull request says: for policies
+    # and the review (``domain.github.SourceEvent``).
+    sender = UnicodeAttribute(null=True)
+    commit_message = UnicodeAttribute(null=True)
+    pull_request_title = UnicodeAttribute(null=True)
+    pull_request_author = UnicodeAttribute(null=True)
     status = UnicodeAttribute()
     workflow_id = UnicodeAttribute()
     archive_sha256 = UnicodeAttribute(null=True)

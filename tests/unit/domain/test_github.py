@@ -9,6 +9,7 @@ import pytest
 
 from runplane.domain.errors import InvalidInput
 from runplane.domain.github import (
+    MAX_TEXT,
     Ignored,
     SourceEvent,
     parse_event,
@@ -50,6 +51,48 @@ def test_a_push_to_a_branch_is_a_source_event_and_tags_or_deletions_are_ignored(
     assert isinstance(parse_event("push", {**payload, "deleted": True}), Ignored)
     assert isinstance(parse_event("push", {**payload, "installation": None}), Ignored)
     assert isinstance(parse_event("watch", payload), Ignored)
+
+
+def test_a_delivery_keeps_who_sent_it_and_what_the_commit_or_pull_request_says() -> None:
+    # Given a push by alice whose head commit has a long message
+    push = {
+        "ref": "refs/heads/main",
+        "after": SHA,
+        "repository": {"full_name": "acme/infra"},
+        "installation": {"id": 5},
+        "sender": {"login": "alice"},
+        "head_commit": {"message": "Bigger disks\n\n" + "x" * 5000},
+    }
+    # When it is parsed / Then the sender and the message (cut) are kept
+    event = parse_event("push", push)
+    assert isinstance(event, SourceEvent)
+    assert event.sender == "alice"
+    assert event.commit_message is not None
+    assert len(event.commit_message) == MAX_TEXT
+    assert event.commit_message.startswith("Bigger disks\n")
+    # And a pull request keeps its title and author, and a bot is a sender
+    pull = {
+        "action": "opened",
+        "pull_request": {
+            "number": 3,
+            "title": "Bump provider",
+            "user": {"login": "bob"},
+            "base": {"ref": "main"},
+            "head": {"sha": SHA},
+        },
+        "repository": {"full_name": "acme/infra"},
+        "installation": {"id": 5},
+        "sender": {"login": "renovate[bot]"},
+    }
+    event = parse_event("pull_request", pull)
+    assert isinstance(event, SourceEvent)
+    assert (event.sender, event.pull_request_author) == ("renovate[bot]", "bob")
+    assert event.pull_request_title == "Bump provider"
+    # And anything that is not a login is dropped, not kept as written
+    for forged in ("alice bob", "a" * 40, "-alice", "", 7, None, "alice[admin]"):
+        event = parse_event("push", {**push, "sender": {"login": forged}})
+        assert isinstance(event, SourceEvent)
+        assert event.sender is None, forged
 
 
 def test_only_pull_request_actions_with_new_code_are_planned() -> None:

@@ -222,7 +222,14 @@ def test_rego_literals_and_labels() -> None:
 
 def test_mock_inputs_stand_for_a_plan_and_a_run() -> None:
     scalr = policy_compat.mock_plan(
-        {"tfplan": {"resource_changes": []}, "tfrun": {"workspace": {"name": "prod"}, "vcs": {}}}
+        {
+            "tfplan": {"resource_changes": []},
+            "tfrun": {
+                "workspace": {"name": "prod", "tags": {"aws": ""}},
+                "vcs": {"branch": "dev", "commit": {"author": {"username": "ann"}}},
+                "cost_estimate": {},
+            },
+        }
     )
     assert scalr is not None
     assert (scalr.plan, scalr.workspace, scalr.kind) == (
@@ -230,7 +237,18 @@ def test_mock_inputs_stand_for_a_plan_and_a_run() -> None:
         "prod",
         "plan_and_apply",
     )
-    assert scalr.dropped == ("tfrun.vcs",)
+    assert scalr.dropped == ("tfrun.cost_estimate",)
+    # and the run it describes is the run context the policy is tested with
+    assert scalr.context == {
+        "tags": ["aws"],
+        "vcs": {
+            "repository": "mock/repository",
+            "branch": "dev",
+            "commit_sha": "0" * 40,
+            "sender": "ann",
+        },
+    }
+    assert scalr.metadata().tags == ("aws",)
     run_only = policy_compat.mock_plan({"spacelift": {"run": {"type": "PROPOSED"}}})
     assert run_only is not None
     assert (run_only.plan, run_only.kind) == ({}, "plan_only")
