@@ -46,15 +46,14 @@ from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
 from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.policy_results import PolicyResult
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.schedules import Fire, Schedule
-from runplane.domain.transitions import Transitioned
+from runplane.domain.state import FINALIZED, StateVersion
 from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_triggers import Triggers
-from runplane.store.state_versions import FINALIZED, StateVersion
 from runplane.store.workspace_variables import StoredVariable
 
 

@@ -9,9 +9,8 @@ from typing import Any
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.paging import Page
-from runplane.domain.state import Output, output_id, simple_type
+from runplane.domain.state import FINALIZED, Output, StateVersion, output_id, simple_type
 from runplane.domain.tfe_runs import ExecutionMode
-from runplane.store.state_versions import FINALIZED, StateVersion
 
 JSONAPI = "application/vnd.api+json"
 

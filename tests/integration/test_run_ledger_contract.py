@@ -13,9 +13,8 @@ import pytest
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import IllegalTransition, RunAlreadyExists, TransitionRejected
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
-from runplane.domain.transitions import Transitioned
 from runplane.services.repositories import RunLedger, RunReader
 from runplane.services.run_events import RunEvents
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem

@@ -13,12 +13,12 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.identity import RUNNER_PERMISSIONS, Principal, PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.repositories import StateVersionReader
 from runplane.store import state_versions
 from runplane.store.models import RunItem, run_key
 from runplane.store.runs import RunRepository
 from runplane.store.state_version_reader import DynamoStateVersionReader
-from runplane.store.state_versions import FINALIZED, PENDING, StateVersion
 from tests.fakes import FakeClock, InMemoryStateVersions, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

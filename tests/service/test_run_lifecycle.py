@@ -14,9 +14,9 @@ import pytest
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import IllegalTransition, TransitionRejected
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
-from runplane.domain.transitions import MAIN_PATH, Transitioned
+from runplane.domain.transitions import MAIN_PATH
 from runplane.services.lifecycle import RunLifecycle
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 

@@ -24,9 +24,9 @@ from runplane.domain.identity import (
     Principal,
     PrincipalKind,
 )
+from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.state import StateVersions
-from runplane.store.state_versions import FINALIZED, PENDING, StateVersion
 from tests.fakes import InMemoryStateVersions
 from tests.service.conftest import Tier
 

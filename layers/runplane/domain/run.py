@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -169,3 +171,16 @@ def dashboard_label(status: RunStatus, *, applied: bool) -> str:
     if status is RunStatus.SUCCEEDED:
         return "Applied" if applied else "Plan completed"
     return status.value.replace("_", " ").capitalize()
+
+
+@dataclass(frozen=True)
+class Transitioned:
+    """A committed status move: the run's ``source`` and new ``status``, its version
+    after the move, and the audit event that records it."""
+
+    run_id: str
+    source: RunStatus
+    status: RunStatus
+    version: int
+    event: str
+    at: datetime

@@ -4,6 +4,9 @@ A serial beyond what the engines can count, a lineage with a newline in it, or a
 state document that is not version 4 would be stored for ever and make the
 workspace unusable (nothing can follow a serial of 10^40), so every such input
 is refused up front with a 422 naming the field, and nothing is written.
+
+Also the entities: a state version, the authority a state write is made under, and
+an upload URL's token.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from runplane.domain.errors import InvalidInput, StateRejected
@@ -167,3 +171,56 @@ def simple_type(detailed: Any) -> str:
         "map": "object",
         "object": "object",
     }.get(kind if isinstance(kind, str) else "", "string")
+
+
+# -- state versions ---------------------------------------------------------------------
+
+# A state version's statuses: uploaded but not yet state, then the workspace's state.
+PENDING: Final = "pending"
+FINALIZED: Final = "finalized"
+
+
+@dataclass(frozen=True)
+class StateVersion:
+    id: str
+    workspace_id: str
+    organization_id: str
+    serial: int
+    lineage: str
+    md5: str
+    status: str
+    created_at: datetime
+    created_by: str
+    predecessor_id: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    artifact_id: str | None = None
+    json_artifact_id: str | None = None
+    forced: bool = False
+    provenance: dict[str, Any] | None = None
+    lock_id: str | None = None
+    # When the JSON state of a still-pending version arrived (a claim on its upload).
+    claimed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Authority:
+    """The exact workspace facts a state write was authorized under."""
+
+    workspace_id: str
+    holder_ref: str
+    lock_id: str
+    predecessor_id: str | None
+    fence: int | None = None  # required for runner sessions
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UploadToken:
+    """A single-use upload URL's token: the version it uploads, until when, and whether
+    it was used."""
+
+    sv_id: str
+    purpose: str
+    valid_until: datetime
+    used: bool

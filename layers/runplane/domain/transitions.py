@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -302,16 +301,3 @@ def reachable_from(start: RunStatus) -> frozenset[RunStatus]:
                 seen.add(target)
                 frontier.append(target)
     return frozenset(seen)
-
-
-@dataclass(frozen=True)
-class Transitioned:
-    """A committed status move: the run's ``source`` and new ``status``, its version
-    after the move, and the audit event that records it."""
-
-    run_id: str
-    source: RunStatus
-    status: RunStatus
-    version: int
-    event: str
-    at: datetime

@@ -17,10 +17,9 @@ from typing import Any
 
 from runplane.domain.entities import Run
 from runplane.domain.parts import PlanEvidence, RunInput
-from runplane.domain.run import RunKind
+from runplane.domain.run import RunKind, Transitioned
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.domain.schedules import Drift, DriftFinding
-from runplane.domain.transitions import Transitioned
 from runplane.store import run_parts
 from runplane.store import schedules as store
 from runplane.store.transaction import Transaction

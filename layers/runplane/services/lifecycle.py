@@ -27,9 +27,9 @@ from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.errors import ConcurrentChange, TooMuchContention
 from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
-from runplane.domain.run import RunStatus, apply_record_on_end
+from runplane.domain.run import RunStatus, Transitioned, apply_record_on_end
 from runplane.domain.run_events import RunEvent
-from runplane.domain.transitions import WRITER_ON_ENTRY, Transitioned, WriterEffect, check
+from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
 from runplane.services.run_events import RunEvents
 from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
 from runplane.store import run_parts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from runplane.domain.entities import Run
 from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import ApplyIdentity, Publication
-from runplane.store.state_versions import FINALIZED, StateVersion
+from runplane.domain.state import FINALIZED, StateVersion
 
 
 def apply_identity(run: Run, attempt: AttemptBody | None) -> ApplyIdentity:

@@ -57,6 +57,7 @@ from runplane.domain.recovery import (
     require_recovery_rights,
     verify_chain,
 )
+from runplane.domain.state import FINALIZED, StateVersion
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.attempts import close_attempt
 from runplane.services.publications import apply_identity, publication_of
@@ -67,7 +68,6 @@ from runplane.store import run_parts, state_versions, writer_queue, writer_recov
 from runplane.store import runs as run_store
 from runplane.store import workspaces as workspace_store
 from runplane.store.recovery import Recovery
-from runplane.store.state_versions import FINALIZED, StateVersion
 from runplane.store.transaction import Item, Transaction
 
 MAX_EMERGENCY_BYTES = 10_000_000

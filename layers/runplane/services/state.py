@@ -49,7 +49,11 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.state import (
+    FINALIZED,
+    PENDING,
+    Authority,
     Output,
+    StateVersion,
     check_declaration,
     check_json_state,
     check_state,
@@ -61,7 +65,6 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
 from runplane.store.state_version_reader import DynamoStateVersionReader
-from runplane.store.state_versions import FINALIZED, PENDING, Authority, StateVersion
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:

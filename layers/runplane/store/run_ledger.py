@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from runplane.domain.entities import Run
-from runplane.domain.run import RunStatus
+from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
-from runplane.domain.transitions import Transitioned
 from runplane.store import run_parts
 from runplane.store.runs import Announce, RunRepository
 from runplane.store.transaction import Transaction

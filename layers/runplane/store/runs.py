@@ -18,8 +18,7 @@ from runplane.domain.errors import (
     TransitionRejected,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
-from runplane.domain.transitions import Transitioned
+from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.store import audit, prefetch
 from runplane.store.models import (
     STAGE_PREFIX,

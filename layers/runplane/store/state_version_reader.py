@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 from runplane.domain.identity import Principal
+from runplane.domain.state import StateVersion
 from runplane.store import state_versions as store
 from runplane.store.runs import RunRepository
-from runplane.store.state_versions import StateVersion
 
 # Attempt -> the state version its run had pinned (oldest forgotten first).
 _PINS: dict[str, str | None] = {}

@@ -1,9 +1,10 @@
-"""State versions, upload tokens, and the one conditional write that moves a workspace's state."""
+"""State versions and upload tokens on the table, and the one conditional write that moves a
+workspace's state. The entities are ``domain.state``'s."""
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from runplane.domain.errors import (
     WorkspaceHeldByRun,
     WorkspaceLocked,
 )
+from runplane.domain.state import FINALIZED, PENDING, Authority, StateVersion, UploadToken
 from runplane.store import audit, prefetch
 from runplane.store.models import (
     StateVersionItem,
@@ -30,44 +32,7 @@ from runplane.store.models import (
 from runplane.store.transaction import Item, Transaction
 from runplane.store.workspaces import is_exactly
 
-PENDING = "pending"
-FINALIZED = "finalized"
 RETENTION = timedelta(days=1)
-
-
-@dataclass(frozen=True)
-class StateVersion:
-    id: str
-    workspace_id: str
-    organization_id: str
-    serial: int
-    lineage: str
-    md5: str
-    status: str
-    created_at: datetime
-    created_by: str
-    predecessor_id: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    artifact_id: str | None = None
-    json_artifact_id: str | None = None
-    forced: bool = False
-    provenance: dict[str, Any] | None = None
-    lock_id: str | None = None
-    # When the JSON state of a still-pending version arrived (a claim on its upload).
-    claimed_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class Authority:
-    """The exact workspace facts a state write was authorized under."""
-
-    workspace_id: str
-    holder_ref: str
-    lock_id: str
-    predecessor_id: str | None
-    fence: int | None = None  # required for runner sessions
-    run_id: str | None = None
 
 
 def versions_partition(workspace_id: str) -> str:
@@ -75,6 +40,8 @@ def versions_partition(workspace_id: str) -> str:
 
 
 def _item(version: StateVersion) -> StateVersionItem:
+    """The item of a version as it is first written (the inverse of ``to_version``; its
+    JSON state and claim are added later, by ``attach_json``)."""
     return StateVersionItem(
         *state_version_key(version.id),
         gsi1pk=versions_partition(version.workspace_id),
@@ -125,6 +92,7 @@ def _note_artifact(sv_id: str, artifact_id: str | None, status: str | None) -> N
 
 
 def to_version(item: StateVersionItem) -> StateVersion:
+    """The version an item holds (the inverse of ``_item``)."""
     _note_artifact(item.sv_id, item.artifact_id, item.status)
     provenance = dict(item.provenance or {})
     lock_id = provenance.pop("lock_id", None)
@@ -303,19 +271,17 @@ def put_upload_token(
     )
 
 
-@dataclass(frozen=True)
-class UploadToken:
-    sv_id: str
-    purpose: str
-    valid_until: datetime
-    used: bool
-
-
 def get_upload_token(token_hash: str) -> UploadToken | None:
     try:
         item = UploadTokenItem.get(*upload_token_key(token_hash), consistent_read=True)
     except UploadTokenItem.DoesNotExist:
         return None
+    return _upload_token(item)
+
+
+def _upload_token(item: UploadTokenItem) -> UploadToken:
+    """The token an item holds (``put_upload_token`` writes it, ``use_upload_token``
+    marks it used)."""
     return UploadToken(item.sv_id, item.purpose, item.valid_until, item.used_at is not None)
 
 
@@ -346,15 +312,13 @@ def finalize(
     now: datetime,
 ) -> Transaction:
     _note_artifact(version.id, artifact_id, FINALIZED)
-    finalized = StateVersion(
-        **{
-            **version.__dict__,
-            "status": FINALIZED,
-            "artifact_id": artifact_id,
-            "sha256": sha256,
-            "size": size,
-            "predecessor_id": authority.predecessor_id,
-        }
+    finalized = replace(
+        version,
+        status=FINALIZED,
+        artifact_id=artifact_id,
+        sha256=sha256,
+        size=size,
+        predecessor_id=authority.predecessor_id,
     )
     return (
         Transaction()
