@@ -50,11 +50,15 @@ from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transiti
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.schedules import Fire, Schedule
 from runplane.domain.state import FINALIZED, StateVersion
-from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.domain.variables import (
+    MAX_VARIABLES,
+    MAX_VARIABLES_BYTES,
+    StoredVariable,
+    WorkspaceVariable,
+)
 from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_triggers import Triggers
-from runplane.store.workspace_variables import StoredVariable
 
 
 class FakeClock:

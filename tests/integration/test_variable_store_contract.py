@@ -9,10 +9,14 @@ from datetime import UTC, datetime
 import pytest
 
 from runplane.domain.errors import ConcurrentChange, InvalidInput, VariablesTooLarge
-from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.domain.variables import (
+    MAX_VARIABLES,
+    MAX_VARIABLES_BYTES,
+    StoredVariable,
+    WorkspaceVariable,
+)
 from runplane.services.repositories import VariableStore
 from runplane.store.variable_store import DynamoVariableStore
-from runplane.store.workspace_variables import StoredVariable
 from tests.fakes import InMemoryVariables
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -141,6 +141,22 @@ class WorkspaceVariable:
         }
 
 
+@dataclass(frozen=True)
+class StoredVariable:
+    """A workspace variable with what its record holds besides: the value's size, the
+    record's version, and a sensitive value's sealing (a wrapped data key and the
+    ciphertext)."""
+
+    variable: WorkspaceVariable
+    size: int
+    version: int
+    wrapped_key: bytes | None
+    sealed: bytes | None
+
+    def __repr__(self) -> str:
+        return f"StoredVariable({self.variable!r}, version={self.version})"
+
+
 def check_workspace_variable(name: str, value: object, description: str | None) -> int:
     """Raise :class:`InvalidInput` (or :class:`VariablesTooLarge`) for a workspace
     variable the engine could not take; the value's size in bytes otherwise."""

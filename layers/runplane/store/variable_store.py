@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from runplane.domain.variables import WorkspaceVariable
+from runplane.domain.variables import StoredVariable, WorkspaceVariable
 from runplane.store import workspace_variables as store
-from runplane.store.workspace_variables import StoredVariable
 
 
 class DynamoVariableStore:

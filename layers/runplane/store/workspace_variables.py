@@ -4,7 +4,6 @@ transaction, so concurrent writers cannot pass the limits between them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from pynamodb.attributes import (
@@ -16,7 +15,12 @@ from pynamodb.attributes import (
 )
 
 from runplane.domain.errors import ConcurrentChange, InvalidInput, VariablesTooLarge
-from runplane.domain.variables import MAX_VARIABLES, MAX_VARIABLES_BYTES, WorkspaceVariable
+from runplane.domain.variables import (
+    MAX_VARIABLES,
+    MAX_VARIABLES_BYTES,
+    StoredVariable,
+    WorkspaceVariable,
+)
 from runplane.store import audit, prefetch
 from runplane.store.models import TableItem, org_event_key, tally_key
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -52,19 +56,8 @@ class VariableTallyItem(TableItem):
     bytes = NumberAttribute()
 
 
-@dataclass(frozen=True)
-class StoredVariable:
-    variable: WorkspaceVariable
-    size: int
-    version: int
-    wrapped_key: bytes | None
-    sealed: bytes | None
-
-    def __repr__(self) -> str:
-        return f"StoredVariable({self.variable!r}, version={self.version})"
-
-
 def _stored(item: WorkspaceVariableItem) -> StoredVariable:
+    """The variable an item holds (the inverse of ``_item``)."""
     return StoredVariable(
         variable=WorkspaceVariable(
             name=item.name,
@@ -78,6 +71,27 @@ def _stored(item: WorkspaceVariableItem) -> StoredVariable:
         version=int(item.version),
         wrapped_key=item.wrapped_key,
         sealed=item.sealed,
+    )
+
+
+def _item(stored: StoredVariable, *, org_id: str, workspace_id: str) -> WorkspaceVariableItem:
+    """The item holding ``stored`` (the inverse of ``_stored``): a sensitive value only
+    sealed."""
+    variable = stored.variable
+    return WorkspaceVariableItem(
+        *variable_key(workspace_id, variable.name),
+        workspace_id=workspace_id,
+        org_id=org_id,
+        name=variable.name,
+        sensitive=variable.sensitive,
+        description=variable.description,
+        value=None if variable.sensitive else variable.value,
+        wrapped_key=stored.wrapped_key,
+        sealed=stored.sealed,
+        size=stored.size,
+        version=stored.version,
+        updated_at=variable.updated_at,
+        updated_by=variable.updated_by,
     )
 
 
@@ -149,21 +163,16 @@ def put(
     """Create (``previous`` None) or replace exactly the ``previous`` version read; the
     tally's condition keeps the workspace within its count and byte limits."""
     name, now = variable.name, variable.updated_at
-    key = variable_key(workspace_id, name)
-    item = WorkspaceVariableItem(
-        *key,
-        workspace_id=workspace_id,
+    item = _item(
+        StoredVariable(
+            variable,
+            size=size,
+            version=1 if previous is None else previous.version + 1,
+            wrapped_key=wrapped_key,
+            sealed=sealed,
+        ),
         org_id=org_id,
-        name=name,
-        sensitive=variable.sensitive,
-        description=variable.description,
-        value=None if variable.sensitive else variable.value,
-        wrapped_key=wrapped_key,
-        sealed=sealed,
-        size=size,
-        version=1 if previous is None else previous.version + 1,
-        updated_at=now,
-        updated_by=variable.updated_by,
+        workspace_id=workspace_id,
     )
     condition = (
         WorkspaceVariableItem.pk.does_not_exist()
