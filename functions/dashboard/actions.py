@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from functions.dashboard.web import Request, json_reply, redirect
+from functions.dashboard.web import Page, Request, json_reply, redirect
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.wiring import services
@@ -48,7 +48,7 @@ def recovery_request(form: dict[str, str], files: dict[str, bytes]) -> RecoveryR
     )
 
 
-def recover(request: Request, session: Session, run_id: str) -> dict[str, Any]:
+def recover(request: Request, session: Session, run_id: str) -> Page:
     form = request.form()
     session.check_post(request, form)
     s = services()
@@ -58,14 +58,14 @@ def recover(request: Request, session: Session, run_id: str) -> dict[str, Any]:
     return redirect(f"/ui/runs/{run_id}#recovery-panel")
 
 
-def cancel(request: Request, session: Session, run_id: str) -> dict[str, Any]:
+def cancel(request: Request, session: Session, run_id: str) -> Page:
     session.check_post(request, request.form())
     s = services()
     s.runs.cancel(session.principal, run_id, s.launcher)
     return redirect(f"/ui/runs/{run_id}")
 
 
-def live_log(request: Request, session: Session, run_id: str, phase: str) -> dict[str, Any]:
+def live_log(request: Request, session: Session, run_id: str, phase: str) -> Page:
     """The run's status and the next bytes of a phase's log from ``offset``: what the
     page needs to follow an active run without reloading."""
     s = services()

@@ -13,15 +13,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from functions.dashboard import actions, github, sign_in
-from functions.dashboard.web import Request, redirect, reply
+from functions.dashboard.web import (
+    ID,
+    Page,
+    PageResolver,
+    Request,
+    current_request,
+    page_not_found,
+    redirect,
+    reply,
+)
+from functions.isolation import ResolverPool
 from functions.observability import observed
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
+from runplane.domain.github_connect import CONNECT_PATH
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal, Unauthenticated
 from runplane.domain.run import RunStatus
+from runplane.domain.sign_in import CALLBACK_PATH
 from runplane.domain.web_session import (
     SESSION_COOKIE,
     cleared_cookie,
@@ -32,7 +45,6 @@ from runplane.domain.web_session import (
 )
 from runplane.wiring import services
 
-Page = dict[str, Any]
 SIGN_IN = "/ui/sign-in"
 # The fields of the approval binding a form sends back: what the person reviewed.
 BINDING_FIELDS = (
@@ -41,13 +53,8 @@ BINDING_FIELDS = (
     "policy_input_digest",
     "policy_result_digest",
 )
-_WORKSPACE = re.compile(r"/ui/workspaces/(?P<id>[A-Za-z0-9-]{1,64})")
-_RUN = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})")
-_DECISION = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/(?P<decision>approve|reject)")
-# An action refused on a run's page links back to that page.
-_RUN_PATH = re.compile(r"/ui/runs/[A-Za-z0-9-]{1,64}")
-_ACTION = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/(?P<action>recover|cancel)")
-_LIVE_LOG = re.compile(r"/ui/runs/(?P<id>[A-Za-z0-9-]{1,64})/logs/(?P<phase>plan|apply)")
+# A request refused on a run's page, or on any path under it, links back to that page.
+_RUN_PATH = re.compile(f"/ui/runs/{ID}")
 _STATIC = Path(__file__).resolve().parent / "static"
 
 
@@ -87,8 +94,21 @@ class Session:
 # -- pages ---------------------------------------------------------------------------------
 
 
-def sign_in_notice(request: Request) -> Page:
-    return render(401, "sign_in.html", session=None)
+def sign_in_page(request: Request) -> Page:
+    """Sign-in through the hosted UI where it is configured, else the notice (one-time
+    login links sign in)."""
+    flow = sign_in.configured_flow()
+    if flow is None:
+        return render(401, "sign_in.html", session=None)
+    return sign_in.start(request, flow)
+
+
+def sign_in_callback(request: Request) -> Page:
+    flow = sign_in.configured_flow()
+    if flow is None:
+        # Without the hosted UI there is no sign-in to finish: no such page.
+        raise page_not_found(request)
+    return sign_in.callback(request, flow)
 
 
 def login(request: Request) -> Page:
@@ -192,73 +212,99 @@ _STATIC_TYPES = {
 }
 
 
-def static(name: str) -> Page:
-    path = _STATIC / name
-    kind = _STATIC_TYPES.get(name)
+def static(file_name: str) -> Page:
+    path = _STATIC / file_name
+    kind = _STATIC_TYPES.get(file_name)
     if kind is None or not path.is_file():
-        raise NotFound("page", name)
+        raise NotFound("page", file_name)
     return reply(200, path.read_text(encoding="utf-8"), content_type=f"{kind}; charset=utf-8")
 
 
 # -- routing ------------------------------------------------------------------------------
 
+Route = Callable[..., Page]
 
-def _route(request: Request) -> Page:
-    method, path = request.method, request.path.rstrip("/") or "/"
-    if (signing_in := sign_in.route(request, method, path)) is not None:
-        return signing_in
-    if (connecting := github.route(request, method, path)) is not None:
-        return connecting
-    if method == "GET":
-        fixed: dict[str, Callable[[Request], Page]] = {
-            "/": workspaces,
-            "/ui": workspaces,
-            "/ui/login": login,
-            SIGN_IN: sign_in_notice,
-        }
-        if path in fixed:
-            return fixed[path](request)
-        if path.startswith("/ui/static/"):
-            return static(path.removeprefix("/ui/static/"))
-        if found := _WORKSPACE.fullmatch(path):
-            return workspace(request, found["id"])
-        if found := _RUN.fullmatch(path):
-            return run_page(request, found["id"])
-        if found := _LIVE_LOG.fullmatch(path):
-            return actions.live_log(request, Session(request), found["id"], found["phase"])
-    if method == "POST":
-        if path == "/ui/logout":
-            return logout(request)
-        if found := _DECISION.fullmatch(path):
-            return decide(request, found["id"], found["decision"])
-        if found := _ACTION.fullmatch(path):
-            act = actions.recover if found["action"] == "recover" else actions.cancel
-            return act(request, Session(request), found["id"])
-    raise NotFound("page", path)
+
+def with_request(page: Callable[..., Page]) -> Route:
+    """The route of ``page(request, **path_parameters)``."""
+
+    def route(**path_parameters: str) -> Page:
+        return page(current_request(), **path_parameters)
+
+    return route
+
+
+def with_session(page: Callable[..., Page]) -> Route:
+    """The route of ``page(request, session, **path_parameters)``: signed-in callers only."""
+
+    def route(**path_parameters: str) -> Page:
+        request = current_request()
+        return page(request, Session(request), **path_parameters)
+
+    return route
+
+
+def build_app() -> PageResolver:
+    """Every page, form and file of the dashboard on one resolver."""
+    app = PageResolver()
+    app.get("/")(with_request(workspaces))
+    app.get("/ui")(with_request(workspaces))
+    app.get("/ui/login")(with_request(login))
+    app.get(SIGN_IN)(with_request(sign_in_page))
+    app.get(CALLBACK_PATH)(with_request(sign_in_callback))
+    app.post("/ui/logout")(with_request(logout))
+    app.get("/ui/static/<file_name>")(static)
+    app.get("/ui/workspaces/<workspace_id>")(with_request(workspace))
+    app.get("/ui/runs/<run_id>")(with_request(run_page))
+    app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
+    app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
+    app.post("/ui/runs/<run_id>/cancel")(with_session(actions.cancel))
+    app.get("/ui/runs/<run_id>/logs/<phase>")(with_session(actions.live_log))
+    app.get(github.PAGE_PATH)(with_session(github.page))
+    app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))
+    app.get(CONNECT_PATH)(with_request(github.callback))
+    app.post(f"{github.PAGE_PATH}/installations/<installation_id>/release")(
+        with_session(github.release)
+    )
+    app.exception_handler(Unauthenticated)(unauthenticated)
+    app.exception_handler(RunplaneError)(error_page)
+    app.not_found(no_such_page)
+    return app
+
+
+def unauthenticated(_: Unauthenticated) -> Page:
+    if current_request().method == "GET":
+        return redirect(SIGN_IN)
+    return render(
+        401,
+        "error.html",
+        session=None,
+        code="UNAUTHENTICATED",
+        message="sign in to use the dashboard",
+    )
+
+
+def error_page(error: RunplaneError) -> Page:
+    back = _RUN_PATH.match(current_request().path)
+    return render(
+        error.http_status,
+        "error.html",
+        session=None,
+        code=error.code,
+        message=error.message,
+        back=back[0] if back else None,
+    )
+
+
+def no_such_page(_: NotFoundError) -> Page:
+    return error_page(page_not_found(current_request()))
+
+
+@lru_cache(maxsize=1)
+def resolvers() -> ResolverPool:
+    return ResolverPool(build_app)
 
 
 @observed
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    request = Request.of(event)
-    try:
-        return _route(request)
-    except Unauthenticated:
-        if request.method == "GET":
-            return redirect(SIGN_IN)
-        return render(
-            401,
-            "error.html",
-            session=None,
-            code="UNAUTHENTICATED",
-            message="sign in to use the dashboard",
-        )
-    except RunplaneError as error:
-        back = _RUN_PATH.match(request.path)
-        return render(
-            error.http_status,
-            "error.html",
-            session=None,
-            code=error.code,
-            message=error.message,
-            back=back[0] if back else None,
-        )
+    return resolvers().resolve(event, context)

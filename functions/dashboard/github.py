@@ -10,14 +10,12 @@ connect flow that claims one (docs/github.md, "Connecting an installation").
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from functions.dashboard.web import Request, redirect, reply
+from functions.dashboard.web import Page, Request, redirect, reply
 from runplane.domain.errors import InvalidInput
 from runplane.domain.github_connect import (
     CONNECT_COOKIE,
-    CONNECT_PATH,
     cleared_connect_cookie,
     connect_cookie,
 )
@@ -27,24 +25,7 @@ from runplane.wiring import services
 if TYPE_CHECKING:
     from functions.dashboard.app import Session
 
-Page = dict[str, Any]
 PAGE_PATH = "/ui/github"
-_RELEASE = re.compile(r"/ui/github/installations/(?P<id>[0-9]{1,16})/release")
-
-
-def route(request: Request, method: str, path: str) -> Page | None:
-    """The page for a GitHub route, or None when this is not one."""
-    from functions.dashboard.app import Session
-
-    if method == "GET" and path == PAGE_PATH:
-        return page(request, Session(request))
-    if method == "GET" and path == CONNECT_PATH:
-        return callback(request)
-    if method == "POST" and path == f"{PAGE_PATH}/connect":
-        return connect(request, Session(request))
-    if method == "POST" and (found := _RELEASE.fullmatch(path)):
-        return release(request, Session(request), int(found["id"]))
-    return None
 
 
 def page(request: Request, session: Session) -> Page:
@@ -110,7 +91,7 @@ def callback(request: Request) -> Page:
     )
 
 
-def release(request: Request, session: Session, installation_id: int) -> Page:
+def release(request: Request, session: Session, installation_id: str) -> Page:
     session.check_post(request, request.form())
-    services().github_installations.release(session.principal, installation_id)
+    services().github_installations.release(session.principal, int(installation_id))
     return redirect(PAGE_PATH)

@@ -10,13 +10,11 @@ and the dashboard signs in by one-time login links only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from functions.dashboard.web import Request, redirect, reply
+from functions.dashboard.web import Page, Request, redirect, reply
 from runplane.domain.sign_in import (
-    CALLBACK_PATH,
     PRE_SESSION_COOKIE,
-    START_PATH,
     cleared_pre_session_cookie,
     pre_session_cookie,
 )
@@ -26,23 +24,12 @@ from runplane.wiring import services
 if TYPE_CHECKING:
     from runplane.services.sign_in import HostedUiSignIn
 
-Page = dict[str, Any]
 SIGNED_OUT = "/ui/sign-in"
 
 
-def _flow() -> HostedUiSignIn | None:
+def configured_flow() -> HostedUiSignIn | None:
+    """The hosted UI's sign-in, or None where it is not configured."""
     return services().sign_in
-
-
-def route(request: Request, method: str, path: str) -> Page | None:
-    """The page for a sign-in route, or None when this is not one (or the hosted UI
-    is not configured)."""
-    if method != "GET" or path not in (START_PATH, CALLBACK_PATH):
-        return None
-    flow = _flow()
-    if flow is None:
-        return None
-    return start(request, flow) if path == START_PATH else callback(request, flow)
 
 
 def start(request: Request, flow: HostedUiSignIn) -> Page:
@@ -79,5 +66,5 @@ def callback(request: Request, flow: HostedUiSignIn) -> Page:
 def signed_out_location() -> str:
     """Where the browser goes after sign-out: the hosted UI's logout (which ends its
     own session too) when it is configured, else the sign-in notice."""
-    flow = _flow()
+    flow = configured_flow()
     return SIGNED_OUT if flow is None else flow.signed_out_location()

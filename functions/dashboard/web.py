@@ -1,4 +1,5 @@
-"""HTTP plumbing of the dashboard: the request as a browser sent it, HTML replies."""
+"""HTTP plumbing of the dashboard: the resolver that routes a request, the request as
+a browser sent it, HTML replies."""
 
 from __future__ import annotations
 
@@ -6,13 +7,31 @@ import base64
 import email
 import email.policy
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from runplane.domain.errors import InvalidBody, TooLarge
+from aws_lambda_powertools.event_handler import Response
+
+from functions.isolation import IsolatedRestResolver, current_event
+from runplane.domain.errors import InvalidBody, NotFound, TooLarge
+
+Page = Response[str]
+ID = "[A-Za-z0-9-]{1,64}"
+# What each path parameter of a route may be: a path with any other value is no page's.
+PATH_PARAMETERS = {
+    "workspace_id": ID,
+    "run_id": ID,
+    "decision": "approve|reject",
+    "phase": "plan|apply",
+    "installation_id": "[0-9]{1,16}",
+    # Whatever follows /ui/static/ (slashes too): static() serves its own files only.
+    "file_name": "(?s:.*)[^/]",
+}
+_PARAMETER = re.compile(r"<(\w+)>")
 
 # Pages load nothing from elsewhere and run only the dashboard's own script.
 SECURITY_HEADERS = {
@@ -32,6 +51,36 @@ MAX_FORM_BYTES = 16 * 1024
 # The recovery form may carry an emergency state file (the recovery service takes up
 # to 10 MB of it), plus its fields and multipart framing.
 MAX_UPLOAD_BYTES = 10_000_000 + 64 * 1024
+
+
+class PageResolver(IsolatedRestResolver):
+    """A REST resolver whose routes match the dashboard's own paths only.
+
+    Powertools' parameters take almost any segment; here each takes its shape from
+    ``PATH_PARAMETERS``, so a malformed ID is no page's (404) before any session is
+    read. As in Powertools, trailing slashes are ignored; unlike its ``$``, a path
+    that ends in a newline is no page's. (Powertools compiles every route's rule, and
+    its not-found placeholder, with ``_compile_regex``.)
+    """
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/*\\Z") -> re.Pattern[str]:
+        # split() alternates literal text and parameter names.
+        pattern = "".join(
+            re.escape(part) if i % 2 == 0 else f"(?P<{part}>{PATH_PARAMETERS[part]})"
+            for i, part in enumerate(_PARAMETER.split(rule))
+        )
+        return re.compile(base_regex.format(pattern))
+
+
+def current_request() -> Request:
+    """The request being resolved on this thread."""
+    return Request.of(current_event().raw_event)
+
+
+def page_not_found(request: Request) -> NotFound:
+    """The refusal of a path no page has, named without its trailing slashes."""
+    return NotFound("page", request.path.rstrip("/") or "/")
 
 
 @dataclass(frozen=True)
@@ -115,21 +164,21 @@ def reply(
     content_type: str = "text/html; charset=utf-8",
     headers: dict[str, str] | None = None,
     cookies: list[str] | None = None,
-) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "statusCode": status,
-        "headers": {"Content-Type": content_type, **SECURITY_HEADERS, **(headers or {})},
-        "body": body,
-        "isBase64Encoded": False,
+) -> Page:
+    sent: dict[str, str | list[str]] = {
+        "Content-Type": content_type,
+        **SECURITY_HEADERS,
+        **(headers or {}),
     }
     if cookies:
-        response["multiValueHeaders"] = {"Set-Cookie": cookies}
-    return response
+        # Each cookie is its own Set-Cookie header (the attributes are already written).
+        sent["Set-Cookie"] = cookies
+    return Response(status_code=status, content_type=content_type, body=body, headers=sent)
 
 
-def json_reply(status: int, body: Any) -> dict[str, Any]:
+def json_reply(status: int, body: Any) -> Page:
     return reply(status, json.dumps(body), content_type="application/json")
 
 
-def redirect(location: str, cookies: list[str] | None = None) -> dict[str, Any]:
+def redirect(location: str, cookies: list[str] | None = None) -> Page:
     return reply(303, headers={"Location": location}, cookies=cookies)

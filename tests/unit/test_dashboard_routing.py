@@ -84,6 +84,8 @@ def assert_not_found(response: dict[str, Any], public_id: str, back: str | None 
         ("/ui/Login", "/ui/Login"),
         ("/ui/%6Cogin", "/ui/%6Cogin"),
         ("/favicon.ico", "/favicon.ico"),
+        ("/ui\n", "/ui\n"),
+        ("/ui/login/\n", "/ui/login/\n"),
     ],
 )
 def test_a_path_no_page_has_is_answered_with_the_not_found_page(path: str, named: str) -> None:
@@ -215,6 +217,7 @@ def test_a_static_file_is_served_with_its_type_and_the_pages_headers(
         ("/ui/static//dashboard.css", "/dashboard.css"),
         ("/ui/static/dashboard.CSS", "dashboard.CSS"),
         ("/ui/static/dashboard.css/x/", "dashboard.css/x"),
+        ("/ui/static/dashboard.css\n", "dashboard.css\n"),
         # With no file name at all it is the path that is not found
         ("/ui/static", "/ui/static"),
         ("/ui/static/", "/ui/static"),
