@@ -41,6 +41,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.notifications import Delivery, Destination
 from runplane.domain.parts import RunPart
 from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
@@ -56,7 +57,6 @@ from runplane.domain.variables import (
     StoredVariable,
     WorkspaceVariable,
 )
-from runplane.store.notifications import Delivery, Destination
 from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_triggers import Triggers
 

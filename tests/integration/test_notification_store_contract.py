@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.notifications import Delivery, Destination
 from runplane.services.repositories import NotificationStore
 from runplane.store.notification_store import DynamoNotificationStore
-from runplane.store.notifications import Delivery, Destination
 from tests.fakes import InMemoryNotifications
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

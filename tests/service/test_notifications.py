@@ -26,10 +26,10 @@ from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Forbidden, Permission, Principal
 from runplane.domain.ids import IdKind
+from runplane.domain.notifications import Destination
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
 from runplane.services.notifications import Notifications
-from runplane.store.notifications import Destination
 from tests.fakes import InMemoryNotifications
 from tests.service.conftest import Tier
 

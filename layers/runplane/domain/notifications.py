@@ -1,4 +1,6 @@
-"""Notification destinations: URL rules, signatures, payloads and the retry schedule.
+"""Notification destinations: URL rules, signatures, payloads and the retry schedule,
+and the entities: a destination, an event's delivery to it, and a delivery's lease on
+its in-flight slots.
 
 Pure rules; storage, encryption and HTTP live in store/, adapters/ and services/.
 """
@@ -12,6 +14,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -56,6 +59,59 @@ class DestinationNotAllowed(InvalidInput):
     own network (metadata service, moto, the gateway) on a caller's behalf."""
 
     code = "DESTINATION_NOT_ALLOWED"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A workspace's notification destination; its URL and signing secret only sealed
+    (a wrapped data key and the ciphertext), its URL shown as ``display_url``."""
+
+    id: str
+    organization_id: str
+    workspace_id: str
+    name: str
+    kind: str
+    events: tuple[str, ...]
+    display_url: str
+    wrapped_key: bytes
+    sealed: bytes
+    created_at: datetime
+    created_by: str
+
+    def __repr__(self) -> str:  # the sealed fields stay out of logs and tracebacks
+        return f"Destination({self.id}, {self.kind}, {self.display_url})"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event's delivery to one destination, with every attempt in ``history``:
+    pending -> delivering -> delivered | retrying -> ... | failed."""
+
+    id: str
+    destination_id: str
+    workspace_id: str
+    organization_id: str
+    event_id: str
+    event_type: str
+    run_id: str
+    event: dict[str, Any]
+    state: str
+    attempts: int
+    history: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+    # While ``delivering``: until when the claiming worker owns the attempt.
+    lease_until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SlotLease:
+    """The slots one delivery holds until ``until`` (its destination's, then its
+    organization's), under a token only this holder knows."""
+
+    holder: str
+    keys: tuple[tuple[str, str], ...]
+    until: datetime
 
 
 @dataclass(frozen=True)

@@ -33,20 +33,20 @@ from runplane.domain.clock import Clock
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.notifications import Delivery, Destination
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import NOTIFIABLE, EventType, RunEvent
 from runplane.services.workspaces import Workspaces
-from runplane.store import notifications as store
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
+    from runplane.domain.notifications import SlotLease
     from runplane.services.repositories import (
         DeliverySlots,
         NotificationStore,
         WorkspaceDirectory,
     )
-    from runplane.store.delivery_slots import SlotLease
 
 logger = logging.getLogger("runplane.notifications")
 
@@ -66,7 +66,7 @@ def _context(destination_id: str, organization_id: str) -> dict[str, str]:
     }
 
 
-def view(destination: store.Destination) -> dict[str, Any]:
+def view(destination: Destination) -> dict[str, Any]:
     return {
         "id": destination.id,
         "workspace_id": destination.workspace_id,
@@ -79,7 +79,7 @@ def view(destination: store.Destination) -> dict[str, Any]:
     }
 
 
-def delivery_view(delivery: store.Delivery) -> dict[str, Any]:
+def delivery_view(delivery: Delivery) -> dict[str, Any]:
     return {
         "id": delivery.id,
         "destination_id": delivery.destination_id,
@@ -174,7 +174,7 @@ class Notifications:
             _context(destination_id, workspace.organization_id),
             json.dumps({"url": url, "secret": secret}).encode(),
         )
-        destination = store.Destination(
+        destination = Destination(
             id=destination_id,
             organization_id=workspace.organization_id,
             workspace_id=workspace.id,
@@ -300,7 +300,7 @@ class Notifications:
             if slots is not None and held is not None:
                 slots.release(held)
 
-    def _defer(self, message: Mapping[str, Any], delivery: store.Delivery) -> None:
+    def _defer(self, message: Mapping[str, Any], delivery: Delivery) -> None:
         """Queue ``message`` again a little later: its organization or its destination
         has every in-flight slot taken. If this send fails, the caller's message fails
         and its queue redelivers it: nothing is lost either way."""
@@ -312,11 +312,11 @@ class Notifications:
             extra={"delivery_id": delivery.id, "deferred": deferrals + 1, "delay": delay},
         )
 
-    def _attempt(self, claimed: store.Delivery) -> None:
+    def _attempt(self, claimed: Delivery) -> None:
         """Send the claimed attempt (number ``claimed.attempts``) and record what happened."""
         delivery, number = claimed, claimed.attempts
         try:
-            destination: store.Destination | None = self._store.get_destination(
+            destination: Destination | None = self._store.get_destination(
                 delivery.workspace_id, delivery.destination_id
             )
         except NotFound:
@@ -351,7 +351,7 @@ class Notifications:
             self._queue.send(_deliver_message(destination, delivery.event_id, number + 1), delay)
 
     def _record(
-        self, claimed: store.Delivery, record: Mapping[str, Any], state: str, now: datetime
+        self, claimed: Delivery, record: Mapping[str, Any], state: str, now: datetime
     ) -> bool:
         try:
             self._store.record_attempt(claimed, record, state, now)
@@ -365,9 +365,7 @@ class Notifications:
             return False
         return True
 
-    def _claim(
-        self, delivery: store.Delivery, now: datetime, lease_until: datetime
-    ) -> store.Delivery | None:
+    def _claim(self, delivery: Delivery, now: datetime, lease_until: datetime) -> Delivery | None:
         try:
             self._store.claim_attempt(delivery, now, lease_until)
         except ConcurrentChange:
@@ -376,9 +374,7 @@ class Notifications:
             delivery, attempts=delivery.attempts + 1, state="delivering", lease_until=lease_until
         )
 
-    def _reclaim(
-        self, delivery: store.Delivery, now: datetime, lease_until: datetime
-    ) -> store.Delivery | None:
+    def _reclaim(self, delivery: Delivery, now: datetime, lease_until: datetime) -> Delivery | None:
         """Take over a lapsed claim: the delivery with attempt ``attempts + 1`` claimed,
         or None (another worker moved it on, or this was the last attempt: failed)."""
         give_up = delivery.attempts >= rules.MAX_ATTEMPTS
@@ -406,9 +402,7 @@ class Notifications:
             lease_until=lease_until,
         )
 
-    def _send(
-        self, destination: store.Destination, event: RunEvent, delivery_id: str
-    ) -> PostResult:
+    def _send(self, destination: Destination, event: RunEvent, delivery_id: str) -> PostResult:
         try:
             opened = json.loads(
                 unseal(
@@ -434,7 +428,7 @@ class Notifications:
         return self._client.post(str(opened["url"]), body, headers)
 
 
-def _deliver_message(destination: store.Destination, event_id: str, attempt: int) -> dict[str, Any]:
+def _deliver_message(destination: Destination, event_id: str, attempt: int) -> dict[str, Any]:
     return {
         "kind": "deliver",
         # The queue's fairness lane (adapters/event_queue.py): shares per organization.

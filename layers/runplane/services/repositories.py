@@ -21,13 +21,12 @@ from runplane.domain.variables import WorkspaceVariable
 
 if TYPE_CHECKING:
     from runplane.domain.artifacts import ArtifactRecord
+    from runplane.domain.notifications import Delivery, Destination, SlotLease
     from runplane.domain.parts import RunPart
     from runplane.domain.run import Transitioned
     from runplane.domain.schedules import Fire, Schedule
     from runplane.domain.state import StateVersion
     from runplane.domain.variables import StoredVariable
-    from runplane.store.delivery_slots import SlotLease
-    from runplane.store.notifications import Delivery, Destination
     from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_triggers import Triggers
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import contextlib
 import random
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 
 from runplane.domain.errors import ConcurrentChange
+from runplane.domain.notifications import SlotLease
 from runplane.store.models import TableItem
 from runplane.store.transaction import Item, Transaction
 
@@ -51,16 +51,6 @@ def organization_slot_key(organization_id: str, index: int) -> tuple[str, str]:
 
 def destination_slot_key(destination_id: str, index: int) -> tuple[str, str]:
     return f"{PREFIX}DEST#{destination_id}", f"SLOT#{index}"
-
-
-@dataclass(frozen=True)
-class SlotLease:
-    """The slots one delivery holds until ``until`` (its destination's, then its
-    organization's), under a token only this holder knows."""
-
-    holder: str
-    keys: tuple[tuple[str, str], ...]
-    until: datetime
 
 
 class _Held(Exception):

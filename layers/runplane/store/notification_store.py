@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from runplane.domain.notifications import Delivery, Destination
 from runplane.store import notifications as store
-from runplane.store.notifications import Delivery, Destination
 
 
 class DynamoNotificationStore:

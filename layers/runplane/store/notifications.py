@@ -11,7 +11,6 @@ destination, with every attempt recorded on it).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +24,7 @@ from pynamodb.attributes import (
 )
 
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.notifications import Delivery, Destination
 from runplane.store.models import TableItem, workspace_key
 from runplane.store.transaction import Item, Transaction
 
@@ -78,43 +78,8 @@ def delivery_key(destination_id: str, event_id: str) -> tuple[str, str]:
     return f"{DESTINATION_PREFIX}{destination_id}", f"{DELIVERY_PREFIX}{event_id}"
 
 
-@dataclass(frozen=True)
-class Destination:
-    id: str
-    organization_id: str
-    workspace_id: str
-    name: str
-    kind: str
-    events: tuple[str, ...]
-    display_url: str
-    wrapped_key: bytes
-    sealed: bytes
-    created_at: datetime
-    created_by: str
-
-    def __repr__(self) -> str:  # the sealed fields stay out of logs and tracebacks
-        return f"Destination({self.id}, {self.kind}, {self.display_url})"
-
-
-@dataclass(frozen=True)
-class Delivery:
-    id: str
-    destination_id: str
-    workspace_id: str
-    organization_id: str
-    event_id: str
-    event_type: str
-    run_id: str
-    event: dict[str, Any]
-    state: str
-    attempts: int
-    history: list[dict[str, Any]]
-    created_at: datetime
-    updated_at: datetime
-    lease_until: datetime | None = None
-
-
 def _destination(item: DestinationItem) -> Destination:
+    """The destination an item holds (the inverse of ``_destination_item``)."""
     return Destination(
         id=item.destination_id,
         organization_id=item.org_id,
@@ -131,6 +96,7 @@ def _destination(item: DestinationItem) -> Destination:
 
 
 def _delivery(item: DeliveryItem) -> Delivery:
+    """The delivery an item holds (the inverse of ``_delivery_item``)."""
     return Delivery(
         id=item.delivery_id,
         destination_id=item.destination_id,
@@ -149,23 +115,49 @@ def _delivery(item: DeliveryItem) -> Delivery:
     )
 
 
-def put_destination(destination: Destination) -> Transaction:
-    return Transaction().put_new(
-        DestinationItem(
-            *destination_key(destination.workspace_id, destination.id),
-            destination_id=destination.id,
-            org_id=destination.organization_id,
-            workspace_id=destination.workspace_id,
-            name=destination.name,
-            kind=destination.kind,
-            events=list(destination.events),
-            display_url=destination.display_url,
-            wrapped_key=destination.wrapped_key,
-            sealed=destination.sealed,
-            created_at=destination.created_at,
-            created_by=destination.created_by,
-        )
+def _destination_item(destination: Destination) -> DestinationItem:
+    """The item holding ``destination`` (the inverse of ``_destination``)."""
+    return DestinationItem(
+        *destination_key(destination.workspace_id, destination.id),
+        destination_id=destination.id,
+        org_id=destination.organization_id,
+        workspace_id=destination.workspace_id,
+        name=destination.name,
+        kind=destination.kind,
+        events=list(destination.events),
+        display_url=destination.display_url,
+        wrapped_key=destination.wrapped_key,
+        sealed=destination.sealed,
+        created_at=destination.created_at,
+        created_by=destination.created_by,
     )
+
+
+def _delivery_item(delivery: Delivery) -> DeliveryItem:
+    """The item holding ``delivery`` (the inverse of ``_delivery``), kept for
+    ``DELIVERY_RETENTION`` from its creation."""
+    return DeliveryItem(
+        *delivery_key(delivery.destination_id, delivery.event_id),
+        delivery_id=delivery.id,
+        destination_id=delivery.destination_id,
+        workspace_id=delivery.workspace_id,
+        org_id=delivery.organization_id,
+        event_id=delivery.event_id,
+        event_type=delivery.event_type,
+        run_id=delivery.run_id,
+        event=delivery.event,
+        state=delivery.state,
+        attempts=delivery.attempts,
+        history=delivery.history,
+        lease_until=delivery.lease_until,
+        created_at=delivery.created_at,
+        updated_at=delivery.updated_at,
+        expires_at=delivery.created_at + DELIVERY_RETENTION,
+    )
+
+
+def put_destination(destination: Destination) -> Transaction:
+    return Transaction().put_new(_destination_item(destination))
 
 
 def get_destination(workspace_id: str, destination_id: str) -> Destination:
@@ -207,22 +199,22 @@ def new_delivery(
     """A delivery of ``event`` to ``destination``: refused (``ConcurrentChange``) if one
     exists already, which makes fan-out idempotent per event and destination."""
     return Transaction().put_new(
-        DeliveryItem(
-            *delivery_key(destination.id, str(event["id"])),
-            delivery_id=delivery_id,
-            destination_id=destination.id,
-            workspace_id=destination.workspace_id,
-            org_id=destination.organization_id,
-            event_id=str(event["id"]),
-            event_type=str(event["type"]),
-            run_id=str(event["run_id"]),
-            event=dict(event),
-            state="pending",
-            attempts=0,
-            history=[],
-            created_at=now,
-            updated_at=now,
-            expires_at=now + DELIVERY_RETENTION,
+        _delivery_item(
+            Delivery(
+                id=delivery_id,
+                destination_id=destination.id,
+                workspace_id=destination.workspace_id,
+                organization_id=destination.organization_id,
+                event_id=str(event["id"]),
+                event_type=str(event["type"]),
+                run_id=str(event["run_id"]),
+                event=dict(event),
+                state="pending",
+                attempts=0,
+                history=[],
+                created_at=now,
+                updated_at=now,
+            )
         )
     )
 
