@@ -47,6 +47,7 @@ from runplane.domain.policy import PolicySetContent
 from runplane.domain.policy_capabilities import refuse_forbidden_builtins
 from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.policy_results import PolicyResult
+from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.schedules import Fire, Schedule
@@ -57,7 +58,6 @@ from runplane.domain.variables import (
     StoredVariable,
     WorkspaceVariable,
 )
-from runplane.store.policy_sets import PolicySetHead
 from runplane.store.run_triggers import Triggers
 
 

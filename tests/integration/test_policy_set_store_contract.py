@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.services.repositories import PolicySetStore
 from runplane.store.policy_set_store import DynamoPolicySetStore
-from runplane.store.policy_sets import PolicySetHead
 from tests.fakes import InMemoryPolicySets
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from runplane.domain.artifacts import ArtifactRecord
     from runplane.domain.notifications import Delivery, Destination, SlotLease
     from runplane.domain.parts import RunPart
+    from runplane.domain.published_policy_sets import PolicySetHead
     from runplane.domain.run import Transitioned
     from runplane.domain.schedules import Fire, Schedule
     from runplane.domain.state import StateVersion
     from runplane.domain.variables import StoredVariable
-    from runplane.store.policy_sets import PolicySetHead
     from runplane.store.run_triggers import Triggers
 
 

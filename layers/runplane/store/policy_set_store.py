@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.store import policy_sets as store
-from runplane.store.policy_sets import PolicySetHead
 
 
 class DynamoPolicySetStore:

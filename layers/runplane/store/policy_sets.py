@@ -7,11 +7,13 @@ consistent queries of the organization's partition (no index involved).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
+
+# Re-exported while services.policy imports it from here.
+from runplane.domain.published_policy_sets import PolicySetHead as PolicySetHead
 from runplane.store.models import (
     PolicySetItem,
     PolicySetVersionItem,
@@ -21,25 +23,8 @@ from runplane.store.models import (
 from runplane.store.transaction import Transaction
 
 
-@dataclass(frozen=True)
-class PolicySetHead:
-    org_id: str
-    name: str
-    current_digest: str
-    current_artifact_id: str
-    policies: list[dict[str, Any]]
-    versions: int
-    attached_workspaces: tuple[str, ...]
-    all_workspaces: bool
-    updated_at: datetime
-    updated_by: str
-    version: int
-
-    def applies_to(self, workspace_id: str) -> bool:
-        return self.all_workspaces or workspace_id in self.attached_workspaces
-
-
 def _head(item: PolicySetItem) -> PolicySetHead:
+    """The head an item holds (the inverse of ``_head_item``)."""
     return PolicySetHead(
         org_id=item.org_id,
         name=item.name,
@@ -52,6 +37,24 @@ def _head(item: PolicySetItem) -> PolicySetHead:
         updated_at=item.updated_at,
         updated_by=item.updated_by,
         version=int(item.version),
+    )
+
+
+def _head_item(head: PolicySetHead) -> PolicySetItem:
+    """The item holding ``head`` (the inverse of ``_head``)."""
+    return PolicySetItem(
+        *policy_set_key(head.org_id, head.name),
+        org_id=head.org_id,
+        name=head.name,
+        current_digest=head.current_digest,
+        current_artifact_id=head.current_artifact_id,
+        policies=head.policies,
+        versions=head.versions,
+        attached_workspaces=list(head.attached_workspaces),
+        all_workspaces=head.all_workspaces,
+        updated_at=head.updated_at,
+        updated_by=head.updated_by,
+        version=head.version,
     )
 
 
@@ -101,19 +104,20 @@ def publish(
     count = previous.versions if previous else 0
     number = count if version_exists else count + 1
     stale = ConcurrentChange(f"policy set {name} was published meanwhile; publish again")
-    head = PolicySetItem(
-        *policy_set_key(org_id, name),
-        org_id=org_id,
-        name=name,
-        current_digest=digest,
-        current_artifact_id=artifact_id,
-        policies=policies,
-        versions=number,
-        attached_workspaces=list(previous.attached_workspaces) if previous else [],
-        all_workspaces=previous.all_workspaces if previous else False,
-        updated_at=now,
-        updated_by=by,
-        version=(previous.version + 1) if previous else 1,
+    head = _head_item(
+        PolicySetHead(
+            org_id=org_id,
+            name=name,
+            current_digest=digest,
+            current_artifact_id=artifact_id,
+            policies=policies,
+            versions=number,
+            attached_workspaces=previous.attached_workspaces if previous else (),
+            all_workspaces=previous.all_workspaces if previous else False,
+            updated_at=now,
+            updated_by=by,
+            version=(previous.version + 1) if previous else 1,
+        )
     )
     condition = (
         PolicySetItem.version == previous.version if previous else PolicySetItem.pk.does_not_exist()
