@@ -50,6 +50,7 @@ from runplane.domain.policy_results import PolicyResult
 from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import RunEvent, move_event
+from runplane.domain.run_triggers import Triggers
 from runplane.domain.schedules import Fire, Schedule
 from runplane.domain.state import FINALIZED, StateVersion
 from runplane.domain.variables import (
@@ -58,7 +59,6 @@ from runplane.domain.variables import (
     StoredVariable,
     WorkspaceVariable,
 )
-from runplane.store.run_triggers import Triggers
 
 
 class FakeClock:

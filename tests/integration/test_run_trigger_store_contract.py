@@ -9,9 +9,9 @@ import pytest
 
 from runplane.domain.errors import ConcurrentChange
 from runplane.domain.run import RunKind
+from runplane.domain.run_triggers import Triggers
 from runplane.services.repositories import RunTriggerStore
 from runplane.store.run_trigger_store import DynamoRunTriggerStore
-from runplane.store.run_triggers import Triggers
 from tests.fakes import InMemoryRunTriggers
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

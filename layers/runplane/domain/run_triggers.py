@@ -1,14 +1,17 @@
 """Run triggers: a workspace names source workspaces whose applied runs queue a run in it.
 
-Pure rules: the limit, no self-reference, no cycle (a cycle would queue runs forever).
+Pure rules: the limit, no self-reference, no cycle (a cycle would queue runs forever);
+and the entities: a workspace's trigger list, and what a source run did in a dependent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
 from runplane.domain.errors import RunTriggerRefused
+from runplane.domain.run import RunKind
 
 MAX_SOURCES: Final = 20
 # How many workspaces a cycle check may walk: every one read is re-checked when the
@@ -59,3 +62,23 @@ def find_cycle(
                 visited.add(upstream)
                 frontier.append(upstream)
     return False, seen
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """A workspace's trigger sources and the kind of run they queue in it."""
+
+    workspace_id: str
+    sources: tuple[str, ...]
+    run_kind: RunKind
+    version: int  # 0: never configured
+
+
+@dataclass(frozen=True)
+class Triggered:
+    """What a source run did in a dependent workspace: the run it queued, or why none
+    (``skipped``)."""
+
+    dependent_workspace_id: str
+    run_id: str | None
+    skipped: str | None

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from runplane.domain.parts import RunPart
     from runplane.domain.published_policy_sets import PolicySetHead
     from runplane.domain.run import Transitioned
+    from runplane.domain.run_triggers import Triggers
     from runplane.domain.schedules import Fire, Schedule
     from runplane.domain.state import StateVersion
     from runplane.domain.variables import StoredVariable
-    from runplane.store.run_triggers import Triggers
 
 
 class WorkspaceDirectory(Protocol):

@@ -43,6 +43,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.parts import RunInput
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
+from runplane.domain.run_triggers import Triggers
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts
@@ -120,7 +121,7 @@ class RunTriggers:
             raise NotFound("workspace", source_id, "/source_workspace_id") from None
         current = self._store.get(dependent.id)
         rules.check_new_source(dependent.id, source.id, current.sources)
-        read: dict[str, store.Triggers] = {}
+        read: dict[str, Triggers] = {}
 
         def sources_of(workspace: str) -> tuple[str, ...]:
             read[workspace] = self._store.get(workspace)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from runplane.domain.run import RunKind
+from runplane.domain.run_triggers import Triggers
 from runplane.store import run_triggers as store
-from runplane.store.run_triggers import Triggers
 from runplane.store.transaction import Transaction
 
 

@@ -11,7 +11,6 @@ makes a source run queue at most one run per dependent workspace.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from pynamodb.attributes import (
@@ -23,6 +22,7 @@ from pynamodb.attributes import (
 
 from runplane.domain.errors import AlreadyTriggered, ConcurrentChange
 from runplane.domain.run import RunKind
+from runplane.domain.run_triggers import Triggered, Triggers
 from runplane.store import audit
 from runplane.store.models import TableItem, org_event_key, run_key, workspace_key
 from runplane.store.transaction import Item, Transaction
@@ -67,20 +67,32 @@ def triggered_key(source_run_id: str, dependent_id: str) -> tuple[str, str]:
     return run_key(source_run_id)[0], f"{TRIGGERED_PREFIX}{dependent_id}"
 
 
-@dataclass(frozen=True)
-class Triggers:
-    workspace_id: str
-    sources: tuple[str, ...]
-    run_kind: RunKind
-    version: int  # 0: never configured
-
-
 def get(workspace_id: str) -> Triggers:
     try:
         item = RunTriggersItem.get(*triggers_key(workspace_id), consistent_read=True)
     except RunTriggersItem.DoesNotExist:
         return Triggers(workspace_id, (), RunKind.PLAN_AND_APPLY, 0)
-    return Triggers(workspace_id, tuple(item.sources), RunKind(item.run_kind), int(item.version))
+    return _triggers(item)
+
+
+def _triggers(item: RunTriggersItem) -> Triggers:
+    """The trigger list an item holds (the inverse of ``_triggers_item``)."""
+    return Triggers(
+        item.workspace_id, tuple(item.sources), RunKind(item.run_kind), int(item.version)
+    )
+
+
+def _triggers_item(triggers: Triggers, org_id: str, now: datetime) -> RunTriggersItem:
+    """The item holding ``triggers`` (the inverse of ``_triggers``)."""
+    return RunTriggersItem(
+        *triggers_key(triggers.workspace_id),
+        workspace_id=triggers.workspace_id,
+        org_id=org_id,
+        sources=list(triggers.sources),
+        run_kind=triggers.run_kind.value,
+        version=triggers.version,
+        updated_at=now,
+    )
 
 
 def unchanged(triggers: Triggers) -> Transaction:
@@ -122,14 +134,8 @@ def replace(
         if current.version
         else RunTriggersItem.pk.does_not_exist()
     )
-    item = RunTriggersItem(
-        *triggers_key(current.workspace_id),
-        workspace_id=current.workspace_id,
-        org_id=org_id,
-        sources=list(sources),
-        run_kind=run_kind.value,
-        version=current.version + 1,
-        updated_at=now,
+    item = _triggers_item(
+        Triggers(current.workspace_id, sources, run_kind, current.version + 1), org_id, now
     )
     return Transaction().put(item, condition=condition, on_refused=refused)
 
@@ -166,13 +172,7 @@ def claim(source_run_id: str, dependent_id: str, run_id: str, now: datetime) -> 
         return AlreadyTriggered(str((current or {}).get("run_id", "")))
 
     return Transaction().put_new(
-        TriggeredRunItem(
-            *triggered_key(source_run_id, dependent_id),
-            source_run_id=source_run_id,
-            dependent_workspace_id=dependent_id,
-            run_id=run_id,
-            created_at=now,
-        ),
+        _triggered_item(source_run_id, Triggered(dependent_id, run_id, None), now),
         on_refused=refused,
     )
 
@@ -188,14 +188,7 @@ def skip(
     """Record that the source run queued nothing in ``dependent_id`` and why: the claim
     (so a redelivered event does not try again) and an organization audit event."""
     claim = Transaction().put_new(
-        TriggeredRunItem(
-            *triggered_key(source_run_id, dependent_id),
-            source_run_id=source_run_id,
-            dependent_workspace_id=dependent_id,
-            run_id="",
-            skipped=reason,
-            created_at=now,
-        ),
+        _triggered_item(source_run_id, Triggered(dependent_id, None, reason), now),
         on_refused=lambda current: AlreadyTriggered(str((current or {}).get("run_id", ""))),
     )
     audit_id = f"{event_id}.skipped.{dependent_id}"
@@ -212,13 +205,6 @@ def skip(
     return claim.put_new(audit_event)
 
 
-@dataclass(frozen=True)
-class Triggered:
-    dependent_workspace_id: str
-    run_id: str | None
-    skipped: str | None
-
-
 def triggered_runs(source_run_id: str) -> list[Triggered]:
     """What the source run did in each dependent workspace: the run it queued, or why not."""
     items = TriggeredRunItem.query(
@@ -226,9 +212,25 @@ def triggered_runs(source_run_id: str) -> list[Triggered]:
         TriggeredRunItem.sk.startswith(TRIGGERED_PREFIX),
         consistent_read=True,
     )
-    return [
-        Triggered(item.dependent_workspace_id, item.run_id or None, item.skipped) for item in items
-    ]
+    return [_triggered(item) for item in items]
+
+
+def _triggered(item: TriggeredRunItem) -> Triggered:
+    """What a claim item records (the inverse of ``_triggered_item``)."""
+    return Triggered(item.dependent_workspace_id, item.run_id or None, item.skipped)
+
+
+def _triggered_item(source_run_id: str, triggered: Triggered, now: datetime) -> TriggeredRunItem:
+    """The claim item recording ``triggered`` (the inverse of ``_triggered``): its run
+    ID is "" when the source run queued nothing."""
+    return TriggeredRunItem(
+        *triggered_key(source_run_id, triggered.dependent_workspace_id),
+        source_run_id=source_run_id,
+        dependent_workspace_id=triggered.dependent_workspace_id,
+        run_id=triggered.run_id or "",
+        skipped=triggered.skipped,
+        created_at=now,
+    )
 
 
 def triggered(source_run_id: str) -> dict[str, str]:
