@@ -13,7 +13,7 @@ import requests
 
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.identity import ROLES, Permission
-from runplane.domain.recovery import RecoveryRequest, RecoveryState, Resolution
+from runplane.domain.recovery import Recovery, RecoveryRequest, RecoveryState, Resolution
 from runplane.domain.web_session import new_secret
 from runplane.store import recovery as recovery_store
 from runplane.store import web_sessions as web_store
@@ -447,7 +447,7 @@ def prepared_by_someone_else(local: Local, run: dict[str, Any], lease_left: time
     evidence = RecoveryRequest(Resolution.CURRENT_STATE_VERIFIED, "night shift", True, verified)
     holder = "user:night-shift"
     recovery_store.prepare(
-        recovery_store.Recovery(
+        Recovery(
             id=f"rcv-{run['id'][4:]}",
             run_id=run["id"],
             organization_id=services.workspaces.organization_id_of(local.organization),

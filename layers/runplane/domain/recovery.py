@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from runplane.domain.errors import Conflict, InvalidInput, RunplaneError, StateRejected
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal
@@ -270,6 +271,27 @@ def check_emergency_successor(snapshot: Snapshot, predecessor: Publication | Non
 
 
 # -- the stored record -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A run's durable recovery operation: prepared, leased to one operator at a time
+    (each lease moves ``generation``), then completed; ``body`` is its document
+    (``RecoveryBody.from_body``)."""
+
+    id: str
+    run_id: str
+    organization_id: str
+    workspace_id: str
+    state: RecoveryState
+    holder: str
+    generation: int
+    fingerprint: str
+    lease_expires_at: datetime
+    target_artifact_id: str | None
+    body: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
 
 
 @dataclass(frozen=True)

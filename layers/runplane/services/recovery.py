@@ -42,6 +42,7 @@ from runplane.domain.recovery import (
     MAX_TAKEOVERS,
     RECOVERABLE_STATUSES,
     NotRecoverable,
+    Recovery,
     RecoveryBlocked,
     RecoveryBody,
     RecoveryLeased,
@@ -67,7 +68,6 @@ from runplane.store import recovery as store
 from runplane.store import run_parts, state_versions, writer_queue, writer_recovery
 from runplane.store import runs as run_store
 from runplane.store import workspaces as workspace_store
-from runplane.store.recovery import Recovery
 from runplane.store.transaction import Item, Transaction
 
 MAX_EMERGENCY_BYTES = 10_000_000

@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange
-from runplane.domain.recovery import RecoveryState
+from runplane.domain.recovery import Recovery, RecoveryState
 from runplane.store import audit
 from runplane.store.models import RecoveryItem, org_event_key, recovery_key
 from runplane.store.transaction import Item, Transaction
-
-
-@dataclass(frozen=True)
-class Recovery:
-    id: str
-    run_id: str
-    organization_id: str
-    workspace_id: str
-    state: RecoveryState
-    holder: str
-    generation: int
-    fingerprint: str
-    lease_expires_at: datetime
-    target_artifact_id: str | None
-    body: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
 
 
 def get(run_id: str) -> Recovery | None:
@@ -36,6 +18,11 @@ def get(run_id: str) -> Recovery | None:
         item = RecoveryItem.get(*recovery_key(run_id), consistent_read=True)
     except RecoveryItem.DoesNotExist:
         return None
+    return _recovery(item)
+
+
+def _recovery(item: RecoveryItem) -> Recovery:
+    """The recovery an item holds (the inverse of ``_item``)."""
     return Recovery(
         id=item.recovery_id,
         run_id=item.run_id,
@@ -53,6 +40,26 @@ def get(run_id: str) -> Recovery | None:
     )
 
 
+def _item(recovery: Recovery) -> RecoveryItem:
+    """The item holding ``recovery`` (the inverse of ``_recovery``)."""
+    return RecoveryItem(
+        *recovery_key(recovery.run_id),
+        run_id=recovery.run_id,
+        recovery_id=recovery.id,
+        org_id=recovery.organization_id,
+        workspace_id=recovery.workspace_id,
+        state=recovery.state.value,
+        holder=recovery.holder,
+        generation=recovery.generation,
+        fingerprint=recovery.fingerprint,
+        lease_expires_at=recovery.lease_expires_at,
+        target_artifact_id=recovery.target_artifact_id,
+        body=dict(recovery.body),
+        created_at=recovery.created_at,
+        updated_at=recovery.updated_at,
+    )
+
+
 def _moved(run_id: str) -> Any:
     def refused(current: Item | None) -> Exception:
         return ConcurrentChange(f"the recovery of run {run_id} changed meanwhile")
@@ -63,21 +70,7 @@ def _moved(run_id: str) -> Any:
 def prepare(recovery: Recovery) -> Transaction:
     """The durable operation, written before any artifact is copied."""
     return Transaction().put_new(
-        RecoveryItem(
-            *recovery_key(recovery.run_id),
-            run_id=recovery.run_id,
-            recovery_id=recovery.id,
-            org_id=recovery.organization_id,
-            workspace_id=recovery.workspace_id,
-            state=recovery.state.value,
-            holder=recovery.holder,
-            generation=recovery.generation,
-            fingerprint=recovery.fingerprint,
-            lease_expires_at=recovery.lease_expires_at,
-            body=dict(recovery.body),
-            created_at=recovery.created_at,
-            updated_at=recovery.updated_at,
-        ),
+        _item(recovery),
         on_refused=_moved(recovery.run_id),
     )
 
