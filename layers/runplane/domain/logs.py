@@ -9,6 +9,8 @@ offset into the final log too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 LOG_CAP_BYTES: Final = 1024 * 1024
@@ -52,3 +54,24 @@ def utf8_end(data: bytes, *, more: bool) -> int:
         cut = len(data) - back
         return cut if need > back and cut > 0 else len(data)
     return len(data)
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """One chunk of an attempt's live log: bytes ``offset`` to ``end`` of the phase's
+    log, stored as an artifact of their own."""
+
+    run_id: str
+    organization_id: str
+    attempt_id: str
+    phase: str
+    sequence: int
+    offset: int
+    size: int
+    sha256: str
+    artifact_id: str
+    created_at: datetime
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size

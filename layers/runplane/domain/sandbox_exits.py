@@ -45,6 +45,19 @@ _TASK_ARN = re.compile(
 
 
 @dataclass(frozen=True)
+class SandboxRef:
+    """Which attempt a sandbox was launched for, found by the launcher's reference to it
+    (an ECS task ARN): recorded by the control plane with the launch, a pointer that
+    whoever reads it checks against the attempt itself."""
+
+    reference: str
+    run_id: str
+    phase: Phase
+    attempt_id: str
+    sandbox_id: str
+
+
+@dataclass(frozen=True)
 class SandboxExit:
     """A sandbox seen to stop, named by what its launch recorded; ``detail`` says how
     (an exit code, a signal, ECS's stop code and reason), for the status reason."""

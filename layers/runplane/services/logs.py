@@ -23,6 +23,7 @@ from runplane.domain.logs import (
     MAX_CHUNK_BYTES,
     MAX_CHUNKS,
     MIN_READ_BYTES,
+    LogChunk,
     utf8_end,
 )
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody
@@ -30,7 +31,6 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.runner_api import session_of
 from runplane.services.runs import Runs
 from runplane.store import log_chunks, run_parts
-from runplane.store.log_chunks import LogChunk
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from runplane.domain.parts import (
     RunPart,
 )
 from runplane.domain.run_scope import RunScope
-from runplane.domain.sandbox_exits import is_task_reference
+from runplane.domain.sandbox_exits import SandboxRef, is_task_reference
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
@@ -36,7 +36,6 @@ from runplane.services.workflow_base import heartbeat_interval as _heartbeat_int
 from runplane.services.writer import MAX_ATTEMPTS
 from runplane.store import run_batch, run_parts, sandbox_refs
 from runplane.store import workspaces as workspace_store
-from runplane.store.sandbox_refs import SandboxRef
 from runplane.store.transaction import Transaction
 
 

@@ -7,10 +7,8 @@ the attempt is open: all three are conditions of one transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from runplane.domain.errors import Conflict
+from runplane.domain.logs import LogChunk
 from runplane.domain.parts import RunPart
 from runplane.store import batch, run_parts
 from runplane.store.models import (
@@ -21,24 +19,6 @@ from runplane.store.models import (
     run_part_key,
 )
 from runplane.store.transaction import Item, Transaction
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    run_id: str
-    organization_id: str
-    attempt_id: str
-    phase: str
-    sequence: int
-    offset: int
-    size: int
-    sha256: str
-    artifact_id: str
-    created_at: datetime
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.size
 
 
 class ChunkTaken(Conflict):
@@ -52,6 +32,7 @@ class ChunkTaken(Conflict):
 
 
 def _to_chunk(item: LogChunkItem) -> LogChunk:
+    """The chunk an item holds (the inverse of ``_item``)."""
     return LogChunk(
         run_id=item.run_id,
         organization_id=item.org_id,
@@ -63,6 +44,25 @@ def _to_chunk(item: LogChunkItem) -> LogChunk:
         sha256=item.sha256,
         artifact_id=item.artifact_id,
         created_at=item.created_at,
+    )
+
+
+def _item(chunk: LogChunk) -> LogChunkItem:
+    """The item holding ``chunk`` (the inverse of ``_to_chunk``), with its end offset
+    for the next chunk's condition."""
+    return LogChunkItem(
+        *log_chunk_key(chunk.run_id, chunk.attempt_id, chunk.sequence),
+        run_id=chunk.run_id,
+        org_id=chunk.organization_id,
+        attempt_id=chunk.attempt_id,
+        phase=chunk.phase,
+        sequence=chunk.sequence,
+        offset=chunk.offset,
+        size=chunk.size,
+        end=chunk.end,
+        sha256=chunk.sha256,
+        artifact_id=chunk.artifact_id,
+        created_at=chunk.created_at,
     )
 
 
@@ -112,20 +112,7 @@ def put(chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> Tran
         state = current.get("state") if current else "missing"
         return Conflict(f"the {chunk.phase} attempt of run {chunk.run_id} is {state}, not running")
 
-    item = LogChunkItem(
-        *log_chunk_key(chunk.run_id, chunk.attempt_id, chunk.sequence),
-        run_id=chunk.run_id,
-        org_id=chunk.organization_id,
-        attempt_id=chunk.attempt_id,
-        phase=chunk.phase,
-        sequence=chunk.sequence,
-        offset=chunk.offset,
-        size=chunk.size,
-        end=chunk.end,
-        sha256=chunk.sha256,
-        artifact_id=chunk.artifact_id,
-        created_at=chunk.created_at,
-    )
+    item = _item(chunk)
     writes = Transaction().put_new(item, on_refused=lambda _: ChunkTaken(chunk.sequence))
     writes.check(
         RunPartItem,

@@ -8,12 +8,12 @@ pointer, not evidence: whoever reads it checks it against the attempt itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pynamodb.attributes import UnicodeAttribute, UTCDateTimeAttribute
 
 from runplane.domain.capabilities import Phase
+from runplane.domain.sandbox_exits import SandboxRef
 from runplane.store.models import TableItem
 from runplane.store.transaction import Transaction
 
@@ -34,28 +34,22 @@ def sandbox_ref_key(reference: str) -> tuple[str, str]:
     return f"SANDBOX#{reference}", "SANDBOX"
 
 
-@dataclass(frozen=True)
-class SandboxRef:
-    reference: str
-    run_id: str
-    phase: Phase
-    attempt_id: str
-    sandbox_id: str
-
-
 def record(ref: SandboxRef, now: datetime, phase_limit: timedelta) -> Transaction:
     """The pointer to ``ref``'s attempt, put once (a task ARN is never reused)."""
-    return Transaction().put_new(
-        SandboxRefItem(
-            *sandbox_ref_key(ref.reference),
-            reference=ref.reference,
-            run_id=ref.run_id,
-            phase=ref.phase.value,
-            attempt_id=ref.attempt_id,
-            sandbox_id=ref.sandbox_id,
-            launched_at=now,
-            expires_at=now + phase_limit + RETENTION,
-        )
+    return Transaction().put_new(_item(ref, now, expires_at=now + phase_limit + RETENTION))
+
+
+def _item(ref: SandboxRef, launched_at: datetime, *, expires_at: datetime) -> SandboxRefItem:
+    """The item holding ``ref`` (the inverse of ``_ref``)."""
+    return SandboxRefItem(
+        *sandbox_ref_key(ref.reference),
+        reference=ref.reference,
+        run_id=ref.run_id,
+        phase=ref.phase.value,
+        attempt_id=ref.attempt_id,
+        sandbox_id=ref.sandbox_id,
+        launched_at=launched_at,
+        expires_at=expires_at,
     )
 
 
@@ -64,6 +58,11 @@ def find(reference: str) -> SandboxRef | None:
         item = SandboxRefItem.get(*sandbox_ref_key(reference), consistent_read=True)
     except SandboxRefItem.DoesNotExist:
         return None
+    return _ref(item)
+
+
+def _ref(item: SandboxRefItem) -> SandboxRef:
+    """The pointer an item holds (the inverse of ``_item``)."""
     return SandboxRef(
         reference=item.reference,
         run_id=item.run_id,
