@@ -14,7 +14,7 @@ import requests
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.identity import ROLES, Permission
 from runplane.domain.recovery import Recovery, RecoveryRequest, RecoveryState, Resolution
-from runplane.domain.web_session import new_secret
+from runplane.domain.web_session import Grant, WebSession, new_secret
 from runplane.store import recovery as recovery_store
 from runplane.store import web_sessions as web_store
 from tests.e2e.conftest import Local
@@ -45,7 +45,7 @@ def signed_in_long_ago(local: Local, minutes: int) -> requests.Session:
     services = local.stack.services
     assert services is not None
     now = services.clock.now()
-    grant = web_store.Grant(
+    grant = Grant(
         services.workspaces.organization_id_of(local.organization),
         "admin",
         frozenset(Permission),
@@ -54,7 +54,7 @@ def signed_in_long_ago(local: Local, minutes: int) -> requests.Session:
     )
     code, secret = new_secret(), new_secret()
     web_store.put_login_code(handle_hash(code), grant, "tests").commit()
-    session = web_store.WebSession(f"wss-old-{minutes}", grant)
+    session = WebSession(f"wss-old-{minutes}", grant)
     web_store.redeem(handle_hash(code), handle_hash(secret), session).commit()
     browser = requests.Session()
     browser.cookies.set("runplane_session", secret)

@@ -130,6 +130,20 @@ class Principal:
         return self.workspace_id is None or self.workspace_id == workspace_id
 
 
+@dataclass(frozen=True)
+class ApiTokenRecord:
+    """An organization API token as recorded (only its hash is the key): whom it acts
+    for, with which permissions, and whether it was revoked."""
+
+    id: str
+    organization_id: str
+    name: str
+    permissions: frozenset[Permission]
+    created_at: datetime
+    created_by: str
+    revoked: bool
+
+
 def permissions_for_roles(roles: list[str] | tuple[str, ...]) -> frozenset[Permission]:
     granted: frozenset[Permission] = frozenset()
     for role in roles:

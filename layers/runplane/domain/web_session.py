@@ -2,7 +2,8 @@
 
 Only hashes of codes and session ids are stored. The CSRF token is derived from
 the session secret (an HMAC), so it needs no storage, and it reveals nothing
-about the secret it came from.
+about the secret it came from. A code and a session each carry a ``Grant``: who it
+signs in as, until when.
 """
 
 from __future__ import annotations
@@ -10,13 +11,36 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from runplane.domain.identity import Permission
 
 # A login link is for the person starting the stack, now.
 LOGIN_CODE_LIFETIME = timedelta(minutes=10)
 SESSION_LIFETIME = timedelta(hours=8)
 SESSION_COOKIE = "runplane_session"
 _CSRF_CONTEXT = b"runplane dashboard csrf v1"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Who a login code or session signs in as."""
+
+    organization_id: str
+    name: str
+    permissions: frozenset[Permission]
+    created_at: datetime
+    valid_until: datetime
+    # When the person authenticated at the identity provider (hosted-UI sign-in);
+    # None for a login code and its session, whose sign-in is their creation.
+    auth_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WebSession:
+    id: str
+    grant: Grant
 
 
 def new_secret() -> str:

@@ -25,6 +25,7 @@ from runplane.domain.errors import (
 from runplane.domain.identity import (
     ROLES,
     RUNNER_PERMISSIONS,
+    ApiTokenRecord,
     Forbidden,
     Permission,
     Principal,
@@ -57,7 +58,7 @@ ORGANIZATION_CLAIM = "custom:organization"
 
 @dataclass(frozen=True)
 class IssuedToken:
-    record: store.ApiTokenRecord
+    record: ApiTokenRecord
     token: str = field(repr=False)
 
 
@@ -92,7 +93,7 @@ class Identity:
     ) -> IssuedToken:
         """A new organization token; its secret is returned here and never again."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        record = store.ApiTokenRecord(
+        record = ApiTokenRecord(
             id=self._ids.new(IdKind.API_TOKEN),
             organization_id=organization_id,
             name=name,

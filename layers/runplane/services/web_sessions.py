@@ -11,7 +11,13 @@ from runplane.domain.clock import Clock
 from runplane.domain.errors import LoginLinkRefused
 from runplane.domain.identity import Permission, Principal, PrincipalKind, Unauthenticated
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.domain.web_session import LOGIN_CODE_LIFETIME, SESSION_LIFETIME, new_secret
+from runplane.domain.web_session import (
+    LOGIN_CODE_LIFETIME,
+    SESSION_LIFETIME,
+    Grant,
+    WebSession,
+    new_secret,
+)
 from runplane.store import web_sessions as store
 
 
@@ -37,9 +43,7 @@ class WebSessions:
         """A single-use code; its secret is returned here and never again."""
         code = new_secret()
         now = self._clock.now()
-        grant = store.Grant(
-            organization_id, name, frozenset(permissions), now, now + LOGIN_CODE_LIFETIME
-        )
+        grant = Grant(organization_id, name, frozenset(permissions), now, now + LOGIN_CODE_LIFETIME)
         store.put_login_code(handle_hash(code), grant, created_by).commit()
         return code
 
@@ -51,9 +55,9 @@ class WebSessions:
         if grant is None or grant.valid_until <= now:
             raise LoginLinkRefused()
         secret = new_secret()
-        session = store.WebSession(
+        session = WebSession(
             self._ids.new(IdKind.WEB_SESSION),
-            store.Grant(
+            Grant(
                 grant.organization_id,
                 grant.name,
                 grant.permissions,
@@ -76,9 +80,9 @@ class WebSessions:
         (hosted-UI sign-in); step-up rules read that time, not the session's start."""
         now = self._clock.now()
         secret = new_secret()
-        session = store.WebSession(
+        session = WebSession(
             self._ids.new(IdKind.WEB_SESSION),
-            store.Grant(
+            Grant(
                 organization_id,
                 name,
                 frozenset(permissions),

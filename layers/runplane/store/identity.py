@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from runplane.domain.errors import NotFound
-from runplane.domain.identity import Permission
+from runplane.domain.identity import ApiTokenRecord, Permission
 from runplane.store.models import ApiTokenItem, api_token_key
 from runplane.store.transaction import Transaction
-
-
-@dataclass(frozen=True)
-class ApiTokenRecord:
-    id: str
-    organization_id: str
-    name: str
-    permissions: frozenset[Permission]
-    created_at: datetime
-    created_by: str
-    revoked: bool
 
 
 def tokens_partition(org_id: str) -> str:
@@ -27,22 +15,27 @@ def tokens_partition(org_id: str) -> str:
 
 
 def put_token(token_hash: str, record: ApiTokenRecord) -> Transaction:
-    return Transaction().put_new(
-        ApiTokenItem(
-            *api_token_key(token_hash),
-            gsi1pk=tokens_partition(record.organization_id),
-            gsi1sk=record.id,
-            token_id=record.id,
-            org_id=record.organization_id,
-            name=record.name,
-            permissions=sorted(p.value for p in record.permissions),
-            created_at=record.created_at,
-            created_by=record.created_by,
-        )
+    return Transaction().put_new(_item(token_hash, record))
+
+
+def _item(token_hash: str, record: ApiTokenRecord) -> ApiTokenItem:
+    """The item of a new token's ``record`` under its hash (the inverse of ``_record``;
+    revoking sets ``revoked_at`` on it later)."""
+    return ApiTokenItem(
+        *api_token_key(token_hash),
+        gsi1pk=tokens_partition(record.organization_id),
+        gsi1sk=record.id,
+        token_id=record.id,
+        org_id=record.organization_id,
+        name=record.name,
+        permissions=sorted(p.value for p in record.permissions),
+        created_at=record.created_at,
+        created_by=record.created_by,
     )
 
 
 def _record(item: ApiTokenItem) -> ApiTokenRecord:
+    """The record an item holds (the inverse of ``_item``)."""
     return ApiTokenRecord(
         id=item.token_id,
         organization_id=item.org_id,

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from pynamodb.attributes import ListAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
 from runplane.domain.errors import LoginLinkRefused
 from runplane.domain.identity import Permission
+from runplane.domain.web_session import Grant, WebSession
 from runplane.store.models import TableItem
 from runplane.store.transaction import Transaction
 
@@ -42,41 +40,27 @@ def web_session_key(secret_hash: str) -> tuple[str, str]:
     return f"WEBSESSION#{secret_hash}", "WEBSESSION"
 
 
-@dataclass(frozen=True)
-class Grant:
-    """Who a login code or session signs in as."""
-
-    organization_id: str
-    name: str
-    permissions: frozenset[Permission]
-    created_at: datetime
-    valid_until: datetime
-    auth_time: datetime | None = None
-
-
-@dataclass(frozen=True)
-class WebSession:
-    id: str
-    grant: Grant
-
-
 def put_login_code(code_hash: str, grant: Grant, created_by: str) -> Transaction:
-    return Transaction().put_new(
-        LoginCodeItem(
-            *login_code_key(code_hash),
-            org_id=grant.organization_id,
-            name=grant.name,
-            permissions=sorted(p.value for p in grant.permissions),
-            created_at=grant.created_at,
-            valid_until=grant.valid_until,
-            created_by=created_by,
-            # DynamoDB's TTL sweeps the leftovers; validity is checked on read.
-            expires_at=grant.valid_until,
-        )
+    return Transaction().put_new(_login_code_item(code_hash, grant, created_by))
+
+
+def _login_code_item(code_hash: str, grant: Grant, created_by: str) -> LoginCodeItem:
+    """The login code item granting ``grant`` (read back by ``_grant``)."""
+    return LoginCodeItem(
+        *login_code_key(code_hash),
+        org_id=grant.organization_id,
+        name=grant.name,
+        permissions=sorted(p.value for p in grant.permissions),
+        created_at=grant.created_at,
+        valid_until=grant.valid_until,
+        created_by=created_by,
+        # DynamoDB's TTL sweeps the leftovers; validity is checked on read.
+        expires_at=grant.valid_until,
     )
 
 
 def _grant(item: LoginCodeItem | WebSessionItem) -> Grant:
+    """The grant a login code or session item holds."""
     return Grant(
         organization_id=item.org_id,
         name=item.name,
@@ -109,20 +93,29 @@ def redeem(code_hash: str, secret_hash: str, session: WebSession) -> Transaction
 
 
 def put_session(secret_hash: str, session: WebSession) -> Transaction:
+    return Transaction().put_new(_session_item(secret_hash, session))
+
+
+def _session_item(secret_hash: str, session: WebSession) -> WebSessionItem:
+    """The item holding ``session`` under its secret's hash (the inverse of
+    ``_session``)."""
     grant = session.grant
-    return Transaction().put_new(
-        WebSessionItem(
-            *web_session_key(secret_hash),
-            session_id=session.id,
-            org_id=grant.organization_id,
-            name=grant.name,
-            permissions=sorted(p.value for p in grant.permissions),
-            created_at=grant.created_at,
-            valid_until=grant.valid_until,
-            auth_time=grant.auth_time,
-            expires_at=grant.valid_until,
-        )
+    return WebSessionItem(
+        *web_session_key(secret_hash),
+        session_id=session.id,
+        org_id=grant.organization_id,
+        name=grant.name,
+        permissions=sorted(p.value for p in grant.permissions),
+        created_at=grant.created_at,
+        valid_until=grant.valid_until,
+        auth_time=grant.auth_time,
+        expires_at=grant.valid_until,
     )
+
+
+def _session(item: WebSessionItem) -> WebSession:
+    """The session an item holds (the inverse of ``_session_item``)."""
+    return WebSession(item.session_id, _grant(item))
 
 
 def get_session(secret_hash: str) -> WebSession | None:
@@ -130,7 +123,7 @@ def get_session(secret_hash: str) -> WebSession | None:
         item = WebSessionItem.get(*web_session_key(secret_hash), consistent_read=True)
     except WebSessionItem.DoesNotExist:
         return None
-    return WebSession(item.session_id, _grant(item))
+    return _session(item)
 
 
 def delete_session(secret_hash: str) -> None:
