@@ -1,5 +1,8 @@
 """The repository seams: what a service needs of the store, per area.
 
+Every type a seam names is a domain entity or value (``runplane.domain``): the store
+maps its items to them and back, so nothing here depends on how they are stored.
+
 Services that take one of these can run against the DynamoDB store (``store/``) or
 an in-memory fake (``tests/fakes.py``) that keeps the same promises: every write is
 conditional, a refused write changes nothing and raises the same typed error. A
@@ -10,25 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from runplane.domain.artifacts import Artifact
+from runplane.domain.artifacts import Artifact, ArtifactRecord
 from runplane.domain.entities import Organization, Run, RunStage, Workspace
 from runplane.domain.identity import Principal
-from runplane.domain.run import RunKind, RunStatus, Stage
+from runplane.domain.notifications import Delivery, Destination, SlotLease
+from runplane.domain.parts import RunPart
+from runplane.domain.published_policy_sets import PolicySetHead
+from runplane.domain.run import RunKind, RunStatus, Stage, Transitioned
 from runplane.domain.run_events import RunEvent
-from runplane.domain.variables import WorkspaceVariable
-
-if TYPE_CHECKING:
-    from runplane.domain.artifacts import ArtifactRecord
-    from runplane.domain.notifications import Delivery, Destination, SlotLease
-    from runplane.domain.parts import RunPart
-    from runplane.domain.published_policy_sets import PolicySetHead
-    from runplane.domain.run import Transitioned
-    from runplane.domain.run_triggers import Triggers
-    from runplane.domain.schedules import Fire, Schedule
-    from runplane.domain.state import StateVersion
-    from runplane.domain.variables import StoredVariable
+from runplane.domain.run_triggers import Triggers
+from runplane.domain.schedules import Fire, Schedule
+from runplane.domain.state import StateVersion
+from runplane.domain.variables import StoredVariable, WorkspaceVariable
 
 
 class WorkspaceDirectory(Protocol):
