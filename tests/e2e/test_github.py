@@ -496,7 +496,8 @@ def test_a_pull_requests_policies_see_who_sent_it_its_commit_and_the_workspaces_
     delivered = pull_request(repository, sha, 12)
     delivered["action"] = "synchronize"
     delivered["sender"] = {"login": "carol"}
-    delivered["pull_request"] |= {"title": "Bigger disks", "user": {"login": "bob"}}
+    title = 'Bigger disks <script>alert("x")</script>'
+    delivered["pull_request"] |= {"title": title, "user": {"login": "bob"}}
     status, body, _ = post_webhook(local, "pull_request", delivered)
 
     # Then the speculative run's policies saw carol as the author (GitHub authenticated
@@ -507,11 +508,19 @@ def test_a_pull_requests_policies_see_who_sent_it_its_commit_and_the_workspaces_
     assert done["status"] == "policy_failed"
     messages = sorted(m for r in done["policy"]["results"] for m in r["messages"])
     assert messages == [
-        f'PR 12 "Bigger disks" by bob on {sha}',
+        f'PR 12 "Bigger disks <script>alert(\\"x\\")</script>" by bob on {sha}',
         f'carol is not trusted to change {repository} (labels ["aws", "team:platform"])',
     ]
     # And the review shows the same facts
     source = done["source"]
     assert (source["sender"], source["pull_request_author"]) == ("carol", "bob")
-    assert source["pull_request_title"] == "Bigger disks"
+    assert source["pull_request_title"] == title
     assert source["commit_message"] is None
+    # And the run page says who sent it and what the pull request is, escaped
+    page = signed_in(local).get(f"{local.url}/ui/runs/{run['id']}", timeout=30)
+    header = page.text.split('id="run-source"', 1)[1].split("</dd>", 1)[0]
+    assert 'sent by <code id="run-source-sender">carol</code>' in header
+    assert "pull request #12" in header
+    assert "by <code>bob</code>" in header
+    assert "&lt;script&gt;" in header
+    assert "<script>" not in header
