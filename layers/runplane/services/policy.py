@@ -35,18 +35,19 @@ from runplane.domain.parts import (
     PlanEvidenceState,
     PolicyCheck,
     RunInput,
+    RunPart,
 )
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, check_input_roots
 from runplane.domain.policy_results import PolicyResult, overall
 from runplane.domain.policy_run import RunMetadata, RunOrigin, VcsOrigin
 from runplane.domain.policy_sanitize import canonical_json
+from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.source_provenance import source_provenance
 from runplane.store import run_parts
 from runplane.store.policy_set_store import DynamoPolicySetStore
-from runplane.store.policy_sets import PolicySetHead
 from runplane.store.transaction import Transaction
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
@@ -288,7 +289,7 @@ class Policies:
 
     # -- a run's policy check ---------------------------------------------------------------
 
-    def policy_inputs(self, run: Run, plan_part: run_parts.RunPart | None = None) -> PolicyInputs:
+    def policy_inputs(self, run: Run, plan_part: RunPart | None = None) -> PolicyInputs:
         """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
         The check binds the ``runplane`` document's digest; each set's results record
         the digest of the document of its own shape. ``plan_part`` is the run's plan
@@ -328,8 +329,8 @@ class Policies:
 
     @staticmethod
     def bind(
-        run: Run, check: run_parts.RunPart, digest: str, now: Any, plan: run_parts.RunPart | None
-    ) -> tuple[Transaction, run_parts.RunPart]:
+        run: Run, check: RunPart, digest: str, now: Any, plan: RunPart | None
+    ) -> tuple[Transaction, RunPart]:
         """Bind the reserved row to the exact input digest: only the row this run's
         plan commit reserved (``plan`` is the run's plan part), only once. Returns the
         write and the row as it will read once that commits."""
@@ -387,7 +388,7 @@ class Policies:
         )
 
     @staticmethod
-    def record(run: Run, check: run_parts.RunPart, evaluation: Evaluation, now: Any) -> Transaction:
+    def record(run: Run, check: RunPart, evaluation: Evaluation, now: Any) -> Transaction:
         """The results, written only onto a row bound to exactly this input digest."""
         bound = PolicyCheck.from_body(check.body)
         if check.state != BOUND or bound.input_digest != evaluation.input_digest:

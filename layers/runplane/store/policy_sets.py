@@ -11,9 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
-
-# Re-exported while services.policy imports it from here.
-from runplane.domain.published_policy_sets import PolicySetHead as PolicySetHead
+from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.store.models import (
     PolicySetItem,
     PolicySetVersionItem,

@@ -11,10 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
-from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence
-
-# Re-exported while services.policy reads ``run_parts.RunPart`` here.
-from runplane.domain.parts import RunPart as RunPart
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence, RunPart
 from runplane.store import prefetch
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.transaction import Item, OnRefused, Transaction
