@@ -861,6 +861,39 @@ class InMemoryRunLedger(InMemoryRuns):
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         self.audit.append(AuditedChange(event_id, type, run_id, actor, details))
 
+    def set_part(self, part: RunPart) -> None:
+        """Write ``part`` as it is (a unit of work's intent whose condition held)."""
+        self._parts.setdefault(part.run_id, {})[part.name] = part
+
+    def saved(self) -> LedgerState:
+        """Everything the ledger holds, to put back with ``restore`` (entities are
+        frozen: copying the containers is enough)."""
+        return LedgerState(
+            dict(self.runs),
+            {run_id: dict(stages) for run_id, stages in self._stages.items()},
+            {run_id: dict(parts) for run_id, parts in self._parts.items()},
+            list(self.audit),
+            list(self.announced),
+        )
+
+    def restore(self, state: LedgerState) -> None:
+        self.runs = dict(state.runs)
+        self._stages = {run_id: dict(stages) for run_id, stages in state.stages.items()}
+        self._parts = {run_id: dict(parts) for run_id, parts in state.parts.items()}
+        self.audit = list(state.audit)
+        self.announced = list(state.announced)
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """What an ``InMemoryRunLedger`` held at one moment."""
+
+    runs: dict[str, Run]
+    stages: dict[str, dict[Stage, RunStage]]
+    parts: dict[str, dict[str, RunPart]]
+    audit: list[AuditedChange]
+    announced: list[RunEvent]
+
 
 class InMemoryArtifactRecords:
     """An ``ArtifactRecords`` in a dict by artifact ID: the records only (the ciphertext

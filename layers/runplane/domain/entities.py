@@ -137,6 +137,16 @@ class ApplyLock:
 
 
 @dataclass(frozen=True)
+class Handoff:
+    """The workspace writer reservation passed to ``run_id`` by a release; ``token``
+    resumes that run's wait."""
+
+    workspace_id: str
+    run_id: str
+    token: str
+
+
+@dataclass(frozen=True)
 class LockHolder:
     """Who holds a workspace lock: a principal reference, and a name for people."""
 

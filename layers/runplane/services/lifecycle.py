@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import ApplyLock, Run, Workspace
+from runplane.domain.entities import ApplyLock, Handoff, Run, Workspace
 from runplane.domain.errors import ConcurrentChange, TooMuchContention
 from runplane.domain.ids import IdGenerator
 from runplane.domain.parts import OPEN_APPLY_RECORD, PartKind, check_move
@@ -31,7 +31,7 @@ from runplane.domain.run import RunStatus, Transitioned, apply_record_on_end
 from runplane.domain.run_events import RunEvent
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
 from runplane.services.run_events import RunEvents
-from runplane.services.writer import MAX_ATTEMPTS, Handoff, Release, WriterAuthority
+from runplane.services.writer import MAX_ATTEMPTS, Release, WriterAuthority
 from runplane.store import run_parts
 from runplane.store.models import run_part_key
 from runplane.store.run_ledger import DynamoRunLedger, announcer

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
+from runplane.domain.entities import ApplyLock, Handoff, Run, Waiter, Workspace
 from runplane.domain.errors import ConcurrentChange, NotWriter, RunplaneError, TooMuchContention
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import apply_lock, writer_queue
@@ -43,15 +43,6 @@ class Reservation:
     run_id: str
     held: bool
     position: int | None = None
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """The reservation passed to ``run_id``; ``token`` resumes that run's wait."""
-
-    workspace_id: str
-    run_id: str
-    token: str
 
 
 class Resumes(Protocol):

@@ -1,0 +1,146 @@
+"""The unit of work: what a service reads of a run, and the writes it intends, committed
+together as one all-or-nothing write or not at all.
+
+A service opens one per use case (``with units() as uow:``), reads through its
+repositories, states its writes as *intents* (nothing is written when an intent is
+made) and calls ``commit()``. Leaving the ``with`` block discards the intents not
+committed, so an error between the intents and the commit writes nothing, and a
+``commit()`` after the block commits nothing.
+
+Every intent is conditional. ``commit()`` sends all of them at once; if any condition
+is refused, nothing is written and the typed error of the first refused intent is
+raised: a move's own conditions first (``TransitionRejected`` for a stale snapshot,
+``ConcurrentChange`` for a stage not where the move needs it), then the parts' intents
+in the order they were made (each with its ``on_refused`` error, ``ConcurrentChange``
+by default). A refused commit discards the intents too.
+
+Every type named here is the domain's: the DynamoDB implementation
+(``store.unit_of_work``) turns the intents into conditional writes of one
+TransactWriteItems; the in-memory one (``tests/fake_unit_of_work.py``) applies them to
+the in-memory repositories all or none. A contract test runs the same cases against both
+(``tests/integration/test_unit_of_work_contract.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol
+
+from runplane.domain.entities import Run
+from runplane.domain.intents import KEEP as KEEP
+from runplane.domain.intents import Keep as Keep
+from runplane.domain.intents import MovedRun as MovedRun
+from runplane.domain.intents import Refused as Refused
+from runplane.domain.parts import RunPart
+from runplane.domain.run import RunStatus, Transitioned
+from runplane.domain.run_events import RunEvent
+
+
+class RunPartIntents(Protocol):
+    """A run's parts: read now, written at commit.
+
+    - ``get`` is None for an absent part; ``several`` holds each named part (None if
+      absent), read together.
+    - ``change`` intends to change part ``name`` only if it is in ``expected_state``
+      (one state or any of several): ``state`` when given, ``body`` (replacing the
+      document) when given, the token (``None`` removes it, ``KEEP`` leaves it).
+    - ``put`` intends a new part, only if the run has none of that name (parts are
+      created once).
+    A refused intent raises ``on_refused(state held)`` at commit; without one,
+    ``ConcurrentChange``.
+    """
+
+    def get(self, run_id: str, name: str) -> RunPart | None: ...
+
+    def several(self, run_id: str, names: Sequence[str]) -> dict[str, RunPart | None]: ...
+
+    def change(
+        self,
+        run_id: str,
+        name: str,
+        *,
+        expected_state: str | tuple[str, ...],
+        now: datetime,
+        state: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        token: str | Keep | None = KEEP,
+        on_refused: Refused | None = None,
+    ) -> None: ...
+
+    def put(
+        self,
+        run_id: str,
+        name: str,
+        *,
+        state: str,
+        body: Mapping[str, Any],
+        now: datetime,
+        token: str | None = None,
+        on_refused: Refused | None = None,
+    ) -> None: ...
+
+
+class RunMoves(Protocol):
+    """Runs: read now, moved at commit.
+
+    - ``get`` raises ``NotFound`` for an unknown run; ``with_parts`` is the run and each
+      named part (None if absent) in one read.
+    - ``move`` intends to move ``run`` (a snapshot) to ``target`` with the rules of
+      ``RunLedger.move``: a move ``domain/transitions.py`` does not allow for the
+      snapshot raises ``IllegalTransition`` at once (nothing is read or intended); at
+      commit a run no longer in the snapshot's status and version raises
+      ``TransitionRejected``, a stage not where the move needs it ``ConcurrentChange``;
+      the committed move records its stage changes, audit event and run events (outbox).
+      A move whose target releases the workspace writer reservation
+      (``WRITER_ON_ENTRY``) releases it in the same commit and hands it to the oldest
+      waiting run (``MovedRun.handoff``). One move per unit of work.
+    """
+
+    def get(self, run_id: str) -> Run: ...
+
+    def with_parts(
+        self, run_id: str, names: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None]]: ...
+
+    def move(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+    ) -> None: ...
+
+
+class UnitOfWork(Protocol):
+    """The repositories a use case reads and writes through, and its one commit."""
+
+    @property
+    def parts(self) -> RunPartIntents: ...
+
+    @property
+    def runs(self) -> RunMoves: ...
+
+    def commit(self) -> MovedRun | None:
+        """Write every intent at once, or none (the first refused intent's error); the
+        committed move, if one was intended. The intents are spent either way."""
+        ...
+
+    def __enter__(self) -> UnitOfWork: ...
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Discard the intents not committed."""
+        ...
+
+
+# What a service is given: a new unit of work per use case.
+UnitsOfWork = Callable[[], UnitOfWork]

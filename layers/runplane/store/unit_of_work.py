@@ -1,0 +1,220 @@
+"""The DynamoDB unit of work (``services.unit_of_work.UnitOfWork``).
+
+Reads go to the table at once (strongly consistent). Each intent becomes the
+conditional write ``store.run_parts`` builds for it; ``commit`` sends them as ONE
+TransactWriteItems (``store.transaction``), whose refused conditions raise the
+intents' typed errors.
+
+A move is committed through the lifecycle's move (``services.lifecycle.RunLifecycle.move``,
+given as ``mover``) with the other intents as its extra writes: the move's own writes
+(``RunRepository.transition_writes``: the conditional status and version update, stage
+changes, audit event, outbox events) and what the lifecycle composes with it on the
+store (the workspace writer reservation's release and hand-off, an open apply record's
+close, and the rebuild of those from a fresh read while the writer queue moves) are one
+transaction with the intents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol
+
+from runplane.domain import transitions
+from runplane.domain.entities import Handoff, Run
+from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
+from runplane.domain.parts import RunPart
+from runplane.domain.run import RunStatus, Transitioned
+from runplane.domain.run_events import RunEvent
+from runplane.store import run_batch, run_parts
+from runplane.store.runs import RunRepository
+from runplane.store.transaction import Item, OnRefused, Transaction
+
+
+class Moved(Protocol):
+    """What the lifecycle's move returns (``services.lifecycle.Moved``)."""
+
+    @property
+    def transition(self) -> Transitioned: ...
+
+    @property
+    def handoff(self) -> Handoff | None: ...
+
+    @property
+    def run(self) -> Run: ...
+
+
+class Mover(Protocol):
+    """The lifecycle's move (``services.lifecycle.RunLifecycle.move``): one transaction
+    of the move, its companions on the store and ``extra_writes``."""
+
+    def __call__(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        extra_writes: Iterable[Transaction] = (),
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+    ) -> Moved: ...
+
+
+def _refusal(on_refused: Refused | None) -> OnRefused | None:
+    """The store's refusal callback: the intent's, given the state the item holds."""
+    if on_refused is None:
+        return None
+
+    def refused(current: Item | None) -> Exception:
+        held = None if current is None else current.get("state")
+        return on_refused(None if held is None else str(held))
+
+    return refused
+
+
+class DynamoRunParts:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def get(self, run_id: str, name: str) -> RunPart | None:
+        return run_parts.get(run_id, name)
+
+    def several(self, run_id: str, names: Sequence[str]) -> dict[str, RunPart | None]:
+        return {name: run_parts.get(run_id, name) for name in dict.fromkeys(names)}
+
+    def change(
+        self,
+        run_id: str,
+        name: str,
+        *,
+        expected_state: str | tuple[str, ...],
+        now: datetime,
+        state: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        token: str | Keep | None = KEEP,
+        on_refused: Refused | None = None,
+    ) -> None:
+        kept = {} if isinstance(token, Keep) else {"token": token}
+        self._writes.append(
+            run_parts.change(
+                run_id,
+                name,
+                expected_state=expected_state,
+                state=state,
+                body=body,
+                now=now,
+                on_refused=_refusal(on_refused),
+                **kept,
+            )
+        )
+
+    def put(
+        self,
+        run_id: str,
+        name: str,
+        *,
+        state: str,
+        body: Mapping[str, Any],
+        now: datetime,
+        token: str | None = None,
+        on_refused: Refused | None = None,
+    ) -> None:
+        self._writes.append(
+            run_parts.put(
+                run_id,
+                name,
+                state=state,
+                body=body,
+                now=now,
+                token=token,
+                on_refused=_refusal(on_refused),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class _MoveIntent:
+    run: Run
+    target: RunStatus
+    actor: str
+    reason: str | None
+    run_updates: Mapping[str, Any] | None
+    also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None
+
+
+class DynamoRunMoves:
+    def __init__(self, runs: RunRepository, moves: list[_MoveIntent]) -> None:
+        self._runs = runs
+        self._moves = moves
+
+    def get(self, run_id: str) -> Run:
+        return self._runs.get(run_id)
+
+    def with_parts(
+        self, run_id: str, names: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None]]:
+        return run_batch.run_and_parts(run_id, names)
+
+    def move(
+        self,
+        run: Run,
+        target: RunStatus,
+        *,
+        actor: str,
+        reason: str | None = None,
+        run_updates: Mapping[str, Any] | None = None,
+        also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+    ) -> None:
+        if self._moves:
+            raise ValueError("a unit of work moves one run once")
+        # Refused before anything is read or written: the table alone decides.
+        transitions.check(run.status, target, run.facts)
+        self._moves.append(_MoveIntent(run, target, actor, reason, run_updates, also_announce))
+
+
+class DynamoUnitOfWork:
+    """One use case's reads and intents over the table; ``commit`` is one transaction."""
+
+    def __init__(self, runs: RunRepository, mover: Mover) -> None:
+        self._writes: list[Transaction] = []
+        self._moves: list[_MoveIntent] = []
+        self._mover = mover
+        self.parts = DynamoRunParts(self._writes)
+        self.runs = DynamoRunMoves(runs, self._moves)
+
+    def __enter__(self) -> DynamoUnitOfWork:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._discard()
+
+    def commit(self) -> MovedRun | None:
+        writes, moves = list(self._writes), list(self._moves)
+        # Spent either way: a refused commit is not sent again by a later one.
+        self._discard()
+        if not moves:
+            Transaction().extend(writes).commit()
+            return None
+        [move] = moves
+        moved = self._mover(
+            move.run,
+            move.target,
+            actor=move.actor,
+            reason=move.reason,
+            run_updates=move.run_updates,
+            extra_writes=writes,
+            also_announce=move.also_announce,
+        )
+        return MovedRun(moved.transition, moved.run, moved.handoff)
+
+    def _discard(self) -> None:
+        self._writes.clear()
+        self._moves.clear()
