@@ -10,6 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 
 from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
@@ -20,6 +21,11 @@ Reply = Response[str]
 
 
 def json_reply(status: int, body: Any) -> Reply:
+    """``body`` as JSON; a reply model (``functions.api.schema``) is the reply and its
+    schema at once: built by validation, so a reply that strays from its documented
+    shape fails in the handler instead of reaching a client."""
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json")
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 

@@ -1,8 +1,10 @@
 """What the run API answers, for its OpenAPI document: response models, the errors
 each route may give, and how callers authenticate.
 
-The handlers build plain dicts; these models describe them (a test fuzzes the
-API and checks every response against this document).
+Where a router builds its reply as one of these models (the workspace routes so far),
+the model is the reply and its schema at once: ``edge.json_reply`` serializes it, and
+building it validates it. Elsewhere the handlers build plain dicts that these models
+describe; a test fuzzes the API and checks every response against this document.
 """
 
 from __future__ import annotations

@@ -69,3 +69,28 @@ def test_the_run_id_log_key_comes_from_a_step_input_or_a_run_path() -> None:
     assert run_id_of({"path": "/api/v1/runs/run-9Xy/actions/approve"}) == "run-9Xy"
     assert run_id_of({"path": "/api/v1/workspaces"}) is None
     assert run_id_of(None) is None
+
+
+def test_a_reply_model_is_the_reply_and_refuses_to_stray_from_its_schema() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from functions.api import schema as oas
+    from functions.api.edge import json_reply
+
+    # Given a reply built as its documented model / When it is sent
+    reply = json_reply(201, oas.WorkspaceCreated(id="ws-1", name="a", organization="o", tags=[]))
+    # Then the body is the model's JSON, field for field
+    assert json.loads(reply.body or "") == {
+        "id": "ws-1",
+        "name": "a",
+        "organization": "o",
+        "tags": [],
+    }
+    # And one that lacks a documented field, or has a wrong type, cannot be built
+    with pytest.raises(ValidationError):
+        oas.WorkspaceCreated(id="ws-1", name="a", organization="o")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError):
+        oas.WorkspaceUpdated.model_validate(
+            {"id": "ws-1", "name": "a", "approval_window_seconds": "soon", "tags": []}
+        )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field, StrictInt
 
@@ -46,7 +44,7 @@ def create_workspace(body: WorkspaceCreate) -> Reply:
         tags=valid_tags(tuple(body.tags), "/tags"),
     )
     return json_reply(
-        201, {"id": ws.id, "name": ws.name, "organization": org, "tags": list(ws.tag_names)}
+        201, oas.WorkspaceCreated(id=ws.id, name=ws.name, organization=org, tags=list(ws.tag_names))
     )
 
 
@@ -66,12 +64,12 @@ def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
     )
     return json_reply(
         200,
-        {
-            "id": ws.id,
-            "name": ws.name,
-            "approval_window_seconds": ws.approval_window_seconds,
-            "tags": list(ws.tag_names),
-        },
+        oas.WorkspaceUpdated(
+            id=ws.id,
+            name=ws.name,
+            approval_window_seconds=ws.approval_window_seconds,
+            tags=list(ws.tag_names),
+        ),
     )
 
 
@@ -84,11 +82,9 @@ def new_configuration(workspace_id: str) -> Reply:
     upload = services().runs.new_configuration_upload(principal(), workspace_id)
     return json_reply(
         201,
-        {
-            "id": upload.id,
-            "upload_url": upload.upload_url,
-            "expires_at": upload.expires_at.isoformat(),
-        },
+        oas.ConfigurationUpload(
+            id=upload.id, upload_url=upload.upload_url, expires_at=upload.expires_at.isoformat()
+        ),
     )
 
 
@@ -101,23 +97,22 @@ def finalize_configuration(cv_id: str) -> Reply:
     return json_reply(200, services().runs.finalize_configuration(principal(), cv_id))
 
 
-def _workspace(ws: Workspace) -> dict[str, Any]:
-    return {
-        "id": ws.id,
-        "name": ws.name,
-        "created_at": ws.created_at.isoformat(),
-        "description": ws.description,
-        "tags": list(ws.tag_names),
-        "terraform_version": ws.terraform_version,
-        # null: the deployment's default window applies.
-        "approval_window_seconds": ws.approval_window_seconds,
-        "locked": ws.locked,
-        "writer_run_id": ws.writer_run_id,
-        "queue_length": ws.queue_length,
-        "current_state_version_id": ws.current_state_version_id,
-        # What the last scheduled plan found (docs/schedules.md); null: never checked.
-        "drift": services().schedules.drift_of(ws.id),
-    }
+def _workspace(ws: Workspace) -> oas.WorkspaceView:
+    drift = services().schedules.drift_of(ws.id)
+    return oas.WorkspaceView(
+        id=ws.id,
+        name=ws.name,
+        created_at=ws.created_at.isoformat(),
+        description=ws.description,
+        tags=list(ws.tag_names),
+        terraform_version=ws.terraform_version,
+        approval_window_seconds=ws.approval_window_seconds,
+        locked=ws.locked,
+        writer_run_id=ws.writer_run_id,
+        queue_length=ws.queue_length,
+        current_state_version_id=ws.current_state_version_id,
+        drift=None if drift is None else oas.DriftView.model_validate(drift),
+    )
 
 
 @router.get(
@@ -127,7 +122,7 @@ def _workspace(ws: Workspace) -> dict[str, Any]:
 )
 def list_workspaces() -> Reply:
     found = services().workspaces.list_own(principal())
-    return json_reply(200, {"workspaces": [_workspace(ws) for ws in found]})
+    return json_reply(200, oas.WorkspaceList(workspaces=[_workspace(ws) for ws in found]))
 
 
 @router.get(
