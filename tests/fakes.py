@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from runplane.adapters.envelope import Read
 from runplane.adapters.keys import DataKey, DataKeys, KeyUnavailable
 from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore, StoredObject
+from runplane.adapters.workflow import Workflow
 from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.clock import Clock
@@ -94,6 +95,30 @@ class SeededIds:
     def new(self, kind: IdKind) -> str:
         body = "".join(self._random.choice(self._ALPHABET) for _ in range(26))
         return f"{kind.value}-{body}"
+
+
+class RecordingWorkflow(Workflow):
+    """The workflow port without Step Functions: records the waits it would resume or
+    end (by token) and the executions it would start (by run ID)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.resumed: list[tuple[str, Any]] = []
+        self.failed: list[tuple[str, str]] = []
+
+    def start(self, run: Run) -> None:
+        self.started.append(run.id)
+
+    def resume(self, token: str, output: Any) -> bool:
+        self.resumed.append((token, output))
+        return True
+
+    def fail(self, token: str, error: str, cause: str) -> bool:
+        self.failed.append((token, error))
+        return True
+
+    def heartbeat(self, token: str) -> bool:
+        return True
 
 
 class InMemoryWorkspaces:

@@ -297,6 +297,7 @@ class Services:
     @cached_property
     def runs(self) -> Runs:
         from runplane.services.runs import Runs
+        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         settings = self.settings
         return Runs(
@@ -313,6 +314,8 @@ class Services:
             engine_versions=frozenset(
                 v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
             ),
+            # The lifecycle's move commits a unit of work's move with its other intents.
+            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
             workspace_variables=self.workspace_variables,
         )
 

@@ -13,7 +13,6 @@ from pynamodb.connection.base import Connection
 
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
-from runplane.adapters.workflow import Workflow
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.services.artifacts import ArtifactStore
@@ -25,13 +24,15 @@ from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
+from tests.fake_unit_of_work import InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import (
     FakeClock,
-    InMemoryRuns,
+    InMemoryRunLedger,
     InMemorySchedules,
     InMemoryVariables,
     InMemoryWorkspaces,
     RecordingRegistry,
+    RecordingWorkflow,
     SeededIds,
 )
 
@@ -55,13 +56,17 @@ class Tier:
     directory: InMemoryWorkspaces
     tenancy: Tenancy
     workspaces: Workspaces
-    run_reader: InMemoryRuns
+    run_reader: InMemoryRunLedger
     runs: Runs
     variable_store: InMemoryVariables
     variables: WorkspaceVariables
     schedule_store: InMemorySchedules
     registry: RecordingRegistry
     schedules: Schedules
+    # What a decision writes through (its unit of work) and resumes.
+    writer_queue: InMemoryWriterQueue
+    workflow: RecordingWorkflow
+    units: list[InMemoryUnitOfWork]
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -78,7 +83,14 @@ def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
     run_repository = RunRepository(clock, ids)
     workspaces = Workspaces(clock, ids, run_repository, directory)
-    run_reader = InMemoryRuns()
+    run_reader = InMemoryRunLedger(clock, ids)
+    writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
+    units: list[InMemoryUnitOfWork] = []
+
+    def unit_of_work() -> InMemoryUnitOfWork:
+        units.append(InMemoryUnitOfWork(run_reader, writer_queue))
+        return units[-1]
+
     # The reads under test go through the in-memory reader; these clients are never
     # called by them (the guard above fails a test that does).
     region = "us-east-1"
@@ -93,14 +105,12 @@ def tier() -> Tier:
             ObjectStore(boto3.client("s3", region_name=region), "artifacts"),
             DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
         ),
-        Workflow(
-            boto3.client("stepfunctions", region_name=region),
-            f"arn:aws:states:{region}:000000000000:stateMachine:runs",
-        ),
+        workflow,
         definition_version="def-1",
         build_sha="build-1",
         launch_controls=LaunchControls(clock, region=region, policy_runtime="rego-1"),
         runner_release="runner-1",
+        units=unit_of_work,
         reader=run_reader,
     )
     variable_store = InMemoryVariables()
@@ -130,4 +140,7 @@ def tier() -> Tier:
         schedule_store,
         registry,
         schedules,
+        writer_queue,
+        workflow,
+        units,
     )

@@ -46,6 +46,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.source_provenance import source_provenance
+from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
@@ -106,6 +107,7 @@ class Runs:
         launch_controls: LaunchControls,
         runner_release: str,
         engine_versions: frozenset[str] = frozenset(),
+        units: UnitsOfWork,
         workspace_variables: WorkspaceVariables | None = None,
         reader: RunReader | None = None,
     ) -> None:
@@ -123,6 +125,8 @@ class Runs:
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
         self._reader: RunReader = reader or DynamoRunReader(lifecycle.runs)
+        # A unit of work per decision: its reads, and its writes committed together.
+        self._units = units
 
     # -- configuration versions ----------------------------------------------------------
 
@@ -360,12 +364,12 @@ class Runs:
 
     @staticmethod
     def _visible_with(
-        principal: Principal, run_id: str, names: list[str]
+        principal: Principal, run_id: str, names: list[str], uow: UnitOfWork
     ) -> tuple[Run, dict[str, RunPart | None]]:
         """``get``, with the named parts of the run read in the same request."""
         principal.require(Permission.RUN_READ)
         try:
-            run, parts = run_batch.run_and_parts(run_id, names)
+            run, parts = uow.runs.with_parts(run_id, names)
         except NotFound:
             raise NotFound("run", run_id) from None
         return _seen_by(principal, run), parts
@@ -402,87 +406,88 @@ class Runs:
         binding: Mapping[str, object] | None = None,
     ) -> Decision:
         """Record an approval or rejection before the deadline and resume the workflow's
-        wait for it (if the wait already ended, the workflow reads the decision itself)."""
+        wait for it (if the wait already ended, the workflow reads the decision itself).
+
+        The decision is one unit of work: the approval's change from waiting and, for
+        an approval, the policy evidence unchanged, or, for a rejection, the run's move
+        (with the writer reservation's release), written together or not at all."""
         principal.require(Permission.RUN_APPROVE)
         if decision not in {"approve", "reject"}:
             raise InvalidInput("decision must be approve or reject", "/decision")
-        # The run, its approval and the policy evidence an approval binds, in one read.
-        run, parts = self._visible_with(principal, run_id, ["approval", "policy"])
-        approval = parts["approval"]
-        if run.status is RunStatus.EXPIRED or (
-            approval and approval.state == ApprovalState.EXPIRED
-        ):
-            raise ApprovalExpired(run.id)
-        if approval is not None and (
-            approval.state != ApprovalState.WAITING or run.status.is_terminal
-        ):
-            raise AlreadyDecided(run.id, run.status, approval.state)
-        if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
-            raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
-        now = self._clock.now()
-        if run.approval_expires_at is not None and now >= run.approval_expires_at:
-            raise ApprovalExpired(run.id)
-        different = ApprovalBody.from_body(approval.body).binding.differs(binding or {})
-        if different is not None:
-            raise Conflict(
-                f"run {run.id} awaits a decision on a different {different}: "
-                "review the run again before deciding"
+        with self._units() as uow:
+            # The run, its approval and the policy evidence an approval binds, in one read.
+            run, parts = self._visible_with(principal, run_id, ["approval", "policy"], uow)
+            approval = parts["approval"]
+            if run.status is RunStatus.EXPIRED or (
+                approval and approval.state == ApprovalState.EXPIRED
+            ):
+                raise ApprovalExpired(run.id)
+            if approval is not None and (
+                approval.state != ApprovalState.WAITING or run.status.is_terminal
+            ):
+                raise AlreadyDecided(run.id, run.status, approval.state)
+            if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
+                raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
+            now = self._clock.now()
+            if run.approval_expires_at is not None and now >= run.approval_expires_at:
+                raise ApprovalExpired(run.id)
+            different = ApprovalBody.from_body(approval.body).binding.differs(binding or {})
+            if different is not None:
+                raise Conflict(
+                    f"run {run.id} awaits a decision on a different {different}: "
+                    "review the run again before deciding"
+                )
+            body = {
+                **approval.body,
+                "decision": decision,
+                "decided_by": principal.ref,
+                "decided_at": now.isoformat(),
+                "comment": (comment or "")[:1000],
+            }
+            state = ApprovalState.APPROVED if decision == "approve" else ApprovalState.REJECTED
+            uow.parts.change(
+                run.id,
+                "approval",
+                expected_state=ApprovalState.WAITING,
+                state=state,
+                body=body,
+                now=now,
+                on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
             )
-        body = {
-            **approval.body,
-            "decision": decision,
-            "decided_by": principal.ref,
-            "decided_at": now.isoformat(),
-            "comment": (comment or "")[:1000],
-        }
-        state = ApprovalState.APPROVED if decision == "approve" else ApprovalState.REJECTED
-        record = run_parts.change(
-            run.id,
-            "approval",
-            expected_state=ApprovalState.WAITING,
-            state=state,
-            body=body,
-            now=now,
-            on_refused=lambda current: AlreadyDecided(run.id, run.status, _state_of(current)),
-        )
-        if decision == "approve":
-            policy = parts["policy"]
-            if policy is not None and policy.state == SOFT_FAILED:
-                raise PolicyOverrideRequired(run.id)
-            if policy is not None:
-                # The approval holds only for the policy evidence the reviewer saw.
-                record.extend(
-                    [run_parts.change(run.id, "policy", expected_state=policy.state, now=now)]
-                )
-        try:
             if decision == "approve":
-                record.commit()
-                decided = run
+                policy = parts["policy"]
+                if policy is not None and policy.state == SOFT_FAILED:
+                    raise PolicyOverrideRequired(run.id)
+                if policy is not None:
+                    # The approval holds only for the policy evidence the reviewer saw.
+                    uow.parts.change(run.id, "policy", expected_state=policy.state, now=now)
             else:
-                moved = self._lifecycle.move(
-                    run,
-                    RunStatus.REJECTED,
-                    actor=principal.ref,
-                    reason="rejected",
-                    extra_writes=[record],
-                )
+                uow.runs.move(run, RunStatus.REJECTED, actor=principal.ref, reason="rejected")
+            try:
+                moved = uow.commit()
+            except (AlreadyDecided, ConcurrentChange, TransitionRejected):
+                raise self._decided_meanwhile(run.id) from None
+            decided = run
+            if moved is not None:
                 hand_off(self._workflow, moved.handoff)
                 decided = moved.run
-        except (AlreadyDecided, ConcurrentChange, TransitionRejected):
-            raise self._decided_meanwhile(run.id) from None
-        token = approval.token
-        if token is None:
-            # The workflow may have stored its wait's token after the read above; had it
-            # stored it after the decision, it would have resumed itself instead.
-            token = run_parts.require(run.id, "approval").token
+            token = approval.token
+            if token is None:
+                # The workflow may have stored its wait's token after the read above; had
+                # it stored it after the decision, it would have resumed itself instead.
+                stored = uow.parts.get(run.id, "approval")
+                if stored is None:
+                    raise NotFound("approval of run", run.id)
+                token = stored.token
         if token:
             self._workflow.resume(token, {"decision": decision})
         return Decision(decided, decision, token)
 
     def _decided_meanwhile(self, run_id: str, *, deciding: bool = True) -> Conflict:
         """Why a decision or cancellation lost its race, as the database holds it now."""
-        current = self._lifecycle.runs.get(run_id)
-        approval = run_parts.get(run_id, "approval")
+        with self._units() as uow:
+            current = uow.runs.get(run_id)
+            approval = uow.parts.get(run_id, "approval")
         if deciding and current.status is RunStatus.EXPIRED:
             return ApprovalExpired(run_id)
         return AlreadyDecided(run_id, current.status, approval.state if approval else None)
