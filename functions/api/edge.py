@@ -23,9 +23,11 @@ Reply = Response[str]
 def json_reply(status: int, body: Any) -> Reply:
     """``body`` as JSON; a reply model (``functions.api.schema``) is the reply and its
     schema at once: built by validation, so a reply that strays from its documented
-    shape fails in the handler instead of reaching a client."""
+    shape fails in the handler instead of reaching a client, and a field the model does
+    not name never reaches one. Fields left unset (an optional one a dict did not
+    carry) stay out, as they were."""
     if isinstance(body, BaseModel):
-        body = body.model_dump(mode="json")
+        body = body.model_dump(mode="json", exclude_unset=True)
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 

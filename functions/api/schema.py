@@ -1,10 +1,12 @@
 """What the run API answers, for its OpenAPI document: response models, the errors
 each route may give, and how callers authenticate.
 
-Where a router builds its reply as one of these models (the workspace routes so far),
-the model is the reply and its schema at once: ``edge.json_reply`` serializes it, and
-building it validates it. Elsewhere the handlers build plain dicts that these models
-describe; a test fuzzes the API and checks every response against this document.
+Every router but the runs and runner ones builds its reply as one of these models (or a
+router's own ``Doc``), by keyword or by validating what its service returns, so the model
+is the reply and its schema at once: ``edge.json_reply`` serializes it, a reply that
+strays from the model fails in the handler, and a field the model does not name never
+reaches a client. The runs and runner routers still build dicts these models describe;
+a test fuzzes the API and checks every response against this document.
 """
 
 from __future__ import annotations

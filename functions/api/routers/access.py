@@ -59,14 +59,13 @@ def create_token(body: TokenCreate) -> Reply:
     record = issued.record
     return json_reply(
         201,
-        {
-            "id": record.id,
-            "name": record.name,
-            "role": body.role,
-            "permissions": sorted(p.value for p in record.permissions),
-            # Shown once: only its hash is stored.
-            "token": issued.token,
-        },
+        oas.TokenIssued(
+            id=record.id,
+            name=record.name,
+            role=body.role,
+            permissions=sorted(p.value for p in record.permissions),
+            token=issued.token,  # shown once: only its hash is stored
+        ),
     )
 
 
@@ -77,7 +76,7 @@ def create_token(body: TokenCreate) -> Reply:
 )
 def revoke_token(token_id: str) -> Reply:
     services().identity.revoke_token(principal(), token_id)
-    return json_reply(200, {"id": token_id, "revoked": True})
+    return json_reply(200, oas.TokenRevoked(id=token_id, revoked=True))
 
 
 # -- policy sets ----------------------------------------------------------------------------
@@ -90,7 +89,9 @@ def revoke_token(token_id: str) -> Reply:
 )
 def publish_policy_set(body: PolicySetBody) -> Reply:
     published = services().policies.publish(principal(), body.model_dump(exclude_none=True))
-    return json_reply(201 if published.created else 200, published.to_dict())
+    return json_reply(
+        201 if published.created else 200, oas.PolicySet.model_validate(published.to_dict())
+    )
 
 
 @router.get(
@@ -100,7 +101,8 @@ def publish_policy_set(body: PolicySetBody) -> Reply:
 )
 def list_policy_sets() -> Reply:
     sets = services().policies.list(principal())
-    return json_reply(200, {"policy_sets": [published.to_dict() for published in sets]})
+    listed = [oas.PolicySet.model_validate(published.to_dict()) for published in sets]
+    return json_reply(200, oas.PolicySets(policy_sets=listed))
 
 
 @router.get(
@@ -109,7 +111,8 @@ def list_policy_sets() -> Reply:
     security=oas.PEOPLE,
 )
 def get_policy_set(name: str) -> Reply:
-    return json_reply(200, services().policies.get(principal(), name).to_dict())
+    published = services().policies.get(principal(), name)
+    return json_reply(200, oas.PolicySet.model_validate(published.to_dict()))
 
 
 @router.put(
@@ -119,7 +122,7 @@ def get_policy_set(name: str) -> Reply:
 )
 def attach_policy_set(name: str, body: AttachmentsBody) -> Reply:
     attached = services().policies.attach(principal(), name, body.workspaces, body.all_workspaces)
-    return json_reply(200, attached.to_dict())
+    return json_reply(200, oas.PolicySet.model_validate(attached.to_dict()))
 
 
 # -- launch controls ------------------------------------------------------------------------
@@ -134,7 +137,8 @@ def get_launch_controls(scope: Literal["platform", "organization"]) -> Reply:
     controls, running = services().launch_controls.get(
         principal(), GLOBAL if scope == "platform" else "organization"
     )
-    return json_reply(200, {"scope": scope, **asdict(controls), "running_sandboxes": running})
+    view = {"scope": scope, **asdict(controls), "running_sandboxes": running}
+    return json_reply(200, oas.LaunchControls.model_validate(view))
 
 
 @router.put(
@@ -157,4 +161,4 @@ def set_launch_controls(
             max_sandboxes=body.max_sandboxes,
         ),
     )
-    return json_reply(200, {"scope": scope, **asdict(controls)})
+    return json_reply(200, oas.LaunchControls.model_validate({"scope": scope, **asdict(controls)}))

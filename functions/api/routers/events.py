@@ -77,7 +77,8 @@ BASE = "/api/v1/workspaces/<workspace_id>"
     security=oas.PEOPLE,
 )
 def run_triggers(workspace_id: str) -> Reply:
-    return json_reply(200, services().run_triggers.show(principal(), workspace_id))
+    shown = services().run_triggers.show(principal(), workspace_id)
+    return json_reply(200, RunTriggersView.model_validate(shown))
 
 
 @router.post(
@@ -88,7 +89,7 @@ def run_triggers(workspace_id: str) -> Reply:
 def add_run_trigger(workspace_id: str, body: TriggerSourceBody) -> Reply:
     kind = RunKind(body.run_kind) if body.run_kind else None
     shown = services().run_triggers.add(principal(), workspace_id, body.source_workspace_id, kind)
-    return json_reply(200, shown)
+    return json_reply(200, RunTriggersView.model_validate(shown))
 
 
 @router.delete(
@@ -97,7 +98,8 @@ def add_run_trigger(workspace_id: str, body: TriggerSourceBody) -> Reply:
     security=oas.PEOPLE,
 )
 def remove_run_trigger(workspace_id: str, source_id: str) -> Reply:
-    return json_reply(200, services().run_triggers.remove(principal(), workspace_id, source_id))
+    shown = services().run_triggers.remove(principal(), workspace_id, source_id)
+    return json_reply(200, RunTriggersView.model_validate(shown))
 
 
 @router.get(
@@ -107,7 +109,7 @@ def remove_run_trigger(workspace_id: str, source_id: str) -> Reply:
 )
 def destinations(workspace_id: str) -> Reply:
     listed = services().notifications.list_for(principal(), workspace_id)
-    return json_reply(200, {"destinations": listed})
+    return json_reply(200, DestinationList.model_validate({"destinations": listed}))
 
 
 @router.post(
@@ -124,7 +126,8 @@ def create_destination(workspace_id: str, body: DestinationBody) -> Reply:
         url=body.url,
         events=body.events,
     )
-    return json_reply(201, {**created.view, "signing_secret": created.signing_secret})
+    view = {**created.view, "signing_secret": created.signing_secret}
+    return json_reply(201, DestinationCreated.model_validate(view))
 
 
 @router.delete(
@@ -134,7 +137,7 @@ def create_destination(workspace_id: str, body: DestinationBody) -> Reply:
 )
 def delete_destination(workspace_id: str, destination_id: str) -> Reply:
     services().notifications.delete(principal(), workspace_id, destination_id)
-    return json_reply(200, {"deleted": destination_id})
+    return json_reply(200, Deleted(deleted=destination_id))
 
 
 @router.post(
@@ -144,7 +147,7 @@ def delete_destination(workspace_id: str, destination_id: str) -> Reply:
 )
 def test_destination(workspace_id: str, destination_id: str) -> Reply:
     result = services().notifications.test(principal(), workspace_id, destination_id)
-    return json_reply(200, result)
+    return json_reply(200, TestResult.model_validate(result))
 
 
 @router.get(
@@ -154,4 +157,4 @@ def test_destination(workspace_id: str, destination_id: str) -> Reply:
 )
 def deliveries(workspace_id: str, destination_id: str) -> Reply:
     listed = services().notifications.deliveries(principal(), workspace_id, destination_id)
-    return json_reply(200, {"deliveries": listed})
+    return json_reply(200, DeliveryList.model_validate({"deliveries": listed}))

@@ -33,7 +33,7 @@ class GitHubBindingBody(BaseModel):
 )
 def bind_github(workspace_id: str, body: GitHubBindingBody) -> Reply:
     bound = services().github.bind(principal(), workspace_id, **body.model_dump())
-    return json_reply(200, bound.to_dict())
+    return json_reply(200, oas.GitHubBindingView.model_validate(bound.to_dict()))
 
 
 @router.get(
@@ -42,7 +42,8 @@ def bind_github(workspace_id: str, body: GitHubBindingBody) -> Reply:
     security=oas.PEOPLE,
 )
 def get_github(workspace_id: str) -> Reply:
-    return json_reply(200, services().github.binding(principal(), workspace_id).to_dict())
+    binding = services().github.binding(principal(), workspace_id)
+    return json_reply(200, oas.GitHubBindingView.model_validate(binding.to_dict()))
 
 
 @router.delete(
@@ -52,7 +53,7 @@ def get_github(workspace_id: str) -> Reply:
 )
 def unbind_github(workspace_id: str) -> Reply:
     services().github.unbind(principal(), workspace_id)
-    return json_reply(200, {"workspace_id": workspace_id, "bound": False})
+    return json_reply(200, oas.GitHubUnbound(workspace_id=workspace_id, bound=False))
 
 
 @router.get(
@@ -62,7 +63,8 @@ def unbind_github(workspace_id: str) -> Reply:
 )
 def list_github_installations() -> Reply:
     held = services().github_installations.list(principal())
-    return json_reply(200, {"installations": [i.to_dict() for i in held]})
+    listed = {"installations": [i.to_dict() for i in held]}
+    return json_reply(200, oas.GitHubInstallationList.model_validate(listed))
 
 
 @router.delete(
@@ -74,7 +76,8 @@ def release_github_installation(installation_id: str) -> Reply:
     if not installation_id.isdigit() or len(installation_id) > 16:
         raise NotFound("GitHub App installation", installation_id[:40])
     services().github_installations.release(principal(), int(installation_id))
-    return json_reply(200, {"installation_id": int(installation_id), "released": True})
+    released = oas.GitHubInstallationReleased(installation_id=int(installation_id), released=True)
+    return json_reply(200, released)
 
 
 @router.post("/webhooks/github", responses=oas.webhook_responses())

@@ -73,7 +73,7 @@ class ScheduleDeleted(oas.Doc):
 def create_schedule(workspace_id: str, body: ScheduleCreate) -> Reply:
     s = services()
     created = s.schedules.create(principal(), workspace_id, body.expression, body.kind)
-    return json_reply(201, view(created, s.clock.now()))
+    return json_reply(201, ScheduleView.model_validate(view(created, s.clock.now())))
 
 
 @router.get(
@@ -84,7 +84,8 @@ def create_schedule(workspace_id: str, body: ScheduleCreate) -> Reply:
 def list_schedules(workspace_id: str) -> Reply:
     s = services()
     found = s.schedules.of_workspace(principal(), workspace_id)
-    return json_reply(200, {"schedules": [view(one, s.clock.now()) for one in found]})
+    listed = {"schedules": [view(one, s.clock.now()) for one in found]}
+    return json_reply(200, ScheduleList.model_validate(listed))
 
 
 @router.get(
@@ -105,7 +106,8 @@ def get_schedule(schedule_id: str) -> Reply:
         }
         for fire in s.schedules.fires(who, schedule_id)
     ]
-    return json_reply(200, {**view(schedule, s.clock.now()), "fires": fires})
+    detail = {**view(schedule, s.clock.now()), "fires": fires}
+    return json_reply(200, ScheduleDetail.model_validate(detail))
 
 
 @router.post(
@@ -116,7 +118,7 @@ def get_schedule(schedule_id: str) -> Reply:
 def pause_schedule(schedule_id: str, body: SchedulePause) -> Reply:
     s = services()
     changed = s.schedules.set_paused(principal(), schedule_id, body.paused)
-    return json_reply(200, view(changed, s.clock.now()))
+    return json_reply(200, ScheduleView.model_validate(view(changed, s.clock.now())))
 
 
 @router.delete(
@@ -126,4 +128,4 @@ def pause_schedule(schedule_id: str, body: SchedulePause) -> Reply:
 )
 def delete_schedule(schedule_id: str) -> Reply:
     services().schedules.delete(principal(), schedule_id)
-    return json_reply(200, {"id": schedule_id, "deleted": True})
+    return json_reply(200, ScheduleDeleted(id=schedule_id, deleted=True))

@@ -27,7 +27,8 @@ class VariableBody(BaseModel):
 )
 def list_variables(workspace_id: str) -> Reply:
     found = services().workspace_variables.list(principal(), workspace_id)
-    return json_reply(200, {"workspace_id": workspace_id, "variables": [v.view() for v in found]})
+    listed = {"workspace_id": workspace_id, "variables": [v.view() for v in found]}
+    return json_reply(200, oas.VariableList.model_validate(listed))
 
 
 @router.put(
@@ -44,7 +45,7 @@ def set_variable(workspace_id: str, name: str, body: VariableBody) -> Reply:
         sensitive=body.sensitive,
         description=body.description,
     )
-    return json_reply(201 if created else 200, variable.view())
+    return json_reply(201 if created else 200, oas.VariableView.model_validate(variable.view()))
 
 
 @router.delete(
@@ -54,4 +55,5 @@ def set_variable(workspace_id: str, name: str, body: VariableBody) -> Reply:
 )
 def delete_variable(workspace_id: str, name: str) -> Reply:
     services().workspace_variables.delete(principal(), workspace_id, name)
-    return json_reply(200, {"workspace_id": workspace_id, "name": name, "deleted": True})
+    deleted = oas.VariableDeleted(workspace_id=workspace_id, name=name, deleted=True)
+    return json_reply(200, deleted)
