@@ -1,12 +1,13 @@
 """What the run API answers, for its OpenAPI document: response models, the errors
 each route may give, and how callers authenticate.
 
-Every router but the runs and runner ones builds its reply as one of these models (or a
-router's own ``Doc``), by keyword or by validating what its service returns, so the model
-is the reply and its schema at once: ``edge.json_reply`` serializes it, a reply that
-strays from the model fails in the handler, and a field the model does not name never
-reaches a client. The runs and runner routers still build dicts these models describe;
-a test fuzzes the API and checks every response against this document.
+Every router but the runner's builds its reply as one of these models (or a router's
+own ``Doc``), by keyword or by validating what its service returns (a run's review
+included), so the model is the reply and its schema at once: ``edge.json_reply``
+serializes it, a reply that strays from the model fails in the handler, and a field the
+model does not name never reaches a client. The runner's routes answer the runner with
+dicts ``RunnerReply`` leaves open; a test fuzzes the API and checks every response
+against this document.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
@@ -96,7 +96,7 @@ def create_run(workspace_id: str, body: RunCreate) -> Reply:
         engine_version=body.engine_version,
         variables=body.variables,
     )
-    return json_reply(201, services().runs.review_of(run))
+    return json_reply(201, _review(services().runs.review_of(run)))
 
 
 @router.get(
@@ -106,20 +106,13 @@ def create_run(workspace_id: str, body: RunCreate) -> Reply:
 )
 def list_runs(workspace_id: str) -> Reply:
     runs = services().runs.list(principal(), workspace_id)
-    return json_reply(
-        200,
-        {
-            "runs": [
-                {
-                    "id": r.id,
-                    "kind": r.kind.value,
-                    "status": r.status.value,
-                    "created_at": r.created_at.isoformat(),
-                }
-                for r in runs
-            ]
-        },
-    )
+    listed = [
+        oas.RunSummary(
+            id=r.id, kind=r.kind.value, status=r.status.value, created_at=r.created_at.isoformat()
+        )
+        for r in runs
+    ]
+    return json_reply(200, oas.RunList(runs=listed))
 
 
 @router.get(
@@ -128,7 +121,7 @@ def list_runs(workspace_id: str) -> Reply:
     security=oas.PEOPLE,
 )
 def review(run_id: str) -> Reply:
-    return json_reply(200, services().runs.review(principal(), run_id))
+    return json_reply(200, _review(services().runs.review(principal(), run_id)))
 
 
 def _decide(run_id: str, decision: str, body: DecisionBody) -> Reply:
@@ -136,7 +129,7 @@ def _decide(run_id: str, decision: str, body: DecisionBody) -> Reply:
     s = services()
     binding = body.model_dump(exclude_none=True, exclude={"comment"})
     decided = s.runs.decide(who, run_id, decision, body.comment, binding)
-    return json_reply(200, s.runs.review_of(decided.run))
+    return json_reply(200, _review(s.runs.review_of(decided.run)))
 
 
 @router.post(
@@ -166,7 +159,7 @@ def cancel(run_id: str) -> Reply:
     who = principal()
     s = services()
     s.runs.cancel(who, run_id, s.launcher)
-    return json_reply(200, s.runs.review(who, run_id))
+    return json_reply(200, _review(s.runs.review(who, run_id)))
 
 
 @router.post(
@@ -178,7 +171,7 @@ def override_policy(run_id: str, body: OverrideBody) -> Reply:
     who = principal()
     s = services()
     s.policies.override(who, s.runs.get(who, run_id), body.reason)
-    return json_reply(200, s.runs.review(who, run_id))
+    return json_reply(200, _review(s.runs.review(who, run_id)))
 
 
 @router.post(
@@ -189,4 +182,9 @@ def override_policy(run_id: str, body: OverrideBody) -> Reply:
 def recover(run_id: str, body: RecoverBody) -> Reply:
     s = services()
     result = s.recoveries.recover(principal(), run_id, recovery_request(body), s.launcher)
-    return json_reply(200, result)
+    return json_reply(200, oas.RecoveryResult.model_validate(result))
+
+
+def _review(review: dict[str, Any]) -> oas.Review:
+    """The review as its documented model: what a client gets is exactly the schema."""
+    return oas.Review.model_validate(review)
