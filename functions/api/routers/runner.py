@@ -172,7 +172,7 @@ def runner_log_chunk(body: LogChunkBody) -> Reply:
     security=oas.RUNNER,
 )
 def runner_result(
-    body: Annotated[dict[str, Any], Body(description="A runner report (docs/architecture.md)")],
+    body: Annotated[dict[str, Any], Body(description="A runner report (docs/runner-contract.md)")],
 ) -> Reply:
     # The contract's own reader validates it (one definition, shared with the runner).
     report, uploads = runner_reports.read_result(body)
