@@ -10,9 +10,9 @@ committed, so an error between the intents and the commit writes nothing, and a
 Every intent is conditional. ``commit()`` sends all of them at once; if any condition
 is refused, nothing is written and the typed error of the first refused intent is
 raised: a move's own conditions first (``TransitionRejected`` for a stale snapshot,
-``ConcurrentChange`` for a stage not where the move needs it), then the parts' intents
-in the order they were made (each with its ``on_refused`` error, ``ConcurrentChange``
-by default). A refused commit discards the intents too.
+``ConcurrentChange`` for a stage not where the move needs it), then the parts' and the
+attempts' intents in the order they were made (each with its ``on_refused`` error,
+``ConcurrentChange`` by default). A refused commit discards the intents too.
 
 Every type named here is the domain's: the DynamoDB implementation
 (``store.unit_of_work``) turns the intents into conditional writes of one
@@ -33,7 +33,7 @@ from runplane.domain.intents import KEEP as KEEP
 from runplane.domain.intents import Keep as Keep
 from runplane.domain.intents import MovedRun as MovedRun
 from runplane.domain.intents import Refused as Refused
-from runplane.domain.parts import RunPart
+from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
 
@@ -42,7 +42,7 @@ class RunPartIntents(Protocol):
     """A run's parts: read now, written at commit.
 
     - ``get`` is None for an absent part; ``several`` holds each named part (None if
-      absent), read together.
+      absent), read together; ``all_of`` is every part the run has, by name.
     - ``change`` intends to change part ``name`` only if it is in ``expected_state``
       (one state or any of several): ``state`` when given, ``body`` (replacing the
       document) when given, the token (``None`` removes it, ``KEEP`` leaves it).
@@ -55,6 +55,8 @@ class RunPartIntents(Protocol):
     def get(self, run_id: str, name: str) -> RunPart | None: ...
 
     def several(self, run_id: str, names: Sequence[str]) -> dict[str, RunPart | None]: ...
+
+    def all_of(self, run_id: str) -> dict[str, RunPart]: ...
 
     def change(
         self,
@@ -95,7 +97,10 @@ class RunMoves(Protocol):
       the committed move records its stage changes, audit event and run events (outbox).
       A move whose target releases the workspace writer reservation
       (``WRITER_ON_ENTRY``) releases it in the same commit and hands it to the oldest
-      waiting run (``MovedRun.handoff``). One move per unit of work.
+      waiting run (``MovedRun.handoff``), or takes the run out of the queue if it was
+      waiting. A move that ends a run that may apply closes its apply record if it is
+      still open (``apply_record_on_end``), unless a part intent of the same commit
+      changes that record. One move per unit of work.
     """
 
     def get(self, run_id: str) -> Run: ...
@@ -116,6 +121,37 @@ class RunMoves(Protocol):
     ) -> None: ...
 
 
+class AttemptIntents(Protocol):
+    """A run's runner attempts (its ``attempt#<phase>`` parts, read through ``parts``),
+    closed at commit.
+
+    - ``close`` intends to close ``attempt`` (the part as read) in ``state``, only if it
+      is still in the state read: its body gains ``finished_at`` (``now``) and
+      ``evidence``, its token is removed, the sandbox slots its body names are given
+      back and the runner sessions it names (``RunPart.session_keys``) are revoked, if
+      it started less than a day before ``now`` (later, a session may have expired out
+      of the store; each is refused all the same once its attempt is closed). A close
+      the attempt's state table does not allow raises ``IllegalPartMove`` at once
+      (nothing is intended). At commit an attempt no longer in the state read, or a
+      session to revoke no longer held, raises ``ConcurrentChange``.
+    """
+
+    def close(
+        self, attempt: RunPart, state: AttemptState, *, now: datetime, **evidence: Any
+    ) -> None: ...
+
+
+class WriterQueue(Protocol):
+    """The workspace writer queue, read now (only a move's release changes it here).
+
+    - ``waiter_token`` is the token of ``run``'s wait in its workspace's queue, or None
+      if it is not waiting (it holds the reservation, has none, or its kind needs
+      none).
+    """
+
+    def waiter_token(self, run: Run) -> str | None: ...
+
+
 class UnitOfWork(Protocol):
     """The repositories a use case reads and writes through, and its one commit."""
 
@@ -123,7 +159,13 @@ class UnitOfWork(Protocol):
     def parts(self) -> RunPartIntents: ...
 
     @property
+    def attempts(self) -> AttemptIntents: ...
+
+    @property
     def runs(self) -> RunMoves: ...
+
+    @property
+    def writer(self) -> WriterQueue: ...
 
     def commit(self) -> MovedRun | None:
         """Write every intent at once, or none (the first refused intent's error); the

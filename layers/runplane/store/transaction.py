@@ -9,7 +9,7 @@ to that error.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import IntEnum
 from typing import Any, cast
@@ -137,6 +137,18 @@ class Transaction:
         for other in writes:
             self._writes.extend(other._writes)
         return self
+
+    def refused_as(self, wrap: Callable[[Exception], Exception]) -> Transaction:
+        """The same writes, each refusal's error passed through ``wrap``."""
+
+        def wrapped(refuse: OnRefused) -> OnRefused:
+            return lambda current: wrap(refuse(current))
+
+        other = Transaction()
+        other._writes = [
+            replace(write, on_refused=wrapped(write.on_refused)) for write in self._writes
+        ]
+        return other
 
     def commit(self) -> None:
         if not self._writes:

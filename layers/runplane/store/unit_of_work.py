@@ -1,9 +1,10 @@
 """The DynamoDB unit of work (``services.unit_of_work.UnitOfWork``).
 
 Reads go to the table at once (strongly consistent). Each intent becomes the
-conditional write ``store.run_parts`` builds for it; ``commit`` sends them as ONE
-TransactWriteItems (``store.transaction``), whose refused conditions raise the
-intents' typed errors.
+conditional write ``store.run_parts`` builds for it (an attempt's close: the writes
+``store.attempts.close_attempt`` builds, its part, sandbox slots and runner sessions);
+``commit`` sends them as ONE TransactWriteItems (``store.transaction``), whose refused
+conditions raise the intents' typed errors.
 
 A move is committed through the lifecycle's move (``services.lifecycle.RunLifecycle.move``,
 given as ``mover``) with the other intents as its extra writes: the move's own writes
@@ -11,7 +12,9 @@ given as ``mover``) with the other intents as its extra writes: the move's own w
 changes, audit event, outbox events) and what the lifecycle composes with it on the
 store (the workspace writer reservation's release and hand-off, an open apply record's
 close, and the rebuild of those from a fresh read while the writer queue moves) are one
-transaction with the intents.
+transaction with the intents. The lifecycle tries a move again when the writer queue
+moved under it (``ConcurrentChange``); a refused intent is final, so its error is carried
+through unchanged and raised as the intent's own.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from typing import Any, Protocol
 from runplane.domain import transitions
 from runplane.domain.entities import Handoff, Run
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
-from runplane.domain.parts import RunPart
+from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
-from runplane.store import run_batch, run_parts
+from runplane.store import run_batch, run_parts, writer_queue
+from runplane.store.attempts import close_attempt
 from runplane.store.runs import RunRepository
 from runplane.store.transaction import Item, OnRefused, Transaction
 
@@ -75,6 +79,15 @@ def _refusal(on_refused: Refused | None) -> OnRefused | None:
     return refused
 
 
+class _IntentRefused(Exception):
+    """An intent's refusal on its way through the lifecycle's move (which would take a
+    ``ConcurrentChange`` for the queue moving and try again)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class DynamoRunParts:
     def __init__(self, writes: list[Transaction]) -> None:
         self._writes = writes
@@ -84,6 +97,9 @@ class DynamoRunParts:
 
     def several(self, run_id: str, names: Sequence[str]) -> dict[str, RunPart | None]:
         return {name: run_parts.get(run_id, name) for name in dict.fromkeys(names)}
+
+    def all_of(self, run_id: str) -> dict[str, RunPart]:
+        return run_parts.all_of(run_id)
 
     def change(
         self,
@@ -135,6 +151,27 @@ class DynamoRunParts:
         )
 
 
+class DynamoAttempts:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def close(
+        self, attempt: RunPart, state: AttemptState, *, now: datetime, **evidence: Any
+    ) -> None:
+        self._writes.extend(
+            close_attempt(attempt.run_id, attempt.name, attempt, state, now, **evidence)
+        )
+
+
+class DynamoWriterQueue:
+    def waiter_token(self, run: Run) -> str | None:
+        # As ``WriterAuthority.waiter_token``.
+        if not run.kind.needs_writer_reservation:
+            return None
+        mine = writer_queue.waiter_of(run.workspace_id, run.id)
+        return mine.token if mine else None
+
+
 @dataclass(frozen=True)
 class _MoveIntent:
     run: Run
@@ -183,7 +220,9 @@ class DynamoUnitOfWork:
         self._moves: list[_MoveIntent] = []
         self._mover = mover
         self.parts = DynamoRunParts(self._writes)
+        self.attempts = DynamoAttempts(self._writes)
         self.runs = DynamoRunMoves(runs, self._moves)
+        self.writer = DynamoWriterQueue()
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self
@@ -204,15 +243,18 @@ class DynamoUnitOfWork:
             Transaction().extend(writes).commit()
             return None
         [move] = moves
-        moved = self._mover(
-            move.run,
-            move.target,
-            actor=move.actor,
-            reason=move.reason,
-            run_updates=move.run_updates,
-            extra_writes=writes,
-            also_announce=move.also_announce,
-        )
+        try:
+            moved = self._mover(
+                move.run,
+                move.target,
+                actor=move.actor,
+                reason=move.reason,
+                run_updates=move.run_updates,
+                extra_writes=[write.refused_as(_IntentRefused) for write in writes],
+                also_announce=move.also_announce,
+            )
+        except _IntentRefused as refused:
+            raise refused.error from None
         return MovedRun(moved.transition, moved.run, moved.handoff)
 
     def _discard(self) -> None:
