@@ -57,6 +57,7 @@ def child(size_mb: int, endpoint: str, repeat: int) -> dict[str, float]:  # noqa
     from runplane.domain.artifacts import ArtifactKind
     from runplane.services.artifacts import ArtifactStore
     from runplane.store import models
+    from runplane.store.artifact_records import DynamoArtifactRecords
     from runplane.store.provision import create_table
 
     region = "us-east-1"
@@ -70,7 +71,9 @@ def child(size_mb: int, endpoint: str, repeat: int) -> dict[str, float]:  # noqa
     s3.create_bucket(Bucket=bucket)
     key_id = kms.create_key()["KeyMetadata"]["KeyId"]
     objects = ObjectStore(s3, bucket)
-    store = ArtifactStore(SystemClock(), RandomIds(), objects, DataKeys(kms, key_id))
+    store = ArtifactStore(
+        SystemClock(), RandomIds(), objects, DataKeys(kms, key_id), records=DynamoArtifactRecords()
+    )
     org = "org-" + "b" * 26
     block = os.urandom(BLOCK)
     size = size_mb * 1_000_000

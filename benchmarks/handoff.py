@@ -34,6 +34,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.builders import bare_run
 
 TABLE = "runplane-bench"
@@ -48,7 +49,8 @@ def measure(waiting: int, handoffs: int, count_calls: bool = False) -> dict[str,
         create_table(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
         models.bind(TABLE, "us-east-1", None)
         clock, ids = SystemClock(), RandomIds()
-        tenancy, lifecycle = Tenancy(clock, ids), RunLifecycle(clock, ids)
+        tenancy = Tenancy(clock, ids, DynamoWorkspaceDirectory())
+        lifecycle = RunLifecycle(clock, ids)
         org = tenancy.create_organization(f"bench-{waiting}")
         ws = tenancy.create_workspace(org.id, "queue")
         runs = [

@@ -121,6 +121,7 @@ def measure(*, slots: bool, pace: float, destinations: int, invocations: int) ->
 def _without_slots(services: Any) -> Any:
     from runplane.domain.notifications import AddressPolicy
     from runplane.services.notifications import Notifications
+    from runplane.store.notification_store import DynamoNotificationStore
 
     settings = services.settings
     return Notifications(
@@ -133,6 +134,8 @@ def _without_slots(services: Any) -> Any:
         retry_base_seconds=settings.notification_retry_base_seconds,
         control_plane_url=settings.control_plane_url,
         address_policy=AddressPolicy(allow_loopback=True),
+        destinations=DynamoNotificationStore(),
+        directory=services.directory,
     )
 
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
-    from runplane.services.repositories import DeliverySlots
+    from runplane.services.repositories import DeliverySlots, WorkspaceDirectory
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
@@ -173,7 +173,21 @@ class Services:
     def tenancy(self) -> Tenancy:
         from runplane.services.tenancy import Tenancy
 
-        return Tenancy(self.clock, self.ids, single_organization=self.settings.single_organization)
+        return Tenancy(
+            self.clock,
+            self.ids,
+            self.directory,
+            single_organization=self.settings.single_organization,
+        )
+
+    # -- the store behind each seam: the composition root alone picks the DynamoDB
+    # implementations, so the services name only the seams --------------------------------
+
+    @cached_property
+    def directory(self) -> WorkspaceDirectory:
+        from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+
+        return DynamoWorkspaceDirectory()
 
     @cached_property
     def run_records(self) -> RunRepository:
@@ -192,6 +206,7 @@ class Services:
     @cached_property
     def artifacts(self) -> ArtifactStore:
         from runplane.services.artifacts import ArtifactStore
+        from runplane.store.artifact_records import DynamoArtifactRecords
 
         return ArtifactStore(
             self.clock,
@@ -199,11 +214,13 @@ class Services:
             self.objects,
             self.keys,
             url_seconds=self.settings.transfer_url_seconds,
+            records=DynamoArtifactRecords(),
         )
 
     @cached_property
     def transfers(self) -> SandboxTransfers:
         from runplane.services.artifacts import SandboxTransfers
+        from runplane.store.artifact_records import DynamoArtifactRecords
 
         return SandboxTransfers(
             self.clock,
@@ -211,6 +228,7 @@ class Services:
             self.objects,
             self.keys,
             url_seconds=self.settings.transfer_url_seconds,
+            records=DynamoArtifactRecords(),
         )
 
     @cached_property
@@ -240,13 +258,20 @@ class Services:
     def workspaces(self) -> Workspaces:
         from runplane.services.workspaces import Workspaces
 
-        return Workspaces(self.clock, self.ids, self.run_records)
+        return Workspaces(self.clock, self.ids, self.run_records, self.directory)
 
     @cached_property
     def state(self) -> StateVersions:
         from runplane.services.state import StateVersions
+        from runplane.store.state_version_reader import DynamoStateVersionReader
 
-        return StateVersions(self.clock, self.ids, self.workspaces, lambda: self.artifacts)
+        return StateVersions(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            lambda: self.artifacts,
+            reader=DynamoStateVersionReader(self.run_records),
+        )
 
     @cached_property
     def launch_controls(self) -> LaunchControls:
@@ -258,8 +283,11 @@ class Services:
     @cached_property
     def policies(self) -> Policies:
         from runplane.services.policy import Policies
+        from runplane.store.policy_set_store import DynamoPolicySetStore
 
-        return Policies(self.clock, self.artifacts, rego_evaluator)
+        return Policies(
+            self.clock, self.artifacts, rego_evaluator, DynamoPolicySetStore(), self.directory
+        )
 
     @cached_property
     def orchestration(self) -> Orchestration:
@@ -322,8 +350,11 @@ class Services:
     @cached_property
     def workspace_variables(self) -> WorkspaceVariables:
         from runplane.services.variables import WorkspaceVariables
+        from runplane.store.variable_store import DynamoVariableStore
 
-        return WorkspaceVariables(self.clock, self.ids, self.workspaces, self.keys)
+        return WorkspaceVariables(
+            self.clock, self.ids, self.workspaces, self.keys, DynamoVariableStore()
+        )
 
     @cached_property
     def recoveries(self) -> Recoveries:
@@ -426,6 +457,7 @@ class Services:
     @cached_property
     def schedules(self) -> Schedules:
         from runplane.services.schedules import Schedules
+        from runplane.store.schedule_store import DynamoScheduleStore
 
         return Schedules(
             self.clock,
@@ -434,6 +466,7 @@ class Services:
             self.runs,
             self.lifecycle.runs,
             self.schedule_registry,
+            DynamoScheduleStore(),
         )
 
     @cached_property
@@ -479,6 +512,7 @@ class Services:
     def notifications(self) -> Notifications:
         from runplane.domain.notifications import AddressPolicy
         from runplane.services.notifications import Notifications
+        from runplane.store.notification_store import DynamoNotificationStore
 
         settings = self.settings
         return Notifications(
@@ -495,6 +529,8 @@ class Services:
                 refused_ports=frozenset(settings.notification_refused_ports),
             ),
             slots=self._delivery_slots(),
+            destinations=DynamoNotificationStore(),
+            directory=self.directory,
         )
 
     def _delivery_slots(self) -> DeliverySlots | None:
@@ -513,6 +549,7 @@ class Services:
     @cached_property
     def run_triggers(self) -> RunTriggers:
         from runplane.services.run_triggers import RunTriggers
+        from runplane.store.run_trigger_store import DynamoRunTriggerStore
 
         return RunTriggers(
             self.clock,
@@ -522,6 +559,8 @@ class Services:
             self.lifecycle.runs,
             self.workflow,
             self.event_queue,
+            triggers=DynamoRunTriggerStore(),
+            directory=self.directory,
         )
 
     @cached_property

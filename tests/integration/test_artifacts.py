@@ -15,6 +15,7 @@ from runplane.domain.artifacts import MAX_LAUNCH_ARTIFACT_BYTES, ArtifactKind, A
 from runplane.domain.entities import Organization
 from runplane.domain.errors import ArtifactCorrupt, ArtifactTooLarge, NotFound
 from runplane.services.artifacts import object_key
+from runplane.store.artifact_records import DynamoArtifactRecords
 from runplane.store.models import ArtifactItem, artifact_key
 from tests.integration.conftest import BUCKET, Stack
 
@@ -174,7 +175,12 @@ def test_an_inbox_upload_is_encrypted_into_an_artifact_and_the_plaintext_removed
 
 def test_an_oversized_inbox_upload_leaves_nothing_behind(stack: Stack, org: Organization) -> None:
     small = type(stack.artifacts)(
-        stack.clock, stack.ids, stack.objects, stack.keys, limit=2 * CHUNK_SIZE
+        stack.clock,
+        stack.ids,
+        stack.objects,
+        stack.keys,
+        limit=2 * CHUNK_SIZE,
+        records=DynamoArtifactRecords(),
     )
     upload = small.new_inbox_upload(org.id)
     requests.put(upload.url, data=os.urandom(2 * CHUNK_SIZE + 1), timeout=30).raise_for_status()

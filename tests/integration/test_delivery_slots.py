@@ -31,6 +31,8 @@ from runplane.store.delivery_slots import (
     destination_slot_key,
     organization_slot_key,
 )
+from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from runplane.wiring import Services
 from tests.integration.conftest import Stack
 from tests.integration.notification_load import (
@@ -152,6 +154,8 @@ def deliveries(stack: Stack) -> Iterator[Deliveries]:
         address_policy=rules.AddressPolicy(allow_loopback=True),
         slots=slots,
         jitter=lambda: 0.0,
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     yield Deliveries(notifications, queue, receiver, slots)
     receiver.close()

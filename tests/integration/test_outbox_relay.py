@@ -28,6 +28,7 @@ from runplane.services.run_events import RunEvents
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.builders import bare_run
 from tests.fakes import FakeClock, SeededIds
 from tests.integration.test_run_events import ListQueue
@@ -92,7 +93,7 @@ def server() -> Iterator[Server]:
         clock, ids = FakeClock(), SeededIds()
         # The moving process: it writes the outbox, and would fail on any send.
         lifecycle = RunLifecycle(clock, ids, RunEvents(clock, dead_queue))
-        tenancy = Tenancy(clock, ids)
+        tenancy = Tenancy(clock, ids, DynamoWorkspaceDirectory())
         org = tenancy.create_organization("acme")
         workspace = tenancy.create_workspace(org.id, "network")
         yield Server(

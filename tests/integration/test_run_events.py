@@ -30,6 +30,9 @@ from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.run_triggers import RunTriggers
 from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
+from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.run_trigger_store import DynamoRunTriggerStore
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, FakeWorkflow, created
 from tests.integration.drive import walk
 from tests.integration.outbox import relay_outbox
@@ -55,6 +58,8 @@ def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
         stack.lifecycle.runs,
         FakeWorkflow(),
         queue if queue is not None else ListQueue(),
+        triggers=DynamoRunTriggerStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
 
 
@@ -296,6 +301,8 @@ def test_deliveries_are_signed_retried_with_backoff_and_recorded(
         address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=5,
         control_plane_url="http://127.0.0.1:1",
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     a, run_id = created(arena, "a")
     made = notifications.create(
@@ -350,6 +357,8 @@ def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena
         address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     a, run_id = created(arena, "a")
     made = notifications.create(
@@ -387,6 +396,8 @@ def test_an_attempt_abandoned_by_a_stopped_worker_is_reclaimed_after_its_lease(
             retry_base_seconds=5,
             control_plane_url="http://x",
             address_policy=rules.AddressPolicy(allow_loopback=True),
+            destinations=DynamoNotificationStore(),
+            directory=DynamoWorkspaceDirectory(),
         )
         crashing = Notifications(
             stack.clock,
@@ -456,6 +467,8 @@ def test_destination_urls_must_be_https_without_credentials(arena: Arena) -> Non
         allow_http=False,
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     a = stack.tenancy.create_workspace(arena.org.id, "a").id
     snapshot = stack.scan()
@@ -487,6 +500,8 @@ def test_a_public_name_that_resolves_to_loopback_at_delivery_is_not_delivered(
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
         client=WebhookClient(resolver=lambda host, port: [ipaddress.ip_address("127.0.0.1")]),
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     a, run_id = created(arena, "a")
     made = notifications.create(

@@ -23,6 +23,7 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdKind
 from runplane.domain.upload_tickets import TICKET_LIFETIME
 from runplane.services.artifacts import SandboxTransfers, UploadGrant, object_key
+from runplane.store.artifact_records import DynamoArtifactRecords
 from tests.integration.conftest import BUCKET, Stack
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import fetch, put, put_raw, session_for
@@ -306,7 +307,9 @@ def test_an_upload_is_one_dynamodb_write_and_no_read(
 
 
 def test_an_oversized_report_is_refused_without_reading(stack: Stack, org: Organization) -> None:
-    transfers = SandboxTransfers(stack.clock, stack.ids, stack.objects, stack.keys, limit=10)
+    transfers = SandboxTransfers(
+        stack.clock, stack.ids, stack.objects, stack.keys, limit=10, records=DynamoArtifactRecords()
+    )
     session = session_for(stack, org.id).session
     grant = transfers.begin_upload(session, PLAN)
     requests.put(grant.url, data=b"x" * 100, timeout=30).raise_for_status()

@@ -21,6 +21,9 @@ from runplane.services.notifications import Notifications
 from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.schedules import Schedules
 from runplane.store import run_parts
+from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.schedule_store import DynamoScheduleStore
+from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, planned, planning, report_planned, show_json
 from tests.integration.outbox import relay_outbox
 from tests.integration.test_run_events import ListQueue, Receiver
@@ -43,7 +46,13 @@ def schedules(arena: Arena, scheduler: object) -> Schedules:
     registry = EventBridgeSchedules(scheduler, group=GROUP, target_arn=TARGET, role_arn=ROLE)
     stack = arena.stack
     return Schedules(
-        stack.clock, stack.ids, stack.workspaces, arena.runs, stack.lifecycle.runs, registry
+        stack.clock,
+        stack.ids,
+        stack.workspaces,
+        arena.runs,
+        stack.lifecycle.runs,
+        registry,
+        DynamoScheduleStore(),
     )
 
 
@@ -316,6 +325,8 @@ def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
         address_policy=rules.AddressPolicy(allow_loopback=True),
         retry_base_seconds=1,
         control_plane_url="http://127.0.0.1:1",
+        destinations=DynamoNotificationStore(),
+        directory=DynamoWorkspaceDirectory(),
     )
     worker = EventWorker(
         stack.clock,

@@ -26,6 +26,7 @@ from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
 from tests.fake_unit_of_work import InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import (
+    InMemoryArtifactRecords,
     FakeClock,
     InMemoryRunLedger,
     InMemorySchedules,
@@ -104,6 +105,7 @@ def tier() -> Tier:
             ids,
             ObjectStore(boto3.client("s3", region_name=region), "artifacts"),
             DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
+            records=InMemoryArtifactRecords(),
         ),
         workflow,
         definition_version="def-1",

@@ -27,7 +27,7 @@ from runplane.domain.identity import (
 from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.state import StateVersions
-from tests.fakes import InMemoryStateVersions
+from tests.fakes import InMemoryArtifactRecords, InMemoryStateVersions
 from tests.service.conftest import Tier
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -52,6 +52,7 @@ def st(tier: Tier) -> StateTier:
         tier.ids,
         ObjectStore(boto3.client("s3", region_name=region), "artifacts"),
         DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
+        records=InMemoryArtifactRecords(),
     )
     reader = InMemoryStateVersions()
     state = StateVersions(tier.clock, tier.ids, tier.workspaces, lambda: artifacts, reader=reader)

@@ -48,7 +48,6 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
 from runplane.store import artifacts as store
-from runplane.store.artifact_records import DynamoArtifactRecords
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -119,10 +118,10 @@ class _ArtifactAccess:
         *,
         limit: int = MAX_LAUNCH_ARTIFACT_BYTES,
         url_seconds: int = 300,
-        records: ArtifactRecords | None = None,
+        records: ArtifactRecords,
     ) -> None:
         self._clock = clock
-        self._records = records or DynamoArtifactRecords()
+        self._records = records
         self._ids = ids
         self._objects = objects
         self._keys = keys

@@ -37,8 +37,6 @@ from runplane.domain.notifications import Delivery, Destination
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import NOTIFIABLE, EventType, RunEvent
 from runplane.services.workspaces import Workspaces
-from runplane.store.notification_store import DynamoNotificationStore
-from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
     from runplane.domain.notifications import SlotLease
@@ -117,8 +115,8 @@ class Notifications:
         control_plane_url: str,
         address_policy: rules.AddressPolicy | None = None,
         client: WebhookClient | None = None,
-        destinations: NotificationStore | None = None,
-        directory: WorkspaceDirectory | None = None,
+        destinations: NotificationStore,
+        directory: WorkspaceDirectory,
         slots: DeliverySlots | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
@@ -134,9 +132,9 @@ class Notifications:
         self._retry_base = retry_base_seconds
         self._url = control_plane_url.rstrip("/")
         self._client = client or WebhookClient(self._policy)
-        self._store: NotificationStore = destinations or DynamoNotificationStore()
+        self._store = destinations
         # The workspace name a payload shows, read without a caller.
-        self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
+        self._directory = directory
         # None: whoever calls ``attempt`` bounds concurrent deliveries itself (the
         # embedded queue's FairLanes); the SQS worker's processes share these.
         self._slots = slots

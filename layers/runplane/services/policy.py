@@ -47,9 +47,7 @@ from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.source_provenance import source_provenance
 from runplane.store import run_parts
-from runplane.store.policy_set_store import DynamoPolicySetStore
 from runplane.store.transaction import Transaction
-from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
     from runplane.services.repositories import PolicySetStore, WorkspaceDirectory
@@ -183,13 +181,13 @@ class Policies:
         clock: Clock,
         artifacts: PolicyArtifacts,
         evaluator: Callable[[], Evaluator],
-        sets: PolicySetStore | None = None,
-        directory: WorkspaceDirectory | None = None,
+        sets: PolicySetStore,
+        directory: WorkspaceDirectory,
     ) -> None:
         self._clock = clock
         self._artifacts = artifacts
-        self._sets = sets or DynamoPolicySetStore()
-        self._directory = directory or DynamoWorkspaceDirectory()
+        self._sets = sets
+        self._directory = directory
         # Built on first use: the Rego engine is loaded only where policies run.
         self._evaluator = evaluator
         # By digest: a published version's content never changes.

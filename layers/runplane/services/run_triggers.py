@@ -48,9 +48,7 @@ from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import run_parts
 from runplane.store import run_triggers as store
-from runplane.store.run_trigger_store import DynamoRunTriggerStore
 from runplane.store.runs import RunRepository
-from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
     from runplane.services.repositories import RunTriggerStore, WorkspaceDirectory
@@ -76,8 +74,8 @@ class RunTriggers:
         queue: EventQueue,
         *,
         retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
-        triggers: RunTriggerStore | None = None,
-        directory: WorkspaceDirectory | None = None,
+        triggers: RunTriggerStore,
+        directory: WorkspaceDirectory,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -87,10 +85,10 @@ class RunTriggers:
         self._workflow = workflow
         self._queue = queue
         self._retry_base = retry_base_seconds
-        self._store: RunTriggerStore = triggers or DynamoRunTriggerStore()
+        self._store = triggers
         # Names of sources and dependents, and the dependent a source run triggers: read
         # without a caller (the caller's own workspace was checked before).
-        self._directory: WorkspaceDirectory = directory or DynamoWorkspaceDirectory()
+        self._directory = directory
 
     # -- configuration (API) ----------------------------------------------------------------
 

@@ -33,7 +33,6 @@ from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import schedules as store
 from runplane.store.runs import RunRepository
-from runplane.store.schedule_store import DynamoScheduleStore
 
 if TYPE_CHECKING:
     from runplane.services.repositories import ScheduleStore
@@ -61,7 +60,7 @@ class Schedules:
         runs: Runs,
         run_repository: RunRepository,
         registry: ScheduleRegistry,
-        schedules: ScheduleStore | None = None,
+        schedules: ScheduleStore,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -69,7 +68,7 @@ class Schedules:
         self._runs = runs
         self._run_repository = run_repository
         self._registry = registry
-        self._store: ScheduleStore = schedules or DynamoScheduleStore()
+        self._store = schedules
 
     # -- management ------------------------------------------------------------------------
 

@@ -63,8 +63,6 @@ from runplane.domain.state import (
 )
 from runplane.services.workspaces import Workspaces
 from runplane.store import state_versions as store
-from runplane.store.runs import RunRepository
-from runplane.store.state_version_reader import DynamoStateVersionReader
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -98,7 +96,7 @@ class StateVersions:
         artifacts: Callable[[], ArtifactStore],
         *,
         max_bytes: int = MAX_STATE_BYTES,
-        reader: StateVersionReader | None = None,
+        reader: StateVersionReader,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -109,7 +107,7 @@ class StateVersions:
         self._max_bytes = max_bytes
         # Reads go through the seam; publishing stays on the store (see
         # ``StateVersionReader``): it moves the pointer under the writer's lock and fence.
-        self._reader = reader or DynamoStateVersionReader(RunRepository(clock, ids))
+        self._reader = reader
 
     # -- reads --------------------------------------------------------------------------
 

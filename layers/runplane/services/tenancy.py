@@ -11,7 +11,6 @@ from runplane.domain.entities import Organization, Workspace, valid_name
 from runplane.domain.errors import Conflict
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.services.workspaces import create_workspace
-from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
     from runplane.services.repositories import WorkspaceDirectory
@@ -22,13 +21,13 @@ class Tenancy:
         self,
         clock: Clock,
         ids: IdGenerator,
-        directory: WorkspaceDirectory | None = None,
+        directory: WorkspaceDirectory,
         *,
         single_organization: bool = False,
     ) -> None:
         self._clock = clock
         self._ids = ids
-        self._directory = directory or DynamoWorkspaceDirectory()
+        self._directory = directory
         # The embedded stack without sandbox isolation: one process, one organization
         # (organizations are created only here, so this process has seen every one).
         self._single_organization = single_organization

@@ -22,7 +22,6 @@ from runplane.domain.variables import (
     check_workspace_variable,
 )
 from runplane.services.workspaces import Workspaces
-from runplane.store.variable_store import DynamoVariableStore
 
 if TYPE_CHECKING:
     from runplane.services.repositories import VariableStore
@@ -41,13 +40,13 @@ class WorkspaceVariables:
         ids: IdGenerator,
         workspaces: Workspaces,
         keys: DataKeys,
-        store: VariableStore | None = None,
+        store: VariableStore,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
         self._keys = keys
-        self._store: VariableStore = store or DynamoVariableStore()
+        self._store = store
 
     def list(self, principal: Principal, workspace_id: str) -> list[WorkspaceVariable]:
         workspace = self._workspaces.by_id(principal, workspace_id)

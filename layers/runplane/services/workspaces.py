@@ -30,7 +30,6 @@ from runplane.domain.tfe_runs import ExecutionMode
 from runplane.store import apply_lock
 from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import RunRepository
-from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 
 if TYPE_CHECKING:
     from runplane.services.repositories import WorkspaceDirectory
@@ -58,12 +57,12 @@ class Workspaces:
         clock: Clock,
         ids: IdGenerator,
         runs: RunRepository,
-        directory: WorkspaceDirectory | None = None,
+        directory: WorkspaceDirectory,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._runs = runs
-        self._directory = directory or DynamoWorkspaceDirectory()
+        self._directory = directory
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
         self._organization_names: dict[str, str] = {}
