@@ -1,0 +1,728 @@
+"""Seeded interleavings of approval decisions, new runs and deadlines, with the run
+lifecycle's invariants checked after every step.
+
+A *schedule* is a world (one organization, one or two workspaces, runs brought to
+awaiting approval the way the workflow brings them) and a sequence of operations drawn
+from a seeded ``random.Random``: decisions by two reviewers with the reviewed binding, a
+stale one or none; a decision split at its read (the review read first, other operations
+committed, then the decision with what was read); a decision whose read another operation
+lands behind (``FakeClock.on_next_reading``: between the decision's read and its write);
+a new run queued behind the workspace's writer; the workflow planning the run that holds
+the writer, and applying an approved run (which hands the writer on); the clock passing
+approval deadlines.
+
+After every step (``Schedule.check``) the state as the backend holds it is read back and:
+at most one run of a workspace is past the writer wait and it is the holder, every queued
+run holds or waits, no ended run holds or waits; terminal statuses stay terminal; each
+status change is a move of ``domain/transitions.py`` (one version per move), versions and
+fences never decrease; a refused operation (any ``RunplaneError``) changed nothing; an
+approved run's approval binds the plan and policy digests the decider reviewed, decided
+by the one decision that succeeded; a decision's outcome is the one the run's state called
+for.
+
+The same schedules run over the in-memory unit of work (tests/service/test_interleavings.py,
+thousands of them) and over DynamoDB on moto (tests/integration/test_interleavings_moto.py,
+a few), through a ``Backend`` each file builds. A failing schedule names its seed and its
+steps; ``RUNPLANE_INTERLEAVING_SEED=<seed>`` runs that one schedule again.
+
+Not covered yet: ``Runs.cancel`` and the approval expiry (``arbitrate_expiry``) write on
+the table directly, not through the unit of work, so the service tier cannot run them.
+``CANCEL`` and ``EXPIRE`` are their places: an operation given to ``Schedule`` as
+``cancel=`` or ``expire=`` joins the drawn operations.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from runplane.domain import transitions
+from runplane.domain.entities import Run
+from runplane.domain.errors import (
+    AlreadyDecided,
+    ApprovalExpired,
+    Conflict,
+    PolicyOverrideRequired,
+    RunplaneError,
+)
+from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.parts import ApprovalState, RunPart
+from runplane.domain.run import RunKind, RunStatus
+from runplane.services.runs import Decision
+from tests.fakes import FakeClock
+
+SEED_VARIABLE = "RUNPLANE_INTERLEAVING_SEED"
+
+# Statuses past the writer wait: only the holder of the reservation may be in one.
+PAST_THE_WAIT = frozenset(
+    {
+        RunStatus.PLANNING,
+        RunStatus.PLAN_COMPLETE,
+        RunStatus.POLICY_EVALUATING,
+        RunStatus.POLICY_PASSED,
+        RunStatus.AWAITING_APPROVAL,
+        RunStatus.APPLYING,
+    }
+)
+POLICY_STATES: tuple[str | None, ...] = ("passed", "passed", "soft_failed", None)
+REVIEWERS = ("bob", "carol")
+MAX_RUNS = 7
+
+
+def replay_seed() -> int | None:
+    """The one seed to replay, when ``RUNPLANE_INTERLEAVING_SEED`` names one."""
+    raw = os.environ.get(SEED_VARIABLE, "").strip()
+    return int(raw) if raw else None
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run as the backend holds it."""
+
+    workspace_id: str
+    status: RunStatus
+    version: int
+    approval: str | None
+    binding: Mapping[str, object] | None
+    decided_by: str | None
+    approval_token: str | None
+
+    @classmethod
+    def of(cls, run: Run, parts: Mapping[str, RunPart]) -> RunView:
+        approval = parts.get("approval")
+        body = approval.body if approval else {}
+        binding = body.get("binding")
+        return cls(
+            run.workspace_id,
+            run.status,
+            run.version,
+            approval.state if approval else None,
+            dict(binding) if isinstance(binding, Mapping) else None,
+            str(body["decided_by"]) if body.get("decided_by") else None,
+            approval.token if approval else None,
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The world as the backend holds it after a step."""
+
+    runs: dict[str, RunView]
+    holders: dict[str, str | None]
+    waiting: dict[str, tuple[str, ...]]
+    fences: dict[str, int]
+
+
+class Backend(Protocol):
+    """What a schedule drives: the real ``Runs.decide`` and the workflow's steps, over one
+    unit of work implementation, and what it reads back."""
+
+    @property
+    def clock(self) -> FakeClock: ...
+
+    @property
+    def organization_id(self) -> str: ...
+
+    @property
+    def workspace_ids(self) -> Sequence[str]: ...
+
+    def create(self, run: Run) -> None:
+        """Record ``run`` (dispatch_pending) with its input, as ``Runs.create`` does."""
+
+    def move(self, run_id: str, target: RunStatus, updates: Mapping[str, Any] | None) -> None:
+        """The workflow's move of the run as it is now (no writer effect)."""
+
+    def reserve(self, run: Run, token: str) -> None:
+        """The workflow's wait for the workspace writer: taken, or queued behind it."""
+
+    def put_part(
+        self, run_id: str, name: str, state: str, body: Mapping[str, Any], token: str | None
+    ) -> None:
+        """A part written through a unit of work, as the workflow writes it."""
+
+    def finish(self, run_id: str, target: RunStatus) -> None:
+        """The workflow's move through a unit of work, handing the writer on if it releases."""
+
+    def decide(
+        self, principal: Principal, run_id: str, decision: str, binding: Mapping[str, object] | None
+    ) -> Decision:
+        """``Runs.decide``."""
+        ...
+
+    def resumed(self) -> list[str]:
+        """The workflow tokens resumed so far, in order."""
+        ...
+
+    def snapshot(self) -> object:
+        """Everything written so far, comparable with ``==``."""
+        ...
+
+    def observe(self, run_ids: Sequence[str]) -> Observed: ...
+
+
+@dataclass
+class Tracked:
+    """A run of the world, as the schedule made it."""
+
+    name: str
+    id: str
+    workspace_id: str
+    token: str
+    binding: dict[str, object] | None = None
+    deadline: datetime | None = None
+    policy: str | None = None
+
+
+@dataclass
+class Read:
+    """A decision split at its read: what the reviewer read, decided on later."""
+
+    reviewer: str
+    run: Tracked
+    decision: str
+    binding: dict[str, object] | None
+
+
+@dataclass
+class Succeeded:
+    reviewer: str
+    decision: str
+    submitted: Mapping[str, object] | None
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+# A decision's outcome: the refusal it meets, "ok", or None (either may happen).
+Expected = type[RunplaneError] | str | None
+DECISION_REFUSALS = (AlreadyDecided, ApprovalExpired, Conflict, PolicyOverrideRequired)
+
+
+Hook = Callable[["Schedule", Tracked], object]
+# Runs.cancel and the approval expiry, once they go through the unit of work.
+CANCEL: Hook | None = None
+EXPIRE: Hook | None = None
+
+
+@dataclass
+class Schedule:
+    backend: Backend
+    seed: int
+    length: int
+    cancel: Hook | None = CANCEL
+    expire: Hook | None = EXPIRE
+    rng: random.Random = field(init=False)
+    steps: list[str] = field(default_factory=list)
+    runs: list[Tracked] = field(default_factory=list)
+    reads: list[Read] = field(default_factory=list)
+    history: dict[str, list[RunStatus]] = field(default_factory=dict)
+    decided: dict[str, Succeeded] = field(default_factory=dict)
+    last: Observed | None = None
+    # How each kind of decision ended, to show what the schedules reached.
+    tally: Counter[str] = field(default_factory=Counter)
+    _inner_after: object | None = None
+    _plans: int = 0
+    # The step whose outcome is being checked (steps nest when one lands inside another).
+    _at: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    # -- the run ---------------------------------------------------------------------
+
+    def play(self) -> None:
+        """Build the world and run the schedule, checking after every step; a broken
+        invariant or an unexpected error is reported with the seed and the steps."""
+        try:
+            self._world()
+            for _ in range(self.length):
+                self._one()
+        except AssertionError as broken:
+            # The report says it all: the seed, each step and its outcome, what broke.
+            raise InvariantBroken(self.report(broken)) from None
+        except Exception as error:
+            raise InvariantBroken(self.report(error)) from error
+
+    def report(self, error: BaseException) -> str:
+        steps = "\n".join(f"  {n:>2}. {step}" for n, step in enumerate(self.steps, 1))
+        histories = "\n".join(
+            f"  {t.name}: {' -> '.join(self.history.get(t.id, []))}" for t in self.runs
+        )
+        return (
+            f"interleaving seed {self.seed} failed at step {self._at}: "
+            f"{type(error).__name__}: {error}\n"
+            f"steps:\n{steps}\n"
+            f"statuses as last read:\n{histories}\n"
+            f"replay: {SEED_VARIABLE}={self.seed} pytest <this test file>"
+        )
+
+    def _world(self) -> None:
+        workspaces = self.backend.workspace_ids[: self.rng.choice((1, 2))]
+        for workspace_id in workspaces:
+            first = self._new_run(workspace_id)
+            self._plan(first)
+            if self.rng.random() < 0.7:
+                self._new_run(workspace_id)
+
+    def _one(self) -> None:
+        awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
+        plannable = [t for t in self.runs if self._plannable(t)]
+        approved = [t for t in awaiting if self._view(t).approval == ApprovalState.APPROVED]
+        choices: list[tuple[float, Callable[[], object]]] = [
+            (5.0, self._decide_now),
+            (2.0, self._review),
+            (3.0 if self.reads else 0.0, self._decide_read),
+            (2.5 if awaiting else 0.0, self._race),
+            (1.5 if len(self.runs) < MAX_RUNS else 0.0, self._queue_new_run),
+            (3.0 if plannable else 0.0, lambda: self._plan(self.rng.choice(plannable))),
+            (2.0 if approved else 0.0, lambda: self._apply(self.rng.choice(approved))),
+            (1.0, self._advance),
+            (1.0 if self.cancel else 0.0, lambda: self._hook("cancel", self.cancel)),
+            (1.0 if self.expire else 0.0, lambda: self._hook("expire", self.expire)),
+        ]
+        weights = [weight for weight, _ in choices]
+        [(_, operation)] = self.rng.choices(choices, weights=weights)
+        operation()
+
+    # -- operations ------------------------------------------------------------------
+
+    def _pick_run(self) -> Tracked:
+        awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
+        if awaiting and self.rng.random() < 0.75:
+            return self.rng.choice(awaiting)
+        return self.rng.choice(self.runs)
+
+    def _binding_for(self, run: Tracked) -> tuple[str, dict[str, object] | None]:
+        """A binding to decide with: the one reviewed now, a stale one, or none."""
+        kind = self.rng.choices(("reviewed", "stale", "none"), weights=(6, 2, 2))[0]
+        current = self._view(run).binding
+        if kind == "none" or current is None:
+            return "no binding", None
+        if kind == "reviewed":
+            return "the reviewed binding", dict(current)
+        field_name = self.rng.choice(("plan_sha256", "policy_result_digest"))
+        return f"a stale {field_name}", {**current, field_name: f"stale-{self.rng.randrange(99)}"}
+
+    def _decide_now(self) -> None:
+        run = self._pick_run()
+        reviewer = self.rng.choice(REVIEWERS)
+        decision = self.rng.choice(("approve", "reject"))
+        described, binding = self._binding_for(run)
+        expected = self._expected(run, decision, binding)
+        self._decide(reviewer, run, decision, binding, f"with {described}", expected)
+
+    def _review(self) -> None:
+        run = self._pick_run()
+        reviewer = self.rng.choice(REVIEWERS)
+        decision = self.rng.choice(("approve", "reject"))
+
+        def read() -> None:
+            # What the reviewer saw: the approval's binding as the run holds it now.
+            binding = self._view(run).binding
+            self.reads.append(
+                Read(reviewer, run, decision, None if binding is None else dict(binding))
+            )
+
+        self._step(f"{reviewer} reviews {run.name} (to {decision} later)", read)
+
+    def _decide_read(self) -> None:
+        read = self.reads.pop(self.rng.randrange(len(self.reads)))
+        expected = self._expected(read.run, read.decision, read.binding)
+        self._decide(
+            read.reviewer,
+            read.run,
+            read.decision,
+            read.binding,
+            "with the binding read earlier",
+            expected,
+        )
+
+    def _race(self) -> None:
+        """A decision that reads the run, then another operation commits, then the
+        decision writes: the other operation runs at the decision's first clock reading."""
+        awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
+        run = self.rng.choice(awaiting)
+        reviewer = self.rng.choice(REVIEWERS)
+        decision = self.rng.choice(("approve", "reject"))
+        binding = self._view(run).binding
+        other = REVIEWERS[1 - REVIEWERS.index(reviewer)]
+        inner_kind = self.rng.choice(("decide", "decide", "advance", "new run", "apply"))
+        fired: list[bool] = []
+
+        def inner() -> None:
+            fired.append(True)
+            if inner_kind == "decide":
+                second = self.rng.choice(("approve", "reject"))
+                self._decide(
+                    other,
+                    run,
+                    second,
+                    binding,
+                    "(landing inside the other decision)",
+                    self._expected(run, second, binding),
+                    inner=True,
+                )
+            elif inner_kind == "advance":
+                self._advance()
+            elif inner_kind == "new run" and len(self.runs) < MAX_RUNS:
+                self._new_run(run.workspace_id)
+            elif self._view(run).approval == ApprovalState.APPROVED:
+                self._apply(run)
+            else:
+                self._step("nothing lands", lambda: None)
+            self._inner_after = self.backend.snapshot()
+
+        self._inner_after = None
+        self.backend.clock.on_next_reading(inner)
+        self._decide(
+            reviewer,
+            run,
+            decision,
+            binding,
+            f"with the reviewed binding, a {inner_kind} landing after its read",
+            None,
+        )
+        if not fired:
+            # Refused before its clock reading: the other operation runs on its own now.
+            self.backend.clock.now()
+
+    def _decide(
+        self,
+        reviewer: str,
+        run: Tracked,
+        decision: str,
+        binding: Mapping[str, object] | None,
+        described: str,
+        expected: Expected,
+        *,
+        inner: bool = False,
+    ) -> None:
+        """``Runs.decide`` as one step; ``expected``: its refusal, ``"ok"``, or None when
+        either may happen (another operation landed inside it)."""
+        principal = self._principal(reviewer)
+        label = f"{reviewer} {decision}s {run.name} {described}"
+
+        def act() -> None:
+            resumed = len(self.backend.resumed())
+            self.backend.decide(principal, run.id, decision, binding)
+            if run.id in self.decided:
+                raise AssertionError(f"{run.name} was decided twice: {self.decided[run.id]}")
+            self.decided[run.id] = Succeeded(reviewer, decision, binding)
+            if run.token not in self.backend.resumed()[resumed:]:
+                raise AssertionError(f"the approval wait {run.token} was not resumed")
+
+        outcome = self._step(label, act)
+        kind = "landing between another decision's read and write" if inner else described
+        self.tally[
+            f"{decision} {kind}: {_name(outcome if isinstance(outcome, type) else 'ok')}"
+        ] += 1
+        got: Expected = outcome if isinstance(outcome, type) else "ok"
+        if expected is not None and got is not expected and got != expected:
+            raise AssertionError(f"{label}: expected {_name(expected)}, got {_name(got)}")
+        if isinstance(got, type) and not issubclass(got, DECISION_REFUSALS):
+            raise AssertionError(f"{label}: refused with {got.__name__}")
+
+    def _queue_new_run(self) -> None:
+        self._new_run(self.rng.choice(sorted({t.workspace_id for t in self.runs})))
+
+    def _new_run(self, workspace_id: str) -> Tracked:
+        number = len(self.runs)
+        ids = random.Random(f"{self.seed}-{number}")
+        run_id = "run-" + "".join(ids.choice("abcdefghijklmnopqrstuvwxyz234567") for _ in range(26))
+        tracked = Tracked(f"r{number}", run_id, workspace_id, token=f"approval-{number}")
+        self.runs.append(tracked)
+
+        def create() -> None:
+            now = self.backend.clock.now()
+            run = Run(
+                id=run_id,
+                organization_id=self.backend.organization_id,
+                workspace_id=workspace_id,
+                kind=RunKind.PLAN_AND_APPLY,
+                status=RunStatus.DISPATCH_PENDING,
+                version=1,
+                created_at=now,
+                updated_at=now,
+                created_by="user:ada",
+            )
+            self.backend.create(run)
+            self.backend.move(run_id, RunStatus.QUEUED, None)
+            self.backend.reserve(
+                replace(run, status=RunStatus.QUEUED, version=2), f"writer-{number}"
+            )
+
+        self._step(
+            f"new run {tracked.name} on {self._ws(workspace_id)}, waiting for the writer", create
+        )
+        return tracked
+
+    def _plan(self, run: Tracked) -> None:
+        """The workflow takes the run holding the writer to awaiting approval: a plan with
+        changes, its policy, and an approval bound to both, due in one to four hours."""
+        self._plans += 1
+        binding: dict[str, object] = {
+            "plan_sha256": f"sha256:plan-{self._plans}",
+            "predecessor_state_version_id": f"sv-{self._plans}",
+            "policy_input_digest": f"in-{self._plans}",
+            "policy_result_digest": f"out-{self._plans}",
+        }
+        policy = self.rng.choice(POLICY_STATES)
+        hours = self.rng.randint(1, 4)
+
+        def plan() -> None:
+            deadline = self.backend.clock.now() + timedelta(hours=hours)
+            updates: dict[RunStatus, dict[str, Any]] = {
+                RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
+                RunStatus.AWAITING_APPROVAL: {"approval_expires_at": deadline},
+            }
+            path = transitions.MAIN_PATH
+            start, end = path.index(RunStatus.PLANNING), path.index(RunStatus.AWAITING_APPROVAL)
+            for target in path[start : end + 1]:
+                self.backend.move(run.id, target, updates.get(target))
+            if policy is not None:
+                self.backend.put_part(
+                    run.id, "policy", policy, {"digest": binding["policy_result_digest"]}, None
+                )
+            body = {"expires_at": deadline.isoformat(), "binding": binding}
+            self.backend.put_part(run.id, "approval", ApprovalState.WAITING, body, run.token)
+            run.binding, run.deadline, run.policy = binding, deadline, policy
+
+        self._step(f"the workflow plans {run.name} (policy {policy}, due in {hours} h)", plan)
+
+    def _apply(self, run: Tracked) -> None:
+        def apply() -> None:
+            self.backend.finish(run.id, RunStatus.APPLYING)
+            self.backend.finish(run.id, RunStatus.SUCCEEDED)
+
+        self._step(f"the workflow applies {run.name}", apply)
+
+    def _advance(self) -> None:
+        minutes = self.rng.choice((30, 60, 90))
+        self._step(
+            f"{minutes} minutes pass",
+            lambda: self.backend.clock.advance(timedelta(minutes=minutes)),
+        )
+
+    def _hook(self, name: str, hook: Hook | None) -> None:
+        assert hook is not None
+        run, call = self._pick_run(), hook
+        self._step(f"{name} {run.name}", lambda: call(self, run))
+
+    # -- what a decision should meet -------------------------------------------------
+
+    def _expected(
+        self, run: Tracked, decision: str, binding: Mapping[str, object] | None
+    ) -> Expected:
+        """The refusal (or "ok"; None: too near the deadline to say) the run's state
+        calls for, in the order ``Runs.decide`` checks: expiry and earlier decisions, not
+        awaiting, the deadline, the binding, the policy."""
+        view = self._view(run)
+        if view.status is RunStatus.EXPIRED or view.approval == ApprovalState.EXPIRED:
+            return ApprovalExpired
+        if view.approval is not None and (
+            view.approval != ApprovalState.WAITING or view.status.is_terminal
+        ):
+            return AlreadyDecided
+        if view.status is not RunStatus.AWAITING_APPROVAL or view.approval is None:
+            return Conflict
+        assert run.deadline is not None
+        assert run.binding is not None
+        # The decision reads the clock (a millisecond on) before comparing.
+        left = run.deadline - self.backend.clock.current
+        if abs(left) < timedelta(seconds=1):
+            return None
+        if left <= timedelta(0):
+            return ApprovalExpired
+        if binding is not None and any(run.binding.get(k) != v for k, v in binding.items()):
+            return Conflict
+        if decision == "approve" and run.policy == "soft_failed":
+            return PolicyOverrideRequired
+        return "ok"
+
+    # -- steps and invariants ----------------------------------------------------------
+
+    def _step(self, label: str, action: Callable[[], object]) -> type[RunplaneError] | object:
+        """Run ``action`` as one step: a refusal must leave everything as it was (after
+        any operation that landed inside it), and the invariants must hold after it."""
+        self.steps.append(label)
+        index = len(self.steps) - 1
+        before = self.backend.snapshot()
+        self._inner_after = None
+        try:
+            result = action()
+        except RunplaneError as refused:
+            self._at = index + 1
+            self.steps[index] += f"  -> refused: {type(refused).__name__}"
+            baseline = before if self._inner_after is None else self._inner_after
+            if self.backend.snapshot() != baseline:
+                raise AssertionError(
+                    f"{label}: refused with {type(refused).__name__} ({refused}) but wrote"
+                ) from refused
+            self.check()
+            return type(refused)
+        self._at = index + 1
+        self.steps[index] += "  -> ok"
+        self.check()
+        return result
+
+    def check(self) -> None:
+        """The invariants, against what the backend holds now."""
+        now = self.backend.observe([t.id for t in self.runs])
+        by_id = {t.id: t for t in self.runs}
+        previous = self.last.runs if self.last else {}
+        for run_id, view in now.runs.items():
+            name = by_id[run_id].name
+            was = previous.get(run_id)
+            history = self.history.setdefault(run_id, [view.status])
+            if was is not None:
+                if view.version < was.version:
+                    raise AssertionError(
+                        f"{name}: version went back {was.version} -> {view.version}"
+                    )
+                if was.status.is_terminal and (view.status, view.version) != (
+                    was.status,
+                    was.version,
+                ):
+                    raise AssertionError(f"{name}: left terminal {was.status} for {view.status}")
+                if view.status is not was.status:
+                    moves = view.version - was.version
+                    if moves < 1:
+                        raise AssertionError(
+                            f"{name}: {was.status} -> {view.status} without a new version"
+                        )
+                    if moves == 1 and transitions.find(was.status, view.status) is None:
+                        raise AssertionError(
+                            f"{name}: {was.status} -> {view.status} is no move of the table"
+                        )
+                    if view.status not in transitions.reachable_from(was.status):
+                        raise AssertionError(
+                            f"{name}: {view.status} is unreachable from {was.status}"
+                        )
+                    history.append(view.status)
+                elif view.version != was.version:
+                    raise AssertionError(f"{name}: a new version without a move ({view.status})")
+            self._check_approval(by_id[run_id], view)
+        for workspace_id, fence in now.fences.items():
+            if self.last and fence < self.last.fences.get(workspace_id, 0):
+                raise AssertionError(f"{self._ws(workspace_id)}: the fence went back")
+        for workspace_id in {t.workspace_id for t in self.runs}:
+            self._check_writer(workspace_id, now)
+        self.last = now
+
+    def _check_approval(self, run: Tracked, view: RunView) -> None:
+        decided = self.decided.get(run.id)
+        if view.approval == ApprovalState.APPROVED:
+            if decided is None or decided.decision != "approve":
+                raise AssertionError(f"{run.name}: approved with no approval that succeeded")
+            if view.binding != run.binding:
+                raise AssertionError(
+                    f"{run.name}: approved for {view.binding}, planned {run.binding}"
+                )
+            if decided.submitted is not None and dict(decided.submitted) != view.binding:
+                raise AssertionError(
+                    f"{run.name}: {decided.reviewer} reviewed {decided.submitted}, "
+                    f"the approval binds {view.binding}"
+                )
+            if view.decided_by != f"user:{decided.reviewer}":
+                raise AssertionError(
+                    f"{run.name}: approved by {view.decided_by}, not {decided.reviewer}"
+                )
+            if view.status not in {
+                RunStatus.AWAITING_APPROVAL,
+                RunStatus.APPLYING,
+                RunStatus.SUCCEEDED,
+            }:
+                raise AssertionError(f"{run.name}: approved but {view.status}")
+        elif view.approval == ApprovalState.REJECTED:
+            if decided is None or decided.decision != "reject":
+                raise AssertionError(f"{run.name}: rejected with no rejection that succeeded")
+            if view.status is not RunStatus.REJECTED:
+                raise AssertionError(f"{run.name}: its approval is rejected, the run {view.status}")
+        elif view.approval == ApprovalState.WAITING:
+            if decided is not None:
+                raise AssertionError(f"{run.name}: decided ({decided}) but its approval waits")
+            if view.status is not RunStatus.AWAITING_APPROVAL:
+                raise AssertionError(f"{run.name}: its approval waits, the run is {view.status}")
+        if view.status is RunStatus.REJECTED and view.approval != ApprovalState.REJECTED:
+            raise AssertionError(f"{run.name}: rejected, its approval {view.approval}")
+
+    def _check_writer(self, workspace_id: str, now: Observed) -> None:
+        ws = self._ws(workspace_id)
+        names = {t.id: t.name for t in self.runs}
+        holder = now.holders.get(workspace_id)
+        waiting = now.waiting.get(workspace_id, ())
+        named_holder = names.get(holder or "", holder)
+        named_waiting = [names.get(run_id, run_id) for run_id in waiting]
+        mine = {
+            run_id: view for run_id, view in now.runs.items() if view.workspace_id == workspace_id
+        }
+        writers = sorted(run_id for run_id, view in mine.items() if view.status in PAST_THE_WAIT)
+        if len(writers) > 1:
+            past = [names[run_id] for run_id in writers]
+            raise AssertionError(f"{ws}: {len(writers)} runs past the writer wait: {past}")
+        if writers and writers[0] != holder:
+            raise AssertionError(
+                f"{ws}: {names[writers[0]]} is past the wait, the writer is {named_holder}"
+            )
+        if len(set(waiting)) != len(waiting) or holder in waiting:
+            raise AssertionError(
+                f"{ws}: the queue {named_waiting} repeats a run or holds the writer {named_holder}"
+            )
+        for run_id in [*([holder] if holder else []), *waiting]:
+            view = mine.get(run_id)
+            if view is None or view.status.is_terminal:
+                raise AssertionError(
+                    f"{ws}: {names.get(run_id, run_id)} holds or waits, "
+                    f"but is {view and view.status}"
+                )
+        for run_id, view in mine.items():
+            if view.status is RunStatus.QUEUED and run_id != holder and run_id not in waiting:
+                raise AssertionError(
+                    f"{ws}: queued {names[run_id]} neither holds the writer nor waits"
+                )
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _view(self, run: Tracked) -> RunView:
+        assert self.last is not None
+        return self.last.runs[run.id]
+
+    def _status(self, run: Tracked) -> RunStatus:
+        return self._view(run).status
+
+    def _plannable(self, run: Tracked) -> bool:
+        assert self.last is not None
+        return (
+            self._status(run) is RunStatus.QUEUED
+            and self.last.holders.get(run.workspace_id) == run.id
+        )
+
+    def _principal(self, reviewer: str) -> Principal:
+        return Principal(
+            kind=PrincipalKind.USER,
+            id=reviewer,
+            organization_id=self.backend.organization_id,
+            permissions=frozenset(Permission),
+            display=reviewer,
+        )
+
+    def _ws(self, workspace_id: str) -> str:
+        return f"w{list(self.backend.workspace_ids).index(workspace_id)}"
+
+
+def _name(outcome: object) -> str:
+    if outcome is None or outcome == "ok":
+        return "success"
+    return outcome.__name__ if isinstance(outcome, type) else str(outcome)
+
+
+def seeds(first: int, count: int) -> list[int]:
+    """The seeds to play: ``count`` from ``first``, or the one to replay."""
+    replay = replay_seed()
+    return [replay] if replay is not None else list(range(first, first + count))
