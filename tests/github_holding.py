@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from runplane.domain.github_connect import GitHubAccount, Installation
+from runplane.domain.github_connect import AuditNote, GitHubAccount, Installation
 from runplane.store import github_installations as store
 
 
@@ -22,7 +22,7 @@ def hold_installation(org_id: str, installation_id: int, account: str = "acme") 
             bindings=0,
         ),
         cap=25,
-        note=store.AuditNote(
+        note=AuditNote(
             f"evt-hold-{org_id}-{installation_id}",
             "github.installation.connected",
             "user:tests",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from runplane.domain.errors import Conflict, GitHubInstallationTaken
-from runplane.domain.github_connect import GitHubAccount, Installation
+from runplane.domain.github_connect import AuditNote, GitHubAccount, Installation
 from runplane.store import github_installations as store
 from tests.integration.conftest import TABLE, Stack
 
@@ -28,8 +28,8 @@ def _installation(org_id: str, number: int) -> Installation:
     )
 
 
-def _note(tag: str) -> store.AuditNote:
-    return store.AuditNote(f"evt-{tag}", "github.installation.connected", "user:web-1", {})
+def _note(tag: str) -> AuditNote:
+    return AuditNote(f"evt-{tag}", "github.installation.connected", "user:web-1", {})
 
 
 def _claim(org_id: str, number: int, cap: int = 3) -> None:

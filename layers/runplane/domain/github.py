@@ -166,6 +166,19 @@ class SourceEvent:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery as recorded once: what it was, what it was answered, and the
+    source ingestion it started (if any)."""
+
+    delivery_id: str
+    event: str
+    body_sha256: str
+    status_code: int
+    outcome: dict[str, Any]
+    source_id: str | None
+
+
+@dataclass(frozen=True)
 class Ignored:
     """A delivery acknowledged without doing anything, and why."""
 

@@ -191,3 +191,25 @@ def connect_cookie(secret: str, *, secure: bool, max_age: int) -> str:
 
 def cleared_connect_cookie(*, secure: bool) -> str:
     return connect_cookie("", secure=secure, max_age=0)
+
+
+@dataclass(frozen=True)
+class ConnectFlow:
+    """A connect flow between its start and GitHub's callback: who started it, from which
+    dashboard session, for which installation (if named), until when."""
+
+    organization_id: str
+    started_by: str
+    session_hash: str
+    installation_id: int | None
+    valid_until: datetime
+
+
+@dataclass(frozen=True)
+class AuditNote:
+    """The audit event an installation's change writes with it."""
+
+    event_id: str
+    type: str
+    actor: str
+    details: dict[str, str]

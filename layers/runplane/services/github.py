@@ -39,6 +39,7 @@ from runplane.domain.errors import (
 from runplane.domain.github import (
     DELIVERY_ID,
     Binding,
+    Delivery,
     Ignored,
     SourceEvent,
     body_digest,
@@ -276,9 +277,7 @@ class GitHubSources:
                 created_at=now,
                 updated_at=now,
             )
-        delivery = store.Delivery(
-            delivery_id, event, digest, status, outcome, outcome.get("source_id")
-        )
+        delivery = Delivery(delivery_id, event, digest, status, outcome, outcome.get("source_id"))
         try:
             store.record_delivery(delivery, now, source).commit()
         except store.DeliveryAlreadyRecorded as seen:

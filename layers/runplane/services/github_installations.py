@@ -32,7 +32,9 @@ from runplane.domain.errors import (
 from runplane.domain.github import Binding, valid_installation_id
 from runplane.domain.github_connect import (
     CONNECT_LIFETIME,
+    AuditNote,
     ConnectBinding,
+    ConnectFlow,
     Installation,
     account_of,
     authorize_url,
@@ -96,7 +98,7 @@ class GitHubInstallations:
         secret = new_secret()
         now = self._clock.now()
         valid_until = now + CONNECT_LIFETIME
-        flow = store.ConnectFlow(
+        flow = ConnectFlow(
             principal.organization_id,
             principal.ref,
             handle_hash(session_secret),
@@ -151,7 +153,7 @@ class GitHubInstallations:
         installation = self._verified(flow, ConnectBinding.of(secret).verifier, code)
         return self._hold(installation)
 
-    def _open_flow(self, secret: str | None, state: str | None) -> tuple[str, store.ConnectFlow]:
+    def _open_flow(self, secret: str | None, state: str | None) -> tuple[str, ConnectFlow]:
         if not secret:
             raise GitHubConnectRefused(
                 "no_flow", "this browser did not start the connection, or took too long"
@@ -170,7 +172,7 @@ class GitHubInstallations:
             )
         return secret_hash, flow
 
-    def _verified(self, flow: store.ConnectFlow, verifier: str, code: str) -> Installation:
+    def _verified(self, flow: ConnectFlow, verifier: str, code: str) -> Installation:
         config = self._configured()
         assert config.client_id is not None
         assert flow.installation_id is not None
@@ -205,7 +207,7 @@ class GitHubInstallations:
     def _hold(self, installation: Installation) -> Installation:
         now = self._clock.now()
         org, number = installation.organization_id, installation.installation_id
-        note = store.AuditNote(
+        note = AuditNote(
             self._ids.new(IdKind.AUDIT_EVENT),
             "github.installation.connected",
             installation.claimed_by,
@@ -283,8 +285,8 @@ class GitHubInstallations:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _note(self, type_: str, actor: str, number: int, why: str) -> store.AuditNote:
-        return store.AuditNote(
+    def _note(self, type_: str, actor: str, number: int, why: str) -> AuditNote:
+        return AuditNote(
             self._ids.new(IdKind.AUDIT_EVENT),
             type_,
             actor,

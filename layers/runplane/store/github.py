@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.domain.errors import Conflict, NotFound
-from runplane.domain.github import Binding
+from runplane.domain.github import Binding, Delivery
 from runplane.domain.run import RunKind
 from runplane.store.models import (
     GitHubBindingItem,
@@ -134,16 +133,6 @@ def get_delivery(delivery_id: str) -> GitHubDeliveryItem | None:
         return GitHubDeliveryItem.get(*github_delivery_key(delivery_id), consistent_read=True)
     except GitHubDeliveryItem.DoesNotExist:
         return None
-
-
-@dataclass(frozen=True)
-class Delivery:
-    delivery_id: str
-    event: str
-    body_sha256: str
-    status_code: int
-    outcome: dict[str, Any]
-    source_id: str | None
 
 
 def record_delivery(

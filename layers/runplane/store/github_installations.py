@@ -12,13 +12,12 @@ A connect flow is keyed by the hash of its cookie secret and holds no secret.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
 from runplane.domain.errors import Conflict, GitHubConnectRefused, GitHubInstallationTaken
-from runplane.domain.github_connect import GitHubAccount, Installation
+from runplane.domain.github_connect import AuditNote, ConnectFlow, GitHubAccount, Installation
 from runplane.store import audit
 from runplane.store.models import TableItem, org_event_key
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -73,15 +72,6 @@ def count_key(org_id: str) -> tuple[str, str]:
 
 
 # -- connect flows ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConnectFlow:
-    organization_id: str
-    started_by: str
-    session_hash: str
-    installation_id: int | None
-    valid_until: datetime
 
 
 def put_connect(secret_hash: str, flow: ConnectFlow, now: datetime) -> Transaction:
@@ -179,14 +169,6 @@ def held_by(org_id: str) -> list[Installation]:
             f"GHORG#{org_id}", GitHubHeldItem.sk.startswith("INSTALLATION#"), consistent_read=True
         )
     ]
-
-
-@dataclass(frozen=True)
-class AuditNote:
-    event_id: str
-    type: str
-    actor: str
-    details: dict[str, str]
 
 
 def _audit(org_id: str, installation_id: int, note: AuditNote, now: datetime) -> Transaction:
