@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from runplane.adapters.envelope import Read
 from runplane.adapters.keys import DataKey, DataKeys, KeyUnavailable
+from runplane.adapters.launchers import LaunchRequest
 from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore, StoredObject
 from runplane.adapters.workflow import Workflow
 from runplane.domain import transitions
@@ -119,6 +120,22 @@ class RecordingWorkflow(Workflow):
 
     def heartbeat(self, token: str) -> bool:
         return True
+
+
+class RecordingLauncher:
+    """The sandbox launcher port (``adapters.launchers.Launcher``) without a process or
+    a task: records the sandboxes it would start and stop (by reference)."""
+
+    def __init__(self) -> None:
+        self.launched: list[LaunchRequest] = []
+        self.stopped: list[str] = []
+
+    def launch(self, request: LaunchRequest) -> str:
+        self.launched.append(request)
+        return f"sandbox-{len(self.launched)}"
+
+    def stop(self, reference: str) -> None:
+        self.stopped.append(reference)
 
 
 class InMemoryWorkspaces:

@@ -24,10 +24,10 @@ from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
-from tests.fake_unit_of_work import InMemoryUnitOfWork, InMemoryWriterQueue
+from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import (
-    InMemoryArtifactRecords,
     FakeClock,
+    InMemoryArtifactRecords,
     InMemoryRunLedger,
     InMemorySchedules,
     InMemoryVariables,
@@ -68,6 +68,9 @@ class Tier:
     writer_queue: InMemoryWriterQueue
     workflow: RecordingWorkflow
     units: list[InMemoryUnitOfWork]
+    # The sandbox slots and runner sessions a cancellation's attempt closes give back
+    # and revoke.
+    sandboxes: InMemorySandboxes
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -86,10 +89,11 @@ def tier() -> Tier:
     workspaces = Workspaces(clock, ids, run_repository, directory)
     run_reader = InMemoryRunLedger(clock, ids)
     writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
+    sandboxes = InMemorySandboxes()
     units: list[InMemoryUnitOfWork] = []
 
     def unit_of_work() -> InMemoryUnitOfWork:
-        units.append(InMemoryUnitOfWork(run_reader, writer_queue))
+        units.append(InMemoryUnitOfWork(run_reader, writer_queue, sandboxes))
         return units[-1]
 
     # The reads under test go through the in-memory reader; these clients are never
@@ -145,4 +149,5 @@ def tier() -> Tier:
         writer_queue,
         workflow,
         units,
+        sandboxes,
     )

@@ -31,6 +31,7 @@ from runplane.domain.parts import (
     ApplyRecord,
     ApprovalBody,
     ApprovalState,
+    AttemptBody,
     AttemptState,
     PlanEvidence,
     RunInput,
@@ -40,7 +41,6 @@ from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboar
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.domain.variables import PinnedVariables, VariableSource, check_variables, merge
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.attempts import close_attempt
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import SOFT_FAILED
@@ -125,7 +125,8 @@ class Runs:
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
         self._reader: RunReader = reader or DynamoRunReader(lifecycle.runs)
-        # A unit of work per decision: its reads, and its writes committed together.
+        # A unit of work per decision or cancellation: its reads, and its writes
+        # committed together.
         self._units = units
 
     # -- configuration versions ----------------------------------------------------------
@@ -363,6 +364,16 @@ class Runs:
         return _seen_by(principal, run)
 
     @staticmethod
+    def _visible(principal: Principal, run_id: str, uow: UnitOfWork) -> Run:
+        """``get``, read through ``uow``."""
+        principal.require(Permission.RUN_READ)
+        try:
+            run = uow.runs.get(run_id)
+        except NotFound:
+            raise NotFound("run", run_id) from None
+        return _seen_by(principal, run)
+
+    @staticmethod
     def _visible_with(
         principal: Principal, run_id: str, names: list[str], uow: UnitOfWork
     ) -> tuple[Run, dict[str, RunPart | None]]:
@@ -502,73 +513,69 @@ class Runs:
         race with the apply result ends it ``apply_interrupted`` and the writer
         authority stays held until recovery; one that loses is refused with the
         run's real outcome. Sandboxes are stopped and the workflow's waits ended.
+
+        Each try is one unit of work: the run, its parts and its wait in the writer
+        queue read through it, and the cancel signal, the waiting approval's change,
+        the open attempts' closes and the run's move written together or not at all.
         """
         principal.require(Permission.RUN_CANCEL)
         for _ in range(CANCEL_ATTEMPTS):
-            run = self.get(principal, run_id)
-            if run.status.is_terminal:
-                raise self._decided_meanwhile(run.id, deciding=False)
-            try:
-                return self._cancel(principal, run, launcher)
-            except (AlreadyDecided, TransitionRejected, ConcurrentChange):
-                # The run moved (or was decided) meanwhile: look at it again.
-                continue
+            with self._units() as uow:
+                run = self._visible(principal, run_id, uow)
+                if run.status.is_terminal:
+                    break
+                try:
+                    return self._cancel(principal, run, launcher, uow)
+                except (AlreadyDecided, TransitionRejected, ConcurrentChange):
+                    # The run moved (or was decided) meanwhile: look at it again.
+                    continue
         raise self._decided_meanwhile(run_id, deciding=False)
 
-    def _cancel(self, principal: Principal, run: Run, launcher: Launcher) -> Run:
+    def _cancel(self, principal: Principal, run: Run, launcher: Launcher, uow: UnitOfWork) -> Run:
         target = (
             RunStatus.APPLY_INTERRUPTED if run.status is RunStatus.APPLYING else RunStatus.CANCELED
         )
-        parts = run_parts.all_of(run.id)
+        parts = uow.parts.all_of(run.id)
         tokens = [part.token for part in parts.values() if part.token]
-        waiter = self._lifecycle.writer.waiter_token(run)
+        waiter = uow.writer.waiter_token(run)
         now = self._clock.now()
-        writes = []
-        approval = parts.get("approval")
-        if approval is not None and approval.state == ApprovalState.WAITING:
-            writes.append(
-                run_parts.change(
-                    run.id,
-                    "approval",
-                    expected_state=ApprovalState.WAITING,
-                    state=ApprovalState.CANCELED,
-                    token=None,
-                    now=now,
-                    on_refused=lambda current: AlreadyDecided(
-                        run.id, run.status, _state_of(current)
-                    ),
-                )
-            )
-        for name, part in parts.items():
-            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT:
-                writes.extend(close_attempt(run.id, name, part, AttemptState.STOPPED, now))
-        signal = run_parts.put(
+        uow.parts.put(
             run.id,
             "signal#cancel",
             state="accepted",
             body={"requested_by": principal.ref, "requested_at": now.isoformat()},
             now=now,
         )
-        moved = self._lifecycle.move(
-            run,
-            target,
-            actor=principal.ref,
-            reason=f"canceled by {principal.display}",
-            extra_writes=[signal, *writes],
-        )
+        approval = parts.get("approval")
+        if approval is not None and approval.state == ApprovalState.WAITING:
+            uow.parts.change(
+                run.id,
+                "approval",
+                expected_state=ApprovalState.WAITING,
+                state=ApprovalState.CANCELED,
+                token=None,
+                now=now,
+                on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
+            )
+        attempts = [
+            part
+            for name, part in parts.items()
+            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT
+        ]
+        for attempt in attempts:
+            uow.attempts.close(attempt, AttemptState.STOPPED, now=now)
+        uow.runs.move(run, target, actor=principal.ref, reason=f"canceled by {principal.display}")
+        moved = uow.commit()
+        if moved is None:
+            raise ConcurrentChange(f"run {run.id}: the cancellation's move was not committed")
         hand_off(self._workflow, moved.handoff)
-        for name, part in parts.items():
-            if name.startswith("attempt#") and part.state in OPEN_ATTEMPT:
-                reference = run_parts.attempt_body(part).sandbox_ref
-                if reference:
-                    launcher.stop(reference)
+        for attempt in attempts:
+            reference = AttemptBody.from_body(attempt.body).sandbox_ref
+            if reference:
+                launcher.stop(reference)
         for token in [*tokens, *([waiter] if waiter else [])]:
             self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")
-        return self._lifecycle.runs.get(run.id)
-
-
-def _state_of(part: Mapping[str, Any] | None) -> str | None:
-    return None if part is None else str(part.get("state"))
+        return moved.run
 
 
 def build_review(run: Run, reader: RunReader, now: datetime) -> dict[str, Any]:
