@@ -292,6 +292,7 @@ class Services:
     @cached_property
     def orchestration(self) -> Orchestration:
         from runplane.services.orchestration import Orchestration, Timing
+        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         settings = self.settings
         return Orchestration(
@@ -304,6 +305,8 @@ class Services:
             control_plane_url=settings.control_plane_url,
             launch_controls=lambda: self.launch_controls,
             policies=lambda: self.policies,
+            # The lifecycle's move commits a unit of work's move with its other intents.
+            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
             timing=Timing(
                 approval_window=timedelta(seconds=settings.approval_window_seconds),
                 runner_phase=timedelta(seconds=settings.runner_phase_seconds),

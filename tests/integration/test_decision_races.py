@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 
 import pytest
@@ -140,3 +141,28 @@ def test_a_decision_returns_the_run_as_it_left_it(arena: Arena, decision: str) -
     assert decided.run == arena.stack.lifecycle.runs.get(run_id)
     expected = "awaiting_approval" if decision == "approve" else "rejected"
     assert decided.run.status.value == expected
+
+
+def test_an_approval_between_the_expirys_read_and_write_wins_without_contention(
+    arena: Arena,
+) -> None:
+    # Given a run awaiting approval, a moment before its deadline
+    _, run_id = awaiting_approval(arena, "expiry-race")
+    run = arena.runs.get(arena.admin, run_id)
+    assert run.approval_expires_at is not None
+    clock = arena.stack.clock
+    clock.current = run.approval_expires_at - timedelta(milliseconds=10)
+
+    def approved_then_deadline_passes() -> None:
+        arena.runs.decide(arena.admin, run_id, "approve", None)
+        clock.advance(timedelta(seconds=1))
+
+    # When the approval commits after the expiry read the approval waiting, and the
+    # deadline passes before the expiry's write
+    clock.on_next_reading(approved_then_deadline_passes)
+    outcome = arena.orchestration.arbitrate_expiry(run_id)
+    # Then the expiry's write is refused once (not retried into contention) and the
+    # approval is what happened: the run still awaits its apply
+    assert outcome == {"decision": "approve"}
+    assert run_parts.require(run_id, "approval").state == "approved"
+    assert arena.runs.get(arena.admin, run_id).status.value == "awaiting_approval"

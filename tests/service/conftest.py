@@ -5,6 +5,7 @@ seam (runplane.services.repositories) can be tested here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Never
 
 import boto3
 import pytest
@@ -16,12 +17,14 @@ from runplane.adapters.object_store import ObjectStore
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import Runs
 from runplane.services.schedules import Schedules
 from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
+from runplane.services.workflow_steps import WorkflowSteps
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
 from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
@@ -32,6 +35,7 @@ from tests.fakes import (
     InMemorySchedules,
     InMemoryVariables,
     InMemoryWorkspaces,
+    RecordingLauncher,
     RecordingRegistry,
     RecordingWorkflow,
     SeededIds,
@@ -71,6 +75,10 @@ class Tier:
     # The sandbox slots and runner sessions a cancellation's attempt closes give back
     # and revoke.
     sandboxes: InMemorySandboxes
+    # The workflow's own steps whose writes go through the unit of work (an approval's
+    # expiry); sandboxes it would stop are recorded by ``launcher``.
+    steps: WorkflowSteps
+    launcher: RecordingLauncher
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -119,6 +127,19 @@ def tier() -> Tier:
         units=unit_of_work,
         reader=run_reader,
     )
+    lifecycle, launcher = RunLifecycle(clock, ids), RecordingLauncher()
+    steps = WorkflowSteps(
+        clock,
+        ids,
+        lifecycle,
+        Capabilities(clock, ids),
+        workflow,
+        launcher,
+        control_plane_url="http://runplane.test",
+        launch_controls=_not_here,
+        policies=_not_here,
+        units=unit_of_work,
+    )
     variable_store = InMemoryVariables()
     # No fake key service exists: only non-sensitive variables are set here (a
     # sensitive one would reach KMS, which the guard above refuses).
@@ -150,4 +171,10 @@ def tier() -> Tier:
         workflow,
         units,
         sandboxes,
+        steps,
+        launcher,
     )
+
+
+def _not_here() -> Never:
+    raise AssertionError("the step under test reached a service the tier does not build")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from runplane.services.policy import Policies
     from runplane.services.runner_reports import RunnerReports
     from runplane.services.runner_start import RunnerStart
+    from runplane.services.unit_of_work import UnitsOfWork
     from runplane.services.workflow_steps import WorkflowSteps
     from runplane.store.transaction import Transaction
 
@@ -51,6 +52,7 @@ class Orchestration:
         control_plane_url: str,
         launch_controls: Callable[[], LaunchControls],
         policies: Callable[[], Policies],
+        units: UnitsOfWork,
         timing: Timing | None = None,
     ) -> None:
         self._launch_controls_of = launch_controls
@@ -59,6 +61,7 @@ class Orchestration:
             "control_plane_url": control_plane_url,
             "launch_controls": launch_controls,
             "policies": policies,
+            "units": units,
             "timing": timing,
         }
 

@@ -28,6 +28,7 @@ from runplane.domain.run import RunStatus
 from runplane.domain.run_scope import RunScope
 from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import Moved, RunLifecycle
+from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 from runplane.services.writer import hand_off
 from runplane.store import run_batch
 from runplane.store.transaction import Transaction
@@ -76,6 +77,7 @@ class WorkflowService:
         control_plane_url: str,
         launch_controls: Callable[[], LaunchControls],
         policies: Callable[[], Policies],
+        units: UnitsOfWork,
         timing: Timing | None = None,
     ) -> None:
         # Providers, called on use: a step that never evaluates policy (or never
@@ -90,6 +92,8 @@ class WorkflowService:
         self._launch_controls_of = launch_controls
         self._policies_of = policies
         self._timing = timing or Timing()
+        # A unit of work per step that goes through one (the approval's expiry).
+        self._units = units
 
     @property
     def _launch_controls(self) -> LaunchControls:
@@ -128,6 +132,14 @@ class WorkflowService:
     def _active_with(run_id: str, parts: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
         """As ``_active``, with the step's parts of the run read in the same request."""
         run, found = run_batch.run_and_parts(run_id, parts)
+        return _unended(run), found
+
+    @staticmethod
+    def _active_in(
+        uow: UnitOfWork, run_id: str, parts: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None]]:
+        """As ``_active_with``, read through the unit of work ``uow``."""
+        run, found = uow.runs.with_parts(run_id, parts)
         return _unended(run), found
 
     def _move_noting_drift(

@@ -1,7 +1,8 @@
 """The run workflow's own steps: queueing, policy, approval, finishing and failing.
 
 Each method is one workflow task, invoked by a task Lambda with the run ID and,
-for waits, the task token. Every status change goes through ``RunLifecycle.move``.
+for waits, the task token. Every status change goes through ``RunLifecycle.move``
+(the approval's expiry through a unit of work, whose DynamoDB commit is that move).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
     ConcurrentChange,
+    NotFound,
     TransitionRejected,
 )
 from runplane.domain.parts import (
@@ -38,6 +40,7 @@ from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED, Policies
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
+from runplane.services.writer import hand_off
 from runplane.store import run_batch, run_parts
 from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
@@ -212,30 +215,38 @@ class WorkflowSteps(WorkflowService):
         return {"waiting": False}
 
     def arbitrate_expiry(self, run_id: str) -> dict[str, Any]:
-        """The approval wait timed out: the database decides what happened."""
-        run = self._active(run_id)
-        approval = run_parts.require(run_id, "approval")
-        if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
-            return {"decision": _decision(approval)}
-        now = self._clock.now()
-        if run.approval_expires_at is not None and now < run.approval_expires_at:
-            return {"decision": "pending"}
-        expire = run_parts.change(
-            run_id,
-            "approval",
-            expected_state=ApprovalState.WAITING,
-            state=ApprovalState.EXPIRED,
-            token=None,
-            now=now,
-        )
-        try:
-            moved = self._lifecycle.move(
-                run, S.EXPIRED, actor=WORKFLOW, reason="APPROVAL_EXPIRED", extra_writes=[expire]
+        """The approval wait timed out: the database decides what happened.
+
+        The expiry is one unit of work: the approval's change from waiting to expired
+        and the run's move to expired (with the writer reservation's release), written
+        together or not at all. A decision recorded first is what happened, read before
+        or, when it landed after the read, once the expiry's commit is refused."""
+        with self._units() as uow:
+            run, parts = self._active_in(uow, run_id, ["approval"])
+            approval = run_batch.require(parts, run_id, "approval")
+            if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
+                return {"decision": _decision(approval)}
+            now = self._clock.now()
+            if run.approval_expires_at is not None and now < run.approval_expires_at:
+                return {"decision": "pending"}
+            uow.parts.change(
+                run_id,
+                "approval",
+                expected_state=ApprovalState.WAITING,
+                state=ApprovalState.EXPIRED,
+                token=None,
+                now=now,
             )
-        except (ConcurrentChange, TransitionRejected):
-            approval = run_parts.require(run_id, "approval")
-            return {"decision": _decision(approval)}
-        self._hand_off(moved)
+            uow.runs.move(run, S.EXPIRED, actor=WORKFLOW, reason="APPROVAL_EXPIRED")
+            try:
+                moved = uow.commit()
+            except (ConcurrentChange, TransitionRejected):
+                stored = uow.parts.get(run_id, "approval")
+                if stored is None:
+                    raise NotFound("approval of run", run_id) from None
+                return {"decision": _decision(stored)}
+        if moved is not None:
+            hand_off(self._workflow, moved.handoff)
         return {"decision": "expired"}
 
     def fail(self, run_id: str, phase: str, error: str) -> dict[str, Any]:
