@@ -11,15 +11,14 @@ from datetime import timedelta
 
 import pytest
 
-from runplane.domain.entities import Run
 from runplane.domain.errors import ApprovalExpired, RunEnded
 from runplane.domain.identity import Permission, Principal, PrincipalKind
-from runplane.domain.parts import ApprovalState, RunPart
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.parts import ApprovalState
+from runplane.domain.run import RunStatus, Stage, StageStatus
 from runplane.domain.run_events import EventType
-from runplane.domain.transitions import MAIN_PATH
 from tests.fakes import LedgerState
 from tests.service.conftest import Tier
+from tests.service.scenarios import awaiting_approval
 
 APPROVER = Principal(
     kind=PrincipalKind.USER,
@@ -29,39 +28,6 @@ APPROVER = Principal(
     display="bob",
 )
 WINDOW = timedelta(hours=4)
-
-
-def _awaiting(tier: Tier) -> Run:
-    """A plan-and-apply run awaiting approval for ``WINDOW``, its wait's token stored,
-    holding the workspace's writer reservation with run-2 waiting for it."""
-    ledger, now = tier.run_reader, tier.clock.now()
-    run = Run(
-        id="run-1",
-        organization_id="org-acme",
-        workspace_id="ws-1",
-        kind=RunKind.PLAN_AND_APPLY,
-        status=MAIN_PATH[0],
-        version=1,
-        created_at=now,
-        updated_at=now,
-    )
-    ledger.create(run, actor="user:ada", input={"configuration_version_id": "cv-1"})
-    deadline = now + WINDOW
-    updates: dict[RunStatus, dict[str, object]] = {
-        RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
-        RunStatus.AWAITING_APPROVAL: {"approval_expires_at": deadline},
-    }
-    for target in MAIN_PATH[1 : MAIN_PATH.index(RunStatus.AWAITING_APPROVAL) + 1]:
-        ledger.move(
-            ledger.get_run(run.id), target, actor="workflow", run_updates=updates.get(target)
-        )
-    body = {"expires_at": deadline.isoformat(), "binding": {}}
-    ledger.add_part(RunPart(run.id, "approval", "waiting", body, "tok-approval", now, now))
-    tier.writer_queue.holders["ws-1"] = run.id
-    tier.writer_queue.waiting["ws-1"] = [("run-2", "tok-waiter")]
-    ledger.audit.clear()
-    ledger.announced.clear()
-    return ledger.get_run(run.id)
 
 
 def _written(tier: Tier) -> tuple[LedgerState, dict[str, str], list[object], list[object]]:
@@ -76,7 +42,7 @@ def _written(tier: Tier) -> tuple[LedgerState, dict[str, str], list[object], lis
 
 def test_past_the_deadline_with_no_decision_the_run_expires(tier: Tier) -> None:
     # Given a run whose approval deadline passed with no decision
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     tier.clock.advance(WINDOW)
     # When the workflow's wait times out and the expiry is arbitrated
     outcome = tier.steps.arbitrate_expiry(run.id)
@@ -107,7 +73,7 @@ def test_past_the_deadline_with_no_decision_the_run_expires(tier: Tier) -> None:
 
 def test_before_the_deadline_the_expiry_is_pending_and_writes_nothing(tier: Tier) -> None:
     # Given a run whose approval deadline has not passed
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     before = _written(tier)
     # When the expiry is arbitrated (a wait that timed out early)
     # Then the decision is still pending, and nothing is written
@@ -117,7 +83,7 @@ def test_before_the_deadline_the_expiry_is_pending_and_writes_nothing(tier: Tier
 
 def test_an_approval_before_the_deadline_wins_over_the_expiry(tier: Tier) -> None:
     # Given a run bob approved before its deadline, which then passed
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     tier.runs.decide(APPROVER, run.id, "approve", None)
     tier.clock.advance(WINDOW)
     before = _written(tier)
@@ -132,7 +98,7 @@ def test_an_approval_before_the_deadline_wins_over_the_expiry(tier: Tier) -> Non
 
 def test_an_expiry_after_a_rejection_ends_the_step_and_writes_nothing(tier: Tier) -> None:
     # Given a run bob rejected before its deadline, which then passed
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     tier.runs.decide(APPROVER, run.id, "reject", None)
     tier.clock.advance(WINDOW)
     before = _written(tier)
@@ -146,7 +112,7 @@ def test_an_expiry_after_a_rejection_ends_the_step_and_writes_nothing(tier: Tier
 
 def test_an_approval_landing_between_the_expirys_read_and_write_wins(tier: Tier) -> None:
     # Given a run a moment before its deadline
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     tier.clock.advance(WINDOW - timedelta(milliseconds=10))
 
     def approved_then_deadline_passes() -> None:
@@ -173,7 +139,7 @@ def test_an_approval_landing_between_the_expirys_read_and_write_wins(tier: Tier)
 
 def test_a_rejection_landing_between_the_expirys_read_and_write_wins(tier: Tier) -> None:
     # Given a run a moment before its deadline
-    run = _awaiting(tier)
+    run = awaiting_approval(tier, window=WINDOW)
     tier.clock.advance(WINDOW - timedelta(milliseconds=10))
 
     def rejected_then_deadline_passes() -> None:

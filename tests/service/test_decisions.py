@@ -18,10 +18,10 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApprovalState, RunPart
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
-from runplane.domain.transitions import MAIN_PATH
+from runplane.domain.run import RunStatus, Stage, StageStatus
 from tests.fakes import LedgerState
 from tests.service.conftest import Tier
+from tests.service.scenarios import awaiting_approval
 
 PLAN = "sha256:plan-reviewed"
 BINDING = {
@@ -42,39 +42,8 @@ APPROVER = Principal(
 
 
 def _awaiting(tier: Tier, policy: str | None = "passed", token: str | None = WAIT) -> Run:
-    """A plan-and-apply run awaiting approval for four hours, holding the workspace's
-    writer reservation with run-2 waiting for it; its approval bound to ``BINDING``."""
-    ledger, now = tier.run_reader, tier.clock.now()
-    run = Run(
-        id="run-1",
-        organization_id="org-acme",
-        workspace_id="ws-1",
-        kind=RunKind.PLAN_AND_APPLY,
-        status=MAIN_PATH[0],
-        version=1,
-        created_at=now,
-        updated_at=now,
-    )
-    ledger.create(run, actor="user:ada", input={"configuration_version_id": "cv-1"})
-    deadline = now + timedelta(hours=4)
-    path = MAIN_PATH[1 : MAIN_PATH.index(RunStatus.AWAITING_APPROVAL) + 1]
-    updates: dict[RunStatus, dict[str, object]] = {
-        RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
-        RunStatus.AWAITING_APPROVAL: {"approval_expires_at": deadline},
-    }
-    for target in path:
-        ledger.move(
-            ledger.get_run(run.id), target, actor="workflow", run_updates=updates.get(target)
-        )
-    body = {"expires_at": deadline.isoformat(), "binding": BINDING}
-    ledger.add_part(RunPart(run.id, "approval", "waiting", body, token, now, now))
-    if policy is not None:
-        ledger.add_part(RunPart(run.id, "policy", policy, {"digest": "out-1"}, None, now, now))
-    tier.writer_queue.holders["ws-1"] = run.id
-    tier.writer_queue.waiting["ws-1"] = [("run-2", "tok-waiter")]
-    ledger.audit.clear()
-    ledger.announced.clear()
-    return ledger.get_run(run.id)
+    """A run awaiting approval for four hours, its approval bound to ``BINDING``."""
+    return awaiting_approval(tier, binding=BINDING, policy=policy, token=token)
 
 
 def _written(tier: Tier) -> tuple[LedgerState, dict[str, str], list[object]]:
