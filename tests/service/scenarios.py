@@ -11,7 +11,6 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.transitions import MAIN_PATH
 from tests.service.conftest import Tier
 
-
 APPROVAL_WAIT = "tok-approval"
 """The default token of the approval's wait (a test value, no secret)."""
 
