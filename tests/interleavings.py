@@ -1,5 +1,5 @@
-"""Seeded interleavings of approval decisions, new runs and deadlines, with the run
-lifecycle's invariants checked after every step.
+"""Seeded interleavings of approval decisions, cancellations, approval expiries, new runs
+and deadlines, with the run lifecycle's invariants checked after every step.
 
 A *schedule* is a world (one organization, one or two workspaces, runs brought to
 awaiting approval the way the workflow brings them) and a sequence of operations drawn
@@ -7,28 +7,32 @@ from a seeded ``random.Random``: decisions by two reviewers with the reviewed bi
 stale one or none; a decision split at its read (the review read first, other operations
 committed, then the decision with what was read); a decision whose read another operation
 lands behind (``FakeClock.on_next_reading``: between the decision's read and its write);
-a new run queued behind the workspace's writer; the workflow planning the run that holds
-the writer, and applying an approved run (which hands the writer on); the clock passing
-approval deadlines.
+a cancellation (``Runs.cancel``) of any run in any state by a reviewer; the approval's
+expiry (``WorkflowSteps.arbitrate_expiry``) of a run that had an approval; a cancellation
+or an expiry whose read another operation (a decision, a cancellation, an expiry, the
+apply's result, a deadline passing) lands behind; a new run queued behind the workspace's
+writer; the workflow planning the run that holds the writer, applying an approved run
+(which hands the writer on), or starting the apply (an open attempt holding a sandbox slot
+and a runner session) and reporting its result later; the clock passing approval deadlines.
 
 After every step (``Schedule.check``) the state as the backend holds it is read back and:
-at most one run of a workspace is past the writer wait and it is the holder, every queued
-run holds or waits, no ended run holds or waits; terminal statuses stay terminal; each
+at most one run of a workspace is past the writer wait (an apply_interrupted run counts:
+it keeps the writer authority) and it is the holder, every queued run holds or waits, no
+other ended run (canceled, expired...) holds or waits, nobody waits while no run holds;
+the sandbox slots taken are the open attempts, an open attempt's runner session is not
+revoked and a closed one's is; terminal statuses stay terminal; each
 status change is a move of ``domain/transitions.py`` (one version per move), versions and
 fences never decrease; a refused operation (any ``RunplaneError``) changed nothing; an
 approved run's approval binds the plan and policy digests the decider reviewed, decided
-by the one decision that succeeded; a decision's outcome is the one the run's state called
-for.
+by the one decision that succeeded, a canceled approval's run is canceled, an expired
+approval's run expired; each decision's, cancellation's and expiry's outcome is the one the
+run's state called for (for one another operation landed inside: the state it left), and
+an expiry that did not expire the run wrote nothing.
 
 The same schedules run over the in-memory unit of work (tests/service/test_interleavings.py,
 thousands of them) and over DynamoDB on moto (tests/integration/test_interleavings_moto.py,
 a few), through a ``Backend`` each file builds. A failing schedule names its seed and its
 steps; ``RUNPLANE_INTERLEAVING_SEED=<seed>`` runs that one schedule again.
-
-Not covered yet: ``Runs.cancel`` and the approval expiry (``arbitrate_expiry``) write on
-the table directly, not through the unit of work, so the service tier cannot run them.
-``CANCEL`` and ``EXPIRE`` are their places: an operation given to ``Schedule`` as
-``cancel=`` or ``expire=`` joins the drawn operations.
 """
 
 from __future__ import annotations
@@ -48,10 +52,11 @@ from runplane.domain.errors import (
     ApprovalExpired,
     Conflict,
     PolicyOverrideRequired,
+    RunEnded,
     RunplaneError,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
-from runplane.domain.parts import ApprovalState, RunPart
+from runplane.domain.parts import ApprovalState, AttemptState, RunPart
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services.runs import Decision
 from tests.fakes import FakeClock
@@ -72,6 +77,9 @@ PAST_THE_WAIT = frozenset(
 POLICY_STATES: tuple[str | None, ...] = ("passed", "passed", "soft_failed", None)
 REVIEWERS = ("bob", "carol")
 MAX_RUNS = 7
+# The apply's attempt: open while the apply runs, holding a sandbox slot and a session.
+ATTEMPT = "attempt#apply"
+OPEN_ATTEMPT = frozenset({AttemptState.LAUNCHING, AttemptState.STARTED})
 
 
 def replay_seed() -> int | None:
@@ -91,12 +99,16 @@ class RunView:
     binding: Mapping[str, object] | None
     decided_by: str | None
     approval_token: str | None
+    # The apply's attempt: its state and the runner sessions it holds.
+    attempt: str | None = None
+    sessions: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, run: Run, parts: Mapping[str, RunPart]) -> RunView:
         approval = parts.get("approval")
         body = approval.body if approval else {}
         binding = body.get("binding")
+        attempt = parts.get(ATTEMPT)
         return cls(
             run.workspace_id,
             run.status,
@@ -105,6 +117,8 @@ class RunView:
             dict(binding) if isinstance(binding, Mapping) else None,
             str(body["decided_by"]) if body.get("decided_by") else None,
             approval.token if approval else None,
+            attempt.state if attempt else None,
+            attempt.session_keys if attempt else frozenset(),
         )
 
 
@@ -116,6 +130,9 @@ class Observed:
     holders: dict[str, str | None]
     waiting: dict[str, tuple[str, ...]]
     fences: dict[str, int]
+    # Sandboxes running per slot scope; each runner session held, and whether revoked.
+    slots: dict[str, int] = field(default_factory=dict)
+    sessions: dict[str, bool] = field(default_factory=dict)
 
 
 class Backend(Protocol):
@@ -147,6 +164,27 @@ class Backend(Protocol):
 
     def finish(self, run_id: str, target: RunStatus) -> None:
         """The workflow's move through a unit of work, handing the writer on if it releases."""
+
+    def start_apply(self, run_id: str, reference: str) -> None:
+        """The workflow's move to applying, and the apply's attempt opened in sandbox
+        ``reference``: a sandbox slot taken (and, where the backend holds them, a runner
+        session)."""
+
+    def end_apply(self, run_id: str) -> None:
+        """The apply's result: its attempt closed as succeeded and the run's move to
+        succeeded in one unit of work (refused when the run moved meanwhile)."""
+
+    def cancel(self, principal: Principal, run_id: str) -> Run:
+        """``Runs.cancel``."""
+        ...
+
+    def expire(self, run_id: str) -> Mapping[str, Any]:
+        """``WorkflowSteps.arbitrate_expiry``."""
+        ...
+
+    def stopped(self) -> list[str]:
+        """The sandboxes stopped so far (by reference), in order."""
+        ...
 
     def decide(
         self, principal: Principal, run_id: str, decision: str, binding: Mapping[str, object] | None
@@ -204,19 +242,11 @@ Expected = type[RunplaneError] | str | None
 DECISION_REFUSALS = (AlreadyDecided, ApprovalExpired, Conflict, PolicyOverrideRequired)
 
 
-Hook = Callable[["Schedule", Tracked], object]
-# Runs.cancel and the approval expiry, once they go through the unit of work.
-CANCEL: Hook | None = None
-EXPIRE: Hook | None = None
-
-
 @dataclass
 class Schedule:
     backend: Backend
     seed: int
     length: int
-    cancel: Hook | None = CANCEL
-    expire: Hook | None = EXPIRE
     rng: random.Random = field(init=False)
     steps: list[str] = field(default_factory=list)
     runs: list[Tracked] = field(default_factory=list)
@@ -227,6 +257,8 @@ class Schedule:
     # How each kind of decision ended, to show what the schedules reached.
     tally: Counter[str] = field(default_factory=Counter)
     _inner_after: object | None = None
+    # What the backend held when the current step began.
+    _before: object | None = None
     _plans: int = 0
     # The step whose outcome is being checked (steps nest when one lands inside another).
     _at: int = 0
@@ -274,17 +306,24 @@ class Schedule:
         awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
         plannable = [t for t in self.runs if self._plannable(t)]
         approved = [t for t in awaiting if self._view(t).approval == ApprovalState.APPROVED]
+        applying = [t for t in self.runs if self._status(t) is RunStatus.APPLYING]
+        interrupted = [t for t in self.runs if self._status(t) is RunStatus.APPLY_INTERRUPTED]
         choices: list[tuple[float, Callable[[], object]]] = [
             (5.0, self._decide_now),
             (2.0, self._review),
             (3.0 if self.reads else 0.0, self._decide_read),
-            (2.5 if awaiting else 0.0, self._race),
+            (3.5 if awaiting else 0.0, self._race),
             (1.5 if len(self.runs) < MAX_RUNS else 0.0, self._queue_new_run),
             (3.0 if plannable else 0.0, lambda: self._plan(self.rng.choice(plannable))),
-            (2.0 if approved else 0.0, lambda: self._apply(self.rng.choice(approved))),
+            (1.0 if approved else 0.0, lambda: self._apply(self.rng.choice(approved))),
+            (1.5 if approved else 0.0, lambda: self._start_apply(self.rng.choice(approved))),
+            (1.5 if applying else 0.0, lambda: self._end_apply(self.rng.choice(applying))),
+            (2.0 if applying else 0.0, lambda: self._apply_race(self.rng.choice(applying))),
+            (0.5 if interrupted else 0.0, lambda: self._end_apply(self.rng.choice(interrupted))),
             (1.0, self._advance),
-            (1.0 if self.cancel else 0.0, lambda: self._hook("cancel", self.cancel)),
-            (1.0 if self.expire else 0.0, lambda: self._hook("expire", self.expire)),
+            (1.0 if awaiting else 0.0, lambda: self._to_deadline(self.rng.choice(awaiting))),
+            (2.0, self._cancel_now),
+            (1.5, self._expire_now),
         ]
         weights = [weight for weight, _ in choices]
         [(_, operation)] = self.rng.choices(choices, weights=weights)
@@ -344,16 +383,31 @@ class Schedule:
         )
 
     def _race(self) -> None:
-        """A decision that reads the run, then another operation commits, then the
-        decision writes: the other operation runs at the decision's first clock reading."""
+        """A decision, a cancellation or an expiry that reads the run, then another
+        operation commits, then it writes: the other operation runs at its first clock
+        reading. An expiry in the race may find the clock moved to the deadline first,
+        or to just before it (the deadline then passing after the other operation)."""
         awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
         run = self.rng.choice(awaiting)
+        outer = self.rng.choice(("decide", "decide", "cancel", "expire"))
         reviewer = self.rng.choice(REVIEWERS)
         decision = self.rng.choice(("approve", "reject"))
-        binding = self._view(run).binding
         other = REVIEWERS[1 - REVIEWERS.index(reviewer)]
-        inner_kind = self.rng.choice(("decide", "decide", "advance", "new run", "apply"))
+        inner_kind = self.rng.choice(
+            ("decide", "decide", "cancel", "expire", "advance", "new run", "apply")
+        )
+        passing = False
+        if "expire" in (outer, inner_kind) and run.deadline is not None:
+            near = self.rng.random()
+            if near < 0.4:
+                self._to_deadline(run)
+            elif near < 0.7:
+                passing = self._to_deadline(run, before=True)
+        binding = self._view(run).binding
         fired: list[bool] = []
+        # The outer operation's outcome, once the inner one landed (None: either).
+        predicted: list[Expected] = [None]
+        landing = "(landing inside another operation)"
 
         def inner() -> None:
             fired.append(True)
@@ -364,30 +418,36 @@ class Schedule:
                     run,
                     second,
                     binding,
-                    "(landing inside the other decision)",
+                    "(landing inside the other decision)" if outer == "decide" else landing,
                     self._expected(run, second, binding),
                     inner=True,
                 )
-            elif inner_kind == "advance":
-                self._advance()
-            elif inner_kind == "new run" and len(self.runs) < MAX_RUNS:
-                self._new_run(run.workspace_id)
-            elif self._view(run).approval == ApprovalState.APPROVED:
-                self._apply(run)
             else:
-                self._step("nothing lands", lambda: None)
+                self._land(inner_kind, run, other, f" {landing}")
+            if passing:
+                self._step(
+                    f"the deadline of {run.name} passes",
+                    lambda: self.backend.clock.advance(timedelta(seconds=20)),
+                )
+            if outer == "cancel":
+                predicted[0] = self._cancel_expected(run)
+            elif outer == "expire":
+                predicted[0] = self._expiry_after_read(run)
             self._inner_after = self.backend.snapshot()
 
         self._inner_after = None
         self.backend.clock.on_next_reading(inner)
-        self._decide(
-            reviewer,
-            run,
-            decision,
-            binding,
-            f"with the reviewed binding, a {inner_kind} landing after its read",
-            None,
-        )
+        described = f"a {inner_kind} landing after its read"
+        if outer == "decide":
+            self._decide(
+                reviewer, run, decision, binding, f"with the reviewed binding, {described}", None
+            )
+        elif outer == "cancel":
+            before = self._cancel_expected(run)
+            self._cancel(reviewer, run, f", {described}", lambda: predicted[0] if fired else before)
+        else:
+            before = self._expiry_expected(run)
+            self._expire(run, f", {described}", lambda: predicted[0] if fired else before)
         if not fired:
             # Refused before its clock reading: the other operation runs on its own now.
             self.backend.clock.now()
@@ -426,6 +486,98 @@ class Schedule:
         if expected is not None and got is not expected and got != expected:
             raise AssertionError(f"{label}: expected {_name(expected)}, got {_name(got)}")
         if isinstance(got, type) and not issubclass(got, DECISION_REFUSALS):
+            raise AssertionError(f"{label}: refused with {got.__name__}")
+
+    def _land(self, kind: str, run: Tracked, reviewer: str, landing: str) -> None:
+        """An operation other than a decision landing inside another one on ``run``."""
+        if kind == "cancel":
+            self._cancel(reviewer, run, landing, self._cancel_expected(run))
+        elif kind == "expire":
+            self._expire(run, landing, self._expiry_expected(run))
+        elif kind == "advance":
+            self._advance()
+        elif kind == "new run" and len(self.runs) < MAX_RUNS:
+            self._new_run(run.workspace_id)
+        elif self._view(run).approval == ApprovalState.APPROVED:
+            self._apply(run)
+        else:
+            self._step("nothing lands", lambda: None)
+
+    def _cancel_now(self) -> None:
+        """A reviewer cancels a run in any state (half the time any run at all)."""
+        run = self.rng.choice(self.runs) if self.rng.random() < 0.5 else self._pick_run()
+        self._cancel(self.rng.choice(REVIEWERS), run, "", self._cancel_expected(run))
+
+    def _cancel(
+        self,
+        reviewer: str,
+        run: Tracked,
+        described: str,
+        expected: Expected | Callable[[], Expected],
+    ) -> None:
+        """``Runs.cancel`` as one step; ``expected``: its refusal or the status it ends
+        the run in (a callable: known once another operation landed inside it)."""
+        principal = self._principal(reviewer)
+        label = f"{reviewer} cancels {run.name}{described}"
+
+        def act() -> str:
+            stopped = len(self.backend.stopped())
+            canceled = self.backend.cancel(principal, run.id)
+            if canceled.status is RunStatus.APPLY_INTERRUPTED:
+                attempt = self.backend.observe([run.id]).runs[run.id].attempt
+                reference = f"sandbox-{run.name}"
+                if attempt != AttemptState.STOPPED:
+                    raise AssertionError(f"{run.name} interrupted, its attempt {attempt}")
+                if reference not in self.backend.stopped()[stopped:]:
+                    raise AssertionError(f"{run.name} interrupted, {reference} not stopped")
+            return canceled.status.value
+
+        outcome = self._step(label, act)
+        self._outcome(f"cancel{_raced(described)}", label, outcome, expected)
+
+    def _expire_now(self) -> None:
+        """The approval's expiry of a run that had an approval (mostly one awaiting it)."""
+        had = [t for t in self.runs if self._view(t).approval is not None]
+        awaiting = [t for t in had if self._status(t) is RunStatus.AWAITING_APPROVAL]
+        if not had:
+            self._step("no approval to expire", lambda: None)
+            return
+        pool = awaiting if awaiting and self.rng.random() < 0.9 else had
+        run = self.rng.choice(pool)
+        self._expire(run, "", self._expiry_expected(run))
+
+    def _expire(
+        self, run: Tracked, described: str, expected: Expected | Callable[[], Expected]
+    ) -> None:
+        """``arbitrate_expiry`` as one step; ``expected``: its refusal or the decision it
+        returns. One that does not expire the run writes nothing (after any operation
+        that landed inside it)."""
+        label = f"the approval of {run.name} times out{described}"
+
+        def act() -> str:
+            before = self._before
+            decision = str(self.backend.expire(run.id)["decision"])
+            baseline = before if self._inner_after is None else self._inner_after
+            if decision != "expired" and self.backend.snapshot() != baseline:
+                raise AssertionError(f"{label}: the expiry lost ({decision}) but wrote")
+            return decision
+
+        outcome = self._step(label, act)
+        self._outcome(f"expiry{_raced(described)}", label, outcome, expected)
+
+    def _outcome(
+        self,
+        kind: str,
+        label: str,
+        outcome: object,
+        expected: Expected | Callable[[], Expected],
+    ) -> None:
+        got: Expected = outcome if isinstance(outcome, type) else str(outcome)
+        self.tally[f"{kind}: {_name(got)}"] += 1
+        wanted = expected() if callable(expected) and not isinstance(expected, type) else expected
+        if wanted is not None and got is not wanted and got != wanted:
+            raise AssertionError(f"{label}: expected {_name(wanted)}, got {_name(got)}")
+        if isinstance(got, type) and not issubclass(got, (AlreadyDecided, RunEnded)):
             raise AssertionError(f"{label}: refused with {got.__name__}")
 
     def _queue_new_run(self) -> None:
@@ -497,10 +649,73 @@ class Schedule:
 
     def _apply(self, run: Tracked) -> None:
         def apply() -> None:
-            self.backend.finish(run.id, RunStatus.APPLYING)
-            self.backend.finish(run.id, RunStatus.SUCCEEDED)
+            self.backend.start_apply(run.id, f"sandbox-{run.name}")
+            self.backend.end_apply(run.id)
 
         self._step(f"the workflow applies {run.name}", apply)
+
+    def _start_apply(self, run: Tracked) -> None:
+        self._step(
+            f"the workflow starts applying {run.name}",
+            lambda: self.backend.start_apply(run.id, f"sandbox-{run.name}"),
+        )
+
+    def _end_apply(self, run: Tracked, described: str = "") -> None:
+        """The apply's result: it succeeds while the run applies, and is refused (writing
+        nothing) once a cancellation interrupted the apply."""
+        applying = self._status(run) is RunStatus.APPLYING and not described
+        label = f"the apply of {run.name} succeeds{described}"
+        outcome = self._step(label, lambda: self.backend.end_apply(run.id))
+        got = outcome if isinstance(outcome, type) else "ok"
+        self.tally[f"apply result{' (raced)' if described else ''}: {_name(got)}"] += 1
+        if (got == "ok") is not applying:
+            raise AssertionError(f"{label}: expected {'success' if applying else 'a refusal'}")
+        if isinstance(got, type) and not issubclass(got, Conflict):
+            raise AssertionError(f"{label}: refused with {got.__name__}")
+
+    def _apply_race(self, run: Tracked) -> None:
+        """A cancellation and the apply's result, one landing between the other's read
+        and its write: the result first ends the run succeeded (the cancellation, trying
+        again, is refused); the cancellation first interrupts the apply, keeping the
+        writer authority, and the result is refused."""
+        reviewer = self.rng.choice(REVIEWERS)
+        fired: list[bool] = []
+        predicted: list[Expected] = [self._cancel_expected(run)]
+        cancel_first = self.rng.random() < 0.5
+
+        def inner() -> None:
+            fired.append(True)
+            if cancel_first:
+                self._cancel(reviewer, run, " (landing inside the apply's result)", predicted[0])
+            else:
+                self._end_apply(run)
+                predicted[0] = self._cancel_expected(run)
+            self._inner_after = self.backend.snapshot()
+
+        self._inner_after = None
+        self.backend.clock.on_next_reading(inner)
+        if cancel_first:
+            self._end_apply(run, ", a cancel landing after its read")
+        else:
+            self._cancel(
+                reviewer, run, ", the apply's result landing after its read", lambda: predicted[0]
+            )
+        if not fired:
+            raise AssertionError(f"nothing landed inside the race on {run.name}")
+
+    def _to_deadline(self, run: Tracked, *, before: bool = False) -> bool:
+        """The clock moved to just past ``run``'s approval deadline (or ten seconds
+        before it), if it is not there yet; whether it moved."""
+        assert run.deadline is not None
+        target = run.deadline + (timedelta(seconds=-10) if before else timedelta(seconds=2))
+        if self.backend.clock.current >= target:
+            return False
+        where = "ten seconds before" if before else "past"
+        self._step(
+            f"the clock moves {where} {run.name}'s deadline",
+            lambda: setattr(self.backend.clock, "current", target),
+        )
+        return True
 
     def _advance(self) -> None:
         minutes = self.rng.choice((30, 60, 90))
@@ -508,11 +723,6 @@ class Schedule:
             f"{minutes} minutes pass",
             lambda: self.backend.clock.advance(timedelta(minutes=minutes)),
         )
-
-    def _hook(self, name: str, hook: Hook | None) -> None:
-        assert hook is not None
-        run, call = self._pick_run(), hook
-        self._step(f"{name} {run.name}", lambda: call(self, run))
 
     # -- what a decision should meet -------------------------------------------------
 
@@ -545,6 +755,44 @@ class Schedule:
             return PolicyOverrideRequired
         return "ok"
 
+    def _cancel_expected(self, run: Tracked) -> Expected:
+        """A cancellation's outcome: refused once the run ended, else the run ends
+        apply_interrupted during apply and canceled before it (a decision landing
+        first only makes it try again)."""
+        status = self._status(run)
+        if status.is_terminal:
+            return AlreadyDecided
+        if status is RunStatus.APPLYING:
+            return RunStatus.APPLY_INTERRUPTED.value
+        return RunStatus.CANCELED.value
+
+    def _expiry_expected(self, run: Tracked) -> Expected:
+        """An expiry's outcome as ``arbitrate_expiry`` decides it: an ended run refuses
+        it, a decision recorded first is returned, before the deadline it is pending,
+        past it the run expires (None: too near the deadline to say)."""
+        view = self._view(run)
+        if view.status.is_terminal:
+            return RunEnded
+        if view.approval in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
+            return _decision_of(view.approval)
+        assert run.deadline is not None
+        left = run.deadline - self.backend.clock.current
+        if abs(left) < timedelta(seconds=1):
+            return None
+        return "pending" if left > timedelta(0) else "expired"
+
+    def _expiry_after_read(self, run: Tracked) -> Expected:
+        """An expiry's outcome when it read the approval waiting and another operation
+        then landed: the clock it reads now decides pending; past the deadline it
+        expires the run if the approval still waits, else returns what was decided."""
+        assert run.deadline is not None
+        if self.backend.clock.current < run.deadline:
+            return "pending"
+        view = self._view(run)
+        if view.approval == ApprovalState.WAITING:
+            return "expired"
+        return _decision_of(view.approval)
+
     # -- steps and invariants ----------------------------------------------------------
 
     def _step(self, label: str, action: Callable[[], object]) -> type[RunplaneError] | object:
@@ -552,7 +800,7 @@ class Schedule:
         any operation that landed inside it), and the invariants must hold after it."""
         self.steps.append(label)
         index = len(self.steps) - 1
-        before = self.backend.snapshot()
+        before = self._before = self.backend.snapshot()
         self._inner_after = None
         try:
             result = action()
@@ -613,7 +861,27 @@ class Schedule:
                 raise AssertionError(f"{self._ws(workspace_id)}: the fence went back")
         for workspace_id in {t.workspace_id for t in self.runs}:
             self._check_writer(workspace_id, now)
+        self._check_sandboxes(now)
         self.last = now
+
+    def _check_sandboxes(self, now: Observed) -> None:
+        """The slots taken are the open attempts; an open attempt's runner sessions are
+        not revoked, a closed one's are."""
+        names = {t.id: t.name for t in self.runs}
+        running = sorted(names[r] for r, view in now.runs.items() if view.attempt in OPEN_ATTEMPT)
+        taken = sum(now.slots.values())
+        if taken != len(running):
+            raise AssertionError(f"{taken} sandbox slots taken, the open attempts are {running}")
+        for run_id, view in now.runs.items():
+            for key in view.sessions:
+                revoked = now.sessions.get(key)
+                if revoked is None:
+                    raise AssertionError(f"{names[run_id]}: its runner session {key} is gone")
+                if revoked is (view.attempt in OPEN_ATTEMPT):
+                    state = "revoked" if revoked else "not revoked"
+                    raise AssertionError(
+                        f"{names[run_id]}: its attempt is {view.attempt}, its session {state}"
+                    )
 
     def _check_approval(self, run: Tracked, view: RunView) -> None:
         decided = self.decided.get(run.id)
@@ -637,6 +905,9 @@ class Schedule:
                 RunStatus.AWAITING_APPROVAL,
                 RunStatus.APPLYING,
                 RunStatus.SUCCEEDED,
+                # Canceled after the approval, before or during the apply.
+                RunStatus.CANCELED,
+                RunStatus.APPLY_INTERRUPTED,
             }:
                 raise AssertionError(f"{run.name}: approved but {view.status}")
         elif view.approval == ApprovalState.REJECTED:
@@ -651,6 +922,21 @@ class Schedule:
                 raise AssertionError(f"{run.name}: its approval waits, the run is {view.status}")
         if view.status is RunStatus.REJECTED and view.approval != ApprovalState.REJECTED:
             raise AssertionError(f"{run.name}: rejected, its approval {view.approval}")
+        self._check_ended_approval(run, view, decided)
+
+    @staticmethod
+    def _check_ended_approval(run: Tracked, view: RunView, decided: Succeeded | None) -> None:
+        """A canceled approval's run was canceled and an expired one's expired, neither
+        decided by a decision that succeeded."""
+        ended = view.approval in {ApprovalState.CANCELED, ApprovalState.EXPIRED}
+        if ended and decided is not None:
+            raise AssertionError(
+                f"{run.name}: decided ({decided}) but its approval {view.approval}"
+            )
+        if view.approval == ApprovalState.CANCELED and view.status is not RunStatus.CANCELED:
+            raise AssertionError(f"{run.name}: its approval is canceled, the run {view.status}")
+        if (view.status is RunStatus.EXPIRED) != (view.approval == ApprovalState.EXPIRED):
+            raise AssertionError(f"{run.name}: {view.status}, its approval {view.approval}")
 
     def _check_writer(self, workspace_id: str, now: Observed) -> None:
         ws = self._ws(workspace_id)
@@ -662,7 +948,12 @@ class Schedule:
         mine = {
             run_id: view for run_id, view in now.runs.items() if view.workspace_id == workspace_id
         }
-        writers = sorted(run_id for run_id, view in mine.items() if view.status in PAST_THE_WAIT)
+        # An apply_interrupted run keeps the writer authority until recovery.
+        writers = sorted(
+            run_id
+            for run_id, view in mine.items()
+            if view.status in PAST_THE_WAIT or view.status is RunStatus.APPLY_INTERRUPTED
+        )
         if len(writers) > 1:
             past = [names[run_id] for run_id in writers]
             raise AssertionError(f"{ws}: {len(writers)} runs past the writer wait: {past}")
@@ -674,8 +965,15 @@ class Schedule:
             raise AssertionError(
                 f"{ws}: the queue {named_waiting} repeats a run or holds the writer {named_holder}"
             )
+        if holder is None and waiting:
+            raise AssertionError(f"{ws}: {named_waiting} wait, but nobody holds the writer")
         for run_id in [*([holder] if holder else []), *waiting]:
             view = mine.get(run_id)
+            if run_id == holder and view and view.status is RunStatus.APPLY_INTERRUPTED:
+                continue
+            if view is not None and view.status in {RunStatus.CANCELED, RunStatus.EXPIRED}:
+                place = "holds the writer" if run_id == holder else "keeps its queue place"
+                raise AssertionError(f"{ws}: {names.get(run_id, run_id)} {place}, {view.status}")
             if view is None or view.status.is_terminal:
                 raise AssertionError(
                     f"{ws}: {names.get(run_id, run_id)} holds or waits, "
@@ -714,6 +1012,18 @@ class Schedule:
 
     def _ws(self, workspace_id: str) -> str:
         return f"w{list(self.backend.workspace_ids).index(workspace_id)}"
+
+
+def _raced(described: str) -> str:
+    if "landing inside" in described:
+        return " landing inside another operation"
+    return " with another operation landing after its read" if described else ""
+
+
+def _decision_of(approval: str | None) -> str:
+    """What ``arbitrate_expiry`` returns for an approval no longer waiting."""
+    decisions = {str(ApprovalState.APPROVED): "approve", str(ApprovalState.REJECTED): "reject"}
+    return decisions.get(str(approval), str(approval))
 
 
 def _name(outcome: object) -> str:

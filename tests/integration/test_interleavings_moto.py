@@ -1,9 +1,9 @@
 """The seeded interleavings of tests/service/test_interleavings.py on DynamoDB (moto):
-``Runs.decide`` as the composition root builds it, over the DynamoDB unit of work, the
-workflow's steps through the run ledger, the writer authority and the same unit of work,
-and the invariants read back from the table (tests/interleavings.py). A schedule that
-passes over the fakes and fails here is a fake that drifted from the table.
-``RUNPLANE_INTERLEAVING_SEED`` replays one schedule."""
+``Runs.decide``, ``Runs.cancel`` and the approval's expiry as the composition root builds
+them, over the DynamoDB unit of work, the workflow's steps through the run ledger, the
+writer authority and the same unit of work, and the invariants read back from the table
+(tests/interleavings.py). A schedule that passes over the fakes and fails here is a fake
+that drifted from the table. ``RUNPLANE_INTERLEAVING_SEED`` replays one schedule."""
 
 from __future__ import annotations
 
@@ -11,21 +11,23 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from runplane.domain.entities import Run
 from runplane.domain.identity import Principal
+from runplane.domain.parts import AttemptState
 from runplane.domain.run import RunStatus
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
-from runplane.store import writer_queue
+from runplane.store import sandbox_slots, writer_queue
 from runplane.store.provision import create_table
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.unit_of_work import DynamoUnitOfWork
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, RecordingLauncher
 from tests.integration.arena import FakeWorkflow
 from tests.integration.conftest import TABLE, Stack
-from tests.interleavings import Observed, RunView, Schedule, seeds
+from tests.interleavings import ATTEMPT, Observed, RunView, Schedule, seeds
 
 # A few schedules of the in-memory suite's length: each step scans the table.
 SCHEDULES, STEPS = 20, 14
@@ -38,6 +40,7 @@ class DynamoBackend:
     stack: Stack
     organization_id: str = ""
     workspace_ids: Sequence[str] = field(default_factory=list)
+    launcher: RecordingLauncher = field(default_factory=RecordingLauncher)
 
     @property
     def clock(self) -> FakeClock:
@@ -57,6 +60,7 @@ class DynamoBackend:
         self.workflow.resumed.clear()
         self.workflow.failed.clear()
         self.workflow.started.clear()
+        self.launcher = RecordingLauncher()
         org = self.stack.tenancy.create_organization("acme")
         self.organization_id = org.id
         self.workspace_ids = [
@@ -92,6 +96,37 @@ class DynamoBackend:
             moved = uow.commit()
         hand_off(self.workflow, moved.handoff if moved else None)
 
+    def start_apply(self, run_id: str, reference: str) -> None:
+        # The attempt holds a sandbox slot; runner sessions are not minted here.
+        self.finish(run_id, RunStatus.APPLYING)
+        now = self.clock.now()
+        body = _attempt_body(self.organization_id, reference, now)
+        with self._unit() as uow:
+            uow.parts.put(
+                run_id, ATTEMPT, state=AttemptState.STARTED, body=body, now=now, token=None
+            )
+            uow.commit()
+        sandbox_slots.take(self.organization_id, None, "apply").commit()
+
+    def end_apply(self, run_id: str) -> None:
+        with self._unit() as uow:
+            run, parts = uow.runs.with_parts(run_id, [ATTEMPT])
+            attempt = parts[ATTEMPT]
+            if attempt is not None and attempt.state == AttemptState.STARTED:
+                uow.attempts.close(attempt, AttemptState.SUCCEEDED, now=self.clock.now())
+            uow.runs.move(run, RunStatus.SUCCEEDED, actor="workflow")
+            moved = uow.commit()
+        hand_off(self.workflow, moved.handoff if moved else None)
+
+    def cancel(self, principal: Principal, run_id: str) -> Run:
+        return self.stack.services.runs.cancel(principal, run_id, self.launcher)
+
+    def expire(self, run_id: str) -> Mapping[str, Any]:
+        return self.stack.services.orchestration.arbitrate_expiry(run_id)
+
+    def stopped(self) -> list[str]:
+        return list(self.launcher.stopped)
+
     def decide(
         self, principal: Principal, run_id: str, decision: str, binding: Mapping[str, object] | None
     ) -> Decision:
@@ -102,7 +137,13 @@ class DynamoBackend:
 
     def snapshot(self) -> object:
         w = self.workflow
-        return (self.stack.scan(), tuple(w.resumed), tuple(w.failed), tuple(w.started))
+        return (
+            self.stack.scan(),
+            tuple(w.resumed),
+            tuple(w.failed),
+            tuple(w.started),
+            tuple(self.launcher.stopped),
+        )
 
     def observe(self, run_ids: Sequence[str]) -> Observed:
         reader = DynamoRunReader(self.stack.lifecycle.runs)
@@ -113,7 +154,20 @@ class DynamoBackend:
             holders[ws] = workspace.writer_run_id
             waiting[ws] = tuple(waiter.run_id for waiter in waiters)
             fences[ws] = workspace.fence
-        return Observed(runs, holders, waiting, fences)
+        slots = {self.organization_id: sandbox_slots.active(self.organization_id)}
+        return Observed(runs, holders, waiting, fences, slots)
+
+
+def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object]:
+    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope``."""
+    return {
+        "attempt_id": f"att-{reference}",
+        "sandbox_id": f"sbx-{reference}",
+        "phase": "apply",
+        "launched_at": now.isoformat(),
+        "slots": [scope],
+        "sandbox_ref": reference,
+    }
 
 
 def test_the_interleavings_keep_the_invariants_on_dynamodb(stack: Stack) -> None:

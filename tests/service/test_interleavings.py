@@ -1,6 +1,7 @@
-"""Seeded interleavings of decisions, new runs and deadlines over the in-memory unit of
-work (the scheduler and the invariants: tests/interleavings.py): 10,000 schedules, each
-checking the run lifecycle's invariants after every step. ``RUNPLANE_INTERLEAVING_SEED``
+"""Seeded interleavings of decisions, cancellations, approval expiries, new runs and
+deadlines over the in-memory unit of work (the scheduler and the invariants:
+tests/interleavings.py): 10,000 schedules, each checking the run lifecycle's invariants
+after every step. ``RUNPLANE_INTERLEAVING_SEED``
 replays one schedule; the same schedules on moto: tests/integration/test_interleavings_moto.py.
 """
 
@@ -17,12 +18,13 @@ import pytest
 
 from runplane.domain.entities import Run
 from runplane.domain.identity import Principal
+from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.run import RunStatus
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
 from tests.fake_unit_of_work import InMemoryUnitOfWork
 from tests.fakes import FakeClock, LedgerState
-from tests.interleavings import Observed, RunView, Schedule, replay_seed, seeds
+from tests.interleavings import ATTEMPT, Observed, RunView, Schedule, replay_seed, seeds
 from tests.service.conftest import Tier
 
 # 10,000 schedules of STEPS steps after the world is built, in CHUNKS tests (for xdist).
@@ -31,8 +33,9 @@ SCHEDULES, CHUNKS, STEPS = 10_000, 10, 14
 
 @dataclass
 class InMemoryBackend:
-    """The service tier's runs: ``Runs.decide`` over the in-memory unit of work, and the
-    workflow's steps over the same ledger and writer queue."""
+    """The service tier's runs: ``Runs.decide``, ``Runs.cancel`` and the approval's expiry
+    over the in-memory unit of work, and the workflow's steps over the same ledger, writer
+    queue and sandboxes."""
 
     tier: Tier
     organization_id: str
@@ -50,6 +53,9 @@ class InMemoryBackend:
         t.run_reader.restore(self.empty)
         t.writer_queue.holders.clear()
         t.writer_queue.waiting.clear()
+        t.sandboxes.restore(({}, {}))
+        t.launcher.launched.clear()
+        t.launcher.stopped.clear()
         t.workflow.resumed.clear()
         t.workflow.failed.clear()
         t.workflow.started.clear()
@@ -72,18 +78,53 @@ class InMemoryBackend:
         else:
             waiting.append((run.id, token))
 
+    def _unit(self) -> InMemoryUnitOfWork:
+        return InMemoryUnitOfWork(self.tier.run_reader, self.tier.writer_queue, self.tier.sandboxes)
+
     def put_part(
         self, run_id: str, name: str, state: str, body: Mapping[str, Any], token: str | None
     ) -> None:
-        with InMemoryUnitOfWork(self.tier.run_reader, self.tier.writer_queue) as uow:
+        with self._unit() as uow:
             uow.parts.put(run_id, name, state=state, body=body, now=self.clock.now(), token=token)
             uow.commit()
 
     def finish(self, run_id: str, target: RunStatus) -> None:
-        with InMemoryUnitOfWork(self.tier.run_reader, self.tier.writer_queue) as uow:
+        with self._unit() as uow:
             uow.runs.move(uow.runs.get(run_id), target, actor="workflow")
             moved = uow.commit()
         hand_off(self.tier.workflow, moved.handoff if moved else None)
+
+    def start_apply(self, run_id: str, reference: str) -> None:
+        self.finish(run_id, RunStatus.APPLYING)
+        now, session = self.clock.now(), f"session-{reference}"
+        body = _attempt_body(self.organization_id, reference, now)
+        part = RunPart(
+            run_id, ATTEMPT, AttemptState.STARTED, body, f"tok-{reference}", now, now,
+            frozenset({session}),
+        )  # fmt: skip
+        self.tier.run_reader.add_part(part)
+        active = self.tier.sandboxes.active
+        active[self.organization_id] = active.get(self.organization_id, 0) + 1
+        self.tier.sandboxes.sessions[session] = None
+
+    def end_apply(self, run_id: str) -> None:
+        with self._unit() as uow:
+            run, parts = uow.runs.with_parts(run_id, [ATTEMPT])
+            attempt = parts[ATTEMPT]
+            if attempt is not None and attempt.state == AttemptState.STARTED:
+                uow.attempts.close(attempt, AttemptState.SUCCEEDED, now=self.clock.now())
+            uow.runs.move(run, RunStatus.SUCCEEDED, actor="workflow")
+            moved = uow.commit()
+        hand_off(self.tier.workflow, moved.handoff if moved else None)
+
+    def cancel(self, principal: Principal, run_id: str) -> Run:
+        return self.tier.runs.cancel(principal, run_id, self.tier.launcher)
+
+    def expire(self, run_id: str) -> Mapping[str, Any]:
+        return self.tier.steps.arbitrate_expiry(run_id)
+
+    def stopped(self) -> list[str]:
+        return list(self.tier.launcher.stopped)
 
     def decide(
         self, principal: Principal, run_id: str, decision: str, binding: Mapping[str, object] | None
@@ -99,20 +140,37 @@ class InMemoryBackend:
             t.run_reader.saved(),
             dict(t.writer_queue.holders),
             {ws: tuple(queue) for ws, queue in t.writer_queue.waiting.items() if queue},
+            # A slot given back or a session revoked, and the sandboxes stopped.
+            t.sandboxes.saved(),
+            tuple(t.launcher.stopped),
             tuple(t.workflow.resumed),
             tuple(t.workflow.failed),
             tuple(t.workflow.started),
         )
 
     def observe(self, run_ids: Sequence[str]) -> Observed:
-        ledger, queue = self.tier.run_reader, self.tier.writer_queue
+        ledger, queue, sandboxes = self.tier.run_reader, self.tier.writer_queue, self.tier.sandboxes
         return Observed(
             {r: RunView.of(ledger.get_run(r), ledger.parts(r)) for r in run_ids},
             {ws: queue.holders.get(ws) for ws in self.workspace_ids},
             {ws: tuple(r for r, _ in queue.waiting.get(ws, [])) for ws in self.workspace_ids},
             # The in-memory world has no apply lock, so no fence: it stays at zero.
             {ws: 0 for ws in self.workspace_ids},
+            dict(sandboxes.active),
+            {key: revoked is not None for key, revoked in sandboxes.sessions.items()},
         )
+
+
+def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object]:
+    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope``."""
+    return {
+        "attempt_id": f"att-{reference}",
+        "sandbox_id": f"sbx-{reference}",
+        "phase": "apply",
+        "launched_at": now.isoformat(),
+        "slots": [scope],
+        "sandbox_ref": reference,
+    }
 
 
 def _backend(tier: Tier) -> InMemoryBackend:
@@ -123,7 +181,7 @@ def _backend(tier: Tier) -> InMemoryBackend:
 
 
 @pytest.mark.parametrize("chunk", range(1 if replay_seed() is not None else CHUNKS))
-def test_decisions_new_runs_and_deadlines_keep_the_invariants_in_every_interleaving(
+def test_decisions_cancellations_expiries_and_new_runs_keep_the_invariants_in_every_interleaving(
     tier: Tier, chunk: int
 ) -> None:
     # Given a world of one organization, two workspaces and runs brought to approval
