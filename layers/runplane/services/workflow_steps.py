@@ -2,7 +2,8 @@
 
 Each method is one workflow task, invoked by a task Lambda with the run ID and,
 for waits, the task token. Every status change goes through ``RunLifecycle.move``
-(the approval's expiry through a unit of work, whose DynamoDB commit is that move).
+(the approval's expiry and a failed or lost phase through a unit of work, whose
+DynamoDB commit is that move).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
-from runplane.services.attempts import attempt_part, close_attempt
+from runplane.services.attempts import attempt_part
 from runplane.services.policy import RESERVED, Policies
+from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.writer import hand_off
 from runplane.store import run_batch, run_parts
@@ -250,11 +252,15 @@ class WorkflowSteps(WorkflowService):
         return {"decision": "expired"}
 
     def fail(self, run_id: str, phase: str, error: str) -> dict[str, Any]:
-        """A workflow step failed or timed out: end the run without claiming success."""
-        run = self._lifecycle.runs.get(run_id)
+        """A workflow step failed or timed out: end the run without claiming success.
+
+        One unit of work: the run and the phase's attempt read through it, and the end
+        ``end_lost_phase`` describes intended and committed there."""
         stage = Phase(phase) if phase in {p.value for p in Phase} else None
-        attempt = run_parts.get(run.id, attempt_part(stage)) if stage else None
-        target = self.end_lost_phase(run, stage, attempt, f"{phase}: {error}"[:200])
+        with self._units() as uow:
+            run, parts = uow.runs.with_parts(run_id, [attempt_part(stage)] if stage else [])
+            attempt = parts.get(attempt_part(stage)) if stage else None
+            target = self._end_lost_phase(uow, run, stage, attempt, f"{phase}: {error}"[:200])
         if target is None:
             return {"status": run.status.value}
         open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
@@ -273,53 +279,64 @@ class WorkflowSteps(WorkflowService):
         *,
         attempt_reason: str | None = None,
     ) -> S | None:
-        """End ``run`` as a lost runner phase (or a failed step) ends it, in one move
-        conditioned on the run and ``attempt`` exactly as read; None if it has ended.
+        """End ``run`` as a lost runner phase (or a failed step) ends it, in one unit of
+        work conditioned on the run and ``attempt`` exactly as read; None if it has ended.
 
         A plan fails; an apply whose start was proven needs recovery and one whose
         start was not is uncertain (or failed, if no attempt was ever recorded); the
         open attempt closes ``lost`` (noting ``attempt_reason``) and the apply record
         says what is known. The caller stops the sandbox, if it still runs."""
+        with self._units() as uow:
+            return self._end_lost_phase(
+                uow, run, stage, attempt, reason, attempt_reason=attempt_reason
+            )
+
+    def _end_lost_phase(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        stage: Phase | None,
+        attempt: RunPart | None,
+        reason: str,
+        *,
+        attempt_reason: str | None = None,
+    ) -> S | None:
+        """``end_lost_phase`` through ``uow``: the open attempt's close, the apply
+        record's change and the run's move (with the writer reservation's release and
+        the apply lock the run holds) intended there and written by one commit, all or
+        nothing; a refused commit raises the first refused intent's error."""
         open_attempt = attempt if attempt and attempt.state in OPEN_ATTEMPT else None
         target = failure_outcome(run.status, during_apply=stage is Phase.APPLY)
         if target is None:
             return None
-        lock = None
         if target is S.APPLY_START_UNCERTAIN and attempt is None:
             # No attempt was recorded, so no sandbox was launched: the start is proven
-            # not to have happened (a start refused for capacity, say).
+            # not to have happened (a start refused for capacity, say). The move's
+            # release gives back the apply lock the run holds, if any.
             target = S.APPLY_FAILED
-            lock = self._lifecycle.writer.held_apply_lock(run)
         now = self._clock.now()
         evidence = {"reason": attempt_reason} if attempt_reason else {}
-        closing = (
-            close_attempt(
-                run.id, attempt_part(stage), open_attempt, AttemptState.LOST, now, **evidence
-            )
-            if stage and open_attempt
-            else []
-        )
-        record = run_parts.get(run.id, "apply") if stage is Phase.APPLY else None
+        if stage and open_attempt:
+            uow.attempts.close(open_attempt, AttemptState.LOST, now=now, **evidence)
+        record = uow.parts.get(run.id, "apply") if stage is Phase.APPLY else None
         if record is not None and record.state in OPEN_APPLY_RECORD:
             # The apply record says what is known: nothing started, or nothing certain.
             known = (
                 ApplyRecordState.FAILED if target is S.APPLY_FAILED else ApplyRecordState.UNCERTAIN
             )
             check_move(PartKind.APPLY_RECORD, record.state, known)
-            closing.append(
-                run_parts.change(
-                    run.id,
-                    "apply",
-                    expected_state=record.state,
-                    state=known,
-                    body={**record.body, "reason": reason},
-                    now=now,
-                )
+            uow.parts.change(
+                run.id,
+                "apply",
+                expected_state=record.state,
+                state=known,
+                body={**record.body, "reason": reason},
+                now=now,
             )
-        moved = self._lifecycle.move(
-            run, target, actor=WORKFLOW, reason=reason, lock=lock, extra_writes=closing
-        )
-        self._hand_off(moved)
+        uow.runs.move(run, target, actor=WORKFLOW, reason=reason)
+        moved = uow.commit()
+        if moved is not None:
+            hand_off(self._workflow, moved.handoff)
         return target
 
 
