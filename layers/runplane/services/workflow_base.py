@@ -92,7 +92,8 @@ class WorkflowService:
         self._launch_controls_of = launch_controls
         self._policies_of = policies
         self._timing = timing or Timing()
-        # A unit of work per step that goes through one (the approval's expiry).
+        # A unit of work per step that goes through one (the approval's expiry, a failed or
+        # lost phase).
         self._units = units
 
     @property
