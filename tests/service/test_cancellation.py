@@ -8,19 +8,17 @@ tests/integration/test_sandbox_lifecycle.py, tests/e2e/test_cancellation.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from runplane.domain.entities import Run
 from runplane.domain.errors import AlreadyDecided
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApplyRecordState, ApprovalState, AttemptState, RunPart
-from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.run import RunStatus, Stage, StageStatus
 from runplane.domain.run_events import EventType
-from runplane.domain.transitions import MAIN_PATH
-from tests.fakes import LedgerState, RecordingLauncher
+from tests.fakes import RecordingLauncher
 from tests.service.conftest import Tier
+from tests.service.scenarios import open_attempt, run_at, settle, written
 
 CANCELER = Principal(
     kind=PrincipalKind.USER,
@@ -33,29 +31,8 @@ SLOT = "org#org-acme"
 SESSION = "session-hash-1"
 
 
-def _run(tier: Tier, status: RunStatus, run_id: str = "run-1") -> Run:
-    """A plan-and-apply run moved along the main path to ``status``."""
-    ledger, now = tier.run_reader, tier.clock.now()
-    run = Run(
-        id=run_id,
-        organization_id="org-acme",
-        workspace_id="ws-1",
-        kind=RunKind.PLAN_AND_APPLY,
-        status=MAIN_PATH[0],
-        version=1,
-        created_at=now,
-        updated_at=now,
-    )
-    ledger.create(run, actor="user:ada", input={"configuration_version_id": "cv-1"})
-    updates: dict[RunStatus, dict[str, object]] = {
-        RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
-        RunStatus.AWAITING_APPROVAL: {"approval_expires_at": now + timedelta(hours=4)},
-    }
-    for target in MAIN_PATH[1 : MAIN_PATH.index(status) + 1]:
-        ledger.move(
-            ledger.get_run(run.id), target, actor="workflow", run_updates=updates.get(target)
-        )
-    return ledger.get_run(run.id)
+def _attempt(tier: Tier, run: Run, phase: str, reference: str) -> None:
+    open_attempt(tier, run, phase, reference, SLOT, SESSION)
 
 
 def _part(tier: Tier, run: Run, name: str, state: str, token: str | None, **body: object) -> None:
@@ -63,62 +40,14 @@ def _part(tier: Tier, run: Run, name: str, state: str, token: str | None, **body
     tier.run_reader.add_part(RunPart(run.id, name, state, dict(body), token, now, now))
 
 
-def _attempt(tier: Tier, run: Run, phase: str, reference: str) -> None:
-    """An open attempt of ``phase`` in sandbox ``reference``, holding a sandbox slot and
-    a runner session."""
-    now = tier.clock.now()
-    body = {
-        "attempt_id": f"att-{phase}",
-        "sandbox_id": f"sbx-{phase}",
-        "phase": phase,
-        "launched_at": now.isoformat(),
-        "slots": [SLOT],
-        "sandbox_ref": reference,
-    }
-    tier.run_reader.add_part(
-        RunPart(
-            run.id,
-            f"attempt#{phase}",
-            "started",
-            body,
-            f"tok-{phase}",
-            now,
-            now,
-            frozenset({SESSION}),
-        )
-    )
-    tier.sandboxes.active[SLOT] = tier.sandboxes.active.get(SLOT, 0) + 1
-    tier.sandboxes.sessions[SESSION] = None
-
-
-def _settle(tier: Tier) -> None:
-    """Forget how the runs were set up: only the cancellation's writes are looked at."""
-    tier.run_reader.audit.clear()
-    tier.run_reader.announced.clear()
-
-
-def _written(tier: Tier) -> tuple[LedgerState, object, object, object, object]:
-    """What the run's stores, the queue, the sandboxes and the workflow hold."""
-    return (
-        tier.run_reader.saved(),
-        (
-            dict(tier.writer_queue.holders),
-            {k: list(v) for k, v in tier.writer_queue.waiting.items()},
-        ),
-        tier.sandboxes.saved(),
-        list(tier.workflow.resumed),
-        list(tier.workflow.failed),
-    )
-
-
 def test_before_apply_a_run_is_canceled_and_its_reservation_handed_on(tier: Tier) -> None:
     # Given a run awaiting approval that holds the workspace's writer reservation, run-2
     # waiting for it; the approval's wait holds its token
-    run = _run(tier, RunStatus.AWAITING_APPROVAL)
+    run = run_at(tier, RunStatus.AWAITING_APPROVAL)
     _part(tier, run, "approval", ApprovalState.WAITING, "tok-approval", binding={})
     tier.writer_queue.holders["ws-1"] = run.id
     tier.writer_queue.waiting["ws-1"] = [("run-2", "tok-waiter")]
-    _settle(tier)
+    settle(tier)
     launcher = RecordingLauncher()
     # When bob cancels it
     canceled = tier.runs.cancel(CANCELER, run.id, launcher)
@@ -151,12 +80,12 @@ def test_before_apply_a_run_is_canceled_and_its_reservation_handed_on(tier: Tier
 def test_before_apply_a_waiting_run_is_canceled_and_leaves_the_queue(tier: Tier) -> None:
     # Given run-2 planning, in its plan sandbox, and waiting for the writer reservation
     # run-1 holds
-    holder = _run(tier, RunStatus.AWAITING_APPROVAL)
-    run = _run(tier, RunStatus.PLANNING, run_id="run-2")
+    holder = run_at(tier, RunStatus.AWAITING_APPROVAL)
+    run = run_at(tier, RunStatus.PLANNING, run_id="run-2")
     _attempt(tier, run, "plan", "task-plan")
     tier.writer_queue.holders["ws-1"] = holder.id
     tier.writer_queue.waiting["ws-1"] = [(run.id, "tok-queue")]
-    _settle(tier)
+    settle(tier)
     launcher = RecordingLauncher()
     # When bob cancels it
     tier.runs.cancel(CANCELER, run.id, launcher)
@@ -180,12 +109,12 @@ def test_before_apply_a_waiting_run_is_canceled_and_leaves_the_queue(tier: Tier)
 def test_during_apply_a_run_is_interrupted_and_keeps_the_writer_authority(tier: Tier) -> None:
     # Given a run applying in its apply sandbox, its apply record started, holding the
     # writer reservation with run-2 waiting
-    run = _run(tier, RunStatus.APPLYING)
+    run = run_at(tier, RunStatus.APPLYING)
     _attempt(tier, run, "apply", "task-apply")
     _part(tier, run, "apply", ApplyRecordState.STARTED, None, resulting_state_version_id=None)
     tier.writer_queue.holders["ws-1"] = run.id
     tier.writer_queue.waiting["ws-1"] = [("run-2", "tok-waiter")]
-    _settle(tier)
+    settle(tier)
     launcher = RecordingLauncher()
     # When bob cancels it
     interrupted = tier.runs.cancel(CANCELER, run.id, launcher)
@@ -211,7 +140,7 @@ def test_during_apply_a_run_is_interrupted_and_keeps_the_writer_authority(tier: 
 
 def test_a_cancel_that_loses_to_a_rejection_is_refused_with_it(tier: Tier) -> None:
     # Given a run awaiting approval
-    run = _run(tier, RunStatus.AWAITING_APPROVAL)
+    run = run_at(tier, RunStatus.AWAITING_APPROVAL)
     _part(tier, run, "approval", ApprovalState.WAITING, "tok-approval", binding={})
     launcher = RecordingLauncher()
     # When ada's rejection commits after bob's cancellation read the run
@@ -230,7 +159,7 @@ def test_a_cancel_that_loses_to_a_rejection_is_refused_with_it(tier: Tier) -> No
 
 def test_a_cancel_that_loses_to_the_apply_result_is_refused_with_it(tier: Tier) -> None:
     # Given a run applying in its apply sandbox
-    run = _run(tier, RunStatus.APPLYING)
+    run = run_at(tier, RunStatus.APPLYING)
     _attempt(tier, run, "apply", "task-apply")
     launcher = RecordingLauncher()
 
@@ -254,7 +183,7 @@ def test_a_cancel_that_loses_to_the_apply_result_is_refused_with_it(tier: Tier) 
 
 def test_an_approval_that_lands_first_does_not_stop_the_cancel(tier: Tier) -> None:
     # Given a run awaiting approval
-    run = _run(tier, RunStatus.AWAITING_APPROVAL)
+    run = run_at(tier, RunStatus.AWAITING_APPROVAL)
     _part(tier, run, "approval", ApprovalState.WAITING, "tok-approval", binding={})
     # When ada's approval commits after bob's cancellation read the run
     tier.clock.on_next_reading(lambda: tier.runs.decide(CANCELER, run.id, "approve", None))
@@ -268,15 +197,15 @@ def test_an_approval_that_lands_first_does_not_stop_the_cancel(tier: Tier) -> No
 
 def test_a_cancel_of_a_run_that_ended_writes_nothing(tier: Tier) -> None:
     # Given a run that succeeded
-    run = _run(tier, RunStatus.SUCCEEDED)
+    run = run_at(tier, RunStatus.SUCCEEDED)
     _part(tier, run, "approval", ApprovalState.APPROVED, None, binding={})
-    before = _written(tier)
+    before = written(tier)
     launcher = RecordingLauncher()
     # When bob cancels it
     # Then the cancellation is refused with the run's outcome, and nothing is written,
     # stopped or ended
     with pytest.raises(AlreadyDecided, match="it is succeeded and its approval is approved"):
         tier.runs.cancel(CANCELER, run.id, launcher)
-    assert _written(tier) == before
+    assert written(tier) == before
     assert all(uow.commits == 0 for uow in tier.units)
     assert launcher.stopped == []

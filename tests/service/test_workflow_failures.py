@@ -10,7 +10,6 @@ tests/integration/test_sandbox_exits.py, tests/integration/test_apply_record.py.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
@@ -18,70 +17,27 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Run
 from runplane.domain.errors import ConcurrentChange, TransitionRejected
 from runplane.domain.parts import ApplyRecordState, AttemptState, RunPart
-from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run import RunStatus
 from runplane.domain.run_events import EventType
-from runplane.domain.transitions import MAIN_PATH
-from tests.fakes import LedgerState
 from tests.service.conftest import Tier
+from tests.service.scenarios import open_attempt, run_at, settle, written
 
 SLOT = "org#org-acme"
 SESSION = "session-hash-1"
 
 
 def _run(tier: Tier, status: RunStatus) -> Run:
-    """``run-1``, a plan-and-apply run of ``ws-1`` moved along the main path to
-    ``status``, holding the workspace's writer reservation with ``run-2`` waiting."""
-    ledger, now = tier.run_reader, tier.clock.now()
-    run = Run(
-        id="run-1",
-        organization_id="org-acme",
-        workspace_id="ws-1",
-        kind=RunKind.PLAN_AND_APPLY,
-        status=MAIN_PATH[0],
-        version=1,
-        created_at=now,
-        updated_at=now,
-    )
-    ledger.create(run, actor="user:ada", input={"configuration_version_id": "cv-1"})
-    updates: dict[RunStatus, dict[str, object]] = {
-        RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
-        RunStatus.AWAITING_APPROVAL: {"approval_expires_at": now + timedelta(hours=4)},
-    }
-    for target in MAIN_PATH[1 : MAIN_PATH.index(status) + 1]:
-        ledger.move(
-            ledger.get_run(run.id), target, actor="workflow", run_updates=updates.get(target)
-        )
+    """``run-1`` at ``status``, holding the workspace's writer reservation with ``run-2``
+    waiting."""
+    run = run_at(tier, status)
     tier.writer_queue.holders["ws-1"] = run.id
     tier.writer_queue.waiting["ws-1"] = [("run-2", "tok-waiter")]
-    return ledger.get_run(run.id)
+    return run
 
 
 def _attempt(tier: Tier, run: Run, phase: Phase) -> RunPart:
-    """An open attempt of ``phase`` in sandbox ``task-<phase>``, holding a sandbox slot
-    and a runner session."""
-    now = tier.clock.now()
-    body = {
-        "attempt_id": f"att-{phase.value}",
-        "sandbox_id": f"sbx-{phase.value}",
-        "phase": phase.value,
-        "launched_at": now.isoformat(),
-        "slots": [SLOT],
-        "sandbox_ref": f"task-{phase.value}",
-    }
-    attempt = RunPart(
-        run.id,
-        f"attempt#{phase.value}",
-        AttemptState.STARTED,
-        body,
-        f"tok-{phase.value}",
-        now,
-        now,
-        frozenset({SESSION}),
-    )
-    tier.run_reader.add_part(attempt)
-    tier.sandboxes.active[SLOT] = tier.sandboxes.active.get(SLOT, 0) + 1
-    tier.sandboxes.sessions[SESSION] = None
-    return attempt
+    """An open attempt of ``phase`` in sandbox ``task-<phase>``."""
+    return open_attempt(tier, run, phase.value, f"task-{phase.value}", SLOT, SESSION)
 
 
 def _apply_record(tier: Tier, run: Run, state: ApplyRecordState) -> None:
@@ -90,32 +46,12 @@ def _apply_record(tier: Tier, run: Run, state: ApplyRecordState) -> None:
     tier.run_reader.add_part(RunPart(run.id, "apply", state, body, None, now, now))
 
 
-def _settle(tier: Tier) -> None:
-    """Forget how the run was set up: only the step's writes are looked at."""
-    tier.run_reader.audit.clear()
-    tier.run_reader.announced.clear()
-
-
-def _written(tier: Tier) -> tuple[LedgerState, object, object, object, object]:
-    """What the run's stores, the queue, the sandboxes and the workflow hold."""
-    return (
-        tier.run_reader.saved(),
-        (
-            dict(tier.writer_queue.holders),
-            {k: list(v) for k, v in tier.writer_queue.waiting.items()},
-        ),
-        tier.sandboxes.saved(),
-        list(tier.workflow.resumed),
-        list(tier.workflow.failed),
-    )
-
-
 def test_a_failed_plan_phase_ends_the_run_failed_and_hands_the_writer_on(tier: Tier) -> None:
     # Given a run planning in its plan sandbox, holding the writer reservation with
     # run-2 waiting for it
     run = _run(tier, RunStatus.PLANNING)
     _attempt(tier, run, Phase.PLAN)
-    _settle(tier)
+    settle(tier)
     # When the workflow's plan phase fails (its wait timed out)
     outcome = tier.steps.fail(run.id, "plan", "States.Timeout")
     # Then the run failed its plan at the next version, in one commit
@@ -149,7 +85,7 @@ def test_a_lost_apply_whose_start_was_proven_needs_recovery(tier: Tier) -> None:
     run = _run(tier, RunStatus.APPLYING)
     attempt = _attempt(tier, run, Phase.APPLY)
     _apply_record(tier, run, ApplyRecordState.STARTED)
-    _settle(tier)
+    settle(tier)
     # When its sandbox is noticed gone before the apply's result
     target = tier.steps.end_lost_phase(
         run, Phase.APPLY, attempt, "sandbox stopped", attempt_reason="exit 137"
@@ -183,7 +119,7 @@ def test_an_apply_that_never_started_fails_and_hands_the_writer_on(tier: Tier) -
     # capacity), its apply record pending
     run = _run(tier, RunStatus.AWAITING_APPROVAL)
     _apply_record(tier, run, ApplyRecordState.PENDING)
-    _settle(tier)
+    settle(tier)
     # When the workflow's apply phase fails
     outcome = tier.steps.fail(run.id, "apply", "NoCapacity")
     # Then the apply is proven not to have started: the run failed its apply and the
@@ -204,8 +140,8 @@ def test_a_step_on_a_run_that_ended_writes_nothing(tier: Tier) -> None:
     attempt = _attempt(tier, run, Phase.PLAN)
     tier.run_reader.move(run, RunStatus.PLAN_FAILED, actor="workflow")
     tier.run_reader.set_part(replace(attempt, state=AttemptState.FAILED, token=None))
-    _settle(tier)
-    before = _written(tier)
+    settle(tier)
+    before = written(tier)
     # When the workflow's failure step runs, and a late sandbox notice is handled
     outcome = tier.steps.fail(run.id, "plan", "States.Timeout")
     lost = tier.steps.end_lost_phase(
@@ -214,7 +150,7 @@ def test_a_step_on_a_run_that_ended_writes_nothing(tier: Tier) -> None:
     # Then both find the run ended: nothing is written, handed on or stopped
     assert outcome == {"status": "plan_failed"}
     assert lost is None
-    assert _written(tier) == before
+    assert written(tier) == before
     assert all(uow.commits == 0 for uow in tier.units)
     assert tier.launcher.stopped == []
 
@@ -223,7 +159,7 @@ def test_a_failure_losing_to_the_runners_report_writes_nothing(tier: Tier) -> No
     # Given a run planning in its plan sandbox
     run = _run(tier, RunStatus.PLANNING)
     attempt = _attempt(tier, run, Phase.PLAN)
-    _settle(tier)
+    settle(tier)
 
     def reported() -> None:
         tier.run_reader.set_part(replace(attempt, state=AttemptState.SUCCEEDED, token=None))
@@ -249,7 +185,7 @@ def test_a_lost_phase_losing_to_the_runs_move_writes_nothing(tier: Tier) -> None
     # Given a run planning in its plan sandbox, read with its attempt
     run = _run(tier, RunStatus.PLANNING)
     attempt = _attempt(tier, run, Phase.PLAN)
-    _settle(tier)
+    settle(tier)
     # When the plan completes after the sandbox notice read the run
     tier.clock.on_next_reading(
         lambda: tier.run_reader.move(
