@@ -362,8 +362,15 @@ class Services:
     @cached_property
     def recoveries(self) -> Recoveries:
         from runplane.services.recovery import Recoveries
+        from runplane.store.unit_of_work import DynamoUnitOfWork
 
-        return Recoveries(self.clock, self.ids, self.artifacts, self.workflow)
+        return Recoveries(
+            self.clock,
+            self.ids,
+            self.artifacts,
+            self.workflow,
+            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+        )
 
     @cached_property
     def logs(self) -> RunLogs:

@@ -27,6 +27,7 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.wiring import Services
 from tests.builders import bare_run
 from tests.composition import services_for
@@ -80,6 +81,10 @@ class Stack:
             kind,
             actor=actor,
         )
+
+    def units(self) -> DynamoUnitOfWork:
+        """A unit of work over the stack's table, as the composition root opens one."""
+        return DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move)
 
     def rewired(self, ids: IdGenerator | None = None, **settings: Any) -> Services:
         """Another process's services on this stack: the same table, objects, keys, clock

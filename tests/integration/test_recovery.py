@@ -50,7 +50,9 @@ S = RunStatus
 
 def recoveries(arena: Arena, artifacts: ArtifactStore | None = None) -> Recoveries:
     stack = arena.stack
-    return Recoveries(stack.clock, stack.ids, artifacts or stack.artifacts, FakeWorkflow())
+    return Recoveries(
+        stack.clock, stack.ids, artifacts or stack.artifacts, FakeWorkflow(), stack.units
+    )
 
 
 def with_permissions(arena: Arena, permissions: Iterable[Permission]) -> Principal:
@@ -594,7 +596,8 @@ def test_completion_hands_the_workspace_to_the_run_waiting_for_it(arena: Arena) 
         "position": 1,
     }
     workflow = FakeWorkflow()
-    service = Recoveries(arena.stack.clock, arena.stack.ids, arena.stack.artifacts, workflow)
+    stack = arena.stack
+    service = Recoveries(stack.clock, stack.ids, stack.artifacts, workflow, stack.units)
 
     # When recovery completes
     result = service.recover(person(arena, "oncall"), run_id, verified(pinned), arena.launcher)

@@ -36,6 +36,7 @@ from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ArtifactCorrupt, ConcurrentChange, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.intents import Refused
 from runplane.domain.parts import OPEN_ATTEMPT, ApplyRecord, AttemptBody, AttemptState, RunPart
 from runplane.domain.recovery import (
     LEASE,
@@ -60,15 +61,9 @@ from runplane.domain.recovery import (
 )
 from runplane.domain.state import FINALIZED, StateVersion
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.attempts import close_attempt
 from runplane.services.publications import apply_identity, publication_of
 from runplane.services.state import UPLOAD_URL_LIFETIME
-from runplane.store import capabilities as capability_store
-from runplane.store import recovery as store
-from runplane.store import run_parts, state_versions, writer_queue, writer_recovery
-from runplane.store import runs as run_store
-from runplane.store import workspaces as workspace_store
-from runplane.store.transaction import Item, Transaction
+from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 
 MAX_EMERGENCY_BYTES = 10_000_000
 
@@ -87,12 +82,13 @@ class Recoveries:
         ids: IdGenerator,
         artifacts: ArtifactStore,
         workflow: Workflow,
+        units: UnitsOfWork,
     ) -> None:
         self._clock = clock
         self._ids = ids
-        self._runs = run_store.RunRepository(clock, ids)
         self._artifacts = artifacts
         self._workflow = workflow
+        self._units = units
 
     # -- submission -------------------------------------------------------------------------
 
@@ -105,7 +101,8 @@ class Recoveries:
         require_recovery_rights(principal, now)
         check_request(request)
         run = self._visible_run(principal, run_id)
-        recovery = store.get(run.id)
+        with self._units() as uow:
+            recovery = uow.recoveries.get(run.id)
         if recovery is not None and recovery.state is RecoveryState.COMPLETED:
             if recovery.fingerprint != request.fingerprint():
                 raise NotRecoverable(f"run {run.id} was already recovered ({recovery.id})")
@@ -129,9 +126,10 @@ class Recoveries:
     # -- prepare ------------------------------------------------------------------------------
 
     def _prepare(self, principal: Principal, run: Run, request: RecoveryRequest) -> Recovery:
-        workspace = self._eligible(run)
-        self._check_evidence(run, workspace, request)
-        self._pending_to_discard(run, request)  # refuses now rather than at completion
+        with self._units() as uow:
+            workspace = self._eligible(uow, run)
+            self._check_evidence(uow, run, workspace, request)
+            self._pending_to_discard(uow, run, request)  # refuses now, not at completion
         now = self._clock.now()
         claimed = request.discard_claimed_upload
         emergency = request.emergency_state
@@ -165,13 +163,15 @@ class Recoveries:
             created_at=now,
             updated_at=now,
         )
-        try:
-            store.prepare(recovery).commit()
-        except ConcurrentChange:
-            # Another submission prepared it first: this one is a replay or a contender.
-            found = store.get(run.id)
-            assert found is not None
-            return self._resume(principal, found, request)
+        with self._units() as uow:
+            uow.recoveries.prepare(recovery)
+            try:
+                uow.commit()
+            except ConcurrentChange:
+                # Another submission prepared it first: this one is a replay or a contender.
+                found = uow.recoveries.get(run.id)
+                assert found is not None
+                return self._resume(principal, found, request)
         return recovery
 
     def _resume(
@@ -208,7 +208,9 @@ class Recoveries:
             record = replace(record, takeovers=(*record.takeovers, takeover)[-MAX_TAKEOVERS:])
         body = record.to_body()
         expires = now + LEASE
-        store.lease(recovery, principal.ref, expires, body, now).commit()
+        with self._units() as uow:
+            uow.recoveries.lease(recovery, principal.ref, expires, body, now)
+            uow.commit()
         return replace(
             recovery,
             holder=principal.ref,
@@ -255,7 +257,9 @@ class Recoveries:
             raw = request.emergency_state
             artifact = self._artifacts.put(recovery.organization_id, ArtifactKind.STATE, [raw])
             try:
-                store.record_target(recovery, artifact.id, self._clock.now()).commit()
+                with self._units() as uow:
+                    uow.recoveries.record_target(recovery, artifact.id, self._clock.now())
+                    uow.commit()
             except BaseException:
                 self._artifacts.discard(artifact.id)
                 raise
@@ -283,22 +287,36 @@ class Recoveries:
     def _complete(
         self, principal: Principal, run: Run, recovery: Recovery, target: StateVersion | None
     ) -> _Completion:
-        run = self._runs.get(run.id)
-        workspace = self._eligible(run)
+        with self._units() as uow:
+            completion = self._completion(uow, principal, run.id, recovery, target)
+            uow.commit()
+        return completion
+
+    def _completion(
+        self,
+        uow: UnitOfWork,
+        principal: Principal,
+        run_id: str,
+        recovery: Recovery,
+        target: StateVersion | None,
+    ) -> _Completion:
+        """The completing intents, each conditioned on the facts it was built from."""
+        run = uow.runs.get(run_id)
+        workspace = self._eligible(uow, run)
         record = RecoveryBody.from_body(recovery.body)
         if workspace.current_state_version_id != record.current_state_version_id:
             raise RecoveryRefused(
                 f"the current state of workspace {workspace.id} moved since the recovery was "
                 "prepared; nothing was written"
             )
-        chain = verify_current(run, workspace)
+        chain = verify_current(uow, run, workspace)
         if target is not None and workspace.current_state_version_id != run.predecessor_sv_id:
             raise RecoveryRefused(
                 "an emergency state is imported only while the run's pre-apply state is "
                 "still current; it never overwrites a newer version"
             )
-        discards = self._pending_to_discard(run, None, recovery)
-        oldest = writer_queue.oldest_waiter(workspace.id) if workspace.queue_length else None
+        discards = self._pending_to_discard(uow, run, None, recovery)
+        oldest = uow.writer.oldest_waiter(workspace.id) if workspace.queue_length else None
         now = self._clock.now()
         result: dict[str, Any] = {
             "recovery_id": recovery.id,
@@ -315,27 +333,22 @@ class Recoveries:
             ],
             "writer_handed_to": oldest.run_id if oldest else None,
         }
-        parts = run_parts.all_of(run.id)
-        writes = Transaction()
-        writes.extend(
-            [
-                store.complete(recovery, replace(record, result=result).to_body(), now),
-                run_store.expect_status(run.id, run.status, _run_moved(run.id)),
-                writer_recovery.recover_writer(
-                    workspace,
-                    run.id,
-                    oldest,
-                    now,
-                    (target.id, target.serial, target.lineage) if target else None,
-                ),
-                *(state_versions.discard_pending(version) for version in discards),
-                *_revocations(run, parts, recovery.id, now),
-            ]
+        parts = uow.parts.all_of(run.id)
+        uow.recoveries.complete(recovery, replace(record, result=result).to_body(), now)
+        uow.runs.expect_unchanged(run, on_refused=_run_moved(run.id))
+        uow.writer.recover(
+            workspace,
+            run.id,
+            oldest,
+            now,
+            (target.id, target.serial, target.lineage) if target else None,
         )
+        for version in discards:
+            uow.state_versions.discard_pending(version)
+        _revoke(uow, run, parts, recovery.id, now)
         if target is not None:
-            writes.extend([state_versions.put_finalized(target)])
-        writes.extend(self._audit(principal, run, recovery, result, target, discards, now))
-        writes.commit()
+            uow.state_versions.put_finalized(target)
+        self._audit(uow, principal, run, recovery, result, target, discards, now)
         sandboxes = [
             reference
             for name, part in parts.items()
@@ -347,6 +360,7 @@ class Recoveries:
 
     def _audit(
         self,
+        uow: UnitOfWork,
         principal: Principal,
         run: Run,
         recovery: Recovery,
@@ -354,7 +368,7 @@ class Recoveries:
         target: StateVersion | None,
         discards: list[StateVersion],
         now: datetime,
-    ) -> list[Transaction]:
+    ) -> None:
         superseded = ",".join(
             f"{version.id}@{_iso(version.claimed_at) or 'unclaimed'}" for version in discards
         )
@@ -365,58 +379,57 @@ class Recoveries:
             "resolution": record.resolution,
             "fence": str(result["fence"]),
         }
-        return [
-            store.event(
-                organization_id=run.organization_id,
-                subject_id=run.id,
-                event_id=self._ids.new(IdKind.AUDIT_EVENT),
-                type="run.recovered",
-                actor=principal.ref,
-                at=now,
-                details={
-                    **common,
-                    "reason": record.reason[:1000],
-                    "run_status": run.status.value,
-                    "superseded_uploads": superseded,
-                    "takeovers": str(len(record.takeovers)),
-                },
-            ),
-            store.event(
-                organization_id=run.organization_id,
-                subject_id=run.workspace_id,
-                event_id=self._ids.new(IdKind.AUDIT_EVENT),
-                type="state.recovered",
-                actor=principal.ref,
-                at=now,
-                details={
-                    **common,
-                    "state_version": str(result["state_version_id"] or ""),
-                    "pre_apply_state_version": run.predecessor_sv_id or "",
-                    "emergency_sha256": (target.sha256 or "") if target else "",
-                },
-            ),
-        ]
+        uow.audit.record(
+            organization_id=run.organization_id,
+            subject_id=run.id,
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            type="run.recovered",
+            actor=principal.ref,
+            at=now,
+            details={
+                **common,
+                "reason": record.reason[:1000],
+                "run_status": run.status.value,
+                "superseded_uploads": superseded,
+                "takeovers": str(len(record.takeovers)),
+            },
+        )
+        uow.audit.record(
+            organization_id=run.organization_id,
+            subject_id=run.workspace_id,
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            type="state.recovered",
+            actor=principal.ref,
+            at=now,
+            details={
+                **common,
+                "state_version": str(result["state_version_id"] or ""),
+                "pre_apply_state_version": run.predecessor_sv_id or "",
+                "emergency_sha256": (target.sha256 or "") if target else "",
+            },
+        )
 
     # -- rules that read the database -------------------------------------------------------
 
     def _visible_run(self, principal: Principal, run_id: str) -> Run:
         principal.require(Permission.RUN_READ)
         try:
-            run = self._runs.get(run_id)
+            with self._units() as uow:
+                run = uow.runs.get(run_id)
         except NotFound:
             raise NotFound("run", run_id) from None
         if not principal.can_see_workspace(run.organization_id, run.workspace_id):
             raise NotFound("run", run_id)
         return run
 
-    def _eligible(self, run: Run) -> Workspace:
+    def _eligible(self, uow: UnitOfWork, run: Run) -> Workspace:
         if run.status not in RECOVERABLE_STATUSES:
             raise NotRecoverable(
                 f"run {run.id} is {run.status}: only a run whose apply outcome is uncertain "
                 "(apply_start_uncertain, apply_interrupted, needs_recovery, or apply_failed "
                 "with published state) can be recovered"
             )
-        workspace = workspace_store.get_workspace(run.workspace_id)
+        workspace = uow.writer.workspace(run.workspace_id)
         if workspace.writer_run_id != run.id:
             raise NotRecoverable(
                 f"run {run.id} no longer holds the writer authority of workspace "
@@ -424,14 +437,16 @@ class Recoveries:
             )
         return workspace
 
-    def _check_evidence(self, run: Run, workspace: Workspace, request: RecoveryRequest) -> None:
+    def _check_evidence(
+        self, uow: UnitOfWork, run: Run, workspace: Workspace, request: RecoveryRequest
+    ) -> None:
         if request.current_state_version_id != workspace.current_state_version_id:
             raise RecoveryRefused(
                 f"the current state version of workspace {workspace.id} is "
                 f"{workspace.current_state_version_id or 'none'}, not "
                 f"{request.current_state_version_id or 'none'}: review the run again"
             )
-        verify_current(run, workspace)
+        verify_current(uow, run, workspace)
         if request.resolution is Resolution.IMPORT_EMERGENCY_STATE:
             if workspace.current_state_version_id != run.predecessor_sv_id:
                 raise RecoveryRefused(
@@ -443,12 +458,16 @@ class Recoveries:
             predecessor = (
                 None
                 if run.predecessor_sv_id is None
-                else publication_of(state_versions.get(run.predecessor_sv_id))
+                else publication_of(uow.state_versions.get(run.predecessor_sv_id))
             )
             check_emergency_successor(snapshot, predecessor)
 
     def _pending_to_discard(
-        self, run: Run, request: RecoveryRequest | None, recovery: Recovery | None = None
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        request: RecoveryRequest | None,
+        recovery: Recovery | None = None,
     ) -> list[StateVersion]:
         """Pending uploads of the run that recovery may drop: expired and unclaimed, or
         claimed and named exactly by a destructive override. Any other blocks it."""
@@ -460,7 +479,7 @@ class Recoveries:
             override = {"id": claimed.id, "claimed_at": claimed.claimed_at}
         now = self._clock.now()
         discards = []
-        for version in state_versions.pending_of_run(run.workspace_id, run.id):
+        for version in uow.state_versions.pending_of_run(run.workspace_id, run.id):
             if version.claimed_at is not None:
                 exact = override is not None and override == {
                     "id": version.id,
@@ -485,12 +504,12 @@ class Recoveries:
         return discards
 
 
-def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
+def recovery_panel(uow: UnitOfWork, run: Run, now: datetime) -> dict[str, Any] | None:
     """What an operator needs to decide, from the database only (None: nothing to do)."""
     if run.status not in RECOVERABLE_STATUSES:
         return None  # nothing to recover, ever: no reads for the common case
-    recovery = store.get(run.id)
-    workspace = workspace_store.get_workspace(run.workspace_id)
+    recovery = uow.recoveries.get(run.id)
+    workspace = uow.writer.workspace(run.workspace_id)
     holds = workspace.writer_run_id == run.id and run.status in RECOVERABLE_STATUSES
     if recovery is None and not holds:
         return None
@@ -506,14 +525,14 @@ def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
                 "serial": version.serial,
                 "claimed_at": _iso(version.claimed_at),
             }
-            for version in state_versions.pending_of_run(run.workspace_id, run.id)
+            for version in uow.state_versions.pending_of_run(run.workspace_id, run.id)
         ]
         if holds
         else [],
     }
     if holds and recovery is None:
         try:
-            panel["publications_since_apply"] = verify_current(run, workspace)
+            panel["publications_since_apply"] = verify_current(uow, run, workspace)
         except RecoveryRefused as refused:
             panel["publications_since_apply"] = None
             panel["unverifiable"] = refused.message
@@ -539,48 +558,44 @@ def recovery_panel(run: Run, now: datetime) -> dict[str, Any] | None:
     return panel
 
 
-def verify_current(run: Run, workspace: Workspace) -> int:
+def verify_current(uow: UnitOfWork, run: Run, workspace: Workspace) -> int:
     """How many versions the run's apply published since its pinned state, or refused."""
-    attempt = run_parts.get(run.id, "attempt#apply")
+    attempt = uow.parts.get(run.id, "attempt#apply")
     apply = apply_identity(run, AttemptBody.from_body(attempt.body) if attempt else None)
     return verify_chain(
         workspace.current_state_version_id,
         apply,
-        lambda sv_id: publication_of(state_versions.get(sv_id)),
+        lambda sv_id: publication_of(uow.state_versions.get(sv_id)),
     )
 
 
-def _revocations(
-    run: Run, parts: dict[str, RunPart], recovery_id: str, now: datetime
-) -> list[Transaction]:
+def _revoke(
+    uow: UnitOfWork, run: Run, parts: dict[str, RunPart], recovery_id: str, now: datetime
+) -> None:
     """Close what is still open of the run's attempts (revoking their sessions), revoke
     the sessions of the closed ones again, and mark its apply authorization revoked."""
-    writes: list[Transaction] = []
     for name, part in parts.items():
         if name.startswith("attempt#"):
             if part.state in OPEN_ATTEMPT:
-                writes.extend(close_attempt(run.id, name, part, AttemptState.RECOVERED, now))
+                uow.attempts.close(part, AttemptState.RECOVERED, now=now)
             elif attempt_id := AttemptBody.from_body(part.body).attempt_id:
-                writes.append(capability_store.revoke_attempt_sessions(attempt_id, now))
+                uow.attempts.revoke_sessions(attempt_id, now)
         elif name == "apply":
-            writes.append(
-                run_parts.change(
-                    run.id,
-                    "apply",
-                    expected_state=part.state,
-                    body=replace(
-                        ApplyRecord.from_body(part.body),
-                        authorization="revoked",
-                        recovery_id=recovery_id,
-                    ).to_body(),
-                    now=now,
-                )
+            uow.parts.change(
+                run.id,
+                "apply",
+                expected_state=part.state,
+                body=replace(
+                    ApplyRecord.from_body(part.body),
+                    authorization="revoked",
+                    recovery_id=recovery_id,
+                ).to_body(),
+                now=now,
             )
-    return writes
 
 
-def _run_moved(run_id: str) -> Any:
-    def refused(current: Item | None) -> Exception:
+def _run_moved(run_id: str) -> Refused:
+    def refused(held: str | None) -> Exception:
         return RecoveryRefused(f"run {run_id} changed during recovery; review it again")
 
     return refused

@@ -404,7 +404,8 @@ class Runs:
     def review_of(self, run: Run) -> dict[str, Any]:
         """The review of ``run`` as the caller already holds it, read or just written
         (a reply to a write names the run as that write left it)."""
-        return build_review(run, self._reader, self._clock.now())
+        with self._units() as uow:
+            return build_review(run, self._reader, self._clock.now(), uow)
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -578,7 +579,7 @@ class Runs:
         return moved.run
 
 
-def build_review(run: Run, reader: RunReader, now: datetime) -> dict[str, Any]:
+def build_review(run: Run, reader: RunReader, now: datetime, uow: UnitOfWork) -> dict[str, Any]:
     """The run review: every fact from the database, nothing inferred from the deployment."""
     stages = reader.stages(run.id)
     parts = reader.parts(run.id)
@@ -655,7 +656,7 @@ def build_review(run: Run, reader: RunReader, now: datetime) -> dict[str, Any]:
         if plan is not None:
             review["drift"] = {"detected": plan.has_changes}
     review["failure"] = _failure(parts)
-    review["recovery"] = recovery_panel(run, now)
+    review["recovery"] = recovery_panel(uow, run, now)
     return review
 
 

@@ -28,14 +28,16 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Waiter, Workspace
 from runplane.domain.intents import KEEP as KEEP
 from runplane.domain.intents import Keep as Keep
 from runplane.domain.intents import MovedRun as MovedRun
 from runplane.domain.intents import Refused as Refused
 from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.recovery import Recovery
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
+from runplane.domain.state import StateVersion
 
 
 class RunPartIntents(Protocol):
@@ -120,6 +122,11 @@ class RunMoves(Protocol):
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
     ) -> None: ...
 
+    def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
+        """Intend nothing but a condition: ``run`` is still in the snapshot's status at
+        commit (``on_refused(status held)`` otherwise), for a commit built on it."""
+        ...
+
 
 class AttemptIntents(Protocol):
     """A run's runner attempts (its ``attempt#<phase>`` parts, read through ``parts``),
@@ -140,16 +147,116 @@ class AttemptIntents(Protocol):
         self, attempt: RunPart, state: AttemptState, *, now: datetime, **evidence: Any
     ) -> None: ...
 
+    def revoke_sessions(self, attempt_id: str, now: datetime) -> None:
+        """Intend to revoke every runner session of a closed attempt not yet revoked (a
+        revocation that raced this one keeps its instant); at commit a session gone
+        meanwhile raises ``ConcurrentChange``."""
+        ...
+
 
 class WriterQueue(Protocol):
-    """The workspace writer queue, read now (only a move's release changes it here).
+    """Each workspace's writer reservation, its apply lock, fence and current state.
 
+    - ``workspace`` is the workspace as the table holds it (``NotFound`` if unknown):
+      the holder of its writer reservation, its queue length, lock, fence and current
+      state version.
     - ``waiter_token`` is the token of ``run``'s wait in its workspace's queue, or None
       if it is not waiting (it holds the reservation, has none, or its kind needs
-      none).
+      none); ``oldest_waiter`` is the run first in line, or None.
+    - ``recover`` intends to end ``run_id``'s writer authority after recovery, in one
+      write of the workspace exactly as ``observed`` (holder, fence, lock and current
+      state version): the fence advances, the lock and the reservation are released and
+      the reservation handed to ``handoff_to`` (leaving the queue), or freed if no run
+      waits, which needs the queue to still be empty; ``new_state`` (ID, serial,
+      lineage) becomes current if given. At commit another holder raises ``NotWriter``,
+      anything else moved ``ConcurrentChange``.
     """
 
+    def workspace(self, workspace_id: str) -> Workspace: ...
+
     def waiter_token(self, run: Run) -> str | None: ...
+
+    def oldest_waiter(self, workspace_id: str) -> Waiter | None: ...
+
+    def recover(
+        self,
+        observed: Workspace,
+        run_id: str,
+        handoff_to: Waiter | None,
+        now: datetime,
+        new_state: tuple[str, int, str] | None = None,
+    ) -> None: ...
+
+
+class RecoveryIntents(Protocol):
+    """Runs' durable recovery operations, one per run.
+
+    - ``get`` is the run's recovery, or None.
+    - ``prepare`` intends the new operation, only if the run has none.
+    - ``lease`` intends to lease the prepared operation to ``holder`` until
+      ``expires_at`` with ``body``, moving its generation, only if it is still prepared
+      at the generation read.
+    - ``record_target`` intends to record the copied target state's artifact once: only
+      if it is still prepared at the generation read, held by the holder read, and has
+      none.
+    - ``complete`` intends prepared -> completed with ``body``, only at the generation
+      and holder read and while the lease has not run out at ``now``.
+    A refused intent raises ``ConcurrentChange`` at commit.
+    """
+
+    def get(self, run_id: str) -> Recovery | None: ...
+
+    def prepare(self, recovery: Recovery) -> None: ...
+
+    def lease(
+        self,
+        recovery: Recovery,
+        holder: str,
+        expires_at: datetime,
+        body: Mapping[str, Any],
+        now: datetime,
+    ) -> None: ...
+
+    def record_target(self, recovery: Recovery, artifact_id: str, now: datetime) -> None: ...
+
+    def complete(self, recovery: Recovery, body: Mapping[str, Any], now: datetime) -> None: ...
+
+
+class StateVersionIntents(Protocol):
+    """Workspaces' state versions.
+
+    - ``get`` raises ``NotFound`` for an unknown version.
+    - ``pending_of_run`` is the run's pending versions (declared, bytes never arrived).
+    - ``discard_pending`` intends to delete a pending version exactly as read: still
+      pending and claimed at the same instant (or not at all); ``Conflict`` at commit
+      otherwise.
+    - ``put_finalized`` intends a new finalized version (its pointer move is the
+      caller's), refused with ``ConcurrentChange`` if the ID is taken.
+    """
+
+    def get(self, sv_id: str) -> StateVersion: ...
+
+    def pending_of_run(self, workspace_id: str, run_id: str) -> list[StateVersion]: ...
+
+    def discard_pending(self, version: StateVersion) -> None: ...
+
+    def put_finalized(self, version: StateVersion) -> None: ...
+
+
+class AuditIntents(Protocol):
+    """Organization audit events: ``record`` intends one, written once at commit."""
+
+    def record(
+        self,
+        *,
+        organization_id: str,
+        subject_id: str,
+        event_id: str,
+        type: str,
+        actor: str,
+        at: datetime,
+        details: Mapping[str, str],
+    ) -> None: ...
 
 
 class UnitOfWork(Protocol):
@@ -166,6 +273,15 @@ class UnitOfWork(Protocol):
 
     @property
     def writer(self) -> WriterQueue: ...
+
+    @property
+    def recoveries(self) -> RecoveryIntents: ...
+
+    @property
+    def state_versions(self) -> StateVersionIntents: ...
+
+    @property
+    def audit(self) -> AuditIntents: ...
 
     def commit(self) -> MovedRun | None:
         """Write every intent at once, or none (the first refused intent's error); the

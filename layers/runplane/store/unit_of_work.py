@@ -26,14 +26,25 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from runplane.domain import transitions
-from runplane.domain.entities import Handoff, Run
+from runplane.domain.entities import Handoff, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.recovery import Recovery
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
-from runplane.store import run_batch, run_parts, writer_queue
+from runplane.domain.state import StateVersion
+from runplane.store import (
+    capabilities,
+    recovery,
+    run_batch,
+    run_parts,
+    state_versions,
+    workspaces,
+    writer_queue,
+    writer_recovery,
+)
 from runplane.store.attempts import close_attempt
-from runplane.store.runs import RunRepository
+from runplane.store.runs import RunRepository, expect_status
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 
@@ -67,13 +78,13 @@ class Mover(Protocol):
     ) -> Moved: ...
 
 
-def _refusal(on_refused: Refused | None) -> OnRefused | None:
+def _refusal(on_refused: Refused | None, attribute: str = "state") -> OnRefused | None:
     """The store's refusal callback: the intent's, given the state the item holds."""
     if on_refused is None:
         return None
 
     def refused(current: Item | None) -> Exception:
-        held = None if current is None else current.get("state")
+        held = None if current is None else current.get(attribute)
         return on_refused(None if held is None else str(held))
 
     return refused
@@ -162,14 +173,110 @@ class DynamoAttempts:
             close_attempt(attempt.run_id, attempt.name, attempt, state, now, **evidence)
         )
 
+    def revoke_sessions(self, attempt_id: str, now: datetime) -> None:
+        self._writes.append(capabilities.revoke_attempt_sessions(attempt_id, now))
+
 
 class DynamoWriterQueue:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        return workspaces.get_workspace(workspace_id)
+
     def waiter_token(self, run: Run) -> str | None:
         # As ``WriterAuthority.waiter_token``.
         if not run.kind.needs_writer_reservation:
             return None
         mine = writer_queue.waiter_of(run.workspace_id, run.id)
         return mine.token if mine else None
+
+    def oldest_waiter(self, workspace_id: str) -> Waiter | None:
+        return writer_queue.oldest_waiter(workspace_id)
+
+    def recover(
+        self,
+        observed: Workspace,
+        run_id: str,
+        handoff_to: Waiter | None,
+        now: datetime,
+        new_state: tuple[str, int, str] | None = None,
+    ) -> None:
+        self._writes.append(
+            writer_recovery.recover_writer(observed, run_id, handoff_to, now, new_state)
+        )
+
+
+class DynamoRecoveries:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def get(self, run_id: str) -> Recovery | None:
+        return recovery.get(run_id)
+
+    def prepare(self, prepared: Recovery) -> None:
+        self._writes.append(recovery.prepare(prepared))
+
+    def lease(
+        self,
+        leased: Recovery,
+        holder: str,
+        expires_at: datetime,
+        body: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        self._writes.append(recovery.lease(leased, holder, expires_at, body, now))
+
+    def record_target(self, held: Recovery, artifact_id: str, now: datetime) -> None:
+        self._writes.append(recovery.record_target(held, artifact_id, now))
+
+    def complete(self, held: Recovery, body: Mapping[str, Any], now: datetime) -> None:
+        self._writes.append(recovery.complete(held, body, now))
+
+
+class DynamoStateVersions:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def get(self, sv_id: str) -> StateVersion:
+        return state_versions.get(sv_id)
+
+    def pending_of_run(self, workspace_id: str, run_id: str) -> list[StateVersion]:
+        return state_versions.pending_of_run(workspace_id, run_id)
+
+    def discard_pending(self, version: StateVersion) -> None:
+        self._writes.append(state_versions.discard_pending(version))
+
+    def put_finalized(self, version: StateVersion) -> None:
+        self._writes.append(state_versions.put_finalized(version))
+
+
+class DynamoAudit:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def record(
+        self,
+        *,
+        organization_id: str,
+        subject_id: str,
+        event_id: str,
+        type: str,
+        actor: str,
+        at: datetime,
+        details: Mapping[str, str],
+    ) -> None:
+        self._writes.append(
+            recovery.event(
+                organization_id=organization_id,
+                subject_id=subject_id,
+                event_id=event_id,
+                type=type,
+                actor=actor,
+                at=at,
+                details=details,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -183,9 +290,12 @@ class _MoveIntent:
 
 
 class DynamoRunMoves:
-    def __init__(self, runs: RunRepository, moves: list[_MoveIntent]) -> None:
+    def __init__(
+        self, runs: RunRepository, moves: list[_MoveIntent], writes: list[Transaction]
+    ) -> None:
         self._runs = runs
         self._moves = moves
+        self._writes = writes
 
     def get(self, run_id: str) -> Run:
         return self._runs.get(run_id)
@@ -211,6 +321,11 @@ class DynamoRunMoves:
         transitions.check(run.status, target, run.facts)
         self._moves.append(_MoveIntent(run, target, actor, reason, run_updates, also_announce))
 
+    def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
+        refused = _refusal(on_refused, "status")
+        assert refused is not None
+        self._writes.append(expect_status(run.id, run.status, refused))
+
 
 class DynamoUnitOfWork:
     """One use case's reads and intents over the table; ``commit`` is one transaction."""
@@ -221,8 +336,11 @@ class DynamoUnitOfWork:
         self._mover = mover
         self.parts = DynamoRunParts(self._writes)
         self.attempts = DynamoAttempts(self._writes)
-        self.runs = DynamoRunMoves(runs, self._moves)
-        self.writer = DynamoWriterQueue()
+        self.runs = DynamoRunMoves(runs, self._moves, self._writes)
+        self.writer = DynamoWriterQueue(self._writes)
+        self.recoveries = DynamoRecoveries(self._writes)
+        self.state_versions = DynamoStateVersions(self._writes)
+        self.audit = DynamoAudit(self._writes)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self
