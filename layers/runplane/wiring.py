@@ -482,8 +482,9 @@ class Services:
     @cached_property
     def web_sessions(self) -> WebSessions:
         from runplane.services.web_sessions import WebSessions
+        from runplane.store.web_sessions import DynamoWebSessions
 
-        return WebSessions(self.clock, self.ids)
+        return WebSessions(self.clock, self.ids, DynamoWebSessions())
 
     # -- run events (triggers, notifications) ------------------------------------------------
 

@@ -18,7 +18,7 @@ from runplane.domain.web_session import (
     WebSession,
     new_secret,
 )
-from runplane.store import web_sessions as store
+from runplane.services.repositories.access import WebSessionStore
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,10 @@ class SignedIn:
 
 
 class WebSessions:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(self, clock: Clock, ids: IdGenerator, store: WebSessionStore) -> None:
         self._clock = clock
         self._ids = ids
+        self._store = store
 
     def issue_login_code(
         self,
@@ -44,14 +45,14 @@ class WebSessions:
         code = new_secret()
         now = self._clock.now()
         grant = Grant(organization_id, name, frozenset(permissions), now, now + LOGIN_CODE_LIFETIME)
-        store.put_login_code(handle_hash(code), grant, created_by).commit()
+        self._store.put_login_code(handle_hash(code), grant, created_by)
         return code
 
     def sign_in(self, code: str) -> SignedIn:
         """Consume ``code`` (once, before it expires) and open a session."""
         now = self._clock.now()
         code_hash = handle_hash(code)
-        grant = store.get_login_code(code_hash)
+        grant = self._store.login_code(code_hash)
         if grant is None or grant.valid_until <= now:
             raise LoginLinkRefused()
         secret = new_secret()
@@ -65,7 +66,7 @@ class WebSessions:
                 now + SESSION_LIFETIME,
             ),
         )
-        store.redeem(code_hash, handle_hash(secret), session).commit()
+        self._store.redeem(code_hash, handle_hash(secret), session)
         return SignedIn(secret, session.grant.valid_until)
 
     def open(
@@ -91,13 +92,13 @@ class WebSessions:
                 auth_time=auth_time,
             ),
         )
-        store.put_session(handle_hash(secret), session).commit()
+        self._store.put_session(handle_hash(secret), session)
         return SignedIn(secret, session.grant.valid_until)
 
     def authenticate(self, secret: str | None) -> Principal:
         if not secret:
             raise Unauthenticated("sign in to use the dashboard")
-        session = store.get_session(handle_hash(secret))
+        session = self._store.session(handle_hash(secret))
         if session is None or session.grant.valid_until <= self._clock.now():
             raise Unauthenticated("the dashboard session has ended: sign in again")
         grant = session.grant
@@ -111,4 +112,4 @@ class WebSessions:
         )
 
     def sign_out(self, secret: str) -> None:
-        store.delete_session(handle_hash(secret))
+        self._store.delete_session(handle_hash(secret))

@@ -128,3 +128,25 @@ def get_session(secret_hash: str) -> WebSession | None:
 
 def delete_session(secret_hash: str) -> None:
     WebSessionItem(*web_session_key(secret_hash)).delete()
+
+
+class DynamoWebSessions:
+    """The ``WebSessionStore`` seam on the table (services/repositories/access.py)."""
+
+    def put_login_code(self, code_hash: str, grant: Grant, created_by: str) -> None:
+        put_login_code(code_hash, grant, created_by).commit()
+
+    def login_code(self, code_hash: str) -> Grant | None:
+        return get_login_code(code_hash)
+
+    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None:
+        redeem(code_hash, secret_hash, session).commit()
+
+    def put_session(self, secret_hash: str, session: WebSession) -> None:
+        put_session(secret_hash, session).commit()
+
+    def session(self, secret_hash: str) -> WebSession | None:
+        return get_session(secret_hash)
+
+    def delete_session(self, secret_hash: str) -> None:
+        delete_session(secret_hash)

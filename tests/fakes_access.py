@@ -1,0 +1,55 @@
+"""In-memory seams of access (runplane.services.repositories.access): plain dicts
+keeping the DynamoDB store's promises, the same cases holding both
+(tests/integration/test_access_store_contract.py). A refused write changes nothing
+and raises the store's typed error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runplane.domain.errors import ConcurrentChange, LoginLinkRefused
+from runplane.domain.web_session import Grant, WebSession
+
+
+@dataclass(frozen=True)
+class StoredLoginCode:
+    grant: Grant
+    created_by: str
+
+
+class InMemoryWebSessions:
+    """``WebSessionStore``: login codes and sessions by the hash of their secret."""
+
+    def __init__(self) -> None:
+        self.login_codes: dict[str, StoredLoginCode] = {}
+        self.sessions: dict[str, WebSession] = {}
+
+    def put_login_code(self, code_hash: str, grant: Grant, created_by: str) -> None:
+        if code_hash in self.login_codes:
+            raise ConcurrentChange("the login code changed concurrently; nothing was written")
+        self.login_codes[code_hash] = StoredLoginCode(grant, created_by)
+
+    def login_code(self, code_hash: str) -> Grant | None:
+        stored = self.login_codes.get(code_hash)
+        return None if stored is None else stored.grant
+
+    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None:
+        if code_hash not in self.login_codes:
+            raise LoginLinkRefused()
+        self._refuse_taken_session(secret_hash)
+        del self.login_codes[code_hash]
+        self.sessions[secret_hash] = session
+
+    def put_session(self, secret_hash: str, session: WebSession) -> None:
+        self._refuse_taken_session(secret_hash)
+        self.sessions[secret_hash] = session
+
+    def session(self, secret_hash: str) -> WebSession | None:
+        return self.sessions.get(secret_hash)
+
+    def delete_session(self, secret_hash: str) -> None:
+        self.sessions.pop(secret_hash, None)
+
+    def _refuse_taken_session(self, secret_hash: str) -> None:
+        if secret_hash in self.sessions:
+            raise ConcurrentChange("the web session changed concurrently; nothing was written")
