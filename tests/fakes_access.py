@@ -6,8 +6,9 @@ and raises the store's typed error."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from runplane.domain.errors import ConcurrentChange, LoginLinkRefused
+from runplane.domain.errors import ConcurrentChange, LoginLinkRefused, SignInRefused
 from runplane.domain.web_session import Grant, WebSession
 
 
@@ -53,3 +54,27 @@ class InMemoryWebSessions:
     def _refuse_taken_session(self, secret_hash: str) -> None:
         if secret_hash in self.sessions:
             raise ConcurrentChange("the web session changed concurrently; nothing was written")
+
+
+class InMemoryPreSessions:
+    """``PreSessionStore``: hosted-UI pre-sessions (started, valid until) by hash."""
+
+    def __init__(self) -> None:
+        self.pre_sessions: dict[str, tuple[datetime, datetime]] = {}
+
+    def put_pre_session(
+        self, secret_hash: str, created_at: datetime, valid_until: datetime
+    ) -> None:
+        if secret_hash in self.pre_sessions:
+            raise ConcurrentChange("the sign-in changed concurrently; nothing was written")
+        self.pre_sessions[secret_hash] = (created_at, valid_until)
+
+    def pre_session_validity(self, secret_hash: str) -> datetime | None:
+        stored = self.pre_sessions.get(secret_hash)
+        return None if stored is None else stored[1]
+
+    def consume_pre_session(self, secret_hash: str) -> None:
+        if self.pre_sessions.pop(secret_hash, None) is None:
+            raise SignInRefused(
+                "pre_session_used", "this sign-in was already finished or abandoned"
+            )

@@ -609,6 +609,7 @@ class Services:
         from runplane.adapters.hosted_ui import HostedUi, fetch_jwks
         from runplane.domain.errors import SignInUnavailable
         from runplane.services.sign_in import CachedKeys, HostedUiSignIn, organization_exists
+        from runplane.store.sign_in import DynamoPreSessions
 
         assert settings.sign_in_domain
         assert settings.sign_in_client_id
@@ -640,7 +641,9 @@ class Services:
             fetch_jwks,
         )
         exists = organization_exists(self.workspaces.organization_name)
-        return HostedUiSignIn(self.clock, self.web_sessions, hosted_ui, keys, exists)
+        return HostedUiSignIn(
+            self.clock, DynamoPreSessions(), self.web_sessions, hosted_ui, keys, exists
+        )
 
 
 def build_services(

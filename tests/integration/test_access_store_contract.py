@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runplane.domain.errors import ConcurrentChange, LoginLinkRefused
+from runplane.domain.errors import ConcurrentChange, LoginLinkRefused, SignInRefused
 from runplane.domain.identity import Permission
 from runplane.domain.web_session import Grant, WebSession
-from runplane.services.repositories.access import WebSessionStore
+from runplane.services.repositories.access import PreSessionStore, WebSessionStore
+from runplane.store.sign_in import DynamoPreSessions
 from runplane.store.web_sessions import DynamoWebSessions
-from tests.fakes_access import InMemoryWebSessions
+from tests.fakes_access import InMemoryPreSessions, InMemoryWebSessions
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 READER = frozenset({Permission.RUN_READ, Permission.WORKSPACE_READ})
@@ -88,3 +89,42 @@ def test_a_session_is_opened_once_and_ends_when_deleted(web_sessions: WebSession
     web_sessions.delete_session("secret-1")
     assert web_sessions.session("secret-1") is None
     web_sessions.delete_session("secret-1")
+
+
+# -- hosted-UI pre-sessions ------------------------------------------------------------------
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def pre_sessions(request: pytest.FixtureRequest) -> PreSessionStore:
+    if request.param == "dynamodb":
+        request.getfixturevalue("stack")  # moto, with the table
+        return DynamoPreSessions()
+    return InMemoryPreSessions()
+
+
+def test_a_pre_session_reads_back_its_validity_and_is_written_once(
+    pre_sessions: PreSessionStore,
+) -> None:
+    # Given a pre-session valid for ten minutes
+    until = AT + timedelta(minutes=10)
+    pre_sessions.put_pre_session("pre-1", AT, until)
+    # Then its validity reads back, and an unknown one is None
+    assert pre_sessions.pre_session_validity("pre-1") == until
+    assert pre_sessions.pre_session_validity("pre-none") is None
+    # And the same hash is not written twice
+    with pytest.raises(ConcurrentChange):
+        pre_sessions.put_pre_session("pre-1", AT, AT + timedelta(hours=1))
+    assert pre_sessions.pre_session_validity("pre-1") == until
+
+
+def test_a_pre_session_is_consumed_once(pre_sessions: PreSessionStore) -> None:
+    # Given a pre-session, consumed
+    pre_sessions.put_pre_session("pre-1", AT, AT + timedelta(minutes=10))
+    pre_sessions.consume_pre_session("pre-1")
+    assert pre_sessions.pre_session_validity("pre-1") is None
+    # When it is consumed again, or an unknown one is
+    for again in ("pre-1", "pre-none"):
+        with pytest.raises(SignInRefused) as refused:
+            pre_sessions.consume_pre_session(again)
+        # Then it is refused as already used
+        assert refused.value.reason == "pre_session_used"

@@ -32,8 +32,8 @@ from runplane.domain.sign_in import (
 )
 from runplane.domain.web_session import new_secret
 from runplane.services.identity import user_name, user_principal
+from runplane.services.repositories.access import PreSessionStore
 from runplane.services.web_sessions import SignedIn, WebSessions
-from runplane.store import sign_in as store
 
 # The verifier's reasons that a person can act on differently; the rest are one.
 _AUDIENCE = "wrong_audience"
@@ -52,12 +52,14 @@ class HostedUiSignIn:
     def __init__(
         self,
         clock: Clock,
+        pre_sessions: PreSessionStore,
         web_sessions: WebSessions,
         hosted_ui: HostedUi,
         verifier: Callable[[], JwtVerifier],
         organization_exists: Callable[[str], bool],
     ) -> None:
         self._clock = clock
+        self._pre_sessions = pre_sessions
         self._web_sessions = web_sessions
         self._hosted_ui = hosted_ui
         self._verifier = verifier
@@ -67,7 +69,7 @@ class HostedUiSignIn:
         secret = new_secret()
         now = self._clock.now()
         valid_until = now + PRE_SESSION_LIFETIME
-        store.put_pre_session(handle_hash(secret), now, valid_until).commit()
+        self._pre_sessions.put_pre_session(handle_hash(secret), now, valid_until)
         ui = self._hosted_ui
         location = authorize_url(ui.domain, ui.client_id, ui.redirect_uri, Binding.of(secret))
         return Started(secret, location, valid_until)
@@ -80,7 +82,7 @@ class HostedUiSignIn:
                 "no_pre_session", "this browser did not start the sign-in, or took too long"
             )
         secret_hash = handle_hash(secret)
-        valid_until = store.get_pre_session_validity(secret_hash)
+        valid_until = self._pre_sessions.pre_session_validity(secret_hash)
         if valid_until is None:
             raise SignInRefused(
                 "pre_session_used", "this sign-in was already finished or abandoned"
@@ -92,7 +94,7 @@ class HostedUiSignIn:
             raise SignInRefused("state_mismatch", "the sign-in answer is not for this browser")
         # Single use from here on, whatever the outcome: a second callback with the same
         # cookie, concurrent or later, is refused before its code is redeemed.
-        store.consume_pre_session(secret_hash).commit()
+        self._pre_sessions.consume_pre_session(secret_hash)
         if error is not None or not code:
             raise SignInRefused("provider_refused", "the identity provider did not sign you in")
         id_token = self._hosted_ui.exchange(code, binding.verifier)

@@ -54,3 +54,18 @@ def consume_pre_session(secret_hash: str) -> Transaction:
             "pre_session_used", "this sign-in was already finished or abandoned"
         ),
     )
+
+
+class DynamoPreSessions:
+    """The ``PreSessionStore`` seam on the table (services/repositories/access.py)."""
+
+    def put_pre_session(
+        self, secret_hash: str, created_at: datetime, valid_until: datetime
+    ) -> None:
+        put_pre_session(secret_hash, created_at, valid_until).commit()
+
+    def pre_session_validity(self, secret_hash: str) -> datetime | None:
+        return get_pre_session_validity(secret_hash)
+
+    def consume_pre_session(self, secret_hash: str) -> None:
+        consume_pre_session(secret_hash).commit()

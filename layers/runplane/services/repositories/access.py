@@ -11,6 +11,7 @@ contract test that holds both to the same cases in
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 
 from runplane.domain.web_session import Grant, WebSession
@@ -42,3 +43,25 @@ class WebSessionStore(Protocol):
     def session(self, secret_hash: str) -> WebSession | None: ...
 
     def delete_session(self, secret_hash: str) -> None: ...
+
+
+class PreSessionStore(Protocol):
+    """Hosted-UI sign-in pre-sessions, each under its cookie secret's hash; a pre-session
+    holds no secret, only when it was started and until when it may be finished.
+
+    - ``put_pre_session`` writes a new one; a hash already stored raises
+      ``ConcurrentChange`` and writes nothing.
+    - ``pre_session_validity`` is the ``valid_until`` written, expired or not (validity
+      is the caller's to check), or None for an unknown or consumed one.
+    - ``consume_pre_session`` deletes it if it is still there: of two consumptions
+      exactly one succeeds; the other, or one of an unknown hash, raises
+      ``SignInRefused`` (``pre_session_used``).
+    """
+
+    def put_pre_session(
+        self, secret_hash: str, created_at: datetime, valid_until: datetime
+    ) -> None: ...
+
+    def pre_session_validity(self, secret_hash: str) -> datetime | None: ...
+
+    def consume_pre_session(self, secret_hash: str) -> None: ...
