@@ -1,13 +1,14 @@
 """What the run API answers, for its OpenAPI document: response models, the errors
 each route may give, and how callers authenticate.
 
-Every router but the runner's builds its reply as one of these models (or a router's
-own ``Doc``), by keyword or by validating what its service returns (a run's review
-included), so the model is the reply and its schema at once: ``edge.json_reply``
-serializes it, a reply that strays from the model fails in the handler, and a field the
-model does not name never reaches a client. The runner's routes answer the runner with
-dicts ``RunnerReply`` leaves open; a test fuzzes the API and checks every response
-against this document.
+Every router builds its reply as one of these models (or a router's own ``Doc``), by
+keyword or by validating what its service returns (a run's review included), so the
+model is the reply and its schema at once: ``edge.json_reply`` serializes it, a reply
+that strays from the model fails in the handler, and a field the model does not name
+never reaches a client. The runner's replies (``routers/runner.py``) are closed models:
+a field the service returns and the model does not name fails in the handler, since the
+runner would lose it. A test fuzzes the API and checks every response against this
+document; another checks a runner's real replies against it.
 """
 
 from __future__ import annotations
@@ -428,13 +429,6 @@ class VariableDeleted(Doc):
     workspace_id: str
     name: str
     deleted: Literal[True]
-
-
-# -- runner ------------------------------------------------------------------------------------
-
-
-class RunnerReply(_Open):
-    """What the control plane tells a sandbox; see the runner contract."""
 
 
 # -- GitHub sources ------------------------------------------------------------------------
