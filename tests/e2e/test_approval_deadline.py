@@ -40,24 +40,6 @@ def test_no_decision_before_the_deadline_expires_the_run_and_frees_the_workspace
     local.client.cancel(second["id"])
 
 
-def test_arbitration_keeps_a_decision_and_a_wait_that_is_still_pending(local: Local) -> None:
-    # Given a run awaiting approval with its deadline days away
-    ws = new_workspace(local, "arbiter")
-    run = local.client.create_run(ws, HELLO)
-    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
-    assert local.stack.services is not None
-    orchestration = local.stack.services.orchestration
-
-    # When the wait ends early (a delivery failure), arbitration says it is still pending
-    assert orchestration.arbitrate_expiry(run["id"]) == {"decision": "pending"}
-    assert local.client.review(run["id"])["status"] == "awaiting_approval"
-
-    # And once a decision is recorded, arbitration returns it rather than expiring
-    local.client.decide(run["id"], "approve")
-    assert orchestration.arbitrate_expiry(run["id"]) == {"decision": "approve"}
-    assert local.client.watch(run["id"], timeout=120)["status"] == "succeeded"
-
-
 def test_the_approval_window_has_bounds(local: Local) -> None:
     ws = new_workspace(local, "bounds")
     for seconds in (0, 31 * 24 * 3600):

@@ -9,7 +9,6 @@ import pytest
 
 from runplane.client import ApiError
 from runplane.store import run_parts
-from runplane.store import workspaces as workspace_store
 from tests.e2e.conftest import Local
 from tests.e2e.test_managed_runs import HELLO, config, new_workspace, stages, writer_of
 
@@ -57,24 +56,6 @@ def test_canceling_a_run_awaiting_approval_ends_it_and_hands_the_workspace_on(
     assert writer_of(ws)[0] == second["id"]
     local.client.cancel(second["id"])
     assert writer_of(ws) == (None, None)
-
-
-def test_canceling_a_queued_run_removes_it_from_the_queue(local: Local) -> None:
-    ws = new_workspace(local, "cancelq")
-    first = local.client.create_run(ws, HELLO)
-    local.client.watch(first["id"], until=["awaiting_approval"], timeout=120)
-    second = local.client.create_run(ws, HELLO, variables={"greeting": "queued"})
-    wait_for(local, second["id"], "queued")
-    deadline = time.monotonic() + 30
-    while workspace_store.get_workspace(ws).queue_length != 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-
-    assert local.client.cancel(second["id"])["status"] == "canceled"
-
-    assert workspace_store.get_workspace(ws).queue_length == 0
-    assert writer_of(ws)[0] == first["id"]
-    local.client.cancel(first["id"])
 
 
 def test_a_run_that_already_ended_cannot_be_canceled(local: Local) -> None:
