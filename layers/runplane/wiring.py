@@ -276,9 +276,15 @@ class Services:
     @cached_property
     def launch_controls(self) -> LaunchControls:
         from runplane.services.launch_controls import LaunchControls
+        from runplane.store.launch_controls import DynamoLaunchControls
 
         runtime = self.settings.policy_runtime or rego_release()
-        return LaunchControls(self.clock, region=self.settings.region, policy_runtime=runtime)
+        return LaunchControls(
+            self.clock,
+            DynamoLaunchControls(),
+            region=self.settings.region,
+            policy_runtime=runtime,
+        )
 
     @cached_property
     def policies(self) -> Policies:

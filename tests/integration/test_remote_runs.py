@@ -11,6 +11,7 @@ from runplane.domain.errors import LaunchDenied, NotFound, UploadUrlExpired
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunOptions
+from runplane.store.launch_controls import DynamoLaunchControls
 from tests.integration.arena import Arena, planning
 
 UPLOAD_SECONDS = 300
@@ -56,7 +57,9 @@ def test_a_denied_launch_writes_nothing(arena: Arena) -> None:
     )
     assert version.upload_token is not None
     remote.upload(version.upload_token, b"archive")
-    controls = LaunchControls(arena.stack.clock, region="us-east-1", policy_runtime="none")
+    controls = LaunchControls(
+        arena.stack.clock, DynamoLaunchControls(), region="us-east-1", policy_runtime="none"
+    )
     controls.set(arena.admin, "organization", Controls(launches_enabled=False))
     before, objects = arena.stack.scan(), arena.stack.bucket_keys()
 

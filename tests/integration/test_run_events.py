@@ -30,6 +30,7 @@ from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.run_triggers import RunTriggers
 from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
+from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.run_trigger_store import DynamoRunTriggerStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
@@ -180,9 +181,9 @@ def test_a_trigger_refused_by_launch_controls_backs_off_then_records_the_skip(
     queue = ListQueue()
     triggers = triggers_of(arena, queue)
     triggers.add(arena.admin, b, a)
-    LaunchControls(stack.clock, region="us-east-1", policy_runtime="none").set(
-        arena.admin, "organization", Controls(launches_enabled=False)
-    )
+    LaunchControls(
+        stack.clock, DynamoLaunchControls(), region="us-east-1", policy_runtime="none"
+    ).set(arena.admin, "organization", Controls(launches_enabled=False))
     before = {r.id for r in stack.lifecycle.runs.list_for_workspace(b)}
     event = applied_event(arena, a, source_run)
 
@@ -211,9 +212,9 @@ def test_a_trigger_refused_by_launch_controls_backs_off_then_records_the_skip(
     assert audited.details["reason"] == skipped["skipped"]
 
     # When launches are back and the event is redelivered
-    LaunchControls(stack.clock, region="us-east-1", policy_runtime="none").set(
-        arena.admin, "organization", Controls()
-    )
+    LaunchControls(
+        stack.clock, DynamoLaunchControls(), region="us-east-1", policy_runtime="none"
+    ).set(arena.admin, "organization", Controls())
     snapshot = stack.scan()
     triggers.on_event(event)
     # Then the recorded skip stands: nothing is queued or written

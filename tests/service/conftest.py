@@ -40,6 +40,7 @@ from tests.fakes import (
     RecordingWorkflow,
     SeededIds,
 )
+from tests.fakes_operations import InMemoryLaunchControls
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +123,9 @@ def tier() -> Tier:
         workflow,
         definition_version="def-1",
         build_sha="build-1",
-        launch_controls=LaunchControls(clock, region=region, policy_runtime="rego-1"),
+        launch_controls=LaunchControls(
+            clock, InMemoryLaunchControls(), region=region, policy_runtime="rego-1"
+        ),
         runner_release="runner-1",
         units=unit_of_work,
         reader=run_reader,

@@ -10,68 +10,25 @@ missing controls record means "allowed"; a control that cannot be read denies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from runplane.domain.clock import Clock
 from runplane.domain.errors import LaunchDenied
 from runplane.domain.identity import Permission, Principal
-from runplane.store import launch_controls as controls_store
-from runplane.store import sandbox_slots
-from runplane.store.models import LaunchControlsItem, launch_controls_key
-from runplane.store.transaction import Transaction
+from runplane.domain.launch_controls import GLOBAL as GLOBAL
+from runplane.domain.launch_controls import Clearance as Clearance
+from runplane.domain.launch_controls import Controls as Controls
 
-GLOBAL = "GLOBAL"
-
-
-@dataclass(frozen=True)
-class Controls:
-    launches_enabled: bool = True
-    suspended: bool = False
-    allowed_regions: tuple[str, ...] = ()
-    runner_releases: tuple[str, ...] = ()
-    policy_runtimes: tuple[str, ...] = field(default=())
-    max_sandboxes: int | None = None
-
-
-def _read(scope: str) -> Controls:
-    try:
-        item = LaunchControlsItem.get(*launch_controls_key(scope), consistent_read=True)
-    except LaunchControlsItem.DoesNotExist:
-        return Controls()
-    return _controls(item)
-
-
-def _controls(item: LaunchControlsItem | None) -> Controls:
-    if item is None:
-        return Controls()
-    return Controls(
-        launches_enabled=bool(item.launches_enabled),
-        suspended=bool(item.suspended),
-        allowed_regions=tuple(item.allowed_regions or ()),
-        runner_releases=tuple(item.runner_releases or ()),
-        policy_runtimes=tuple(item.policy_runtimes or ()),
-        max_sandboxes=None if item.max_sandboxes is None else int(item.max_sandboxes),
-    )
-
-
-@dataclass(frozen=True)
-class Clearance:
-    """What a passed check read: each scope's label and sandbox limit."""
-
-    limits: dict[str, tuple[str, int | None]]
-
-    def take_slots(self) -> tuple[list[str], list[Transaction]]:
-        """The scopes a new sandbox counts against, and the writes taking a slot in
-        each (refused with ``SandboxCapacityExhausted`` when one is full)."""
-        writes = [
-            sandbox_slots.take(scope, limit, label) for scope, (label, limit) in self.limits.items()
-        ]
-        return list(self.limits), writes
+if TYPE_CHECKING:
+    from runplane.services.repositories.operations import LaunchControlStore
 
 
 class LaunchControls:
-    def __init__(self, clock: Clock, *, region: str, policy_runtime: str) -> None:
+    def __init__(
+        self, clock: Clock, store: LaunchControlStore, *, region: str, policy_runtime: str
+    ) -> None:
         self._clock = clock
+        self._store = store
         self._region = region
         self._policy_runtime = policy_runtime
 
@@ -92,8 +49,7 @@ class LaunchControls:
         scopes = dict(zip(self.scopes(organization_id), ("platform", "organization"), strict=True))
         try:
             # Every scope's controls (and counts) in one consistent request.
-            items, running = controls_store.read(list(scopes), counts=capacity)
-            read = {scope: _controls(item) for scope, item in items.items()}
+            read, running = self._store.read(list(scopes), counts=capacity)
         except Exception as unreadable:  # fail closed on anything unexpected
             raise LaunchDenied("launch controls could not be read") from unreadable
         for scope, label in scopes.items():
@@ -122,21 +78,8 @@ class LaunchControls:
         else:
             principal.require(Permission.LAUNCH_CONTROL)
             scope = principal.organization_id
-        Transaction().put(
-            LaunchControlsItem(
-                *launch_controls_key(scope),
-                scope=scope,
-                launches_enabled=controls.launches_enabled,
-                suspended=controls.suspended,
-                allowed_regions=list(controls.allowed_regions),
-                runner_releases=list(controls.runner_releases),
-                policy_runtimes=list(controls.policy_runtimes),
-                max_sandboxes=controls.max_sandboxes,
-                updated_at=self._clock.now(),
-                updated_by=principal.ref,
-            )
-        ).commit()
-        return _read(scope)
+        self._store.put(scope, controls, by=principal.ref, at=self._clock.now())
+        return self._store.get(scope)
 
     def get(self, principal: Principal, scope: str) -> tuple[Controls, int]:
         """The platform's or the caller's organization's controls, and how many
@@ -146,4 +89,4 @@ class LaunchControls:
         else:
             principal.require(Permission.ORGANIZATION_READ)
             scope = principal.organization_id
-        return _read(scope), sandbox_slots.active(scope)
+        return self._store.get(scope), self._store.running(scope)

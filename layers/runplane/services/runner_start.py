@@ -19,6 +19,7 @@ from runplane.domain.errors import (
     TooMuchContention,
 )
 from runplane.domain.ids import IdKind
+from runplane.domain.launch_controls import Clearance
 from runplane.domain.parts import (
     ApplyRecord,
     ApplyRecordState,
@@ -30,11 +31,10 @@ from runplane.domain.parts import (
 from runplane.domain.run_scope import RunScope
 from runplane.domain.sandbox_exits import SandboxRef, is_task_reference
 from runplane.services.attempts import attempt_part, close_attempt
-from runplane.services.launch_controls import Clearance
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
 from runplane.services.writer import MAX_ATTEMPTS
-from runplane.store import run_batch, run_parts, sandbox_refs
+from runplane.store import run_batch, run_parts, sandbox_refs, sandbox_slots
 from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
 
@@ -87,7 +87,7 @@ class RunnerStart(WorkflowService):
         apply_start = None
         # A full scope refuses the whole start with SandboxCapacityExhausted, which
         # the workflow retries with backoff: nothing is written until a slot is free.
-        slots, take_slots = clearance.take_slots()
+        slots, take_slots = sandbox_slots.take_cleared(clearance)
         attempt_body = AttemptBody(
             attempt_id, sandbox_id, stage.value, now.isoformat(), tuple(slots)
         )

@@ -9,6 +9,7 @@ is returned exactly once: the attempt's own state condition guards both.
 from __future__ import annotations
 
 from runplane.domain.errors import SandboxCapacityExhausted
+from runplane.domain.launch_controls import Clearance
 from runplane.store.models import SandboxCountItem, sandbox_count_key
 from runplane.store.transaction import Transaction
 
@@ -33,6 +34,13 @@ def take(scope: str, limit: int | None, label: str) -> Transaction:
         condition=condition,
         on_refused=lambda current: SandboxCapacityExhausted(label, limit or 0),
     )
+
+
+def take_cleared(clearance: Clearance) -> tuple[list[str], list[Transaction]]:
+    """The scopes a new sandbox counts against, and the writes taking a slot in each
+    (refused with ``SandboxCapacityExhausted`` when one is full)."""
+    writes = [take(scope, limit, label) for scope, (label, limit) in clearance.limits.items()]
+    return list(clearance.limits), writes
 
 
 def give_back(scope: str) -> Transaction:
