@@ -20,8 +20,8 @@ from types import TracebackType
 from typing import Any
 
 from runplane.domain import transitions
-from runplane.domain.entities import Handoff, Run
-from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.entities import Handoff, Run, Waiter, Workspace
+from runplane.domain.errors import ConcurrentChange, Conflict, NotFound, NotWriter
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import (
     OPEN_APPLY_RECORD,
@@ -31,10 +31,17 @@ from runplane.domain.parts import (
     RunPart,
     check_move,
 )
+from runplane.domain.recovery import Recovery, RecoveryState
 from runplane.domain.run import RunStatus, Transitioned, apply_record_on_end
 from runplane.domain.run_events import RunEvent
+from runplane.domain.state import PENDING, StateVersion
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
-from tests.fakes import InMemoryRunLedger
+from tests.fakes import (
+    AuditedChange,
+    InMemoryRunLedger,
+    InMemoryStateVersions,
+    InMemoryWorkspaces,
+)
 
 # As ``store.capabilities.RETENTION``: a session is surely held until a day after its
 # attempt started; an attempt closed later revokes none.
@@ -78,6 +85,8 @@ class InMemorySandboxes:
 
     active: dict[str, int] = field(default_factory=dict)
     sessions: dict[str, datetime | None] = field(default_factory=dict)
+    # Each attempt's sessions, as the table's index of sessions by attempt finds them.
+    of_attempt: dict[str, set[str]] = field(default_factory=dict)
 
     def saved(self) -> tuple[dict[str, int], dict[str, datetime | None]]:
         return dict(self.active), dict(self.sessions)
@@ -183,7 +192,35 @@ class _Move:
     also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None
 
 
-_Intent = _Change | _Put | _Close
+@dataclass
+class InMemoryRecoveries:
+    """Runs' recovery operations by run, and the organization audit events written with
+    them (a recovery's completion records ``run.recovered`` and ``state.recovered``)."""
+
+    held: dict[str, Recovery] = field(default_factory=dict)
+    org_audit: list[AuditedChange] = field(default_factory=list)
+
+    def saved(self) -> tuple[dict[str, Recovery], list[AuditedChange]]:
+        return dict(self.held), list(self.org_audit)
+
+    def restore(self, saved: tuple[dict[str, Recovery], list[AuditedChange]]) -> None:
+        self.held, self.org_audit = dict(saved[0]), list(saved[1])
+
+
+@dataclass(frozen=True)
+class _Effect:
+    """An intent on a repository other than the run parts: ``key`` is the item it
+    touches (a transaction touches each once), ``apply`` checks its condition and writes,
+    or raises its refusal."""
+
+    key: tuple[str, str]
+    effect: Callable[[], None]
+
+    def apply(self, ledger: InMemoryRunLedger) -> None:
+        self.effect()
+
+
+_Intent = _Change | _Put | _Close | _Effect
 
 
 class InMemoryRunParts:
@@ -247,11 +284,31 @@ class InMemoryAttempts:
         check_move(PartKind.ATTEMPT, attempt.state, state)
         self._intents.append(_Close(attempt, state, now, dict(evidence), self._sandboxes))
 
+    def revoke_sessions(self, attempt_id: str, now: datetime) -> None:
+        sandboxes = self._sandboxes
+        # As the table's index: the sessions not yet revoked, found now.
+        found = [
+            key
+            for key in sorted(sandboxes.of_attempt.get(attempt_id, ()))
+            if not sandboxes.sessions.get(key)
+        ]
+
+        def revoke() -> None:
+            for key in found:
+                if key not in sandboxes.sessions:
+                    raise ConcurrentChange("a runner session of the attempt expired meanwhile")
+                sandboxes.sessions[key] = sandboxes.sessions[key] or now
+
+        self._intents.append(_Effect(("sessions", attempt_id), revoke))
+
 
 class InMemoryRunMoves:
-    def __init__(self, ledger: InMemoryRunLedger, moves: list[_Move]) -> None:
+    def __init__(
+        self, ledger: InMemoryRunLedger, moves: list[_Move], intents: list[_Intent]
+    ) -> None:
         self._ledger = ledger
         self._moves = moves
+        self._intents = intents
 
     def get(self, run_id: str) -> Run:
         return self._ledger.get_run(run_id)
@@ -279,6 +336,238 @@ class InMemoryRunMoves:
         transitions.check(run.status, target, run.facts)
         self._moves.append(_Move(run, target, actor, reason, run_updates, also_announce))
 
+    def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
+        ledger = self._ledger
+
+        def check() -> None:
+            current = ledger.runs.get(run.id)
+            if current is None or current.status is not run.status:
+                raise on_refused(None if current is None else current.status.value)
+
+        self._intents.append(_Effect(("run", run.id), check))
+
+
+class InMemoryWriter:
+    """The writer reservation (``InMemoryWriterQueue``) and the workspace it belongs to
+    (the directory's: fence, apply lock, current state)."""
+
+    def __init__(
+        self, queue: InMemoryWriterQueue, directory: InMemoryWorkspaces, intents: list[_Intent]
+    ) -> None:
+        self._queue = queue
+        self._directory = directory
+        self._intents = intents
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        held = self._directory.get_workspace(workspace_id)
+        return replace(
+            held,
+            writer_run_id=self._queue.holders.get(workspace_id),
+            queue_length=len(self._queue.waiting.get(workspace_id, [])),
+        )
+
+    def waiter_token(self, run: Run) -> str | None:
+        return self._queue.waiter_token(run)
+
+    def oldest_waiter(self, workspace_id: str) -> Waiter | None:
+        waiting = self._queue.waiting.get(workspace_id, [])
+        if not waiting:
+            return None
+        run_id, token = waiting[0]
+        return Waiter(workspace_id, run_id, token, 1)
+
+    def recover(
+        self,
+        observed: Workspace,
+        run_id: str,
+        handoff_to: Waiter | None,
+        now: datetime,
+        new_state: tuple[str, int, str] | None = None,
+    ) -> None:
+        def recover() -> None:
+            current = self.workspace(observed.id)
+            if current.writer_run_id != run_id:
+                raise NotWriter(observed.id, run_id, current.writer_run_id)
+            queue = self._queue.waiting.setdefault(observed.id, [])
+            same = (current.fence, current.lock_id, current.current_state_version_id) == (
+                observed.fence,
+                observed.lock_id,
+                observed.current_state_version_id,
+            )
+            handing = (handoff_to is None and not queue) or (
+                handoff_to is not None and any(w == handoff_to.run_id for w, _ in queue)
+            )
+            if not same or not handing:
+                raise ConcurrentChange(
+                    f"workspace {observed.id} changed during recovery (fence, lock, state or "
+                    "queue); review the run again"
+                )
+            state = {}
+            if new_state is not None:
+                sv_id, serial, lineage = new_state
+                state = {
+                    "current_state_version_id": sv_id,
+                    "current_serial": serial,
+                    "current_lineage": lineage,
+                }
+            self._directory.workspaces[observed.id] = replace(
+                self._directory.workspaces[observed.id],
+                fence=current.fence + 1,
+                lock_id=None,
+                lock_run_id=None,
+                locked_at=None,
+                lock_holder=None,
+                lock_holder_display=None,
+                lock_reason=None,
+                **state,  # type: ignore[arg-type]
+            )
+            if handoff_to is None:
+                del self._queue.holders[observed.id]
+            else:
+                queue[:] = [(w, t) for w, t in queue if w != handoff_to.run_id]
+                self._queue.holders[observed.id] = handoff_to.run_id
+
+        self._intents.append(_Effect(("workspace", observed.id), recover))
+
+
+class InMemoryRecoveryIntents:
+    def __init__(self, recoveries: InMemoryRecoveries, intents: list[_Intent]) -> None:
+        self._recoveries = recoveries
+        self._intents = intents
+
+    def get(self, run_id: str) -> Recovery | None:
+        return self._recoveries.held.get(run_id)
+
+    def _exactly(self, read: Recovery, *, holder: bool = False) -> Recovery:
+        current = self._recoveries.held.get(read.run_id)
+        if (
+            current is None
+            or current.state is not RecoveryState.PREPARED
+            or current.generation != read.generation
+            or (holder and current.holder != read.holder)
+        ):
+            raise ConcurrentChange(f"the recovery of run {read.run_id} changed meanwhile")
+        return current
+
+    def _intend(self, run_id: str, write: Callable[[], None]) -> None:
+        self._intents.append(_Effect(("recovery", run_id), write))
+
+    def prepare(self, recovery: Recovery) -> None:
+        def prepare() -> None:
+            if recovery.run_id in self._recoveries.held:
+                raise ConcurrentChange(f"the recovery of run {recovery.run_id} changed meanwhile")
+            self._recoveries.held[recovery.run_id] = recovery
+
+        self._intend(recovery.run_id, prepare)
+
+    def lease(
+        self,
+        recovery: Recovery,
+        holder: str,
+        expires_at: datetime,
+        body: Mapping[str, Any],
+        now: datetime,
+    ) -> None:
+        def lease() -> None:
+            current = self._exactly(recovery)
+            self._recoveries.held[recovery.run_id] = replace(
+                current,
+                holder=holder,
+                generation=current.generation + 1,
+                lease_expires_at=expires_at,
+                body=dict(body),
+                updated_at=now,
+            )
+
+        self._intend(recovery.run_id, lease)
+
+    def record_target(self, recovery: Recovery, artifact_id: str, now: datetime) -> None:
+        def record() -> None:
+            current = self._exactly(recovery, holder=True)
+            if current.target_artifact_id is not None:
+                raise ConcurrentChange(f"the recovery of run {recovery.run_id} changed meanwhile")
+            self._recoveries.held[recovery.run_id] = replace(
+                current, target_artifact_id=artifact_id, updated_at=now
+            )
+
+        self._intend(recovery.run_id, record)
+
+    def complete(self, recovery: Recovery, body: Mapping[str, Any], now: datetime) -> None:
+        def complete() -> None:
+            current = self._exactly(recovery, holder=True)
+            if current.lease_expires_at <= now:
+                raise ConcurrentChange(f"the recovery of run {recovery.run_id} changed meanwhile")
+            self._recoveries.held[recovery.run_id] = replace(
+                current, state=RecoveryState.COMPLETED, body=dict(body), updated_at=now
+            )
+
+        self._intend(recovery.run_id, complete)
+
+
+class InMemoryStateVersionIntents:
+    def __init__(self, versions: InMemoryStateVersions, intents: list[_Intent]) -> None:
+        self._versions = versions
+        self._intents = intents
+
+    def get(self, sv_id: str) -> StateVersion:
+        return self._versions.get(sv_id)
+
+    def pending_of_run(self, workspace_id: str, run_id: str) -> list[StateVersion]:
+        return [
+            version
+            for version in self._versions.versions.values()
+            if version.workspace_id == workspace_id
+            and version.status == PENDING
+            and (version.provenance or {}).get("run_id") == run_id
+        ]
+
+    def discard_pending(self, version: StateVersion) -> None:
+        def discard() -> None:
+            current = self._versions.versions.get(version.id)
+            if (
+                current is None
+                or current.status != PENDING
+                or current.claimed_at != version.claimed_at
+            ):
+                raise Conflict(
+                    f"state version {version.id} changed while recovery was discarding it"
+                )
+            del self._versions.versions[version.id]
+
+        self._intents.append(_Effect(("state_version", version.id), discard))
+
+    def put_finalized(self, version: StateVersion) -> None:
+        def put() -> None:
+            if version.id in self._versions.versions:
+                raise ConcurrentChange(f"item state version {version.id} changed concurrently")
+            self._versions.versions[version.id] = version
+
+        self._intents.append(_Effect(("state_version", version.id), put))
+
+
+class InMemoryAudit:
+    def __init__(self, recoveries: InMemoryRecoveries, intents: list[_Intent]) -> None:
+        self._recoveries = recoveries
+        self._intents = intents
+
+    def record(
+        self,
+        *,
+        organization_id: str,
+        subject_id: str,
+        event_id: str,
+        type: str,
+        actor: str,
+        at: datetime,
+        details: Mapping[str, str],
+    ) -> None:
+        event = AuditedChange(event_id, type, subject_id, actor, dict(details))
+
+        def record() -> None:
+            self._recoveries.org_audit.append(event)
+
+        self._intents.append(_Effect(("audit", event_id), record))
+
 
 class InMemoryUnitOfWork:
     """A unit of work over ``ledger`` (and ``writer``, the reservation a move releases;
@@ -289,16 +578,26 @@ class InMemoryUnitOfWork:
         ledger: InMemoryRunLedger,
         writer: InMemoryWriterQueue | None = None,
         sandboxes: InMemorySandboxes | None = None,
+        *,
+        directory: InMemoryWorkspaces | None = None,
+        versions: InMemoryStateVersions | None = None,
+        recoveries: InMemoryRecoveries | None = None,
     ) -> None:
         self._ledger = ledger
         self._writer = writer or InMemoryWriterQueue()
         self._sandboxes = sandboxes or InMemorySandboxes()
+        self._directory = directory or InMemoryWorkspaces()
+        self._versions = versions or InMemoryStateVersions()
+        self._recoveries = recoveries or InMemoryRecoveries()
         self._intents: list[_Intent] = []
         self._moves: list[_Move] = []
         self.parts = InMemoryRunParts(ledger, self._intents)
         self.attempts = InMemoryAttempts(self._sandboxes, self._intents)
-        self.runs = InMemoryRunMoves(ledger, self._moves)
-        self.writer = self._writer
+        self.runs = InMemoryRunMoves(ledger, self._moves, self._intents)
+        self.writer = InMemoryWriter(self._writer, self._directory, self._intents)
+        self.recoveries = InMemoryRecoveryIntents(self._recoveries, self._intents)
+        self.state_versions = InMemoryStateVersionIntents(self._versions, self._intents)
+        self.audit = InMemoryAudit(self._recoveries, self._intents)
         self.commits = 0
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -315,25 +614,24 @@ class InMemoryUnitOfWork:
     def commit(self) -> MovedRun | None:
         intents, moves = list(self._intents), list(self._moves)
         self._discard()
-        keys = [
-            (i.part.run_id, i.part.name) if isinstance(i, _Put) else (i.run_id, i.name)
-            for i in intents
-        ]
+        keys = [_key(intent) for intent in intents]
         if len(set(keys)) != len(keys):
             raise ValueError("a transaction may touch each item once")
         if not intents and not moves:
             return None
         saved, sandboxes = self._ledger.saved(), self._sandboxes.saved()
+        others = self._others_saved()
         try:
             # The table's order of refusals: the move's conditions, then the intents.
             moved = [self._move(move) for move in moves]
             for intent in intents:
                 intent.apply(self._ledger)
             for move, transition in zip(moves, moved, strict=True):
-                self._close_apply_record(move, transition, set(keys))
+                self._close_apply_record(move, transition, {k for k in keys if len(k) == 2})
         except BaseException:
             self._ledger.restore(saved)
             self._sandboxes.restore(sandboxes)
+            self._others_restore(others)
             raise
         self.commits += 1
         if not moved:
@@ -385,3 +683,30 @@ class InMemoryUnitOfWork:
     def _discard(self) -> None:
         self._intents.clear()
         self._moves.clear()
+
+    def _others_saved(self) -> tuple[Any, ...]:
+        queue = self._writer
+        return (
+            dict(self._directory.workspaces),
+            dict(queue.holders),
+            {workspace: list(waiting) for workspace, waiting in queue.waiting.items()},
+            dict(self._versions.versions),
+            self._recoveries.saved(),
+        )
+
+    def _others_restore(self, saved: tuple[Any, ...]) -> None:
+        workspaces, holders, waiting, versions, recoveries = saved
+        self._directory.workspaces = workspaces
+        self._writer.holders = holders
+        self._writer.waiting = waiting
+        self._versions.versions = versions
+        self._recoveries.restore(recoveries)
+
+
+def _key(intent: _Intent) -> tuple[str, ...]:
+    """The item an intent touches: a run part by run and name, any other by its kind."""
+    if isinstance(intent, _Effect):
+        return ("", *intent.key)
+    if isinstance(intent, _Put):
+        return (intent.part.run_id, intent.part.name)
+    return (intent.run_id, intent.name)
