@@ -5,10 +5,19 @@ and raises the store's typed error."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from runplane.domain.errors import ConcurrentChange, LoginLinkRefused, SignInRefused
+from runplane.domain.entities import AuditEvent
+from runplane.domain.errors import (
+    ConcurrentChange,
+    Conflict,
+    GitHubConnectRefused,
+    GitHubInstallationTaken,
+    LoginLinkRefused,
+    SignInRefused,
+)
+from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.web_session import Grant, WebSession
 
 
@@ -78,3 +87,128 @@ class InMemoryPreSessions:
             raise SignInRefused(
                 "pre_session_used", "this sign-in was already finished or abandoned"
             )
+
+
+class InMemoryGitHubInstallations:
+    """``GitHubInstallationStore``: connect flows by hash, each installation's holder,
+    what each organization holds with its binding count, how many, and the audit
+    events written with them."""
+
+    def __init__(self) -> None:
+        self.flows: dict[str, ConnectFlow] = {}
+        self.holders: dict[int, str] = {}
+        self.installations: dict[tuple[str, int], Installation] = {}
+        self.counts: dict[str, int] = {}
+        self.audit_events: list[AuditEvent] = []
+
+    # -- connect flows -------------------------------------------------------------------
+
+    def put_connect(self, secret_hash: str, flow: ConnectFlow, now: datetime) -> None:
+        if secret_hash in self.flows:
+            raise ConcurrentChange("the connection changed concurrently; nothing was written")
+        self.flows[secret_hash] = flow
+
+    def connect_flow(self, secret_hash: str) -> ConnectFlow | None:
+        return self.flows.get(secret_hash)
+
+    def choose_installation(self, secret_hash: str, installation_id: int) -> None:
+        flow = self.flows.get(secret_hash)
+        if flow is None or flow.installation_id is not None:
+            raise _flow_used()
+        self.flows[secret_hash] = replace(flow, installation_id=installation_id)
+
+    def consume_connect(self, secret_hash: str) -> None:
+        if self.flows.pop(secret_hash, None) is None:
+            raise _flow_used()
+
+    # -- held installations ------------------------------------------------------------
+
+    def holder_of(self, installation_id: int) -> str | None:
+        return self.holders.get(installation_id)
+
+    def held(self, org_id: str, installation_id: int) -> Installation | None:
+        return self.installations.get((org_id, installation_id))
+
+    def held_by(self, org_id: str) -> list[Installation]:
+        return sorted(
+            (i for (org, _), i in self.installations.items() if org == org_id),
+            key=lambda i: i.installation_id,
+        )
+
+    def claim(
+        self, installation: Installation, *, cap: int, note: AuditNote, now: datetime
+    ) -> None:
+        org, number = installation.organization_id, installation.installation_id
+        if number in self.holders:
+            raise _taken(number)
+        if (org, number) in self.installations:
+            raise ConcurrentChange("the installation changed concurrently; nothing was written")
+        if self.counts.get(org, 0) >= cap:
+            raise GitHubInstallationTaken(
+                f"this organization already holds {cap} GitHub App installations; "
+                "release one it no longer uses first"
+            )
+        self.holders[number] = org
+        self.installations[(org, number)] = replace(installation, bindings=0)
+        self.counts[org] = self.counts.get(org, 0) + 1
+        self._audit(org, number, note, now)
+
+    def verify_again(self, installation: Installation, *, note: AuditNote, now: datetime) -> None:
+        org, number = installation.organization_id, installation.installation_id
+        current = self.installations.get((org, number))
+        if current is None or self.holders.get(number) != org:
+            raise _taken(number)
+        self.installations[(org, number)] = replace(
+            installation, claimed_at=now, bindings=current.bindings
+        )
+        self._audit(org, number, note, now)
+
+    def release(self, org_id: str, installation_id: int, *, note: AuditNote, now: datetime) -> None:
+        current = self.installations.get((org_id, installation_id))
+        if current is None:
+            raise Conflict(
+                f"GitHub App installation {installation_id} is not held by this organization"
+            )
+        if current.bindings != 0:
+            raise Conflict(
+                f"GitHub App installation {installation_id} is still used by "
+                f"{current.bindings} workspace binding(s); unbind them first"
+            )
+        if self.holders.get(installation_id) != org_id or self.counts.get(org_id, 0) <= 0:
+            raise ConcurrentChange("the installation changed concurrently; nothing was written")
+        del self.installations[(org_id, installation_id)]
+        del self.holders[installation_id]
+        self.counts[org_id] -= 1
+        self._audit(org_id, installation_id, note, now)
+
+    def use(self, org_id: str, installation_id: int) -> None:
+        """One more workspace binding uses a held installation: on the table this is a
+        write of the binding's own transaction (``store.github_installations.use``)."""
+        current = self.installations[(org_id, installation_id)]
+        self.installations[(org_id, installation_id)] = replace(
+            current, bindings=current.bindings + 1
+        )
+
+    def _audit(self, org_id: str, installation_id: int, note: AuditNote, now: datetime) -> None:
+        self.audit_events.append(
+            AuditEvent(
+                id=note.event_id,
+                organization_id=org_id,
+                subject_id=f"github-installation-{installation_id}",
+                type=note.type,
+                actor=note.actor,
+                at=now,
+                details=dict(note.details),
+            )
+        )
+
+
+def _flow_used() -> GitHubConnectRefused:
+    return GitHubConnectRefused("flow_used", "this connection was already finished or abandoned")
+
+
+def _taken(installation_id: int) -> GitHubInstallationTaken:
+    return GitHubInstallationTaken(
+        f"GitHub App installation {installation_id} is connected to another organization; "
+        "an admin of that organization must release it first"
+    )

@@ -441,6 +441,8 @@ class Services:
     @cached_property
     def github_installations(self) -> GitHubInstallations:
         from runplane.services.github_installations import ConnectConfig, GitHubInstallations
+        from runplane.store.github_installations import DynamoGitHubInstallations
+        from runplane.store.web_sessions import DynamoWebSessions
 
         settings = self.settings
         return GitHubInstallations(
@@ -455,6 +457,8 @@ class Services:
                 client_secret_arn=settings.github_client_secret_arn,
                 max_installations=settings.github_installations_max,
             ),
+            DynamoGitHubInstallations(),
+            DynamoWebSessions(),
         )
 
     @cached_property

@@ -64,6 +64,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 from runplane.store import github as store
+from runplane.store import github_installations
 from runplane.store.models import (
     ConfigurationVersionItem,
     SourceIngestionItem,
@@ -169,7 +170,13 @@ class GitHubSources:
         )
         previous = store.get_binding(workspace.id)
         write = store.bind(binding, previous, actor=principal.ref, now=self._clock.now())
-        write.extend([self._installations.binding_change(binding, previous, principal.ref)])
+        write.extend(
+            [
+                github_installations.binding_change(
+                    binding, previous, actor=principal.ref, clock=self._clock, ids=self._ids
+                )
+            ]
+        )
         write.commit()
         return binding
 
@@ -184,7 +191,13 @@ class GitHubSources:
         principal.require(Permission.WORKSPACE_UPDATE)
         bound = self.binding(principal, workspace_id)
         write = store.unbind(bound)
-        write.extend([self._installations.binding_change(None, bound, principal.ref)])
+        write.extend(
+            [
+                github_installations.binding_change(
+                    None, bound, actor=principal.ref, clock=self._clock, ids=self._ids
+                )
+            ]
+        )
         write.commit()
 
     # -- the webhook ------------------------------------------------------------------------

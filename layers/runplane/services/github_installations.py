@@ -29,7 +29,7 @@ from runplane.domain.errors import (
     GitHubNotConfigured,
     NotFound,
 )
-from runplane.domain.github import Binding, valid_installation_id
+from runplane.domain.github import valid_installation_id
 from runplane.domain.github_connect import (
     CONNECT_LIFETIME,
     AuditNote,
@@ -45,9 +45,7 @@ from runplane.domain.github_connect import (
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.web_session import new_secret
-from runplane.store import github_installations as store
-from runplane.store import web_sessions
-from runplane.store.transaction import Transaction
+from runplane.services.repositories.access import GitHubInstallationStore, WebSessionStore
 
 
 @dataclass(frozen=True)
@@ -79,9 +77,13 @@ class GitHubInstallations:
         ids: IdGenerator,
         secrets: Secrets,
         config: ConnectConfig,
+        store: GitHubInstallationStore,
+        web_sessions: WebSessionStore,
         user_api: UserApi = GitHubUserAuthorization,
     ) -> None:
         self._clock = clock
+        self._store = store
+        self._web_sessions = web_sessions
         self._ids = ids
         self._secrets = secrets
         self._config = config
@@ -105,7 +107,7 @@ class GitHubInstallations:
             chosen,
             valid_until,
         )
-        store.put_connect(handle_hash(secret), flow, now).commit()
+        self._store.put_connect(handle_hash(secret), flow, now)
         binding = ConnectBinding.of(secret)
         if chosen is None:
             assert config.app_slug is not None
@@ -125,7 +127,7 @@ class GitHubInstallations:
             raise GitHubConnectRefused(
                 "no_installation", "GitHub named no installation; install the App again"
             )
-        store.choose_installation(secret_hash, chosen).commit()
+        self._store.choose_installation(secret_hash, chosen)
         config = self._configured()
         assert config.client_id is not None
         assert secret is not None
@@ -137,14 +139,14 @@ class GitHubInstallations:
         secret_hash, flow = self._open_flow(secret, state)
         # Single use from here on, whatever the outcome: a second callback with the same
         # cookie, concurrent or later, is refused before its code is redeemed.
-        store.consume_connect(secret_hash).commit()
+        self._store.consume_connect(secret_hash)
         if error is not None or not code:
             raise GitHubConnectRefused("github_refused", "GitHub did not authorize the App")
         if flow.installation_id is None:
             raise GitHubConnectRefused(
                 "no_installation", "this connection named no installation; start again"
             )
-        session = web_sessions.get_session(flow.session_hash)
+        session = self._web_sessions.session(flow.session_hash)
         if session is None or session.grant.valid_until <= self._clock.now():
             raise GitHubConnectRefused(
                 "session_ended", "the dashboard session that started this connection has ended"
@@ -159,7 +161,7 @@ class GitHubInstallations:
                 "no_flow", "this browser did not start the connection, or took too long"
             )
         secret_hash = handle_hash(secret)
-        flow = store.get_connect(secret_hash)
+        flow = self._store.connect_flow(secret_hash)
         if flow is None:
             raise GitHubConnectRefused(
                 "flow_used", "this connection was already finished or abandoned"
@@ -217,71 +219,40 @@ class GitHubInstallations:
                 "github_user": installation.verified_github_user,
             },
         )
-        current = store.held(org, number)
+        current = self._store.held(org, number)
         if current is None:
             try:
-                store.claim(
+                self._store.claim(
                     installation, cap=self._config.max_installations, note=note, now=now
-                ).commit()
+                )
                 return installation
             except GitHubInstallationTaken:
                 # Two connections of this organization finished at once: the other won.
-                current = store.held(org, number)
+                current = self._store.held(org, number)
                 if current is None:
                     raise
-        store.verify_again(installation, note=note, now=now).commit()
+        self._store.verify_again(installation, note=note, now=now)
         return replace(installation, bindings=current.bindings, claimed_at=now)
 
     # -- what an organization holds -----------------------------------------------------------
 
     def list(self, principal: Principal) -> list[Installation]:
         principal.require(Permission.ORGANIZATION_READ)
-        held = store.held_by(principal.organization_id)
-        return sorted(held, key=lambda i: i.installation_id)
+        return self._store.held_by(principal.organization_id)
 
     def release(self, principal: Principal, installation_id: int) -> None:
         principal.require(Permission.GITHUB_CONNECT)
         number = valid_installation_id(installation_id)
-        current = store.held(principal.organization_id, number)
+        current = self._store.held(principal.organization_id, number)
         if current is None:
             raise NotFound("GitHub App installation", str(number))
         note = self._note("github.installation.released", principal.ref, number, "released")
-        store.release(
-            principal.organization_id, number, bindings=0, note=note, now=self._clock.now()
-        ).commit()
+        self._store.release(principal.organization_id, number, note=note, now=self._clock.now())
 
-    # -- bindings' bookkeeping --------------------------------------------------------------
-
-    def binding_change(
-        self, binding: Binding | None, previous: Binding | None, actor: str
-    ) -> Transaction:
-        """The installation side of a binding replacing ``previous`` (either may be None):
-        the new installation must be held by the organization and counts one more
-        binding; the previous one counts one fewer and is released with its last."""
-        write = Transaction()
-        before = None if previous is None else previous.installation_id
-        after = None if binding is None else binding.installation_id
-        if binding is not None:
-            org = binding.organization_id
-            if before == after:
-                write.extend([store.still_held(org, binding.installation_id)])
-            else:
-                write.extend([store.use(org, binding.installation_id)])
-        if previous is not None and before != after:
-            org = previous.organization_id
-            held = store.held(org, previous.installation_id)
-            if held is not None:
-                note = self._note(
-                    "github.installation.released",
-                    actor,
-                    previous.installation_id,
-                    "its last binding was removed",
-                )
-                write.extend([store.stop_using(org, held, note, self._clock.now())])
-        return write
+    # -- the webhook's reach ---------------------------------------------------------------
 
     def holder_of(self, installation_id: int) -> str | None:
-        return store.holder_of(installation_id)
+        return self._store.holder_of(installation_id)
 
     # -- internals ------------------------------------------------------------------------------
 

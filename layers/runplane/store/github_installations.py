@@ -16,8 +16,11 @@ from datetime import datetime
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
+from runplane.domain.clock import Clock
 from runplane.domain.errors import Conflict, GitHubConnectRefused, GitHubInstallationTaken
+from runplane.domain.github import Binding
 from runplane.domain.github_connect import AuditNote, ConnectFlow, GitHubAccount, Installation
+from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import audit
 from runplane.store.models import TableItem, org_event_key
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -359,3 +362,78 @@ def stop_using(
         condition=GitHubHeldItem.bindings == installation.bindings,
         on_refused=changed,
     )
+
+
+def binding_change(
+    binding: Binding | None,
+    previous: Binding | None,
+    *,
+    actor: str,
+    clock: Clock,
+    ids: IdGenerator,
+) -> Transaction:
+    """The installation side of a workspace binding replacing ``previous`` (either may be
+    None), for the binding's own transaction: the new installation must be held by the
+    organization and counts one more binding; the previous one counts one fewer and is
+    released with its last (its audit note's ID and time drawn only then)."""
+    write = Transaction()
+    before = None if previous is None else previous.installation_id
+    after = None if binding is None else binding.installation_id
+    if binding is not None:
+        org = binding.organization_id
+        if before == after:
+            write.extend([still_held(org, binding.installation_id)])
+        else:
+            write.extend([use(org, binding.installation_id)])
+    if previous is not None and before != after:
+        org = previous.organization_id
+        current = held(org, previous.installation_id)
+        if current is not None:
+            note = AuditNote(
+                ids.new(IdKind.AUDIT_EVENT),
+                "github.installation.released",
+                actor,
+                {
+                    "installation_id": str(previous.installation_id),
+                    "reason": "its last binding was removed",
+                },
+            )
+            write.extend([stop_using(org, current, note, clock.now())])
+    return write
+
+
+class DynamoGitHubInstallations:
+    """The ``GitHubInstallationStore`` seam on the table (services/repositories/access.py)."""
+
+    def put_connect(self, secret_hash: str, flow: ConnectFlow, now: datetime) -> None:
+        put_connect(secret_hash, flow, now).commit()
+
+    def connect_flow(self, secret_hash: str) -> ConnectFlow | None:
+        return get_connect(secret_hash)
+
+    def choose_installation(self, secret_hash: str, installation_id: int) -> None:
+        choose_installation(secret_hash, installation_id).commit()
+
+    def consume_connect(self, secret_hash: str) -> None:
+        consume_connect(secret_hash).commit()
+
+    def holder_of(self, installation_id: int) -> str | None:
+        return holder_of(installation_id)
+
+    def held(self, org_id: str, installation_id: int) -> Installation | None:
+        return held(org_id, installation_id)
+
+    def held_by(self, org_id: str) -> list[Installation]:
+        # Sort keys order IDs as text (10 before 9): the seam promises numbers.
+        return sorted(held_by(org_id), key=lambda i: i.installation_id)
+
+    def claim(
+        self, installation: Installation, *, cap: int, note: AuditNote, now: datetime
+    ) -> None:
+        claim(installation, cap=cap, note=note, now=now).commit()
+
+    def verify_again(self, installation: Installation, *, note: AuditNote, now: datetime) -> None:
+        verify_again(installation, note=note, now=now).commit()
+
+    def release(self, org_id: str, installation_id: int, *, note: AuditNote, now: datetime) -> None:
+        release(org_id, installation_id, bindings=0, note=note, now=now).commit()

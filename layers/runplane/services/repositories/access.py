@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.web_session import Grant, WebSession
 
 
@@ -65,3 +66,68 @@ class PreSessionStore(Protocol):
     def pre_session_validity(self, secret_hash: str) -> datetime | None: ...
 
     def consume_pre_session(self, secret_hash: str) -> None: ...
+
+
+class GitHubInstallationStore(Protocol):
+    """The GitHub App installations organizations hold, and the connect flows that claim
+    them (a flow under its cookie secret's hash, holding no secret).
+
+    Connect flows:
+
+    - ``put_connect`` writes a new flow; a hash already stored raises
+      ``ConcurrentChange`` and writes nothing.
+    - ``connect_flow`` reads it, expired or not (validity is the caller's to check), or
+      None for an unknown or consumed one.
+    - ``choose_installation`` records the installation a flow names, once: a flow no
+      longer there, or one that names an installation already, raises
+      ``GitHubConnectRefused`` (``flow_used``) and writes nothing.
+    - ``consume_connect`` deletes the flow if it is still there: of two consumptions
+      exactly one succeeds; the other, or one of an unknown hash, raises
+      ``GitHubConnectRefused`` (``flow_used``).
+
+    Held installations (one holder per installation, a count per organization):
+
+    - ``holder_of`` is the organization holding an installation, or None; ``held`` what
+      an organization holds of it (with its binding count), or None; ``held_by`` all an
+      organization holds, in installation ID order.
+    - ``claim`` holds a new installation with its ``note`` in the organization's audit
+      trail, all in one write, refused with ``GitHubInstallationTaken`` and nothing
+      written if any organization holds it already (this one included) or this one
+      holds ``cap`` already.
+    - ``verify_again`` replaces the proof of an installation the organization holds
+      (account, GitHub user, who claimed it, ``claimed_at`` = ``now``; the binding count
+      stays) with its audit note, in one write; if the organization does not hold it,
+      ``GitHubInstallationTaken`` and nothing written.
+    - ``release`` stops holding an installation that no binding uses (holder, record
+      and count) with its audit note, in one write; one not held by the organization
+      or still bound raises ``Conflict`` and writes nothing.
+
+    A workspace binding's own count moves in the binding's transaction, which stays on
+    the store (``store.github_installations.binding_change``).
+    """
+
+    def put_connect(self, secret_hash: str, flow: ConnectFlow, now: datetime) -> None: ...
+
+    def connect_flow(self, secret_hash: str) -> ConnectFlow | None: ...
+
+    def choose_installation(self, secret_hash: str, installation_id: int) -> None: ...
+
+    def consume_connect(self, secret_hash: str) -> None: ...
+
+    def holder_of(self, installation_id: int) -> str | None: ...
+
+    def held(self, org_id: str, installation_id: int) -> Installation | None: ...
+
+    def held_by(self, org_id: str) -> list[Installation]: ...
+
+    def claim(
+        self, installation: Installation, *, cap: int, note: AuditNote, now: datetime
+    ) -> None: ...
+
+    def verify_again(
+        self, installation: Installation, *, note: AuditNote, now: datetime
+    ) -> None: ...
+
+    def release(
+        self, org_id: str, installation_id: int, *, note: AuditNote, now: datetime
+    ) -> None: ...
