@@ -4,10 +4,14 @@ tests/integration/test_operations_store_contract.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
+from runplane.domain.errors import Conflict
 from runplane.domain.launch_controls import Controls
+from runplane.domain.logs import LogChunk
+from runplane.domain.parts import RunPart
 
 
 class ControlsUnreadable(Exception):
@@ -52,3 +56,52 @@ class InMemoryLaunchControls:
     def _readable(self) -> None:
         if self.unreadable:
             raise ControlsUnreadable("launch controls unavailable")
+
+
+class InMemoryLogChunks:
+    """``LogChunkStore`` in memory, reading a run's parts (an attempt's state) through
+    ``parts`` (the fake run ledger's, in the service tier). Its writes are
+    ``ChunkWrite``s, committed alone: in memory nothing else records an artifact."""
+
+    def __init__(self, parts: Callable[[str], Mapping[str, RunPart]]) -> None:
+        self._parts = parts
+        self.chunks: dict[tuple[str, str, int], LogChunk] = {}
+
+    def get(self, run_id: str, attempt_id: str, sequence: int) -> LogChunk | None:
+        return self.chunks.get((run_id, attempt_id, sequence))
+
+    def of_attempt(self, run_id: str, attempt_id: str) -> list[LogChunk]:
+        return [
+            chunk for key, chunk in sorted(self.chunks.items()) if key[:2] == (run_id, attempt_id)
+        ]
+
+    def put(self, chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> ChunkWrite:
+        return ChunkWrite(self, chunk, attempt_part, open_states)
+
+    def commit(self, write: ChunkWrite) -> None:
+        chunk = write.chunk
+        key = (chunk.run_id, chunk.attempt_id, chunk.sequence)
+        # The table's transaction reports its refused conditions in this order.
+        if key in self.chunks:
+            raise Conflict(f"live log chunk {chunk.sequence} was already stored")
+        attempt = self._parts(chunk.run_id).get(write.attempt_part)
+        if attempt is None or attempt.state not in write.open_states:
+            raise Conflict(f"the {chunk.phase} attempt of run {chunk.run_id} is not running")
+        if chunk.sequence > 0:
+            previous = self.chunks.get((chunk.run_id, chunk.attempt_id, chunk.sequence - 1))
+            if previous is None or previous.end != chunk.offset:
+                raise Conflict(f"live log chunk {chunk.sequence} does not follow its predecessor")
+        self.chunks[key] = chunk
+
+
+@dataclass(frozen=True)
+class ChunkWrite:
+    """A chunk's put, not yet made (what ``InMemoryLogChunks.put`` gives)."""
+
+    store: InMemoryLogChunks
+    chunk: LogChunk
+    attempt_part: str
+    open_states: frozenset[str]
+
+    def commit(self) -> None:
+        self.store.commit(self)

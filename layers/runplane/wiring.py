@@ -381,8 +381,16 @@ class Services:
     @cached_property
     def logs(self) -> RunLogs:
         from runplane.services.logs import RunLogs
+        from runplane.store.log_chunks import DynamoLogChunks
+        from runplane.store.run_reader import DynamoRunReader
 
-        return RunLogs(self.clock, self.artifacts, self.runs)
+        return RunLogs(
+            self.clock,
+            self.artifacts,
+            self.runs,
+            reader=DynamoRunReader(self.lifecycle.runs),
+            chunks=DynamoLogChunks(),
+        )
 
     @cached_property
     def runner_api(self) -> RunnerApi:

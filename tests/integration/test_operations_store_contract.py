@@ -5,15 +5,21 @@ drift."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from runplane.domain.errors import Conflict
 from runplane.domain.launch_controls import GLOBAL, Controls
-from runplane.services.repositories.operations import LaunchControlStore
-from runplane.store import sandbox_slots
+from runplane.domain.logs import LogChunk
+from runplane.domain.parts import OPEN_ATTEMPT, AttemptState, RunPart
+from runplane.services.repositories.operations import LaunchControlStore, LogChunkStore
+from runplane.store import run_parts, sandbox_slots
 from runplane.store.launch_controls import DynamoLaunchControls
-from tests.fakes_operations import InMemoryLaunchControls
+from runplane.store.log_chunks import DynamoLogChunks
+from tests.fakes_operations import InMemoryLaunchControls, InMemoryLogChunks
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -90,3 +96,103 @@ def test_running_counts_are_per_scope_and_untouched_by_a_put(
         "org-2": 0,
     }
     assert (store.running(GLOBAL), store.running("org-1")) == (3, 1)
+
+
+# -- live log chunks ----------------------------------------------------------------------
+
+
+@dataclass
+class Chunks:
+    store: LogChunkStore[Any]
+    attempt: Callable[[str, str], None]
+    """Records the run's plan attempt in that state."""
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def chunks(request: pytest.FixtureRequest) -> Chunks:
+    if request.param == "dynamodb":
+        request.getfixturevalue("stack")  # moto, with the table
+
+        def record(run_id: str, state: str) -> None:
+            run_parts.put(run_id, PLAN_ATTEMPT, state=state, body={}, now=AT).commit()
+
+        return Chunks(DynamoLogChunks(), record)
+    parts: dict[str, dict[str, RunPart]] = {}
+
+    def remember(run_id: str, state: str) -> None:
+        part = RunPart(run_id, PLAN_ATTEMPT, state, {}, None, AT, AT, frozenset())
+        parts.setdefault(run_id, {})[PLAN_ATTEMPT] = part
+
+    return Chunks(InMemoryLogChunks(lambda run_id: parts.get(run_id, {})), remember)
+
+
+PLAN_ATTEMPT = "attempt#plan"
+
+
+def _chunk(sequence: int, offset: int, size: int, run_id: str = "run-1") -> LogChunk:
+    return LogChunk(
+        run_id=run_id,
+        organization_id="org-acme",
+        attempt_id="att-1",
+        phase="plan",
+        sequence=sequence,
+        offset=offset,
+        size=size,
+        sha256=f"{sequence:064x}",
+        artifact_id=f"art-{run_id}-{sequence}",
+        created_at=AT,
+    )
+
+
+def _put(chunks: Chunks, chunk: LogChunk) -> None:
+    chunks.store.put(chunk, PLAN_ATTEMPT, OPEN_ATTEMPT).commit()
+
+
+def test_chunks_of_an_open_attempt_read_back_in_number_order(chunks: Chunks) -> None:
+    # Given an open plan attempt, and another run's
+    chunks.attempt("run-1", AttemptState.STARTED)
+    chunks.attempt("run-2", AttemptState.STARTED)
+    # When contiguous chunks are put, and one of the other run
+    for sequence, offset, size in [(0, 0, 10), (1, 10, 5), (2, 15, 7)]:
+        _put(chunks, _chunk(sequence, offset, size))
+    _put(chunks, _chunk(0, 0, 3, run_id="run-2"))
+    # Then each reads back whole, the attempt's in number order and only its own
+    assert chunks.store.get("run-1", "att-1", 1) == _chunk(1, 10, 5)
+    assert [c.sequence for c in chunks.store.of_attempt("run-1", "att-1")] == [0, 1, 2]
+    assert chunks.store.of_attempt("run-2", "att-1") == [_chunk(0, 0, 3, run_id="run-2")]
+    # And unknown chunks or attempts read as absent
+    assert chunks.store.get("run-1", "att-1", 3) is None
+    assert chunks.store.of_attempt("run-1", "att-other") == []
+
+
+def test_a_chunk_number_is_stored_once(chunks: Chunks) -> None:
+    # Given chunk 0 of an open attempt
+    chunks.attempt("run-1", AttemptState.STARTED)
+    _put(chunks, _chunk(0, 0, 10))
+    # When chunk 0 is put again, with other bytes, Then it is refused
+    with pytest.raises(Conflict):
+        _put(chunks, _chunk(0, 0, 4))
+    # And the first one stands
+    assert chunks.store.of_attempt("run-1", "att-1") == [_chunk(0, 0, 10)]
+
+
+def test_a_chunk_that_does_not_follow_its_predecessor_is_refused(chunks: Chunks) -> None:
+    # Given chunk 0 of an open attempt, ending at byte 10
+    chunks.attempt("run-1", AttemptState.STARTED)
+    _put(chunks, _chunk(0, 0, 10))
+    # When a chunk leaves a gap, overlaps, or skips a number, Then it is refused
+    for chunk in (_chunk(1, 11, 2), _chunk(1, 9, 2), _chunk(2, 10, 2)):
+        with pytest.raises(Conflict):
+            _put(chunks, chunk)
+    # And nothing of them was stored
+    assert chunks.store.of_attempt("run-1", "att-1") == [_chunk(0, 0, 10)]
+
+
+def test_a_chunk_of_an_ended_or_unknown_attempt_is_refused(chunks: Chunks) -> None:
+    # Given an attempt that ended, and a run with no attempt
+    chunks.attempt("run-1", AttemptState.FAILED)
+    # When a first chunk is put for either, Then it is refused writing nothing
+    for run_id in ("run-1", "run-none"):
+        with pytest.raises(Conflict):
+            _put(chunks, _chunk(0, 0, 10, run_id=run_id))
+        assert chunks.store.of_attempt(run_id, "att-1") == []

@@ -1,16 +1,18 @@
 """Run logs: live chunks stored while a phase runs, and reads by byte offset.
 
 While a phase runs, its runner sends the redacted head of its log in numbered chunks;
-each is envelope-encrypted as its own artifact and recorded by an immutable chunk item
-(see ``runplane.store.log_chunks``). Once the runner uploads its final log artifact
-(recorded on the attempt), reads come from that artifact: it is the source of truth,
-and it starts with exactly the streamed bytes, so offsets stay valid across the switch.
+each is envelope-encrypted as its own artifact and recorded by an immutable chunk
+(``LogChunkStore``, services/repositories/operations.py). Once the runner uploads its
+final log artifact (recorded on the attempt), reads come from that artifact: it is the
+source of truth, and it starts with exactly the streamed bytes, so offsets stay valid
+across the switch.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.capabilities import Phase
@@ -30,7 +32,10 @@ from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.runner_api import session_of
 from runplane.services.runs import Runs
-from runplane.store import log_chunks, run_parts
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import RunReader
+    from runplane.services.repositories.operations import LogChunkStore
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,21 @@ class LogRead:
 
 
 class RunLogs:
-    def __init__(self, clock: Clock, artifacts: ArtifactStore, runs: Runs) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        artifacts: ArtifactStore,
+        runs: Runs,
+        *,
+        reader: RunReader,
+        chunks: LogChunkStore[Any],
+    ) -> None:
         self._clock = clock
         self._artifacts = artifacts
         self._runs = runs
+        self._reader = reader
+        # Its writes are the store's own kind, committed with the artifact's record.
+        self._chunks = chunks
 
     # -- the runner's side ----------------------------------------------------------------
 
@@ -99,13 +115,13 @@ class RunLogs:
                 session.organization_id,
                 ArtifactKind.LOGS,
                 [data],
-                together=lambda artifact: log_chunks.put(chunk_of(artifact), part, OPEN_ATTEMPT),
+                together=lambda artifact: self._chunks.put(chunk_of(artifact), part, OPEN_ATTEMPT),
             )
         except Conflict:
             # Refused with the artifact's record: nothing of this call was stored. A
             # resend is acknowledged again, even once the attempt has ended (a store
             # may report any of the refused conditions).
-            stored = log_chunks.get(binding.run_id, binding.attempt_id, sequence)
+            stored = self._chunks.get(binding.run_id, binding.attempt_id, sequence)
             if stored is None:
                 raise
             return self._replayed(stored, offset, digest)
@@ -154,14 +170,14 @@ class RunLogs:
                 f"limit is between {MIN_READ_BYTES} and {DEFAULT_READ_BYTES} bytes", "/limit"
             )
         run = self._runs.get(principal, run_id)
-        attempt = run_parts.get(run.id, f"attempt#{phase.value}")
+        attempt = self._reader.parts(run.id).get(f"attempt#{phase.value}")
         if attempt is None:
             raise NotFound(f"{phase.value} log of run", run.id)
         body = AttemptBody.from_body(attempt.body)
         if body.log_artifact_id:
             text = self._final(run.organization_id, body.log_artifact_id, run.id, phase)
             return _slice(text, offset, size, complete=True, source="final")
-        chunks = log_chunks.of_attempt(run.id, body.attempt_id)
+        chunks = self._chunks.of_attempt(run.id, body.attempt_id)
         complete = attempt.state not in OPEN_ATTEMPT
         return self._live(run.organization_id, chunks, offset, size, complete=complete)
 

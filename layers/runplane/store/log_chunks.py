@@ -128,3 +128,17 @@ def put(chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> Tran
             out_of_order,
         )
     return writes
+
+
+class DynamoLogChunks:
+    """``LogChunkStore`` on the table (``services.repositories.operations``); its
+    writes are transactions."""
+
+    def get(self, run_id: str, attempt_id: str, sequence: int) -> LogChunk | None:
+        return get(run_id, attempt_id, sequence)
+
+    def of_attempt(self, run_id: str, attempt_id: str) -> list[LogChunk]:
+        return of_attempt(run_id, attempt_id)
+
+    def put(self, chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> Transaction:
+        return put(chunk, attempt_part, open_states)

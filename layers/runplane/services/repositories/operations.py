@@ -1,4 +1,4 @@
-"""The repository seams of the platform's operations: launch controls.
+"""The repository seams of the platform's operations: launch controls and live logs.
 
 Like the seams in ``repositories/__init__.py``, each names domain types only; the
 DynamoDB implementation is in ``store/`` and an in-memory fake that keeps the same
@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from runplane.domain.launch_controls import Controls
+from runplane.domain.logs import LogChunk
+
+Write_co = TypeVar("Write_co", covariant=True)
 
 
 class LaunchControlStore(Protocol):
@@ -40,3 +43,26 @@ class LaunchControlStore(Protocol):
     def running(self, scope: str) -> int: ...
 
     def put(self, scope: str, controls: Controls, *, by: str, at: datetime) -> None: ...
+
+
+class LogChunkStore(Protocol[Write_co]):
+    """The live log chunks of runner attempts: immutable, one per (attempt, number).
+
+    - ``get`` is the chunk stored under that number, or None.
+    - ``of_attempt`` holds the attempt's chunks in number order (another attempt's are
+      never in it).
+    - ``put`` is the chunk's write, not yet made: it commits in the transaction that
+      records the chunk's artifact (``ArtifactStore.put``'s ``together``), so a chunk is
+      stored exactly when its bytes are. ``Write_co`` is the store's kind of write (a
+      transaction on DynamoDB), handed on without being looked into. Committed, it is
+      refused with ``Conflict`` (``ChunkTaken`` for a number already stored, checked
+      first), then unless the run's part ``attempt_part`` is in one of
+      ``open_states``, then unless chunk ``sequence - 1`` ends where this one starts;
+      a refused write writes nothing, nor does anything committed with it.
+    """
+
+    def get(self, run_id: str, attempt_id: str, sequence: int) -> LogChunk | None: ...
+
+    def of_attempt(self, run_id: str, attempt_id: str) -> list[LogChunk]: ...
+
+    def put(self, chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> Write_co: ...
