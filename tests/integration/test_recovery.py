@@ -8,7 +8,6 @@ writes go through the same service the Cloud API calls, with its real session.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import timedelta
@@ -17,18 +16,14 @@ from typing import Any
 import pytest
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
-from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound, StateRejected
-from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.errors import ConcurrentChange
+from runplane.domain.identity import Permission, Principal
 from runplane.domain.recovery import (
-    ClaimedUpload,
     NotRecoverable,
-    RecoveryBlocked,
-    RecoveryLeased,
     RecoveryRefused,
     RecoveryRequest,
     RecoveryTargetCorrupt,
     Resolution,
-    StepUpRequired,
 )
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
@@ -40,7 +35,7 @@ from runplane.store import workspaces as workspace_store
 from runplane.store.audit import org_audit_partition
 from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
 from runplane.store.transaction import Transaction
-from tests.integration.arena import Arena, FakeWorkflow, applying, created
+from tests.integration.arena import Arena, FakeWorkflow, applying
 from tests.integration.conftest import BUCKET
 from tests.integration.test_runner_authority import with_state
 from tests.integration.test_state_authority import LINEAGE, publish, raw_state
@@ -231,91 +226,7 @@ def test_movement_the_apply_did_not_make_is_refused(arena: Arena) -> None:
     assert arena.stack.scan() == before
 
 
-def test_stale_evidence_is_refused_and_nothing_is_written(arena: Arena) -> None:
-    # Given a run whose apply published one version
-    _, run_id, pinned = lost_apply(arena, "stale", published=1)
-    before = arena.stack.scan()
-
-    # When the operator names the pre-apply version as the current one
-    with pytest.raises(RecoveryRefused, match="review the run again"):
-        recoveries(arena).recover(person(arena, "oncall"), run_id, verified(pinned), arena.launcher)
-
-    # Then nothing was written
-    assert arena.stack.scan() == before
-
-
 # -- who may recover -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "missing", [Permission.RUN_RECOVER, Permission.STATE_RECOVER], ids=lambda p: str(p)
-)
-def test_both_recovery_permissions_are_required(arena: Arena, missing: Permission) -> None:
-    _, run_id, pinned = lost_apply(arena, f"perm-{str(missing).split(':')[0]}")
-    who = with_permissions(arena, set(Permission) - {missing})
-    before = arena.stack.scan()
-
-    with pytest.raises(Forbidden) as refused:
-        recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
-
-    assert refused.value.http_status == 403
-    assert arena.stack.scan() == before
-
-
-def test_an_old_sign_in_must_step_up_first(arena: Arena) -> None:
-    # Given an operator who signed in 16 minutes ago, and one whose API token is as old
-    _, run_id, pinned = lost_apply(arena, "step-up")
-    signed_in_long_ago = person(arena, "ada", ago=timedelta(minutes=16))
-    token = arena.stack.identity.issue_token(arena.org.id, "old", list(Permission), created_by="t")
-    arena.stack.clock.advance(timedelta(minutes=16))
-    old_token = arena.stack.identity.authenticate(f"Bearer {token.token}")
-    before = arena.stack.scan()
-
-    for who in (signed_in_long_ago, old_token):
-        # When they submit a recovery
-        with pytest.raises(StepUpRequired) as refused:
-            recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
-
-        # Then it is refused (403 STEP_UP_REQUIRED) and nothing is written
-        assert (refused.value.http_status, refused.value.code) == (403, "STEP_UP_REQUIRED")
-    assert arena.stack.scan() == before
-    # And a fresh sign-in may
-    recoveries(arena).recover(person(arena, "ada"), run_id, verified(pinned), arena.launcher)
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [{"reason": "  "}, {"confirm_authority_revocation": False}],
-    ids=["empty reason", "no confirmation"],
-)
-def test_a_reason_and_the_confirmation_are_required(arena: Arena, changes: dict[str, Any]) -> None:
-    _, run_id, pinned = lost_apply(arena, f"confirm-{len(changes)}-{sorted(changes)[0][:4]}")
-    before = arena.stack.scan()
-
-    with pytest.raises(InvalidInput) as refused:
-        recoveries(arena).recover(
-            person(arena, "oncall"), run_id, verified(pinned, **changes), arena.launcher
-        )
-
-    assert refused.value.http_status == 422
-    assert arena.stack.scan() == before
-
-
-def test_another_organization_cannot_see_the_run(arena: Arena) -> None:
-    _, run_id, pinned = lost_apply(arena, "tenant")
-    other = arena.stack.tenancy.create_organization("globex")
-    token = arena.stack.identity.issue_token(other.id, "x", list(Permission), created_by="t")
-    stranger = arena.stack.identity.authenticate(f"Bearer {token.token}")
-
-    with pytest.raises(NotFound):
-        recoveries(arena).recover(stranger, run_id, verified(pinned), arena.launcher)
-
-
-def test_a_run_that_holds_nothing_cannot_be_recovered(arena: Arena) -> None:
-    # Given a run that is still applying
-    _, run_id = applying(arena, "busy")
-    with pytest.raises(NotRecoverable):
-        recoveries(arena).recover(person(arena, "oncall"), run_id, verified(None), arena.launcher)
 
 
 # -- importing an emergency snapshot -------------------------------------------------------------
@@ -341,23 +252,6 @@ def test_an_emergency_snapshot_becomes_the_next_version(arena: Arena) -> None:
     assert arena.stack.state.download(arena.admin, current) == snapshot
     review = arena.runs.review(arena.admin, run_id)["recovery"]
     assert review["emergency_state"] == {"sha256": version.sha256, "size": len(snapshot)}
-
-
-@pytest.mark.parametrize(
-    "snapshot",
-    [raw_state(3), json.dumps({"version": 4, "serial": 2, "lineage": "other"}).encode(), b"{"],
-    ids=["skips a serial", "other lineage", "not JSON"],
-)
-def test_an_emergency_snapshot_must_be_the_exact_successor(arena: Arena, snapshot: bytes) -> None:
-    _, run_id, pinned = lost_apply(arena, f"bad-import-{len(snapshot)}")
-    before = arena.stack.scan()
-
-    with pytest.raises(StateRejected):
-        recoveries(arena).recover(
-            person(arena, "oncall"), run_id, emergency(pinned, snapshot), arena.launcher
-        )
-
-    assert arena.stack.scan() == before
 
 
 def test_an_emergency_snapshot_never_overwrites_a_newer_version(arena: Arena) -> None:
@@ -409,57 +303,6 @@ class StorageDown(ArtifactStore):
         together: Callable[[Artifact], Transaction] | None = None,
     ) -> Artifact:
         raise ConnectionError("artifact storage is unavailable")
-
-
-def test_a_prepared_recovery_is_leased_to_its_operator_then_taken_over(arena: Arena) -> None:
-    # Given a recovery prepared by a first operator whose copy failed (storage was down)
-    ws_id, run_id, pinned = lost_apply(arena, "lease")
-    snapshot = raw_state(2, "after")
-    first, second = person(arena, "first"), person(arena, "second")
-    with pytest.raises(ConnectionError):
-        recoveries(arena, StorageDown(arena.stack.artifacts)).recover(
-            first, run_id, emergency(pinned, snapshot), arena.launcher
-        )
-    panel = arena.runs.review(arena.admin, run_id)["recovery"]
-    assert (panel["status"], panel["holder"]) == ("prepared", first.ref)
-    assert 890 <= panel["lease_remaining_seconds"] <= 900
-    before = arena.stack.scan()
-
-    # When a second operator submits the same request while the lease runs
-    with pytest.raises(RecoveryLeased) as leased:
-        recoveries(arena).recover(
-            second, run_id, emergency(pinned, snapshot, takeover=True), arena.launcher
-        )
-
-    # Then it is refused with the lease's end, and nothing is written
-    assert leased.value.to_body()["lease_expires_at"] == panel["lease_expires_at"]
-    assert arena.stack.scan() == before
-
-    # When the lease has run out, a takeover must be confirmed, with the same evidence
-    arena.stack.clock.advance(timedelta(minutes=16))
-    second = person(arena, "second")
-    assert arena.runs.review(arena.admin, run_id)["recovery"]["lease_remaining_seconds"] == 0
-    with pytest.raises(RecoveryRefused, match="confirm the takeover"):
-        recoveries(arena).recover(second, run_id, emergency(pinned, snapshot), arena.launcher)
-    with pytest.raises(RecoveryRefused, match="other evidence"):
-        recoveries(arena).recover(
-            second, run_id, emergency(pinned, raw_state(2, "else"), takeover=True), arena.launcher
-        )
-    result = recoveries(arena).recover(
-        second, run_id, emergency(pinned, snapshot, takeover=True), arena.launcher
-    )
-
-    # Then the second operator completed it, and the takeover is on record
-    assert result["recovered_by"] == second.ref
-    review = arena.runs.review(arena.admin, run_id)["recovery"]
-    assert [(t["from"], t["to"]) for t in review["takeovers"]] == [(first.ref, second.ref)]
-    assert workspace_store.get_workspace(ws_id).writer_run_id is None
-    # And the first operator, now fenced out, gets the durable result on replay
-    first = person(arena, "first")
-    assert (
-        recoveries(arena).recover(first, run_id, emergency(pinned, snapshot), arena.launcher)
-        == result
-    )
 
 
 def copied_then_interrupted(arena: Arena, name: str) -> tuple[str, str, bytes, str]:
@@ -515,97 +358,7 @@ def test_a_corrupt_persisted_target_fails_closed_and_is_never_replaced(arena: Ar
 # -- pending uploads ---------------------------------------------------------------------------
 
 
-def test_an_unclaimed_pending_upload_blocks_until_it_expires_then_is_discarded(
-    arena: Arena,
-) -> None:
-    # Given an apply that declared a state upload whose bytes never came, then was lost
-    ws_id, pinned = with_state(arena, "pending")
-    _, run_id = applying(arena, "pending", workspace_id=ws_id)
-    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, 2)
-    arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
-    service = recoveries(arena)
-    before = arena.stack.scan()
-
-    # When recovery is submitted while the upload URL is still valid
-    with pytest.raises(RecoveryBlocked) as blocked:
-        service.recover(person(arena, "early"), run_id, verified(pinned), arena.launcher)
-    assert blocked.value.retry_after_seconds is not None
-    assert 0 < blocked.value.retry_after_seconds <= 301
-    assert arena.stack.scan() == before
-
-    # Then after it expired, recovery discards it
-    arena.stack.clock.advance(timedelta(minutes=6))
-    result = service.recover(person(arena, "later"), run_id, verified(pinned), arena.launcher)
-    assert result["discarded_uploads"] == [{"id": pending.version.id, "claimed_at": None}]
-    with pytest.raises(NotFound):
-        state_versions.get(pending.version.id)
-
-
-def test_a_claimed_upload_is_discarded_only_by_an_exact_destructive_override(
-    arena: Arena,
-) -> None:
-    # Given a lost apply whose pending upload got its JSON state (a claim) but never its state
-    ws_id, pinned = with_state(arena, "claimed")
-    _, run_id = applying(arena, "claimed", workspace_id=ws_id)
-    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, 2)
-    arena.stack.state.upload(pending.json_token, json.dumps({"format_version": "1.0"}).encode())
-    arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
-    arena.stack.clock.advance(timedelta(minutes=6))
-    panel = arena.runs.review(arena.admin, run_id)["recovery"]
-    [upload] = panel["pending_uploads"]
-    assert upload["id"] == pending.version.id
-    assert upload["claimed_at"]
-    service = recoveries(arena)
-    who = person(arena, "oncall")
-
-    # When recovery is submitted without the override, or with the wrong claim time
-    with pytest.raises(RecoveryBlocked, match="claimed"):
-        service.recover(who, run_id, verified(pinned), arena.launcher)
-    wrong = ClaimedUpload(upload["id"], "2020-01-01T00:00:00+00:00")
-    with pytest.raises(RecoveryBlocked):
-        service.recover(
-            who,
-            run_id,
-            verified(pinned, discard_claimed_upload=wrong, acknowledge_state_loss=True),
-            arena.launcher,
-        )
-
-    # Then only the exact override discards it, and the audit records what was superseded
-    exact = ClaimedUpload(upload["id"], upload["claimed_at"])
-    override = verified(pinned, discard_claimed_upload=exact, acknowledge_state_loss=True)
-    result = service.recover(who, run_id, override, arena.launcher)
-    assert result["discarded_uploads"] == [{"id": upload["id"], "claimed_at": upload["claimed_at"]}]
-    [event] = [
-        e
-        for e in AuditEventItem.gsi1.query(org_audit_partition(arena.org.id))
-        if e.type == "run.recovered"
-    ]
-    assert event.details["superseded_uploads"] == f"{upload['id']}@{upload['claimed_at']}"
-
-
 # -- the next writer ------------------------------------------------------------------------------
-
-
-def test_completion_hands_the_workspace_to_the_run_waiting_for_it(arena: Arena) -> None:
-    # Given a lost apply and a second run queued for the same workspace
-    ws_id, run_id, pinned = lost_apply(arena, "handoff")
-    _, waiting = created(arena, "handoff", workspace_id=ws_id)
-    arena.orchestration.queue(waiting)
-    assert arena.orchestration.wait_for_writer(waiting, "token-next") == {
-        "held": False,
-        "position": 1,
-    }
-    workflow = FakeWorkflow()
-    stack = arena.stack
-    service = Recoveries(stack.clock, stack.ids, stack.artifacts, workflow, stack.units)
-
-    # When recovery completes
-    result = service.recover(person(arena, "oncall"), run_id, verified(pinned), arena.launcher)
-
-    # Then the waiting run holds the workspace and its wait was resumed
-    assert result["writer_handed_to"] == waiting
-    assert workspace_store.get_workspace(ws_id).writer_run_id == waiting
-    assert workflow.resumed == ["token-next"]
 
 
 class TakenOverDuringCopy(ArtifactStore):
