@@ -12,6 +12,7 @@ from runplane.domain.errors import Conflict
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
 from runplane.domain.parts import RunPart
+from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion
 
 
 class ControlsUnreadable(Exception):
@@ -105,3 +106,24 @@ class ChunkWrite:
 
     def commit(self) -> None:
         self.store.commit(self)
+
+
+class InMemorySourceRecords:
+    """``SourceRecords`` in memory: configuration versions' origins and source
+    ingestions, as their own writes (an upload, an ingestion) would have left them."""
+
+    def __init__(self) -> None:
+        self.origins: dict[str, ConfigurationOrigin] = {}
+        self.sources: dict[str, SourceIngestion] = {}
+
+    def add_origin(self, origin: ConfigurationOrigin) -> None:
+        self.origins[origin.id] = origin
+
+    def add_source(self, source: SourceIngestion) -> None:
+        self.sources[source.id] = source
+
+    def configuration_origin(self, cv_id: str) -> ConfigurationOrigin | None:
+        return self.origins.get(cv_id)
+
+    def source(self, source_id: str) -> SourceIngestion | None:
+        return self.sources.get(source_id)

@@ -15,11 +15,27 @@ from runplane.domain.errors import Conflict
 from runplane.domain.launch_controls import GLOBAL, Controls
 from runplane.domain.logs import LogChunk
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptState, RunPart
-from runplane.services.repositories.operations import LaunchControlStore, LogChunkStore
+from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion, SourceTarget
+from runplane.services.repositories.operations import (
+    LaunchControlStore,
+    LogChunkStore,
+    SourceRecords,
+)
 from runplane.store import run_parts, sandbox_slots
+from runplane.store.github import DynamoSourceRecords
 from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.log_chunks import DynamoLogChunks
-from tests.fakes_operations import InMemoryLaunchControls, InMemoryLogChunks
+from runplane.store.models import (
+    ConfigurationVersionItem,
+    SourceIngestionItem,
+    configuration_version_key,
+    source_key,
+)
+from tests.fakes_operations import (
+    InMemoryLaunchControls,
+    InMemoryLogChunks,
+    InMemorySourceRecords,
+)
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -196,3 +212,138 @@ def test_a_chunk_of_an_ended_or_unknown_attempt_is_refused(chunks: Chunks) -> No
         with pytest.raises(Conflict):
             _put(chunks, _chunk(0, 0, 10, run_id=run_id))
         assert chunks.store.of_attempt(run_id, "att-1") == []
+
+
+# -- source records -----------------------------------------------------------------------
+
+
+@dataclass
+class Sources:
+    records: SourceRecords
+    add_origin: Callable[[ConfigurationOrigin], None]
+    add_source: Callable[[SourceIngestion, list[dict[str, Any]]], None]
+    """Records the ingestion with its targets as the ingestion writes them."""
+
+
+def _save_origin(origin: ConfigurationOrigin) -> None:
+    # As an upload (or an ingestion) leaves a configuration version's item.
+    ConfigurationVersionItem(
+        *configuration_version_key(origin.id),
+        cv_id=origin.id,
+        org_id=origin.organization_id,
+        workspace_id=origin.workspace_id,
+        status="uploaded",
+        upload_id=f"upl-{origin.id}",
+        artifact_id=origin.artifact_id,
+        created_at=AT,
+        source_id=origin.source_id,
+    ).save()
+
+
+def _save_source(source: SourceIngestion, targets: list[dict[str, Any]]) -> None:
+    # As services/github.py's ingestion leaves a source ingestion's item.
+    SourceIngestionItem(
+        *source_key(source.id),
+        source_id=source.id,
+        org_id=source.organization_id,
+        delivery_id=source.delivery_id,
+        event=source.event,
+        repository=source.repository,
+        branch=source.branch,
+        ref=source.ref,
+        commit_sha=source.commit_sha,
+        installation_id=42,
+        pull_request=source.pull_request,
+        sender=source.sender,
+        commit_message=source.commit_message,
+        pull_request_title=source.pull_request_title,
+        pull_request_author=source.pull_request_author,
+        status=source.status,
+        workflow_id=source.workflow_id,
+        archive_sha256=source.archive_sha256,
+        targets=targets,
+        created_at=AT,
+        updated_at=AT,
+    ).save()
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def sources(request: pytest.FixtureRequest) -> Sources:
+    if request.param == "dynamodb":
+        request.getfixturevalue("stack")  # moto, with the table
+        return Sources(DynamoSourceRecords(), _save_origin, _save_source)
+    fake = InMemorySourceRecords()
+    return Sources(fake, fake.add_origin, lambda source, _targets: fake.add_source(source))
+
+
+def _ingestion(**changes: Any) -> SourceIngestion:
+    fields: dict[str, Any] = {
+        "id": "src-1",
+        "organization_id": "org-acme",
+        "status": "ready",
+        "delivery_id": "dlv-1",
+        "workflow_id": "wf-1",
+        "event": "pull_request",
+        "repository": "acme/network",
+        "ref": "refs/pull/7/head",
+        "branch": "feature",
+        "pull_request": 7,
+        "commit_sha": "a" * 40,
+        "commit_message": "Add a subnet",
+        "sender": "ada",
+        "pull_request_title": "Subnets",
+        "pull_request_author": "ada",
+        "archive_sha256": "b" * 64,
+        "targets": (
+            SourceTarget("cv-1", "art-1", "envs/a"),
+            SourceTarget("cv-2", "art-2", ""),
+        ),
+    }
+    return SourceIngestion(**(fields | changes))
+
+
+def test_origins_and_ingestions_read_back_whole(sources: Sources) -> None:
+    # Given a configuration version from a source ingestion, and an uploaded one
+    from_source = ConfigurationOrigin("cv-1", "org-acme", "ws-1", "art-1", "src-1")
+    uploaded = ConfigurationOrigin("cv-3", "org-acme", "ws-1", None, None)
+    sources.add_origin(from_source)
+    sources.add_origin(uploaded)
+    # And the ingestion, its second target written without a working directory
+    sources.add_source(
+        _ingestion(),
+        [
+            {
+                "workspace_id": "ws-1",
+                "working_directory": "envs/a",
+                "configuration_version_id": "cv-1",
+                "configuration_artifact_id": "art-1",
+                "run_id": None,
+            },
+            {"configuration_version_id": "cv-2", "configuration_artifact_id": "art-2"},
+        ],
+    )
+    # Then each reads back whole, the targets in the order recorded
+    assert sources.records.configuration_origin("cv-1") == from_source
+    assert sources.records.configuration_origin("cv-3") == uploaded
+    assert sources.records.source("src-1") == _ingestion()
+
+
+def test_unknown_origins_and_ingestions_read_as_none(sources: Sources) -> None:
+    assert sources.records.configuration_origin("cv-none") is None
+    assert sources.records.source("src-none") is None
+
+
+def test_an_ingestion_of_a_push_has_no_pull_request(sources: Sources) -> None:
+    # Given a push's ingestion, still pending, with no targets
+    push = _ingestion(
+        event="push",
+        pull_request=None,
+        pull_request_title=None,
+        pull_request_author=None,
+        status="pending",
+        targets=(),
+        archive_sha256=None,
+    )
+    sources.add_source(push, [])
+    # Then it reads back with none of a pull request's fields
+    assert sources.records.source("src-1") == push

@@ -47,6 +47,8 @@ from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.source_provenance import source_provenance
 from runplane.store import run_parts
+from runplane.store.artifact_records import DynamoArtifactRecords
+from runplane.store.github import DynamoSourceRecords
 from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -318,7 +320,15 @@ class Policies:
         return RunOrigin(
             message=inputs.message,
             drift_detection=inputs.schedule is not None,
-            vcs=VcsOrigin.from_provenance(source_provenance(run, inputs.configuration_version_id)),
+            # Read where the run's snapshot is read: on the table.
+            vcs=VcsOrigin.from_provenance(
+                source_provenance(
+                    run,
+                    inputs.configuration_version_id,
+                    DynamoSourceRecords(),
+                    DynamoArtifactRecords(),
+                )
+            ),
         )
 
     def policy_input(self, run: Run) -> dict[str, Any]:

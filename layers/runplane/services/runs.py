@@ -58,6 +58,8 @@ from runplane.store import (
     state_versions,
 )
 from runplane.store import runs as run_store
+from runplane.store.artifact_records import DynamoArtifactRecords
+from runplane.store.github import DynamoSourceRecords
 from runplane.store.models import (
     ConfigurationVersionItem,
     configuration_version_key,
@@ -619,7 +621,9 @@ def build_review(run: Run, reader: RunReader, now: datetime, uow: UnitOfWork) ->
             "predecessor_state_version_id": run.predecessor_sv_id,
         },
         # Followed through persisted records; None for a run not created from a source.
-        "source": source_provenance(run, snapshot.configuration_version_id),
+        "source": source_provenance(
+            run, snapshot.configuration_version_id, DynamoSourceRecords(), DynamoArtifactRecords()
+        ),
         "trigger": snapshot.trigger,
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}

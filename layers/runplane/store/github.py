@@ -8,6 +8,8 @@ from typing import Any
 from runplane.domain.errors import Conflict, NotFound
 from runplane.domain.github import Binding, Delivery
 from runplane.domain.run import RunKind
+from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion, SourceTarget
+from runplane.store import configuration_versions
 from runplane.store.models import (
     GitHubBindingItem,
     GitHubDeliveryItem,
@@ -225,3 +227,44 @@ def mark_failed(source_id: str, reason: str, now: datetime) -> Transaction:
         condition=SourceIngestionItem.status == "pending",
         on_refused=_moved(source_id),
     )
+
+
+def _to_source(item: SourceIngestionItem) -> SourceIngestion:
+    """What provenance shows of an ingestion's item (its targets in recorded order)."""
+    return SourceIngestion(
+        id=item.source_id,
+        organization_id=item.org_id,
+        status=item.status,
+        delivery_id=item.delivery_id,
+        workflow_id=item.workflow_id,
+        event=item.event,
+        repository=item.repository,
+        ref=item.ref,
+        branch=item.branch,
+        pull_request=None if item.pull_request is None else int(item.pull_request),
+        commit_sha=item.commit_sha,
+        commit_message=item.commit_message,
+        sender=item.sender,
+        pull_request_title=item.pull_request_title,
+        pull_request_author=item.pull_request_author,
+        archive_sha256=item.archive_sha256,
+        targets=tuple(
+            SourceTarget(
+                configuration_version_id=target.get("configuration_version_id"),
+                configuration_artifact_id=target.get("configuration_artifact_id"),
+                working_directory=target.get("working_directory", ""),
+            )
+            for target in item.targets or []
+        ),
+    )
+
+
+class DynamoSourceRecords:
+    """``SourceRecords`` on the table (``services.repositories.operations``)."""
+
+    def configuration_origin(self, cv_id: str) -> ConfigurationOrigin | None:
+        return configuration_versions.find_origin(cv_id)
+
+    def source(self, source_id: str) -> SourceIngestion | None:
+        item = find_source(source_id)
+        return None if item is None else _to_source(item)

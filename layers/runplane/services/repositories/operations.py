@@ -1,4 +1,5 @@
-"""The repository seams of the platform's operations: launch controls and live logs.
+"""The repository seams of the platform's operations: launch controls, live logs and
+the records of a run's source provenance.
 
 Like the seams in ``repositories/__init__.py``, each names domain types only; the
 DynamoDB implementation is in ``store/`` and an in-memory fake that keeps the same
@@ -14,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
+from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion
 
 Write_co = TypeVar("Write_co", covariant=True)
 
@@ -66,3 +68,21 @@ class LogChunkStore(Protocol[Write_co]):
     def of_attempt(self, run_id: str, attempt_id: str) -> list[LogChunk]: ...
 
     def put(self, chunk: LogChunk, attempt_part: str, open_states: frozenset[str]) -> Write_co: ...
+
+
+class SourceRecords(Protocol):
+    """What a run's source provenance is followed through, read only: configuration
+    versions' origins and GitHub source ingestions (both written by their own
+    transactions on the store: an upload, an ingestion). The configuration's artifact
+    is read through ``ArtifactRecords``.
+
+    - ``configuration_origin`` is the version's origin (a consistent read), or None for
+      an unknown version.
+    - ``source`` is the ingestion (a consistent read), or None for an unknown one; its
+      targets are in the order it recorded them, a missing working directory read as
+      ``""``.
+    """
+
+    def configuration_origin(self, cv_id: str) -> ConfigurationOrigin | None: ...
+
+    def source(self, source_id: str) -> SourceIngestion | None: ...
