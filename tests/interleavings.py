@@ -1,5 +1,6 @@
-"""Seeded interleavings of approval decisions, cancellations, approval expiries, new runs
-and deadlines, with the run lifecycle's invariants checked after every step.
+"""Seeded interleavings of approval decisions, cancellations, approval expiries, new runs,
+apply results, recoveries and deadlines, with the run lifecycle's invariants checked after
+every step.
 
 A *schedule* is a world (one organization, one or two workspaces, runs brought to
 awaiting approval the way the workflow brings them) and a sequence of operations drawn
@@ -13,7 +14,11 @@ or an expiry whose read another operation (a decision, a cancellation, an expiry
 apply's result, a deadline passing) lands behind; a new run queued behind the workspace's
 writer; the workflow planning the run that holds the writer, applying an approved run
 (which hands the writer on), or starting the apply (an open attempt holding a sandbox slot
-and a runner session) and reporting its result later; the clock passing approval deadlines.
+and a runner session) and reporting its result later, or again once the run succeeded (a
+duplicated report); an operator recovering an apply_interrupted run (``Recoveries.recover``:
+the writer authority it kept ends, the fence advances, the writer goes to the run first in
+line), replaying that recovery, or trying to recover any other run; the clock passing
+approval deadlines.
 
 After every step (``Schedule.check``) the state as the backend holds it is read back and:
 at most one run of a workspace is past the writer wait (an apply_interrupted run counts:
@@ -27,7 +32,11 @@ approved run's approval binds the plan and policy digests the decider reviewed, 
 by the one decision that succeeded, a canceled approval's run is canceled, an expired
 approval's run expired; each decision's, cancellation's and expiry's outcome is the one the
 run's state called for (for one another operation landed inside: the state it left), and
-an expiry that did not expire the run wrote nothing.
+an expiry that did not expire the run wrote nothing; a recovery advances the fence by
+exactly one and hands the writer to the run first in line (and wakes it), its replay
+answers the same and writes nothing, and a recovered run no longer counts as a writer.
+The runner's result is the workflow's step here (its attempt closed with the move), not
+the runner report service; the state a run publishes is not modelled.
 
 The same schedules run over the in-memory unit of work (tests/service/test_interleavings.py,
 thousands of them) and over DynamoDB on moto (tests/integration/test_interleavings_moto.py,
@@ -57,6 +66,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApprovalState, AttemptState, RunPart
+from runplane.domain.recovery import NotRecoverable
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services.runs import Decision
 from tests.fakes import FakeClock
@@ -192,6 +202,11 @@ class Backend(Protocol):
         """``Runs.decide``."""
         ...
 
+    def recover(self, principal: Principal, run_id: str) -> Mapping[str, Any]:
+        """``Recoveries.recover`` of the run, verifying the workspace's current state
+        (these worlds have none) as the truth."""
+        ...
+
     def resumed(self) -> list[str]:
         """The workflow tokens resumed so far, in order."""
         ...
@@ -262,6 +277,8 @@ class Schedule:
     _plans: int = 0
     # The step whose outcome is being checked (steps nest when one lands inside another).
     _at: int = 0
+    # Runs recovered: they keep their status as history, no longer the writer authority.
+    recovered: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -308,6 +325,7 @@ class Schedule:
         approved = [t for t in awaiting if self._view(t).approval == ApprovalState.APPROVED]
         applying = [t for t in self.runs if self._status(t) is RunStatus.APPLYING]
         interrupted = [t for t in self.runs if self._status(t) is RunStatus.APPLY_INTERRUPTED]
+        succeeded = [t for t in self.runs if self._status(t) is RunStatus.SUCCEEDED]
         choices: list[tuple[float, Callable[[], object]]] = [
             (5.0, self._decide_now),
             (2.0, self._review),
@@ -320,6 +338,9 @@ class Schedule:
             (1.5 if applying else 0.0, lambda: self._end_apply(self.rng.choice(applying))),
             (2.0 if applying else 0.0, lambda: self._apply_race(self.rng.choice(applying))),
             (0.5 if interrupted else 0.0, lambda: self._end_apply(self.rng.choice(interrupted))),
+            (1.0 if applying else 0.0, lambda: self._cancel_apply(self.rng.choice(applying))),
+            (3.0 if interrupted else 0.1, self._recover),
+            (0.5 if succeeded else 0.0, lambda: self._late_result(self.rng.choice(succeeded))),
             (1.0, self._advance),
             (1.0 if awaiting else 0.0, lambda: self._to_deadline(self.rng.choice(awaiting))),
             (2.0, self._cancel_now),
@@ -508,6 +529,10 @@ class Schedule:
         run = self.rng.choice(self.runs) if self.rng.random() < 0.5 else self._pick_run()
         self._cancel(self.rng.choice(REVIEWERS), run, "", self._cancel_expected(run))
 
+    def _cancel_apply(self, run: Tracked) -> None:
+        """A reviewer cancels a run while it applies: the apply is interrupted."""
+        self._cancel(self.rng.choice(REVIEWERS), run, "", self._cancel_expected(run))
+
     def _cancel(
         self,
         reviewer: str,
@@ -667,11 +692,62 @@ class Schedule:
         label = f"the apply of {run.name} succeeds{described}"
         outcome = self._step(label, lambda: self.backend.end_apply(run.id))
         got = outcome if isinstance(outcome, type) else "ok"
-        self.tally[f"apply result{' (raced)' if described else ''}: {_name(got)}"] += 1
+        kind = " (duplicate)" if "duplicate" in described else " (raced)" if described else ""
+        self.tally[f"apply result{kind}: {_name(got)}"] += 1
         if (got == "ok") is not applying:
             raise AssertionError(f"{label}: expected {'success' if applying else 'a refusal'}")
         if isinstance(got, type) and not issubclass(got, Conflict):
             raise AssertionError(f"{label}: refused with {got.__name__}")
+
+    def _late_result(self, run: Tracked) -> None:
+        """The apply's result again, for a run that already succeeded (a duplicated or
+        late report): refused, writing nothing."""
+        self._end_apply(run, " again (a duplicate)")
+
+    def _recover(self) -> None:
+        """An operator recovers an apply_interrupted run (mostly), or any other run (a
+        refusal). The first recovery ends its writer authority: the fence advances by
+        one and the writer goes to the run first in line, woken; a replay returns the
+        same result and writes nothing; any other run is not recoverable."""
+        interrupted = [t for t in self.runs if self._status(t) is RunStatus.APPLY_INTERRUPTED]
+        pool = interrupted if interrupted and self.rng.random() < 0.8 else self.runs
+        run = self.rng.choice(pool)
+        assert self.last is not None
+        before = self.last
+        status = self._status(run)
+        replay = run.id in self.recovered
+        holder = before.holders.get(run.workspace_id)
+        recoverable = status is RunStatus.APPLY_INTERRUPTED and (replay or holder == run.id)
+        principal = replace(self._principal("oncall"), auth_time=self.backend.clock.now())
+        label = f"oncall recovers {run.name}"
+
+        def act() -> str:
+            resumed, snapshot = len(self.backend.resumed()), self.backend.snapshot()
+            result = self.backend.recover(principal, run.id)
+            after = self.backend.observe([t.id for t in self.runs])
+            if replay:
+                if result != self.recovered[run.id] or self.backend.snapshot() != snapshot:
+                    raise AssertionError(f"{label}: a replay wrote or answered otherwise")
+                return "replayed"
+            self.recovered[run.id] = result
+            fence = before.fences.get(run.workspace_id, 0)
+            if after.fences.get(run.workspace_id) != fence + 1:
+                raise AssertionError(f"{label}: the fence did not advance by one from {fence}")
+            queue = before.waiting.get(run.workspace_id, ())
+            heir = queue[0] if queue else None
+            if after.holders.get(run.workspace_id) != heir:
+                raise AssertionError(f"{label}: the writer went to {after.holders}, not {heir}")
+            woken = self.backend.resumed()[resumed:]
+            if (heir is None) is not (woken == []):
+                raise AssertionError(f"{label}: {heir} was next in line, woken: {woken}")
+            return "recovered"
+
+        outcome = self._step(label, act)
+        got = outcome if isinstance(outcome, type) else str(outcome)
+        self.tally[f"recovery: {_name(got)}"] += 1
+        wanted = ("replayed" if replay else "recovered") if recoverable else NotRecoverable
+        if got != wanted:
+            raise AssertionError(f"{label}: expected {_name(wanted)}, got {_name(got)}")
 
     def _apply_race(self, run: Tracked) -> None:
         """A cancellation and the apply's result, one landing between the other's read
@@ -952,7 +1028,8 @@ class Schedule:
         writers = sorted(
             run_id
             for run_id, view in mine.items()
-            if view.status in PAST_THE_WAIT or view.status is RunStatus.APPLY_INTERRUPTED
+            if view.status in PAST_THE_WAIT
+            or (view.status is RunStatus.APPLY_INTERRUPTED and run_id not in self.recovered)
         )
         if len(writers) > 1:
             past = [names[run_id] for run_id in writers]
@@ -969,7 +1046,8 @@ class Schedule:
             raise AssertionError(f"{ws}: {named_waiting} wait, but nobody holds the writer")
         for run_id in [*([holder] if holder else []), *waiting]:
             view = mine.get(run_id)
-            if run_id == holder and view and view.status is RunStatus.APPLY_INTERRUPTED:
+            interrupted = view is not None and view.status is RunStatus.APPLY_INTERRUPTED
+            if run_id == holder and interrupted and run_id not in self.recovered:
                 continue
             if view is not None and view.status in {RunStatus.CANCELED, RunStatus.EXPIRED}:
                 place = "holds the writer" if run_id == holder else "keeps its queue place"

@@ -1,5 +1,5 @@
-"""Seeded interleavings of decisions, cancellations, approval expiries, new runs and
-deadlines over the in-memory unit of work (the scheduler and the invariants:
+"""Seeded interleavings of decisions, cancellations, approval expiries, new runs, apply
+results, recoveries and deadlines over the in-memory unit of work (the scheduler and the invariants:
 tests/interleavings.py): 10,000 schedules, each checking the run lifecycle's invariants
 after every step. ``RUNPLANE_INTERLEAVING_SEED``
 replays one schedule; the same schedules on moto: tests/integration/test_interleavings_moto.py.
@@ -10,20 +10,32 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import pytest
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.identity import Principal
 from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.recovery import RecoveryRequest, Resolution
 from runplane.domain.run import RunStatus
+from runplane.services.artifacts import ArtifactStore
+from runplane.services.recovery import Recoveries
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
-from tests.fake_unit_of_work import InMemoryUnitOfWork
-from tests.fakes import FakeClock, LedgerState
+from tests.fake_unit_of_work import InMemoryRecoveries, InMemoryUnitOfWork
+from tests.fakes import (
+    FakeClock,
+    InMemoryArtifactRecords,
+    InMemoryObjects,
+    InMemoryStateVersions,
+    LedgerState,
+    LocalDataKeys,
+    SeededIds,
+)
 from tests.interleavings import ATTEMPT, Observed, RunView, Schedule, replay_seed, seeds
 from tests.service.conftest import Tier
 
@@ -42,6 +54,11 @@ class InMemoryBackend:
     workspace_ids: Sequence[str]
     empty: LedgerState
     start: datetime
+    # What a recovery reads and writes beside the run's stores: the workspaces as they
+    # were created (fence 0, no state), state versions, recovery operations.
+    created: dict[str, Workspace]
+    versions: InMemoryStateVersions = field(default_factory=InMemoryStateVersions)
+    recoveries: InMemoryRecoveries = field(default_factory=InMemoryRecoveries)
 
     @property
     def clock(self) -> FakeClock:
@@ -61,6 +78,9 @@ class InMemoryBackend:
         t.workflow.started.clear()
         t.units.clear()
         t.clock.current = self.start
+        t.directory.workspaces = dict(self.created)
+        self.versions.versions.clear()
+        self.recoveries.restore(({}, []))
 
     def create(self, run: Run) -> None:
         self.tier.run_reader.create(run, actor="user:ada", input={"configuration_version_id": "cv"})
@@ -79,7 +99,21 @@ class InMemoryBackend:
             waiting.append((run.id, token))
 
     def _unit(self) -> InMemoryUnitOfWork:
-        return InMemoryUnitOfWork(self.tier.run_reader, self.tier.writer_queue, self.tier.sandboxes)
+        t = self.tier
+        return InMemoryUnitOfWork(
+            t.run_reader,
+            t.writer_queue,
+            t.sandboxes,
+            directory=t.directory,
+            versions=self.versions,
+            recoveries=self.recoveries,
+        )
+
+    @cached_property
+    def _recoveries(self) -> Recoveries:
+        # Nothing here imports an emergency state: no artifact is ever written.
+        t = self.tier
+        return Recoveries(t.clock, t.ids, _no_artifacts(), t.workflow, self._unit)
 
     def put_part(
         self, run_id: str, name: str, state: str, body: Mapping[str, Any], token: str | None
@@ -131,6 +165,18 @@ class InMemoryBackend:
     ) -> Decision:
         return self.tier.runs.decide(principal, run_id, decision, None, binding)
 
+    def recover(self, principal: Principal, run_id: str) -> Mapping[str, Any]:
+        current = self.tier.directory.get_workspace(
+            self.tier.run_reader.get_run(run_id).workspace_id
+        ).current_state_version_id
+        request = RecoveryRequest(
+            resolution=Resolution.CURRENT_STATE_VERIFIED,
+            reason="the apply was interrupted before it wrote anything",
+            confirm_authority_revocation=True,
+            current_state_version_id=current,
+        )
+        return self._recoveries.recover(principal, run_id, request, self.tier.launcher)
+
     def resumed(self) -> list[str]:
         return [token for token, _ in self.tier.workflow.resumed]
 
@@ -146,6 +192,8 @@ class InMemoryBackend:
             tuple(t.workflow.resumed),
             tuple(t.workflow.failed),
             tuple(t.workflow.started),
+            dict(t.directory.workspaces),
+            self.recoveries.saved(),
         )
 
     def observe(self, run_ids: Sequence[str]) -> Observed:
@@ -154,8 +202,7 @@ class InMemoryBackend:
             {r: RunView.of(ledger.get_run(r), ledger.parts(r)) for r in run_ids},
             {ws: queue.holders.get(ws) for ws in self.workspace_ids},
             {ws: tuple(r for r, _ in queue.waiting.get(ws, [])) for ws in self.workspace_ids},
-            # The in-memory world has no apply lock, so no fence: it stays at zero.
-            {ws: 0 for ws in self.workspace_ids},
+            {ws: self.tier.directory.get_workspace(ws).fence for ws in self.workspace_ids},
             dict(sandboxes.active),
             {key: revoked is not None for key, revoked in sandboxes.sessions.items()},
         )
@@ -177,7 +224,24 @@ def _backend(tier: Tier) -> InMemoryBackend:
     org = tier.tenancy.create_organization("acme")
     admin = tier.admin(org)
     workspaces = [tier.workspaces.create(admin, "acme", name).id for name in ("network", "dns")]
-    return InMemoryBackend(tier, org.id, workspaces, tier.run_reader.saved(), tier.clock.now())
+    return InMemoryBackend(
+        tier,
+        org.id,
+        workspaces,
+        tier.run_reader.saved(),
+        tier.clock.now(),
+        dict(tier.directory.workspaces),
+    )
+
+
+def _no_artifacts() -> ArtifactStore:
+    return ArtifactStore(
+        FakeClock(),
+        SeededIds(),
+        InMemoryObjects(),
+        LocalDataKeys(),
+        records=InMemoryArtifactRecords(),
+    )
 
 
 @pytest.mark.parametrize("chunk", range(1 if replay_seed() is not None else CHUNKS))
