@@ -4,11 +4,13 @@ tests/integration/test_operations_store_contract.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from runplane.domain.errors import Conflict
+from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
 from runplane.domain.parts import RunPart
@@ -127,3 +129,57 @@ class InMemorySourceRecords:
 
     def source(self, source_id: str) -> SourceIngestion | None:
         return self.sources.get(source_id)
+
+
+EVENT_PUT = "event_put"
+
+
+class InMemoryEventOutbox:
+    """``OutboxWrites`` and ``OutboxStream`` in memory. A committed put adds the event
+    and appends its record to ``stream`` (in commit order), as the table's stream
+    carries an outbox item's insertion; ``other_change`` appends a record of any other
+    change. Its writes are ``EventPut``s, committed alone."""
+
+    def __init__(self) -> None:
+        self.events: dict[tuple[str, str], dict[str, Any]] = {}
+        self.stream: list[dict[str, Any]] = []
+
+    def put(self, run_id: str, event_id: str, message: Mapping[str, Any], at: datetime) -> EventPut:
+        # Stored as the table stores it: JSON, so what comes back is what a reader gets.
+        return EventPut(self, run_id, event_id, json.dumps(dict(message), sort_keys=True), at)
+
+    def commit(self, put: EventPut) -> None:
+        key = (put.run_id, put.event_id)
+        if key in self.events:
+            raise ConcurrentChange(f"run {put.run_id}: event {put.event_id} was written already")
+        self.events[key] = json.loads(put.message)
+        self._append({"change": EVENT_PUT, "message": put.message})
+
+    def other_change(self) -> None:
+        self._append({"change": "other"})
+
+    def message_of(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        if record.get("change") != EVENT_PUT:
+            return None
+        message = json.loads(record["message"])
+        return message if isinstance(message, dict) else None
+
+    def position(self, record: Mapping[str, Any]) -> str:
+        return str(record["position"])
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self.stream.append({**record, "position": str(100 + len(self.stream))})
+
+
+@dataclass(frozen=True)
+class EventPut:
+    """An event's put, not yet made (what ``InMemoryEventOutbox.put`` gives)."""
+
+    outbox: InMemoryEventOutbox
+    run_id: str
+    event_id: str
+    message: str
+    at: datetime
+
+    def commit(self) -> None:
+        self.outbox.commit(self)

@@ -528,14 +528,16 @@ class Services:
     @cached_property
     def run_events(self) -> RunEvents:
         from runplane.services.run_events import RunEvents
+        from runplane.store.outbox import DynamoEventOutbox
 
-        return RunEvents(self.clock, lambda: self.event_queue)
+        return RunEvents(self.clock, lambda: self.event_queue, DynamoEventOutbox())
 
     @cached_property
     def event_relay(self) -> EventRelay:
         from runplane.services.event_relay import EventRelay
+        from runplane.store.outbox import DynamoEventOutbox
 
-        return EventRelay(lambda: self.event_queue)
+        return EventRelay(lambda: self.event_queue, DynamoEventOutbox())
 
     @cached_property
     def notifications(self) -> Notifications:

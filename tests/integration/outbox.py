@@ -9,6 +9,7 @@ from typing import Any
 
 from runplane.adapters.event_queue import EventQueue
 from runplane.services.event_relay import EventRelay
+from runplane.store.outbox import DynamoEventOutbox
 
 
 def inserted_records(scanned: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -36,4 +37,4 @@ def inserted_records(scanned: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def relay_outbox(scanned: list[dict[str, Any]], queue: EventQueue) -> None:
     """Relay every outbox item of ``scanned`` to ``queue``, as the stream relay would."""
-    assert EventRelay(lambda: queue).relay(inserted_records(scanned)) is None
+    assert EventRelay(lambda: queue, DynamoEventOutbox()).relay(inserted_records(scanned)) is None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runplane.domain.errors import Conflict
+from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.launch_controls import GLOBAL, Controls
 from runplane.domain.logs import LogChunk
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptState, RunPart
@@ -19,6 +19,8 @@ from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngesti
 from runplane.services.repositories.operations import (
     LaunchControlStore,
     LogChunkStore,
+    OutboxStream,
+    OutboxWrites,
     SourceRecords,
 )
 from runplane.store import run_parts, sandbox_slots
@@ -31,11 +33,15 @@ from runplane.store.models import (
     configuration_version_key,
     source_key,
 )
+from runplane.store.outbox import DynamoEventOutbox
 from tests.fakes_operations import (
+    InMemoryEventOutbox,
     InMemoryLaunchControls,
     InMemoryLogChunks,
     InMemorySourceRecords,
 )
+from tests.integration.conftest import Stack
+from tests.integration.outbox import inserted_records
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -347,3 +353,75 @@ def test_an_ingestion_of_a_push_has_no_pull_request(sources: Sources) -> None:
     sources.add_source(push, [])
     # Then it reads back with none of a pull request's fields
     assert sources.records.source("src-1") == push
+
+
+# -- the run-event outbox -----------------------------------------------------------------
+
+
+@dataclass
+class Outbox:
+    writes: OutboxWrites[Any]
+    stream: OutboxStream
+    records: Callable[[], list[dict[str, Any]]]
+    """The stream's records so far, in commit order."""
+    other_change: Callable[[], dict[str, Any]]
+    """A record of a change that is no event."""
+
+
+def _other_insert() -> dict[str, Any]:
+    # The stream record of a run part's insertion, in the shape AWS hands the relay.
+    image = {"PK": {"S": "RUN#run-1"}, "SK": {"S": "PART#attempt#plan"}, "state": {"S": "x"}}
+    return {
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"Keys": image, "NewImage": image, "SequenceNumber": "100"},
+    }
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def outbox(request: pytest.FixtureRequest) -> Outbox:
+    if request.param == "dynamodb":
+        stack: Stack = request.getfixturevalue("stack")  # moto, with the table
+        table = DynamoEventOutbox()
+        return Outbox(table, table, lambda: inserted_records(stack.scan()), _other_insert)
+    fake = InMemoryEventOutbox()
+
+    def other() -> dict[str, Any]:
+        fake.other_change()
+        return fake.stream[-1]
+
+    return Outbox(fake, fake, lambda: list(fake.stream), other)
+
+
+def _message(event_id: str) -> dict[str, Any]:
+    return {"kind": "run_event", "event": {"id": event_id, "type": "applied", "n": [1, 2]}}
+
+
+def test_events_put_are_carried_in_commit_order_as_put(outbox: Outbox) -> None:
+    # When three events are put, one after another
+    for n, event_id in enumerate(["run-1.0000000003", "run-1.0000000002", "run-2.drift"]):
+        run_id = event_id.split(".")[0]
+        outbox.writes.put(run_id, event_id, _message(event_id), AT + timedelta(seconds=n)).commit()
+    # Then the stream carries each message once, as put, in commit order
+    records = outbox.records()
+    assert [outbox.stream.message_of(r) for r in records] == [
+        _message("run-1.0000000003"),
+        _message("run-1.0000000002"),
+        _message("run-2.drift"),
+    ]
+    # And each record has its own position
+    assert len({outbox.stream.position(r) for r in records}) == 3
+
+
+def test_an_event_is_put_once(outbox: Outbox) -> None:
+    # Given an event put
+    outbox.writes.put("run-1", "run-1.0000000003", _message("first"), AT).commit()
+    # When it is put again, Then it is refused, and the stream still carries the first only
+    with pytest.raises(ConcurrentChange):
+        outbox.writes.put("run-1", "run-1.0000000003", _message("again"), AT).commit()
+    assert [outbox.stream.message_of(r) for r in outbox.records()] == [_message("first")]
+
+
+def test_a_change_that_is_no_event_carries_no_message(outbox: Outbox) -> None:
+    # When a record of another change is read, Then it carries no message
+    assert outbox.stream.message_of(outbox.other_change()) is None

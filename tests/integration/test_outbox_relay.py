@@ -27,6 +27,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.run_events import RunEvents
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
+from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.provision import create_table
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.builders import bare_run
@@ -69,7 +70,7 @@ class Server:
     def relay_process(self, queue: ListQueue) -> StreamRelay:
         """A fresh relay (another process) reading the table's stream into ``queue``."""
         return StreamRelay.for_table(
-            self.dynamodb, self.streams, TABLE, EventRelay(lambda: queue).relay
+            self.dynamodb, self.streams, TABLE, EventRelay(lambda: queue, DynamoEventOutbox()).relay
         )
 
     def outbox_items(self) -> list[dict[str, Any]]:
@@ -92,7 +93,7 @@ def server() -> Iterator[Server]:
         models.bind(TABLE, REGION, endpoint)
         clock, ids = FakeClock(), SeededIds()
         # The moving process: it writes the outbox, and would fail on any send.
-        lifecycle = RunLifecycle(clock, ids, RunEvents(clock, dead_queue))
+        lifecycle = RunLifecycle(clock, ids, RunEvents(clock, dead_queue, DynamoEventOutbox()))
         tenancy = Tenancy(clock, ids, DynamoWorkspaceDirectory())
         org = tenancy.create_organization("acme")
         workspace = tenancy.create_workspace(org.id, "network")
@@ -179,7 +180,9 @@ def test_a_relay_that_cannot_queue_keeps_the_event_until_it_can(server: Server) 
             raise ConnectionError("queue unreachable")
         return queue
 
-    relay = StreamRelay.for_table(server.dynamodb, server.streams, TABLE, EventRelay(flaky).relay)
+    relay = StreamRelay.for_table(
+        server.dynamodb, server.streams, TABLE, EventRelay(flaky, DynamoEventOutbox()).relay
+    )
     # When it reads the stream while the queue is down, then after it is back
     relay.step()
     assert queue.sent == []

@@ -13,6 +13,7 @@ from functions.events import relay
 from runplane import wiring
 from runplane.services.run_events import RunEvents
 from runplane.settings import Settings
+from runplane.store.outbox import DynamoEventOutbox
 from tests.integration.arena import Arena, awaiting_approval
 from tests.integration.conftest import BUCKET, TABLE
 from tests.integration.outbox import inserted_records
@@ -38,7 +39,9 @@ def _install(arena: Arena, queue_url: str) -> None:
 def announcing(arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stack's lifecycle writes its moves' events to the outbox (nothing is sent)."""
     monkeypatch.setattr(
-        arena.stack.lifecycle, "events", RunEvents(arena.stack.clock, lambda: ListQueue())
+        arena.stack.lifecycle,
+        "events",
+        RunEvents(arena.stack.clock, lambda: ListQueue(), DynamoEventOutbox()),
     )
 
 

@@ -32,6 +32,7 @@ from runplane.store import audit, run_parts
 from runplane.store import run_triggers as trigger_store
 from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.run_trigger_store import DynamoRunTriggerStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, FakeWorkflow, created
@@ -229,7 +230,7 @@ def test_committed_moves_publish_events_and_a_no_change_run_is_not_applied(arena
     # Given a lifecycle that announces its moves (in the outbox), relayed to a queue
     stack = arena.stack
     queue = ListQueue()
-    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue)
+    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue, DynamoEventOutbox())
     _, changed = created(arena, "changes")
     _, unchanged = created(arena, "no-changes")
     # When one run applies and one finds nothing to change
@@ -540,7 +541,7 @@ def test_approval_expiring_days_ahead_hops_through_the_queue_until_due(
     # approval whose deadline is three days away
     stack = arena.stack
     queue = ListQueue()
-    events = RunEvents(stack.clock, lambda: queue)
+    events = RunEvents(stack.clock, lambda: queue, DynamoEventOutbox())
     seen: list[RunEvent] = []
     status = RunStatus.AWAITING_APPROVAL if still_waiting else RunStatus.REJECTED
     worker = EventWorker(
@@ -647,7 +648,7 @@ def test_a_pull_request_run_that_ended_starts_one_status_report_per_event(arena:
     worker = EventWorker(
         stack.clock,
         queue,
-        RunEvents(stack.clock, lambda: queue),
+        RunEvents(stack.clock, lambda: queue, DynamoEventOutbox()),
         deliver=lambda message: None,
         approval_lead=timedelta(0),
         run_status=lambda run_id: stack.lifecycle.runs.get(run_id).status,

@@ -18,6 +18,7 @@ from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.services.repositories import RunLedger, RunReader
 from runplane.services.run_events import RunEvents
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem
+from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.run_ledger import DynamoRunLedger
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.runs import RunRepository
@@ -74,7 +75,7 @@ def runs(request: pytest.FixtureRequest) -> Ledger:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         repository = RunRepository(clock, ids)
-        events = RunEvents(clock, _never_queued)  # type: ignore[arg-type]
+        events = RunEvents(clock, _never_queued, DynamoEventOutbox())  # type: ignore[arg-type]
         return Ledger(
             DynamoRunLedger(repository, lambda: events),
             DynamoRunReader(repository),

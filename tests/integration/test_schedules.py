@@ -22,6 +22,7 @@ from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from runplane.store.notification_store import DynamoNotificationStore
+from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, planned, planning, report_planned, show_json
@@ -314,7 +315,7 @@ def test_a_drift_finding_reaches_a_destination_subscribed_to_drift_detected(
     # for applied only
     stack = arena.stack
     queue = ListQueue()
-    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue)
+    stack.lifecycle.events = RunEvents(stack.clock, lambda: queue, DynamoEventOutbox())
     notifications = Notifications(
         stack.clock,
         stack.ids,

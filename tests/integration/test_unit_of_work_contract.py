@@ -32,6 +32,7 @@ from runplane.services.writer import WriterAuthority
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem
+from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
@@ -187,7 +188,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
         lifecycle = RunLifecycle(clock, ids)
-        lifecycle.events = RunEvents(clock, _never_queued)  # type: ignore[arg-type]
+        lifecycle.events = RunEvents(clock, _never_queued, DynamoEventOutbox())  # type: ignore[arg-type]
         return Units(
             lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
             lifecycle.ledger,

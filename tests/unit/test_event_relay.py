@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from runplane.services.event_relay import EventRelay
+from runplane.store.outbox import DynamoEventOutbox
 
 EVENT: dict[str, str] = {"id": "run-a.0000000003", "type": "applied"}
 MESSAGE: dict[str, Any] = {"kind": "run_event", "event": EVENT}
@@ -68,7 +69,7 @@ def test_only_inserted_outbox_items_are_queued() -> None:
     ]
     queue = Queue()
     # When the relay handles them
-    failed = EventRelay(lambda: queue).relay(records)
+    failed = EventRelay(lambda: queue, DynamoEventOutbox()).relay(records)
     # Then exactly the outbox item's message was queued, and every record was handled
     assert failed is None
     assert queue.sent == [MESSAGE]
@@ -79,7 +80,7 @@ def test_the_first_record_that_cannot_be_queued_is_named_and_stops_the_batch() -
     records = [outbox("INSERT", 10, "e1"), outbox("INSERT", 11, "e2"), outbox("INSERT", 12, "e3")]
     queue = Queue(fail_on=1)
     # When the relay handles them
-    failed = EventRelay(lambda: queue).relay(records)
+    failed = EventRelay(lambda: queue, DynamoEventOutbox()).relay(records)
     # Then the first was queued, and the second is named for the retry (the third waits)
     assert [m["event"]["id"] for m in queue.sent] == ["e1"]
     assert failed == "11"
@@ -88,5 +89,5 @@ def test_the_first_record_that_cannot_be_queued_is_named_and_stops_the_batch() -
 @pytest.mark.parametrize("records", [[], [record("INSERT", "RUN", 1, status="queued")]])
 def test_batches_without_outbox_items_queue_nothing(records: list[dict[str, Any]]) -> None:
     queue = Queue()
-    assert EventRelay(lambda: queue).relay(records) is None
+    assert EventRelay(lambda: queue, DynamoEventOutbox()).relay(records) is None
     assert queue.sent == []

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.event_queue import EventQueue
-from runplane.store import outbox
+
+if TYPE_CHECKING:
+    from runplane.services.repositories.operations import OutboxStream
 
 logger = logging.getLogger("runplane.events")
 
 
 class EventRelay:
-    def __init__(self, queue: Callable[[], EventQueue]) -> None:
+    def __init__(self, queue: Callable[[], EventQueue], stream: OutboxStream) -> None:
         self._queue = queue
+        self._stream = stream
 
     def relay(self, records: Iterable[Mapping[str, Any]]) -> str | None:
         """Queue each outbox INSERT among ``records``; ignore every other record.
@@ -30,7 +33,7 @@ class EventRelay:
         Returns None when all were handled, else the sequence number of the first
         record not handled (retry from it)."""
         for record in records:
-            message = outbox.message_of(record)
+            message = self._stream.message_of(record)
             if message is None:
                 continue
             try:
@@ -40,7 +43,7 @@ class EventRelay:
                     "outbox event not queued",
                     extra={"event_id": _event_id(message), "error": type(error).__name__},
                 )
-                return outbox.sequence_number(record)
+                return self._stream.position(record)
         return None
 
 

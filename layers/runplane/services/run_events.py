@@ -3,7 +3,7 @@
 ``RunEvents`` is the one place events are made. ``status_moved`` (called by
 ``RunLifecycle.move``) and ``announce`` (the drift finding, services/drift.py)
 build the *outbox* write of an event, which commits in the same transaction as the
-change it announces (store/outbox.py); nothing is sent on the move's path. The
+change it announces (``OutboxWrites``); nothing is sent on the move's path. The
 table's stream carries each outbox item to the relay (services/event_relay.py),
 which puts its message on the event queue: a committed change is announced even if
 the process that committed it dies right after. ``publish`` sends straight to the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.event_queue import MAX_DELAY_SECONDS, EventQueue
 from runplane.domain.clock import Clock
@@ -29,8 +29,9 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.run import RunStatus
 from runplane.domain.run_events import EventType, RunEvent, move_event
-from runplane.store import outbox
-from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories.operations import OutboxWrites
 
 logger = logging.getLogger("runplane.events")
 
@@ -46,11 +47,15 @@ def run_event_message(event: RunEvent) -> dict[str, Any]:
 
 class RunEvents:
     """Makes run events. ``queue`` is a factory, so a process that never sends a
-    follow-up never builds a queue client."""
+    follow-up never builds a queue client. The ``outbox``'s writes are the store's own
+    kind, committed with the change each announces."""
 
-    def __init__(self, clock: Clock, queue: Callable[[], EventQueue]) -> None:
+    def __init__(
+        self, clock: Clock, queue: Callable[[], EventQueue], outbox: OutboxWrites[Any]
+    ) -> None:
         self._clock = clock
         self._queue = queue
+        self._outbox = outbox
 
     def status_moved(
         self,
@@ -61,7 +66,7 @@ class RunEvents:
         *,
         reason: str | None = None,
         approval_expires_at: datetime | None = None,
-    ) -> list[Transaction]:
+    ) -> list[Any]:
         """The outbox write of the event of ``run``'s move (its snapshot before it) to
         ``target``, producing ``version`` at ``at``; none for a move inside the active path."""
         event = move_event(
@@ -69,10 +74,9 @@ class RunEvents:
         )
         return [] if event is None else [self.announce(event)]
 
-    @staticmethod
-    def announce(event: RunEvent) -> Transaction:
+    def announce(self, event: RunEvent) -> Any:
         """The outbox write of ``event``: commit it with the change it announces."""
-        return outbox.put(event.run_id, event.id, run_event_message(event), event.at)
+        return self._outbox.put(event.run_id, event.id, run_event_message(event), event.at)
 
     def publish(self, event: RunEvent, *, not_before: datetime | None = None) -> None:
         """Queue ``event`` now (delayed until ``not_before``): for follow-ups a queue

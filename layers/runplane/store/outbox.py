@@ -59,3 +59,19 @@ def message_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
 def sequence_number(record: Mapping[str, Any]) -> str:
     """The record's position in its shard (what a partial batch response names)."""
     return str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
+
+
+class DynamoEventOutbox:
+    """``OutboxWrites`` and ``OutboxStream`` on the table and its stream
+    (``services.repositories.operations``); its writes are transactions."""
+
+    def put(
+        self, run_id: str, event_id: str, message: Mapping[str, Any], at: datetime
+    ) -> Transaction:
+        return put(run_id, event_id, message, at)
+
+    def message_of(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        return message_of(record)
+
+    def position(self, record: Mapping[str, Any]) -> str:
+        return sequence_number(record)

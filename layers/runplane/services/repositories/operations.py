@@ -1,5 +1,5 @@
-"""The repository seams of the platform's operations: launch controls, live logs and
-the records of a run's source provenance.
+"""The repository seams of the platform's operations: launch controls, live logs, the
+records of a run's source provenance and the run-event outbox.
 
 Like the seams in ``repositories/__init__.py``, each names domain types only; the
 DynamoDB implementation is in ``store/`` and an in-memory fake that keeps the same
@@ -9,9 +9,9 @@ tests/integration/test_operations_store_contract.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
@@ -86,3 +86,33 @@ class SourceRecords(Protocol):
     def configuration_origin(self, cv_id: str) -> ConfigurationOrigin | None: ...
 
     def source(self, source_id: str) -> SourceIngestion | None: ...
+
+
+class OutboxWrites(Protocol[Write_co]):
+    """The outbox's writes: each run event's queue message, put once.
+
+    - ``put`` is the event's write, not yet made: it commits in the transaction of the
+      change it announces (a run's move), so an event exists exactly when its change
+      committed. ``Write_co`` is the store's kind of write (a transaction on
+      DynamoDB), handed on without being looked into. Committed, an event already
+      written (same run and event ID) is refused with ``ConcurrentChange``, and
+      nothing committed with it is written. An event is never updated.
+    """
+
+    def put(
+        self, run_id: str, event_id: str, message: Mapping[str, Any], at: datetime
+    ) -> Write_co: ...
+
+
+class OutboxStream(Protocol):
+    """How the store's change stream carries the outbox to the relay: one record per
+    change of the store, in commit order.
+
+    - ``message_of`` is the queue message an event's put carries, exactly as put; None
+      for every other record (an outbox item's removal, any other change).
+    - ``position`` is the record's place in its stream: what a retry resumes from.
+    """
+
+    def message_of(self, record: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
+    def position(self, record: Mapping[str, Any]) -> str: ...
