@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from runplane.domain.errors import IllegalPartMove
+from runplane.domain.errors import IllegalPartMove, NotFound
 
 
 class PartKind(StrEnum):
@@ -568,3 +568,11 @@ def _strings(value: object) -> tuple[str, ...]:
 def _present(**fields: object) -> dict[str, object]:
     """The fields that have a value: a part's later keys are absent until set."""
     return {name: value for name, value in fields.items() if value is not None}
+
+
+def required_part(parts: Mapping[str, RunPart | None], run_id: str, name: str) -> RunPart:
+    """A part the run must have, from ``parts`` read together (``NotFound`` if absent)."""
+    part = parts.get(name)
+    if part is None:
+        raise NotFound(f"{name} of run", run_id)
+    return part

@@ -33,6 +33,7 @@ from runplane.domain.parts import (
     PolicyCheck,
     RunPart,
     check_move,
+    required_part,
 )
 from runplane.domain.policy_input import PolicyInputs
 from runplane.domain.run_scope import RunScope
@@ -44,7 +45,6 @@ from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.writer import hand_off
 from runplane.store import run_batch, run_parts
-from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
 
 
@@ -162,35 +162,40 @@ class WorkflowSteps(WorkflowService):
             return self._request_approval(run_id)
 
     def _request_approval(self, run_id: str) -> dict[str, Any]:
-        run, parts = self._active_with(run_id, ["policy", "plan"])
-        if run.status is S.POLICY_PASSED:
-            now = self._clock.now()
-            window = workspace_store.get_workspace(run.workspace_id).approval_window_seconds
-            expires_at = now + (
-                timedelta(seconds=window) if window else self._timing.approval_window
-            )
-            policy = PolicyCheck.from_body(run_batch.require(parts, run.id, "policy").body)
-            plan = PlanEvidence.from_body(run_batch.require(parts, run.id, "plan").body)
-            binding = ApprovalBinding(
-                plan_sha256=plan.plan_sha256,
-                predecessor_state_version_id=run.predecessor_sv_id,
-                policy_input_digest=policy.input_digest,
-                policy_result_digest=policy.result_digest,
-            )
-            approval = run_parts.put(
-                run.id,
-                "approval",
-                state=ApprovalState.WAITING,
-                body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
-                now=now,
-            )
-            run = self._lifecycle.move(
-                run,
-                S.AWAITING_APPROVAL,
-                actor=WORKFLOW,
-                run_updates={"approval_expires_at": expires_at},
-                extra_writes=[approval],
-            ).run
+        """The approval, bound to the plan and policy results, and the run's move to
+        awaiting it with its deadline, in one unit of work; a replay writes nothing."""
+        with self._units() as uow:
+            run, parts = self._active_in(uow, run_id, ["policy", "plan"])
+            if run.status is S.POLICY_PASSED:
+                now = self._clock.now()
+                window = uow.writer.workspace(run.workspace_id).approval_window_seconds
+                expires_at = now + (
+                    timedelta(seconds=window) if window else self._timing.approval_window
+                )
+                policy = PolicyCheck.from_body(required_part(parts, run.id, "policy").body)
+                plan = PlanEvidence.from_body(required_part(parts, run.id, "plan").body)
+                binding = ApprovalBinding(
+                    plan_sha256=plan.plan_sha256,
+                    predecessor_state_version_id=run.predecessor_sv_id,
+                    policy_input_digest=policy.input_digest,
+                    policy_result_digest=policy.result_digest,
+                )
+                uow.parts.put(
+                    run.id,
+                    "approval",
+                    state=ApprovalState.WAITING,
+                    body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
+                    now=now,
+                )
+                uow.runs.move(
+                    run,
+                    S.AWAITING_APPROVAL,
+                    actor=WORKFLOW,
+                    run_updates={"approval_expires_at": expires_at},
+                )
+                moved = uow.commit()
+                assert moved is not None
+                run = moved.run
         assert run.approval_expires_at is not None
         remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
         # Whole seconds, rounded up with a second to spare: the wait must never
@@ -199,20 +204,24 @@ class WorkflowSteps(WorkflowService):
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
         """Store the approval wait's token; a decision already recorded resumes at once."""
-        _, parts = self._active_with(run_id, ["approval"])
-        approval = run_batch.require(parts, run_id, "approval")
-        if approval.state == ApprovalState.WAITING:
-            try:
-                run_parts.change(
+        with self._units() as uow:
+            _, parts = self._active_in(uow, run_id, ["approval"])
+            approval = required_part(parts, run_id, "approval")
+            if approval.state == ApprovalState.WAITING:
+                uow.parts.change(
                     run_id,
                     "approval",
                     expected_state=ApprovalState.WAITING,
                     token=token,
                     now=self._clock.now(),
-                ).commit()
-                return {"waiting": True}
-            except ConcurrentChange:
-                approval = run_parts.require(run_id, "approval")
+                )
+                try:
+                    uow.commit()
+                    return {"waiting": True}
+                except ConcurrentChange:
+                    approval = required_part(
+                        {"approval": uow.parts.get(run_id, "approval")}, run_id, "approval"
+                    )
         self._workflow.resume(token, {"decision": _decision(approval)})
         return {"waiting": False}
 
@@ -225,7 +234,7 @@ class WorkflowSteps(WorkflowService):
         or, when it landed after the read, once the expiry's commit is refused."""
         with self._units() as uow:
             run, parts = self._active_in(uow, run_id, ["approval"])
-            approval = run_batch.require(parts, run_id, "approval")
+            approval = required_part(parts, run_id, "approval")
             if approval.state in {ApprovalState.APPROVED, ApprovalState.REJECTED}:
                 return {"decision": _decision(approval)}
             now = self._clock.now()

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
-from runplane.domain.parts import RunPart
+from runplane.domain.parts import RunPart, required_part
 from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.models import (
     RunItem,
@@ -58,10 +58,7 @@ def run_parts_and_artifacts(
 
 def require(parts: dict[str, RunPart | None], run_id: str, name: str) -> RunPart:
     """A part ``run_and_parts`` must have found (as ``run_parts.require``)."""
-    part = parts.get(name)
-    if part is None:
-        raise NotFound(f"{name} of run", run_id)
-    return part
+    return required_part(parts, run_id, name)
 
 
 @contextmanager
