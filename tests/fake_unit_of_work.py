@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from runplane.domain import transitions
+from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Handoff, Run, Waiter, Workspace
 from runplane.domain.errors import ConcurrentChange, Conflict, NotFound, NotWriter
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
@@ -38,6 +39,7 @@ from runplane.domain.state import PENDING, StateVersion
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from tests.fakes import (
     AuditedChange,
+    InMemoryArtifactRecords,
     InMemoryRunLedger,
     InMemoryStateVersions,
     InMemoryWorkspaces,
@@ -304,11 +306,16 @@ class InMemoryAttempts:
 
 class InMemoryRunMoves:
     def __init__(
-        self, ledger: InMemoryRunLedger, moves: list[_Move], intents: list[_Intent]
+        self,
+        ledger: InMemoryRunLedger,
+        moves: list[_Move],
+        intents: list[_Intent],
+        artifacts: InMemoryArtifactRecords,
     ) -> None:
         self._ledger = ledger
         self._moves = moves
         self._intents = intents
+        self._artifacts = artifacts
 
     def get(self, run_id: str) -> Run:
         return self._ledger.get_run(run_id)
@@ -320,6 +327,13 @@ class InMemoryRunMoves:
             raise NotFound("run", run_id)
         held = self._ledger.parts(run_id)
         return self._ledger.get_run(run_id), {name: held.get(name) for name in names}
+
+    def with_parts_and_artifacts(
+        self, run_id: str, names: Sequence[str], artifact_ids: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
+        run, parts = self.with_parts(run_id, names)
+        held = self._artifacts.records
+        return run, parts, {a: held[a] for a in artifact_ids if a in held}
 
     def move(
         self,
@@ -545,6 +559,22 @@ class InMemoryStateVersionIntents:
         self._intents.append(_Effect(("state_version", version.id), put))
 
 
+class InMemoryArtifactIntents:
+    def __init__(self, records: InMemoryArtifactRecords, intents: list[_Intent]) -> None:
+        self._records = records
+        self._intents = intents
+
+    def register(self, records: Sequence[ArtifactRecord], now: datetime) -> None:
+        for record in records:
+
+            def register(record: ArtifactRecord = record) -> None:
+                if record.artifact.id in self._records.records:
+                    raise ConcurrentChange(f"artifact {record.artifact.id} is already registered")
+                self._records.records[record.artifact.id] = record
+
+            self._intents.append(_Effect(("artifact", record.artifact.id), register))
+
+
 class InMemoryAudit:
     def __init__(self, recoveries: InMemoryRecoveries, intents: list[_Intent]) -> None:
         self._recoveries = recoveries
@@ -582,6 +612,7 @@ class InMemoryUnitOfWork:
         directory: InMemoryWorkspaces | None = None,
         versions: InMemoryStateVersions | None = None,
         recoveries: InMemoryRecoveries | None = None,
+        artifacts: InMemoryArtifactRecords | None = None,
     ) -> None:
         self._ledger = ledger
         self._writer = writer or InMemoryWriterQueue()
@@ -589,15 +620,17 @@ class InMemoryUnitOfWork:
         self._directory = directory or InMemoryWorkspaces()
         self._versions = versions or InMemoryStateVersions()
         self._recoveries = recoveries or InMemoryRecoveries()
+        self._artifact_records = artifacts or InMemoryArtifactRecords()
         self._intents: list[_Intent] = []
         self._moves: list[_Move] = []
         self.parts = InMemoryRunParts(ledger, self._intents)
         self.attempts = InMemoryAttempts(self._sandboxes, self._intents)
-        self.runs = InMemoryRunMoves(ledger, self._moves, self._intents)
+        self.runs = InMemoryRunMoves(ledger, self._moves, self._intents, self._artifact_records)
         self.writer = InMemoryWriter(self._writer, self._directory, self._intents)
         self.recoveries = InMemoryRecoveryIntents(self._recoveries, self._intents)
         self.state_versions = InMemoryStateVersionIntents(self._versions, self._intents)
         self.audit = InMemoryAudit(self._recoveries, self._intents)
+        self.artifacts = InMemoryArtifactIntents(self._artifact_records, self._intents)
         self.commits = 0
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -692,15 +725,17 @@ class InMemoryUnitOfWork:
             {workspace: list(waiting) for workspace, waiting in queue.waiting.items()},
             dict(self._versions.versions),
             self._recoveries.saved(),
+            dict(self._artifact_records.records),
         )
 
     def _others_restore(self, saved: tuple[Any, ...]) -> None:
-        workspaces, holders, waiting, versions, recoveries = saved
+        workspaces, holders, waiting, versions, recoveries, artifacts = saved
         self._directory.workspaces = workspaces
         self._writer.holders = holders
         self._writer.waiting = waiting
         self._versions.versions = versions
         self._recoveries.restore(recoveries)
+        self._artifact_records.records = artifacts
 
 
 def _key(intent: _Intent) -> tuple[str, ...]:

@@ -39,9 +39,11 @@ from runplane.domain.parts import (
     PlanEvidenceState,
     RunPart,
     check_move,
+    required_part,
 )
 from runplane.domain.publications import published_by
 from runplane.domain.report_evidence import apply_start_refusal, named_by, refusal
+from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import (
     CredentialsRequired,
     Failed,
@@ -55,7 +57,9 @@ from runplane.services import drift
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.policy import RESERVED
 from runplane.services.publications import apply_identity, publication_of
+from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import S, WorkflowService
+from runplane.services.writer import hand_off
 from runplane.store import run_batch, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.artifact_records import registration_writes
@@ -87,120 +91,95 @@ class RunnerReports(WorkflowService):
         """Commit a plan attempt's authenticated result and resume the workflow.
         ``uploads``: the verified uploads of the reporting call, registered with the
         report if it is taken (``SandboxTransfers.checked``). A report naming an
-        artifact it cannot vouch for ends the run ``plan_failed`` (``ReportRefused``)."""
+        artifact it cannot vouch for ends the run ``plan_failed`` (``ReportRefused``).
+        The result is one unit of work: the attempt's close, the uploads, the plan's
+        evidence with its policy check and apply record, and the run's move."""
         check_phase(report, Phase.PLAN)
-        run, parts, held = self._read_report(run_id, Phase.PLAN, [], report, uploads)
-        attempt = run_batch.require(parts, run.id, attempt_part(Phase.PLAN))
-        if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
-            raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
-        if run.status is not S.PLANNING:
-            raise Conflict(f"run {run.id} is {run.status}; its plan result was already recorded")
-        refused = refusal(
-            named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
-        )
-        if refused is not None:
-            self._refuse_plan(run, attempt, report, f"the plan report was refused: {refused}")
-        now = self._clock.now()
-        registered = [registration_writes(uploads, now)] if uploads else []
-        done = Transaction().extend(
-            close_attempt(
-                run.id,
-                attempt_part(Phase.PLAN),
-                attempt,
-                AttemptState.SUCCEEDED if succeeded(report) else AttemptState.FAILED,
-                now,
-                **_attempt_evidence(report),
-            )
-        )
-        if isinstance(report, Planned):
-            has_changes = report.has_changes
-            evidence = PlanEvidence(
-                attempt_id=attempt_id,
-                plan_artifact_id=report.plan_artifact_id,
-                plan_sha256=report.plan_sha256,
-                plan_json_artifact_id=report.plan_json_artifact_id,
-                plan_json_sha256=report.plan_json_sha256,
-                log_artifact_id=report.log_artifact_id,
-                summary=report.summary.as_dict(),
-                has_changes=has_changes,
-                engine_version=report.engine_version,
-                predecessor_state_version_id=run.predecessor_sv_id,
-            )
-            writes = [
-                done,
-                *registered,
-                run_parts.put(
-                    run.id,
-                    "plan",
-                    state=PlanEvidenceState.COMMITTED,
-                    body=evidence.to_body(),
-                    now=now,
-                ),
-                # Reserved atomically with the plan: clients never race its creation.
-                run_parts.put(
-                    run.id,
-                    "policy",
-                    state=RESERVED,
-                    body={"id": self._ids.new(IdKind.POLICY_CHECK), "input_digest": None},
-                    now=now,
-                ),
-            ]
-            if run.kind.may_apply:
-                writes.append(
-                    run_parts.put(
-                        run.id,
-                        "apply",
-                        state=ApplyRecordState.PENDING,
-                        body=ApplyRecord().to_body(),
-                        now=now,
-                    )
+        with self._units() as uow:
+            run, parts, held = _read_report(uow, run_id, Phase.PLAN, [], report, uploads)
+            attempt = required_part(parts, run.id, attempt_part(Phase.PLAN))
+            if AttemptBody.from_body(attempt.body).attempt_id != attempt_id:
+                raise Conflict(f"attempt {attempt_id} is not run {run.id}'s plan attempt")
+            if run.status is not S.PLANNING:
+                raise Conflict(
+                    f"run {run.id} is {run.status}; its plan result was already recorded"
                 )
-            self._lifecycle.move(
-                run,
-                S.PLAN_COMPLETE,
-                actor=f"runner:{attempt_id}",
-                run_updates={"plan_has_changes": has_changes},
-                extra_writes=writes,
+            refused = refusal(
+                named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
             )
-            target = S.PLAN_COMPLETE
-        else:
-            assert isinstance(report, Failed)  # check_phase: a plan reports no apply
-            credentials = isinstance(report, CredentialsRequired)
-            target = S.PLAN_CREDENTIALS_REQUIRED if credentials else S.PLAN_FAILED
-            moved = self._lifecycle.move(
-                run,
-                target,
-                actor=f"runner:{attempt_id}",
-                reason=report.reason[:200],
-                extra_writes=[done, *registered],
-            )
-            self._hand_off(moved)
+            if refused is not None:
+                self._refuse_plan(
+                    uow, run, attempt, report, f"the plan report was refused: {refused}"
+                )
+            target = self._plan_result(uow, run, attempt, attempt_id, report, uploads)
+            moved = uow.commit()
+        # A plan that failed releases the writer (handed to the run next in line).
+        hand_off(self._workflow, moved.handoff if moved else None)
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
 
-    @staticmethod
-    def _read_report(
-        run_id: str,
-        phase: Phase,
-        other_parts: list[str],
+    def _plan_result(
+        self,
+        uow: UnitOfWork,
+        run: Run,
+        attempt: RunPart,
+        attempt_id: str,
         report: RunnerReport,
         uploads: Sequence[ArtifactRecord],
-    ) -> tuple[Run, dict[str, RunPart | None], dict[str, Produced]]:
-        """The run, its ``phase`` attempt and ``other_parts``, and what is held of each
-        artifact the report names: the call's own uploads as checked, the others'
-        records read with the run in its one request (none when the uploads are all)."""
-        uploaded = {record.artifact.id: record for record in uploads}
-        unread = [n.artifact_id for n in named_by(report) if n.artifact_id not in uploaded]
-        run, parts, records = run_batch.run_parts_and_artifacts(
-            run_id, [attempt_part(phase), *other_parts], unread
+    ) -> RunStatus:
+        """The intents of a plan report the control plane takes; the status it moves to."""
+        now = self._clock.now()
+        uow.artifacts.register(uploads, now)
+        uow.attempts.close(
+            attempt,
+            AttemptState.SUCCEEDED if succeeded(report) else AttemptState.FAILED,
+            now=now,
+            **_attempt_evidence(report),
         )
-        held = {artifact_id: record.produced for artifact_id, record in records.items()}
-        held.update((artifact_id, record.produced) for artifact_id, record in uploaded.items())
-        return run, parts, held
+        actor = f"runner:{attempt_id}"
+        if not isinstance(report, Planned):
+            assert isinstance(report, Failed)  # check_phase: a plan reports no apply
+            credentials = isinstance(report, CredentialsRequired)
+            target = S.PLAN_CREDENTIALS_REQUIRED if credentials else S.PLAN_FAILED
+            uow.runs.move(run, target, actor=actor, reason=report.reason[:200])
+            return target
+        evidence = PlanEvidence(
+            attempt_id=attempt_id,
+            plan_artifact_id=report.plan_artifact_id,
+            plan_sha256=report.plan_sha256,
+            plan_json_artifact_id=report.plan_json_artifact_id,
+            plan_json_sha256=report.plan_json_sha256,
+            log_artifact_id=report.log_artifact_id,
+            summary=report.summary.as_dict(),
+            has_changes=report.has_changes,
+            engine_version=report.engine_version,
+            predecessor_state_version_id=run.predecessor_sv_id,
+        )
+        uow.parts.put(
+            run.id, "plan", state=PlanEvidenceState.COMMITTED, body=evidence.to_body(), now=now
+        )
+        # Reserved atomically with the plan: clients never race its creation.
+        policy = {"id": self._ids.new(IdKind.POLICY_CHECK), "input_digest": None}
+        uow.parts.put(run.id, "policy", state=RESERVED, body=policy, now=now)
+        if run.kind.may_apply:
+            uow.parts.put(
+                run.id,
+                "apply",
+                state=ApplyRecordState.PENDING,
+                body=ApplyRecord().to_body(),
+                now=now,
+            )
+        uow.runs.move(
+            run,
+            S.PLAN_COMPLETE,
+            actor=actor,
+            run_updates={"plan_has_changes": report.has_changes},
+        )
+        return S.PLAN_COMPLETE
 
     def _refuse_plan(
-        self, run: Run, attempt: RunPart, report: RunnerReport, reason: str
+        self, uow: UnitOfWork, run: Run, attempt: RunPart, report: RunnerReport, reason: str
     ) -> NoReturn:
         """End the run ``plan_failed`` for a report it cannot take: no plan evidence, no
         policy check, no apply record and none of the call's uploads are written; the
@@ -210,24 +189,17 @@ class RunnerReports(WorkflowService):
             "runner report refused",
             extra={"run_id": run.id, "attempt_id": attempt_id, "reason": reason},
         )
-        closing = close_attempt(
-            run.id,
-            attempt_part(Phase.PLAN),
+        uow.attempts.close(
             attempt,
             AttemptState.FAILED,
-            self._clock.now(),
+            now=self._clock.now(),
             log_artifact_id=None,
             engine_seconds=report.engine_seconds,
             reason=reason,
         )
-        moved = self._lifecycle.move(
-            run,
-            S.PLAN_FAILED,
-            actor=f"runner:{attempt_id}",
-            reason=reason[:200],
-            extra_writes=closing,
-        )
-        self._hand_off(moved)
+        uow.runs.move(run, S.PLAN_FAILED, actor=f"runner:{attempt_id}", reason=reason[:200])
+        moved = uow.commit()
+        hand_off(self._workflow, moved.handoff if moved else None)
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": S.PLAN_FAILED.value})
         raise ReportRefused(run.id, S.PLAN_FAILED, reason)
@@ -367,7 +339,8 @@ class RunnerReports(WorkflowService):
         a signal ended (``Interrupted``) leaves the run ``apply_interrupted``, holding
         the workspace for recovery."""
         check_phase(report, Phase.APPLY)
-        run, parts, held = self._read_report(run_id, Phase.APPLY, ["apply"], report, uploads)
+        with self._units() as uow:
+            run, parts, held = _read_report(uow, run_id, Phase.APPLY, ["apply"], report, uploads)
         attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
         granted = AttemptBody.from_body(attempt.body)
         if granted.attempt_id != attempt_id:
@@ -498,3 +471,24 @@ def _with_log_note(reason: str | None, log_refused: str | None) -> str | None:
         return reason
     note = f"the apply's log was refused: {log_refused}"
     return (f"{reason}; {note}" if reason else note)[:200]
+
+
+def _read_report(
+    uow: UnitOfWork,
+    run_id: str,
+    phase: Phase,
+    other_parts: list[str],
+    report: RunnerReport,
+    uploads: Sequence[ArtifactRecord],
+) -> tuple[Run, dict[str, RunPart | None], dict[str, Produced]]:
+    """The run, its ``phase`` attempt and ``other_parts``, and what is held of each
+    artifact the report names: the call's own uploads as checked, the others' records
+    read with the run in its one request (none when the uploads are all)."""
+    uploaded = {record.artifact.id: record for record in uploads}
+    unread = [n.artifact_id for n in named_by(report) if n.artifact_id not in uploaded]
+    run, parts, records = uow.runs.with_parts_and_artifacts(
+        run_id, [attempt_part(phase), *other_parts], unread
+    )
+    held = {artifact_id: record.produced for artifact_id, record in records.items()}
+    held.update((artifact_id, record.produced) for artifact_id, record in uploaded.items())
+    return run, parts, held

@@ -28,6 +28,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
 
+from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Run, Waiter, Workspace
 from runplane.domain.intents import KEEP as KEEP
 from runplane.domain.intents import Keep as Keep
@@ -110,6 +111,12 @@ class RunMoves(Protocol):
     def with_parts(
         self, run_id: str, names: Sequence[str]
     ) -> tuple[Run, dict[str, RunPart | None]]: ...
+
+    def with_parts_and_artifacts(
+        self, run_id: str, names: Sequence[str], artifact_ids: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
+        """``with_parts`` and the records of ``artifact_ids`` (those found), in one read."""
+        ...
 
     def move(
         self,
@@ -243,6 +250,13 @@ class StateVersionIntents(Protocol):
     def put_finalized(self, version: StateVersion) -> None: ...
 
 
+class ArtifactIntents(Protocol):
+    """Artifact records: ``register`` intends verified records (a runner's uploads), each
+    written only if its ID is not recorded yet (``ConcurrentChange`` at commit)."""
+
+    def register(self, records: Sequence[ArtifactRecord], now: datetime) -> None: ...
+
+
 class AuditIntents(Protocol):
     """Organization audit events: ``record`` intends one, written once at commit."""
 
@@ -282,6 +296,9 @@ class UnitOfWork(Protocol):
 
     @property
     def audit(self) -> AuditIntents: ...
+
+    @property
+    def artifacts(self) -> ArtifactIntents: ...
 
     def commit(self) -> MovedRun | None:
         """Write every intent at once, or none (the first refused intent's error); the

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from runplane.domain import transitions
+from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Handoff, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
@@ -43,6 +44,7 @@ from runplane.store import (
     writer_queue,
     writer_recovery,
 )
+from runplane.store.artifact_records import registration_writes
 from runplane.store.attempts import close_attempt
 from runplane.store.runs import RunRepository, expect_status
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -251,6 +253,15 @@ class DynamoStateVersions:
         self._writes.append(state_versions.put_finalized(version))
 
 
+class DynamoArtifacts:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    def register(self, records: Sequence[ArtifactRecord], now: datetime) -> None:
+        if records:
+            self._writes.append(registration_writes(records, now))
+
+
 class DynamoAudit:
     def __init__(self, writes: list[Transaction]) -> None:
         self._writes = writes
@@ -305,6 +316,11 @@ class DynamoRunMoves:
     ) -> tuple[Run, dict[str, RunPart | None]]:
         return run_batch.run_and_parts(run_id, names)
 
+    def with_parts_and_artifacts(
+        self, run_id: str, names: Sequence[str], artifact_ids: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
+        return run_batch.run_parts_and_artifacts(run_id, names, artifact_ids)
+
     def move(
         self,
         run: Run,
@@ -341,6 +357,7 @@ class DynamoUnitOfWork:
         self.recoveries = DynamoRecoveries(self._writes)
         self.state_versions = DynamoStateVersions(self._writes)
         self.audit = DynamoAudit(self._writes)
+        self.artifacts = DynamoArtifacts(self._writes)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self
