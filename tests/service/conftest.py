@@ -102,9 +102,7 @@ def tier() -> Tier:
     units: list[InMemoryUnitOfWork] = []
 
     def unit_of_work() -> InMemoryUnitOfWork:
-        units.append(
-            InMemoryUnitOfWork(run_reader, writer_queue, sandboxes, directory=directory)
-        )
+        units.append(InMemoryUnitOfWork(run_reader, writer_queue, sandboxes, directory=directory))
         return units[-1]
 
     # The reads under test go through the in-memory reader; these clients are never
