@@ -1,4 +1,5 @@
-"""Sandbox slots, cancellation in every status, and runner loss, decided by the table.
+"""Sandbox slots and runner loss, decided by the table (a cancellation in every status
+and a lost plan runner: tests/service/test_lifecycle_rules.py, test_workflow_failures.py).
 
 The arena drives real services on moto step by step (fake workflow and launcher
 edges), so each test can stop a run in exactly the status it is about.
@@ -6,18 +7,14 @@ edges), so each test can stop a run in exactly the status it is about.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from runplane.domain.errors import (
-    Conflict,
     InvalidInput,
     LaunchDenied,
     RunEnded,
     SandboxCapacityExhausted,
 )
-from runplane.domain.identity import Principal
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import GLOBAL, Controls
@@ -28,7 +25,6 @@ from tests.integration.arena import (
     applying,
     awaiting_approval,
     created,
-    plan_complete,
     planning,
 )
 from tests.integration.conftest import Stack
@@ -114,91 +110,7 @@ def test_slots_are_counted_without_a_limit_so_a_later_limit_is_exact(arena: Aren
         created(arena, "count-c")
 
 
-# -- cancellation in every status --------------------------------------------------------
-
-
-def _policy_evaluating(arena: Arena, name: str) -> tuple[str, str]:
-    ws, run_id = plan_complete(arena, name)
-    run = arena.stack.lifecycle.runs.get(run_id)
-    arena.stack.lifecycle.move(run, S.POLICY_EVALUATING, actor="workflow")
-    return ws, run_id
-
-
-def _policy_passed(arena: Arena, name: str) -> tuple[str, str]:
-    ws, run_id = plan_complete(arena, name)
-    arena.orchestration.evaluate_policy(run_id)
-    return ws, run_id
-
-
-def _queued(arena: Arena, name: str) -> tuple[str, str]:
-    ws, run_id = created(arena, name)
-    arena.orchestration.queue(run_id)
-    return ws, run_id
-
-
-REACH: dict[RunStatus, Callable[[Arena, str], tuple[str, str]]] = {
-    S.DISPATCH_PENDING: created,
-    S.QUEUED: _queued,
-    S.PLANNING: planning,
-    S.PLAN_COMPLETE: plan_complete,
-    S.POLICY_EVALUATING: _policy_evaluating,
-    S.POLICY_PASSED: _policy_passed,
-    S.AWAITING_APPROVAL: awaiting_approval,
-    S.APPLYING: applying,
-}
-
-
-@pytest.mark.parametrize("status", list(REACH), ids=lambda s: s.value)
-def test_cancel_ends_the_run_in_every_non_terminal_status(arena: Arena, status: RunStatus) -> None:
-    # Given a run stopped in ``status``
-    ws, run_id = REACH[status](arena, f"cancel-{status.value.replace('_', '-')}")
-    admin: Principal = arena.admin
-    assert arena.runs.get(admin, run_id).status is status
-    open_sandboxes = [
-        part.body["sandbox_ref"]
-        for name, part in run_parts.all_of(run_id).items()
-        if name.startswith("attempt#") and part.state == "started"
-    ]
-
-    # When it is canceled
-    ended = arena.runs.cancel(admin, run_id, arena.launcher)
-
-    # Then it ends canceled (apply_interrupted while applying, keeping the workspace)
-    expected = S.APPLY_INTERRUPTED if status is S.APPLYING else S.CANCELED
-    assert ended.status is expected
-    assert run_parts.require(run_id, "signal#cancel").state == "accepted"
-    # And every sandbox it had running is stopped, its attempt closed, its slot returned
-    assert set(open_sandboxes) <= set(arena.launcher.stopped)
-    for name, part in run_parts.all_of(run_id).items():
-        if name.startswith("attempt#"):
-            assert part.state not in {"launching", "started"}, (name, part.state)
-    assert running(arena) == (0, 0)
-    # And the workspace is free unless the apply's outcome needs recovery
-    writer = workspace_store.get_workspace(ws).writer_run_id
-    assert (writer == run_id) == (expected is S.APPLY_INTERRUPTED)
-    # And a second cancel is refused with the run's real status
-    with pytest.raises(Conflict) as again:
-        arena.runs.cancel(admin, run_id, arena.launcher)
-    assert again.value.http_status == 409
-
-
 # -- runner loss -------------------------------------------------------------------------
-
-
-def test_a_lost_plan_runner_fails_the_plan_and_stops_its_sandbox(arena: Arena) -> None:
-    # Given a planning run whose runner stopped heartbeating
-    ws, run_id = planning(arena, "lost-plan")
-    sandbox = run_parts.require(run_id, "attempt#plan").body["sandbox_ref"]
-
-    # When the workflow's wait times out on the heartbeat
-    result = arena.orchestration.fail(run_id, "plan", "States.HeartbeatTimeout")
-
-    # Then the plan failed, the sandbox is stopped, its slot returned, the workspace free
-    assert result == {"status": "plan_failed"}
-    assert sandbox in arena.launcher.stopped
-    assert run_parts.require(run_id, "attempt#plan").state == "lost"
-    assert running(arena) == (0, 0)
-    assert workspace_store.get_workspace(ws).writer_run_id is None
 
 
 def test_a_lost_apply_runner_after_start_needs_recovery_never_success(arena: Arena) -> None:

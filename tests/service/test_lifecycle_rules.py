@@ -1,7 +1,8 @@
 """The run lifecycle's rules the other service-tier files leave out, over the in-memory
 unit of work: a decision or cancellation that comes second is refused with the run's
-status in every order, a run that ends before its apply closes its apply record
-whatever ended it, and a run that ended never moves again."""
+status in every order, a cancellation ends a run in every status it can rest in, a run
+that ends before its apply closes its apply record whatever ended it, and a run that
+ended never moves again."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from runplane.domain.errors import AlreadyDecided, IllegalTransition
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApplyRecordState, RunPart
 from runplane.domain.run import RunStatus
+from runplane.domain.transitions import MAIN_PATH
 from runplane.services.lifecycle import RunLifecycle
 from tests.fakes import RecordingLauncher
 from tests.service.conftest import Tier
@@ -199,3 +201,61 @@ def test_a_run_that_ended_never_moves_again(tier: Tier, status: RunStatus) -> No
             lifecycle.move(run, target, actor="workflow")
     assert written(tier) == before
     assert tier.run_reader.get_run(run.id) == run
+
+
+SLOT, SESSION = "org#org-acme", "session-1"
+PAST_THE_WAIT = MAIN_PATH[MAIN_PATH.index(S.PLANNING) : MAIN_PATH.index(S.SUCCEEDED)]
+
+
+def _resting(tier: Tier, status: RunStatus) -> Run:
+    """``run-1`` resting in ``status`` as the workflow leaves it there: past the writer
+    wait it holds the reservation; planning or applying, its phase's sandbox runs;
+    awaiting approval, its approval waits; applying, its apply record started."""
+    run = run_at(tier, status)
+    now = tier.clock.now()
+    if status in PAST_THE_WAIT:
+        tier.writer_queue.holders["ws-1"] = run.id
+    if status is S.PLANNING:
+        open_attempt(tier, run, "plan", "task-plan", SLOT, SESSION)
+    if status is S.AWAITING_APPROVAL:
+        body: dict[str, object] = {"binding": {}}
+        tier.run_reader.add_part(RunPart(run.id, "approval", "waiting", body, "tok", now, now))
+    if status is S.APPLYING:
+        open_attempt(tier, run, "apply", "task-apply", SLOT, SESSION)
+        _pending_apply_record(tier, run, ApplyRecordState.STARTED)
+    return tier.run_reader.get_run(run.id)
+
+
+@pytest.mark.parametrize("status", MAIN_PATH[: MAIN_PATH.index(S.SUCCEEDED)])
+def test_a_cancellation_ends_the_run_in_every_status_it_can_rest_in(
+    tier: Tier, status: RunStatus
+) -> None:
+    # Given a run resting in ``status``
+    run = _resting(tier, status)
+    running = [
+        str(part.body["sandbox_ref"])
+        for name, part in tier.run_reader.parts(run.id).items()
+        if name.startswith("attempt#")
+    ]
+    launcher = RecordingLauncher()
+    # When bob cancels it
+    ended = tier.runs.cancel(REVIEWER, run.id, launcher)
+    # Then it ends canceled (apply_interrupted while applying), its cancel signal accepted
+    interrupted = status is S.APPLYING
+    assert ended.status is (S.APPLY_INTERRUPTED if interrupted else S.CANCELED)
+    assert tier.run_reader.get_run(run.id) == ended
+    assert tier.run_reader.parts(run.id)["signal#cancel"].state == "accepted"
+    # And every sandbox it had running is stopped, its attempt closed, its slot returned
+    assert launcher.stopped == running
+    for name, part in tier.run_reader.parts(run.id).items():
+        if name.startswith("attempt#"):
+            assert part.state not in {"launching", "started"}, (name, part.state)
+    assert all(taken == 0 for taken in tier.sandboxes.active.values())
+    # And the workspace is free unless the apply's outcome needs recovery
+    assert tier.writer_queue.holders.get("ws-1") == (run.id if interrupted else None)
+    # And a second cancellation is refused with the run's status, writing nothing
+    before = written(tier)
+    with pytest.raises(AlreadyDecided) as again:
+        tier.runs.cancel(REVIEWER, run.id, RecordingLauncher())
+    assert (again.value.http_status, again.value.status) == (409, ended.status.value)
+    assert written(tier) == before
