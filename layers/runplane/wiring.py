@@ -422,6 +422,7 @@ class Services:
     @cached_property
     def github(self) -> GitHubSources:
         from runplane.services.github import GitHubConfig, GitHubSources
+        from runplane.store.github import DynamoGitHubSources
 
         settings = self.settings
         return GitHubSources(
@@ -444,6 +445,7 @@ class Services:
                 review_url=settings.public_url or settings.control_plane_url,
             ),
             self.github_installations,
+            DynamoGitHubSources(),
         )
 
     @cached_property

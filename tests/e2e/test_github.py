@@ -342,7 +342,7 @@ def test_the_signature_is_checked_before_anything_else_about_the_headers(local: 
     assert "X-GitHub-Delivery" in answer["message"]
 
 
-def test_bindings_are_validated_and_scoped_to_their_organization(local: Local) -> None:
+def test_bindings_are_scoped_to_their_organization(local: Local) -> None:
     # Given a workspace bound to a repository
     ws = bound_workspace(local, "acme/scoped", "main", "infra")
     assert local.client.github_binding(ws)["working_directory"] == "infra"
@@ -368,22 +368,6 @@ def test_bindings_are_validated_and_scoped_to_their_organization(local: Local) -
     with pytest.raises(ApiError) as unbound:
         other.github_binding(theirs)
     assert unbound.value.status == 404
-    # And invalid bindings are refused with the field named
-    for field_name, override in (
-        ("/repository", {"repository": "not a repo"}),
-        ("/branch", {"branch": "bad..branch"}),
-        ("/working_directory", {"working_directory": "../outside"}),
-    ):
-        arguments: dict[str, Any] = {
-            "repository": "acme/scoped",
-            "branch": "main",
-            "installation_id": INSTALLATION,
-            **override,
-        }
-        with pytest.raises(ApiError) as invalid:
-            local.client.bind_github(ws, **arguments)
-        assert invalid.value.status == 422
-        assert invalid.value.body["pointer"] == field_name
     # And unbinding removes it
     local.client.unbind_github(ws)
     with pytest.raises(ApiError) as gone:

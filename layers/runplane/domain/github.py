@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runplane.domain.errors import InvalidInput
+from runplane.domain.errors import Conflict, InvalidInput
 from runplane.domain.run import RunKind
 
 PROVIDER = "github"
@@ -176,6 +176,110 @@ class Delivery:
     status_code: int
     outcome: dict[str, Any]
     source_id: str | None
+
+
+class DeliveryAlreadyRecorded(Conflict):
+    """The delivery ID was recorded before: ``recorded`` is that first record, which
+    stands (nothing else was written)."""
+
+    code = "DELIVERY_ALREADY_RECORDED"
+
+    def __init__(self, recorded: Delivery) -> None:
+        super().__init__(f"delivery {recorded.delivery_id} was already received")
+        self.recorded = recorded
+
+
+@dataclass(frozen=True)
+class IngestionTarget:
+    """One bound workspace an ingestion recorded a configuration version for, and the
+    run made of it (or why none could be: ``error``, a refusal's code)."""
+
+    workspace_id: str
+    working_directory: str
+    kind: RunKind
+    configuration_version_id: str
+    configuration_artifact_id: str
+    run_id: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Ingestion:
+    """A source ingestion: the commit one accepted delivery names, fetched for the
+    workspaces bound to it. ``status`` is pending until the commit is fetched, then
+    ready (with ``targets``) or failed (with ``reason``); never tokens or content."""
+
+    id: str
+    organization_id: str
+    delivery_id: str
+    event: str
+    action: str | None
+    repository: str
+    branch: str
+    ref: str
+    commit_sha: str
+    installation_id: int
+    pull_request: int | None
+    sender: str | None
+    commit_message: str | None
+    pull_request_title: str | None
+    pull_request_author: str | None
+    status: str
+    workflow_id: str
+    created_at: datetime
+    updated_at: datetime
+    archive_sha256: str | None = None
+    archive_size: int | None = None
+    targets: tuple[IngestionTarget, ...] = ()
+    reason: str | None = None
+
+    @classmethod
+    def pending(
+        cls,
+        source_id: str,
+        organization_id: str,
+        delivery_id: str,
+        event: SourceEvent,
+        now: datetime,
+    ) -> Ingestion:
+        """The ingestion an accepted delivery starts (its workflow named after it)."""
+        return cls(
+            id=source_id,
+            organization_id=organization_id,
+            delivery_id=delivery_id,
+            event=event.event,
+            action=event.action,
+            repository=event.repository,
+            branch=event.branch,
+            ref=event.ref,
+            commit_sha=event.commit_sha,
+            installation_id=event.installation_id,
+            pull_request=event.pull_request,
+            sender=event.sender,
+            commit_message=event.commit_message,
+            pull_request_title=event.pull_request_title,
+            pull_request_author=event.pull_request_author,
+            status="pending",
+            workflow_id=source_id,
+            created_at=now,
+            updated_at=now,
+        )
+
+    @property
+    def speculative(self) -> bool:
+        return self.event == "pull_request"
+
+
+@dataclass(frozen=True)
+class FetchedConfiguration:
+    """A target's configuration cut from the fetched commit and stored as an artifact:
+    the configuration version an ingestion records for it."""
+
+    target: IngestionTarget
+    organization_id: str
+    sha256: str
+    size: int
+    speculative: bool
 
 
 @dataclass(frozen=True)

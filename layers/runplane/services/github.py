@@ -13,9 +13,9 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from runplane.adapters.github import GitHubApp
 from runplane.adapters.secrets import Secrets
@@ -40,7 +40,11 @@ from runplane.domain.github import (
     DELIVERY_ID,
     Binding,
     Delivery,
+    DeliveryAlreadyRecorded,
+    FetchedConfiguration,
     Ignored,
+    Ingestion,
+    IngestionTarget,
     SourceEvent,
     body_digest,
     commit_state,
@@ -53,6 +57,7 @@ from runplane.domain.github import (
     valid_repository,
     valid_working_directory,
 )
+from runplane.domain.github_connect import AuditNote
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind, derived_id
 from runplane.domain.run import RunKind, RunStatus
@@ -61,18 +66,9 @@ from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github_installations import GitHubInstallations
 from runplane.services.lifecycle import RunLifecycle
+from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
-from runplane.store import github as store
-from runplane.store import github_installations
-from runplane.store.models import (
-    ConfigurationVersionItem,
-    SourceIngestionItem,
-    configuration_version_key,
-    source_key,
-)
-from runplane.store.runs import RunRepository
-from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.github")
 
@@ -130,9 +126,11 @@ class GitHubSources:
         secrets: Secrets,
         config: GitHubConfig,
         installations: GitHubInstallations,
+        store: GitHubSourceStore,
         app: Callable[[str, str, str], GitHubApp] = GitHubApp,
     ) -> None:
         self._installations = installations
+        self._store = store
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
@@ -168,21 +166,19 @@ class GitHubSources:
             installation_id=valid_installation_id(installation_id),
             push_kind=valid_push_kind(push_run_kind),
         )
-        previous = store.get_binding(workspace.id)
-        write = store.bind(binding, previous, actor=principal.ref, now=self._clock.now())
-        write.extend(
-            [
-                github_installations.binding_change(
-                    binding, previous, actor=principal.ref, clock=self._clock, ids=self._ids
-                )
-            ]
+        previous = self._store.binding(workspace.id)
+        self._store.bind(
+            binding,
+            previous,
+            actor=principal.ref,
+            now=self._clock.now(),
+            release_note=self._release_note(previous, principal.ref),
         )
-        write.commit()
         return binding
 
     def binding(self, principal: Principal, workspace_id: str) -> Binding:
         workspace = self._workspaces.by_id(principal, workspace_id)
-        found = store.get_binding(workspace.id)
+        found = self._store.binding(workspace.id)
         if found is None or found.organization_id != workspace.organization_id:
             raise NotFound("GitHub binding of workspace", workspace_id)
         return found
@@ -190,15 +186,27 @@ class GitHubSources:
     def unbind(self, principal: Principal, workspace_id: str) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
         bound = self.binding(principal, workspace_id)
-        write = store.unbind(bound)
-        write.extend(
-            [
-                github_installations.binding_change(
-                    None, bound, actor=principal.ref, clock=self._clock, ids=self._ids
-                )
-            ]
+        self._store.unbind(
+            bound, now=self._clock.now(), release_note=self._release_note(bound, principal.ref)
         )
-        write.commit()
+
+    def _release_note(self, previous: Binding | None, actor: str) -> Callable[[], AuditNote]:
+        """The audit note of the previous installation's release, should the binding
+        leaving it be its last (its ID drawn only when the store asks for it)."""
+
+        def note() -> AuditNote:
+            assert previous is not None
+            return AuditNote(
+                self._ids.new(IdKind.AUDIT_EVENT),
+                "github.installation.released",
+                actor,
+                {
+                    "installation_id": str(previous.installation_id),
+                    "reason": "its last binding was removed",
+                },
+            )
+
+        return note
 
     # -- the webhook ------------------------------------------------------------------------
 
@@ -221,9 +229,9 @@ class GitHubSources:
         if not event or len(event) > 100:
             raise InvalidInput("the X-GitHub-Event header is missing or malformed")
         digest = body_digest(body)
-        existing = store.get_delivery(delivery_id)
+        existing = self._store.delivery(delivery_id)
         if existing is not None:
-            return self._repeat(existing.source_id, existing.body_sha256, digest, existing)
+            return self._repeat(existing, digest)
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):
@@ -268,71 +276,35 @@ class GitHubSources:
         else:
             source_id = self._ids.new(IdKind.SOURCE_INGESTION)
             outcome.update(status="accepted", source_id=source_id)
-            source = SourceIngestionItem(
-                *source_key(source_id),
-                source_id=source_id,
-                org_id=binding.organization_id,
-                delivery_id=delivery_id,
-                event=parsed.event,
-                action=parsed.action,
-                repository=parsed.repository,
-                branch=parsed.branch,
-                ref=parsed.ref,
-                commit_sha=parsed.commit_sha,
-                installation_id=parsed.installation_id,
-                pull_request=parsed.pull_request,
-                sender=parsed.sender,
-                commit_message=parsed.commit_message,
-                pull_request_title=parsed.pull_request_title,
-                pull_request_author=parsed.pull_request_author,
-                status="pending",
-                workflow_id=source_id,
-                created_at=now,
-                updated_at=now,
-            )
+            source = Ingestion.pending(source_id, binding.organization_id, delivery_id, parsed, now)
         delivery = Delivery(delivery_id, event, digest, status, outcome, outcome.get("source_id"))
         try:
-            store.record_delivery(delivery, now, source).commit()
-        except store.DeliveryAlreadyRecorded as seen:
+            self._store.record_delivery(delivery, received_at=now, starts=source)
+        except DeliveryAlreadyRecorded as seen:
             # The same delivery arrived twice at once: the first record stands.
-            current = seen.current
-            return self._repeat(
-                current.get("source_id"), str(current.get("body_sha256")), digest, None, current
-            )
+            return self._repeat(seen.recorded, digest)
         if source is not None:
-            self._start(source.source_id)
+            self._start(source.id)
         return WebhookReply(status, outcome)
 
-    def _repeat(
-        self,
-        source_id: str | None,
-        recorded_digest: str,
-        digest: str,
-        item: Any,
-        plain: Mapping[str, Any] | None = None,
-    ) -> WebhookReply:
-        if recorded_digest != digest:
+    def _repeat(self, recorded: Delivery, digest: str) -> WebhookReply:
+        if recorded.body_sha256 != digest:
             raise WebhookReplayRefused(
                 "this delivery ID was received before with a different body; nothing was recorded"
             )
-        if item is not None:
-            status, outcome = int(item.status_code), dict(item.outcome or {})
-        else:
-            assert plain is not None
-            status, outcome = int(plain.get("status_code", 200)), dict(plain.get("outcome") or {})
-        if source_id is not None:
-            source = store.find_source(source_id)
+        if recorded.source_id is not None:
+            source = self._store.ingestion(recorded.source_id)
             if source is not None and source.status == "pending":
                 # The first attempt may have recorded it without starting its workflow.
-                self._start(source_id)
-        return WebhookReply(status, {**outcome, "duplicate": True})
+                self._start(recorded.source_id)
+        return WebhookReply(recorded.status_code, {**recorded.outcome, "duplicate": True})
 
     def _start(self, source_id: str) -> None:
         if self._workflow is None:
             raise GitHubNotConfigured("no source workflow is configured for this deployment")
         self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
 
-    def _targets(self, parsed: SourceEvent | SourceIngestionItem) -> list[Binding]:
+    def _targets(self, parsed: SourceEvent | Ingestion) -> list[Binding]:
         """The bindings an event reaches: same repository, branch and installation, of the
         organization holding the installation (proved by a connect flow)."""
         installation = int(parsed.installation_id)
@@ -341,7 +313,7 @@ class GitHubSources:
             return []
         found = [
             b
-            for b in store.bound_to(parsed.repository)
+            for b in self._store.bound_to(parsed.repository)
             if b.branch == parsed.branch
             and b.installation_id == installation
             and b.organization_id == holder
@@ -359,17 +331,23 @@ class GitHubSources:
 
     def ingest(self, source_id: str) -> dict[str, Any]:
         """Fetch the commit and record a configuration version per bound workspace."""
-        source = store.get_source(source_id)
+        source = self._ingestion(source_id)
         if source.status != "pending":
             return {"source_id": source_id, "status": source.status}
-        targets = [b for b in self._targets(source) if b.organization_id == source.org_id]
+        targets = [b for b in self._targets(source) if b.organization_id == source.organization_id]
         try:
             return self._ingest(source, targets)
         except SourceRefused as refused:
-            store.mark_failed(source_id, refused.message, self._clock.now()).commit()
+            self._store.mark_failed(source_id, refused.message, self._clock.now())
             return {"source_id": source_id, "status": "failed"}
 
-    def _ingest(self, source: SourceIngestionItem, targets: list[Binding]) -> dict[str, Any]:
+    def _ingestion(self, source_id: str) -> Ingestion:
+        source = self._store.ingestion(source_id)
+        if source is None:
+            raise NotFound("source ingestion", source_id)
+        return source
+
+    def _ingest(self, source: Ingestion, targets: list[Binding]) -> dict[str, Any]:
         app = self._app()
         token = app.installation_token(int(source.installation_id), self._clock.now())
         limits = ArchiveLimits(max_total_bytes=self._config.archive_max_bytes)
@@ -386,8 +364,7 @@ class GitHubSources:
                     )
         now = self._clock.now()
         stored: list[str] = []
-        write = Transaction()
-        recorded: list[dict[str, Any]] = []
+        fetched: list[FetchedConfiguration] = []
         try:
             for binding in targets:
                 artifact = self._artifacts.put(
@@ -396,92 +373,75 @@ class GitHubSources:
                     [archives[binding.working_directory]],
                 )
                 stored.append(artifact.id)
-                cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
-                write.put_new(
-                    ConfigurationVersionItem(
-                        *configuration_version_key(cv_id),
-                        cv_id=cv_id,
-                        org_id=binding.organization_id,
-                        workspace_id=binding.workspace_id,
-                        status="uploaded",
-                        upload_id=f"source:{source.source_id}",
-                        artifact_id=artifact.id,
+                target = IngestionTarget(
+                    workspace_id=binding.workspace_id,
+                    working_directory=binding.working_directory,
+                    kind=RunKind.SPECULATIVE if source.speculative else binding.push_kind,
+                    configuration_version_id=self._ids.new(IdKind.CONFIGURATION_VERSION),
+                    configuration_artifact_id=artifact.id,
+                )
+                fetched.append(
+                    FetchedConfiguration(
+                        target,
+                        binding.organization_id,
                         sha256=artifact.sha256 or "",
                         size=artifact.size or 0,
-                        created_at=now,
-                        uploaded_at=now,
-                        speculative=source.event == "pull_request",
-                        source_id=source.source_id,
+                        speculative=source.speculative,
                     )
                 )
-                kind = RunKind.SPECULATIVE if source.event == "pull_request" else binding.push_kind
-                recorded.append(
-                    {
-                        "workspace_id": binding.workspace_id,
-                        "working_directory": binding.working_directory,
-                        "kind": kind.value,
-                        "configuration_version_id": cv_id,
-                        "configuration_artifact_id": artifact.id,
-                        "run_id": None,
-                    }
-                )
-            write.extend(
-                [
-                    store.mark_ready(
-                        source.source_id,
-                        archive_sha256=archive.sha256,
-                        archive_size=archive.size,
-                        targets=recorded,
-                        now=now,
-                    )
-                ]
+            self._store.record_fetched(
+                source.id,
+                archive_sha256=archive.sha256,
+                archive_size=archive.size,
+                configurations=fetched,
+                targets=[f.target for f in fetched],
+                now=now,
             )
-            write.commit()
         except BaseException:
             for artifact_id in stored:
                 self._artifacts.discard(artifact_id)
             raise
-        return {"source_id": source.source_id, "status": "ready", "targets": len(recorded)}
+        return {"source_id": source.id, "status": "ready", "targets": len(fetched)}
 
     def create_runs(self, source_id: str) -> dict[str, Any]:
         """Create the run of every target that has none yet; post pending statuses."""
-        source = store.get_source(source_id)
+        source = self._ingestion(source_id)
         if source.status != "ready":
             return {"source_id": source_id, "runs": 0}
-        targets = [dict(t) for t in source.targets or []]
+        targets = list(source.targets)
         created: list[str] = []
-        for target in targets:
-            if target.get("run_id") or target.get("error"):
+        for index, target in enumerate(targets):
+            if target.run_id or target.error:
                 continue
-            binding = store.get_binding(str(target["workspace_id"]))
-            if binding is None or binding.organization_id != source.org_id:
-                target["error"] = "UNBOUND"
+            binding = self._store.binding(target.workspace_id)
+            if binding is None or binding.organization_id != source.organization_id:
+                targets[index] = replace(target, error="UNBOUND")
             else:
                 try:
                     run_id = self._create_run(source, binding, target)
                 except RunplaneError as refused:
-                    target["error"] = refused.code
+                    targets[index] = replace(target, error=refused.code)
                 else:
-                    target["run_id"] = run_id
+                    targets[index] = replace(target, run_id=run_id)
                     created.append(run_id)
-            store.set_targets(source_id, targets, self._clock.now()).commit()
+            self._store.set_targets(source_id, targets, self._clock.now())
         if created and source.event == "pull_request":
             self._post_statuses(source, created, "pending")
         return {"source_id": source_id, "runs": len(created)}
 
-    def _create_run(self, source: SourceIngestionItem, binding: Binding, target: Any) -> str:
+    def _create_run(self, source: Ingestion, binding: Binding, target: IngestionTarget) -> str:
         """Create the target's run, or find the one an earlier try created.
 
         The run's ID derives from the ingestion and the workspace, so a try that
         crashed after creating the run and before recording it cannot make a second
         one: the retry's creation is refused and adopts the first run instead."""
-        run_id = derived_id(IdKind.RUN, source.source_id, binding.workspace_id)
+        run_id = derived_id(IdKind.RUN, source.id, binding.workspace_id)
         try:
             return self._runs.create(
-                source_principal(source.source_id, binding),
+                source_principal(source.id, binding),
                 binding.workspace_id,
-                kind=RunKind(str(target["kind"])),
-                configuration_version_id=str(target["configuration_version_id"]),
+                kind=target.kind,
+                configuration_version_id=target.configuration_version_id,
                 engine_version=None,
                 variables={},
                 message=f"GitHub {source.event} {source.repository}@{source.commit_sha}",
@@ -489,7 +449,7 @@ class GitHubSources:
             ).id
         except RunAlreadyExists:
             run = self._lifecycle.runs.get(run_id)
-            if run.created_by != f"{PrincipalKind.SOURCE}:{source.source_id}" or (
+            if run.created_by != f"{PrincipalKind.SOURCE}:{source.id}" or (
                 run.workspace_id != binding.workspace_id
             ):
                 raise
@@ -500,11 +460,11 @@ class GitHubSources:
             return run.id
 
     def fail(self, source_id: str, error: str) -> dict[str, Any]:
-        source = store.find_source(source_id)
+        source = self._store.ingestion(source_id)
         if source is not None and source.status == "pending":
-            store.mark_failed(
+            self._store.mark_failed(
                 source_id, f"ingestion failed: {error[:100]}", self._clock.now()
-            ).commit()
+            )
         return {"source_id": source_id, "status": "failed"}
 
     def report_status(self, run_id: str) -> dict[str, Any]:
@@ -517,17 +477,17 @@ class GitHubSources:
         self._post_statuses(source, [run.id], state, run.status)
         return {"run_id": run_id, "reported": True, "state": state}
 
-    def _source_of(self, run: Run) -> SourceIngestionItem | None:
+    def _source_of(self, run: Run) -> Ingestion | None:
         if not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:"):
             return None
-        source = store.find_source(str(run.created_by).split(":", 1)[1])
-        if source is None or source.org_id != run.organization_id:
+        source = self._store.ingestion(str(run.created_by).split(":", 1)[1])
+        if source is None or source.organization_id != run.organization_id:
             return None
         return source
 
     def _post_statuses(
         self,
-        source: SourceIngestionItem,
+        source: Ingestion,
         run_ids: list[str],
         state: str,
         status: RunStatus | None = None,
@@ -535,9 +495,8 @@ class GitHubSources:
         app = self._app()
         token = app.installation_token(int(source.installation_id), self._clock.now())
         for run_id in run_ids:
-            target: dict[str, Any] = next(
-                (t for t in source.targets or [] if t.get("run_id") == run_id), {}
-            )
+            target = next((t for t in source.targets if t.run_id == run_id), None)
+            shown = run_id if target is None else target.workspace_id
             description = {
                 "pending": "plan queued",
                 "success": "plan completed",
@@ -549,7 +508,7 @@ class GitHubSources:
                 source.commit_sha,
                 {
                     "state": state,
-                    "context": f"{STATUS_CONTEXT}/{target.get('workspace_id', run_id)}",
+                    "context": f"{STATUS_CONTEXT}/{shown}",
                     "description": description,
                     "target_url": f"{self._config.review_url.rstrip('/')}/api/v1/runs/{run_id}",
                 },
@@ -557,7 +516,13 @@ class GitHubSources:
         del token
 
 
-def commit_status_reports(workflow: Workflow, runs: RunRepository) -> Callable[[RunEvent], None]:
+class RunsById(Protocol):
+    """Where the status reports read a run: ``NotFound`` for an unknown one."""
+
+    def get(self, run_id: str) -> Run: ...
+
+
+def commit_status_reports(workflow: Workflow, runs: RunsById) -> Callable[[RunEvent], None]:
     """A run-event handler: a pull request's run (a speculative run a source ingestion
     created) that ended reports its commit status through the source workflow, which
     alone holds the GitHub App's key. The execution is named after the event, so a

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.domain.errors import Conflict, NotFound
-from runplane.domain.github import Binding, Delivery
+from runplane.domain.github import (
+    Binding,
+    Delivery,
+    DeliveryAlreadyRecorded,
+    FetchedConfiguration,
+    Ingestion,
+    IngestionTarget,
+)
+from runplane.domain.github_connect import AuditNote
 from runplane.domain.run import RunKind
 from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion, SourceTarget
-from runplane.store import configuration_versions
+from runplane.store import configuration_versions, github_installations
 from runplane.store.models import (
+    ConfigurationVersionItem,
     GitHubBindingItem,
     GitHubDeliveryItem,
     SourceIngestionItem,
+    configuration_version_key,
     github_binding_key,
     github_delivery_key,
     github_route_key,
@@ -23,16 +35,6 @@ from runplane.store.transaction import Item, Transaction
 
 # A delivery record outlives any redelivery GitHub offers (three days) with room to spare.
 DELIVERY_RETENTION = timedelta(days=30)
-
-
-class DeliveryAlreadyRecorded(Conflict):
-    """The delivery ID was recorded before; ``current`` is the stored record."""
-
-    code = "DELIVERY_ALREADY_RECORDED"
-
-    def __init__(self, delivery_id: str, current: Item | None) -> None:
-        super().__init__(f"delivery {delivery_id} was already received")
-        self.current = current or {}
 
 
 # -- bindings ---------------------------------------------------------------------------
@@ -137,13 +139,41 @@ def get_delivery(delivery_id: str) -> GitHubDeliveryItem | None:
         return None
 
 
+def _delivery(item: GitHubDeliveryItem) -> Delivery:
+    return Delivery(
+        delivery_id=item.delivery_id,
+        event=item.event,
+        body_sha256=item.body_sha256,
+        status_code=int(item.status_code),
+        outcome=dict(item.outcome or {}),
+        source_id=item.source_id,
+    )
+
+
+def _recorded(delivery_id: str, current: Item | None) -> Delivery:
+    """The stored record a refused put found (plain attribute values: the outcome is
+    still the JSON text the attribute stores)."""
+    stored = current or {}
+    outcome = stored.get("outcome") or {}
+    if isinstance(outcome, str):
+        outcome = json.loads(outcome)
+    return Delivery(
+        delivery_id=delivery_id,
+        event=str(stored.get("event", "")),
+        body_sha256=str(stored.get("body_sha256")),
+        status_code=int(stored.get("status_code", 200)),
+        outcome=dict(outcome),
+        source_id=stored.get("source_id"),
+    )
+
+
 def record_delivery(
     delivery: Delivery, now: datetime, source: SourceIngestionItem | None = None
 ) -> Transaction:
     """Put the delivery once (and the ingestion it starts, in the same write)."""
 
     def seen(current: Item | None) -> Exception:
-        return DeliveryAlreadyRecorded(delivery.delivery_id, current)
+        return DeliveryAlreadyRecorded(_recorded(delivery.delivery_id, current))
 
     write = Transaction().put_new(
         GitHubDeliveryItem(
@@ -229,6 +259,113 @@ def mark_failed(source_id: str, reason: str, now: datetime) -> Transaction:
     )
 
 
+def _target(record: Mapping[str, Any]) -> IngestionTarget:
+    return IngestionTarget(
+        workspace_id=str(record["workspace_id"]),
+        working_directory=str(record.get("working_directory", "")),
+        kind=RunKind(str(record["kind"])),
+        configuration_version_id=str(record["configuration_version_id"]),
+        configuration_artifact_id=str(record["configuration_artifact_id"]),
+        run_id=record.get("run_id") or None,
+        error=record.get("error") or None,
+    )
+
+
+def _target_record(target: IngestionTarget) -> dict[str, Any]:
+    """A target as the item keeps it: ``run_id`` always (None until a run is made),
+    ``error`` only once there is one."""
+    record: dict[str, Any] = {
+        "workspace_id": target.workspace_id,
+        "working_directory": target.working_directory,
+        "kind": target.kind.value,
+        "configuration_version_id": target.configuration_version_id,
+        "configuration_artifact_id": target.configuration_artifact_id,
+        "run_id": target.run_id,
+    }
+    if target.error is not None:
+        record["error"] = target.error
+    return record
+
+
+def _to_ingestion(item: SourceIngestionItem) -> Ingestion:
+    return Ingestion(
+        id=item.source_id,
+        organization_id=item.org_id,
+        delivery_id=item.delivery_id,
+        event=item.event,
+        action=item.action,
+        repository=item.repository,
+        branch=item.branch,
+        ref=item.ref,
+        commit_sha=item.commit_sha,
+        installation_id=int(item.installation_id),
+        pull_request=None if item.pull_request is None else int(item.pull_request),
+        sender=item.sender,
+        commit_message=item.commit_message,
+        pull_request_title=item.pull_request_title,
+        pull_request_author=item.pull_request_author,
+        status=item.status,
+        workflow_id=item.workflow_id,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        archive_sha256=item.archive_sha256,
+        archive_size=None if item.archive_size is None else int(item.archive_size),
+        targets=tuple(_target(record) for record in item.targets or []),
+        reason=item.reason,
+    )
+
+
+def _ingestion_item(ingestion: Ingestion) -> SourceIngestionItem:
+    return SourceIngestionItem(
+        *source_key(ingestion.id),
+        source_id=ingestion.id,
+        org_id=ingestion.organization_id,
+        delivery_id=ingestion.delivery_id,
+        event=ingestion.event,
+        action=ingestion.action,
+        repository=ingestion.repository,
+        branch=ingestion.branch,
+        ref=ingestion.ref,
+        commit_sha=ingestion.commit_sha,
+        installation_id=ingestion.installation_id,
+        pull_request=ingestion.pull_request,
+        sender=ingestion.sender,
+        commit_message=ingestion.commit_message,
+        pull_request_title=ingestion.pull_request_title,
+        pull_request_author=ingestion.pull_request_author,
+        status=ingestion.status,
+        workflow_id=ingestion.workflow_id,
+        archive_sha256=ingestion.archive_sha256,
+        archive_size=ingestion.archive_size,
+        targets=[_target_record(target) for target in ingestion.targets],
+        reason=ingestion.reason,
+        created_at=ingestion.created_at,
+        updated_at=ingestion.updated_at,
+    )
+
+
+def _configuration_item(
+    fetched: FetchedConfiguration, source_id: str, now: datetime
+) -> ConfigurationVersionItem:
+    """The configuration version an ingestion records for a target, already uploaded."""
+    target = fetched.target
+    return ConfigurationVersionItem(
+        *configuration_version_key(target.configuration_version_id),
+        cv_id=target.configuration_version_id,
+        org_id=fetched.organization_id,
+        workspace_id=target.workspace_id,
+        status="uploaded",
+        upload_id=f"source:{source_id}",
+        artifact_id=target.configuration_artifact_id,
+        sha256=fetched.sha256,
+        size=fetched.size,
+        created_at=now,
+        uploaded_at=now,
+        speculative=fetched.speculative,
+        source_id=source_id,
+    )
+
+
 def _to_source(item: SourceIngestionItem) -> SourceIngestion:
     """What provenance shows of an ingestion's item (its targets in recorded order)."""
     return SourceIngestion(
@@ -268,3 +405,90 @@ class DynamoSourceRecords:
     def source(self, source_id: str) -> SourceIngestion | None:
         item = find_source(source_id)
         return None if item is None else _to_source(item)
+
+
+class DynamoGitHubSources:
+    """``GitHubSourceStore`` on the table (``services.repositories.github``): each
+    method one transaction, a binding's with its installation's count."""
+
+    def binding(self, workspace_id: str) -> Binding | None:
+        return get_binding(workspace_id)
+
+    def bound_to(self, repository: str) -> list[Binding]:
+        return bound_to(repository)
+
+    def bind(
+        self,
+        binding: Binding,
+        previous: Binding | None,
+        *,
+        actor: str,
+        now: datetime,
+        release_note: Callable[[], AuditNote],
+    ) -> None:
+        write = bind(binding, previous, actor=actor, now=now)
+        write.extend(
+            [
+                github_installations.binding_change(
+                    binding, previous, now=now, release_note=release_note
+                )
+            ]
+        )
+        write.commit()
+
+    def unbind(
+        self, binding: Binding, *, now: datetime, release_note: Callable[[], AuditNote]
+    ) -> None:
+        write = unbind(binding)
+        write.extend(
+            [github_installations.binding_change(None, binding, now=now, release_note=release_note)]
+        )
+        write.commit()
+
+    def delivery(self, delivery_id: str) -> Delivery | None:
+        item = get_delivery(delivery_id)
+        return None if item is None else _delivery(item)
+
+    def record_delivery(
+        self, delivery: Delivery, *, received_at: datetime, starts: Ingestion | None
+    ) -> None:
+        source = None if starts is None else _ingestion_item(starts)
+        record_delivery(delivery, received_at, source).commit()
+
+    def ingestion(self, source_id: str) -> Ingestion | None:
+        item = find_source(source_id)
+        return None if item is None else _to_ingestion(item)
+
+    def record_fetched(
+        self,
+        source_id: str,
+        *,
+        archive_sha256: str,
+        archive_size: int,
+        configurations: Sequence[FetchedConfiguration],
+        targets: Sequence[IngestionTarget],
+        now: datetime,
+    ) -> None:
+        write = Transaction()
+        for fetched in configurations:
+            write.put_new(_configuration_item(fetched, source_id, now))
+        write.extend(
+            [
+                mark_ready(
+                    source_id,
+                    archive_sha256=archive_sha256,
+                    archive_size=archive_size,
+                    targets=[_target_record(target) for target in targets],
+                    now=now,
+                )
+            ]
+        )
+        write.commit()
+
+    def set_targets(
+        self, source_id: str, targets: Sequence[IngestionTarget], now: datetime
+    ) -> None:
+        set_targets(source_id, [_target_record(target) for target in targets], now).commit()
+
+    def mark_failed(self, source_id: str, reason: str, now: datetime) -> None:
+        mark_failed(source_id, reason, now).commit()

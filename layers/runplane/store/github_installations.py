@@ -12,15 +12,14 @@ A connect flow is keyed by the hash of its cookie secret and holds no secret.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
-from runplane.domain.clock import Clock
 from runplane.domain.errors import Conflict, GitHubConnectRefused, GitHubInstallationTaken
 from runplane.domain.github import Binding
 from runplane.domain.github_connect import AuditNote, ConnectFlow, GitHubAccount, Installation
-from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import audit
 from runplane.store.models import TableItem, org_event_key
 from runplane.store.transaction import Item, OnRefused, Transaction
@@ -368,14 +367,14 @@ def binding_change(
     binding: Binding | None,
     previous: Binding | None,
     *,
-    actor: str,
-    clock: Clock,
-    ids: IdGenerator,
+    now: datetime,
+    release_note: Callable[[], AuditNote],
 ) -> Transaction:
     """The installation side of a workspace binding replacing ``previous`` (either may be
     None), for the binding's own transaction: the new installation must be held by the
     organization and counts one more binding; the previous one counts one fewer and is
-    released with its last (its audit note's ID and time drawn only then)."""
+    released with its last (``release_note`` is called only when the previous one is
+    still held)."""
     write = Transaction()
     before = None if previous is None else previous.installation_id
     after = None if binding is None else binding.installation_id
@@ -389,16 +388,7 @@ def binding_change(
         org = previous.organization_id
         current = held(org, previous.installation_id)
         if current is not None:
-            note = AuditNote(
-                ids.new(IdKind.AUDIT_EVENT),
-                "github.installation.released",
-                actor,
-                {
-                    "installation_id": str(previous.installation_id),
-                    "reason": "its last binding was removed",
-                },
-            )
-            write.extend([stop_using(org, current, note, clock.now())])
+            write.extend([stop_using(org, current, release_note(), now)])
     return write
 
 
