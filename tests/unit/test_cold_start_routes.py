@@ -350,8 +350,9 @@ def test_the_start_steps_first_request_loads_only_the_runner_start_service() -> 
     # When the task Lambda's start step builds its service (what start_runner calls)
     loaded = _task_step_built("start")
 
-    # Then the runner start service and the launch controls it checks are loaded
-    assert {"runplane.services.runner_start", "runplane.services.launch_controls"} <= loaded
+    # Then the runner start service and the clearance it takes slots with are loaded (the
+    # launch controls service itself only when a launch checks them)
+    assert {"runplane.services.runner_start", "runplane.domain.launch_controls"} <= loaded
     # And not the other steps' services, policy evaluation, what runners report or
     # drift findings (and the schedules' records they are kept with)
     assert (
