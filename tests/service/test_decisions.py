@@ -1,7 +1,8 @@
 """Approval decisions (``Runs.decide``) over the in-memory unit of work: what an approval
 binds, what a rejection moves and hands off, and the decisions refused before or by the
-write, each writing nothing. The same decisions on moto and over HTTP:
-tests/integration/test_decision_races.py, tests/e2e/test_decision_conflicts.py."""
+write, each writing nothing. Decisions racing on moto and over HTTP:
+tests/integration/test_decision_races.py, tests/e2e/test_managed_runs.py; the order of a
+second decision or cancellation: tests/service/test_lifecycle_rules.py."""
 
 from __future__ import annotations
 
