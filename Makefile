@@ -27,9 +27,10 @@ test: $(STAMP) engine browser-deps sandbox-deps
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser"
 
-# The service tier alone: services over in-memory repositories, no moto (seconds).
+# The service tier alone: services over in-memory repositories and the in-memory unit of
+# work, no moto, with the 10,000 seeded interleavings (about half a minute on two cores).
 test-service: $(STAMP)
-	$(BIN)/python -m pytest -q -m service
+	$(BIN)/python -m pytest -q -n 2 tests/service
 
 # The end-to-end tier alone: the embedded stack over real HTTP with the real engine.
 test-e2e: $(STAMP) engine sandbox-deps
