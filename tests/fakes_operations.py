@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from runplane.domain.errors import ConcurrentChange, Conflict
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
 from runplane.domain.parts import RunPart
+from runplane.domain.sandbox_exits import SandboxRef
 from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion
 
 
@@ -183,3 +184,16 @@ class EventPut:
 
     def commit(self) -> None:
         self.outbox.commit(self)
+
+
+@dataclass
+class InMemorySandboxRefs:
+    """``SandboxRefs`` in a dict by reference; ``record`` is the launch's write."""
+
+    refs: dict[str, SandboxRef] = field(default_factory=dict)
+
+    def record(self, ref: SandboxRef) -> None:
+        self.refs[ref.reference] = ref
+
+    def find(self, reference: str) -> SandboxRef | None:
+        return self.refs.get(reference)

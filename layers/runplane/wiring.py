@@ -323,11 +323,14 @@ class Services:
     @cached_property
     def sandbox_exits(self) -> SandboxExits:
         from runplane.services.sandbox_exits import SandboxExits
+        from runplane.store.sandbox_refs import DynamoSandboxRefs
+        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         return SandboxExits(
             self.orchestration.steps,
-            self.lifecycle,
             self.workflow,
+            lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+            DynamoSandboxRefs(),
             cluster=self.settings.ecs_cluster,
         )
 

@@ -27,9 +27,9 @@ from runplane.domain.errors import Conflict, NotFound, TooMuchContention
 from runplane.domain.parts import AttemptBody
 from runplane.domain.sandbox_exits import SANDBOX_STOPPED, SandboxExit, StoppedTask, stale
 from runplane.services.attempts import attempt_part
-from runplane.services.lifecycle import RunLifecycle
+from runplane.services.repositories.operations import SandboxRefs
+from runplane.services.unit_of_work import UnitsOfWork
 from runplane.services.workflow_steps import WorkflowSteps
-from runplane.store import run_parts, sandbox_refs
 
 logger = logging.getLogger("runplane.sandboxes")
 
@@ -57,25 +57,29 @@ class SandboxExits:
     def __init__(
         self,
         steps: WorkflowSteps,
-        lifecycle: RunLifecycle,
         workflow: Workflow,
+        units: UnitsOfWork,
+        refs: SandboxRefs,
         *,
         cluster: str | None = None,
     ) -> None:
         self._steps = steps
-        self._lifecycle = lifecycle
         self._workflow = workflow
+        self._units = units
+        self._refs = refs
         # The sandbox cluster's ARN: ECS events of any other cluster are not ours.
         self._cluster = cluster
 
     def stopped(self, notice: SandboxExit) -> Noticed:
         """The sandbox ``notice`` names stopped: end its run if it still waits on it."""
         for _ in range(MAX_READS):
+            name = attempt_part(notice.phase)
             try:
-                run = self._lifecycle.runs.get(notice.run_id)
+                with self._units() as uow:
+                    run, parts = uow.runs.with_parts(notice.run_id, [name])
             except NotFound:
                 return self._ignored(notice, f"run {notice.run_id} does not exist")
-            attempt = run_parts.get(run.id, attempt_part(notice.phase))
+            attempt = parts[name]
             body = AttemptBody.from_body(attempt.body) if attempt else None
             why = stale(notice, run.status, attempt.state if attempt else None, body)
             if why is not None:
@@ -105,7 +109,7 @@ class SandboxExits:
         """An ECS task stopped: the notice for the attempt its launch was recorded for."""
         if self._cluster is None or task.cluster_arn != self._cluster:
             return Noticed("ignored", why="the task is not of the sandbox cluster")
-        launched = sandbox_refs.find(task.task_arn)
+        launched = self._refs.find(task.task_arn)
         if launched is None:
             return Noticed("ignored", why="no sandbox was recorded for the task")
         return self.stopped(

@@ -70,3 +70,10 @@ def _ref(item: SandboxRefItem) -> SandboxRef:
         attempt_id=item.attempt_id,
         sandbox_id=item.sandbox_id,
     )
+
+
+class DynamoSandboxRefs:
+    """``SandboxRefs`` on the table (``services.repositories.operations``)."""
+
+    def find(self, reference: str) -> SandboxRef | None:
+        return find(reference)

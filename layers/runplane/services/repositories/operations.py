@@ -1,5 +1,5 @@
 """The repository seams of the platform's operations: launch controls, live logs, the
-records of a run's source provenance and the run-event outbox.
+records of a run's source provenance, the run-event outbox and the sandboxes launched.
 
 Like the seams in ``repositories/__init__.py``, each names domain types only; the
 DynamoDB implementation is in ``store/`` and an in-memory fake that keeps the same
@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from runplane.domain.launch_controls import Controls
 from runplane.domain.logs import LogChunk
+from runplane.domain.sandbox_exits import SandboxRef
 from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion
 
 Write_co = TypeVar("Write_co", covariant=True)
@@ -116,3 +117,11 @@ class OutboxStream(Protocol):
     def message_of(self, record: Mapping[str, Any]) -> dict[str, Any] | None: ...
 
     def position(self, record: Mapping[str, Any]) -> str: ...
+
+
+class SandboxRefs(Protocol):
+    """Which attempt each sandbox was launched for, by the launcher's reference to it
+    (recorded with the launch, in the attempt's own transaction): ``find`` is the pointer,
+    or None for a reference never recorded (or expired out of the store)."""
+
+    def find(self, reference: str) -> SandboxRef | None: ...
