@@ -13,8 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
 from runplane.domain import runner_reports
+from runplane.domain.capabilities import Phase
 from runplane.domain.errors import InvalidInput
 from runplane.domain.logs import MAX_CHUNK_BYTES
+from runplane.domain.run import RunKind
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -111,9 +113,9 @@ class PhaseManifest(RunnerDoc):
     """What the phase is about; no secret."""
 
     run_id: str
-    kind: Literal["plan_only", "speculative", "plan_and_apply", "refresh_only"]
+    kind: RunKind
     attempt_id: str
-    phase: Literal["plan", "apply"]
+    phase: Phase
     organization: str
     workspace: str
     engine_version: str | None
