@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.entities import AuditEvent
-from runplane.store.models import AUDIT_PREFIX, AuditEventItem
+from runplane.store.models import AUDIT_PREFIX, AuditEventItem, org_event_key
+from runplane.store.transaction import Transaction
 
 
 def org_audit_partition(org_id: str) -> str:
@@ -37,6 +38,31 @@ def audit_item(
         actor=actor,
         at=at,
         details=dict(details),
+    )
+
+
+def org_event(
+    *,
+    organization_id: str,
+    subject_id: str,
+    event_id: str,
+    type: str,
+    actor: str,
+    at: datetime,
+    details: Mapping[str, str],
+) -> Transaction:
+    """An organization audit event, written once, to commit with what it records."""
+    return Transaction().put_new(
+        audit_item(
+            key=org_event_key(organization_id, f"{at.isoformat()}#{event_id}"),
+            event_id=event_id,
+            org_id=organization_id,
+            subject_id=subject_id,
+            type=type,
+            actor=actor,
+            at=at,
+            details=details,
+        )
     )
 
 

@@ -1,4 +1,4 @@
-"""The durable recovery operation of a run, and the audit events its completion writes."""
+"""The durable recovery operation of a run."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 from runplane.domain.errors import ConcurrentChange
 from runplane.domain.recovery import Recovery, RecoveryState
-from runplane.store import audit
-from runplane.store.models import RecoveryItem, org_event_key, recovery_key
+from runplane.store.models import RecoveryItem, recovery_key
 from runplane.store.transaction import Item, Transaction
 
 
@@ -128,28 +127,4 @@ def complete(recovery: Recovery, body: Mapping[str, Any], now: datetime) -> Tran
         & (RecoveryItem.holder == recovery.holder)
         & (RecoveryItem.lease_expires_at > now),
         on_refused=_moved(recovery.run_id),
-    )
-
-
-def event(
-    *,
-    organization_id: str,
-    subject_id: str,
-    event_id: str,
-    type: str,
-    actor: str,
-    at: datetime,
-    details: Mapping[str, str],
-) -> Transaction:
-    return Transaction().put_new(
-        audit.audit_item(
-            key=org_event_key(organization_id, f"{at.isoformat()}#{event_id}"),
-            event_id=event_id,
-            org_id=organization_id,
-            subject_id=subject_id,
-            type=type,
-            actor=actor,
-            at=at,
-            details=details,
-        )
     )

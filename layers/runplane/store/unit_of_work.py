@@ -35,6 +35,7 @@ from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
 from runplane.domain.state import StateVersion
 from runplane.store import (
+    audit,
     capabilities,
     recovery,
     run_batch,
@@ -278,7 +279,7 @@ class DynamoAudit:
         details: Mapping[str, str],
     ) -> None:
         self._writes.append(
-            recovery.event(
+            audit.org_event(
                 organization_id=organization_id,
                 subject_id=subject_id,
                 event_id=event_id,
