@@ -219,9 +219,8 @@ class WorkflowSteps(WorkflowService):
                     uow.commit()
                     return {"waiting": True}
                 except ConcurrentChange:
-                    approval = required_part(
-                        {"approval": uow.parts.get(run_id, "approval")}, run_id, "approval"
-                    )
+                    stored = uow.parts.several(run_id, ["approval"])
+                    approval = required_part(stored, run_id, "approval")
         self._workflow.resume(token, {"decision": _decision(approval)})
         return {"waiting": False}
 
