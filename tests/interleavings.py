@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -66,7 +67,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApprovalState, AttemptState, RunPart
-from runplane.domain.recovery import NotRecoverable
+from runplane.domain.recovery import NotRecoverable, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services.runs import Decision
 from tests.fakes import FakeClock
@@ -157,6 +158,9 @@ class Backend(Protocol):
 
     @property
     def workspace_ids(self) -> Sequence[str]: ...
+
+    def reset(self) -> None:
+        """A new world: one organization, two workspaces, nothing else."""
 
     def create(self, run: Run) -> None:
         """Record ``run`` (dispatch_pending) with its input, as ``Runs.create`` does."""
@@ -1108,6 +1112,35 @@ def _name(outcome: object) -> str:
     if outcome is None or outcome == "ok":
         return "success"
     return outcome.__name__ if isinstance(outcome, type) else str(outcome)
+
+
+def play_all(backend: Backend, chosen: Sequence[int], length: int, label: str) -> Counter[str]:
+    """Play each seed's schedule on a new world; a failure raises with its seed and steps.
+    Prints how fast it went and what the schedules reached; returns that."""
+    started, steps, tally = time.perf_counter(), 0, Counter[str]()
+    for seed in chosen:
+        backend.reset()
+        schedule = Schedule(backend, seed, length)
+        schedule.play()
+        steps += len(schedule.steps)
+        tally += schedule.tally
+    elapsed = time.perf_counter() - started
+    print(
+        f"\n{label} interleavings: {len(chosen)} schedules ({steps} steps) in {elapsed:.2f} s, "
+        f"{len(chosen) / elapsed:.1f} schedules/s"
+    )
+    print("\n".join(f"  {count:>6}  {what}" for what, count in sorted(tally.items())))
+    return tally
+
+
+def verified_recovery(current_state_version_id: str | None) -> RecoveryRequest:
+    """What a schedule's operator submits: the workspace's current state is the truth."""
+    return RecoveryRequest(
+        resolution=Resolution.CURRENT_STATE_VERIFIED,
+        reason="the apply was interrupted before it wrote anything",
+        confirm_authority_revocation=True,
+        current_state_version_id=current_state_version_id,
+    )
 
 
 def seeds(first: int, count: int) -> list[int]:

@@ -7,8 +7,6 @@ that drifted from the table. ``RUNPLANE_INTERLEAVING_SEED`` replays one schedule
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +17,6 @@ import pytest
 from runplane.domain.entities import Run
 from runplane.domain.identity import Principal
 from runplane.domain.parts import AttemptState
-from runplane.domain.recovery import RecoveryRequest, Resolution
 from runplane.domain.run import RunStatus
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
@@ -30,7 +27,15 @@ from runplane.store.unit_of_work import DynamoUnitOfWork
 from tests.fakes import FakeClock, RecordingLauncher
 from tests.integration.arena import FakeWorkflow
 from tests.integration.conftest import TABLE, Stack
-from tests.interleavings import ATTEMPT, Observed, RunView, Schedule, replay_seed, seeds
+from tests.interleavings import (
+    ATTEMPT,
+    Observed,
+    RunView,
+    play_all,
+    replay_seed,
+    seeds,
+    verified_recovery,
+)
 
 # A few schedules of the in-memory suite's length: each step scans the table.
 SCHEDULES, STEPS = 20, 14
@@ -142,12 +147,7 @@ class DynamoBackend:
     def recover(self, principal: Principal, run_id: str) -> Mapping[str, Any]:
         run = self.stack.lifecycle.runs.get(run_id)
         workspace, _, _ = writer_queue.queue_state(run.workspace_id)
-        request = RecoveryRequest(
-            resolution=Resolution.CURRENT_STATE_VERIFIED,
-            reason="the apply was interrupted before it wrote anything",
-            confirm_authority_revocation=True,
-            current_state_version_id=workspace.current_state_version_id,
-        )
+        request = verified_recovery(workspace.current_state_version_id)
         return self.stack.services.recoveries.recover(principal, run_id, request, self.launcher)
 
     def resumed(self) -> list[str]:
@@ -196,25 +196,13 @@ CHUNKS = 3
 def test_the_interleavings_keep_the_invariants_on_dynamodb(stack: Stack, chunk: int) -> None:
     # Given the run services on moto, a new table for each schedule
     backend = DynamoBackend(stack)
-    started, steps, tally = time.perf_counter(), 0, Counter[str]()
     last = chunk == CHUNKS - 1
     chosen = seeds(0, SCHEDULES)[chunk::CHUNKS]
     if replay_seed() is None and last:
         chosen += RECOVERING
     # When each seeded schedule runs over the DynamoDB unit of work
-    for seed in chosen:
-        backend.reset()
-        schedule = Schedule(backend, seed, STEPS)
-        # Then every step keeps every invariant, read back from the table
-        schedule.play()
-        steps += len(schedule.steps)
-        tally += schedule.tally
-    elapsed = time.perf_counter() - started
-    print(
-        f"\nmoto interleavings: {len(chosen)} schedules ({steps} steps) in {elapsed:.2f} s, "
-        f"{len(chosen) / elapsed:.1f} schedules/s"
-    )
-    print("\n".join(f"  {count:>6}  {what}" for what, count in sorted(tally.items())))
+    # Then every step keeps every invariant, read back from the table
+    tally = play_all(backend, chosen, STEPS, "moto")
     if replay_seed() is None and last:
         assert tally["recovery: recovered"] >= len(RECOVERING)
         assert tally["recovery: replayed"] >= 1

@@ -7,8 +7,6 @@ replays one schedule; the same schedules on moto: tests/integration/test_interle
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +18,6 @@ import pytest
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.identity import Principal
 from runplane.domain.parts import AttemptState, RunPart
-from runplane.domain.recovery import RecoveryRequest, Resolution
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.recovery import Recoveries
@@ -36,7 +33,15 @@ from tests.fakes import (
     LocalDataKeys,
     SeededIds,
 )
-from tests.interleavings import ATTEMPT, Observed, RunView, Schedule, replay_seed, seeds
+from tests.interleavings import (
+    ATTEMPT,
+    Observed,
+    RunView,
+    play_all,
+    replay_seed,
+    seeds,
+    verified_recovery,
+)
 from tests.service.conftest import Tier
 
 # 10,000 schedules of STEPS steps after the world is built, in CHUNKS tests (for xdist).
@@ -169,12 +174,7 @@ class InMemoryBackend:
         current = self.tier.directory.get_workspace(
             self.tier.run_reader.get_run(run_id).workspace_id
         ).current_state_version_id
-        request = RecoveryRequest(
-            resolution=Resolution.CURRENT_STATE_VERIFIED,
-            reason="the apply was interrupted before it wrote anything",
-            confirm_authority_revocation=True,
-            current_state_version_id=current,
-        )
+        request = verified_recovery(current)
         return self._recoveries.recover(principal, run_id, request, self.tier.launcher)
 
     def resumed(self) -> list[str]:
@@ -252,18 +252,6 @@ def test_decisions_cancellations_expiries_and_new_runs_keep_the_invariants_in_ev
     backend = _backend(tier)
     per_chunk = SCHEDULES // CHUNKS
     chosen = seeds(chunk * per_chunk, per_chunk)
-    started, steps, tally = time.perf_counter(), 0, Counter[str]()
     # When each seeded schedule runs its operations, interleaved at their reads
-    for seed in chosen:
-        backend.reset()
-        schedule = Schedule(backend, seed, STEPS)
-        # Then every step keeps every invariant (a failure names its seed and steps)
-        schedule.play()
-        steps += len(schedule.steps)
-        tally += schedule.tally
-    elapsed = time.perf_counter() - started
-    print(
-        f"\nin-memory interleavings: {len(chosen)} schedules ({steps} steps) in {elapsed:.2f} s, "
-        f"{len(chosen) / elapsed:.0f} schedules/s"
-    )
-    print("\n".join(f"  {count:>6}  {what}" for what, count in sorted(tally.items())))
+    # Then every step keeps every invariant (a failure names its seed and steps)
+    play_all(backend, chosen, STEPS, "in-memory")
