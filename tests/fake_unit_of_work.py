@@ -21,8 +21,15 @@ from typing import Any
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
-from runplane.domain.entities import Handoff, Run, Waiter, Workspace
-from runplane.domain.errors import ConcurrentChange, Conflict, NotFound, NotWriter
+from runplane.domain.entities import ApplyLock, Handoff, Run, Waiter, Workspace
+from runplane.domain.errors import (
+    ConcurrentChange,
+    Conflict,
+    NotFound,
+    NotWriter,
+    StaleDriftFinding,
+    StaleFence,
+)
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import (
     OPEN_APPLY_RECORD,
@@ -35,6 +42,7 @@ from runplane.domain.parts import (
 from runplane.domain.recovery import Recovery, RecoveryState
 from runplane.domain.run import RunStatus, Transitioned, apply_record_on_end
 from runplane.domain.run_events import RunEvent
+from runplane.domain.schedules import Drift
 from runplane.domain.state import PENDING, StateVersion
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect
 from tests.fakes import (
@@ -192,6 +200,8 @@ class _Move:
     reason: str | None
     run_updates: Mapping[str, Any] | None
     also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None
+    state_published: bool = False
+    lock: ApplyLock | None = None
 
 
 @dataclass
@@ -344,11 +354,15 @@ class InMemoryRunMoves:
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+        state_published: bool = False,
+        lock: ApplyLock | None = None,
     ) -> None:
         if self._moves:
             raise ValueError("a unit of work moves one run once")
         transitions.check(run.status, target, run.facts)
-        self._moves.append(_Move(run, target, actor, reason, run_updates, also_announce))
+        self._moves.append(
+            _Move(run, target, actor, reason, run_updates, also_announce, state_published, lock)
+        )
 
     def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
         ledger = self._ledger
@@ -599,6 +613,35 @@ class InMemoryAudit:
         self._intents.append(_Effect(("audit", event_id), record))
 
 
+@dataclass
+class InMemoryDriftRecords:
+    """Each workspace's drift record (``store.schedules``' drift item)."""
+
+    records: dict[str, Drift] = field(default_factory=dict)
+
+
+class InMemoryDriftIntents:
+    def __init__(self, drift: InMemoryDriftRecords, intents: list[_Intent]) -> None:
+        self._drift = drift
+        self._intents = intents
+
+    def get(self, workspace_id: str) -> Drift | None:
+        return self._drift.records.get(workspace_id)
+
+    def put(self, drift: Drift) -> None:
+        records = self._drift.records
+
+        def put() -> None:
+            held = records.get(drift.workspace_id)
+            if held is not None and held.as_of > drift.as_of:
+                raise StaleDriftFinding(
+                    f"a newer run wrote workspace {drift.workspace_id}'s drift record"
+                )
+            records[drift.workspace_id] = drift
+
+        self._intents.append(_Effect(("drift", drift.workspace_id), put))
+
+
 class InMemoryUnitOfWork:
     """A unit of work over ``ledger`` (and ``writer``, the reservation a move releases;
     ``sandboxes``, the slots and sessions an attempt's close gives back and revokes)."""
@@ -613,6 +656,7 @@ class InMemoryUnitOfWork:
         versions: InMemoryStateVersions | None = None,
         recoveries: InMemoryRecoveries | None = None,
         artifacts: InMemoryArtifactRecords | None = None,
+        drift: InMemoryDriftRecords | None = None,
     ) -> None:
         self._ledger = ledger
         self._writer = writer or InMemoryWriterQueue()
@@ -621,6 +665,7 @@ class InMemoryUnitOfWork:
         self._versions = versions or InMemoryStateVersions()
         self._recoveries = recoveries or InMemoryRecoveries()
         self._artifact_records = artifacts or InMemoryArtifactRecords()
+        self._drift = drift or InMemoryDriftRecords()
         self._intents: list[_Intent] = []
         self._moves: list[_Move] = []
         self.parts = InMemoryRunParts(ledger, self._intents)
@@ -631,6 +676,7 @@ class InMemoryUnitOfWork:
         self.state_versions = InMemoryStateVersionIntents(self._versions, self._intents)
         self.audit = InMemoryAudit(self._recoveries, self._intents)
         self.artifacts = InMemoryArtifactIntents(self._artifact_records, self._intents)
+        self.drift = InMemoryDriftIntents(self._drift, self._intents)
         self.commits = 0
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -661,6 +707,7 @@ class InMemoryUnitOfWork:
                 intent.apply(self._ledger)
             for move, transition in zip(moves, moved, strict=True):
                 self._close_apply_record(move, transition, {k for k in keys if len(k) == 2})
+            handoffs = [self._release(move) for move in moves]
         except BaseException:
             self._ledger.restore(saved)
             self._sandboxes.restore(sandboxes)
@@ -669,8 +716,8 @@ class InMemoryUnitOfWork:
         self.commits += 1
         if not moved:
             return None
-        [(move, transition)] = zip(moves, moved, strict=True)
-        return MovedRun(transition, self._ledger.get_run(move.run.id), self._release(move))
+        [(move, transition, handoff)] = zip(moves, moved, handoffs, strict=True)
+        return MovedRun(transition, self._ledger.get_run(move.run.id), handoff)
 
     def _move(self, move: _Move) -> Transitioned:
         return self._ledger.move(
@@ -705,13 +752,36 @@ class InMemoryUnitOfWork:
         )
 
     def _release(self, move: _Move) -> Handoff | None:
-        """The writer reservation's release on entry, as ``RunLifecycle.move`` composes
-        it (a run's apply never published state through a unit of work)."""
+        """The writer reservation's release on entry, as ``store.moves`` composes it: a
+        holder's apply lock goes with it, exactly ``move.lock`` when the move names one."""
         effect = WRITER_ON_ENTRY[move.target]
-        releases = effect in {WriterEffect.RELEASE, WriterEffect.RELEASE_UNLESS_STATE_PUBLISHED}
-        if not releases or not move.run.kind.needs_writer_reservation:
+        releases = effect is WriterEffect.RELEASE or (
+            effect is WriterEffect.RELEASE_UNLESS_STATE_PUBLISHED and not move.state_published
+        )
+        run = move.run
+        if not releases or not run.kind.needs_writer_reservation:
             return None
-        return self._writer.release(move.run)
+        if self._writer.holders.get(run.workspace_id) == run.id:
+            self._unlock(run, move.lock)
+        return self._writer.release(run)
+
+    def _unlock(self, run: Run, lock: ApplyLock | None) -> None:
+        held = self._directory.workspaces.get(run.workspace_id)
+        if held is None:
+            return
+        if lock is not None and (held.lock_id, held.fence) != (lock.lock_id, lock.fence):
+            raise StaleFence(run.workspace_id, lock.fence, held.fence)
+        if lock is None and (held.lock_run_id != run.id or held.lock_id is None):
+            return
+        self._directory.workspaces[run.workspace_id] = replace(
+            held,
+            lock_id=None,
+            lock_run_id=None,
+            locked_at=None,
+            lock_holder=None,
+            lock_holder_display=None,
+            lock_reason=None,
+        )
 
     def _discard(self) -> None:
         self._intents.clear()
@@ -726,16 +796,18 @@ class InMemoryUnitOfWork:
             dict(self._versions.versions),
             self._recoveries.saved(),
             dict(self._artifact_records.records),
+            dict(self._drift.records),
         )
 
     def _others_restore(self, saved: tuple[Any, ...]) -> None:
-        workspaces, holders, waiting, versions, recoveries, artifacts = saved
+        workspaces, holders, waiting, versions, recoveries, artifacts, drift = saved
         self._directory.workspaces = workspaces
         self._writer.holders = holders
         self._writer.waiting = waiting
         self._versions.versions = versions
         self._recoveries.restore(recoveries)
         self._artifact_records.records = artifacts
+        self._drift.records = drift
 
 
 def _key(intent: _Intent) -> tuple[str, ...]:

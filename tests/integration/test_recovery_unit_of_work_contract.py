@@ -21,10 +21,10 @@ from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
-from runplane.services.writer import WriterAuthority
 from runplane.store import audit, state_versions
 from runplane.store import capabilities as capability_store
 from runplane.store.unit_of_work import DynamoUnitOfWork
+from runplane.store.writer import DynamoWriterAuthority
 from tests.fake_unit_of_work import (
     InMemoryRecoveries,
     InMemorySandboxes,
@@ -131,7 +131,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
         lifecycle = RunLifecycle(clock, ids)
-        writer = WriterAuthority(clock, ids)
+        writer = DynamoWriterAuthority(clock, ids)
         return Units(
             lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
             lifecycle.ledger,

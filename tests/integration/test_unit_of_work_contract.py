@@ -28,13 +28,13 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger, RunReader
 from runplane.services.run_events import RunEvents
 from runplane.services.unit_of_work import UnitOfWork
-from runplane.services.writer import WriterAuthority
 from runplane.store import capabilities as capability_store
 from runplane.store import run_parts, sandbox_slots
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem
 from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.unit_of_work import DynamoUnitOfWork
+from runplane.store.writer import DynamoWriterAuthority
 from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
@@ -195,7 +195,7 @@ def units(request: pytest.FixtureRequest) -> Units:
             DynamoRunReader(lifecycle.runs),
             _outbox,
             _dynamo_sandboxes(clock),
-            lambda run, token: _reserved(WriterAuthority(clock, ids).reserve(run, token)),
+            lambda run, token: _reserved(DynamoWriterAuthority(clock, ids).reserve(run, token)),
             workspace.id,
         )
     memory, queue, sandboxes = (

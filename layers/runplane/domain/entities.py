@@ -147,6 +147,17 @@ class Handoff:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """The outcome of asking for the writer reservation: held now, or waiting at
+    ``position``."""
+
+    workspace_id: str
+    run_id: str
+    held: bool
+    position: int | None = None
+
+
+@dataclass(frozen=True)
 class LockHolder:
     """Who holds a workspace lock: a principal reference, and a name for people."""
 

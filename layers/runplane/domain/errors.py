@@ -151,6 +151,13 @@ class StaleFence(Conflict):
         self.current_fence = current_fence
 
 
+class ReservationNotNeeded(RunplaneError):
+    """Only runs that may apply take the workspace writer reservation."""
+
+    code = "RESERVATION_NOT_NEEDED"
+    http_status = 409
+
+
 class NotWriter(Conflict):
     """The run does not hold the workspace writer reservation it tried to use."""
 

@@ -33,10 +33,10 @@ from runplane.domain.sandbox_exits import SandboxRef, is_task_reference
 from runplane.services.attempts import attempt_part, close_attempt
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
 from runplane.services.workflow_base import heartbeat_interval as _heartbeat_interval
-from runplane.services.writer import MAX_ATTEMPTS
 from runplane.store import run_batch, run_parts, sandbox_refs, sandbox_slots
 from runplane.store import workspaces as workspace_store
 from runplane.store.transaction import Transaction
+from runplane.store.writer import MAX_ATTEMPTS
 
 
 class RunnerStart(WorkflowService):

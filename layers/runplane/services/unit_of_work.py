@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import ArtifactRecord
-from runplane.domain.entities import Run, Waiter, Workspace
+from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP as KEEP
 from runplane.domain.intents import Keep as Keep
 from runplane.domain.intents import MovedRun as MovedRun
@@ -38,6 +38,7 @@ from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.recovery import Recovery
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
+from runplane.domain.schedules import Drift
 from runplane.domain.state import StateVersion
 
 
@@ -104,6 +105,10 @@ class RunMoves(Protocol):
       waiting. A move that ends a run that may apply closes its apply record if it is
       still open (``apply_record_on_end``), unless a part intent of the same commit
       changes that record. One move per unit of work.
+    - An apply's result moves with ``state_published`` (the apply published state: an
+      ``apply_failed`` run then keeps the reservation, for recovery) and ``lock``, the
+      apply lock its attempt was granted: a release on entry releases exactly that lock
+      and fence (``StaleFence`` at commit if it is no longer the workspace's).
     """
 
     def get(self, run_id: str) -> Run: ...
@@ -127,6 +132,8 @@ class RunMoves(Protocol):
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+        state_published: bool = False,
+        lock: ApplyLock | None = None,
     ) -> None: ...
 
     def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
@@ -273,6 +280,16 @@ class AuditIntents(Protocol):
     ) -> None: ...
 
 
+class DriftIntents(Protocol):
+    """A workspace's drift record (``domain.schedules.Drift``): ``get`` reads it (None:
+    never checked); ``put`` intends the record a run's final move writes, only if no run
+    created later wrote one (``StaleDriftFinding`` at commit)."""
+
+    def get(self, workspace_id: str) -> Drift | None: ...
+
+    def put(self, drift: Drift) -> None: ...
+
+
 class UnitOfWork(Protocol):
     """The repositories a use case reads and writes through, and its one commit."""
 
@@ -299,6 +316,9 @@ class UnitOfWork(Protocol):
 
     @property
     def artifacts(self) -> ArtifactIntents: ...
+
+    @property
+    def drift(self) -> DriftIntents: ...
 
     def commit(self) -> MovedRun | None:
         """Write every intent at once, or none (the first refused intent's error); the

@@ -27,12 +27,13 @@ from typing import Any, Protocol
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
-from runplane.domain.entities import Handoff, Run, Waiter, Workspace
+from runplane.domain.entities import ApplyLock, Handoff, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.recovery import Recovery
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
+from runplane.domain.schedules import Drift
 from runplane.domain.state import StateVersion
 from runplane.store import (
     audit,
@@ -75,6 +76,8 @@ class Mover(Protocol):
         *,
         actor: str,
         reason: str | None = None,
+        state_published: bool = False,
+        lock: ApplyLock | None = None,
         run_updates: Mapping[str, Any] | None = None,
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
@@ -291,6 +294,22 @@ class DynamoAudit:
         )
 
 
+class DynamoDrift:
+    def __init__(self, writes: list[Transaction]) -> None:
+        self._writes = writes
+
+    # Drift records are kept with the schedules' (loaded only by a step that finds drift).
+    def get(self, workspace_id: str) -> Drift | None:
+        from runplane.store import schedules
+
+        return schedules.get_drift(workspace_id)
+
+    def put(self, drift: Drift) -> None:
+        from runplane.store import schedules
+
+        self._writes.append(schedules.put_drift(drift))
+
+
 @dataclass(frozen=True)
 class _MoveIntent:
     run: Run
@@ -299,6 +318,8 @@ class _MoveIntent:
     reason: str | None
     run_updates: Mapping[str, Any] | None
     also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None
+    state_published: bool = False
+    lock: ApplyLock | None = None
 
 
 class DynamoRunMoves:
@@ -331,12 +352,18 @@ class DynamoRunMoves:
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+        state_published: bool = False,
+        lock: ApplyLock | None = None,
     ) -> None:
         if self._moves:
             raise ValueError("a unit of work moves one run once")
         # Refused before anything is read or written: the table alone decides.
         transitions.check(run.status, target, run.facts)
-        self._moves.append(_MoveIntent(run, target, actor, reason, run_updates, also_announce))
+        self._moves.append(
+            _MoveIntent(
+                run, target, actor, reason, run_updates, also_announce, state_published, lock
+            )
+        )
 
     def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
         refused = _refusal(on_refused, "status")
@@ -359,6 +386,7 @@ class DynamoUnitOfWork:
         self.state_versions = DynamoStateVersions(self._writes)
         self.audit = DynamoAudit(self._writes)
         self.artifacts = DynamoArtifacts(self._writes)
+        self.drift = DynamoDrift(self._writes)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self
@@ -385,6 +413,8 @@ class DynamoUnitOfWork:
                 move.target,
                 actor=move.actor,
                 reason=move.reason,
+                state_published=move.state_published,
+                lock=move.lock,
                 run_updates=move.run_updates,
                 extra_writes=[write.refused_as(_IntentRefused) for write in writes],
                 also_announce=move.also_announce,
