@@ -53,7 +53,7 @@ from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.run_triggers import Triggers
-from runplane.domain.schedules import Fire, Schedule
+from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.domain.state import FINALIZED, StateVersion
 from runplane.domain.variables import (
     MAX_VARIABLES,
@@ -356,6 +356,7 @@ class InMemorySchedules:
         self.schedules: dict[str, Schedule] = {}
         self.fire_records: dict[tuple[str, datetime], Fire] = {}
         self.configurations: dict[str, str] = {}
+        self.drift_records: dict[str, Drift] = {}
 
     def add_configuration(self, workspace_id: str, configuration_id: str) -> None:
         self.configurations[workspace_id] = configuration_id
@@ -421,6 +422,9 @@ class InMemorySchedules:
 
     def latest_configuration_id(self, workspace_id: str) -> str | None:
         return self.configurations.get(workspace_id)
+
+    def drift(self, workspace_id: str) -> Drift | None:
+        return self.drift_records.get(workspace_id)
 
 
 class RecordingRegistry:

@@ -977,7 +977,16 @@ def publication_refusal(document: Mapping[str, Any]) -> Refusal | None:
 
     kept = _NothingKept()
     evaluator = RegoEvaluator()
-    service = Policies(kept, kept, lambda: evaluator, kept, kept)  # type: ignore[arg-type]
+    service = Policies(
+        kept,
+        kept,  # type: ignore[arg-type]
+        lambda: evaluator,
+        kept,  # type: ignore[arg-type]
+        kept,  # type: ignore[arg-type]
+        units=kept,  # type: ignore[arg-type]
+        sources=kept,  # type: ignore[arg-type]
+        records=kept,  # type: ignore[arg-type]
+    )
     principal = Principal(
         PrincipalKind.USER,
         "policy-compat",

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
+    from runplane.services.unit_of_work import UnitOfWork
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workspaces import Workspaces
@@ -197,6 +198,12 @@ class Services:
 
         return RunRepository(self.clock, self.ids)
 
+    def units(self) -> UnitOfWork:
+        """A new unit of work on the table: each use case opens its own."""
+        from runplane.store.unit_of_work import DynamoUnitOfWork
+
+        return DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move)
+
     @cached_property
     def lifecycle(self) -> RunLifecycle:
         from runplane.services.lifecycle import RunLifecycle
@@ -289,16 +296,24 @@ class Services:
     @cached_property
     def policies(self) -> Policies:
         from runplane.services.policy import Policies
+        from runplane.store.artifact_records import DynamoArtifactRecords
+        from runplane.store.github import DynamoSourceRecords
         from runplane.store.policy_set_store import DynamoPolicySetStore
 
         return Policies(
-            self.clock, self.artifacts, rego_evaluator, DynamoPolicySetStore(), self.directory
+            self.clock,
+            self.artifacts,
+            rego_evaluator,
+            DynamoPolicySetStore(),
+            self.directory,
+            units=self.units,
+            sources=DynamoSourceRecords(),
+            records=DynamoArtifactRecords(),
         )
 
     @cached_property
     def orchestration(self) -> Orchestration:
         from runplane.services.orchestration import Orchestration, Timing
-        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         settings = self.settings
         return Orchestration(
@@ -312,7 +327,7 @@ class Services:
             launch_controls=lambda: self.launch_controls,
             policies=lambda: self.policies,
             # The lifecycle's move commits a unit of work's move with its other intents.
-            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+            units=self.units,
             timing=Timing(
                 approval_window=timedelta(seconds=settings.approval_window_seconds),
                 runner_phase=timedelta(seconds=settings.runner_phase_seconds),
@@ -324,12 +339,11 @@ class Services:
     def sandbox_exits(self) -> SandboxExits:
         from runplane.services.sandbox_exits import SandboxExits
         from runplane.store.sandbox_refs import DynamoSandboxRefs
-        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         return SandboxExits(
             self.orchestration.steps,
             self.workflow,
-            lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+            self.units,
             DynamoSandboxRefs(),
             cluster=self.settings.ecs_cluster,
         )
@@ -337,7 +351,6 @@ class Services:
     @cached_property
     def runs(self) -> Runs:
         from runplane.services.runs import Runs
-        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         settings = self.settings
         return Runs(
@@ -355,7 +368,7 @@ class Services:
                 v.strip() for v in (settings.engine_versions or "").split(",") if v.strip()
             ),
             # The lifecycle's move commits a unit of work's move with its other intents.
-            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+            units=self.units,
             workspace_variables=self.workspace_variables,
         )
 
@@ -371,14 +384,13 @@ class Services:
     @cached_property
     def recoveries(self) -> Recoveries:
         from runplane.services.recovery import Recoveries
-        from runplane.store.unit_of_work import DynamoUnitOfWork
 
         return Recoveries(
             self.clock,
             self.ids,
             self.artifacts,
             self.workflow,
-            units=lambda: DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move),
+            units=self.units,
         )
 
     @cached_property

@@ -169,8 +169,8 @@ def test_results_cannot_be_recorded_before_binding(arena: Arena, stack: Stack) -
 
     # When results (a completion) are recorded on the unbound row
     # Then it is refused and nothing is written
-    with pytest.raises(PolicyBindingRefused):
-        Policies.record(run, check, evaluation, stack.clock.now())
+    with pytest.raises(PolicyBindingRefused), arena.stack.units() as uow:
+        Policies.record(uow.parts, run, check, evaluation, stack.clock.now())
     assert stack.scan() == before
 
 
@@ -184,8 +184,11 @@ def test_a_bound_row_cannot_be_rebound_or_completed_with_another_digest(
     evaluation = arena.policies.evaluate(run, policy_input)
     check = run_parts.require(run_id, "policy")
     plan = run_parts.get(run_id, "plan")
-    bind, as_written = Policies.bind(run, check, evaluation.input_digest, stack.clock.now(), plan)
-    bind.commit()
+    with arena.stack.units() as uow:
+        as_written = Policies.bind(
+            uow.parts, run, check, evaluation.input_digest, stack.clock.now(), plan
+        )
+        uow.commit()
     bound = run_parts.require(run_id, "policy")
     # (the row the bind says it wrote is the row a read finds)
     assert (as_written.state, as_written.body) == (bound.state, bound.body)
@@ -193,14 +196,16 @@ def test_a_bound_row_cannot_be_rebound_or_completed_with_another_digest(
 
     # When another digest is bound (from the stale read, or the fresh one)
     # Then both are refused
-    with pytest.raises(PolicyBindingRefused):
-        Policies.bind(run, check, "sha256:" + "0" * 64, stack.clock.now(), plan)[0].commit()
-    with pytest.raises(PolicyBindingRefused):
-        Policies.bind(run, bound, "sha256:" + "0" * 64, stack.clock.now(), plan)
+    with arena.stack.units() as uow:
+        Policies.bind(uow.parts, run, check, "sha256:" + "0" * 64, stack.clock.now(), plan)
+        with pytest.raises(PolicyBindingRefused):
+            uow.commit()
+    with arena.stack.units() as uow, pytest.raises(PolicyBindingRefused):
+        Policies.bind(uow.parts, run, bound, "sha256:" + "0" * 64, stack.clock.now(), plan)
     # And results for a different input are refused too
     other = arena.policies.evaluate(run, {**policy_input, "run": {"workspace": "elsewhere"}})
-    with pytest.raises(PolicyBindingRefused):
-        Policies.record(run, bound, other, stack.clock.now())
+    with arena.stack.units() as uow, pytest.raises(PolicyBindingRefused):
+        Policies.record(uow.parts, run, bound, other, stack.clock.now())
     # And nothing was written
     assert stack.scan() == before
 
@@ -216,9 +221,14 @@ def test_only_the_row_reserved_by_a_committed_plan_can_be_bound(arena: Arena, st
     before = stack.scan()
 
     # When it is bound / Then it is refused: no committed plan reserved it
-    with pytest.raises(PolicyBindingRefused):
+    with arena.stack.units() as uow, pytest.raises(PolicyBindingRefused):
         Policies.bind(
-            run, check, "sha256:" + "1" * 64, stack.clock.now(), run_parts.get(run_id, "plan")
+            uow.parts,
+            run,
+            check,
+            "sha256:" + "1" * 64,
+            stack.clock.now(),
+            run_parts.get(run_id, "plan"),
         )
     assert stack.scan() == before
 

@@ -4,6 +4,7 @@ seam (runplane.services.repositories) can be tested here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Never
 
@@ -27,7 +28,12 @@ from runplane.services.variables import WorkspaceVariables
 from runplane.services.workflow_steps import WorkflowSteps
 from runplane.services.workspaces import Workspaces
 from runplane.store.runs import RunRepository
-from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
+from tests.fake_unit_of_work import (
+    InMemoryDriftRecords,
+    InMemorySandboxes,
+    InMemoryUnitOfWork,
+    InMemoryWriterQueue,
+)
 from tests.fakes import (
     FakeClock,
     InMemoryArtifactRecords,
@@ -80,6 +86,8 @@ class Tier:
     # expiry); sandboxes it would stop are recorded by ``launcher``.
     steps: WorkflowSteps
     launcher: RecordingLauncher
+    # A new unit of work over the tier's repositories (recorded in ``units``).
+    new_unit: Callable[[], InMemoryUnitOfWork]
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -98,11 +106,15 @@ def tier() -> Tier:
     workspaces = Workspaces(clock, ids, run_repository, directory)
     run_reader = InMemoryRunLedger(clock, ids)
     writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
-    sandboxes = InMemorySandboxes()
+    sandboxes, drift_records = InMemorySandboxes(), InMemoryDriftRecords()
     units: list[InMemoryUnitOfWork] = []
 
     def unit_of_work() -> InMemoryUnitOfWork:
-        units.append(InMemoryUnitOfWork(run_reader, writer_queue, sandboxes, directory=directory))
+        units.append(
+            InMemoryUnitOfWork(
+                run_reader, writer_queue, sandboxes, directory=directory, drift=drift_records
+            )
+        )
         return units[-1]
 
     # The reads under test go through the in-memory reader; these clients are never
@@ -176,6 +188,7 @@ def tier() -> Tier:
         sandboxes,
         steps,
         launcher,
+        unit_of_work,
     )
 
 

@@ -19,7 +19,13 @@ from runplane.domain.errors import (
 )
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.services.policy import MAX_ATTACHMENTS, Policies
-from tests.fakes import InMemoryArtifacts, InMemoryPolicySets, LexicalEvaluator
+from tests.fakes import (
+    InMemoryArtifactRecords,
+    InMemoryArtifacts,
+    InMemoryPolicySets,
+    LexicalEvaluator,
+)
+from tests.fakes_operations import InMemorySourceRecords
 from tests.service.conftest import Tier
 
 
@@ -40,7 +46,16 @@ def pt(tier: Tier) -> PolicyTier:
         InMemoryArtifacts(tier.ids, tier.clock),
         LexicalEvaluator(),
     )
-    policies = Policies(tier.clock, artifacts, lambda: evaluator, sets, tier.directory)
+    policies = Policies(
+        tier.clock,
+        artifacts,
+        lambda: evaluator,
+        sets,
+        tier.directory,
+        units=tier.new_unit,
+        sources=InMemorySourceRecords(),
+        records=InMemoryArtifactRecords(),
+    )
     org = tier.tenancy.create_organization("acme")
     return PolicyTier(tier, sets, artifacts, policies, org, tier.admin(org))
 

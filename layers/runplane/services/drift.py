@@ -16,32 +16,29 @@ from decimal import Decimal
 from typing import Any
 
 from runplane.domain.entities import Run
-from runplane.domain.parts import PlanEvidence, RunInput
+from runplane.domain.parts import PlanEvidence, RunInput, RunPart
 from runplane.domain.run import RunKind, Transitioned
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.domain.schedules import Drift, DriftFinding
-from runplane.store import run_parts
-from runplane.store import schedules as store
-from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.drift")
 _COUNTS = ("adds", "changes", "destroys", "replaces", "drifted")
 
 
-def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], Drift | None]:
+def on_scheduled_plan(
+    run: Run, snapshot: RunPart | None, part: RunPart | None, now: datetime
+) -> Drift | None:
     """The drift record a finished plan-only or refresh-only run writes, if a schedule
-    created it."""
+    created it (``snapshot``: the run's input part; ``part``: its plan)."""
     if run.kind not in {RunKind.PLAN_ONLY, RunKind.REFRESH_ONLY}:
-        return [], None
-    snapshot = run_parts.get(run.id, "input")
+        return None
     origin = RunInput.from_body(snapshot.body).schedule if snapshot else None
-    part = run_parts.get(run.id, "plan")
     if not origin or part is None:
-        return [], None
+        return None
     plan = PlanEvidence.from_body(part.body)
     summary = plan.summary
     drifted = plan.has_changes
-    drift = Drift(
+    return Drift(
         workspace_id=run.workspace_id,
         state="drifted" if drifted else "clear",
         as_of=run.created_at,
@@ -54,15 +51,14 @@ def on_scheduled_plan(run: Run, now: datetime) -> tuple[list[Transaction], Drift
             summary={name: _count(summary.get(name)) for name in _COUNTS},
         ).to_body(),
     )
-    return [store.put_drift(drift)], drift
 
 
-def on_applied(run: Run, now: datetime) -> list[Transaction]:
-    """An applied run makes the state match the infrastructure: clear recorded drift."""
-    current = store.get_drift(run.workspace_id)
+def on_applied(current: Drift | None, run: Run, now: datetime) -> Drift | None:
+    """An applied run makes the state match the infrastructure: the record clearing
+    ``current`` (the workspace's drift as read), if it says drifted."""
     if current is None or current.state != "drifted":
-        return []
-    cleared = Drift(
+        return None
+    return Drift(
         workspace_id=run.workspace_id,
         state="clear",
         as_of=run.created_at,
@@ -71,7 +67,6 @@ def on_applied(run: Run, now: datetime) -> list[Transaction]:
         cleared_at=now,
         body=DriftFinding(cleared_by="apply", previous_run_id=current.run_id).to_body(),
     )
-    return [store.put_drift(cleared)]
 
 
 def detected_event(drift: Drift | None, run: Run, moved: Transitioned) -> list[RunEvent]:
@@ -111,9 +106,8 @@ def log_finding(drift: Drift | None) -> None:
     )
 
 
-def view(workspace_id: str) -> dict[str, Any] | None:
-    """The workspace's drift as reads show it (None: never checked by a schedule)."""
-    drift = store.get_drift(workspace_id)
+def view(drift: Drift | None) -> dict[str, Any] | None:
+    """A workspace's drift record as reads show it (None: never checked by a schedule)."""
     if drift is None:
         return None
     finding = DriftFinding.from_body(drift.body)

@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
@@ -36,6 +37,7 @@ from runplane.domain.parts import (
     PolicyCheck,
     RunInput,
     RunPart,
+    required_part,
 )
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, check_input_roots
@@ -46,13 +48,15 @@ from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.services.source_provenance import source_provenance
-from runplane.store import run_parts
-from runplane.store.artifact_records import DynamoArtifactRecords
-from runplane.store.github import DynamoSourceRecords
-from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
-    from runplane.services.repositories import PolicySetStore, WorkspaceDirectory
+    from runplane.services.repositories import (
+        ArtifactRecords,
+        PolicySetStore,
+        WorkspaceDirectory,
+    )
+    from runplane.services.repositories.operations import SourceRecords
+    from runplane.services.unit_of_work import RunPartIntents, UnitOfWork, UnitsOfWork
 
 # The policy check row's states, in order.
 RESERVED, BOUND = "running", "bound"
@@ -185,8 +189,17 @@ class Policies:
         evaluator: Callable[[], Evaluator],
         sets: PolicySetStore,
         directory: WorkspaceDirectory,
+        *,
+        units: UnitsOfWork,
+        sources: SourceRecords,
+        records: ArtifactRecords,
     ) -> None:
         self._clock = clock
+        # A run's parts (its plan, input, policy check and approval) are read and
+        # written through a unit of work; its source provenance through the seams.
+        self._units = units
+        self._sources = sources
+        self._records = records
         self._artifacts = artifacts
         self._sets = sets
         self._directory = directory
@@ -294,7 +307,10 @@ class Policies:
         The check binds the ``runplane`` document's digest; each set's results record
         the digest of the document of its own shape. ``plan_part`` is the run's plan
         part if the caller has read it already."""
-        plan = PlanEvidence.from_body((plan_part or run_parts.require(run.id, "plan")).body)
+        if plan_part is None:
+            with self._units() as uow:
+                plan_part = required_part(uow.parts.several(run.id, ["plan"]), run.id, "plan")
+        plan = PlanEvidence.from_body(plan_part.body)
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
         workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(
@@ -309,24 +325,20 @@ class Policies:
         )
         return PolicyInputs(json.loads(plan_json), meta)
 
-    @staticmethod
-    def run_origin(run: Run) -> RunOrigin:
+    def run_origin(self, run: Run) -> RunOrigin:
         """The run's message, whether a drift schedule created it, and the commit it came
         from: read only when a set's shape says something about them."""
-        snapshot = run_parts.get(run.id, "input")
+        with self._units() as uow:
+            snapshot = uow.parts.get(run.id, "input")
         if snapshot is None:
             return RunOrigin()
         inputs = RunInput.from_body(snapshot.body)
         return RunOrigin(
             message=inputs.message,
             drift_detection=inputs.schedule is not None,
-            # Read where the run's snapshot is read: on the table.
             vcs=VcsOrigin.from_provenance(
                 source_provenance(
-                    run,
-                    inputs.configuration_version_id,
-                    DynamoSourceRecords(),
-                    DynamoArtifactRecords(),
+                    run, inputs.configuration_version_id, self._sources, self._records
                 )
             ),
         )
@@ -337,18 +349,23 @@ class Policies:
 
     @staticmethod
     def bind(
-        run: Run, check: RunPart, digest: str, now: Any, plan: RunPart | None
-    ) -> tuple[Transaction, RunPart]:
-        """Bind the reserved row to the exact input digest: only the row this run's
-        plan commit reserved (``plan`` is the run's plan part), only once. Returns the
-        write and the row as it will read once that commits."""
+        parts: RunPartIntents,
+        run: Run,
+        check: RunPart,
+        digest: str,
+        now: datetime,
+        plan: RunPart | None,
+    ) -> RunPart:
+        """Intend to bind the reserved row to the exact input digest: only the row this
+        run's plan commit reserved (``plan`` is the run's plan part), only once. Returns
+        the row as it will read once that commits."""
         if plan is None or plan.state != PlanEvidenceState.COMMITTED or check.state != RESERVED:
             raise PolicyBindingRefused(
                 f"run {run.id}: the policy check is {check.state}; only the row reserved "
                 "by the run's committed plan can be bound, once"
             )
         body = replace(PolicyCheck.from_body(check.body), input_digest=digest).to_body()
-        write = run_parts.change(
+        parts.change(
             run.id,
             "policy",
             expected_state=RESERVED,
@@ -359,7 +376,7 @@ class Policies:
                 f"run {run.id}: the policy check was bound meanwhile"
             ),
         )
-        return write, replace(check, state=BOUND, body=body, updated_at=now)
+        return replace(check, state=BOUND, body=body, updated_at=now)
 
     def evaluate(
         self, run: Run, policy_input: PolicyInputs | dict[str, Any], digest: str | None = None
@@ -396,8 +413,11 @@ class Policies:
         )
 
     @staticmethod
-    def record(run: Run, check: RunPart, evaluation: Evaluation, now: Any) -> Transaction:
-        """The results, written only onto a row bound to exactly this input digest."""
+    def record(
+        parts: RunPartIntents, run: Run, check: RunPart, evaluation: Evaluation, now: datetime
+    ) -> None:
+        """Intend the results, written only onto a row bound to exactly this input
+        digest."""
         bound = PolicyCheck.from_body(check.body)
         if check.state != BOUND or bound.input_digest != evaluation.input_digest:
             raise PolicyBindingRefused(
@@ -405,7 +425,7 @@ class Policies:
                 "their exact input digest"
             )
         state = {"passed": PASSED, "soft_failed": SOFT_FAILED}.get(evaluation.outcome, FAILED)
-        return run_parts.change(
+        parts.change(
             run.id,
             "policy",
             expected_state=BOUND,
@@ -423,8 +443,19 @@ class Policies:
         reason = reason.strip()
         if not reason:
             raise InvalidInput("an override needs a reason", "/reason")
-        check = run_parts.get(run.id, "policy")
-        approval = run_parts.get(run.id, "approval")
+        with self._units() as uow:
+            found = uow.parts.several(run.id, ["policy", "approval"])
+            self._override(uow, principal, run, reason, found["policy"], found["approval"])
+
+    def _override(
+        self,
+        uow: UnitOfWork,
+        principal: Principal,
+        run: Run,
+        reason: str,
+        check: RunPart | None,
+        approval: RunPart | None,
+    ) -> None:
         if (
             run.status is not RunStatus.AWAITING_APPROVAL
             or check is None
@@ -448,7 +479,7 @@ class Policies:
         waiting = ApprovalBody.from_body(approval.body)
         bound = replace(waiting, binding=replace(waiting.binding, policy_override=override))
         stale = Conflict(f"run {run.id} changed meanwhile; review it again")
-        run_parts.change(
+        uow.parts.change(
             run.id,
             "policy",
             expected_state=SOFT_FAILED,
@@ -456,18 +487,16 @@ class Policies:
             body=replace(PolicyCheck.from_body(check.body), override=override).to_body(),
             now=now,
             on_refused=lambda current: stale,
-        ).extend(
-            [
-                run_parts.change(
-                    run.id,
-                    "approval",
-                    expected_state=ApprovalState.WAITING,
-                    body=bound.to_body(),
-                    now=now,
-                    on_refused=lambda current: stale,
-                )
-            ]
-        ).commit()
+        )
+        uow.parts.change(
+            run.id,
+            "approval",
+            expected_state=ApprovalState.WAITING,
+            body=bound.to_body(),
+            now=now,
+            on_refused=lambda current: stale,
+        )
+        uow.commit()
 
     # -- helpers ------------------------------------------------------------------------------
 

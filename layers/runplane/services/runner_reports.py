@@ -60,9 +60,7 @@ from runplane.services.publications import apply_identity, publication_of
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import S, WorkflowService
 from runplane.services.writer import hand_off
-from runplane.store import run_batch, run_parts, state_versions
-from runplane.store import workspaces as workspace_store
-from runplane.store.artifact_records import registration_writes
+from runplane.store import run_batch, run_parts
 from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runner")
@@ -341,91 +339,83 @@ class RunnerReports(WorkflowService):
         check_phase(report, Phase.APPLY)
         with self._units() as uow:
             run, parts, held = _read_report(uow, run_id, Phase.APPLY, ["apply"], report, uploads)
-        attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
-        granted = AttemptBody.from_body(attempt.body)
-        if granted.attempt_id != attempt_id:
-            raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
-        if run.status is not S.APPLYING:
-            raise Conflict(f"run {run.id} is {run.status}; its apply result was already recorded")
-        log_refused = refusal(
-            named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
-        )
-        now = self._clock.now()
-        workspace = workspace_store.get_workspace(run.workspace_id)
-        confirmed, published, pointer = self._publication(run, granted, workspace)
-        engine_ok = succeeded(report)
-        if engine_ok and confirmed:
-            target, reason = S.SUCCEEDED, None
-        elif engine_ok:
-            target, reason = S.NEEDS_RECOVERY, "the published state could not be confirmed"
-        elif isinstance(report, Interrupted):
-            # The engine stopped mid-apply: whatever it published, the state may be
-            # partly applied, so the run keeps the workspace for recovery.
-            target, reason = S.APPLY_INTERRUPTED, report.reason[:200]
-        else:
-            assert isinstance(report, Failed)  # check_phase: an apply reports no plan
-            target, reason = S.APPLY_FAILED, report.reason[:200]
-        apply_state = {
-            S.SUCCEEDED: ApplyRecordState.SUCCEEDED,
-            S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
-            S.APPLY_INTERRUPTED: ApplyRecordState.UNCERTAIN,
-        }.get(target, ApplyRecordState.FAILED)
-        check_move(PartKind.APPLY_RECORD, ApplyRecordState.STARTED, apply_state)
-        evidence = _attempt_evidence(report)
-        if log_refused is not None:
-            logger.warning(
-                "runner report's log refused",
-                extra={"run_id": run.id, "attempt_id": attempt_id, "reason": log_refused},
+            attempt = required_part(parts, run.id, attempt_part(Phase.APPLY))
+            granted = AttemptBody.from_body(attempt.body)
+            if granted.attempt_id != attempt_id:
+                raise Conflict(f"attempt {attempt_id} is not run {run.id}'s apply attempt")
+            if run.status is not S.APPLYING:
+                raise Conflict(
+                    f"run {run.id} is {run.status}; its apply result was already recorded"
+                )
+            log_refused = refusal(
+                named_by(report), held, organization_id=run.organization_id, attempt_id=attempt_id
             )
-            evidence |= {"log_artifact_id": None, "log_refused": log_refused}
-        writes = [
-            *close_attempt(
-                run.id,
-                attempt_part(Phase.APPLY),
-                attempt,
-                AttemptState.SUCCEEDED if engine_ok else AttemptState.FAILED,
-                now,
-                **evidence,
-            ),
-            run_parts.change(
-                run.id,
-                "apply",
-                expected_state=ApplyRecordState.STARTED,
-                state=apply_state,
-                body={
-                    **run_batch.require(parts, run.id, "apply").body,
-                    "resulting_state_version_id": pointer if published else None,
-                    "state_published": published,
-                    "reason": reason,
-                },
-                now=now,
-            ),
-            *([registration_writes(uploads, now)] if uploads else []),
-        ]
-        # Release exactly the lock this attempt was granted (StaleFence if it was revoked).
-        apply_lock = ApplyLock(
-            run.workspace_id, str(granted.lock_id), int(granted.fence or 0), run.id
-        )
-        # An applied run makes the state match the infrastructure: recorded drift clears.
-        findings = drift.on_applied(run, now) if target is S.SUCCEEDED else []
-        moved, _ = self._move_noting_drift(
-            run,
-            target,
-            findings,
-            actor=f"runner:{attempt_id}",
-            reason=_with_log_note(reason, log_refused),
-            state_published=published,
-            lock=apply_lock,
-            extra_writes=writes,
-            workspace=workspace,
-        )
+            now = self._clock.now()
+            workspace = uow.writer.workspace(run.workspace_id)
+            confirmed, published, pointer = self._publication(uow, run, granted, workspace)
+            target, reason = _apply_outcome(report, confirmed)
+            apply_state = {
+                S.SUCCEEDED: ApplyRecordState.SUCCEEDED,
+                S.NEEDS_RECOVERY: ApplyRecordState.UNCERTAIN,
+                S.APPLY_INTERRUPTED: ApplyRecordState.UNCERTAIN,
+            }.get(target, ApplyRecordState.FAILED)
+            check_move(PartKind.APPLY_RECORD, ApplyRecordState.STARTED, apply_state)
+            evidence = _attempt_evidence(report)
+            if log_refused is not None:
+                logger.warning(
+                    "runner report's log refused",
+                    extra={"run_id": run.id, "attempt_id": attempt_id, "reason": log_refused},
+                )
+                evidence |= {"log_artifact_id": None, "log_refused": log_refused}
+            record = required_part(parts, run.id, "apply")
+
+            def intend(unit: UnitOfWork) -> None:
+                closed = AttemptState.SUCCEEDED if succeeded(report) else AttemptState.FAILED
+                unit.attempts.close(attempt, closed, now=now, **evidence)
+                unit.parts.change(
+                    run.id,
+                    "apply",
+                    expected_state=ApplyRecordState.STARTED,
+                    state=apply_state,
+                    body={
+                        **record.body,
+                        "resulting_state_version_id": pointer if published else None,
+                        "state_published": published,
+                        "reason": reason,
+                    },
+                    now=now,
+                )
+                if uploads:
+                    unit.artifacts.register(uploads, now)
+
+            # An applied run makes the state match the infrastructure: recorded drift clears.
+            cleared = (
+                drift.on_applied(uow.drift.get(run.workspace_id), run, now)
+                if target is S.SUCCEEDED
+                else None
+            )
+            moved, _ = self._commit_noting_drift(
+                run,
+                target,
+                cleared,
+                intend,
+                uow=uow,
+                actor=f"runner:{attempt_id}",
+                reason=_with_log_note(reason, log_refused),
+                state_published=published,
+                # Release exactly the lock this attempt was granted (StaleFence if revoked).
+                lock=ApplyLock(
+                    run.workspace_id, str(granted.lock_id), int(granted.fence or 0), run.id
+                ),
+            )
         self._hand_off(moved)
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": target.value})
         return target.value
 
+    @staticmethod
     def _publication(
-        self, run: Run, attempt: AttemptBody, workspace: Workspace
+        uow: UnitOfWork, run: Run, attempt: AttemptBody, workspace: Workspace
     ) -> tuple[bool, bool, str | None]:
         """(confirmed, published, pointer): did this attempt publish the current state?
 
@@ -444,7 +434,7 @@ class RunnerReports(WorkflowService):
             if cursor == run.predecessor_sv_id:
                 return published, published, pointer
             try:
-                version = state_versions.get(cursor or "")
+                version = uow.state_versions.get(cursor or "")
             except NotFound:
                 return False, published, pointer
             ours = published_by(publication_of(version), identity)
@@ -454,6 +444,21 @@ class RunnerReports(WorkflowService):
                 return False, published, pointer
             cursor = version.predecessor_id
         return False, published, pointer
+
+
+def _apply_outcome(report: RunnerReport, confirmed: bool) -> tuple[RunStatus, str | None]:
+    """Where an apply's report leaves its run, and why: success needs the engine's and a
+    confirmed publication; an engine a signal ended leaves the run for recovery."""
+    if succeeded(report) and confirmed:
+        return S.SUCCEEDED, None
+    if succeeded(report):
+        return S.NEEDS_RECOVERY, "the published state could not be confirmed"
+    if isinstance(report, Interrupted):
+        # The engine stopped mid-apply: whatever it published, the state may be partly
+        # applied, so the run keeps the workspace for recovery.
+        return S.APPLY_INTERRUPTED, report.reason[:200]
+    assert isinstance(report, Failed)  # check_phase: an apply reports no plan
+    return S.APPLY_FAILED, report.reason[:200]
 
 
 def _attempt_evidence(report: RunnerReport) -> dict[str, Any]:

@@ -151,7 +151,7 @@ class Schedules:
 
     def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
         """The drift of a workspace the caller has already read."""
-        return drift.view(workspace_id)
+        return drift.view(self._store.drift(workspace_id))
 
     # -- firing ------------------------------------------------------------------------------
 

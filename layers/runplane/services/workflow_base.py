@@ -23,15 +23,15 @@ from runplane.domain.errors import (
     StaleDriftFinding,
 )
 from runplane.domain.ids import IdGenerator
+from runplane.domain.intents import MovedRun
 from runplane.domain.parts import RunPart
 from runplane.domain.run import RunStatus
 from runplane.domain.run_scope import RunScope
 from runplane.services.capabilities import Capabilities
-from runplane.services.lifecycle import Moved, RunLifecycle
+from runplane.services.lifecycle import RunLifecycle
 from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 from runplane.services.writer import hand_off
 from runplane.store import run_batch
-from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
     from runplane.domain.schedules import Drift
@@ -56,6 +56,12 @@ class Timing:
 def heartbeat_interval(window: timedelta) -> int:
     """How often a runner heartbeats: six chances per window, so one slow call is no loss."""
     return max(1, int(window.total_seconds()) // 6)
+
+
+def committed_move(moved: MovedRun | None) -> MovedRun:
+    """A unit of work's committed move (it intended one)."""
+    assert moved is not None, "the unit of work intended a move"
+    return moved
 
 
 def _unended(run: Run) -> Run:
@@ -143,34 +149,50 @@ class WorkflowService:
         run, found = uow.runs.with_parts(run_id, parts)
         return _unended(run), found
 
-    def _move_noting_drift(
+    def _commit_noting_drift(
         self,
         run: Run,
         target: RunStatus,
-        findings: list[Transaction],
-        found: Drift | None = None,
+        found: Drift | None,
+        intend: Callable[[UnitOfWork], None] = lambda uow: None,
+        *,
+        uow: UnitOfWork | None = None,
         **move: Any,
-    ) -> tuple[Moved, bool]:
-        """Move with the drift record (see services/drift.py) and, if ``found`` is a
-        finding, its ``drift_detected`` event; if a run created later already wrote the
-        record, move without either. Returns whether the record was written."""
-        extra = list(move.pop("extra_writes", ()))
-        if findings:
-            # Only steps that found drift get here: the start step does not load it.
-            from runplane.services import drift
+    ) -> tuple[MovedRun, bool]:
+        """Move with the drift record ``found`` (see services/drift.py) and, if it is a
+        finding, its ``drift_detected`` event, in one unit of work with what ``intend``
+        intends on it (``uow``: the caller's open unit, for the first try); if a run
+        created later already wrote the record, move without either in a new unit.
+        Returns the move and whether the record was written."""
 
-            try:
-                moved = self._lifecycle.move(
+        def commit(unit: UnitOfWork, noting: Drift | None) -> MovedRun:
+            intend(unit)
+            if noting is None:
+                unit.runs.move(run, target, **move)
+            else:
+                from runplane.services import drift
+
+                unit.drift.put(noting)
+                unit.runs.move(
                     run,
                     target,
-                    extra_writes=[*extra, *findings],
-                    also_announce=lambda done: drift.detected_event(found, run, done),
+                    also_announce=lambda done: drift.detected_event(noting, run, done),
                     **move,
                 )
-                return moved, True
+            return committed_move(unit.commit())
+
+        if found is not None:
+            try:
+                if uow is not None:
+                    return commit(uow, found), True
+                with self._units() as fresh:
+                    return commit(fresh, found), True
             except StaleDriftFinding:
                 pass
-        return self._lifecycle.move(run, target, extra_writes=extra, **move), False
+        elif uow is not None:
+            return commit(uow, None), False
+        with self._units() as fresh:
+            return commit(fresh, None), False
 
-    def _hand_off(self, moved: Moved) -> None:
+    def _hand_off(self, moved: MovedRun) -> None:
         hand_off(self._workflow, moved.handoff)

@@ -19,6 +19,7 @@ from runplane.domain.errors import (
     NotFound,
     TransitionRejected,
 )
+from runplane.domain.intents import MovedRun
 from runplane.domain.parts import (
     OPEN_APPLY_RECORD,
     OPEN_ATTEMPT,
@@ -42,10 +43,9 @@ from runplane.services import drift
 from runplane.services.attempts import attempt_part
 from runplane.services.policy import RESERVED, Policies
 from runplane.services.unit_of_work import UnitOfWork
-from runplane.services.workflow_base import WORKFLOW, S, WorkflowService
+from runplane.services.workflow_base import WORKFLOW, S, WorkflowService, committed_move
 from runplane.services.writer import hand_off
-from runplane.store import run_batch, run_parts
-from runplane.store.transaction import Transaction
+from runplane.store import run_batch
 
 
 class WorkflowSteps(WorkflowService):
@@ -80,7 +80,7 @@ class WorkflowSteps(WorkflowService):
         digest that no longer matches fails closed.
         """
         run, parts = self._active_with(run_id, ["plan", "policy", "apply"])
-        plan = run_batch.require(parts, run.id, "plan")
+        plan = required_part(parts, run.id, "plan")
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
             # Read again: a cancel that commits now must stop the evaluation's writes.
@@ -98,29 +98,44 @@ class WorkflowSteps(WorkflowService):
         else:
             policy_inputs = self._evaluating(run, plan)
         if policy_inputs is not None:
-            digest = policy_inputs.digest("runplane")
-            check = run_batch.require(parts, run.id, "policy")
-            if check.state == RESERVED:
-                bind, check = Policies.bind(run, check, digest, self._clock.now(), plan)
-                bind.commit()
-            evaluation = self._policies.evaluate(run, policy_inputs, digest)
-            recorded = Policies.record(run, check, evaluation, self._clock.now())
-            passed = evaluation.outcome in {"passed", "soft_failed"}
-            target = S.POLICY_PASSED if passed else S.POLICY_FAILED
-            writes = [recorded]
-            reason = None
-            if not passed:
-                blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
-                reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
-                if parts["apply"] is not None:
-                    writes.append(self._close_apply_record(run.id, "a mandatory policy failed"))
-            moved = self._lifecycle.move(
-                run, target, actor=WORKFLOW, reason=reason, extra_writes=writes
-            )
+            moved = self._record_policy(run, parts, plan, policy_inputs)
             self._hand_off(moved)
             run = moved.run
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
+
+    def _record_policy(
+        self,
+        run: Run,
+        parts: dict[str, RunPart | None],
+        plan: RunPart,
+        policy_inputs: PolicyInputs,
+    ) -> MovedRun:
+        """Evaluate, and record the results as the run moves on: bound first (once) to the
+        input's digest, so the results are written only onto that binding."""
+        digest = policy_inputs.digest("runplane")
+        check = required_part(parts, run.id, "policy")
+        if check.state == RESERVED:
+            with self._units() as uow:
+                check = Policies.bind(uow.parts, run, check, digest, self._clock.now(), plan)
+                uow.commit()
+        evaluation = self._policies.evaluate(run, policy_inputs, digest)
+        passed = evaluation.outcome in {"passed", "soft_failed"}
+        reason = None
+        if not passed:
+            blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
+            reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
+        with self._units() as uow:
+            Policies.record(uow.parts, run, check, evaluation, self._clock.now())
+            if not passed and parts["apply"] is not None:
+                self._close_apply_record(uow, run.id, "a mandatory policy failed")
+            uow.runs.move(
+                run,
+                S.POLICY_PASSED if passed else S.POLICY_FAILED,
+                actor=WORKFLOW,
+                reason=reason,
+            )
+            return committed_move(uow.commit())
 
     def _evaluating(self, run: Run, plan: RunPart) -> PolicyInputs | None:
         """The policy inputs of a run evaluating its policy; None for a run that is not."""
@@ -128,9 +143,9 @@ class WorkflowSteps(WorkflowService):
             return None
         return self._policies.policy_inputs(run, plan)
 
-    def _close_apply_record(self, run_id: str, reason: str) -> Transaction:
-        """The pending apply record closed: this run will apply nothing."""
-        return run_parts.change(
+    def _close_apply_record(self, uow: UnitOfWork, run_id: str, reason: str) -> None:
+        """Intend the pending apply record's close: this run will apply nothing."""
+        uow.parts.change(
             run_id,
             "apply",
             expected_state=ApplyRecordState.PENDING,
@@ -141,21 +156,27 @@ class WorkflowSteps(WorkflowService):
 
     def finish_plan(self, run_id: str) -> dict[str, Any]:
         """Nothing to apply: succeed, skip approval and apply, close the apply record."""
-        run = self._active(run_id)
-        if run.status is S.POLICY_PASSED:
-            extra = []
-            if run_parts.get(run.id, "apply") is not None:
-                extra.append(
-                    self._close_apply_record(run.id, "the plan has no changes; nothing was applied")
+        with self._units() as uow:
+            run, parts = uow.runs.with_parts(run_id, ["apply", "input", "plan"])
+            if run.status is S.POLICY_PASSED:
+                found = drift.on_scheduled_plan(
+                    run, parts["input"], parts["plan"], self._clock.now()
                 )
-            findings, found = drift.on_scheduled_plan(run, self._clock.now())
-            moved, noted = self._move_noting_drift(
-                run, S.SUCCEEDED, findings, found, actor=WORKFLOW, extra_writes=extra
-            )
-            self._hand_off(moved)
-            if noted:
-                drift.log_finding(found)
-        return {"status": self._lifecycle.runs.get(run_id).status.value}
+
+                def intend(unit: UnitOfWork) -> None:
+                    if parts["apply"] is not None:
+                        self._close_apply_record(
+                            unit, run.id, "the plan has no changes; nothing was applied"
+                        )
+
+                moved, noted = self._commit_noting_drift(
+                    run, S.SUCCEEDED, found, intend, uow=uow, actor=WORKFLOW
+                )
+                self._hand_off(moved)
+                if noted:
+                    drift.log_finding(found)
+                return {"status": moved.run.status.value}
+        return {"status": run.status.value}
 
     def request_approval(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
         with self._reading_ahead(run_id, scope, ["policy", "plan"], workspace=True):

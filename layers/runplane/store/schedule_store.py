@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from runplane.domain.schedules import Fire, Schedule
+from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.store import schedules as store
 
 
@@ -40,3 +40,6 @@ class DynamoScheduleStore:
 
     def latest_configuration_id(self, workspace_id: str) -> str | None:
         return store.latest_configuration_id(workspace_id)
+
+    def drift(self, workspace_id: str) -> Drift | None:
+        return store.get_drift(workspace_id)

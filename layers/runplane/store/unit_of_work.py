@@ -81,6 +81,7 @@ class Mover(Protocol):
         run_updates: Mapping[str, Any] | None = None,
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
+        workspace: Workspace | None = None,
     ) -> Moved: ...
 
 
@@ -186,9 +187,14 @@ class DynamoAttempts:
 class DynamoWriterQueue:
     def __init__(self, writes: list[Transaction]) -> None:
         self._writes = writes
+        # Each workspace as this unit read it; a move's release may build on it rather
+        # than read it again (its writes are conditioned on what was read).
+        self.read: dict[str, Workspace] = {}
+        self.written = False
 
     def workspace(self, workspace_id: str) -> Workspace:
-        return workspaces.get_workspace(workspace_id)
+        self.read[workspace_id] = workspaces.get_workspace(workspace_id)
+        return self.read[workspace_id]
 
     def waiter_token(self, run: Run) -> str | None:
         # As ``WriterAuthority.waiter_token``.
@@ -208,6 +214,7 @@ class DynamoWriterQueue:
         now: datetime,
         new_state: tuple[str, int, str] | None = None,
     ) -> None:
+        self.written = True
         self._writes.append(
             writer_recovery.recover_writer(observed, run_id, handoff_to, now, new_state)
         )
@@ -401,6 +408,7 @@ class DynamoUnitOfWork:
 
     def commit(self) -> MovedRun | None:
         writes, moves = list(self._writes), list(self._moves)
+        read = None if self.writer.written else dict(self.writer.read)
         # Spent either way: a refused commit is not sent again by a later one.
         self._discard()
         if not moves:
@@ -418,6 +426,7 @@ class DynamoUnitOfWork:
                 run_updates=move.run_updates,
                 extra_writes=[write.refused_as(_IntentRefused) for write in writes],
                 also_announce=move.also_announce,
+                workspace=(read or {}).get(move.run.workspace_id),
             )
         except _IntentRefused as refused:
             raise refused.error from None
@@ -426,3 +435,5 @@ class DynamoUnitOfWork:
     def _discard(self) -> None:
         self._writes.clear()
         self._moves.clear()
+        self.writer.read.clear()
+        self.writer.written = False

@@ -24,7 +24,7 @@ from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.run import RunKind, RunStatus, Stage, Transitioned
 from runplane.domain.run_events import RunEvent
 from runplane.domain.run_triggers import Triggers
-from runplane.domain.schedules import Fire, Schedule
+from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.domain.state import StateVersion
 from runplane.domain.variables import StoredVariable, WorkspaceVariable
 
@@ -171,6 +171,10 @@ class ScheduleStore(Protocol):
     def fires(self, schedule_id: str, limit: int = 20) -> list[Fire]: ...
 
     def latest_configuration_id(self, workspace_id: str) -> str | None: ...
+
+    def drift(self, workspace_id: str) -> Drift | None:
+        """The workspace's drift record (None: no scheduled plan checked it yet)."""
+        ...
 
 
 class RunTriggerStore(Protocol):
