@@ -55,11 +55,12 @@ class IsolatedRestResolver(APIGatewayRestResolver):
             APIGatewayProxyEvent, self._to_proxy_event(cast(dict[str, Any], event))
         )
         resolving = _resolving.set(self._own_event)
-        # The items the authorizer read with this request's credentials serve its
-        # first reads (runplane.store.prefetch says when they may).
+        # The request's identity map, holding the items the authorizer read with this
+        # request's credentials to serve its first reads (runplane.store.prefetch says
+        # when they may).
         authorizer = (cast(dict[str, Any], event).get("requestContext") or {}).get("authorizer")
         try:
-            with prefetch.serving(prefetch.decode(authorizer)):
+            with prefetch.opened(prefetch.decode(authorizer)):
                 return super().resolve(event, context)
         finally:
             _resolving.reset(resolving)

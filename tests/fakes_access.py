@@ -5,20 +5,195 @@ and raises the store's typed error."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from runplane.domain.entities import AuditEvent
+from runplane.domain.capabilities import (
+    AlreadyRedeemed,
+    Binding,
+    CapabilityKind,
+    CapabilityRecord,
+    RunnerSession,
+)
+from runplane.domain.entities import AuditEvent, Run
 from runplane.domain.errors import (
+    CapabilityConsumed,
+    CapabilityExpired,
+    CapabilityWrongAttempt,
+    CapabilityWrongPhase,
+    CapabilityWrongSandbox,
     ConcurrentChange,
     Conflict,
     GitHubConnectRefused,
     GitHubInstallationTaken,
     LoginLinkRefused,
+    NotFound,
+    SessionRefused,
     SignInRefused,
+    UnknownCapability,
 )
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
+from runplane.domain.identity import ApiTokenRecord
+from runplane.domain.parts import OPEN_ATTEMPT, RunPart
+from runplane.domain.read_ahead import Read, ReadAhead, ReadKind, Recorded
+from runplane.domain.runner_reads import CapabilityRead, SessionRead
+from runplane.domain.state import StateVersion
 from runplane.domain.web_session import Grant, WebSession
+
+
+class InMemoryApiTokens:
+    """``ApiTokenStore``: token records by the hash of their secret."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, ApiTokenRecord] = {}
+
+    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None:
+        if token_hash in self.tokens:
+            raise ConcurrentChange("the token changed concurrently; nothing was written")
+        self.tokens[token_hash] = record
+
+    def token(self, token_hash: str) -> ApiTokenRecord | None:
+        return self.tokens.get(token_hash)
+
+    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None:
+        for token_hash, record in self.tokens.items():
+            if record.id == token_id and record.organization_id == org_id:
+                self.tokens[token_hash] = replace(record, revoked=True)
+                return
+        raise NotFound("token", token_id)
+
+
+@dataclass(frozen=True)
+class Redemption:
+    jti: str
+    request_digest: str | None = None
+    result: tuple[tuple[str, str], ...] = ()
+
+
+class InMemoryRunnerSessions:
+    """``RunnerSessionStore``: capabilities by handle hash with their redemption,
+    sessions by secret hash, the JTIs sessions claimed, and the runs' attempts (the
+    run parts a session is noted on). ``mint`` and ``put_part`` stand for the writes
+    that create them, which other areas' transactions make on the table; ``runs``,
+    ``versions`` and ``recorded`` are what a read ahead finds."""
+
+    def __init__(self) -> None:
+        self.capabilities: dict[str, CapabilityRecord] = {}
+        self.redemptions: dict[str, Redemption] = {}
+        self.sessions: dict[str, RunnerSession] = {}
+        self.claimed_jtis: set[str] = set()
+        self.parts: dict[tuple[str, str], RunPart] = {}
+        self.runs: dict[str, Run] = {}
+        self.versions: dict[str, StateVersion] = {}
+        self.recorded: dict[Read, Recorded] = {}
+
+    # -- what other writes create --------------------------------------------------------
+
+    def mint(self, handle_hash: str, record: CapabilityRecord) -> None:
+        self.capabilities[handle_hash] = record
+
+    def put_part(self, part: RunPart) -> None:
+        self.parts[(part.run_id, part.name)] = part
+
+    # -- the seam --------------------------------------------------------------------------
+
+    def capability(self, handle_hash: str) -> CapabilityRecord | None:
+        return self.capabilities.get(handle_hash)
+
+    def capability_read(
+        self, handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> CapabilityRead:
+        return CapabilityRead(
+            self.capabilities.get(handle_hash),
+            self.parts.get((run_id, part)),
+            self._ahead([Read.run_part(run_id, part), *also]),
+        )
+
+    def session(self, secret_hash: str) -> RunnerSession | None:
+        return self.sessions.get(secret_hash)
+
+    def session_read(
+        self, secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> SessionRead:
+        ahead = self._ahead([Read.run_part(run_id, part), *also])
+        return SessionRead(
+            self.sessions.get(secret_hash),
+            self.parts.get((run_id, part)),
+            ahead,
+            self.runs.get(run_id) if Read.run(run_id) in ahead.found else None,
+            tuple(
+                self.versions[read.id]
+                for read in sorted(ahead.found)
+                if read.kind is ReadKind.STATE_VERSION
+            ),
+        )
+
+    def redeem(
+        self, handle_hash: str, kind: CapabilityKind, binding: Binding, now: datetime
+    ) -> None:
+        self._refuse_redemption(handle_hash, kind, binding, now)
+        self.redemptions[handle_hash] = Redemption(self.capabilities[handle_hash].jti)
+
+    def open_session(
+        self, handle_hash: str, secret_hash: str, session: RunnerSession, part: str, now: datetime
+    ) -> None:
+        binding = session.binding
+        self._refuse_redemption(handle_hash, CapabilityKind.BOOTSTRAP, binding, now)
+        if session.jti in self.claimed_jtis:
+            raise CapabilityConsumed(session.jti, "its runner session was already created")
+        if secret_hash in self.sessions:
+            raise ConcurrentChange("the runner session changed concurrently; nothing was written")
+        attempt = self.parts.get((binding.run_id, part))
+        if attempt is None or attempt.state not in OPEN_ATTEMPT:
+            raise SessionRefused("its attempt has ended")
+        self.redemptions[handle_hash] = Redemption(self.capabilities[handle_hash].jti)
+        self.claimed_jtis.add(session.jti)
+        self.sessions[secret_hash] = session
+        self.parts[(binding.run_id, part)] = replace(
+            attempt, session_keys=attempt.session_keys | {secret_hash}, updated_at=now
+        )
+
+    def revoke_attempt_sessions(self, attempt_id: str, now: datetime) -> int:
+        revoked = 0
+        for secret_hash, session in self.sessions.items():
+            if session.binding.attempt_id == attempt_id and not session.revoked:
+                self.sessions[secret_hash] = replace(session, revoked=True)
+                revoked += 1
+        return revoked
+
+    def _refuse_redemption(
+        self, handle_hash: str, kind: CapabilityKind, binding: Binding, now: datetime
+    ) -> None:
+        """Raise what the table's conditional redemption raises, in its order."""
+        record = self.capabilities.get(handle_hash)
+        if record is None or record.kind is not kind:
+            raise UnknownCapability()
+        if record.valid_until <= now:
+            raise CapabilityExpired(record.jti)
+        bound = record.binding
+        if (bound.attempt_id, bound.run_id) != (binding.attempt_id, binding.run_id):
+            raise CapabilityWrongAttempt(record.jti)
+        if bound.phase is not binding.phase:
+            raise CapabilityWrongPhase(record.jti)
+        if bound.sandbox_id != binding.sandbox_id:
+            raise CapabilityWrongSandbox(record.jti)
+        redeemed = self.redemptions.get(handle_hash)
+        if redeemed is not None:
+            raise AlreadyRedeemed(redeemed.jti, redeemed.request_digest, dict(redeemed.result))
+
+    def _ahead(self, asked: Sequence[Read]) -> ReadAhead:
+        found: dict[Read, Recorded] = {}
+        for read in asked:
+            if read in self.recorded:
+                found[read] = self.recorded[read]
+            elif read.kind is ReadKind.RUN and read.id in self.runs:
+                found[read] = {"run": read.id}
+            elif read.kind is ReadKind.STATE_VERSION and read.id in self.versions:
+                found[read] = {"state_version": read.id}
+            elif read.kind is ReadKind.RUN_PART and (read.id, read.name) in self.parts:
+                found[read] = {"part": f"{read.id}/{read.name}"}
+        return ReadAhead.of(found, asked)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def first_reads() -> Reply:
     # authentication's and the ones read for all of them.
     outer = current_event().raw_event
     authorizer = dict((outer.get("requestContext") or {}).get("authorizer") or {})
-    authorizer.update(prefetch.encode({**prefetch.decode(authorizer), **start.items}))
+    authorizer.update(prefetch.encode(prefetch.decode(authorizer).with_(start.items)))
     routes = [
         f"organizations/{org}/entitlement-set",
         f"organizations/{org}/workspaces/{_segment(workspace.name)}",

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
-    from runplane.services.repositories import DeliverySlots, WorkspaceDirectory
+    from runplane.services.repositories import DeliverySlots, RunReader, WorkspaceDirectory
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
@@ -247,19 +247,31 @@ class Services:
     @cached_property
     def sessions(self) -> RunnerSessions:
         from runplane.services.capabilities import RunnerSessions
+        from runplane.store.capabilities import DynamoRunnerSessions
 
-        return RunnerSessions(self.clock, self.ids)
+        return RunnerSessions(self.clock, self.ids, DynamoRunnerSessions())
 
     @cached_property
     def identity(self) -> Identity:
         from runplane.services.identity import Identity
+        from runplane.store.identity import DynamoApiTokens
 
         verifier = self._verifier or jwt_verifier(self.settings)
         # Runner sessions and run records are built for the first runner session to
         # authenticate: a token or a user's JWT needs neither.
         return Identity(
-            self.clock, self.ids, lambda: self.sessions, lambda: self.run_records, verifier
+            self.clock,
+            self.ids,
+            DynamoApiTokens(),
+            lambda: self.sessions,
+            self._identity_runs,
+            verifier,
         )
+
+    def _identity_runs(self) -> RunReader:
+        from runplane.store.run_reader import DynamoRunReader
+
+        return DynamoRunReader(self.run_records)
 
     @cached_property
     def workspaces(self) -> Workspaces:
@@ -410,6 +422,7 @@ class Services:
     @cached_property
     def runner_api(self) -> RunnerApi:
         from runplane.services.runner_api import RunnerApi
+        from runplane.store.capabilities import DynamoRunnerSessions
 
         return RunnerApi(
             self.sessions,
@@ -417,6 +430,7 @@ class Services:
             self.transfers,
             self.orchestration,
             self.lifecycle.runs,
+            DynamoRunnerSessions(),
         )
 
     @cached_property

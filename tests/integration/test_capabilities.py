@@ -22,6 +22,7 @@ from runplane.domain.errors import (
     UnknownCapability,
 )
 from runplane.services.capabilities import Minted, RunnerSessions, new_handle
+from runplane.store.capabilities import DynamoRunnerSessions
 from runplane.store.models import NameClaimItem
 from runplane.store.transaction import Transaction
 from tests.integration.conftest import Stack
@@ -251,7 +252,9 @@ def test_revocation_is_immediate(stack: Stack, org: Organization) -> None:
 
 
 def test_sessions_end_with_their_authority_window(stack: Stack, org: Organization) -> None:
-    sessions = RunnerSessions(stack.clock, stack.ids, lifetime=timedelta(hours=1))
+    sessions = RunnerSessions(
+        stack.clock, stack.ids, DynamoRunnerSessions(), lifetime=timedelta(hours=1)
+    )
     binding = new_binding(stack)
     grant = sessions.start(mint(stack, org, BOOTSTRAP, binding).handle, binding)
     sessions.authenticate(grant.token)
@@ -260,7 +263,7 @@ def test_sessions_end_with_their_authority_window(stack: Stack, org: Organizatio
     with pytest.raises(SessionRefused, match="expired"):
         sessions.authenticate(grant.token)
     with pytest.raises(ValueError, match="four-hour"):
-        RunnerSessions(stack.clock, stack.ids, lifetime=timedelta(hours=5))
+        RunnerSessions(stack.clock, stack.ids, DynamoRunnerSessions(), lifetime=timedelta(hours=5))
 
 
 def test_malformed_and_unknown_session_tokens_are_refused(stack: Stack) -> None:

@@ -8,15 +8,15 @@ import pytest
 
 from runplane.domain.errors import NotFound
 from runplane.domain.identity import Principal
+from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store import prefetch, run_batch
 from runplane.store import workspaces as workspace_store
-from runplane.store.models import workspace_key
 from tests.integration.arena import Arena, applying
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.test_runner_authority import with_state
 
 
-def authorized(arena: Arena, token: str) -> tuple[Principal, dict[prefetch.Key, prefetch.RawItem]]:
+def authorized(arena: Arena, token: str) -> tuple[Principal, ReadAhead]:
     """What the authorizer hands the application: the principal and, through its
     context (text), the items its read fetched."""
     principal, read = arena.stack.identity.authenticate_request(f"Bearer {token}")
@@ -35,7 +35,7 @@ def test_a_runner_s_lock_call_is_its_authentication_read_alone(
 
     # When the engine locks the workspace: authenticated, then served
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         locked = arena.stack.workspaces.lock(principal, ws_id, "Locked by Terraform")
 
     # Then the session, its attempt, its run and its workspace were one request, and
@@ -51,13 +51,13 @@ def test_a_runner_s_workspace_read_by_name_is_its_authentication_read_alone(
     ws_id, run_id = applying(arena, "prefetched-name")
     token = arena.runner_token(run_id, "apply")
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
     requests = DynamoDBRequests(monkeypatch)
 
     # When the engine's backend reads it again
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         found = arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
 
     # Then that is the authentication's one request
@@ -70,14 +70,14 @@ def test_an_item_read_with_the_authentication_is_served_once_and_never_after_a_w
 ) -> None:
     # Given a workspace's item as a request's authentication read it
     ws_id, run_id = applying(arena, "prefetched-write")
-    key = workspace_key(ws_id)
+    key = Read.workspace(ws_id)
     token = arena.runner_token(run_id, "apply")
     authorized(arena, token)
     _, read = authorized(arena, token)
-    assert key in read
+    assert key in read.found
     requests = DynamoDBRequests(monkeypatch)
 
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         # When the request reads it, changes it, then reads it again
         first = workspace_store.get_workspace(ws_id)
         workspace_store.update_settings(ws_id, description="changed").commit()
@@ -104,7 +104,7 @@ def test_an_item_read_with_the_authentication_is_served_to_one_read_only(
     requests = DynamoDBRequests(monkeypatch)
 
     # When the request reads it twice
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         workspace_store.get_workspace(ws_id)
         workspace_store.get_workspace(ws_id)
 
@@ -127,10 +127,10 @@ def test_a_runner_s_current_state_call_is_its_authentication_read_alone(
     # When the engine's backend asks for the current state, then reads that version
     # (each its own call)
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         current = arena.stack.state.current(principal, ws_id)
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         version = arena.stack.state.get(principal, sv_id)
 
     # Then each call was its authentication's one request: the pinned version came
@@ -155,7 +155,7 @@ def test_a_runner_s_state_download_is_its_authentication_read_alone(
 
     # When the engine's backend downloads that state (its own call)
     principal, read = authorized(arena, token)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         body = arena.stack.state.download(principal, sv_id)
 
     # Then it got the state, and the call's one DynamoDB request was its
@@ -166,19 +166,24 @@ def test_a_runner_s_state_download_is_its_authentication_read_alone(
 
 
 def test_a_binary_attribute_travels_in_the_context_and_comes_back_as_bytes() -> None:
-    # Given a raw item with a top-level binary attribute, and one with binary nested
-    items = {
-        ("ART#a", "ART"): {"pk": {"S": "ART#a"}, "wrapped_key": {"B": b"\x00\xffkey"}},
-        ("ART#b", "ART"): {"pk": {"S": "ART#b"}, "nested": {"M": {"k": {"B": b"\x01"}}}},
-    }
+    # Given an artifact record read with a top-level binary attribute, one with binary
+    # nested, and one found absent
+    wrapped = {"pk": {"S": "ART#a"}, "wrapped_key": {"B": b"\x00\xffkey"}}
+    nested = {"pk": {"S": "ART#b"}, "nested": {"M": {"k": {"B": b"\x01"}}}}
+    ahead = ReadAhead.of(
+        {Read.artifact("a"): wrapped, Read.artifact("b"): nested},
+        [Read.artifact("a"), Read.artifact("b"), Read.artifact("c")],
+    )
 
     # When they are carried through the authorizer's context
-    carried = prefetch.encode(items)
+    carried = prefetch.encode(ahead)
 
-    # Then the context is text, the first comes back byte for byte, and the second
-    # does not travel (the call reads it)
+    # Then the context is text, the first comes back byte for byte, the absence as an
+    # absence, and the second does not travel (the call reads it)
     assert all(isinstance(value, str) for value in carried.values())
-    assert prefetch.decode(carried) == {("ART#a", "ART"): items[("ART#a", "ART")]}
+    back = prefetch.decode(carried)
+    assert dict(back.found) == {Read.artifact("a"): wrapped}
+    assert back.absent == {Read.artifact("c")}
 
 
 def test_a_sandbox_s_first_call_reads_its_session_and_attempt_together(
@@ -196,7 +201,7 @@ def test_a_sandbox_s_first_call_reads_its_session_and_attempt_together(
     # start told this process which attempt its binding names
     assert principal.run_id == run_id
     assert requests.operations == ["BatchGetItem"]
-    assert any(key[1] == "RUN" for key in read)
+    assert Read.run(run_id) in read.found
 
 
 def test_an_item_read_ahead_and_absent_is_absent_to_a_batch_read_and_asked_by_a_single_one(

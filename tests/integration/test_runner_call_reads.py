@@ -168,7 +168,7 @@ def test_an_apply_start_is_served_its_plan_and_approval_by_its_authentication(
     principal, read = arena.stack.identity.authenticate_request(
         authorization, "POST /api/v1/runner/apply-start"
     )
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         started = arena.runner_api.apply_start(principal, handle, {"plan_sha256": plan_sha256})
 
     # Then it is applying after the authentication's one read and the start's one write
@@ -230,7 +230,7 @@ def test_a_plan_result_with_its_uploads_takes_them_in_its_one_write(
 
     # When it reports its plan with those uploads, authenticated as the run API does
     principal, read = arena.stack.identity.authenticate_request(authorization)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         status = arena.runner_api.report(principal, report, list(uploads.values()))
     sent = list(requests.operations)
 
@@ -255,7 +255,7 @@ def test_an_apply_result_is_served_its_run_attempt_and_record_by_its_authenticat
 
     # When it reports that its engine failed, authenticated as the run API does
     principal, read = arena.stack.identity.authenticate_request(authorization)
-    with prefetch.serving(read):
+    with prefetch.opened(read):
         status = arena.runner_api.report(principal, Failed(reason="the engine failed"))
     sent = list(requests.operations)
 

@@ -3,11 +3,13 @@ inside another never leaves the outer one an item older than its own write."""
 
 from __future__ import annotations
 
+from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store import prefetch
 
 RUN = ("RUN#r1", "RUN")
 WORKSPACE = ("WS#w1", "WS")
 PART = ("RUN#r1", "PART#attempt#plan")
+WS = Read.workspace("w1")
 
 
 def test_an_item_is_served_once_and_an_absence_only_as_known() -> None:
@@ -46,3 +48,55 @@ def test_an_item_served_inside_a_nested_block_is_not_served_again_after_it() -> 
         # Then the one it took is gone and the other is still served
         assert prefetch.take(RUN) is None
         assert prefetch.take(WORKSPACE) is not None
+
+
+def test_a_request_s_identity_map_serves_what_its_authentication_read_once_each() -> None:
+    # Given what a request's authentication read: its run, and a workspace found absent
+    ahead = ReadAhead.of({Read.run("r1"): {"pk": {"S": "RUN#r1"}}}, [Read.run("r1"), WS])
+
+    # When the handler opens the request's identity map with it and the run is read twice
+    with prefetch.opened(ahead) as reads:
+        first, again = reads.take(RUN), reads.take(RUN)
+        absent, unknown = prefetch.take_known(WORKSPACE), prefetch.take_known(WORKSPACE)
+
+    # Then the run is served to the first read only, the absence once as known
+    assert first == {"pk": {"S": "RUN#r1"}}
+    assert again is None
+    assert absent == (True, None)
+    assert unknown == (False, None)
+    # And nothing is served once the request is over
+    assert prefetch.take_known(RUN) == (False, None)
+
+
+def test_a_write_forgets_everything_the_request_read_ahead() -> None:
+    # Given a request's identity map holding its run and workspace
+    ahead = ReadAhead.of({Read.run("r1"): {"pk": {"S": "RUN#r1"}}, WS: {"pk": {"S": "WS#w1"}}})
+    with prefetch.opened(ahead) as reads:
+        # When the request writes
+        prefetch.forget()
+        # Then no read after it is served what was read before it
+        assert RUN not in reads
+        assert reads.take_known(WORKSPACE) == (False, None)
+
+
+def test_two_requests_have_identity_maps_of_their_own() -> None:
+    # Given two requests whose authentications read the same run
+    ahead = ReadAhead.of({Read.run("r1"): {"pk": {"S": "RUN#r1"}}})
+    with prefetch.opened(ahead) as first:
+        # When the first is served it
+        assert first.take(RUN) is not None
+    # Then the second request is served it all the same
+    with prefetch.opened(ahead) as second:
+        assert second.take(RUN) is not None
+
+
+def test_a_request_resolved_inside_another_forgets_the_outer_one_s_items_when_it_writes() -> None:
+    # Given a request that resolves another inside it (the engine's first reads)
+    outer = ReadAhead.of({Read.run("r1"): {"pk": {"S": "RUN#r1"}}, WS: {"pk": {"S": "WS#w1"}}})
+    with prefetch.opened(outer) as reads:
+        with prefetch.opened(ReadAhead()):
+            # When the inner one writes
+            prefetch.forget()
+        # Then the outer one serves nothing read before that write
+        assert reads.take(RUN) is None
+        assert reads.take(WORKSPACE) is None

@@ -68,6 +68,19 @@ class RunnerSession:
     revoked: bool = False
 
 
+class AlreadyRedeemed(Exception):
+    """The handle is valid and exactly bound but was redeemed before: its JTI, and the
+    request digest and result its redemption stored (for the replay rules)."""
+
+    def __init__(
+        self, jti: str, request_digest: str | None = None, result: dict[str, str] | None = None
+    ) -> None:
+        super().__init__("already redeemed")
+        self.jti = jti
+        self.request_digest = request_digest
+        self.result: dict[str, str] = dict(result or {})
+
+
 def handle_hash(handle: str) -> str:
     """Handles carry 256 random bits, so a plain SHA-256 is a safe lookup key.
 

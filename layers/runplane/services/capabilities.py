@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from runplane.domain.capabilities import (
     HANDLE_PREFIX,
     SESSION_PREFIX,
+    AlreadyRedeemed,
     Binding,
     CapabilityKind,
     CapabilityRecord,
@@ -40,11 +42,14 @@ from runplane.domain.errors import (
     UnknownCapability,
 )
 from runplane.domain.ids import IdGenerator, IdKind
+from runplane.domain.read_ahead import Read
+from runplane.domain.runner_reads import SessionRead
 from runplane.services.attempts import attempt_part, open_or_none
 from runplane.store import capabilities as store
-from runplane.store import run_parts
-from runplane.store.prefetch import Key, RawItem
 from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories.access import RunnerSessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +164,7 @@ class Capabilities:
                 store.redeem(
                     handle_hash(handle), kind=kind, binding=binding, now=self._clock.now()
                 ).commit()
-            except store.AlreadyRedeemed as redeemed:
+            except AlreadyRedeemed as redeemed:
                 raise CapabilityConsumed(redeemed.jti) from None
 
     def redeem_apply_start(
@@ -237,12 +242,18 @@ class RunnerSessions:
     """Sessions a sandbox authenticates with after redeeming its bootstrap handle."""
 
     def __init__(
-        self, clock: Clock, ids: IdGenerator, *, lifetime: timedelta = MAX_SESSION
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        store: RunnerSessionStore,
+        *,
+        lifetime: timedelta = MAX_SESSION,
     ) -> None:
         if lifetime > MAX_SESSION:
             raise ValueError("runner sessions last at most the four-hour authority window")
         self._clock = clock
         self._ids = ids
+        self._store = store
         self._lifetime = lifetime
         # Token hash -> binding, immutable facts that name the attempt to read.
         self._bindings: dict[str, Binding] = {}
@@ -259,33 +270,22 @@ class RunnerSessions:
     def _start(
         self, handle: str, binding: Binding, record: CapabilityRecord | None
     ) -> SessionGrant:
-        token_hash = handle_hash(handle)
         for _ in range(3):
-            now = self._clock.now()
             try:
-                redeem = store.redeem(
-                    token_hash, kind=CapabilityKind.BOOTSTRAP, binding=binding, now=now
-                )
-                # The redemption's refusal is what explains an invalid handle, so
-                # the session is created from the handle's own record only on success.
-                return self._create(handle, binding, redeem, now, record)
-            except store.AlreadyRedeemed as redeemed:
+                return self._create(handle, binding, self._clock.now(), record)
+            except AlreadyRedeemed as redeemed:
                 return self._replay(handle, redeemed.jti)
             except ConcurrentChange:
                 continue
         raise TooMuchContention("the bootstrap handle is being redeemed concurrently")
 
     def _create(
-        self,
-        handle: str,
-        binding: Binding,
-        redeem: Transaction,
-        now: datetime,
-        record: CapabilityRecord | None,
+        self, handle: str, binding: Binding, now: datetime, record: CapabilityRecord | None
     ) -> SessionGrant:
         # The record only supplies the session's contents (none of which changes);
-        # whether the handle may be redeemed is decided by the conditional write below.
-        record = record or store.get_capability(handle_hash(handle))
+        # whether the handle may be redeemed is decided by the conditional write below,
+        # whose refusal is what explains an invalid handle.
+        record = record or self._store.capability(handle_hash(handle))
         if record is None or record.kind is not CapabilityKind.BOOTSTRAP:
             raise UnknownCapability()
         secret = session_secret(handle, record.jti)
@@ -297,25 +297,16 @@ class RunnerSessions:
             inputs=record.inputs,
             expires_at=now + self._lifetime,
         )
-        redeem.extend(
-            [
-                store.create_session(handle_hash(secret), session, now),
-                run_parts.note_session(
-                    binding.run_id,
-                    attempt_part(binding.phase),
-                    handle_hash(secret),
-                    now,
-                    on_refused=lambda current: SessionRefused("its attempt has ended"),
-                ),
-            ]
-        ).commit()
+        self._store.open_session(
+            handle_hash(handle), handle_hash(secret), session, attempt_part(binding.phase), now
+        )
         # The sandbox's next call (in this process) can read its attempt with it.
         self._remember(handle_hash(secret), binding)
         return SessionGrant(session, secret)
 
     def _replay(self, handle: str, jti: str) -> SessionGrant:
         secret = session_secret(handle, jti)
-        session = store.get_session(handle_hash(secret))
+        session = self._store.session(handle_hash(secret))
         if session is None:
             raise CapabilityConsumed(jti, "it was redeemed without creating a session")
         if session.revoked:
@@ -323,34 +314,36 @@ class RunnerSessions:
         return SessionGrant(session, secret)
 
     def authenticate_open(
-        self, token: str, also: Callable[[Binding], Sequence[Key]] = lambda binding: ()
-    ) -> tuple[RunnerSession, dict[Key, RawItem]]:
+        self, token: str, also: Callable[[Binding], Sequence[Read]] = lambda binding: ()
+    ) -> SessionRead:
         """``authenticate``, and refused too once the session's attempt has closed.
 
         Both are read in one consistent request once this process has seen the
         token: a session's binding never changes, so it tells which attempt to
         read along with the session, and which items of its run ``also`` names
-        for the call to read next (returned raw, with the attempt's, for that
-        call). Revocation stays immediate: nothing here is remembered but the
-        binding."""
+        for the call to read next (in the read's ``ahead``, for that call).
+        Revocation stays immediate: nothing here is remembered but the binding."""
         if not token.startswith(SESSION_PREFIX):
             raise SessionRefused("malformed token")
         secret_hash = handle_hash(token)
         with self._bindings_lock:
             binding = self._bindings.get(secret_hash)
-        prefetched: dict[Key, RawItem] = {}
         if binding is None:
             session = self.authenticate(token)
-            attempt = run_parts.get(session.binding.run_id, attempt_part(session.binding.phase))
+            # Not known yet: read as a read of its own, with nothing ahead.
+            read = self._store.session_read(
+                secret_hash, session.binding.run_id, attempt_part(session.binding.phase)
+            )
             self._remember(secret_hash, session.binding)
+            read = SessionRead(session, read.attempt)
         else:
-            found, attempt, prefetched = store.get_session_and_part(
+            read = self._store.session_read(
                 secret_hash, binding.run_id, attempt_part(binding.phase), also(binding)
             )
-            session = self._valid(found)
-        if open_or_none(session.binding, attempt) is None:
+            session = self._valid(read.session)
+        if open_or_none(session.binding, read.attempt) is None:
             raise SessionAttemptEnded()
-        return session, prefetched
+        return read
 
     def _remember(self, secret_hash: str, binding: Binding) -> None:
         with self._bindings_lock:
@@ -362,7 +355,7 @@ class RunnerSessions:
         """The session a runner call presents; refused when unknown, expired or revoked."""
         if not token.startswith(SESSION_PREFIX):
             raise SessionRefused("malformed token")
-        return self._valid(store.get_session(handle_hash(token)))
+        return self._valid(self._store.session(handle_hash(token)))
 
     def _valid(self, session: RunnerSession | None) -> RunnerSession:
         if session is None:
@@ -375,6 +368,4 @@ class RunnerSessions:
 
     def revoke_attempt(self, attempt_id: str) -> int:
         """Revoke an attempt's sessions now (closing an attempt does this in its own write)."""
-        revocations = store.revoke_attempt_sessions(attempt_id, self._clock.now())
-        revocations.commit()
-        return len(revocations)
+        return self._store.revoke_attempt_sessions(attempt_id, self._clock.now())

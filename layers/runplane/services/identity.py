@@ -34,20 +34,14 @@ from runplane.domain.identity import (
     permissions_for_roles,
 )
 from runplane.domain.ids import IdGenerator, IdKind
-from runplane.store import identity as store
-from runplane.store.models import (
-    artifact_key,
-    drift_key,
-    run_key,
-    run_part_key,
-    state_version_key,
-    workspace_key,
-)
-from runplane.store.prefetch import Key, RawItem
+from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead
+from runplane.domain.state import FINALIZED
 
 if TYPE_CHECKING:
+    from runplane.domain.runner_reads import SessionRead
     from runplane.services.capabilities import RunnerSessions
-    from runplane.store.runs import RunRepository
+    from runplane.services.repositories import RunReader
+    from runplane.services.repositories.access import ApiTokenStore
 
 TOKEN_PREFIX = "rpt_"
 # Runs whose workspace an Identity remembers (oldest forgotten first).
@@ -67,18 +61,21 @@ class Identity:
         self,
         clock: Clock,
         ids: IdGenerator,
+        tokens: ApiTokenStore,
         sessions: Callable[[], RunnerSessions],
-        runs: Callable[[], RunRepository],
+        runs: Callable[[], RunReader],
         verifier: JwtVerifier | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
+        self._tokens = tokens
         self._sessions = sessions
         self._runs = runs
         self._verifier = verifier
         self._workspace_by_run: dict[str, str] = {}
         self._pin_by_attempt: dict[str, str] = {}
-        # The artifact holding a pinned version's state (a version never changes).
+        # The artifact holding a finalized version's state (a version never changes).
+        self._artifact_by_version: dict[str, str] = {}
         self._workspaces_lock = threading.Lock()
 
     # -- API tokens ---------------------------------------------------------------------
@@ -102,7 +99,7 @@ class Identity:
             created_by=created_by,
             revoked=False,
         )
-        store.put_token(handle_hash(token), record).commit()
+        self._tokens.put_token(handle_hash(token), record)
         return IssuedToken(record, token)
 
     def create_token(self, principal: Principal, name: str, role: str) -> IssuedToken:
@@ -120,7 +117,7 @@ class Identity:
 
     def revoke_token(self, principal: Principal, token_id: str) -> None:
         principal.require(Permission.TOKEN_MANAGE)
-        store.revoke_token(principal.organization_id, token_id, self._clock.now())
+        self._tokens.revoke_token(principal.organization_id, token_id, self._clock.now())
 
     # -- authentication -------------------------------------------------------------------
 
@@ -130,23 +127,23 @@ class Identity:
 
     def authenticate_request(
         self, authorization: str | None, route: str = ""
-    ) -> tuple[Principal, dict[Key, RawItem]]:
-        """``authenticate``, with the raw items its read fetched for the request to
-        read next (a runner's run, attempt and workspace, and what its ``route``,
-        ``"<METHOD> <path>"``, reads first; see ``store.prefetch``)."""
+    ) -> tuple[Principal, ReadAhead]:
+        """``authenticate``, with what its read read ahead for the request to read next
+        (a runner's run, attempt and workspace, and what its ``route``,
+        ``"<METHOD> <path>"``, reads first), to serve the request's first reads."""
         if not authorization or not authorization.startswith("Bearer "):
             raise Unauthenticated()
         credential = authorization.removeprefix("Bearer ").strip()
         if credential.startswith(TOKEN_PREFIX):
-            return self._token_principal(credential), {}
+            return self._token_principal(credential), NOTHING_READ
         if credential.startswith(SESSION_PREFIX):
             return self._runner_principal(credential, route)
         if credential.count(".") == 2 and self._verifier is not None:
-            return self._user_principal(credential), {}
+            return self._user_principal(credential), NOTHING_READ
         raise Unauthenticated()
 
     def _token_principal(self, token: str) -> Principal:
-        record = store.get_token(handle_hash(token))
+        record = self._tokens.token(handle_hash(token))
         if record is None or record.revoked:
             raise Unauthenticated()
         return Principal(
@@ -159,24 +156,26 @@ class Identity:
             auth_time=record.created_at,
         )
 
-    def _runner_principal(self, secret: str, route: str) -> tuple[Principal, dict[Key, RawItem]]:
+    def _runner_principal(self, secret: str, route: str) -> tuple[Principal, ReadAhead]:
         # The session and its attempt are read on every call (one request), so a
         # closed attempt's sandbox is refused at once even if the listing that
         # revokes its sessions missed one. The run and its workspace, which most
         # calls read next, come in the same request.
         try:
             sessions = self._sessions()
-            session, prefetched = sessions.authenticate_open(
+            read = sessions.authenticate_open(
                 secret, lambda binding: self._call_reads(binding, route)
             )
-            self._remember_pin(session.binding, prefetched)
+            self._remember_pin(read)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
         except SessionRefused:
             raise Unauthenticated("the runner session is not valid") from None
+        assert read.session is not None
+        session = read.session
         run_id = session.binding.run_id
         try:
-            workspace_id = self._workspace_of_run(run_id, prefetched.get(run_key(run_id)) or None)
+            workspace_id = self._workspace_of_run(run_id, read)
         except NotFound:
             raise Unauthenticated("the runner session's run is gone") from None
         return Principal(
@@ -191,60 +190,54 @@ class Identity:
             sandbox_id=session.binding.sandbox_id,
             phase=session.binding.phase.value,
             inputs=session.inputs,
-        ), prefetched
+        ), read.ahead
 
-    def _call_reads(self, binding: Binding, route: str = "") -> list[Key]:
+    def _call_reads(self, binding: Binding, route: str = "") -> list[Read]:
         """What a runner's call reads next: its run (an apply's with its apply record)
         and, once known, its workspace, the state version its run pinned and that
         version's artifact record; and what an apply's start and result read first."""
         with self._workspaces_lock:
             workspace_id = self._workspace_by_run.get(binding.run_id)
             pinned = self._pin_by_attempt.get(binding.attempt_id)
-        keys = [run_key(binding.run_id)]
+            artifact_id = None if pinned is None else self._artifact_by_version.get(pinned)
+        reads = [Read.run(binding.run_id)]
         if binding.phase is Phase.APPLY:
             # Its result reads the apply record with its run and attempt.
-            keys.append(run_part_key(binding.run_id, "apply"))
+            reads.append(Read.run_part(binding.run_id, "apply"))
             if route.endswith(_APPLY_START):
                 # Deciding the start reads the plan it presents and the approval.
-                keys += [run_part_key(binding.run_id, name) for name in ("plan", "approval")]
+                reads += [Read.run_part(binding.run_id, name) for name in ("plan", "approval")]
             elif route.endswith(_RESULT) and workspace_id is not None:
                 # A success clears the workspace's drift record, if it has one.
-                keys.append(drift_key(workspace_id))
+                reads.append(Read.drift(workspace_id))
         if workspace_id is not None:
-            keys.append(workspace_key(workspace_id))
+            reads.append(Read.workspace(workspace_id))
         if pinned is not None:
             # The engine's backend asks for its current state (and downloads it)
             # on most calls: the version its run pinned, and the artifact record
-            # its download opens.
-            keys.append(state_version_key(pinned))
-            # Loaded by the call that learned the pin (``_remember_pin``).
-            from runplane.store.state_versions import known_state_artifact
-
-            artifact_id = known_state_artifact(pinned)
+            # its download opens (known from the call that read that version).
+            reads.append(Read.state_version(pinned))
             if artifact_id is not None:
-                keys.append(artifact_key(artifact_id))
-        return keys
+                reads.append(Read.artifact(artifact_id))
+        return reads
 
-    def _remember_pin(self, binding: Binding, prefetched: dict[Key, RawItem]) -> None:
-        """The state version the run pinned, as its prefetched item says: only a new
-        plan attempt moves it, so it names what this attempt's next calls read. It
-        only chooses what to prefetch; each call still checks what it is served."""
-        from runplane.store.runs import pinned_state_of
-        from runplane.store.state_versions import note_state_artifact
-
-        raw_run = prefetched.get(run_key(binding.run_id))
-        if not raw_run:
+    def _remember_pin(self, read: SessionRead) -> None:
+        """The state version the run pinned, as the run read says: only a new plan
+        attempt moves it, so it names what this attempt's next calls read; and the
+        artifact holding that version's state, once the version is read. They only
+        choose what to read ahead; each call still checks what it is served."""
+        if read.session is None or read.run is None:
             return
-        pinned = pinned_state_of(raw_run)
+        pinned = read.run.predecessor_sv_id
         if pinned is None:
             return
-        raw_version = prefetched.get(state_version_key(pinned))
-        if raw_version:
-            note_state_artifact(raw_version)
         with self._workspaces_lock:
-            _remember(self._pin_by_attempt, binding.attempt_id, pinned)
+            _remember(self._pin_by_attempt, read.session.binding.attempt_id, pinned)
+            for version in read.versions:
+                if version.status == FINALIZED and version.artifact_id is not None:
+                    _remember(self._artifact_by_version, version.id, version.artifact_id)
 
-    def _workspace_of_run(self, run_id: str, raw_run: RawItem | None) -> str:
+    def _workspace_of_run(self, run_id: str, read: SessionRead) -> str:
         """A run's workspace never changes: read once per run and process, not per call
         (every runner and Cloud API call of a sandbox authenticates), and not at all
         when the authentication's read brought the run."""
@@ -252,12 +245,10 @@ class Identity:
             known = self._workspace_by_run.get(run_id)
         if known is not None:
             return known
-        if raw_run is not None:
-            from runplane.store.runs import workspace_of_raw_run
-
-            workspace_id = workspace_of_raw_run(raw_run)
+        if read.run is not None:
+            workspace_id = read.run.workspace_id
         else:
-            workspace_id = self._runs().get(run_id).workspace_id
+            workspace_id = self._runs().get_run(run_id).workspace_id
         with self._workspaces_lock:
             _remember(self._workspace_by_run, run_id, workspace_id)
         return workspace_id

@@ -13,6 +13,7 @@ from runplane.domain.errors import InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import published_by
+from runplane.domain.read_ahead import Read
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
@@ -27,10 +28,9 @@ from runplane.services.attempts import attempt_part, open_or_none
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.services.publications import apply_identity, publication_of
-from runplane.store import capabilities as capability_store
+from runplane.services.repositories.access import RunnerSessionStore
 from runplane.store import prefetch, run_batch, state_versions
 from runplane.store import workspaces as workspace_store
-from runplane.store.models import artifact_key, run_key, run_part_key
 from runplane.store.runs import RunRepository
 
 # Artifacts a runner may upload, by phase.
@@ -76,8 +76,10 @@ class RunnerApi:
         transfers: SandboxTransfers,
         orchestration: Orchestration,
         runs: RunRepository,
+        session_store: RunnerSessionStore,
     ) -> None:
         self._sessions = sessions
+        self._session_store = session_store
         self._capabilities = capabilities
         self._transfers = transfers
         self._orchestration = orchestration
@@ -102,21 +104,21 @@ class RunnerApi:
             raise InvalidInput("phase must be plan or apply", "/phase") from None
         # The handle's record, the attempt it is for, and what the manifest reads (the run,
         # its parts, its inputs' records), in one read.
-        manifest_keys = [
-            run_key(run_id),
-            *(run_part_key(run_id, name) for name in _manifest_parts(binding.phase)),
-            *(artifact_key(artifact_id) for artifact_id in inputs[:MAX_INPUTS]),
+        manifest_reads = [
+            Read.run(run_id),
+            *(Read.run_part(run_id, name) for name in _manifest_parts(binding.phase)),
+            *(Read.artifact(artifact_id) for artifact_id in inputs[:MAX_INPUTS]),
         ]
-        record, attempt, read = capability_store.get_capability_and_part(
-            handle_hash(bootstrap), run_id, attempt_part(binding.phase), manifest_keys
+        read = self._session_store.capability_read(
+            handle_hash(bootstrap), run_id, attempt_part(binding.phase), manifest_reads
         )
-        if open_or_none(binding, attempt) is None:
+        if open_or_none(binding, read.attempt) is None:
             # Refused before the handle is looked at: nothing is redeemed or written.
             raise SessionRefused("its attempt has ended")
-        grant = self._sessions.start(bootstrap, binding, record)
+        grant = self._sessions.start(bootstrap, binding, read.capability)
         # Served although read before the session's write: that write changes none of
         # them (it adds the session, and notes it on the attempt).
-        with prefetch.serving(read):
+        with prefetch.serving_ahead(read.ahead):
             manifest, grants = self._manifest(grant.session)
         # The grants carry data keys and URLs: secret, like the token beside them, so
         # they travel apart from the manifest (which says what the phase is about).

@@ -25,10 +25,10 @@ from runplane.domain.errors import (
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
+from runplane.domain.read_ahead import ReadAhead
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.store import apply_lock
-from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import RunRepository
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ V = TypeVar("V")
 class EngineStart:
     organization_name: str
     workspace: Workspace
-    items: dict[Key, RawItem]
-    """The items its reads read, as one consistent read found them (raw), to serve each."""
+    items: ReadAhead
+    """The items its reads read, as one consistent read found them, to serve each."""
 
 
 class Workspaces:
@@ -133,7 +133,7 @@ class Workspaces:
         from runplane.store import prefetch, run_batch
 
         items = run_batch.engine_start_items(principal.run_id, principal.workspace_id)
-        with prefetch.serving(items):
+        with prefetch.serving_ahead(items):
             workspace = self.by_id(principal, principal.workspace_id)
         return EngineStart(self.organization_name(workspace.organization_id), workspace, items)
 

@@ -1,4 +1,7 @@
-"""Capability and runner-session items: minting, the one conditional redemption, sessions."""
+"""Capability and runner-session items: minting, the one conditional redemption, sessions.
+
+``DynamoRunnerSessions`` is the ``RunnerSessionStore`` seam over them
+(``services/repositories/access.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.domain.capabilities import (
+    AlreadyRedeemed,
     Binding,
     CapabilityKind,
     CapabilityRecord,
@@ -21,19 +25,25 @@ from runplane.domain.errors import (
     CapabilityWrongPhase,
     CapabilityWrongSandbox,
     ConcurrentChange,
+    SessionRefused,
     UnknownCapability,
 )
-from runplane.domain.parts import RunPart
+from runplane.domain.read_ahead import Read, ReadKind
+from runplane.domain.runner_reads import CapabilityRead, SessionRead
 from runplane.store import batch, prefetch, run_parts
 from runplane.store.models import (
     CapabilityItem,
     JtiClaimItem,
+    RunItem,
     RunnerSessionItem,
+    StateVersionItem,
     capability_key,
     jti_claim_key,
     run_part_key,
     session_key,
 )
+from runplane.store.runs import to_run
+from runplane.store.state_versions import to_version
 from runplane.store.transaction import Item, Transaction
 
 # Records outlive their validity a little, so a late replay is told "expired"
@@ -41,15 +51,15 @@ from runplane.store.transaction import Item, Transaction
 RETENTION = timedelta(days=1)
 
 
-class AlreadyRedeemed(Exception):
-    """The handle is valid and exactly bound but was redeemed before, as recorded here."""
+__all__ = ["AlreadyRedeemed", "DynamoRunnerSessions"]
 
-    def __init__(self, current: Item) -> None:
-        super().__init__("already redeemed")
-        self.jti = str(current["jti"])
-        self.request_digest: str | None = current.get("request_digest")
-        stored = current.get("result")
-        self.result: dict[str, str] = json.loads(stored) if stored else {}
+
+def _already_redeemed(current: Item) -> AlreadyRedeemed:
+    """The redemption ``current`` (the item as DynamoDB returned it) records."""
+    stored = current.get("result")
+    return AlreadyRedeemed(
+        str(current["jti"]), current.get("request_digest"), json.loads(stored) if stored else {}
+    )
 
 
 def mint(
@@ -90,18 +100,18 @@ def get_capability(handle_hash: str) -> CapabilityRecord | None:
 
 
 def get_capability_and_part(
-    handle_hash: str, run_id: str, part: str, also: Sequence[batch.Key] = ()
-) -> tuple[CapabilityRecord | None, RunPart | None, dict[batch.Key, dict[str, Any]]]:
-    """A capability, one part of a run (the attempt it is redeemed for) and the raw items
-    of ``also`` (for the call to read next; one found absent is returned empty, so that
-    its absence can be served too), in one consistent request."""
+    handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+) -> CapabilityRead:
+    """A capability, one part of a run (the attempt it is redeemed for) and ``also`` (for
+    the call to read next, found or absent, with the part), in one consistent request."""
     capability, part_key = capability_key(handle_hash), run_part_key(run_id, part)
-    found = batch.get_many([capability, part_key, *also])
+    found = batch.get_many([capability, part_key, *map(prefetch.key_of, also)])
     raw_capability, raw_part = found.pop(capability, None), found.get(part_key)
-    return (
+    return CapabilityRead(
         _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        prefetch.as_read(also, found),
+        # The attempt too: the call may read it again.
+        prefetch.read_ahead([Read.run_part(run_id, part), *also], found),
     )
 
 
@@ -137,7 +147,7 @@ def _refusal(kind: CapabilityKind, binding: Binding, now: datetime) -> Any:
         if current["sandbox_id"] != binding.sandbox_id:
             return CapabilityWrongSandbox(jti)
         if current.get("redeemed_at"):
-            return AlreadyRedeemed(current)
+            return _already_redeemed(current)
         return ConcurrentChange("the capability changed during redemption")
 
     return refused
@@ -224,19 +234,27 @@ def get_session(secret_hash: str) -> RunnerSession | None:
 
 
 def get_session_and_part(
-    secret_hash: str, run_id: str, part: str, also: Sequence[batch.Key] = ()
-) -> tuple[RunnerSession | None, RunPart | None, dict[batch.Key, dict[str, Any]]]:
-    """A session, one part of its run (its attempt) and the raw items of ``also`` (for
-    the call to read next), in one consistent request. The attempt is returned raw with
-    them (the call may read it again); an item of ``also`` found absent is returned
-    empty, so that its absence can be served too (``prefetch``)."""
+    secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+) -> SessionRead:
+    """A session, one part of its run (its attempt) and ``also`` (for the call to read
+    next, found or absent, with the part), in one consistent request; with, among
+    those, the run and the state versions found."""
     session, part_key = session_key(secret_hash), run_part_key(run_id, part)
-    found = batch.get_many([session, part_key, *also])
+    found = batch.get_many([session, part_key, *map(prefetch.key_of, also)])
     raw_session, raw_part = found.pop(session, None), found.get(part_key)
-    return (
+    # The attempt too: the call may read it again.
+    ahead = prefetch.read_ahead([Read.run_part(run_id, part), *also], found)
+    raw_run = ahead.found.get(Read.run(run_id))
+    return SessionRead(
         _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        prefetch.as_read(also, found),
+        ahead,
+        to_run(RunItem.from_raw_data(dict(raw_run))) if raw_run else None,
+        tuple(
+            to_version(StateVersionItem.from_raw_data(dict(raw)))
+            for read, raw in ahead.found.items()
+            if read.kind is ReadKind.STATE_VERSION
+        ),
     )
 
 
@@ -290,3 +308,58 @@ def _revoke(revocations: Transaction, key: tuple[str, str], now: datetime) -> No
             "a runner session of the attempt expired meanwhile"
         ),
     )
+
+
+def open_session(
+    handle_hash: str, secret_hash: str, session: RunnerSession, part: str, now: datetime
+) -> Transaction:
+    """Redeem the bootstrap handle for ``session``, consume its JTI, create it and note it
+    on its attempt, the run's part ``part`` (only while the attempt is open): one write."""
+    binding = session.binding
+    return redeem(handle_hash, kind=CapabilityKind.BOOTSTRAP, binding=binding, now=now).extend(
+        [
+            create_session(secret_hash, session, now),
+            run_parts.note_session(
+                binding.run_id,
+                part,
+                secret_hash,
+                now,
+                on_refused=lambda current: SessionRefused("its attempt has ended"),
+            ),
+        ]
+    )
+
+
+class DynamoRunnerSessions:
+    """``RunnerSessionStore`` on the table."""
+
+    def capability(self, handle_hash: str) -> CapabilityRecord | None:
+        return get_capability(handle_hash)
+
+    def capability_read(
+        self, handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> CapabilityRead:
+        return get_capability_and_part(handle_hash, run_id, part, also)
+
+    def session(self, secret_hash: str) -> RunnerSession | None:
+        return get_session(secret_hash)
+
+    def session_read(
+        self, secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> SessionRead:
+        return get_session_and_part(secret_hash, run_id, part, also)
+
+    def redeem(
+        self, handle_hash: str, kind: CapabilityKind, binding: Binding, now: datetime
+    ) -> None:
+        redeem(handle_hash, kind=kind, binding=binding, now=now).commit()
+
+    def open_session(
+        self, handle_hash: str, secret_hash: str, session: RunnerSession, part: str, now: datetime
+    ) -> None:
+        open_session(handle_hash, secret_hash, session, part, now).commit()
+
+    def revoke_attempt_sessions(self, attempt_id: str, now: datetime) -> int:
+        revocations = revoke_attempt_sessions(attempt_id, now)
+        revocations.commit()
+        return len(revocations)

@@ -1,4 +1,7 @@
-"""Organization API tokens: only their hash is stored."""
+"""Organization API tokens: only their hash is stored.
+
+``DynamoApiTokens`` is the ``ApiTokenStore`` seam over them
+(``services/repositories/access.py``)."""
 
 from __future__ import annotations
 
@@ -68,3 +71,16 @@ def revoke_token(org_id: str, token_id: str, now: datetime) -> None:
         ).commit()
         return
     raise NotFound("token", token_id)
+
+
+class DynamoApiTokens:
+    """``ApiTokenStore`` on the table."""
+
+    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None:
+        put_token(token_hash, record).commit()
+
+    def token(self, token_hash: str) -> ApiTokenRecord | None:
+        return get_token(token_hash)
+
+    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None:
+        revoke_token(org_id, token_id, now)

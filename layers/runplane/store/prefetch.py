@@ -1,26 +1,40 @@
-"""Items read with a request's authentication, served to that request's first reads.
+"""A request's identity map: items read ahead, served to that request's first reads.
 
 A runner's call authenticates with one strongly consistent batch read (its session
 and attempt); the same request adds the items the call will read anyway (its run,
-its workspace), whose keys its session's binding names. The authorizer hands those
-raw items to the application with the principal, and the application's first read
-of each takes it from here instead of asking DynamoDB again: it is the same
+its workspace), whose keys its session's binding names. The authorizer hands that
+read (a ``ReadAhead``) to the application with the principal; the handler opens the
+request's ``IdentityMap`` with it (``opened``), and the application's first read of
+each item takes it from there instead of asking DynamoDB again: it is the same
 consistent read, made a few milliseconds earlier in the same request.
 
 Two rules keep that from ever serving a stale item: each item is served at most
 once (a second read of it asks DynamoDB), and every item is forgotten as soon as
 the request commits (or tries to commit) a write, so no read after a write in the
 request can see what was read before it.
+
+The store's reads find the map the request opened through the request's context;
+a read ahead inside the request (``serving``) adds to that map for a block.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead, ReadKind
+from runplane.store.models import (
+    artifact_key,
+    drift_key,
+    run_key,
+    run_part_key,
+    state_version_key,
+    workspace_key,
+)
 
 Key = tuple[str, str]
 RawItem = dict[str, Any]
@@ -28,81 +42,181 @@ RawItem = dict[str, Any]
 # The authorizer context key the items travel under (values there must be strings).
 CONTEXT_KEY = "prefetched"
 
-_served: ContextVar[dict[Key, RawItem] | None] = ContextVar("prefetched", default=None)
 
+class IdentityMap:
+    """The items one request read ahead, by key: each served once to the request's
+    first read of it (an absence too, as an empty item), all forgotten when the
+    request writes."""
 
-def take(key: Key) -> RawItem | None:
-    """The prefetched raw item of ``key``, once; None if there is none (read it)."""
-    return take_known(key)[1]
+    def __init__(self, items: Mapping[Key, RawItem] = {}, absent: Iterable[Key] = ()) -> None:
+        # An absent item is kept as an empty one: every item has its keys.
+        self._items: dict[Key, RawItem] = {**{key: {} for key in absent}, **items}
 
+    def take(self, key: Key) -> RawItem | None:
+        """The raw item of ``key``, once; None if there is none (read it)."""
+        return self.take_known(key)[1]
 
-def take_known(key: Key) -> tuple[bool, RawItem | None]:
-    """``(True, item)`` if ``key`` was read ahead, once: its raw item, or None if it was
-    read and found absent; ``(False, None)`` if it was not (read it)."""
-    items = _served.get()
-    if not items or key not in items:
-        return False, None
-    # An absent item is kept as an empty one: every item has its keys.
-    return True, items.pop(key) or None
+    def take_known(self, key: Key) -> tuple[bool, RawItem | None]:
+        """``(True, item)`` if ``key`` was read ahead, once: its raw item, or None if it
+        was read and found absent; ``(False, None)`` if it was not (read it)."""
+        if key not in self._items:
+            return False, None
+        return True, self._items.pop(key) or None
 
+    def forget(self) -> None:
+        """Drop every item: the request is writing."""
+        self._items.clear()
 
-def as_read(keys: Iterable[Key], found: Mapping[Key, RawItem]) -> dict[Key, RawItem]:
-    """Each of ``keys`` as one read found it: its item, or an empty one where it found
-    none (how an absence travels and is served)."""
-    return {**{key: {} for key in keys}, **found}
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
 
+    @contextmanager
+    def serving(self, items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
+        """Serve ``items``, and the absence of ``absent``, to the block's reads as well.
 
-def forget() -> None:
-    """Drop every prefetched item: the request is writing."""
-    items = _served.get()
-    if items:
-        items.clear()
-
-
-@contextmanager
-def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
-    """Serve ``items``, and the absence of ``absent``, to the reads made inside the block
-    (this request's). An absence is served to a batch read and to the single reads that
-    ask with ``take_known`` (an empty item stands for it, as an authentication's read
-    carries one); a single read that asks with ``take`` reads it."""
-    outer = _served.get()
-    served = {**(outer or {}), **{key: {} for key in absent}, **items}
-    token = _served.set(served)
-    try:
-        yield
-    finally:
-        _served.reset(token)
-        if outer is not None:
-            # Inside an enclosing block: what this one served or forgot (by writing)
-            # is gone for that one too, so it never serves an item older than a write.
+        After the block the map serves what it served before but for what the block
+        was served or forgot (by writing): never an item older than a write."""
+        outer = self._items
+        self._items = {**outer, **{key: {} for key in absent}, **items}
+        try:
+            yield
+        finally:
+            served, self._items = self._items, outer
             for key in [key for key in outer if key not in served]:
                 del outer[key]
 
 
-def encode(items: Mapping[Key, RawItem]) -> dict[str, str]:
-    """The items as an authorizer context entry (empty when there are none).
+_request: ContextVar[IdentityMap | None] = ContextVar("identity_map", default=None)
+
+
+@contextmanager
+def opened(ahead: ReadAhead = NOTHING_READ) -> Iterator[IdentityMap]:
+    """The identity map of the request the block serves, holding what ``ahead`` read.
+
+    Opened inside another request's (a request resolved within one), it is that
+    map, serving ``ahead`` too for the block, so a write in either forgets both."""
+    found, absent = _raw(ahead)
+    current = _request.get()
+    if current is not None:
+        with current.serving(found, absent):
+            yield current
+        return
+    reads = IdentityMap(found, absent)
+    token = _request.set(reads)
+    try:
+        yield reads
+    finally:
+        _request.reset(token)
+
+
+@contextmanager
+def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
+    """Serve ``items``, and the absence of ``absent``, to the reads made inside the block,
+    in the request's identity map (one opened for the block where none is). An absence
+    is served to a batch read and to the single reads that ask with ``take_known``; a
+    single read that asks with ``take`` reads it."""
+    current = _request.get()
+    if current is None:
+        with opened() as current, current.serving(items, absent):
+            yield
+        return
+    with current.serving(items, absent):
+        yield
+
+
+@contextmanager
+def serving_ahead(ahead: ReadAhead) -> Iterator[None]:
+    """``serving`` what ``ahead`` read."""
+    found, absent = _raw(ahead)
+    with serving(found, absent):
+        yield
+
+
+def take(key: Key) -> RawItem | None:
+    """The request's read-ahead raw item of ``key``, once; None if there is none."""
+    current = _request.get()
+    return None if current is None else current.take(key)
+
+
+def take_known(key: Key) -> tuple[bool, RawItem | None]:
+    """``IdentityMap.take_known`` of the request's map (``(False, None)`` without one)."""
+    current = _request.get()
+    return (False, None) if current is None else current.take_known(key)
+
+
+def forget() -> None:
+    """Drop every item the request read ahead: it is writing."""
+    current = _request.get()
+    if current is not None:
+        current.forget()
+
+
+# -- reads by what they are -------------------------------------------------------------
+
+
+def key_of(read: Read) -> Key:
+    """The table key of the item ``read`` names."""
+    match read.kind:
+        case ReadKind.RUN:
+            return run_key(read.id)
+        case ReadKind.RUN_PART:
+            return run_part_key(read.id, read.name)
+        case ReadKind.WORKSPACE:
+            return workspace_key(read.id)
+        case ReadKind.STATE_VERSION:
+            return state_version_key(read.id)
+        case ReadKind.ARTIFACT:
+            return artifact_key(read.id)
+        case ReadKind.DRIFT:
+            return drift_key(read.id)
+
+
+def read_ahead(asked: Sequence[Read], found: Mapping[Key, RawItem]) -> ReadAhead:
+    """What one read of ``asked`` found in ``found`` (raw items by key), by what each is."""
+    return ReadAhead.of(
+        {read: found[key_of(read)] for read in asked if found.get(key_of(read))}, asked
+    )
+
+
+def _raw(ahead: ReadAhead) -> tuple[dict[Key, RawItem], list[Key]]:
+    return (
+        {key_of(read): dict(item) for read, item in ahead.found.items()},
+        [key_of(read) for read in ahead.absent],
+    )
+
+
+# -- through the authorizer's context ---------------------------------------------------
+
+
+def encode(ahead: ReadAhead) -> dict[str, str]:
+    """What ``ahead`` read, as an authorizer context entry (empty when it read nothing).
 
     A top-level binary attribute (an artifact's wrapped data key, itself ciphertext
     only KMS can open) travels as base64; an item with binary anywhere else does not
     travel, and the call reads it."""
     carried = []
-    for (pk, sk), raw in items.items():
+    for read in sorted(ahead.reads()):
+        raw = ahead.found.get(read, {})
         try:
-            carried.append(json.dumps([pk, sk, _text(raw)]))
+            carried.append(json.dumps([read.kind.value, read.id, read.name, _text(raw)]))
         except TypeError:
             continue
     return {CONTEXT_KEY: "[" + ",".join(carried) + "]"} if carried else {}
 
 
-def decode(context: Mapping[str, Any] | None) -> dict[Key, RawItem]:
-    """The items an authorizer context carries (none if it carries none)."""
+def decode(context: Mapping[str, Any] | None) -> ReadAhead:
+    """What an authorizer context carries (nothing read if it carries nothing)."""
     encoded = (context or {}).get(CONTEXT_KEY)
     if not encoded:
-        return {}
-    return {(pk, sk): _binary(raw) for pk, sk, raw in json.loads(encoded)}
+        return NOTHING_READ
+    reads = {
+        Read(ReadKind(kind), read_id, name): _binary(raw)
+        for kind, read_id, name, raw in json.loads(encoded)
+    }
+    return ReadAhead.of({read: raw for read, raw in reads.items() if raw}, reads)
 
 
-def _text(raw: RawItem) -> RawItem:
+def _text(raw: Mapping[str, Any]) -> RawItem:
     return {
         name: {"B": base64.b64encode(value["B"]).decode("ascii")}
         if isinstance(value, dict) and isinstance(value.get("B"), bytes | bytearray)

@@ -9,6 +9,7 @@ from runplane.domain.artifacts import ArtifactRecord
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.parts import RunPart, required_part
+from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.models import (
     RunItem,
@@ -18,11 +19,9 @@ from runplane.store.models import (
     run_key,
     run_part_key,
     sandbox_count_key,
-    state_version_key,
     tally_key,
     workspace_key,
 )
-from runplane.store.prefetch import Key, RawItem
 from runplane.store.runs import pinned_state_of, to_run
 
 
@@ -86,25 +85,26 @@ def reading_ahead(
         yield
 
 
-def engine_start_items(run_id: str, workspace_id: str) -> dict[Key, RawItem]:
-    """The raw items the reads a phase's engine starts with all read: its run, its
-    workspace, the state version the run pinned and, where this process knows which it
-    is, that version's artifact record (those found). The run, which names the pin,
-    comes first (from what this request's authentication read, where it did); the
-    others in one more request."""
+def engine_start_items(run_id: str, workspace_id: str) -> ReadAhead:
+    """What the reads a phase's engine starts with all read: its run, its workspace, the
+    state version the run pinned and, where this process knows which it is, that
+    version's artifact record (found or absent). The run, which names the pin, comes
+    first (from what this request's authentication read, where it did); the others in
+    one more request."""
     from runplane.store import state_versions  # only the Cloud API's runner calls
 
     raw_run = batch.get_many([run_key(run_id)]).get(run_key(run_id))
     if raw_run is None:
         raise NotFound("run", run_id)
-    keys = [workspace_key(workspace_id)]
+    reads = [Read.workspace(workspace_id)]
     pinned = pinned_state_of(raw_run)
     if pinned:
-        keys.append(state_version_key(pinned))
+        reads.append(Read.state_version(pinned))
         artifact_id = state_versions.known_state_artifact(pinned)
         if artifact_id:
-            keys.append(artifact_key(artifact_id))
-    return {run_key(run_id): raw_run, **batch.get_many(keys)}
+            reads.append(Read.artifact(artifact_id))
+    found = batch.get_many([prefetch.key_of(read) for read in reads])
+    return ReadAhead.of({Read.run(run_id): raw_run}).with_(prefetch.read_ahead(reads, found))
 
 
 @contextmanager

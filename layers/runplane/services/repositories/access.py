@@ -1,6 +1,6 @@
-"""The seams of access: dashboard login codes and sessions, hosted-UI sign-in
-pre-sessions, and the GitHub App installations an organization holds with the connect
-flows that claim them.
+"""The seams of access: organization API tokens, capabilities and runner sessions,
+dashboard login codes and sessions, hosted-UI sign-in pre-sessions, and the GitHub App
+installations an organization holds with the connect flows that claim them.
 
 Every key is the hash of a secret (``handle_hash``), never the secret itself, and
 every type named here is a domain value. The DynamoDB implementations are in the store
@@ -11,11 +11,81 @@ contract test that holds both to the same cases in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord, RunnerSession
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
+from runplane.domain.identity import ApiTokenRecord
+from runplane.domain.read_ahead import Read
+from runplane.domain.runner_reads import CapabilityRead, SessionRead
 from runplane.domain.web_session import Grant, WebSession
+
+
+class ApiTokenStore(Protocol):
+    """Organization API tokens, each under its secret's hash.
+
+    - ``put_token`` writes a new token's record; a hash already stored raises
+      ``ConcurrentChange`` and writes nothing.
+    - ``token`` reads the record (revoked or not: the caller refuses a revoked one), or
+      None for an unknown hash.
+    - ``revoke_token`` marks the organization's token revoked; a token ID unknown to the
+      organization (another organization's included) raises ``NotFound`` and writes
+      nothing.
+    """
+
+    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None: ...
+
+    def token(self, token_hash: str) -> ApiTokenRecord | None: ...
+
+    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None: ...
+
+
+class RunnerSessionStore(Protocol):
+    """Capabilities (under their handle's hash) and the runner sessions bootstrap handles
+    open (under their secret's hash); every read consistent.
+
+    - ``capability`` and ``session`` read the record, or None for an unknown hash
+      (validity, expiry and revocation are the caller's to check).
+    - ``capability_read`` and ``session_read`` read it together with the run's part
+      ``part`` (the attempt it is for) and ``also``, the items its call reads next, in
+      one request: each of ``also`` in the read-ahead, found or absent, for the call to
+      be served; a session's read also gives the run and the state versions found.
+    - ``redeem`` marks a capability redeemed iff it exists, is of ``kind``, is bound to
+      exactly ``binding``, is unexpired and was never redeemed; otherwise, writing
+      nothing, ``UnknownCapability`` (none, or of another kind), ``CapabilityExpired``,
+      ``CapabilityWrongAttempt``, ``CapabilityWrongPhase``, ``CapabilityWrongSandbox``,
+      or ``AlreadyRedeemed`` with its JTI, in that order.
+    - ``open_session`` is the bootstrap handle's redemption (as ``redeem``), the claim of
+      its JTI (``CapabilityConsumed`` if a session claimed it), the session and its note
+      on its attempt, the run's part ``part`` (``SessionRefused`` unless the attempt is
+      open), all in one write or none.
+    - ``revoke_attempt_sessions`` revokes the attempt's sessions not yet revoked (a
+      revoked one keeps its instant) and says how many.
+    """
+
+    def capability(self, handle_hash: str) -> CapabilityRecord | None: ...
+
+    def capability_read(
+        self, handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> CapabilityRead: ...
+
+    def session(self, secret_hash: str) -> RunnerSession | None: ...
+
+    def session_read(
+        self, secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    ) -> SessionRead: ...
+
+    def redeem(
+        self, handle_hash: str, kind: CapabilityKind, binding: Binding, now: datetime
+    ) -> None: ...
+
+    def open_session(
+        self, handle_hash: str, secret_hash: str, session: RunnerSession, part: str, now: datetime
+    ) -> None: ...
+
+    def revoke_attempt_sessions(self, attempt_id: str, now: datetime) -> int: ...
 
 
 class WebSessionStore(Protocol):
