@@ -326,6 +326,7 @@ class Services:
     @cached_property
     def orchestration(self) -> Orchestration:
         from runplane.services.orchestration import Orchestration, Timing
+        from runplane.store import run_batch
 
         settings = self.settings
         return Orchestration(
@@ -340,6 +341,7 @@ class Services:
             policies=lambda: self.policies,
             # The lifecycle's move commits a unit of work's move with its other intents.
             units=self.units,
+            reads_ahead=run_batch.reading_ahead,
             timing=Timing(
                 approval_window=timedelta(seconds=settings.approval_window_seconds),
                 runner_phase=timedelta(seconds=settings.runner_phase_seconds),

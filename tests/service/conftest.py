@@ -45,6 +45,7 @@ from tests.fakes import (
     RecordingRegistry,
     RecordingWorkflow,
     SeededIds,
+    no_read_ahead,
 )
 from tests.fakes_operations import InMemoryLaunchControls
 
@@ -154,6 +155,7 @@ def tier() -> Tier:
         launch_controls=_not_here,
         policies=_not_here,
         units=unit_of_work,
+        reads_ahead=no_read_ahead,
     )
     variable_store = InMemoryVariables()
     # No fake key service exists: only non-sensitive variables are set here (a

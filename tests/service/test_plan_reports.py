@@ -23,7 +23,7 @@ from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import RESERVED
 from runplane.services.runner_reports import RunnerReports
 from tests.fake_unit_of_work import InMemoryUnitOfWork
-from tests.fakes import InMemoryArtifactRecords
+from tests.fakes import InMemoryArtifactRecords, no_read_ahead
 from tests.service.conftest import Tier
 from tests.service.scenarios import open_attempt, run_at, settle, written
 
@@ -70,6 +70,7 @@ def desk(tier: Tier) -> Desk:
         launch_controls=_not_here,
         policies=_not_here,
         units=units,
+        reads_ahead=no_read_ahead,
     )
     return Desk(tier, reports, records)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from runplane.services.workflow_base import ReadsAhead
 from runplane.services.workflow_base import Timing as Timing
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Orchestration:
         launch_controls: Callable[[], LaunchControls],
         policies: Callable[[], Policies],
         units: UnitsOfWork,
+        reads_ahead: ReadsAhead,
         timing: Timing | None = None,
     ) -> None:
         self._launch_controls_of = launch_controls
@@ -62,6 +64,7 @@ class Orchestration:
             "launch_controls": launch_controls,
             "policies": policies,
             "units": units,
+            "reads_ahead": reads_ahead,
             "timing": timing,
         }
 

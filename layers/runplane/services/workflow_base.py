@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
@@ -31,7 +31,6 @@ from runplane.services.capabilities import Capabilities
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 from runplane.services.writer import hand_off
-from runplane.store import run_batch
 
 if TYPE_CHECKING:
     from runplane.domain.schedules import Drift
@@ -70,6 +69,23 @@ def _unended(run: Run) -> Run:
     return run
 
 
+class ReadsAhead(Protocol):
+    """Reads the run, its parts ``names``, the workspace, the launch controls of
+    ``control_scopes`` and the records of ``artifact_ids`` in one consistent request, and
+    serves each (found or absent) to the block's first read of it: once each, and none
+    after a write (the request's identity map, ``store.run_batch.reading_ahead``)."""
+
+    def __call__(
+        self,
+        run_id: str,
+        names: Iterable[str],
+        *,
+        workspace_id: str | None = None,
+        control_scopes: Sequence[str] = (),
+        artifact_ids: Sequence[str] = (),
+    ) -> AbstractContextManager[None]: ...
+
+
 class WorkflowService:
     def __init__(
         self,
@@ -84,6 +100,7 @@ class WorkflowService:
         launch_controls: Callable[[], LaunchControls],
         policies: Callable[[], Policies],
         units: UnitsOfWork,
+        reads_ahead: ReadsAhead,
         timing: Timing | None = None,
     ) -> None:
         # Providers, called on use: a step that never evaluates policy (or never
@@ -101,6 +118,7 @@ class WorkflowService:
         # A unit of work per step that goes through one (the approval's expiry, a failed or
         # lost phase).
         self._units = units
+        self._reads_ahead = reads_ahead
 
     @property
     def _launch_controls(self) -> LaunchControls:
@@ -114,8 +132,8 @@ class WorkflowService:
         """The run, if it has not ended; a step of an ended run ends the workflow."""
         return _unended(self._lifecycle.runs.get(run_id))
 
-    @staticmethod
     def _reading_ahead(
+        self,
         run_id: str,
         scope: RunScope | None,
         parts: Iterable[str] = (),
@@ -125,21 +143,22 @@ class WorkflowService:
     ) -> AbstractContextManager[None]:
         """With the run's ``scope`` (from its execution input), read the run, its
         ``parts``, its workspace and launch controls at once, for the step's first reads
-        of each (``run_batch.reading_ahead``); without one, each is read when asked."""
+        of each (``ReadsAhead``); without one, each is read when asked."""
         if scope is None:
             return nullcontext()
-        return run_batch.reading_ahead(
+        return self._reads_ahead(
             run_id,
             parts,
             workspace_id=scope.workspace_id if workspace else None,
             control_scopes=control_scopes,
         )
 
-    @staticmethod
-    def _active_with(run_id: str, parts: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
+    def _active_with(
+        self, run_id: str, parts: Sequence[str]
+    ) -> tuple[Run, dict[str, RunPart | None]]:
         """As ``_active``, with the step's parts of the run read in the same request."""
-        run, found = run_batch.run_and_parts(run_id, parts)
-        return _unended(run), found
+        with self._units() as uow:
+            return self._active_in(uow, run_id, parts)
 
     @staticmethod
     def _active_in(

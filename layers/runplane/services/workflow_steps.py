@@ -45,7 +45,6 @@ from runplane.services.policy import RESERVED, Policies
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService, committed_move
 from runplane.services.writer import hand_off
-from runplane.store import run_batch
 
 
 class WorkflowSteps(WorkflowService):
@@ -87,7 +86,7 @@ class WorkflowSteps(WorkflowService):
             # (The parts read with it stay as they were: each write below is
             # conditioned on the state it read.) What evaluating reads first, the plan
             # JSON's record and the workspace, comes in the same request.
-            with run_batch.reading_ahead(
+            with self._reads_ahead(
                 run_id,
                 (),
                 workspace_id=run.workspace_id,
