@@ -33,7 +33,8 @@ from runplane.store import run_triggers as trigger_store
 from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
-from runplane.store.run_trigger_store import DynamoRunTriggerStore
+from runplane.store.run_reader import DynamoRunReader
+from runplane.store.run_trigger_store import DynamoRunTriggerStore, DynamoTriggerClaims
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, FakeWorkflow, created
 from tests.integration.drive import walk
@@ -57,11 +58,12 @@ def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        stack.lifecycle.runs,
+        DynamoRunReader(stack.lifecycle.runs),
         FakeWorkflow(),
         queue if queue is not None else ListQueue(),
         triggers=DynamoRunTriggerStore(),
         directory=DynamoWorkspaceDirectory(),
+        claims=DynamoTriggerClaims(),
     )
 
 

@@ -23,6 +23,7 @@ from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
+from runplane.store.run_reader import DynamoRunReader
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, planned, planning, report_planned, show_json
@@ -51,7 +52,7 @@ def schedules(arena: Arena, scheduler: object) -> Schedules:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        stack.lifecycle.runs,
+        DynamoRunReader(stack.lifecycle.runs),
         registry,
         DynamoScheduleStore(),
     )

@@ -20,7 +20,6 @@ from runplane.domain.identity import Forbidden, Permission, Principal
 from runplane.domain.run import RunKind
 from runplane.domain.run_triggers import MAX_SOURCES
 from runplane.services.run_triggers import RunTriggers
-from runplane.store.runs import RunRepository
 from tests.fakes import InMemoryRunTriggers
 from tests.service.conftest import Tier
 
@@ -45,7 +44,7 @@ def triggers(tier: Tier, store: InMemoryRunTriggers) -> RunTriggers:
         tier.ids,
         tier.workspaces,
         tier.runs,
-        RunRepository(tier.clock, tier.ids),
+        tier.run_reader,
         # Never called here (the tier's guard fails a test that reaches AWS).
         Workflow(
             boto3.client("stepfunctions", region_name=region),
@@ -54,6 +53,7 @@ def triggers(tier: Tier, store: InMemoryRunTriggers) -> RunTriggers:
         _Unsent(),
         triggers=store,
         directory=tier.directory,
+        claims=tier.claims,
     )
 
 
