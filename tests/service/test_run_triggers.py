@@ -1,8 +1,7 @@
 """Run-trigger configuration over the in-memory stores: add, show and remove sources,
 the 20-source limit, self and cycles refused, a race that would close a cycle, who may,
 and another organization's workspace not found. A source run queuing its dependents
-writes in the triggered run's own creation transaction, on the table
-(tests/integration/test_run_events.py)."""
+(a claim per dependent, written with the triggered run): tests/service/test_run_creation.py."""
 
 from __future__ import annotations
 
