@@ -364,7 +364,14 @@ class Services:
 
     @cached_property
     def runs(self) -> Runs:
-        from runplane.services.runs import Runs
+        from runplane.services.runs import ReviewReads, Runs
+        from runplane.store.artifact_records import DynamoArtifactRecords
+        from runplane.store.configuration_versions import DynamoConfigurationVersions
+        from runplane.store.github import DynamoSourceRecords
+        from runplane.store.run_creations import DynamoRunCreations
+        from runplane.store.run_reader import DynamoRunReader
+        from runplane.store.run_trigger_store import DynamoTriggerClaims
+        from runplane.store.state_version_reader import DynamoStateVersionReader
 
         settings = self.settings
         return Runs(
@@ -383,6 +390,15 @@ class Services:
             ),
             # The lifecycle's move commits a unit of work's move with its other intents.
             units=self.units,
+            creations=DynamoRunCreations(self.lifecycle.runs),
+            configurations=DynamoConfigurationVersions(),
+            review_reads=ReviewReads(
+                runs=DynamoRunReader(self.lifecycle.runs),
+                claims=DynamoTriggerClaims(),
+                state_versions=DynamoStateVersionReader(self.lifecycle.runs),
+                sources=DynamoSourceRecords(),
+                artifacts=DynamoArtifactRecords(),
+            ),
             workspace_variables=self.workspace_variables,
         )
 
@@ -438,16 +454,19 @@ class Services:
     @cached_property
     def remote_runs(self) -> RemoteRuns:
         from runplane.services.remote_runs import RemoteRuns
+        from runplane.store.configuration_versions import DynamoConfigurationVersions
+        from runplane.store.run_reader import DynamoRunReader
 
         return RemoteRuns(
             self.clock,
             self.ids,
             self.runs,
-            self.lifecycle,
             self.workspaces,
             self.logs,
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
+            configurations=DynamoConfigurationVersions(),
+            reader=DynamoRunReader(self.lifecycle.runs),
         )
 
     @cached_property
@@ -518,6 +537,7 @@ class Services:
     @cached_property
     def schedules(self) -> Schedules:
         from runplane.services.schedules import Schedules
+        from runplane.store.run_reader import DynamoRunReader
         from runplane.store.schedule_store import DynamoScheduleStore
 
         return Schedules(
@@ -525,7 +545,7 @@ class Services:
             self.ids,
             self.workspaces,
             self.runs,
-            self.lifecycle.runs,
+            DynamoRunReader(self.lifecycle.runs),
             self.schedule_registry,
             DynamoScheduleStore(),
         )
@@ -613,18 +633,20 @@ class Services:
     @cached_property
     def run_triggers(self) -> RunTriggers:
         from runplane.services.run_triggers import RunTriggers
-        from runplane.store.run_trigger_store import DynamoRunTriggerStore
+        from runplane.store.run_reader import DynamoRunReader
+        from runplane.store.run_trigger_store import DynamoRunTriggerStore, DynamoTriggerClaims
 
         return RunTriggers(
             self.clock,
             self.ids,
             self.workspaces,
             self.runs,
-            self.lifecycle.runs,
+            DynamoRunReader(self.lifecycle.runs),
             self.workflow,
             self.event_queue,
             triggers=DynamoRunTriggerStore(),
             directory=self.directory,
+            claims=DynamoTriggerClaims(),
         )
 
     @cached_property

@@ -29,11 +29,11 @@ from runplane.services.notifications import Notifications
 from runplane.services.run_events import EventWorker, RunEvents
 from runplane.services.run_triggers import RunTriggers
 from runplane.store import audit, run_parts
-from runplane.store import run_triggers as trigger_store
 from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
-from runplane.store.run_trigger_store import DynamoRunTriggerStore
+from runplane.store.run_reader import DynamoRunReader
+from runplane.store.run_trigger_store import DynamoRunTriggerStore, DynamoTriggerClaims
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.integration.arena import Arena, FakeWorkflow, created
 from tests.integration.drive import walk
@@ -57,11 +57,12 @@ def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        stack.lifecycle.runs,
+        DynamoRunReader(stack.lifecycle.runs),
         FakeWorkflow(),
         queue if queue is not None else ListQueue(),
         triggers=DynamoRunTriggerStore(),
         directory=DynamoWorkspaceDirectory(),
+        claims=DynamoTriggerClaims(),
     )
 
 
@@ -79,45 +80,6 @@ def applied_event(arena: Arena, workspace_id: str, run_id: str) -> RunEvent:
 
 
 # -- run triggers -----------------------------------------------------------------------
-
-
-def test_applied_source_run_queues_one_run_per_dependent_even_when_handled_twice(
-    arena: Arena,
-) -> None:
-    # Given A is a source of B, and B has run before (its configuration is known)
-    a, source_run = created(arena, "a")
-    b, _ = created(arena, "b")
-    triggers = triggers_of(arena)
-    triggers.add(arena.admin, b, a)
-    event = applied_event(arena, a, source_run)
-    before = {r.id for r in arena.stack.lifecycle.runs.list_for_workspace(b)}
-    # When the applied event is handled twice (a redelivered message)
-    triggers.on_event(event)
-    triggers.on_event(event)
-    # Then exactly one new run exists in B, and its review names the source run
-    new = [r for r in arena.stack.lifecycle.runs.list_for_workspace(b) if r.id not in before]
-    assert len(new) == 1
-    review = arena.runs.review(arena.admin, new[0].id)
-    assert review["trigger"] == {
-        "source_run_id": source_run,
-        "source_workspace_id": a,
-        "event_id": event.id,
-    }
-    assert review["kind"] == "plan_and_apply"
-    assert trigger_store.triggered(source_run) == {b: new[0].id}
-
-
-def test_only_applied_events_trigger(arena: Arena) -> None:
-    # Given A is a source of B
-    a, source_run = created(arena, "a")
-    b, _ = created(arena, "b")
-    triggers_of(arena).add(arena.admin, b, a)
-    before = len(arena.stack.lifecycle.runs.list_for_workspace(b))
-    # When A's run ends without an apply (a plan with no changes)
-    ended = applied_event(arena, a, source_run)
-    triggers_of(arena).on_event(RunEvent(**{**ended.__dict__, "type": EventType.ENDED}))
-    # Then nothing is queued in B
-    assert len(arena.stack.lifecycle.runs.list_for_workspace(b)) == before
 
 
 def test_twenty_sources_at_most_and_the_refusal_writes_nothing(arena: Arena) -> None:

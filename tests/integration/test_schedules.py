@@ -1,5 +1,7 @@
-"""Schedules on moto: registration with EventBridge Scheduler, idempotent fires,
-skips while the previous scheduled run is active, tenancy, and drift records."""
+"""Schedules on moto: registration with EventBridge Scheduler, tenancy, drift records,
+and a scheduled run's workspace variables. Fires (once, duplicates, skips while the
+previous scheduled run is active) are the service tier's (tests/service/test_run_creation.py),
+what they write held by tests/integration/test_run_creations_contract.py."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
+from runplane.store.run_reader import DynamoRunReader
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.schedules import get_drift
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
@@ -52,7 +55,7 @@ def schedules(arena: Arena, scheduler: object) -> Schedules:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        stack.lifecycle.runs,
+        DynamoRunReader(stack.lifecycle.runs),
         registry,
         DynamoScheduleStore(),
     )
@@ -156,74 +159,6 @@ def test_another_organizations_workspace_is_not_found_and_nothing_is_written(
     assert stack.scan() == before
     held = scheduler.get_schedule(Name=their_schedule.id, GroupName=GROUP)  # type: ignore[attr-defined]
     assert held["State"] == "ENABLED"
-
-
-def test_a_duplicate_fire_creates_nothing(arena: Arena, schedules: Schedules) -> None:
-    # Given a schedule that fired once for 03:00
-    ws_id = _uploaded_workspace(arena, "duplicate")
-    schedule = schedules.create(arena.admin, ws_id, "0 3 * * *", "plan_only")
-    first = schedules.fire(schedule.id, FIRE_AT)
-    assert first["outcome"] == "created"
-    before = arena.stack.scan()
-
-    # When the same fire is delivered again
-    again = schedules.fire(schedule.id, FIRE_AT)
-
-    # Then it is a duplicate, and nothing was written
-    assert again == {"outcome": "duplicate"}
-    assert arena.stack.scan() == before
-    runs = arena.runs.list(arena.admin, ws_id)
-    assert [(r.id, r.kind, r.created_by) for r in runs] == [
-        (first["run_id"], RunKind.PLAN_ONLY, f"schedule:{schedule.id}")
-    ]
-    snapshot = run_parts.require(first["run_id"], "input").body
-    assert snapshot["schedule"] == {
-        "schedule_id": schedule.id,
-        "scheduled_at": FIRE_AT.isoformat(),
-    }
-
-
-def test_a_fire_while_the_previous_scheduled_run_is_active_is_skipped_and_recorded(
-    arena: Arena, schedules: Schedules
-) -> None:
-    # Given a schedule whose 03:00 run has not finished
-    ws_id = _uploaded_workspace(arena, "skipping")
-    schedule = schedules.create(arena.admin, ws_id, "0 * * * *", "plan_only")
-    first = schedules.fire(schedule.id, FIRE_AT)
-
-    # When the 04:00 fire arrives
-    later = FIRE_AT.replace(hour=4)
-    second = schedules.fire(schedule.id, later)
-
-    # Then it is skipped, the skip is recorded, and no second run exists
-    assert second["outcome"] == "skipped"
-    assert first["run_id"] in second["reason"]
-    assert len(arena.runs.list(arena.admin, ws_id)) == 1
-    fires = schedules.fires(arena.admin, schedule.id)
-    assert [(f.scheduled_at, f.outcome, f.run_id) for f in fires] == [
-        (later, "skipped", None),
-        (FIRE_AT, "created", first["run_id"]),
-    ]
-
-    # When the first run ends and the 05:00 fire arrives, Then a new run is created
-    run = arena.stack.lifecycle.runs.get(first["run_id"])
-    arena.stack.lifecycle.move(run, RunStatus.CANCELED, actor="test")
-    third = schedules.fire(schedule.id, FIRE_AT.replace(hour=5))
-    assert third["outcome"] == "created"
-    assert len(arena.runs.list(arena.admin, ws_id)) == 2
-
-
-def test_a_workspace_without_configuration_records_a_skip(
-    arena: Arena, schedules: Schedules
-) -> None:
-    # Given a schedule on a workspace with no uploaded configuration
-    ws = arena.stack.tenancy.create_workspace(arena.org.id, "empty")
-    schedule = schedules.create(arena.admin, ws.id, "0 3 * * *", "plan_only")
-
-    # When it fires, Then the fire is skipped with its reason and no run exists
-    fired = schedules.fire(schedule.id, FIRE_AT)
-    assert fired == {"outcome": "skipped", "reason": "the workspace has no uploaded configuration"}
-    assert arena.runs.list(arena.admin, ws.id) == []
 
 
 def _finish_scheduled_plan(arena: Arena, run_id: str, *, changes: bool) -> None:

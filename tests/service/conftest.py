@@ -21,7 +21,7 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
-from runplane.services.runs import Runs
+from runplane.services.runs import ReviewReads, Runs
 from runplane.services.schedules import Schedules
 from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
@@ -39,6 +39,7 @@ from tests.fakes import (
     InMemoryArtifactRecords,
     InMemoryRunLedger,
     InMemorySchedules,
+    InMemoryStateVersions,
     InMemoryVariables,
     InMemoryWorkspaces,
     RecordingLauncher,
@@ -47,7 +48,12 @@ from tests.fakes import (
     SeededIds,
     no_read_ahead,
 )
-from tests.fakes_operations import InMemoryLaunchControls
+from tests.fakes_creation import (
+    InMemoryConfigurationVersions,
+    InMemoryRunCreations,
+    InMemoryTriggerClaims,
+)
+from tests.fakes_operations import InMemoryLaunchControls, InMemorySourceRecords
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +93,10 @@ class Tier:
     # expiry); sandboxes it would stop are recorded by ``launcher``.
     steps: WorkflowSteps
     launcher: RecordingLauncher
+    # A run's creation with its caller's records (a schedule's fire, a trigger's
+    # claim), over the reader's ledger and the schedule store.
+    claims: InMemoryTriggerClaims
+    configurations: InMemoryConfigurationVersions
     # A new unit of work over the tier's repositories (recorded in ``units``).
     new_unit: Callable[[], InMemoryUnitOfWork]
 
@@ -121,6 +131,8 @@ def tier() -> Tier:
     # The reads under test go through the in-memory reader; these clients are never
     # called by them (the guard above fails a test that does).
     region = "us-east-1"
+    schedule_store, claims = InMemorySchedules(), InMemoryTriggerClaims()
+    configurations = InMemoryConfigurationVersions()
     runs = Runs(
         clock,
         ids,
@@ -141,7 +153,15 @@ def tier() -> Tier:
         ),
         runner_release="runner-1",
         units=unit_of_work,
-        reader=run_reader,
+        creations=InMemoryRunCreations(run_reader, schedule_store, claims),
+        configurations=configurations,
+        review_reads=ReviewReads(
+            runs=run_reader,
+            claims=claims,
+            state_versions=InMemoryStateVersions(),
+            sources=InMemorySourceRecords(),
+            artifacts=InMemoryArtifactRecords(),
+        ),
     )
     lifecycle, launcher = RunLifecycle(clock, ids), RecordingLauncher()
     steps = WorkflowSteps(
@@ -167,10 +187,8 @@ def tier() -> Tier:
         DataKeys(boto3.client("kms", region_name=region), "alias/variables"),
         variable_store,
     )
-    schedule_store, registry = InMemorySchedules(), RecordingRegistry()
-    # A fire that creates a run does so in the run's own creation transaction, on the
-    # table: here only fires that create nothing (gone, paused, skipped, duplicate).
-    schedules = Schedules(clock, ids, workspaces, runs, run_repository, registry, schedule_store)
+    registry = RecordingRegistry()
+    schedules = Schedules(clock, ids, workspaces, runs, run_reader, registry, schedule_store)
     return Tier(
         clock,
         ids,
@@ -190,6 +208,8 @@ def tier() -> Tier:
         sandboxes,
         steps,
         launcher,
+        claims,
+        configurations,
         unit_of_work,
     )
 

@@ -1,8 +1,7 @@
 """Run-trigger configuration over the in-memory stores: add, show and remove sources,
 the 20-source limit, self and cycles refused, a race that would close a cycle, who may,
 and another organization's workspace not found. A source run queuing its dependents
-writes in the triggered run's own creation transaction, on the table
-(tests/integration/test_run_events.py)."""
+(a claim per dependent, written with the triggered run): tests/service/test_run_creation.py."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from runplane.domain.identity import Forbidden, Permission, Principal
 from runplane.domain.run import RunKind
 from runplane.domain.run_triggers import MAX_SOURCES
 from runplane.services.run_triggers import RunTriggers
-from runplane.store.runs import RunRepository
 from tests.fakes import InMemoryRunTriggers
 from tests.service.conftest import Tier
 
@@ -45,7 +43,7 @@ def triggers(tier: Tier, store: InMemoryRunTriggers) -> RunTriggers:
         tier.ids,
         tier.workspaces,
         tier.runs,
-        RunRepository(tier.clock, tier.ids),
+        tier.run_reader,
         # Never called here (the tier's guard fails a test that reaches AWS).
         Workflow(
             boto3.client("stepfunctions", region_name=region),
@@ -54,6 +52,7 @@ def triggers(tier: Tier, store: InMemoryRunTriggers) -> RunTriggers:
         _Unsent(),
         triggers=store,
         directory=tier.directory,
+        claims=tier.claims,
     )
 
 

@@ -1,6 +1,6 @@
 """Schedules over the in-memory store: create, pause and delete rules, the per-workspace
-limit, tenancy, and fires that create nothing (a run-creating fire writes in the run's
-creation transaction on the table: tests/integration/test_schedules.py)."""
+limit, tenancy, and fires that create nothing (fires that create a run:
+tests/service/test_run_creation.py)."""
 
 from __future__ import annotations
 

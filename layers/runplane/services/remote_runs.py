@@ -16,12 +16,13 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.keys import DataKeys, KeyUnavailable
 from runplane.adapters.launchers import Launcher
 from runplane.domain.capabilities import Phase, handle_hash
 from runplane.domain.clock import Clock
+from runplane.domain.creation import ConfigurationVersion
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     Conflict,
@@ -36,13 +37,13 @@ from runplane.domain.logs import END_OF_TEXT, MIN_READ_BYTES
 from runplane.domain.parts import ApprovalBody, PlanEvidence, RunInput
 from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.tfe_runs import ExecutionMode, RunFacts
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.logs import RunLogs
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
-from runplane.store import run_parts
-from runplane.store.models import ConfigurationVersionItem, configuration_version_key
-from runplane.store.transaction import Transaction
+
+if TYPE_CHECKING:
+    from runplane.services.repositories import RunReader
+    from runplane.services.repositories.creation import ConfigurationVersions
 
 START_OF_TEXT = b"\x02"
 MAX_MESSAGE = 1000
@@ -126,21 +127,24 @@ class RemoteRuns:
         clock: Clock,
         ids: IdGenerator,
         runs: Runs,
-        lifecycle: RunLifecycle,
         workspaces: Workspaces,
         logs: RunLogs,
         keys: DataKeys,
         *,
         upload_seconds: int,
+        configurations: ConfigurationVersions[Any],
+        reader: RunReader,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._runs = runs
-        self._lifecycle = lifecycle
         self._workspaces = workspaces
         self._logs = logs
         self._upload_seconds = upload_seconds
         self._keys = keys
+        self._configurations = configurations
+        # A run's stages and parts, as its TFE view shows them.
+        self._reader = reader
 
     # -- configuration versions -----------------------------------------------------------
 
@@ -157,11 +161,10 @@ class RemoteRuns:
         cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
         token = f"{cv_id}.{secrets.token_urlsafe(32)}"
         now = self._clock.now()
-        Transaction().put_new(
-            ConfigurationVersionItem(
-                *configuration_version_key(cv_id),
-                cv_id=cv_id,
-                org_id=workspace.organization_id,
+        self._configurations.create(
+            ConfigurationVersion(
+                id=cv_id,
+                organization_id=workspace.organization_id,
                 workspace_id=workspace.id,
                 status="pending",
                 # The archive arrives through the upload URL, never through the inbox.
@@ -171,31 +174,25 @@ class RemoteRuns:
                 speculative=speculative,
                 upload_token_hash=handle_hash(token),
             )
-        ).commit()
+        )
         return ConfigurationView(cv_id, workspace.id, "pending", speculative, now, None, token)
 
     def configuration_version(self, principal: Principal, cv_id: str) -> ConfigurationView:
         principal.require(Permission.RUN_READ)
-        return _configuration_view(self._runs.configuration_item(principal, cv_id))
+        return _configuration_view(self._runs.configuration_version(principal, cv_id))
 
     def upload(self, token: str, archive: bytes) -> None:
         """The archive PUT to a configuration version's upload URL: once, while it is
         fresh. The URL is the only credential (clients send no usable Authorization)."""
-        cv_id = token.split(".", 1)[0]
-        try:
-            item = ConfigurationVersionItem.get(
-                *configuration_version_key(cv_id), consistent_read=True
-            )
-        except ConfigurationVersionItem.DoesNotExist:
-            item = None
-        stored = item.upload_token_hash if item is not None else None
-        if item is None or not stored or not hmac.compare_digest(stored, handle_hash(token)):
+        version = self._configurations.get(token.split(".", 1)[0])
+        stored = version.upload_token_hash if version is not None else None
+        if version is None or not stored or not hmac.compare_digest(stored, handle_hash(token)):
             raise NotFound("upload", "this URL")
-        if item.status != "pending":
+        if version.status != "pending":
             raise UploadUrlUsed(NEW_VERSION)
-        if self._clock.now() >= item.created_at + timedelta(seconds=self._upload_seconds):
+        if self._clock.now() >= version.created_at + timedelta(seconds=self._upload_seconds):
             raise UploadUrlExpired(NEW_VERSION)
-        self._runs.store_configuration(item, archive)
+        self._runs.store_configuration(version, archive)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -232,8 +229,8 @@ class RemoteRuns:
 
     def view(self, run: Run) -> RemoteRun:
         """The run and the facts of it a TFE client reads (run already authorized)."""
-        parts = run_parts.all_of(run.id)
-        stages = self._lifecycle.runs.stages(run.id)
+        parts = self._reader.parts(run.id)
+        stages = self._reader.stages(run.id)
         snapshot = RunInput.from_body(parts["input"].body if "input" in parts else {})
         plan = PlanEvidence.from_body(parts["plan"].body) if "plan" in parts else None
         approval = parts.get("approval")
@@ -267,7 +264,7 @@ class RemoteRuns:
         evidence this run recorded and the client showed (the binding is re-checked
         in the decision's conditional write), then resume the run's workflow."""
         run = self._runs.get(principal, run_id)
-        approval = run_parts.get(run.id, "approval")
+        approval = self._reader.parts(run.id).get("approval")
         binding = (
             ApprovalBody.from_body(approval.body).binding.to_body() if approval is not None else {}
         )
@@ -306,7 +303,7 @@ class RemoteRuns:
         """Read a log through its log-read URL: the grant is the only credential."""
         unknown = NotFound("log", "this URL")
         try:
-            run = self._lifecycle.runs.get(run_id)
+            run = self._reader.get_run(run_id)
             wrapped = base64.urlsafe_b64decode(grant + "=" * (-len(grant) % 4))
         except (NotFound, ValueError):
             raise unknown from None
@@ -339,7 +336,7 @@ class RemoteRuns:
         if offset < 0:
             raise InvalidInput("offset is a byte position (0 or more)", "/offset")
         run = self._runs.get(principal, run_id)
-        if run_parts.get(run.id, f"attempt#{phase.value}") is None:
+        if f"attempt#{phase.value}" not in self._reader.parts(run.id):
             return LogSlice(b"")
         head = START_OF_TEXT if offset == 0 else b""
         # Leave room for STX and ETX so a read never exceeds the client's limit.
@@ -367,12 +364,12 @@ def _log_context(run: Run, phase: Phase, expires: int) -> dict[str, str]:
     }
 
 
-def _configuration_view(item: ConfigurationVersionItem) -> ConfigurationView:
+def _configuration_view(version: ConfigurationVersion) -> ConfigurationView:
     return ConfigurationView(
-        id=item.cv_id,
-        workspace_id=item.workspace_id,
-        status=item.status,
-        speculative=bool(item.speculative),
-        created_at=item.created_at,
-        uploaded_at=item.uploaded_at,
+        id=version.id,
+        workspace_id=version.workspace_id,
+        status=version.status,
+        speculative=bool(version.speculative),
+        created_at=version.created_at,
+        uploaded_at=version.uploaded_at,
     )

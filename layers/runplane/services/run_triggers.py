@@ -13,9 +13,9 @@ a refusal no retry can change (no configuration, a deleted workspace), the skip 
 recorded on the claim (shown in the source run's review) with an organization audit
 event. A trigger never loops to the dead-letter queue for a known refusal.
 
-The source lists go through the ``RunTriggerStore`` seam; the claim and the skip record
-stay on ``store.run_triggers``: the claim is written in the triggered run's own
-creation transaction.
+The source lists go through the ``RunTriggerStore`` seam; the claim is a record of the
+triggered run's creation (``RunCreations``, through ``Runs.create``), and the claims
+and skips are read and the skips written through ``TriggerClaims``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from runplane.adapters.event_queue import EventQueue
 from runplane.adapters.workflow import Workflow
 from runplane.domain import run_triggers as rules
 from runplane.domain.clock import Clock
+from runplane.domain.creation import TriggerClaim
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     AlreadyTriggered,
@@ -46,12 +47,10 @@ from runplane.domain.run_events import EventType, RunEvent
 from runplane.domain.run_triggers import Triggers
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
-from runplane.store import run_parts
-from runplane.store import run_triggers as store
-from runplane.store.runs import RunRepository
 
 if TYPE_CHECKING:
-    from runplane.services.repositories import RunTriggerStore, WorkspaceDirectory
+    from runplane.services.repositories import RunReader, RunTriggerStore, WorkspaceDirectory
+    from runplane.services.repositories.creation import TriggerClaims
 
 logger = logging.getLogger("runplane.triggers")
 
@@ -69,19 +68,21 @@ class RunTriggers:
         ids: IdGenerator,
         workspaces: Workspaces,
         runs: Runs,
-        repository: RunRepository,
+        reader: RunReader,
         workflow: Workflow,
         queue: EventQueue,
         *,
         retry_base_seconds: int = rules.LAUNCH_RETRY_BASE_SECONDS,
         triggers: RunTriggerStore,
         directory: WorkspaceDirectory,
+        claims: TriggerClaims,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
         self._runs = runs
-        self._repository = repository
+        # A dependent's runs (the configuration it last planned) and a claimed run.
+        self._reader = reader
         self._workflow = workflow
         self._queue = queue
         self._retry_base = retry_base_seconds
@@ -89,6 +90,7 @@ class RunTriggers:
         # Names of sources and dependents, and the dependent a source run triggers: read
         # without a caller (the caller's own workspace was checked before).
         self._directory = directory
+        self._claims = claims
 
     # -- configuration (API) ----------------------------------------------------------------
 
@@ -188,7 +190,7 @@ class RunTriggers:
             event.workspace_id not in triggers.sources
         ):
             return None
-        already = store.triggered(event.run_id).get(dependent.id)
+        already = self._claimed(event.run_id, dependent.id)
         if already is not None:
             return self._ensure_started(already) if already else None
         configuration = self._latest_configuration(dependent)
@@ -219,7 +221,7 @@ class RunTriggers:
                         "event_id": event.id,
                     }
                 },
-                extra_writes=[store.claim(event.run_id, dependent.id, run_id, self._clock.now())],
+                records=[TriggerClaim(event.run_id, dependent.id, self._clock.now())],
                 run_id=run_id,
             )
         except AlreadyTriggered as first:
@@ -261,32 +263,40 @@ class RunTriggers:
         )
         # Refused when an earlier try already queued a run or recorded the skip.
         with contextlib.suppress(AlreadyTriggered):
-            store.skip(
+            self._claims.skip(
                 event.run_id,
                 dependent.id,
-                dependent.organization_id,
-                reason,
-                event.id,
-                self._clock.now(),
-            ).commit()
+                org_id=dependent.organization_id,
+                reason=reason,
+                event_id=event.id,
+                now=self._clock.now(),
+            )
+
+    def _claimed(self, source_run_id: str, dependent_id: str) -> str | None:
+        """The run the source run queued in the dependent ("" if it recorded a skip), or
+        None if it has not claimed the dependent yet."""
+        for claim in self._claims.of_source(source_run_id):
+            if claim.dependent_workspace_id == dependent_id:
+                return claim.run_id or ""
+        return None
 
     def _ensure_started(self, run_id: str) -> str:
         """An earlier try created the run; its workflow start may be what failed."""
-        run = self._repository.get(run_id)
+        run = self._reader.get_run(run_id)
         if run.status is RunStatus.DISPATCH_PENDING:
             self._workflow.start(run)
         return run_id
 
     def _latest_configuration(self, workspace: Workspace) -> str | None:
         runs: list[Run] = sorted(
-            self._repository.list_for_workspace(workspace.id),
+            self._reader.runs_of_workspace(workspace.id),
             key=lambda r: r.created_at,
             reverse=True,
         )
         for run in runs:
             if run.kind is RunKind.SPECULATIVE:
                 continue
-            snapshot = run_parts.get(run.id, "input")
+            snapshot = self._reader.parts(run.id).get("input")
             cv_id = RunInput.from_body(snapshot.body).configuration_version_id if snapshot else None
             if cv_id:
                 return cv_id

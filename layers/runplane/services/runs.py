@@ -12,6 +12,7 @@ from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
+from runplane.domain.creation import FIRST_VERSION, CallerRecord, ConfigurationVersion
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
     AlreadyDecided,
@@ -50,26 +51,15 @@ from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
-from runplane.store import (
-    configuration_versions,
-    run_batch,
-    run_parts,
-    run_triggers,
-    state_versions,
-)
-from runplane.store import runs as run_store
-from runplane.store.artifact_records import DynamoArtifactRecords
-from runplane.store.github import DynamoSourceRecords
-from runplane.store.models import (
-    ConfigurationVersionItem,
-    configuration_version_key,
-    configurations_partition,
-)
-from runplane.store.run_reader import DynamoRunReader
-from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
-    from runplane.services.repositories import RunReader
+    from runplane.services.repositories import ArtifactRecords, RunReader, StateVersionReader
+    from runplane.services.repositories.creation import (
+        ConfigurationVersions,
+        RunCreations,
+        TriggerClaims,
+    )
+    from runplane.services.repositories.operations import SourceRecords
 
 # A cancellation retries when the run moves under it, until the run has ended.
 CANCEL_ATTEMPTS = 3
@@ -80,6 +70,19 @@ class ConfigurationUpload:
     id: str
     upload_url: str
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewReads:
+    """Where a run's review reads what it shows besides the run's own records."""
+
+    runs: RunReader
+    claims: TriggerClaims
+    """The runs a run's apply triggered in its dependents (or why not)."""
+    state_versions: StateVersionReader
+    sources: SourceRecords
+    artifacts: ArtifactRecords
+    """With ``sources``: where the run's configuration came from."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,10 @@ class Runs:
         runner_release: str,
         engine_versions: frozenset[str] = frozenset(),
         units: UnitsOfWork,
+        creations: RunCreations[Any],
+        configurations: ConfigurationVersions[Any],
+        review_reads: ReviewReads,
         workspace_variables: WorkspaceVariables | None = None,
-        reader: RunReader | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -126,7 +131,11 @@ class Runs:
         # The engine versions the runner image provides; empty: whatever it runs.
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
-        self._reader: RunReader = reader or DynamoRunReader(lifecycle.runs)
+        self._reads = review_reads
+        self._reader = review_reads.runs
+        # A run is created with its input and its caller's records in one write.
+        self._creations = creations
+        self._configurations = configurations
         # A unit of work per decision or cancellation: its reads, and its writes
         # committed together.
         self._units = units
@@ -140,96 +149,78 @@ class Runs:
         workspace = self._workspaces.by_id(principal, workspace_id)
         upload = self._artifacts.new_inbox_upload(workspace.organization_id)
         cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
-        Transaction().put_new(
-            ConfigurationVersionItem(
-                *configuration_version_key(cv_id),
-                cv_id=cv_id,
-                org_id=workspace.organization_id,
+        self._configurations.create(
+            ConfigurationVersion(
+                id=cv_id,
+                organization_id=workspace.organization_id,
                 workspace_id=workspace.id,
                 status="pending",
                 upload_id=upload.upload_id,
                 created_at=self._clock.now(),
                 expires_at=upload.expires_at + timedelta(days=1),
             )
-        ).commit()
+        )
         return ConfigurationUpload(cv_id, upload.url, upload.expires_at)
 
     def finalize_configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         """Stream the uploaded archive into an encrypted artifact (413 past 100 MB)."""
         principal.require(Permission.RUN_CREATE)
-        item = self.configuration_item(principal, cv_id)
-        if item.status != "pending":
+        version = self.configuration_version(principal, cv_id)
+        if version.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         # The artifact and the version naming it are one write: if another finalize won,
         # neither is stored.
         artifact = self._artifacts.ingest(
-            item.org_id,
+            version.organization_id,
             ArtifactKind.CONFIGURATION,
-            item.upload_id,
-            together=lambda stored: self._configuration_recorded(cv_id, stored, item.workspace_id),
+            version.upload_id,
+            together=lambda stored: self._configurations.record_upload(
+                cv_id, version.workspace_id, stored, self._clock.now()
+            ),
         )
         # As the version now reads (``configuration``), from what was written.
         return _configuration_reply(
             cv_id,
-            item.workspace_id,
+            version.workspace_id,
             "uploaded",
             artifact.sha256 or "",
             artifact.size or 0,
             artifact.id,
         )
 
-    def store_configuration(self, item: ConfigurationVersionItem, archive: bytes) -> None:
+    def store_configuration(self, version: ConfigurationVersion, archive: bytes) -> None:
         """Encrypt an archive received whole (the TFE upload URL) into the configuration
         version's artifact; as a finalize does, only while the version is pending."""
-        if item.status != "pending":
-            raise Conflict(f"configuration version {item.cv_id} was already uploaded")
+        if version.status != "pending":
+            raise Conflict(f"configuration version {version.id} was already uploaded")
         self._artifacts.put(
-            item.org_id,
+            version.organization_id,
             ArtifactKind.CONFIGURATION,
             [archive],
-            together=lambda stored: self._configuration_recorded(
-                item.cv_id, stored, item.workspace_id
-            ),
-        )
-
-    def _configuration_recorded(
-        self, cv_id: str, artifact: Artifact, workspace_id: str
-    ) -> Transaction:
-        """The write recording ``artifact`` as the pending version's upload."""
-        now = self._clock.now()
-        return Transaction().update(
-            ConfigurationVersionItem(*configuration_version_key(cv_id)),
-            [
-                ConfigurationVersionItem.status.set("uploaded"),
-                ConfigurationVersionItem.artifact_id.set(artifact.id),
-                ConfigurationVersionItem.sha256.set(artifact.sha256 or ""),
-                ConfigurationVersionItem.size.set(artifact.size or 0),
-                ConfigurationVersionItem.uploaded_at.set(now),
-                # Indexed under its workspace once uploaded: schedules plan the latest.
-                ConfigurationVersionItem.gsi1pk.set(configurations_partition(workspace_id)),
-                ConfigurationVersionItem.gsi1sk.set(f"{now.isoformat()}#{cv_id}"),
-                ConfigurationVersionItem.expires_at.remove(),
-            ],
-            condition=ConfigurationVersionItem.status == "pending",
-            on_refused=lambda current: Conflict(
-                f"configuration version {cv_id} was already uploaded"
+            together=lambda stored: self._configurations.record_upload(
+                version.id, version.workspace_id, stored, self._clock.now()
             ),
         )
 
     def configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
-        item = self.configuration_item(principal, cv_id)
-        size = None if item.size is None else int(item.size)
+        version = self.configuration_version(principal, cv_id)
         return _configuration_reply(
-            item.cv_id, item.workspace_id, item.status, item.sha256, size, item.artifact_id
+            version.id,
+            version.workspace_id,
+            version.status,
+            version.sha256,
+            version.size,
+            version.artifact_id,
         )
 
-    def configuration_item(self, principal: Principal, cv_id: str) -> ConfigurationVersionItem:
-        item = configuration_versions.get_item(cv_id)
-        if item is None:
+    def configuration_version(self, principal: Principal, cv_id: str) -> ConfigurationVersion:
+        """The version, if ``principal`` may see its workspace (else not found)."""
+        version = self._configurations.get(cv_id)
+        if version is None:
             raise NotFound("configuration version", cv_id)
-        if not principal.can_see_workspace(item.org_id, item.workspace_id):
+        if not principal.can_see_workspace(version.organization_id, version.workspace_id):
             raise NotFound("configuration version", cv_id)
-        return item
+        return version
 
     # -- runs -----------------------------------------------------------------------------
 
@@ -245,17 +236,18 @@ class Runs:
         message: str | None = None,
         remote_operation: bool = False,
         extra_input: Mapping[str, Any] | None = None,
-        extra_writes: Sequence[Transaction] = (),
+        records: Sequence[CallerRecord] = (),
         run_id: str | None = None,
     ) -> Run:
         """Create the durable run (``dispatch_pending``) and start its workflow.
 
-        ``extra_input`` joins the input snapshot (where the run came from);
-        ``extra_writes`` commit in the same transaction (or nothing is written), and
-        may name the run: ``run_id`` is then the ID the caller generated for it."""
+        ``extra_input`` joins the input snapshot (where the run came from); the
+        caller's ``records`` (a schedule's fire, a trigger's claim) are written with the
+        run, or nothing is, and each refusal is raised as its record's typed error;
+        ``run_id`` is the ID the caller generated for the run, if it did."""
         principal.require(Permission.RUN_CREATE)
         # The workspace, the configuration and the launch controls, in one read.
-        with run_batch.creation_reads(
+        with self._creations.reading_ahead(
             workspace_id,
             configuration_version_id,
             self._launch_controls.scopes(principal.organization_id),
@@ -294,7 +286,7 @@ class Runs:
             workspace_id=workspace.id,
             kind=kind,
             status=RunStatus.DISPATCH_PENDING,
-            version=run_store.FIRST_VERSION,
+            version=FIRST_VERSION,
             created_at=now,
             updated_at=now,
             created_by=principal.ref,
@@ -321,18 +313,9 @@ class Runs:
             snapshot["source"] = REMOTE_OPERATION
         snapshot.update(extra_input or {})
 
-        def creation(variables: Artifact | None) -> Transaction:
-            # The caller's writes (and the variables' record) join the creation's
-            # transaction: on the store.
-            body = {**snapshot, "variables_artifact_id": variables.id if variables else None}
-            return self._lifecycle.runs.creation(
-                run,
-                actor=principal.ref,
-                extra_writes=[
-                    run_parts.put(run.id, "input", state="recorded", body=body, now=now),
-                    *extra_writes,
-                ],
-            )
+        def pinning(variables: Artifact) -> Any:
+            body = {**snapshot, "variables_artifact_id": variables.id}
+            return self._creations.writes(run, actor=principal.ref, input=body, records=records)
 
         if merged.values:
             # The variables and the run that pins them are one write: refused, neither
@@ -341,12 +324,10 @@ class Runs:
                 workspace.organization_id,
                 ArtifactKind.VARIABLES,
                 [json.dumps(merged.values, sort_keys=True).encode()],
-                together=creation,
+                together=pinning,
             )
-        elif extra_writes:
-            creation(None).commit()
         else:
-            self._lifecycle.ledger.create(run, actor=principal.ref, input=snapshot)
+            self._creations.create(run, actor=principal.ref, input=snapshot, records=records)
         self.start_workflow(run)
         return run
 
@@ -407,7 +388,7 @@ class Runs:
         """The review of ``run`` as the caller already holds it, read or just written
         (a reply to a write names the run as that write left it)."""
         with self._units() as uow:
-            return build_review(run, self._reader, self._clock.now(), uow)
+            return build_review(run, self._reads, self._clock.now(), uow)
 
     # -- decisions ---------------------------------------------------------------------------
 
@@ -581,10 +562,10 @@ class Runs:
         return moved.run
 
 
-def build_review(run: Run, reader: RunReader, now: datetime, uow: UnitOfWork) -> dict[str, Any]:
+def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -> dict[str, Any]:
     """The run review: every fact from the database, nothing inferred from the deployment."""
-    stages = reader.stages(run.id)
-    parts = reader.parts(run.id)
+    stages = reads.runs.stages(run.id)
+    parts = reads.runs.parts(run.id)
     snapshot = RunInput.from_body(parts["input"].body if "input" in parts else {})
     applied = Stage.APPLY in stages and stages[Stage.APPLY].status is StageStatus.COMPLETED
     review: dict[str, Any] = {
@@ -622,12 +603,12 @@ def build_review(run: Run, reader: RunReader, now: datetime, uow: UnitOfWork) ->
         },
         # Followed through persisted records; None for a run not created from a source.
         "source": source_provenance(
-            run, snapshot.configuration_version_id, DynamoSourceRecords(), DynamoArtifactRecords()
+            run, snapshot.configuration_version_id, reads.sources, reads.artifacts
         ),
         "trigger": snapshot.trigger,
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
-            for t in run_triggers.triggered_runs(run.id)
+            for t in reads.claims.of_source(run.id)
         ],
         "plan": None,
         "policy": None,
@@ -653,7 +634,7 @@ def build_review(run: Run, reader: RunReader, now: datetime, uow: UnitOfWork) ->
             **ApprovalBody.from_body(approval.body).to_body(),
         }
     if "apply" in parts:
-        review["apply"] = _apply_record(parts["apply"])
+        review["apply"] = _apply_record(parts["apply"], reads.state_versions)
     if snapshot.schedule:
         # Created by a workspace schedule: a plan with changes there is drift.
         review["schedule"] = dict(snapshot.schedule)
@@ -691,13 +672,13 @@ def _failure(parts: Mapping[str, RunPart]) -> dict[str, str] | None:
         attempt = parts.get(f"attempt#{phase}")
         if attempt is None or attempt.state != AttemptState.FAILED:
             continue
-        reason = run_parts.attempt_body(attempt).reason
+        reason = AttemptBody.from_body(attempt.body).reason
         if reason:
             return {"phase": phase, "reason": reason}
     return None
 
 
-def _apply_record(part: RunPart) -> dict[str, Any]:
+def _apply_record(part: RunPart, state_versions: StateVersionReader) -> dict[str, Any]:
     """The apply record, reported independently from state publication."""
     body = ApplyRecord.from_body(part.body)
     pointer = body.resulting_state_version_id

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain import schedules as rules
 from runplane.domain.clock import Clock
+from runplane.domain.creation import ScheduleFire
 from runplane.domain.errors import (
     InvalidInput,
     LaunchDenied,
@@ -31,11 +32,9 @@ from runplane.domain.schedules import Fire, Schedule
 from runplane.services import drift
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
-from runplane.store import schedules as store
-from runplane.store.runs import RunRepository
 
 if TYPE_CHECKING:
-    from runplane.services.repositories import ScheduleStore
+    from runplane.services.repositories import RunReader, ScheduleStore
 
 logger = logging.getLogger("runplane.schedules")
 _FIRE_ATTEMPTS = 3
@@ -58,7 +57,7 @@ class Schedules:
         ids: IdGenerator,
         workspaces: Workspaces,
         runs: Runs,
-        run_repository: RunRepository,
+        reader: RunReader,
         registry: ScheduleRegistry,
         schedules: ScheduleStore,
     ) -> None:
@@ -66,7 +65,8 @@ class Schedules:
         self._ids = ids
         self._workspaces = workspaces
         self._runs = runs
-        self._run_repository = run_repository
+        # The schedule's previous run, to skip a fire while it is active.
+        self._reader = reader
         self._registry = registry
         self._store = schedules
 
@@ -209,11 +209,7 @@ class Schedules:
                         "scheduled_at": scheduled_at.isoformat(),
                     }
                 },
-                extra_writes=[
-                    store.record_fire(
-                        schedule, scheduled_at, outcome="created", run_id=run_id, now=now
-                    )
-                ],
+                records=[ScheduleFire(schedule, scheduled_at, recorded_at=now)],
                 run_id=run_id,
             )
         except LaunchDenied as denied:
@@ -236,7 +232,7 @@ class Schedules:
         if run_id is None:
             return None
         try:
-            run = self._run_repository.get(run_id)
+            run = self._reader.get_run(run_id)
         except NotFound:
             return None
         return None if run.status.is_terminal else run.status.value

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from runplane.domain.run import RunKind
-from runplane.domain.run_triggers import Triggers
+from runplane.domain.run_triggers import Triggered, Triggers
 from runplane.store import run_triggers as store
 from runplane.store.transaction import Transaction
 
@@ -47,3 +47,23 @@ class DynamoRunTriggerStore:
                 store.unlink(source_id, current.workspace_id),
             ]
         ).commit()
+
+
+class DynamoTriggerClaims:
+    """``services.repositories.creation.TriggerClaims``: a claim is written with its
+    run by ``store.run_creations``; a skip here, with its organization audit event."""
+
+    def of_source(self, source_run_id: str) -> list[Triggered]:
+        return store.triggered_runs(source_run_id)
+
+    def skip(
+        self,
+        source_run_id: str,
+        dependent_id: str,
+        *,
+        org_id: str,
+        reason: str,
+        event_id: str,
+        now: datetime,
+    ) -> None:
+        store.skip(source_run_id, dependent_id, org_id, reason, event_id, now).commit()
