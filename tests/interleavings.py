@@ -66,9 +66,11 @@ from runplane.domain.errors import (
     RunplaneError,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
-from runplane.domain.parts import ApprovalState, AttemptState, RunPart
+from runplane.domain.parts import ApprovalState, AttemptBody, AttemptState, RunPart
 from runplane.domain.recovery import NotRecoverable, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.runner_reports import Applied
+from runplane.domain.state import FINALIZED, StateVersion
 from runplane.services.runs import Decision
 from tests.fakes import FakeClock
 
@@ -1131,6 +1133,35 @@ def play_all(backend: Backend, chosen: Sequence[int], length: int, label: str) -
     )
     print("\n".join(f"  {count:>6}  {what}" for what, count in sorted(tally.items())))
     return tally
+
+
+# What a schedule's runner reports when its engine applied (it names a log it never
+# uploaded: the outcome stands, the log is refused, as RunnerReports says).
+APPLIED = Applied(log_artifact_id="log-never-uploaded")
+
+
+def published(run: Run, attempt: AttemptBody, now: datetime) -> StateVersion:
+    """The state version a run's apply attempt publishes, stamped with its run, attempt,
+    sandbox, lock and fence, after the run's pinned predecessor."""
+    return StateVersion(
+        id=f"sv-{attempt.attempt_id}",
+        workspace_id=run.workspace_id,
+        organization_id=run.organization_id,
+        serial=1,
+        lineage="lineage-1",
+        md5="0" * 32,
+        status=FINALIZED,
+        created_at=now,
+        created_by=f"runner:{attempt.attempt_id}",
+        predecessor_id=run.predecessor_sv_id,
+        provenance={
+            "run_id": run.id,
+            "attempt_id": attempt.attempt_id,
+            "sandbox_id": attempt.sandbox_id,
+            "fence": attempt.fence,
+        },
+        lock_id=attempt.lock_id,
+    )
 
 
 def verified_recovery(current_state_version_id: str | None) -> RecoveryRequest:

@@ -8,19 +8,23 @@ replays one schedule; the same schedules on moto: tests/integration/test_interle
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, Never
 
 import pytest
 
-from runplane.domain.entities import Run, Workspace
+from runplane.domain.entities import ApplyLock, Run, Workspace
 from runplane.domain.identity import Principal
-from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.parts import ApplyRecordState, AttemptBody, AttemptState, RunPart
+from runplane.domain.recovery import RecoveryRequest
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.capabilities import Capabilities
+from runplane.services.lifecycle import RunLifecycle
 from runplane.services.recovery import Recoveries
+from runplane.services.runner_reports import RunnerReports
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
 from tests.fake_unit_of_work import InMemoryRecoveries, InMemoryUnitOfWork
@@ -32,12 +36,15 @@ from tests.fakes import (
     LedgerState,
     LocalDataKeys,
     SeededIds,
+    no_read_ahead,
 )
 from tests.interleavings import (
+    APPLIED,
     ATTEMPT,
     Observed,
     RunView,
     play_all,
+    published,
     replay_seed,
     seeds,
     verified_recovery,
@@ -64,6 +71,8 @@ class InMemoryBackend:
     created: dict[str, Workspace]
     versions: InMemoryStateVersions = field(default_factory=InMemoryStateVersions)
     recoveries: InMemoryRecoveries = field(default_factory=InMemoryRecoveries)
+    # Each run's recovery request as its recovery submitted it.
+    submitted: dict[str, RecoveryRequest] = field(default_factory=dict)
 
     @property
     def clock(self) -> FakeClock:
@@ -86,6 +95,7 @@ class InMemoryBackend:
         t.directory.workspaces = dict(self.created)
         self.versions.versions.clear()
         self.recoveries.restore(({}, []))
+        self.submitted.clear()
 
     def create(self, run: Run) -> None:
         self.tier.run_reader.create(run, actor="user:ada", input={"configuration_version_id": "cv"})
@@ -115,6 +125,23 @@ class InMemoryBackend:
         )
 
     @cached_property
+    def _reports(self) -> RunnerReports:
+        t = self.tier
+        return RunnerReports(
+            t.clock,
+            t.ids,
+            RunLifecycle(t.clock, t.ids),
+            Capabilities(t.clock, t.ids),
+            t.workflow,
+            t.launcher,
+            control_plane_url="http://runplane.test",
+            launch_controls=_nothing_else,
+            policies=_nothing_else,
+            units=self._unit,
+            reads_ahead=no_read_ahead,
+        )
+
+    @cached_property
     def _recoveries(self) -> Recoveries:
         # Nothing here imports an emergency state: no artifact is ever written.
         t = self.tier
@@ -136,25 +163,38 @@ class InMemoryBackend:
     def start_apply(self, run_id: str, reference: str) -> None:
         self.finish(run_id, RunStatus.APPLYING)
         now, session = self.clock.now(), f"session-{reference}"
-        body = _attempt_body(self.organization_id, reference, now)
+        # The apply lock, with the next fence, as the workflow's start takes it.
+        workspace_id = self.tier.run_reader.get_run(run_id).workspace_id
+        held = self.tier.directory.workspaces[workspace_id]
+        lock = ApplyLock(workspace_id, f"lock-{reference}", held.fence + 1, run_id)
+        self.tier.directory.workspaces[workspace_id] = replace(
+            held, fence=lock.fence, lock_id=lock.lock_id, lock_run_id=run_id, locked_at=now
+        )
+        body = _attempt_body(self.organization_id, reference, now, lock)
         part = RunPart(
             run_id, ATTEMPT, AttemptState.STARTED, body, f"tok-{reference}", now, now,
             frozenset({session}),
         )  # fmt: skip
         self.tier.run_reader.add_part(part)
+        self.tier.run_reader.add_part(
+            RunPart(run_id, "apply", ApplyRecordState.STARTED, {}, None, now, now)
+        )
+        # The engine publishes under the lock before the runner reports (the state API's
+        # writes, each its own request).
+        version = published(self.tier.run_reader.get_run(run_id), AttemptBody.from_body(body), now)
+        self.versions.add(version)
+        self.tier.directory.workspaces[workspace_id] = replace(
+            self.tier.directory.workspaces[workspace_id], current_state_version_id=version.id
+        )
         active = self.tier.sandboxes.active
         active[self.organization_id] = active.get(self.organization_id, 0) + 1
         self.tier.sandboxes.sessions[session] = None
 
     def end_apply(self, run_id: str) -> None:
-        with self._unit() as uow:
-            run, parts = uow.runs.with_parts(run_id, [ATTEMPT])
-            attempt = parts[ATTEMPT]
-            if attempt is not None and attempt.state == AttemptState.STARTED:
-                uow.attempts.close(attempt, AttemptState.SUCCEEDED, now=self.clock.now())
-            uow.runs.move(run, RunStatus.SUCCEEDED, actor="workflow")
-            moved = uow.commit()
-        hand_off(self.tier.workflow, moved.handoff if moved else None)
+        # What the report commits, or refuses writing nothing, is RunnerReports'.
+        attempt = self.tier.run_reader.parts(run_id).get(ATTEMPT)
+        attempt_id = AttemptBody.from_body(attempt.body).attempt_id if attempt else "att-none"
+        self._reports.report_apply(run_id, attempt_id, APPLIED)
 
     def cancel(self, principal: Principal, run_id: str) -> Run:
         return self.tier.runs.cancel(principal, run_id, self.tier.launcher)
@@ -174,8 +214,11 @@ class InMemoryBackend:
         current = self.tier.directory.get_workspace(
             self.tier.run_reader.get_run(run_id).workspace_id
         ).current_state_version_id
-        request = verified_recovery(current)
-        return self._recoveries.recover(principal, run_id, request, self.tier.launcher)
+        # A retry submits what the operator's recovery submitted (the state verified then).
+        request = self.submitted.get(run_id, verified_recovery(current))
+        result = self._recoveries.recover(principal, run_id, request, self.tier.launcher)
+        self.submitted[run_id] = request
+        return result
 
     def resumed(self) -> list[str]:
         return [token for token, _ in self.tier.workflow.resumed]
@@ -208,8 +251,9 @@ class InMemoryBackend:
         )
 
 
-def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object]:
-    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope``."""
+def _attempt_body(scope: str, reference: str, now: datetime, lock: ApplyLock) -> dict[str, object]:
+    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope`` and the
+    apply ``lock``."""
     return {
         "attempt_id": f"att-{reference}",
         "sandbox_id": f"sbx-{reference}",
@@ -217,7 +261,13 @@ def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object
         "launched_at": now.isoformat(),
         "slots": [scope],
         "sandbox_ref": reference,
+        "lock_id": lock.lock_id,
+        "fence": lock.fence,
     }
+
+
+def _nothing_else() -> Never:
+    raise AssertionError("an apply's result reached a service the schedules do not build")
 
 
 def _backend(tier: Tier) -> InMemoryBackend:
