@@ -41,6 +41,7 @@ from tests.fakes import (
     SeededIds,
 )
 from tests.fakes_operations import InMemoryLaunchControls
+from tests.fakes_state import InMemoryWorkspaceLocks
 
 
 @pytest.fixture(autouse=True)
@@ -95,8 +96,10 @@ class Tier:
 def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
     run_repository = RunRepository(clock, ids)
-    workspaces = Workspaces(clock, ids, run_repository, directory)
     run_reader = InMemoryRunLedger(clock, ids)
+    workspaces = Workspaces(
+        clock, ids, directory, locks=InMemoryWorkspaceLocks(directory, run_reader)
+    )
     writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
     sandboxes = InMemorySandboxes()
     units: list[InMemoryUnitOfWork] = []

@@ -28,6 +28,7 @@ from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.state import StateVersions
 from tests.fakes import InMemoryArtifactRecords, InMemoryStateVersions
+from tests.fakes_state import InMemoryStatePublication
 from tests.service.conftest import Tier
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +56,14 @@ def st(tier: Tier) -> StateTier:
         records=InMemoryArtifactRecords(),
     )
     reader = InMemoryStateVersions()
-    state = StateVersions(tier.clock, tier.ids, tier.workspaces, lambda: artifacts, reader=reader)
+    state = StateVersions(
+        tier.clock,
+        tier.ids,
+        tier.workspaces,
+        lambda: artifacts,
+        reader=reader,
+        publication=InMemoryStatePublication(tier.directory, reader, tier.run_reader),
+    )
     org = tier.tenancy.create_organization("acme")
     admin = tier.admin(org)
     return StateTier(tier, reader, state, admin, tier.workspaces.create(admin, "acme", "network"))
