@@ -36,8 +36,8 @@ from runplane.store.audit import org_audit_partition
 from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
 from tests.integration.arena import Arena, FakeWorkflow, applying
 from tests.integration.conftest import BUCKET
+from tests.integration.state_publishing import LINEAGE, publish, raw_state
 from tests.integration.test_runner_authority import with_state
-from tests.integration.test_state_authority import LINEAGE, publish, raw_state
 
 S = RunStatus
 

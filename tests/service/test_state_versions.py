@@ -2,8 +2,8 @@
 version by ID, the history oldest first and the listing newest first, what a runner
 session sees (its run's pin and what its run published), and tenancy (another
 organization's workspace or version is 404, as an unknown one). There is no paging: a
-workspace's versions are read whole. Publishing moves the workspace's state pointer under
-the writer's lock and fence, on the table (tests/integration/test_state_*.py)."""
+workspace's versions are read whole. Publishing, which moves the workspace's state pointer
+under the writer's lock and fence, is tested in test_state_publication.py."""
 
 from __future__ import annotations
 
