@@ -346,9 +346,7 @@ class PolicySetStore(Protocol):
 class StateVersionReader(Protocol):
     """What the state service reads: state versions, and the version a run pinned.
 
-    Reads only. Publishing moves the workspace's state pointer under the writer's lock
-    and fence, and for a run in one transaction with the run's "still applying" guard;
-    that stays on the store (``store.state_versions``), as do pending uploads.
+    Reads only: publishing is ``repositories.state.StatePublication``'s.
 
     - ``get`` raises ``NotFound`` for an unknown version.
     - ``list_for_workspace`` holds the workspace's finalized versions only (a pending
