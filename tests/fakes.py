@@ -973,6 +973,27 @@ class InMemoryArtifactRecords:
             artifact, object_key, wrapped_key, chunk_size, etag, session_id
         )
 
+    def register_with(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        together: object,
+    ) -> None:
+        """``together`` is a callable that makes its write, or raises its refusal having
+        changed nothing."""
+        if not callable(together):
+            raise TypeError(f"an artifact is registered with a write, not {together!r}")
+        if artifact.id in self.records:
+            raise ConcurrentChange(f"artifact {artifact.id} is already registered")
+        together()
+        self.records[artifact.id] = ArtifactRecord(
+            artifact, object_key, wrapped_key, chunk_size, etag, None
+        )
+
     def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None:
         taken = [r.artifact.id for r in records if r.artifact.id in self.records]
         if taken or len({r.artifact.id for r in records}) < len(records):

@@ -276,12 +276,16 @@ class Services:
     @cached_property
     def workspaces(self) -> Workspaces:
         from runplane.services.workspaces import Workspaces
+        from runplane.store.apply_lock import DynamoWorkspaceLocks
 
-        return Workspaces(self.clock, self.ids, self.run_records, self.directory)
+        return Workspaces(
+            self.clock, self.ids, self.directory, locks=DynamoWorkspaceLocks(self.run_records)
+        )
 
     @cached_property
     def state(self) -> StateVersions:
         from runplane.services.state import StateVersions
+        from runplane.store.state_publication import DynamoStatePublication
         from runplane.store.state_version_reader import DynamoStateVersionReader
 
         return StateVersions(
@@ -290,6 +294,7 @@ class Services:
             self.workspaces,
             lambda: self.artifacts,
             reader=DynamoStateVersionReader(self.run_records),
+            publication=DynamoStatePublication(),
         )
 
     @cached_property

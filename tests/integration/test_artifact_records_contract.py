@@ -3,6 +3,8 @@ the in-memory fake the service tier uses (tests/service), so the fake cannot dri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.services.repositories import ArtifactRecords
+from runplane.store import state_versions
 from runplane.store.artifact_records import DynamoArtifactRecords
 from tests.fakes import InMemoryArtifactRecords
 
@@ -135,3 +138,77 @@ def test_registering_together_is_all_or_nothing(records: ArtifactRecords) -> Non
     # Then neither the new one nor a change to the old one is written
     assert not records.exists("art-1")
     assert records.get("art-2") == before
+
+
+@dataclass
+class Joint:
+    """Artifact records, and another write of the store to register one with: a marker
+    put once under a key (on DynamoDB an upload token, in memory a set)."""
+
+    records: ArtifactRecords
+    marker: Callable[[str], object]
+    marked: Callable[[str], bool]
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def joint(request: pytest.FixtureRequest) -> Joint:
+    if request.param == "dynamodb":
+        request.getfixturevalue("stack")  # moto, with the table
+        return Joint(
+            DynamoArtifactRecords(),
+            lambda key: state_versions.put_upload_token(key, "sv-1", "state", AT),
+            lambda key: state_versions.get_upload_token(key) is not None,
+        )
+    marks: set[str] = set()
+
+    def marker(key: str) -> Callable[[], None]:
+        def write() -> None:
+            if key in marks:
+                raise ConcurrentChange(f"marker {key} changed concurrently")
+            marks.add(key)
+
+        return write
+
+    return Joint(InMemoryArtifactRecords(), marker, marks.__contains__)
+
+
+def _register_with(joint: Joint, artifact: Artifact, together: object) -> None:
+    joint.records.register_with(
+        artifact,
+        object_key=f"artifacts/{ORG}/{artifact.id}",
+        wrapped_key=b"wrapped",
+        chunk_size=65536,
+        etag='"e1"',
+        together=together,
+    )
+
+
+def test_an_artifact_registers_with_what_refers_to_it(joint: Joint) -> None:
+    # When an artifact is registered with another write
+    _register_with(joint, _artifact("art-1"), joint.marker("m-1"))
+    # Then both are written
+    assert joint.records.get("art-1").artifact == _artifact("art-1")
+    assert joint.marked("m-1")
+
+
+def test_a_refused_write_with_an_artifact_registers_neither(joint: Joint) -> None:
+    # Given a marker written already
+    _register_with(joint, _artifact("art-1"), joint.marker("m-1"))
+    # When a new artifact is registered with that marker again
+    with pytest.raises(ConcurrentChange):
+        _register_with(joint, _artifact("art-2"), joint.marker("m-1"))
+    # Then the artifact is not recorded
+    assert not joint.records.exists("art-2")
+
+
+def test_an_artifact_id_taken_refuses_the_write_with_it(joint: Joint) -> None:
+    # Given a registered artifact
+    _register_with(joint, _artifact("art-1"), joint.marker("m-1"))
+    before = joint.records.get("art-1")
+    # When its ID is registered again with a new marker
+    with pytest.raises(ConcurrentChange) as refused:
+        _register_with(joint, _artifact("art-1", size=5), joint.marker("m-2"))
+    # Then the artifact's refusal is raised and neither is written
+    assert "art-1" in refused.value.message
+    assert joint.records.get("art-1") == before
+    assert not joint.marked("m-2")

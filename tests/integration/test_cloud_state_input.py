@@ -1,4 +1,5 @@
-"""The Cloud API's services refuse bad input and second locks, writing nothing."""
+"""The Cloud API's services refuse bad input, writing nothing (a second lock: the service
+tier's tests/service/test_workspace_lock.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import pytest
 
 from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import InvalidInput, StateRejected, WorkspaceAlreadyLocked
+from runplane.domain.errors import InvalidInput, StateRejected
 from runplane.domain.identity import Permission, Principal
 from tests.integration.conftest import Stack
 
@@ -33,27 +34,6 @@ def test_an_organization_name_ending_in_a_newline_is_refused_and_writes_nothing(
 
     # Then nothing was written
     assert stack.scan() == before
-
-
-def test_a_second_lock_by_the_same_holder_is_refused_and_writes_nothing(
-    stack: Stack, org: Organization, workspace: Workspace
-) -> None:
-    # Given a workspace locked by ada
-    ada = admin(stack, org)
-    stack.workspaces.lock(ada, workspace.id, "first process")
-    before = stack.scan()
-
-    # When the same credentials lock it again (a second process sharing the token)
-    with pytest.raises(WorkspaceAlreadyLocked) as refused:
-        stack.workspaces.lock(ada, workspace.id, "second process")
-
-    # Then it is refused naming the holder and what to do, and nothing was written
-    assert "already locked by" in refused.value.message
-    assert "force-unlock" in refused.value.message
-    assert stack.scan() == before
-
-    # And the holder still unlocks it
-    assert stack.workspaces.unlock(ada, workspace.id).locked is False
 
 
 def test_a_serial_beyond_int64_is_refused_by_the_service_and_the_workspace_stays_usable(

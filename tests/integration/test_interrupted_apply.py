@@ -15,9 +15,9 @@ from runplane.domain.runner_reports import Interrupted
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
 from tests.integration.arena import Arena, applying, log_artifact, planning
+from tests.integration.state_publishing import publish
 from tests.integration.test_recovery import person, recoveries, verified
 from tests.integration.test_runner_authority import with_state
-from tests.integration.test_state_authority import publish
 
 S = RunStatus
 KILLED = "the engine was killed by signal 9 (SIGKILL) during apply; the state may be partly applied"

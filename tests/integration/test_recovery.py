@@ -34,11 +34,10 @@ from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.audit import org_audit_partition
 from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
-from runplane.store.transaction import Transaction
 from tests.integration.arena import Arena, FakeWorkflow, applying
 from tests.integration.conftest import BUCKET
+from tests.integration.state_publishing import LINEAGE, publish, raw_state
 from tests.integration.test_runner_authority import with_state
-from tests.integration.test_state_authority import LINEAGE, publish, raw_state
 
 S = RunStatus
 
@@ -282,7 +281,7 @@ class SlowCopies(ArtifactStore):
         organization_id: str,
         kind: ArtifactKind,
         plaintext: Iterable[bytes],
-        together: Callable[[Artifact], Transaction] | None = None,
+        together: Callable[[Artifact], object] | None = None,
     ) -> Artifact:
         artifact = super().put(organization_id, kind, plaintext, together)
         self._arena.stack.clock.advance(timedelta(minutes=16))
@@ -300,7 +299,7 @@ class StorageDown(ArtifactStore):
         organization_id: str,
         kind: ArtifactKind,
         plaintext: Iterable[bytes],
-        together: Callable[[Artifact], Transaction] | None = None,
+        together: Callable[[Artifact], object] | None = None,
     ) -> Artifact:
         raise ConnectionError("artifact storage is unavailable")
 
@@ -376,7 +375,7 @@ class TakenOverDuringCopy(ArtifactStore):
         organization_id: str,
         kind: ArtifactKind,
         plaintext: Iterable[bytes],
-        together: Callable[[Artifact], Transaction] | None = None,
+        together: Callable[[Artifact], object] | None = None,
     ) -> Artifact:
         artifact = super().put(organization_id, kind, plaintext, together)
         self.stored.append(artifact.id)

@@ -21,8 +21,6 @@ from runplane.domain.errors import (
     RunnerAuthorityRefused,
     RunNotApplying,
     SessionRefused,
-    StaleFence,
-    WorkspaceLocked,
 )
 from runplane.domain.identity import Forbidden, Principal, Unauthenticated
 from runplane.domain.ids import IdKind
@@ -50,7 +48,7 @@ from tests.integration.arena import (
     to_approval,
 )
 from tests.integration.dynamodb_requests import DynamoDBRequests
-from tests.integration.test_state_authority import LINEAGE, publish, raw_state
+from tests.integration.state_publishing import LINEAGE, publish, raw_state
 
 S = RunStatus
 
@@ -317,28 +315,6 @@ def test_a_session_of_another_apply_attempt_or_sandbox_is_refused(arena: Arena, 
     assert arena.stack.scan() == before
 
 
-def test_an_apply_session_under_a_stale_fence_is_refused(arena: Arena) -> None:
-    # Given an applying run's session, and its lock revoked and taken again (fence + 1)
-    ws_id, run_id = applying(arena, "stale-fence")
-    runner = arena.runner(run_id, "apply")
-    writer = arena.stack.lifecycle.writer
-    run = arena.stack.lifecycle.runs.get(run_id)
-    held = writer.held_apply_lock(run)
-    assert held is not None
-    writer.release_apply_lock(held).commit()
-    writer.acquire_apply_lock(run)
-    before = arena.stack.scan()
-
-    # When the session publishes
-    with pytest.raises(StaleFence) as refused:
-        try_publish(arena, runner, ws_id, 1)
-
-    # Then it is refused (409) naming the stale fence, and nothing is written
-    assert refused.value.http_status == 409
-    assert refused.value.fence == held.fence
-    assert arena.stack.scan() == before
-
-
 def test_an_apply_session_cannot_publish_before_its_start_is_proven(arena: Arena) -> None:
     # Given an approved run whose apply sandbox launched but has not redeemed its start
     ws_id, run_id = awaiting_approval(arena, "not-started")
@@ -367,26 +343,6 @@ def test_an_upload_opened_during_apply_is_refused_once_the_attempt_closes(arena:
 
     # Then the upload is refused and the workspace's state does not move
     with pytest.raises(RunnerAuthorityRefused):
-        arena.stack.state.upload(pending.state_token, raw)
-    assert workspace_store.get_workspace(ws_id).current_state_version_id is None
-
-
-def test_an_upload_opened_under_a_stale_fence_never_publishes(arena: Arena) -> None:
-    # Given an apply session that opened upload URLs for a state version
-    ws_id, run_id = applying(arena, "upload-stale-fence")
-    raw = raw_state(1)
-    pending = open_upload(arena, arena.runner(run_id, "apply"), ws_id, raw)
-
-    # When the lock is revoked and taken again before the bytes arrive (the fence advances)
-    writer = arena.stack.lifecycle.writer
-    run = arena.stack.lifecycle.runs.get(run_id)
-    held = writer.held_apply_lock(run)
-    assert held is not None
-    writer.release_apply_lock(held).commit()
-    writer.acquire_apply_lock(run)
-
-    # Then the upload is refused and the workspace's state does not move
-    with pytest.raises(WorkspaceLocked, match="no longer locked by this writer"):
         arena.stack.state.upload(pending.state_token, raw)
     assert workspace_store.get_workspace(ws_id).current_state_version_id is None
 

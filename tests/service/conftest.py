@@ -27,7 +27,6 @@ from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workflow_steps import WorkflowSteps
 from runplane.services.workspaces import Workspaces
-from runplane.store.runs import RunRepository
 from tests.fake_unit_of_work import (
     InMemoryDriftRecords,
     InMemorySandboxes,
@@ -54,6 +53,7 @@ from tests.fakes_creation import (
     InMemoryTriggerClaims,
 )
 from tests.fakes_operations import InMemoryLaunchControls, InMemorySourceRecords
+from tests.fakes_state import InMemoryWorkspaceLocks
 
 
 @pytest.fixture(autouse=True)
@@ -113,9 +113,10 @@ class Tier:
 @pytest.fixture
 def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
-    run_repository = RunRepository(clock, ids)
-    workspaces = Workspaces(clock, ids, run_repository, directory)
     run_reader = InMemoryRunLedger(clock, ids)
+    workspaces = Workspaces(
+        clock, ids, directory, locks=InMemoryWorkspaceLocks(directory, run_reader)
+    )
     writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
     sandboxes, drift_records = InMemorySandboxes(), InMemoryDriftRecords()
     units: list[InMemoryUnitOfWork] = []

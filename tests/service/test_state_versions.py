@@ -2,8 +2,8 @@
 version by ID, the history oldest first and the listing newest first, what a runner
 session sees (its run's pin and what its run published), and tenancy (another
 organization's workspace or version is 404, as an unknown one). There is no paging: a
-workspace's versions are read whole. Publishing moves the workspace's state pointer under
-the writer's lock and fence, on the table (tests/integration/test_state_*.py)."""
+workspace's versions are read whole. Publishing, which moves the workspace's state pointer
+under the writer's lock and fence, is tested in test_state_publication.py."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from runplane.domain.state import FINALIZED, PENDING, StateVersion
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.state import StateVersions
 from tests.fakes import InMemoryArtifactRecords, InMemoryStateVersions
+from tests.fakes_state import InMemoryStatePublication
 from tests.service.conftest import Tier
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +56,14 @@ def st(tier: Tier) -> StateTier:
         records=InMemoryArtifactRecords(),
     )
     reader = InMemoryStateVersions()
-    state = StateVersions(tier.clock, tier.ids, tier.workspaces, lambda: artifacts, reader=reader)
+    state = StateVersions(
+        tier.clock,
+        tier.ids,
+        tier.workspaces,
+        lambda: artifacts,
+        reader=reader,
+        publication=InMemoryStatePublication(tier.directory, reader, tier.run_reader),
+    )
     org = tier.tenancy.create_organization("acme")
     admin = tier.admin(org)
     return StateTier(tier, reader, state, admin, tier.workspaces.create(admin, "acme", "network"))

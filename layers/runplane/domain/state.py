@@ -224,3 +224,13 @@ class UploadToken:
     purpose: str
     valid_until: datetime
     used: bool
+
+
+@dataclass(frozen=True)
+class ApplyGuard:
+    """What a state write made with run ``run_id``'s apply authority commits only with:
+    the run still ``applying`` and its apply attempt still open, so that a result, a
+    cancellation or a loss committed first refuses it (``RunnerAuthorityRefused`` for
+    an ended attempt, checked first, then ``RunNotApplying``)."""
+
+    run_id: str

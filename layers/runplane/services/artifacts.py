@@ -47,8 +47,6 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.runner_reports import UploadReport as UploadReport
 from runplane.domain.upload_tickets import TICKET_LIFETIME, UploadTicket, issued_at, redeem
-from runplane.store import artifacts as store
-from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
     from runplane.services.repositories import ArtifactRecords
@@ -152,12 +150,13 @@ class ArtifactStore(_ArtifactAccess):
         organization_id: str,
         kind: ArtifactKind,
         plaintext: Iterable[bytes],
-        together: Callable[[Artifact], Transaction] | None = None,
+        together: Callable[[Artifact], object] | None = None,
     ) -> Artifact:
         """Encrypt and store a plaintext stream; over the limit, nothing is stored.
 
-        ``together`` gives writes that commit in the artifact's own transaction
-        (whatever refers to it): if they are refused, nothing is stored."""
+        ``together`` gives the store's write of whatever refers to the artifact, which
+        commits with its record (``ArtifactRecords.register_with``): if it is refused,
+        nothing is stored."""
         artifact_id = self._ids.new(IdKind.ARTIFACT)
         data_key = self._keys.generate(key_context(artifact_id, organization_id))
         encryption = Encryption(data_key.plaintext, artifact_id, limit=self._limit)
@@ -182,14 +181,14 @@ class ArtifactStore(_ArtifactAccess):
                     etag=stored.etag,
                 )
             else:
-                # One transaction with writes of another area (a log chunk): on the store.
-                store.put_registered(
+                self._records.register_with(
                     artifact,
                     object_key=key,
                     wrapped_key=data_key.wrapped,
                     chunk_size=CHUNK_SIZE,
                     etag=stored.etag,
-                ).extend([together(artifact)]).commit()
+                    together=together(artifact),
+                )
         except BaseException:
             self._objects.delete(key)
             raise
@@ -245,7 +244,7 @@ class ArtifactStore(_ArtifactAccess):
         organization_id: str,
         kind: ArtifactKind,
         upload_id: str,
-        together: Callable[[Artifact], Transaction] | None = None,
+        together: Callable[[Artifact], object] | None = None,
     ) -> Artifact:
         """Stream an inbox upload through envelope encryption into the artifact store
         (``together``: as ``put``'s).

@@ -14,6 +14,7 @@ attempt, so a result, a cancellation or a loss that commits first refuses it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from runplane.domain.capabilities import Phase
 from runplane.domain.entities import Workspace
@@ -21,10 +22,10 @@ from runplane.domain.errors import RunnerAuthorityRefused, RunNotApplying, Stale
 from runplane.domain.identity import Principal
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody
 from runplane.domain.run import RunStatus
-from runplane.services.attempts import attempt_part
-from runplane.store import run_batch, run_parts
-from runplane.store import runs as run_store
-from runplane.store.transaction import Item, Transaction
+from runplane.domain.state import ApplyGuard
+
+if TYPE_CHECKING:
+    from runplane.services.repositories.state import WorkspaceLocks
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class ApplyAuthority:
     fence: int
 
 
-def apply_authority(principal: Principal, workspace: Workspace) -> ApplyAuthority:
+def apply_authority(
+    principal: Principal, workspace: Workspace, locks: WorkspaceLocks
+) -> ApplyAuthority:
     """The apply authority ``principal`` (a runner session) holds on ``workspace``,
     or the typed refusal: 403 for the wrong session, 409 for the wrong moment."""
     run_id = principal.run_id or ""
@@ -47,8 +50,7 @@ def apply_authority(principal: Principal, workspace: Workspace) -> ApplyAuthorit
             run_id, "a plan session may read the run's pinned state but never lock or write it"
         )
     # The run and its apply attempt in one consistent request.
-    run, parts = run_batch.run_and_parts(run_id, [attempt_part(Phase.APPLY)])
-    attempt = parts[attempt_part(Phase.APPLY)]
+    run, attempt = locks.apply_attempt(run_id)
     body = AttemptBody.from_body(attempt.body) if attempt is not None else None
     if attempt is None or body is None or body.attempt_id != principal.attempt_id:
         raise RunnerAuthorityRefused(run_id, "it is not the session of the run's current apply")
@@ -66,17 +68,7 @@ def apply_authority(principal: Principal, workspace: Workspace) -> ApplyAuthorit
     return ApplyAuthority(run.id, body.attempt_id, body.sandbox_id, lock_id, fence)
 
 
-def still_applying(run_id: str) -> Transaction:
-    """Checks committed with every state write made with a run's authority: the run
-    is still applying and its apply attempt still open."""
-
-    def ended(current: Item | None) -> Exception:
-        return RunnerAuthorityRefused(run_id, "its apply attempt has ended")
-
-    def moved(current: Item | None) -> Exception:
-        return RunNotApplying(run_id, (current or {}).get("status"))
-
-    # The attempt first: when both are stale, "its attempt has ended" says more.
-    return run_parts.expect(run_id, attempt_part(Phase.APPLY), OPEN_ATTEMPT, ended).extend(
-        [run_store.expect_status(run_id, RunStatus.APPLYING, moved)]
-    )
+def still_applying(run_id: str) -> ApplyGuard:
+    """What every state write made with a run's authority commits with: the run still
+    applying and its apply attempt still open (the store turns it into conditions)."""
+    return ApplyGuard(run_id)

@@ -51,6 +51,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.state import (
     FINALIZED,
     PENDING,
+    ApplyGuard,
     Authority,
     Output,
     StateVersion,
@@ -62,12 +63,11 @@ from runplane.domain.state import (
     parse_output_id,
 )
 from runplane.services.workspaces import Workspaces
-from runplane.store import state_versions as store
-from runplane.store.transaction import Transaction
 
 if TYPE_CHECKING:
     from runplane.services.artifacts import ArtifactStore
     from runplane.services.repositories import StateVersionReader
+    from runplane.services.repositories.state import StatePublication
 
 # API Gateway carries at most 10 MB per request; state travels through it.
 MAX_STATE_BYTES = 10_000_000
@@ -97,6 +97,7 @@ class StateVersions:
         *,
         max_bytes: int = MAX_STATE_BYTES,
         reader: StateVersionReader,
+        publication: StatePublication,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -105,9 +106,8 @@ class StateVersions:
         # and uploads do), so a read does not load the store, its envelope or its keys.
         self._artifacts = artifacts
         self._max_bytes = max_bytes
-        # Reads go through the seam; publishing stays on the store (see
-        # ``StateVersionReader``): it moves the pointer under the writer's lock and fence.
         self._reader = reader
+        self._publication = publication
 
     # -- reads --------------------------------------------------------------------------
 
@@ -246,7 +246,9 @@ class StateVersions:
 
         token_hash = handle_hash(token)
         found = (
-            store.get_upload_token(token_hash) if token.startswith(UPLOAD_TOKEN_PREFIX) else None
+            self._publication.upload_token(token_hash)
+            if token.startswith(UPLOAD_TOKEN_PREFIX)
+            else None
         )
         if found is None:
             raise NotFound("upload", "this URL")
@@ -254,7 +256,7 @@ class StateVersions:
             raise UploadUrlUsed()
         if found.valid_until <= self._clock.now():
             raise UploadUrlExpired()
-        version = store.get(found.sv_id)
+        version = self._reader.get(found.sv_id)
         if found.purpose == "json":
             return self._attach_json(version, token_hash, body)
         if version.status != PENDING:
@@ -284,10 +286,7 @@ class StateVersions:
         if workspace.writer_run_id is not None and workspace.writer_run_id != principal.run_id:
             raise self._workspaces.held_by_run(workspace.id, workspace.writer_run_id)
         if principal.kind is PrincipalKind.RUNNER:
-            # A runner's authority (its attempt, its run's parts) is loaded by runners' writes only.
-            from runplane.services import runner_authority
-
-            granted = runner_authority.apply_authority(principal, workspace)
+            granted = self._workspaces.apply_authority(principal, workspace)
             return Authority(
                 workspace.id,
                 f"run:{granted.run_id}",
@@ -335,12 +334,12 @@ class StateVersions:
         state_token = UPLOAD_TOKEN_PREFIX + secrets.token_urlsafe(32)
         json_token = UPLOAD_TOKEN_PREFIX + secrets.token_urlsafe(32)
         valid_until = self._clock.now() + UPLOAD_URL_LIFETIME
-        store.put_pending(version).extend(
-            [
-                store.put_upload_token(handle_hash(state_token), version.id, "state", valid_until),
-                store.put_upload_token(handle_hash(json_token), version.id, "json", valid_until),
-            ]
-        ).commit()
+        self._publication.open_upload(
+            version,
+            state_token_hash=handle_hash(state_token),
+            json_token_hash=handle_hash(json_token),
+            valid_until=valid_until,
+        )
         return PendingUpload(version, state_token, json_token)
 
     def _publish(
@@ -364,7 +363,7 @@ class StateVersions:
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         # A run's write commits only while the run applies and its attempt is open.
-        guard = Transaction()
+        guard: ApplyGuard | None = None
         if authority.run_id:
             from runplane.services import runner_authority
 
@@ -380,26 +379,23 @@ class StateVersions:
                         "size": len(raw),
                     }
                 )
-                guard.extend([store.publish(published, authority, event_id)]).commit()
+                self._publication.publish(published, authority, event_id=event_id, guard=guard)
                 return published
-            guard.extend(
-                [
-                    store.use_upload_token(token_hash, now),
-                    store.finalize(
-                        version,
-                        authority,
-                        artifact_id=artifact.id,
-                        sha256=artifact.sha256,
-                        size=len(raw),
-                        event_id=event_id,
-                        now=now,
-                    ),
-                ]
-            ).commit()
+            self._publication.finalize(
+                version,
+                authority,
+                token_hash=token_hash,
+                artifact_id=artifact.id,
+                sha256=artifact.sha256,
+                size=len(raw),
+                event_id=event_id,
+                now=now,
+                guard=guard,
+            )
         except BaseException:
             self._artifacts().discard(artifact.id)
             raise
-        return store.get(version.id)
+        return self._reader.get(version.id)
 
     def _attach_json(self, version: StateVersion, token_hash: str, body: bytes) -> StateVersion:
         if len(body) > self._max_bytes:
@@ -409,14 +405,13 @@ class StateVersions:
 
         artifact = self._artifacts().put(version.organization_id, ArtifactKind.STATE_JSON, [body])
         try:
-            now = self._clock.now()
-            store.use_upload_token(token_hash, now).extend(
-                [store.attach_json(version.id, artifact.id, now)]
-            ).commit()
+            self._publication.attach_json(
+                version.id, token_hash=token_hash, artifact_id=artifact.id, now=self._clock.now()
+            )
         except BaseException:
             self._artifacts().discard(artifact.id)
             raise
-        return store.get(version.id)
+        return self._reader.get(version.id)
 
 
 def _provenance(principal: Principal, authority: Authority) -> dict[str, Any] | None:

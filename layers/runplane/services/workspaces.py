@@ -28,11 +28,11 @@ from runplane.domain.paging import Page
 from runplane.domain.read_ahead import ReadAhead
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 from runplane.domain.tfe_runs import ExecutionMode
-from runplane.store import apply_lock
-from runplane.store.runs import RunRepository
 
 if TYPE_CHECKING:
     from runplane.services.repositories import WorkspaceDirectory
+    from runplane.services.repositories.state import WorkspaceLocks
+    from runplane.services.runner_authority import ApplyAuthority
 
 TAGS_POINTER = "/data/attributes/tag-names"
 # How long a plan may wait for a decision (default seven days, set by deployment).
@@ -56,13 +56,14 @@ class Workspaces:
         self,
         clock: Clock,
         ids: IdGenerator,
-        runs: RunRepository,
         directory: WorkspaceDirectory,
+        *,
+        locks: WorkspaceLocks,
     ) -> None:
         self._clock = clock
         self._ids = ids
-        self._runs = runs
         self._directory = directory
+        self._locks = locks
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
         self._organization_names: dict[str, str] = {}
@@ -247,9 +248,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
-            from runplane.services import runner_authority
-
-            runner_authority.apply_authority(principal, workspace)
+            self.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         holder = LockHolder(principal.ref, principal.display)
@@ -261,14 +260,14 @@ class Workspaces:
                 # is held by one client process, not by a set of credentials.
                 raise WorkspaceAlreadyLocked(workspace.id, workspace.lock_holder_display)
             try:
-                apply_lock.acquire_lock(
+                self._locks.acquire(
                     workspace.id,
                     holder,
                     lock_id=self._ids.new(IdKind.LOCK),
                     observed_fence=workspace.fence,
                     reason=reason,
                     now=self._clock.now(),
-                ).commit()
+                )
             except WorkspaceHeldByRun as held:
                 raise self.held_by_run(workspace.id, held.run_id) from None
             except ConcurrentChange:
@@ -282,9 +281,7 @@ class Workspaces:
         if principal.kind is PrincipalKind.RUNNER:
             # A run's lock is released by the control plane when it commits the
             # apply's result, never by the engine.
-            from runplane.services import runner_authority
-
-            runner_authority.apply_authority(principal, workspace)
+            self.apply_authority(principal, workspace)
             return workspace
         principal.require(Permission.WORKSPACE_LOCK)
         if workspace.lock_id is None:
@@ -293,7 +290,7 @@ class Workspaces:
             raise WorkspaceLocked(
                 f"workspace {workspace.id} is locked by {workspace.lock_holder_display}"
             )
-        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=principal.ref).commit()
+        self._locks.release(workspace.id, workspace.lock_id, holder_ref=principal.ref)
         return self._directory.get_workspace(workspace.id)
 
     def force_unlock(self, principal: Principal, workspace_id: str) -> Workspace:
@@ -303,12 +300,20 @@ class Workspaces:
             raise WorkspaceNotLocked(workspace.id)
         if workspace.lock_run_id is not None:
             raise self.held_by_run(workspace.id, workspace.lock_run_id)
-        apply_lock.release_lock(workspace.id, workspace.lock_id, holder_ref=None).commit()
+        self._locks.release(workspace.id, workspace.lock_id, holder_ref=None)
         return self._directory.get_workspace(workspace.id)
+
+    def apply_authority(self, principal: Principal, workspace: Workspace) -> ApplyAuthority:
+        """The apply authority a runner session holds on ``workspace`` (see
+        ``runner_authority``), or its typed refusal."""
+        # A runner's authority (its attempt, its run's parts) is loaded by runners' calls only.
+        from runplane.services import runner_authority
+
+        return runner_authority.apply_authority(principal, workspace, self._locks)
 
     def held_by_run(self, workspace_id: str, run_id: str) -> WorkspaceHeldByRun:
         try:
-            status: RunStatus | None = self._runs.get(run_id).status
+            status: RunStatus | None = self._locks.run(run_id).status
         except NotFound:
             status = None
         recovering = status in INTERVENTION_STATUSES or status is RunStatus.APPLY_FAILED

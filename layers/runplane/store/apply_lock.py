@@ -5,6 +5,7 @@ conditions that bind every write made with that authority to the exact lock and 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -22,6 +23,11 @@ from runplane.domain.errors import (
 from runplane.store.models import WorkspaceItem, workspace_key
 from runplane.store.transaction import Item, OnRefused, Transaction
 from runplane.store.workspaces import _ws
+
+if TYPE_CHECKING:
+    from runplane.domain.entities import Run
+    from runplane.domain.parts import RunPart
+    from runplane.store.runs import RunRepository
 
 
 def acquire_lock(
@@ -157,3 +163,43 @@ def release_apply_lock(lock: ApplyLock) -> Transaction:
         condition=_is_held_by(lock),
         on_refused=_stale_fence(lock),
     )
+
+
+class DynamoWorkspaceLocks:
+    """The workspace lock on the table (``services.repositories.state.WorkspaceLocks``)."""
+
+    def __init__(self, runs: RunRepository) -> None:
+        self._runs = runs
+
+    def acquire(
+        self,
+        workspace_id: str,
+        holder: LockHolder,
+        *,
+        lock_id: str,
+        observed_fence: int,
+        reason: str | None,
+        now: datetime,
+    ) -> None:
+        acquire_lock(
+            workspace_id,
+            holder,
+            lock_id=lock_id,
+            observed_fence=observed_fence,
+            reason=reason,
+            now=now,
+        ).commit()
+
+    def release(self, workspace_id: str, lock_id: str, *, holder_ref: str | None) -> None:
+        release_lock(workspace_id, lock_id, holder_ref=holder_ref).commit()
+
+    def run(self, run_id: str) -> Run:
+        return self._runs.get(run_id)
+
+    def apply_attempt(self, run_id: str) -> tuple[Run, RunPart | None]:
+        # Loaded by runners' calls only: a user's lock reads no run parts.
+        from runplane.store import run_batch
+        from runplane.store.state_publication import APPLY_ATTEMPT
+
+        run, parts = run_batch.run_and_parts(run_id, [APPLY_ATTEMPT])
+        return run, parts[APPLY_ATTEMPT]

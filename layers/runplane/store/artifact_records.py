@@ -38,6 +38,26 @@ class DynamoArtifactRecords:
             registered_at=registered_at,
         ).commit()
 
+    def register_with(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        together: object,
+    ) -> None:
+        if not isinstance(together, Transaction):
+            raise TypeError(f"an artifact is registered with a store write, not {together!r}")
+        store.put_registered(
+            artifact,
+            object_key=object_key,
+            wrapped_key=wrapped_key,
+            chunk_size=chunk_size,
+            etag=etag,
+        ).extend([together]).commit()
+
     def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None:
         registration_writes(records, registered_at).commit()
 

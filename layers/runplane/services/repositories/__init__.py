@@ -350,9 +350,7 @@ class PolicySetStore(Protocol):
 class StateVersionReader(Protocol):
     """What the state service reads: state versions, and the version a run pinned.
 
-    Reads only. Publishing moves the workspace's state pointer under the writer's lock
-    and fence, and for a run in one transaction with the run's "still applying" guard;
-    that stays on the store (``store.state_versions``), as do pending uploads.
+    Reads only: publishing is ``repositories.state.StatePublication``'s.
 
     - ``get`` raises ``NotFound`` for an unknown version.
     - ``list_for_workspace`` holds the workspace's finalized versions only (a pending
@@ -422,13 +420,16 @@ class ArtifactRecords(Protocol):
       taken) raises ``ConcurrentChange`` and writes nothing.
     - ``register_all`` writes verified artifacts (``etag`` set) in one transaction, all or
       none: one already recorded raises ``ConcurrentChange`` and nothing is written.
+    - ``register_with`` is ``register`` committed in one write with ``together``: the
+      store's own write of what refers to the artifact (a log chunk, a configuration
+      version's upload; a transaction on DynamoDB), handed on without being looked into.
+      Refused, neither is written: an ID already recorded raises ``ConcurrentChange``
+      first, then ``together``'s own refusal.
     - ``discard`` removes the record, which then reads as unknown. It is unconditional:
       discarding an unknown artifact writes nothing and raises nothing.
 
     There are no status moves: a runner's upload is a ticket until ``register`` writes it
-    verified (``domain/upload_tickets.py``), so no record is ever stored ``pending``. An
-    artifact written in one transaction with what refers to it (a log chunk, through
-    ``ArtifactStore.put``'s ``together``) stays on the store (``store.artifacts``).
+    verified (``domain/upload_tickets.py``), so no record is ever stored ``pending``.
     """
 
     def get(self, artifact_id: str) -> ArtifactRecord: ...
@@ -445,6 +446,17 @@ class ArtifactRecords(Protocol):
         etag: str,
         session_id: str | None = None,
         registered_at: datetime | None = None,
+    ) -> None: ...
+
+    def register_with(
+        self,
+        artifact: Artifact,
+        *,
+        object_key: str,
+        wrapped_key: bytes,
+        chunk_size: int,
+        etag: str,
+        together: object,
     ) -> None: ...
 
     def register_all(self, records: Sequence[ArtifactRecord], registered_at: datetime) -> None: ...
