@@ -6,6 +6,7 @@ and raises the store's typed error."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -387,3 +388,13 @@ def _taken(installation_id: int) -> GitHubInstallationTaken:
         f"GitHub App installation {installation_id} is connected to another organization; "
         "an admin of that organization must release it first"
     )
+
+
+class NothingReadAhead:
+    """An ``EngineStartReads`` over fakes: nothing to read ahead, each read asks the fake."""
+
+    def read_ahead(self, run_id: str, workspace_id: str) -> ReadAhead:
+        return ReadAhead()
+
+    def serving(self, ahead: ReadAhead) -> AbstractContextManager[None]:
+        return nullcontext()

@@ -277,9 +277,14 @@ class Services:
     def workspaces(self) -> Workspaces:
         from runplane.services.workspaces import Workspaces
         from runplane.store.apply_lock import DynamoWorkspaceLocks
+        from runplane.store.engine_start_reads import DynamoEngineStartReads
 
         return Workspaces(
-            self.clock, self.ids, self.directory, locks=DynamoWorkspaceLocks(self.run_records)
+            self.clock,
+            self.ids,
+            self.directory,
+            locks=DynamoWorkspaceLocks(self.run_records),
+            engine_reads=DynamoEngineStartReads(),
         )
 
     @cached_property

@@ -47,6 +47,7 @@ from tests.fakes import (
     SeededIds,
     no_read_ahead,
 )
+from tests.fakes_access import NothingReadAhead
 from tests.fakes_creation import (
     InMemoryConfigurationVersions,
     InMemoryRunCreations,
@@ -115,7 +116,11 @@ def tier() -> Tier:
     clock, ids, directory = FakeClock(), SeededIds(), InMemoryWorkspaces()
     run_reader = InMemoryRunLedger(clock, ids)
     workspaces = Workspaces(
-        clock, ids, directory, locks=InMemoryWorkspaceLocks(directory, run_reader)
+        clock,
+        ids,
+        directory,
+        locks=InMemoryWorkspaceLocks(directory, run_reader),
+        engine_reads=NothingReadAhead(),
     )
     writer_queue, workflow = InMemoryWriterQueue(), RecordingWorkflow()
     sandboxes, drift_records = InMemorySandboxes(), InMemoryDriftRecords()

@@ -31,6 +31,7 @@ from runplane.domain.tfe_runs import ExecutionMode
 
 if TYPE_CHECKING:
     from runplane.services.repositories import WorkspaceDirectory
+    from runplane.services.repositories.access import EngineStartReads
     from runplane.services.repositories.state import WorkspaceLocks
     from runplane.services.runner_authority import ApplyAuthority
 
@@ -59,11 +60,13 @@ class Workspaces:
         directory: WorkspaceDirectory,
         *,
         locks: WorkspaceLocks,
+        engine_reads: EngineStartReads,
     ) -> None:
         self._clock = clock
         self._ids = ids
         self._directory = directory
         self._locks = locks
+        self._engine_reads = engine_reads
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
         self._organization_names: dict[str, str] = {}
@@ -130,11 +133,8 @@ class Workspaces:
             or principal.run_id is None
         ):
             raise Forbidden(Permission.STATE_READ)
-        # Only the Cloud API's runner calls need these: a cold start elsewhere skips them.
-        from runplane.store import prefetch, run_batch
-
-        items = run_batch.engine_start_items(principal.run_id, principal.workspace_id)
-        with prefetch.serving_ahead(items):
+        items = self._engine_reads.read_ahead(principal.run_id, principal.workspace_id)
+        with self._engine_reads.serving(items):
             workspace = self.by_id(principal, principal.workspace_id)
         return EngineStart(self.organization_name(workspace.organization_id), workspace, items)
 

@@ -12,13 +12,14 @@ contract test that holds both to the same cases in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
 from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord, RunnerSession
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.identity import ApiTokenRecord
-from runplane.domain.read_ahead import Read
+from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.domain.runner_reads import CapabilityRead, SessionRead
 from runplane.domain.web_session import Grant, WebSession
 
@@ -201,3 +202,14 @@ class GitHubInstallationStore(Protocol):
     def release(
         self, org_id: str, installation_id: int, *, note: AuditNote, now: datetime
     ) -> None: ...
+
+
+class EngineStartReads(Protocol):
+    """What a runner's engine starts a phase by reading (its run, its workspace, the
+    state version the run pinned and that version's artifact record), read in one
+    request (``read_ahead``) and served to the reads made inside ``serving``: each item
+    once, none after a write (the request's identity map)."""
+
+    def read_ahead(self, run_id: str, workspace_id: str) -> ReadAhead: ...
+
+    def serving(self, ahead: ReadAhead) -> AbstractContextManager[None]: ...
