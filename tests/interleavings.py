@@ -702,6 +702,9 @@ class Schedule:
         self.tally[f"apply result{kind}: {_name(got)}"] += 1
         if (got == "ok") is not applying:
             raise AssertionError(f"{label}: expected {'success' if applying else 'a refusal'}")
+        if applying and self._status(run) is not RunStatus.SUCCEEDED:
+            # The publication under the attempt's lock and fence is what confirms it.
+            raise AssertionError(f"{label}: the run is {self._status(run)}, not succeeded")
         if isinstance(got, type) and not issubclass(got, Conflict):
             raise AssertionError(f"{label}: refused with {got.__name__}")
 

@@ -14,24 +14,29 @@ from typing import Any
 
 import pytest
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import ApplyLock, Run
 from runplane.domain.identity import Principal
-from runplane.domain.parts import AttemptState
+from runplane.domain.parts import ApplyRecordState, AttemptBody, AttemptState
+from runplane.domain.recovery import RecoveryRequest
 from runplane.domain.run import RunStatus
+from runplane.domain.state import Authority
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
-from runplane.store import sandbox_slots, writer_queue
+from runplane.store import sandbox_slots, state_versions, writer_queue
 from runplane.store.provision import create_table
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.unit_of_work import DynamoUnitOfWork
+from runplane.store.workspaces import get_workspace
 from tests.fakes import FakeClock, RecordingLauncher
 from tests.integration.arena import FakeWorkflow
 from tests.integration.conftest import TABLE, Stack
 from tests.interleavings import (
+    APPLIED,
     ATTEMPT,
     Observed,
     RunView,
     play_all,
+    published,
     replay_seed,
     seeds,
     verified_recovery,
@@ -53,6 +58,8 @@ class DynamoBackend:
     organization_id: str = ""
     workspace_ids: Sequence[str] = field(default_factory=list)
     launcher: RecordingLauncher = field(default_factory=RecordingLauncher)
+    # Each run's recovery request as its recovery submitted it.
+    submitted: dict[str, RecoveryRequest] = field(default_factory=dict)
 
     @property
     def clock(self) -> FakeClock:
@@ -73,6 +80,7 @@ class DynamoBackend:
         self.workflow.failed.clear()
         self.workflow.started.clear()
         self.launcher = RecordingLauncher()
+        self.submitted.clear()
         org = self.stack.tenancy.create_organization("acme")
         self.organization_id = org.id
         self.workspace_ids = [
@@ -109,26 +117,39 @@ class DynamoBackend:
         hand_off(self.workflow, moved.handoff if moved else None)
 
     def start_apply(self, run_id: str, reference: str) -> None:
-        # The attempt holds a sandbox slot; runner sessions are not minted here.
+        # The attempt holds a sandbox slot and the apply lock with the next fence; runner
+        # sessions are not minted here.
         self.finish(run_id, RunStatus.APPLYING)
         now = self.clock.now()
-        body = _attempt_body(self.organization_id, reference, now)
+        run = self.stack.lifecycle.runs.get(run_id)
+        lock = self.stack.lifecycle.writer.acquire_apply_lock(run)
+        body = _attempt_body(self.organization_id, reference, now, lock)
         with self._unit() as uow:
             uow.parts.put(
                 run_id, ATTEMPT, state=AttemptState.STARTED, body=body, now=now, token=None
             )
+            uow.parts.put(run_id, "apply", state=ApplyRecordState.STARTED, body={}, now=now)
             uow.commit()
         sandbox_slots.take(self.organization_id, None, "apply").commit()
+        # The engine publishes under the lock before the runner reports (the state API's
+        # write: the version and the pointer's move, exactly as authorized).
+        workspace = get_workspace(run.workspace_id)
+        version = published(run, AttemptBody.from_body(body), now)
+        authority = Authority(
+            workspace_id=run.workspace_id,
+            holder_ref=str(workspace.lock_holder),
+            lock_id=lock.lock_id,
+            predecessor_id=workspace.current_state_version_id,
+            fence=lock.fence,
+            run_id=run.id,
+        )
+        state_versions.publish(version, authority, f"publish-{reference}").commit()
 
     def end_apply(self, run_id: str) -> None:
-        with self._unit() as uow:
-            run, parts = uow.runs.with_parts(run_id, [ATTEMPT])
-            attempt = parts[ATTEMPT]
-            if attempt is not None and attempt.state == AttemptState.STARTED:
-                uow.attempts.close(attempt, AttemptState.SUCCEEDED, now=self.clock.now())
-            uow.runs.move(run, RunStatus.SUCCEEDED, actor="workflow")
-            moved = uow.commit()
-        hand_off(self.workflow, moved.handoff if moved else None)
+        # What the report commits, or refuses writing nothing, is RunnerReports'.
+        attempt = DynamoRunReader(self.stack.lifecycle.runs).parts(run_id).get(ATTEMPT)
+        attempt_id = AttemptBody.from_body(attempt.body).attempt_id if attempt else "att-none"
+        self.stack.services.orchestration.report_apply(run_id, attempt_id, APPLIED)
 
     def cancel(self, principal: Principal, run_id: str) -> Run:
         return self.stack.services.runs.cancel(principal, run_id, self.launcher)
@@ -147,8 +168,11 @@ class DynamoBackend:
     def recover(self, principal: Principal, run_id: str) -> Mapping[str, Any]:
         run = self.stack.lifecycle.runs.get(run_id)
         workspace, _, _ = writer_queue.queue_state(run.workspace_id)
-        request = verified_recovery(workspace.current_state_version_id)
-        return self.stack.services.recoveries.recover(principal, run_id, request, self.launcher)
+        # A retry submits what the operator's recovery submitted (the state verified then).
+        request = self.submitted.get(run_id, verified_recovery(workspace.current_state_version_id))
+        result = self.stack.services.recoveries.recover(principal, run_id, request, self.launcher)
+        self.submitted[run_id] = request
+        return result
 
     def resumed(self) -> list[str]:
         return list(self.workflow.resumed)
@@ -176,8 +200,9 @@ class DynamoBackend:
         return Observed(runs, holders, waiting, fences, slots)
 
 
-def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object]:
-    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope``."""
+def _attempt_body(scope: str, reference: str, now: datetime, lock: ApplyLock) -> dict[str, object]:
+    """The apply's attempt in sandbox ``reference``, holding a slot of ``scope`` and the
+    apply ``lock``."""
     return {
         "attempt_id": f"att-{reference}",
         "sandbox_id": f"sbx-{reference}",
@@ -185,6 +210,8 @@ def _attempt_body(scope: str, reference: str, now: datetime) -> dict[str, object
         "launched_at": now.isoformat(),
         "slots": [scope],
         "sandbox_ref": reference,
+        "lock_id": lock.lock_id,
+        "fence": lock.fence,
     }
 
 
