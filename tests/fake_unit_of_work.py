@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
@@ -52,6 +52,9 @@ from tests.fakes import (
     InMemoryStateVersions,
     InMemoryWorkspaces,
 )
+
+if TYPE_CHECKING:
+    from tests.fake_uow_start import InMemoryStartRecords
 
 # As ``store.capabilities.RETENTION``: a session is surely held until a day after its
 # attempt started; an attempt closed later revokes none.
@@ -657,7 +660,11 @@ class InMemoryUnitOfWork:
         recoveries: InMemoryRecoveries | None = None,
         artifacts: InMemoryArtifactRecords | None = None,
         drift: InMemoryDriftRecords | None = None,
+        start: InMemoryStartRecords | None = None,
     ) -> None:
+        # A phase's start: its capabilities, sandbox slots and references, apply lock.
+        from tests import fake_uow_start
+
         self._ledger = ledger
         self._writer = writer or InMemoryWriterQueue()
         self._sandboxes = sandboxes or InMemorySandboxes()
@@ -666,17 +673,24 @@ class InMemoryUnitOfWork:
         self._recoveries = recoveries or InMemoryRecoveries()
         self._artifact_records = artifacts or InMemoryArtifactRecords()
         self._drift = drift or InMemoryDriftRecords()
+        self._start = start or fake_uow_start.InMemoryStartRecords()
         self._intents: list[_Intent] = []
         self._moves: list[_Move] = []
         self.parts = InMemoryRunParts(ledger, self._intents)
         self.attempts = InMemoryAttempts(self._sandboxes, self._intents)
         self.runs = InMemoryRunMoves(ledger, self._moves, self._intents, self._artifact_records)
-        self.writer = InMemoryWriter(self._writer, self._directory, self._intents)
+        self.writer = fake_uow_start.InMemoryStartWriter(
+            self._writer, self._directory, self._intents
+        )
         self.recoveries = InMemoryRecoveryIntents(self._recoveries, self._intents)
         self.state_versions = InMemoryStateVersionIntents(self._versions, self._intents)
         self.audit = InMemoryAudit(self._recoveries, self._intents)
         self.artifacts = InMemoryArtifactIntents(self._artifact_records, self._intents)
         self.drift = InMemoryDriftIntents(self._drift, self._intents)
+        self.capabilities = fake_uow_start.InMemoryCapabilityIntents(self._start, self._intents)
+        self.sandboxes = fake_uow_start.InMemorySandboxIntents(
+            self._sandboxes, self._start, self._intents
+        )
         self.commits = 0
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -797,10 +811,11 @@ class InMemoryUnitOfWork:
             self._recoveries.saved(),
             dict(self._artifact_records.records),
             dict(self._drift.records),
+            self._start.saved(),
         )
 
     def _others_restore(self, saved: tuple[Any, ...]) -> None:
-        workspaces, holders, waiting, versions, recoveries, artifacts, drift = saved
+        workspaces, holders, waiting, versions, recoveries, artifacts, drift, start = saved
         self._directory.workspaces = workspaces
         self._writer.holders = holders
         self._writer.waiting = waiting
@@ -808,6 +823,7 @@ class InMemoryUnitOfWork:
         self._recoveries.restore(recoveries)
         self._artifact_records.records = artifacts
         self._drift.records = drift
+        self._start.restore(start)
 
 
 def _key(intent: _Intent) -> tuple[str, ...]:

@@ -242,7 +242,7 @@ class Services:
     def capabilities(self) -> Capabilities:
         from runplane.services.capabilities import Capabilities
 
-        return Capabilities(self.clock, self.ids)
+        return Capabilities(self.clock, self.ids, self.units)
 
     @cached_property
     def sessions(self) -> RunnerSessions:

@@ -15,6 +15,7 @@ import requests
 
 from runplane.adapters.envelope import Encryption
 from runplane.adapters.workflow import Workflow
+from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.entities import Organization, Run
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.plan_summary import PlanSummary
@@ -101,6 +102,19 @@ class Arena:
             sandbox_id=attempt["sandbox_id"],
             inputs=request.inputs,
         )
+
+    def apply_start_request(self, run_id: str) -> tuple[str, Binding, dict[str, str]]:
+        """What the run's apply sandbox presents to start its apply: the apply-start
+        handle it was launched with, its binding and the approved plan's digest."""
+        attempt = run_parts.require(run_id, "attempt#apply").body
+        handle = self.launcher.requests[attempt["sandbox_id"]].apply_start
+        binding = Binding(run_id, attempt["attempt_id"], Phase.APPLY, attempt["sandbox_id"])
+        plan = run_parts.require(run_id, "plan").body
+        return handle, binding, {"plan_sha256": plan["plan_sha256"]}
+
+    def apply_start(self, run_id: str) -> dict[str, str]:
+        """The run's apply sandbox proving its start: the run moves to applying."""
+        return self.orchestration.apply_start(*self.apply_start_request(run_id))
 
     def runner_token(self, run_id: str, phase: str) -> str:
         """The session secret the sandbox of the run's ``phase`` attempt gets."""
@@ -303,8 +317,8 @@ def to_apply_sandbox(arena: Arena, run_id: str) -> dict[str, Any]:
 
 def to_applying(arena: Arena, run_id: str) -> None:
     """From awaiting_approval: approved, its apply sandbox started and its start proven."""
-    attempt = to_apply_sandbox(arena, run_id)
-    arena.orchestration.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+    to_apply_sandbox(arena, run_id)
+    arena.apply_start(run_id)
 
 
 def awaiting_approval(arena: Arena, name: str, workspace_id: str | None = None) -> tuple[str, str]:

@@ -23,16 +23,10 @@ from runplane.domain.errors import (
 )
 from runplane.services.capabilities import Minted, RunnerSessions, new_handle
 from runplane.store.capabilities import DynamoRunnerSessions
-from runplane.store.models import NameClaimItem
-from runplane.store.transaction import Transaction
 from tests.integration.conftest import Stack
 from tests.integration.sandbox import new_binding
 
-BOOTSTRAP, APPLY_START, SECRET = (
-    CapabilityKind.BOOTSTRAP,
-    CapabilityKind.APPLY_START,
-    CapabilityKind.SECRET,
-)
+BOOTSTRAP, SECRET = CapabilityKind.BOOTSTRAP, CapabilityKind.SECRET
 
 
 def mint(
@@ -146,44 +140,6 @@ def test_secret_capabilities_are_strictly_one_time(stack: Stack, org: Organizati
     with pytest.raises(CapabilityConsumed):
         stack.capabilities.redeem_once(minted.handle, SECRET, binding)
     assert stack.scan() == after
-
-
-def test_apply_start_returns_the_stored_result_for_the_identical_request_only(
-    stack: Stack, org: Organization
-) -> None:
-    binding = new_binding(stack, Phase.APPLY)
-    minted = mint(stack, org, APPLY_START, binding)
-    request = {"manifest_sha256": "ab" * 32, "plan_sha256": "cd" * 32}
-    evidence = Transaction().put_new(NameClaimItem("APPLYSTART#1", "X", owner_id=binding.run_id))
-
-    result = stack.capabilities.redeem_apply_start(
-        minted.handle, binding, request, {"fence": "3"}, extra_writes=[evidence]
-    )
-    after = stack.scan()
-    retry = stack.capabilities.redeem_apply_start(
-        minted.handle, binding, dict(request), {"fence": "9"}
-    )
-
-    assert result == retry == {"fence": "3"}
-    assert stack.scan() == after
-    assert any(item["PK"]["S"] == "APPLYSTART#1" for item in after)
-    changed = {**request, "plan_sha256": "ef" * 32}
-    with pytest.raises(CapabilityConsumed, match="different request"):
-        stack.capabilities.redeem_apply_start(minted.handle, binding, changed, {"fence": "3"})
-    assert stack.scan() == after
-
-
-def test_a_refused_extra_write_refuses_the_apply_start_too(stack: Stack, org: Organization) -> None:
-    binding = new_binding(stack, Phase.APPLY)
-    minted = mint(stack, org, APPLY_START, binding)
-    Transaction().put_new(NameClaimItem("APPLYSTART#1", "X", owner_id="someone")).commit()
-    before = stack.scan()
-    clash = Transaction().put_new(NameClaimItem("APPLYSTART#1", "X", owner_id=binding.run_id))
-
-    with pytest.raises(Exception, match="changed concurrently"):
-        stack.capabilities.redeem_apply_start(minted.handle, binding, {"a": "1"}, {}, [clash])
-
-    assert stack.scan() == before
 
 
 def test_concurrent_redemptions_of_one_bootstrap_handle_share_one_session(

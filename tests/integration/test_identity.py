@@ -12,9 +12,9 @@ from runplane.domain.entities import Organization, Workspace
 from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
 from runplane.domain.parts import AttemptState
 from runplane.domain.run import RunKind
-from runplane.services.attempts import close_attempt
 from runplane.services.principals import decode_principal, encode_principal
 from runplane.store import run_parts
+from runplane.store.attempts import close_attempt
 from tests.integration.conftest import Stack
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import new_binding

@@ -358,9 +358,9 @@ def test_an_apply_start_with_another_plan_ends_the_run_and_a_replay_writes_nothi
     # And the capability, redeemed by the refusal, gives the refusal to an identical
     # redemption, never a start
     binding = Binding(run_id, runner.attempt_id or "", Phase.APPLY, runner.sandbox_id or "")
-    with pytest.raises(ApplyStartRefused):
+    with pytest.raises(ApplyStartRefused), arena.stack.units() as uow:
         arena.stack.capabilities.redeem_apply_start(
-            handle, binding, {"plan_sha256": "0" * 64}, {"lock_id": "x", "fence": "1"}
+            uow, handle, binding, {"plan_sha256": "0" * 64}, {"lock_id": "x", "fence": "1"}
         )
     assert arena.stack.scan() == before
 

@@ -134,10 +134,10 @@ def test_a_notice_that_races_the_apply_start_ends_the_run_as_the_start_left_it(
     # Given an approved run whose apply sandbox started, read by the notice before the
     # sandbox's apply start committed
     _, run_id = awaiting_approval(arena, "stopped-racing")
-    attempt = to_apply_sandbox(arena, run_id)
+    to_apply_sandbox(arena, run_id)
     runs = arena.stack.lifecycle.runs
     before_start = runs.get(run_id)
-    arena.orchestration.apply_start_writes(run_id, attempt["attempt_id"]).commit()
+    arena.apply_start(run_id)
     read = runs.get
     stale_first = itertools.chain([before_start], iter(lambda: read(run_id), None))
     monkeypatch.setattr(runs, "get", lambda _run_id: next(stale_first))

@@ -1,5 +1,7 @@
 """Sandbox slots and runner loss, decided by the table (a cancellation in every status
-and a lost plan runner: tests/service/test_lifecycle_rules.py, test_workflow_failures.py).
+and a lost plan runner: tests/service/test_lifecycle_rules.py, test_workflow_failures.py;
+a start refused for a full scope: tests/service/test_runner_start.py, and the slots'
+condition: tests/integration/test_start_unit_of_work_contract.py).
 
 The arena drives real services on moto step by step (fake workflow and launcher
 edges), so each test can stop a run in exactly the status it is about.
@@ -42,29 +44,6 @@ def running(arena: Arena) -> tuple[int, int]:
 
 
 # -- capacity -------------------------------------------------------------------------
-
-
-def test_a_start_beyond_the_limit_is_refused_and_writes_nothing(arena: Arena, stack: Stack) -> None:
-    # Given a run created while there was room, holding its workspace
-    _, second = created(arena, "cap-second")
-    # And an organization limited to one sandbox, which another planning run uses
-    limit_sandboxes(arena, 1)
-    planning(arena, "cap-first")
-    assert running(arena) == (1, 1)
-    arena.orchestration.queue(second)
-    arena.orchestration.wait_for_writer(second, "token-writer-2")
-    before = stack.scan()
-    launched = len(arena.launcher.launched)
-
-    # When the second run's plan sandbox is started
-    with pytest.raises(SandboxCapacityExhausted) as refused:
-        arena.orchestration.start_runner(second, "plan", "token-plan-2")
-
-    # Then it is refused as retryable, nothing launched and nothing written
-    assert refused.value.http_status == 503
-    assert "limit of 1 concurrent sandboxes" in str(refused.value)
-    assert len(arena.launcher.launched) == launched
-    assert stack.scan() == before
 
 
 def test_a_new_run_beyond_the_limit_gets_503_and_no_run(arena: Arena, stack: Stack) -> None:

@@ -115,10 +115,11 @@ def test_an_apply_result_reads_its_run_attempt_and_record_together(
     # Given an approved run whose apply sandbox has started
     _, run_id = awaiting_approval(arena, "apply-result-reads")
     attempt_id = to_apply_sandbox(arena, run_id)["attempt_id"]
+    start = arena.apply_start_request(run_id)
     requests = DynamoDBRequests(monkeypatch)
 
     # When its start is proven and it reports a failed apply
-    arena.orchestration.apply_start_writes(run_id, attempt_id).commit()
+    arena.orchestration.apply_start(*start)
     arena.orchestration.report_apply(
         run_id, attempt_id, Failed(reason="the engine failed", log_artifact_id=None)
     )
@@ -127,7 +128,7 @@ def test_an_apply_result_reads_its_run_attempt_and_record_together(
     # Then the run failed its apply and its record says so
     assert arena.stack.lifecycle.runs.get(run_id).status.value == "apply_failed"
     assert run_parts.require(run_id, "apply").state == "failed"
-    # And the apply start read the run with its attempt and approval in one request, the
+    # And the apply start read the run with its plan, attempt and approval in one request, the
     # result the run with its attempt and apply record in one more; then the result read
     # the workspace (its current state), which the release of the writer reservation
     # takes too (the attempt names the sessions to revoke: no search)

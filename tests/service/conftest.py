@@ -174,7 +174,7 @@ def tier() -> Tier:
         clock,
         ids,
         lifecycle,
-        Capabilities(clock, ids),
+        Capabilities(clock, ids, unit_of_work),
         workflow,
         launcher,
         control_plane_url="http://runplane.test",

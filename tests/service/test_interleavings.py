@@ -131,7 +131,7 @@ class InMemoryBackend:
             t.clock,
             t.ids,
             RunLifecycle(t.clock, t.ids),
-            Capabilities(t.clock, t.ids),
+            Capabilities(t.clock, t.ids, self._unit),
             t.workflow,
             t.launcher,
             control_plane_url="http://runplane.test",

@@ -63,7 +63,7 @@ def desk(tier: Tier) -> Desk:
         tier.clock,
         tier.ids,
         RunLifecycle(tier.clock, tier.ids),
-        Capabilities(tier.clock, tier.ids),
+        Capabilities(tier.clock, tier.ids, tier.new_unit),
         tier.workflow,
         tier.launcher,
         control_plane_url="http://runplane.test",

@@ -1,18 +1,17 @@
-"""Runner attempts: the one write that closes one, and whether one is still open.
+"""Runner attempts: their part's name, and whether one is still open.
 
 An attempt's runner sessions are honoured only while the attempt is open, and
-the write that closes it also revokes them: once a result, a cancellation, a
-loss or a failed-closed replay ends an attempt, nothing its sandbox presents
-is accepted again.
+the write that closes it also revokes them (the unit of work's ``attempts.close``):
+once a result, a cancellation, a loss or a failed-closed replay ends an attempt,
+nothing its sandbox presents is accepted again.
 """
 
 from __future__ import annotations
 
 from runplane.domain.capabilities import Binding, Phase
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, RunPart
-from runplane.store.attempts import close_attempt
 
-__all__ = ["OPEN_ATTEMPT", "attempt_part", "close_attempt", "open_or_none"]
+__all__ = ["OPEN_ATTEMPT", "attempt_part", "open_or_none"]
 
 
 def attempt_part(phase: Phase) -> str:

@@ -1,8 +1,8 @@
 """Minting and redeeming capabilities; runner sessions that bootstrap handles create.
 
 The rules are in ``runplane.domain.capabilities``. Every redemption is one
-conditional write; a refusal is explained from the item DynamoDB returns, and
-none of the refused paths writes anything.
+conditional write (an intent of a unit of work, or the session store's); a refusal
+raises the error that explains it, and none of the refused paths writes anything.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from runplane.domain.capabilities import (
     HANDLE_PREFIX,
@@ -31,6 +31,7 @@ from runplane.domain.capabilities import (
     request_digest,
 )
 from runplane.domain.clock import Clock
+from runplane.domain.entities import Run
 from runplane.domain.errors import (
     ApplyStartRefused,
     CapabilityConsumed,
@@ -39,14 +40,14 @@ from runplane.domain.errors import (
     SessionAttemptEnded,
     SessionRefused,
     TooMuchContention,
+    TransitionRejected,
     UnknownCapability,
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.read_ahead import Read
 from runplane.domain.runner_reads import SessionRead
 from runplane.services.attempts import attempt_part, open_or_none
-from runplane.store import capabilities as store
-from runplane.store.transaction import Transaction
+from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 
 if TYPE_CHECKING:
     from runplane.services.repositories.access import RunnerSessionStore
@@ -108,9 +109,14 @@ class SessionGrant:
 
 
 class Capabilities:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    """Capabilities minted and redeemed through the unit of work: a mint is written in
+    the unit of the attempt it is for, the apply start's redemption in the unit of the
+    run's move."""
+
+    def __init__(self, clock: Clock, ids: IdGenerator, units: UnitsOfWork) -> None:
         self._clock = clock
         self._ids = ids
+        self._units = units
 
     def mint(
         self,
@@ -121,88 +127,100 @@ class Capabilities:
         organization_id: str,
         inputs: Sequence[str] = (),
     ) -> Minted:
-        minted, write = self.minting(
-            kind, binding, lifetime=lifetime, organization_id=organization_id, inputs=inputs
-        )
-        write.commit()
+        """A new capability, written on its own."""
+        with self._units() as uow:
+            minted = self.minting(
+                uow,
+                kind,
+                binding,
+                lifetime=lifetime,
+                organization_id=organization_id,
+                inputs=inputs,
+            )
+            uow.commit()
         return minted
 
     def minting(
         self,
+        uow: UnitOfWork,
         kind: CapabilityKind,
         binding: Binding,
         *,
         lifetime: timedelta,
         organization_id: str,
         inputs: Sequence[str] = (),
-    ) -> tuple[Minted, Transaction]:
-        """A new capability and the write that creates it, to commit with other writes
-        (the capability exists only once that transaction commits)."""
+    ) -> Minted:
+        """A new capability, intended on ``uow`` with the caller's other writes (it
+        exists only once that unit commits)."""
         now = self._clock.now()
         handle = new_handle()
         minted = Minted(self._ids.new(IdKind.CAPABILITY), now + lifetime, handle)
-        write = store.mint(
+        uow.capabilities.mint(
             handle_hash(handle),
-            jti=minted.jti,
-            organization_id=organization_id,
-            kind=kind,
-            binding=binding,
-            inputs=inputs,
-            now=now,
-            valid_until=minted.valid_until,
+            CapabilityRecord(
+                jti=minted.jti,
+                kind=kind,
+                organization_id=organization_id,
+                binding=binding,
+                inputs=tuple(inputs),
+                valid_until=minted.valid_until,
+            ),
+            now,
         )
         logger.info(
             "capability minted",
             extra={"jti": minted.jti, "kind": kind.value, "attempt_id": binding.attempt_id},
         )
-        return minted, write
+        return minted
 
     def redeem_once(self, handle: str, kind: CapabilityKind, binding: Binding) -> None:
         """Redeem a strictly one-time capability (a secret): a second use is refused."""
         with _audited(f"{kind} redemption", binding):
             try:
-                store.redeem(
-                    handle_hash(handle), kind=kind, binding=binding, now=self._clock.now()
-                ).commit()
+                with self._units() as uow:
+                    uow.capabilities.redeem(handle_hash(handle), kind, binding, self._clock.now())
+                    uow.commit()
             except AlreadyRedeemed as redeemed:
                 raise CapabilityConsumed(redeemed.jti) from None
 
     def redeem_apply_start(
         self,
+        uow: UnitOfWork,
         handle: str,
         binding: Binding,
-        request: dict[str, str],
-        result: dict[str, str],
-        extra_writes: Iterable[Transaction] = (),
+        request: Mapping[str, str],
+        result: Mapping[str, str],
+        *,
+        moving: Run | None = None,
     ) -> dict[str, str]:
-        """Redeem the apply-start capability for ``request``, storing ``result``.
-
-        ``extra_writes`` (the run entering ``applying``) commit in the same
-        transaction. A retry with the identical request returns the stored
-        result without writing; a retry with any changed input is refused.
+        """Redeem the apply-start capability for ``request``, storing ``result``: commit
+        ``uow`` (the run entering ``applying``, from the snapshot ``moving``, if the
+        caller intended it) with the redemption. A retry with the identical request
+        returns the stored result without writing; a retry with any changed input is
+        refused.
         """
         with _audited("apply-start redemption", binding):
-            return self._redeem_apply_start(handle, binding, request, result, extra_writes)
+            return self._redeem_apply_start(uow, handle, binding, request, result, moving)
 
     def _redeem_apply_start(
         self,
+        uow: UnitOfWork,
         handle: str,
         binding: Binding,
-        request: dict[str, str],
-        result: dict[str, str],
-        extra_writes: Iterable[Transaction],
+        request: Mapping[str, str],
+        result: Mapping[str, str],
+        moving: Run | None,
     ) -> dict[str, str]:
-        digest = request_digest(request)
+        digest = request_digest(dict(request))
+        self._intend_redemption(uow, handle, binding, digest, result)
         try:
-            store.redeem(
-                handle_hash(handle),
-                kind=CapabilityKind.APPLY_START,
-                binding=binding,
-                now=self._clock.now(),
-                request_digest=digest,
-                result=result,
-            ).extend(extra_writes).commit()
-        except store.AlreadyRedeemed as redeemed:
+            try:
+                uow.commit()
+            except TransitionRejected as rejected:
+                if moving is None:
+                    raise
+                self._redemption_before_move(handle, binding, digest, result, moving, rejected)
+        except AlreadyRedeemed as redeemed:
             if redeemed.request_digest != digest:
                 raise CapabilityConsumed(
                     redeemed.jti, "it was redeemed for a different request"
@@ -213,22 +231,58 @@ class Capabilities:
                     binding.run_id, "apply_failed", redeemed.result[_REFUSED]
                 ) from None
             return redeemed.result
-        return result
+        return dict(result)
+
+    def _redemption_before_move(
+        self,
+        handle: str,
+        binding: Binding,
+        digest: str,
+        result: Mapping[str, str],
+        moving: Run,
+        rejected: TransitionRejected,
+    ) -> NoReturn:
+        """The run moved before the redemption's commit: the redemption's own refusal
+        explains it first (a retry racing its identical twin gets the stored result).
+        The run never returns to the status it was moved from, so this commit is
+        refused whole: the redemption's error, else the move's."""
+        with self._units() as uow:
+            self._intend_redemption(uow, handle, binding, digest, result)
+            uow.runs.expect_unchanged(moving, on_refused=lambda held: rejected)
+            uow.commit()
+        raise rejected
+
+    def _intend_redemption(
+        self,
+        uow: UnitOfWork,
+        handle: str,
+        binding: Binding,
+        digest: str,
+        result: Mapping[str, str],
+    ) -> None:
+        uow.capabilities.redeem(
+            handle_hash(handle),
+            CapabilityKind.APPLY_START,
+            binding,
+            self._clock.now(),
+            request_digest=digest,
+            result=result,
+        )
 
     def refused_apply_start(
-        self, handle: str, binding: Binding, request: Mapping[str, str], reason: str
-    ) -> Transaction:
-        """The apply-start capability's redemption for a start refused for good, to
-        commit with the run's failure: only the capability's holder can end the run that
-        way (a wrong handle, binding or expiry refuses the whole write). The stored
+        self,
+        uow: UnitOfWork,
+        handle: str,
+        binding: Binding,
+        request: Mapping[str, str],
+        reason: str,
+    ) -> None:
+        """Intend the apply-start capability's redemption for a start refused for good,
+        to commit with the run's failure: only the capability's holder can end the run
+        that way (a wrong handle, binding or expiry refuses the whole commit). The stored
         result is the refusal, which an identical replay gets again."""
-        return store.redeem(
-            handle_hash(handle),
-            kind=CapabilityKind.APPLY_START,
-            binding=binding,
-            now=self._clock.now(),
-            request_digest=request_digest(dict(request)),
-            result={_REFUSED: reason},
+        self._intend_redemption(
+            uow, handle, binding, request_digest(dict(request)), {_REFUSED: reason}
         )
 
     @staticmethod

@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from runplane.domain.artifacts import ArtifactRecord
     from runplane.domain.capabilities import Binding, Phase
     from runplane.domain.clock import Clock
-    from runplane.domain.entities import Run
     from runplane.domain.ids import IdGenerator
-    from runplane.domain.parts import RunPart
     from runplane.domain.run_scope import RunScope
     from runplane.domain.runner_reports import RunnerReport
     from runplane.services.capabilities import Capabilities
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
     from runplane.services.runner_start import RunnerStart
     from runplane.services.unit_of_work import UnitsOfWork
     from runplane.services.workflow_steps import WorkflowSteps
-    from runplane.store.transaction import Transaction
 
 
 class Orchestration:
@@ -137,22 +134,10 @@ class Orchestration:
     ) -> str:
         return self.reports.report_plan(run_id, attempt_id, report, uploads)
 
-    def apply_start_writes(
-        self,
-        run_id: str,
-        attempt_id: str,
-        read: tuple[Run, dict[str, RunPart | None]] | None = None,
-    ) -> Transaction:
-        return self.reports.apply_start_writes(run_id, attempt_id, read)
-
-    def refuse_unstartable_apply(
-        self,
-        handle: str,
-        binding: Binding,
-        request: Mapping[str, str],
-        read: tuple[Run, dict[str, RunPart | None]],
-    ) -> None:
-        self.reports.refuse_unstartable_apply(handle, binding, request, read)
+    def apply_start(
+        self, handle: str, binding: Binding, request: Mapping[str, str]
+    ) -> dict[str, str]:
+        return self.reports.apply_start(handle, binding, request)
 
     def report_apply(
         self,

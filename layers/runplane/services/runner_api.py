@@ -14,7 +14,6 @@ from runplane.domain.identity import Forbidden, Permission, Principal, Principal
 from runplane.domain.parts import AttemptBody
 from runplane.domain.publications import published_by
 from runplane.domain.read_ahead import Read
-from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import (
@@ -196,25 +195,7 @@ class RunnerApi:
     ) -> dict[str, str]:
         """Redeem the apply-start capability together with the move to ``applying``."""
         session = session_of(principal)
-        # The plan, and what deciding the start reads (the attempt, the approval), in one
-        # request.
-        run, parts = run_batch.run_and_parts(
-            session.binding.run_id, ["plan", attempt_part(Phase.APPLY), "approval"]
-        )
-        # A start that can never succeed (not the approved plan) ends the run, refused.
-        self._orchestration.refuse_unstartable_apply(handle, session.binding, request, (run, parts))
-        attempt = run_batch.require(parts, run.id, "attempt#apply").body
-        result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
-        extra = []
-        if run.status is RunStatus.AWAITING_APPROVAL:
-            extra.append(
-                self._orchestration.apply_start_writes(
-                    run.id, session.binding.attempt_id, (run, parts)
-                )
-            )
-        return self._capabilities.redeem_apply_start(
-            handle, session.binding, dict(request), result, extra_writes=extra
-        )
+        return self._orchestration.apply_start(handle, session.binding, request)
 
     def state_check(self, principal: Principal) -> dict[str, Any]:
         """What the current state of the run's workspace says about its publisher."""

@@ -54,14 +54,12 @@ from runplane.domain.runner_reports import (
     succeeded,
 )
 from runplane.services import drift
-from runplane.services.attempts import attempt_part, close_attempt
+from runplane.services.attempts import attempt_part
 from runplane.services.policy import RESERVED
 from runplane.services.publications import apply_identity, publication_of
 from runplane.services.unit_of_work import UnitOfWork
-from runplane.services.workflow_base import S, WorkflowService
+from runplane.services.workflow_base import S, WorkflowService, committed_move
 from runplane.services.writer import hand_off
-from runplane.store import run_batch, run_parts
-from runplane.store.transaction import Transaction
 
 logger = logging.getLogger("runplane.runner")
 
@@ -74,7 +72,10 @@ class RunnerReports(WorkflowService):
 
     def heartbeat(self, run_id: str, phase: Phase, attempt_id: str) -> bool:
         """The runner is alive: keep the workflow's wait for this attempt from timing out."""
-        attempt = run_parts.require(run_id, attempt_part(phase))
+        with self._units() as uow:
+            attempt = uow.parts.get(run_id, attempt_part(phase))
+        if attempt is None:
+            raise NotFound(f"{attempt_part(phase)} of run", run_id)
         if AttemptBody.from_body(attempt.body).attempt_id != attempt_id or attempt.token is None:
             return False
         return self._workflow.heartbeat(attempt.token)
@@ -202,37 +203,54 @@ class RunnerReports(WorkflowService):
             self._workflow.resume(attempt.token, {"outcome": S.PLAN_FAILED.value})
         raise ReportRefused(run.id, S.PLAN_FAILED, reason)
 
-    def apply_start_writes(
-        self,
-        run_id: str,
-        attempt_id: str,
-        read: tuple[Run, dict[str, RunPart | None]] | None = None,
-    ) -> Transaction:
-        """The uncommitted move to ``applying``, committed together with the runner's
-        apply-start redemption: the run applies only if both happen. ``read``: the run
-        with (at least) its apply attempt and approval, if the caller read them."""
-        run, parts = read or run_batch.run_and_parts(
-            run_id, [attempt_part(Phase.APPLY), "approval"]
-        )
-        attempt = run_batch.require(parts, run.id, attempt_part(Phase.APPLY))
-        approval = run_batch.require(parts, run.id, "approval")
+    def apply_start(
+        self, handle: str, binding: Binding, request: Mapping[str, str]
+    ) -> dict[str, str]:
+        """Redeem the apply-start capability together with the move to ``applying``: one
+        unit of work, so the run applies only if both happen. A start that can never
+        succeed (not the approved plan) ends the run, refused
+        (``refuse_unstartable_apply``). A retry with the identical request gets the
+        stored result; one with any changed input is refused."""
+        with self._units() as uow:
+            # The plan, and what deciding the start reads (the attempt, the approval), in
+            # one request.
+            run, parts = uow.runs.with_parts(
+                binding.run_id, ["plan", attempt_part(Phase.APPLY), "approval"]
+            )
+            self.refuse_unstartable_apply(uow, handle, binding, request, (run, parts))
+            attempt = required_part(parts, run.id, attempt_part(Phase.APPLY)).body
+            result = {"lock_id": str(attempt["lock_id"]), "fence": str(attempt["fence"])}
+            moving = None
+            if run.status is RunStatus.AWAITING_APPROVAL:
+                self._intend_applying(uow, run, parts, binding.attempt_id)
+                moving = run
+            return self._capabilities.redeem_apply_start(
+                uow, handle, binding, request, result, moving=moving
+            )
+
+    def _intend_applying(
+        self, uow: UnitOfWork, run: Run, parts: dict[str, RunPart | None], attempt_id: str
+    ) -> None:
+        """The move to ``applying`` with the apply record started, intended on ``uow``
+        for the runner's apply-start redemption to commit. ``parts``: the run's (at
+        least) apply attempt and approval."""
+        attempt = required_part(parts, run.id, attempt_part(Phase.APPLY))
+        approval = required_part(parts, run.id, "approval")
         approved = approval.state == ApprovalState.APPROVED
         if AttemptBody.from_body(attempt.body).attempt_id != attempt_id or not approved:
             raise Conflict(f"run {run.id} is not approved for attempt {attempt_id}")
-        started = run_parts.change(
+        uow.parts.change(
             run.id,
             "apply",
             expected_state=ApplyRecordState.STARTING,
             state=ApplyRecordState.STARTED,
             now=self._clock.now(),
         )
-        writes, _ = self._lifecycle.runs.transition_writes(
-            run, S.APPLYING, [started], actor=f"runner:{attempt_id}"
-        )
-        return writes
+        uow.runs.move(run, S.APPLYING, actor=f"runner:{attempt_id}")
 
     def refuse_unstartable_apply(
         self,
+        uow: UnitOfWork,
         handle: str,
         binding: Binding,
         request: Mapping[str, str],
@@ -246,9 +264,9 @@ class RunnerReports(WorkflowService):
         for a heartbeat timeout, the refusal closes the attempt failed, ends the run
         ``apply_failed`` (the engine never ran, so no state was touched and the writer
         reservation is released) and ends the workflow's wait. That move redeems the
-        apply-start capability in its own transaction, so only its holder can end the
-        run this way (a wrong handle refuses the whole write), and a session that is not
-        the run's open apply attempt's, or a run that moved on, changes nothing.
+        apply-start capability in its own commit of ``uow``, so only its holder can end
+        the run this way (a wrong handle refuses the whole commit), and a session that
+        is not the run's open apply attempt's, or a run that moved on, changes nothing.
         ``read``: the run with its plan, apply attempt and approval."""
         run, parts = read
         plan, approval = parts.get("plan"), parts.get("approval")
@@ -272,10 +290,11 @@ class RunnerReports(WorkflowService):
             raise ApplyStartRefused(run.id, run.status, reason)
         # Logged as a refused redemption (by code and binding), whatever refuses it.
         with self._capabilities.redeeming_apply_start(binding):
-            self._end_unstartable_apply(run, attempt, handle, binding, request, reason)
+            self._end_unstartable_apply(uow, run, attempt, handle, binding, request, reason)
 
     def _end_unstartable_apply(
         self,
+        uow: UnitOfWork,
         run: Run,
         attempt: RunPart,
         handle: str,
@@ -283,27 +302,15 @@ class RunnerReports(WorkflowService):
         request: Mapping[str, str],
         reason: str,
     ) -> NoReturn:
-        """One transaction: the run to ``apply_failed`` with its audit event, the writer
+        """One commit: the run to ``apply_failed`` with its audit event, the writer
         released, the attempt closed failed, its apply record failed (the move closes
         it) and the capability redeemed; then the workflow's wait ends."""
-        moved = self._lifecycle.move(
-            run,
-            S.APPLY_FAILED,
-            actor=f"runner:{binding.attempt_id}",
-            reason=reason[:200],
-            extra_writes=[
-                *close_attempt(
-                    run.id,
-                    attempt_part(Phase.APPLY),
-                    attempt,
-                    AttemptState.FAILED,
-                    self._clock.now(),
-                    reason=reason,
-                ),
-                self._capabilities.refused_apply_start(handle, binding, request, reason),
-            ],
+        uow.attempts.close(attempt, AttemptState.FAILED, now=self._clock.now(), reason=reason)
+        self._capabilities.refused_apply_start(uow, handle, binding, request, reason)
+        uow.runs.move(
+            run, S.APPLY_FAILED, actor=f"runner:{binding.attempt_id}", reason=reason[:200]
         )
-        self._hand_off(moved)
+        self._hand_off(committed_move(uow.commit()))
         if attempt.token:
             self._workflow.resume(attempt.token, {"outcome": S.APPLY_FAILED.value})
         raise ApplyStartRefused(run.id, S.APPLY_FAILED, reason)

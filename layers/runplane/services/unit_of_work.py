@@ -24,20 +24,23 @@ the in-memory repositories all or none. A contract test runs the same cases agai
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import ArtifactRecord
+from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord
 from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP as KEEP
 from runplane.domain.intents import Keep as Keep
 from runplane.domain.intents import MovedRun as MovedRun
 from runplane.domain.intents import Refused as Refused
+from runplane.domain.launch_controls import Clearance
 from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.recovery import Recovery
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
+from runplane.domain.sandbox_exits import SandboxRef
 from runplane.domain.schedules import Drift
 from runplane.domain.state import StateVersion
 
@@ -184,6 +187,10 @@ class WriterQueue(Protocol):
       waits, which needs the queue to still be empty; ``new_state`` (ID, serial,
       lineage) becomes current if given. At commit another holder raises ``NotWriter``,
       anything else moved ``ConcurrentChange``.
+    - ``take_apply_lock`` intends ``lock`` (a run's apply lock with the next fence) on
+      its workspace, only if its run holds the writer reservation (``NotWriter``), the
+      workspace is unlocked (``WorkspaceAlreadyLocked``) and its fence is still
+      ``lock.fence - 1`` (``ConcurrentChange``: the fence moved), at commit.
     """
 
     def workspace(self, workspace_id: str) -> Workspace: ...
@@ -200,6 +207,8 @@ class WriterQueue(Protocol):
         now: datetime,
         new_state: tuple[str, int, str] | None = None,
     ) -> None: ...
+
+    def take_apply_lock(self, lock: ApplyLock, now: datetime) -> None: ...
 
 
 class RecoveryIntents(Protocol):
@@ -290,6 +299,49 @@ class DriftIntents(Protocol):
     def put(self, drift: Drift) -> None: ...
 
 
+class CapabilityIntents(Protocol):
+    """A sandbox's capabilities, by the hash of their handle (never the handle).
+
+    - ``mint`` intends ``record`` created at ``now``, only if no capability has that
+      hash (``ConcurrentChange`` at commit): it exists once the unit commits.
+    - ``redeem`` intends its one redemption at ``now``, storing ``request_digest`` and
+      ``result`` when given: only if it is a capability of ``kind``, exactly bound to
+      ``binding``, unexpired and never redeemed. At commit a refusal raises
+      ``UnknownCapability``, ``CapabilityExpired``, ``CapabilityWrongAttempt``,
+      ``CapabilityWrongPhase`` or ``CapabilityWrongSandbox``, and a capability redeemed
+      before ``AlreadyRedeemed`` carrying the digest and result stored then (an identical
+      retry's answer).
+    """
+
+    def mint(self, handle_hash: str, record: CapabilityRecord, now: datetime) -> None: ...
+
+    def redeem(
+        self,
+        handle_hash: str,
+        kind: CapabilityKind,
+        binding: Binding,
+        now: datetime,
+        *,
+        request_digest: str | None = None,
+        result: Mapping[str, str] | None = None,
+    ) -> None: ...
+
+
+class SandboxIntents(Protocol):
+    """What a sandbox's launch writes beside its attempt.
+
+    - ``take_slots`` intends one more running sandbox in each scope ``clearance`` limits,
+      refused at commit with ``SandboxCapacityExhausted`` when a scope is full; it
+      returns the scopes (the attempt names them, for its close to give them back).
+    - ``record`` intends the pointer from a launcher's reference to the attempt it was
+      launched for, put once (``ConcurrentChange``), kept ``phase_limit`` and a day.
+    """
+
+    def take_slots(self, clearance: Clearance) -> list[str]: ...
+
+    def record(self, ref: SandboxRef, now: datetime, phase_limit: timedelta) -> None: ...
+
+
 class UnitOfWork(Protocol):
     """The repositories a use case reads and writes through, and its one commit."""
 
@@ -319,6 +371,12 @@ class UnitOfWork(Protocol):
 
     @property
     def drift(self) -> DriftIntents: ...
+
+    @property
+    def capabilities(self) -> CapabilityIntents: ...
+
+    @property
+    def sandboxes(self) -> SandboxIntents: ...
 
     def commit(self) -> MovedRun | None:
         """Write every intent at once, or none (the first refused intent's error); the

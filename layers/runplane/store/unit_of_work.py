@@ -385,15 +385,20 @@ class DynamoUnitOfWork:
         self._writes: list[Transaction] = []
         self._moves: list[_MoveIntent] = []
         self._mover = mover
+        # A phase's start: its capabilities, sandbox slots and apply lock.
+        from runplane.store import uow_start
+
         self.parts = DynamoRunParts(self._writes)
         self.attempts = DynamoAttempts(self._writes)
         self.runs = DynamoRunMoves(runs, self._moves, self._writes)
-        self.writer = DynamoWriterQueue(self._writes)
+        self.writer = uow_start.DynamoStartWriter(self._writes)
         self.recoveries = DynamoRecoveries(self._writes)
         self.state_versions = DynamoStateVersions(self._writes)
         self.audit = DynamoAudit(self._writes)
         self.artifacts = DynamoArtifacts(self._writes)
         self.drift = DynamoDrift(self._writes)
+        self.capabilities = uow_start.DynamoCapabilityIntents(self._writes)
+        self.sandboxes = uow_start.DynamoSandboxIntents(self._writes)
 
     def __enter__(self) -> DynamoUnitOfWork:
         return self
