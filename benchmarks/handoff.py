@@ -30,11 +30,12 @@ from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
 from runplane.domain.run import RunKind
 from runplane.local import moto_serial, moto_speedups
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.tenancy import Tenancy
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+from runplane.wiring import run_lifecycle
 from tests.builders import bare_run
 
 TABLE = "runplane-bench"
@@ -50,12 +51,18 @@ def measure(waiting: int, handoffs: int, count_calls: bool = False) -> dict[str,
         models.bind(TABLE, "us-east-1", None)
         clock, ids = SystemClock(), RandomIds()
         tenancy = Tenancy(clock, ids, DynamoWorkspaceDirectory())
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         org = tenancy.create_organization(f"bench-{waiting}")
         ws = tenancy.create_workspace(org.id, "queue")
         runs = [
             bare_run(
-                clock, ids, lifecycle.runs, org.id, ws.id, RunKind.PLAN_AND_APPLY, actor="bench"
+                clock,
+                ids,
+                RunRepository(clock, ids),
+                org.id,
+                ws.id,
+                RunKind.PLAN_AND_APPLY,
+                actor="bench",
             )
             for _ in range(waiting + 1)
         ]

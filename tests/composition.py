@@ -12,9 +12,8 @@ from runplane.adapters.launchers import Launcher
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.clock import Clock
 from runplane.domain.ids import IdGenerator
-from runplane.services.lifecycle import RunLifecycle
 from runplane.settings import Settings
-from runplane.wiring import Services
+from runplane.wiring import Services, run_lifecycle
 
 
 def services_for(
@@ -45,7 +44,7 @@ def services_for(
     built: dict[str, Any] = {
         "objects": objects,
         "keys": keys,
-        "lifecycle": RunLifecycle(clock, ids),
+        "lifecycle": run_lifecycle(clock, ids),
     }
     if workflow is not None:
         built["workflow"] = workflow

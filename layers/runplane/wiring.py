@@ -43,7 +43,12 @@ if TYPE_CHECKING:
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
-    from runplane.services.repositories import DeliverySlots, RunReader, WorkspaceDirectory
+    from runplane.services.repositories import (
+        DeliverySlots,
+        RunLedger,
+        RunReader,
+        WorkspaceDirectory,
+    )
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
@@ -58,6 +63,35 @@ if TYPE_CHECKING:
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workspaces import Workspaces
     from runplane.store.runs import RunRepository
+
+
+def run_lifecycle(
+    clock: Clock,
+    ids: IdGenerator,
+    events: RunEvents | None = None,
+    ledger: RunLedger | None = None,
+) -> RunLifecycle:
+    """The run lifecycle on the table: its records, the writer authority, the run ledger
+    (``ledger`` if given) and the mover. The mover and the ledger read the lifecycle's
+    ``events`` at each move, so whoever holds it may set them later."""
+    from runplane.services.lifecycle import RunLifecycle
+    from runplane.store.moves import DynamoMover
+    from runplane.store.run_ledger import DynamoRunLedger
+    from runplane.store.runs import RunRepository
+    from runplane.store.writer import DynamoWriterAuthority
+
+    records, writer = RunRepository(clock, ids), DynamoWriterAuthority(clock, ids)
+    built: list[RunLifecycle] = []
+
+    def announcer() -> RunEvents | None:
+        return built[0].events
+
+    plain = ledger or DynamoRunLedger(records, announcer)
+    mover = DynamoMover(clock, records, writer, announcer, plain)
+    built.append(
+        RunLifecycle(runs=records, writer=writer, ledger=plain, mover=mover, events=events)
+    )
+    return built[0]
 
 
 def launcher_for(settings: Settings) -> Launcher:
@@ -202,13 +236,11 @@ class Services:
         """A new unit of work on the table: each use case opens its own."""
         from runplane.store.unit_of_work import DynamoUnitOfWork
 
-        return DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move)
+        return DynamoUnitOfWork(self.run_records, self.lifecycle.mover.move)
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:
-        from runplane.services.lifecycle import RunLifecycle
-
-        return RunLifecycle(self.clock, self.ids, self.run_events)
+        return run_lifecycle(self.clock, self.ids, self.run_events)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
@@ -400,12 +432,12 @@ class Services:
             ),
             # The lifecycle's move commits a unit of work's move with its other intents.
             units=self.units,
-            creations=DynamoRunCreations(self.lifecycle.runs),
+            creations=DynamoRunCreations(self.run_records),
             configurations=DynamoConfigurationVersions(),
             review_reads=ReviewReads(
-                runs=DynamoRunReader(self.lifecycle.runs),
+                runs=DynamoRunReader(self.run_records),
                 claims=DynamoTriggerClaims(),
-                state_versions=DynamoStateVersionReader(self.lifecycle.runs),
+                state_versions=DynamoStateVersionReader(self.run_records),
                 sources=DynamoSourceRecords(),
                 artifacts=DynamoArtifactRecords(),
             ),
@@ -443,7 +475,7 @@ class Services:
             self.clock,
             self.artifacts,
             self.runs,
-            reader=DynamoRunReader(self.lifecycle.runs),
+            reader=DynamoRunReader(self.run_records),
             chunks=DynamoLogChunks(),
         )
 
@@ -457,7 +489,7 @@ class Services:
             self.capabilities,
             self.transfers,
             self.orchestration,
-            self.lifecycle.runs,
+            self.run_records,
             DynamoRunnerSessions(),
         )
 
@@ -476,7 +508,7 @@ class Services:
             self.keys,
             upload_seconds=self.settings.transfer_url_seconds,
             configurations=DynamoConfigurationVersions(),
-            reader=DynamoRunReader(self.lifecycle.runs),
+            reader=DynamoRunReader(self.run_records),
         )
 
     @cached_property
@@ -555,7 +587,7 @@ class Services:
             self.ids,
             self.workspaces,
             self.runs,
-            DynamoRunReader(self.lifecycle.runs),
+            DynamoRunReader(self.run_records),
             self.schedule_registry,
             DynamoScheduleStore(),
         )
@@ -651,7 +683,7 @@ class Services:
             self.ids,
             self.workspaces,
             self.runs,
-            DynamoRunReader(self.lifecycle.runs),
+            DynamoRunReader(self.run_records),
             self.workflow,
             self.event_queue,
             triggers=DynamoRunTriggerStore(),
@@ -669,7 +701,7 @@ class Services:
             self.run_events,
             deliver=self.notifications.attempt,
             approval_lead=timedelta(seconds=self.settings.approval_expiring_lead_seconds),
-            run_status=lambda run_id: self.lifecycle.runs.get(run_id).status,
+            run_status=lambda run_id: self.run_records.get(run_id).status,
         )
         from runplane.services.run_triggers import RETRY
 
@@ -679,7 +711,7 @@ class Services:
         if self.source_workflow is not None:
             from runplane.services.github import commit_status_reports
 
-            worker.subscribe(commit_status_reports(self.source_workflow, self.lifecycle.runs))
+            worker.subscribe(commit_status_reports(self.source_workflow, self.run_records))
         return worker
 
     @cached_property

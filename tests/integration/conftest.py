@@ -27,6 +27,7 @@ from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
 from runplane.store.provision import create_table
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.wiring import Services
 from tests.builders import bare_run
@@ -75,16 +76,21 @@ class Stack:
         return bare_run(
             self.clock,
             self.ids,
-            self.lifecycle.runs,
+            self.records,
             organization_id,
             workspace_id,
             kind,
             actor=actor,
         )
 
+    @property
+    def records(self) -> RunRepository:
+        """The runs' records on the stack's table."""
+        return RunRepository(self.clock, self.ids)
+
     def units(self) -> DynamoUnitOfWork:
         """A unit of work over the stack's table, as the composition root opens one."""
-        return DynamoUnitOfWork(self.lifecycle.runs, self.lifecycle.move)
+        return DynamoUnitOfWork(self.records, self.lifecycle.mover.move)
 
     def rewired(self, ids: IdGenerator | None = None, **settings: Any) -> Services:
         """Another process's services on this stack: the same table, objects, keys, clock

@@ -16,11 +16,12 @@ from runplane.domain.errors import StaleDriftFinding, StaleFence
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.schedules import Drift
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemoryDriftRecords, InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryWorkspaces, SeededIds
 
@@ -71,10 +72,10 @@ def units(request: pytest.FixtureRequest) -> Units:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         writer = DynamoWriterAuthority(clock, ids)
         return Units(
-            lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
+            lambda: DynamoUnitOfWork(RunRepository(clock, ids), lifecycle.mover.move),
             lifecycle.ledger,
             workspace.id,
             lambda run, token: (writer.reserve(run, token), None)[1],

@@ -101,7 +101,7 @@ class DynamoBackend:
 
     def _unit(self) -> DynamoUnitOfWork:
         lifecycle = self.stack.lifecycle
-        return DynamoUnitOfWork(lifecycle.runs, lifecycle.move)
+        return DynamoUnitOfWork(self.stack.records, lifecycle.mover.move)
 
     def put_part(
         self, run_id: str, name: str, state: str, body: Mapping[str, Any], token: str | None
@@ -147,7 +147,7 @@ class DynamoBackend:
 
     def end_apply(self, run_id: str) -> None:
         # What the report commits, or refuses writing nothing, is RunnerReports'.
-        attempt = DynamoRunReader(self.stack.lifecycle.runs).parts(run_id).get(ATTEMPT)
+        attempt = DynamoRunReader(self.stack.records).parts(run_id).get(ATTEMPT)
         attempt_id = AttemptBody.from_body(attempt.body).attempt_id if attempt else "att-none"
         self.stack.services.orchestration.report_apply(run_id, attempt_id, APPLIED)
 
@@ -188,7 +188,7 @@ class DynamoBackend:
         )
 
     def observe(self, run_ids: Sequence[str]) -> Observed:
-        reader = DynamoRunReader(self.stack.lifecycle.runs)
+        reader = DynamoRunReader(self.stack.records)
         runs = {r: RunView.of(reader.get_run(r), reader.parts(r)) for r in run_ids}
         holders, waiting, fences = {}, {}, {}
         for ws in self.workspace_ids:

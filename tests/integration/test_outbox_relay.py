@@ -29,7 +29,9 @@ from runplane.services.tenancy import Tenancy
 from runplane.store import models
 from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.provision import create_table
+from runplane.store.runs import RunRepository
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
+from runplane.wiring import run_lifecycle
 from tests.builders import bare_run
 from tests.fakes import FakeClock, SeededIds
 from tests.integration.test_run_events import ListQueue
@@ -60,7 +62,7 @@ class Server:
         return bare_run(
             self.clock,
             self.ids,
-            self.lifecycle.runs,
+            RunRepository(self.clock, self.ids),
             self.org_id,
             self.workspace_id,
             RunKind.PLAN_AND_APPLY,
@@ -93,7 +95,7 @@ def server() -> Iterator[Server]:
         models.bind(TABLE, REGION, endpoint)
         clock, ids = FakeClock(), SeededIds()
         # The moving process: it writes the outbox, and would fail on any send.
-        lifecycle = RunLifecycle(clock, ids, RunEvents(clock, dead_queue, DynamoEventOutbox()))
+        lifecycle = run_lifecycle(clock, ids, RunEvents(clock, dead_queue, DynamoEventOutbox()))
         tenancy = Tenancy(clock, ids, DynamoWorkspaceDirectory())
         org = tenancy.create_organization("acme")
         workspace = tenancy.create_workspace(org.id, "network")

@@ -18,13 +18,14 @@ from runplane.domain.errors import ConcurrentChange, Conflict, NotWriter
 from runplane.domain.recovery import Recovery, RecoveryRefused, RecoveryState
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.state import FINALIZED, PENDING, StateVersion
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.store import audit, state_versions
 from runplane.store import capabilities as capability_store
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import (
     InMemoryRecoveries,
     InMemorySandboxes,
@@ -130,10 +131,10 @@ def units(request: pytest.FixtureRequest) -> Units:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         writer = DynamoWriterAuthority(clock, ids)
         return Units(
-            lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
+            lambda: DynamoUnitOfWork(RunRepository(clock, ids), lifecycle.mover.move),
             lifecycle.ledger,
             workspace.id,
             lambda run, token: (writer.reserve(run, token), None)[1],

@@ -15,10 +15,11 @@ from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, Ar
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.run import RunKind, RunStatus
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemoryUnitOfWork
 from tests.fakes import FakeClock, InMemoryArtifactRecords, InMemoryRunLedger, SeededIds
 
@@ -61,9 +62,11 @@ def units(request: pytest.FixtureRequest) -> Units:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         return Units(
-            lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move), lifecycle.ledger, workspace.id
+            lambda: DynamoUnitOfWork(RunRepository(clock, ids), lifecycle.mover.move),
+            lifecycle.ledger,
+            workspace.id,
         )
     ledger, records = InMemoryRunLedger(clock, ids), InMemoryArtifactRecords()
     return Units(lambda: InMemoryUnitOfWork(ledger, artifacts=records), ledger, "ws-1")

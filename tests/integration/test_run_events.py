@@ -57,7 +57,7 @@ def triggers_of(arena: Arena, queue: ListQueue | None = None) -> RunTriggers:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        DynamoRunReader(stack.lifecycle.runs),
+        DynamoRunReader(stack.records),
         FakeWorkflow(),
         queue if queue is not None else ListQueue(),
         triggers=DynamoRunTriggerStore(),
@@ -615,7 +615,7 @@ def test_a_pull_request_run_that_ended_starts_one_status_report_per_event(arena:
         approval_lead=timedelta(0),
         run_status=lambda run_id: stack.lifecycle.runs.get(run_id).status,
     )
-    worker.subscribe(commit_status_reports(Workflow(sfn, machine), stack.lifecycle.runs))
+    worker.subscribe(commit_status_reports(Workflow(sfn, machine), stack.records))
     # And speculative runs a source ingestion and a person created, and a source's push run
     ws = stack.tenancy.create_workspace(arena.org.id, "pr").id
     pull_request = run_by(arena, ws, RunKind.SPECULATIVE, source="src-1")
@@ -666,7 +666,7 @@ def test_every_ending_event_reports_a_pull_request_status(
 ) -> None:
     # Given a pull request's run and the commit-status subscriber
     workflow = RecordingWorkflow()
-    report = commit_status_reports(workflow, arena.stack.lifecycle.runs)  # type: ignore[arg-type]
+    report = commit_status_reports(workflow, arena.stack.records)  # type: ignore[arg-type]
     ws = arena.stack.tenancy.create_workspace(arena.org.id, "ending").id
     run_id = run_by(arena, ws, RunKind.SPECULATIVE, source="src-2")
     # When the run's ending event of this kind is handled

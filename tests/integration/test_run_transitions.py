@@ -70,7 +70,7 @@ def test_a_stale_version_is_rejected_with_the_current_item_and_writes_nothing(
     # When the caller moves its stale snapshot, with an extra fact attached
     extra = Transaction().put_new(NameClaimItem("CLAIM#x", "CLAIM", owner_id=stale.id))
     with pytest.raises(TransitionRejected) as rejected:
-        stack.lifecycle.move(stale, S.QUEUED, actor="workflow", extra_writes=[extra])
+        stack.lifecycle.mover.move(stale, S.QUEUED, actor="workflow", extra_writes=[extra])
 
     # Then the error carries the run as it is now, and the table is byte-for-byte unchanged
     assert rejected.value.current is not None
@@ -94,7 +94,7 @@ def test_a_refused_extra_fact_refuses_the_move_too(
         on_refused=lambda current: AlreadyExists(f"claimed by {current and current['owner_id']}"),
     )
     with pytest.raises(AlreadyExists, match="claimed by first"):
-        stack.lifecycle.move(run, S.QUEUED, actor="workflow", extra_writes=[duplicate])
+        stack.lifecycle.mover.move(run, S.QUEUED, actor="workflow", extra_writes=[duplicate])
 
     # Then the run did not move and no audit event was written
     assert stack.scan() == before

@@ -55,7 +55,7 @@ def schedules(arena: Arena, scheduler: object) -> Schedules:
         stack.ids,
         stack.workspaces,
         arena.runs,
-        DynamoRunReader(stack.lifecycle.runs),
+        DynamoRunReader(stack.records),
         registry,
         DynamoScheduleStore(),
     )

@@ -36,13 +36,14 @@ from runplane.domain.launch_controls import Clearance
 from runplane.domain.parts import AttemptState
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.sandbox_exits import SandboxRef
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.store import sandbox_refs, sandbox_slots
 from runplane.store.capabilities import DynamoRunnerSessions
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fake_uow_start import InMemoryStartRecords
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryWorkspaces, SeededIds
@@ -118,14 +119,14 @@ def units(request: pytest.FixtureRequest) -> Units:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         writer = DynamoWriterAuthority(clock, ids)
 
         def take_and_release(run: Run) -> None:
             writer.release_apply_lock(writer.acquire_apply_lock(run)).commit()
 
         return Units(
-            lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
+            lambda: DynamoUnitOfWork(RunRepository(clock, ids), lifecycle.mover.move),
             lifecycle.ledger,
             clock,
             workspace.id,

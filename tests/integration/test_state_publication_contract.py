@@ -38,7 +38,6 @@ from runplane.domain.state import (
     StateVersion,
     UploadToken,
 )
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.state import StatePublication, WorkspaceLocks
 from runplane.store import audit, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
@@ -46,6 +45,7 @@ from runplane.store.apply_lock import DynamoWorkspaceLocks
 from runplane.store.runs import RunRepository
 from runplane.store.state_publication import DynamoStatePublication
 from runplane.store.writer import DynamoWriterAuthority
+from runplane.wiring import run_lifecycle
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryStateVersions, InMemoryWorkspaces
 from tests.fakes_state import InMemoryStatePublication, InMemoryWorkspaceLocks
 
@@ -129,7 +129,7 @@ def seams(request: pytest.FixtureRequest) -> Seams:
     if request.param == "dynamodb":
         stack = request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle, writer = RunLifecycle(clock, stack.ids), DynamoWriterAuthority(clock, stack.ids)
+        lifecycle, writer = run_lifecycle(clock, stack.ids), DynamoWriterAuthority(clock, stack.ids)
 
         def create_run(run_id: str, status: RunStatus) -> Run:
             run = _run(run_id, workspace, status)

@@ -24,7 +24,6 @@ from runplane.domain.errors import (
 from runplane.domain.parts import ApplyRecordState, AttemptState, RunPart
 from runplane.domain.run import RunKind, RunStatus, StageStatus
 from runplane.domain.run_events import EventType, RunEvent
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories import RunLedger, RunReader
 from runplane.services.run_events import RunEvents
 from runplane.services.unit_of_work import UnitOfWork
@@ -33,8 +32,10 @@ from runplane.store import run_parts, sandbox_slots
 from runplane.store.models import OUTBOX_PREFIX, OutboxItem
 from runplane.store.outbox import DynamoEventOutbox
 from runplane.store.run_reader import DynamoRunReader
+from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
@@ -187,12 +188,12 @@ def units(request: pytest.FixtureRequest) -> Units:
     if request.param == "dynamodb":
         request.getfixturevalue("stack")  # moto, with the table
         workspace: Workspace = request.getfixturevalue("workspace")
-        lifecycle = RunLifecycle(clock, ids)
+        lifecycle = run_lifecycle(clock, ids)
         lifecycle.events = RunEvents(clock, _never_queued, DynamoEventOutbox())  # type: ignore[arg-type]
         return Units(
-            lambda: DynamoUnitOfWork(lifecycle.runs, lifecycle.move),
+            lambda: DynamoUnitOfWork(RunRepository(clock, ids), lifecycle.mover.move),
             lifecycle.ledger,
-            DynamoRunReader(lifecycle.runs),
+            DynamoRunReader(RunRepository(clock, ids)),
             _outbox,
             _dynamo_sandboxes(clock),
             lambda run, token: _reserved(DynamoWriterAuthority(clock, ids).reserve(run, token)),

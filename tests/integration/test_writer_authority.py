@@ -12,6 +12,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.services.writer import ReservationNotNeeded
 from runplane.store import workspaces as workspace_store
 from runplane.store import writer_queue
+from runplane.store.writer import DynamoWriterAuthority
 from tests.integration.conftest import Stack
 from tests.integration.drive import walk
 
@@ -30,7 +31,7 @@ def holder_and_queue(workspace_id: str) -> tuple[str | None, list[tuple[str, str
 def test_fifo_hand_off_across_three_runs_while_another_workspace_proceeds(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     other = stack.tenancy.create_workspace(org.id, "dns")
     # Given three plan_and_apply runs asking for one workspace in order
     first, second, third = (apply_run(stack, org, workspace) for _ in range(3))
@@ -85,7 +86,7 @@ def test_asking_again_keeps_the_place_and_takes_the_new_token(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     first, second = apply_run(stack, org, workspace), apply_run(stack, org, workspace)
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     writer.reserve(first, "token-1")
     writer.reserve(second, "token-2")
 
@@ -100,7 +101,7 @@ def test_a_canceled_waiter_leaves_the_queue_and_is_skipped(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
     first, second, third = (apply_run(stack, org, workspace) for _ in range(3))
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     for i, run in enumerate((first, second, third)):
         writer.reserve(run, f"token-{i}")
     second = walk(stack.lifecycle, second, S.QUEUED)
@@ -157,7 +158,7 @@ def test_outcomes_that_need_recovery_keep_the_writer_authority(
         run = walk(stack.lifecycle, run, S.APPLYING)
         lock = stack.lifecycle.writer.acquire_apply_lock(run)
 
-        moved = stack.lifecycle.move(run, target, actor="workflow", state_published=published)
+        moved = stack.lifecycle.mover.move(run, target, actor="workflow", state_published=published)
 
         assert moved.handoff is None
         after = workspace_store.get_workspace(ws.id)
@@ -174,7 +175,7 @@ def test_a_failed_apply_that_published_nothing_releases_lock_and_reservation(
     run = walk(stack.lifecycle, run, S.APPLYING)
     lock = stack.lifecycle.writer.acquire_apply_lock(run)
 
-    moved = stack.lifecycle.move(run, S.APPLY_FAILED, actor="workflow", lock=lock)
+    moved = stack.lifecycle.mover.move(run, S.APPLY_FAILED, actor="workflow", lock=lock)
 
     assert moved.handoff is not None
     assert moved.handoff.run_id == waiter.id
@@ -185,7 +186,7 @@ def test_a_failed_apply_that_published_nothing_releases_lock_and_reservation(
 def test_the_fence_grows_with_every_lock_and_a_stale_holder_is_refused(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     first, second = apply_run(stack, org, workspace), apply_run(stack, org, workspace)
     writer.reserve(first, "token-1")
     writer.reserve(second, "token-2")
@@ -196,7 +197,7 @@ def test_the_fence_grows_with_every_lock_and_a_stale_holder_is_refused(
     assert old_lock.fence == 1
     writer.require_authority(old_lock).commit()
     first = walk(stack.lifecycle, first, S.APPLYING)
-    stack.lifecycle.move(first, S.SUCCEEDED, actor="workflow", lock=old_lock)
+    stack.lifecycle.mover.move(first, S.SUCCEEDED, actor="workflow", lock=old_lock)
 
     # When the second run locks, the fence advances
     new_lock = writer.acquire_apply_lock(second)
@@ -216,7 +217,7 @@ def test_the_fence_grows_with_every_lock_and_a_stale_holder_is_refused(
 def test_a_stale_lock_refuses_the_whole_transition(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     run = apply_run(stack, org, workspace)
     writer.reserve(run, "token-1")
     run = walk(stack.lifecycle, run, S.APPLYING)
@@ -226,9 +227,9 @@ def test_a_stale_lock_refuses_the_whole_transition(
     before = stack.scan()
 
     with pytest.raises(StaleFence):
-        stack.lifecycle.move(run, S.SUCCEEDED, actor="workflow", lock=old_lock)
+        stack.lifecycle.mover.move(run, S.SUCCEEDED, actor="workflow", lock=old_lock)
     with pytest.raises(StaleFence):
-        stack.lifecycle.move(
+        stack.lifecycle.mover.move(
             run,
             S.NEEDS_RECOVERY,
             actor="workflow",
@@ -241,7 +242,7 @@ def test_a_stale_lock_refuses_the_whole_transition(
 def test_only_the_reservation_holder_can_lock_or_release(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     holder, waiter = apply_run(stack, org, workspace), apply_run(stack, org, workspace)
     writer.reserve(holder, "token-1")
     writer.reserve(waiter, "token-2")
@@ -278,7 +279,7 @@ def test_releasing_with_a_stale_snapshot_of_the_run_is_rejected(
 def test_a_queue_leaves_nothing_behind_and_a_retried_wait_keeps_its_place(
     stack: Stack, org: Organization, workspace: Workspace
 ) -> None:
-    writer = stack.lifecycle.writer
+    writer = DynamoWriterAuthority(stack.clock, stack.ids)
     # Given a holder and three runs queued behind it
     first, second, third, fourth = (apply_run(stack, org, workspace) for _ in range(4))
     writer.reserve(first, "token-1")

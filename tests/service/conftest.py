@@ -20,13 +20,13 @@ from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.runs import ReviewReads, Runs
 from runplane.services.schedules import Schedules
 from runplane.services.tenancy import Tenancy
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workflow_steps import WorkflowSteps
 from runplane.services.workspaces import Workspaces
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import (
     InMemoryDriftRecords,
     InMemorySandboxes,
@@ -142,7 +142,7 @@ def tier() -> Tier:
     runs = Runs(
         clock,
         ids,
-        RunLifecycle(clock, ids),
+        run_lifecycle(clock, ids),
         workspaces,
         ArtifactStore(
             clock,
@@ -169,7 +169,7 @@ def tier() -> Tier:
             artifacts=InMemoryArtifactRecords(),
         ),
     )
-    lifecycle, launcher = RunLifecycle(clock, ids), RecordingLauncher()
+    lifecycle, launcher = run_lifecycle(clock, ids), RecordingLauncher()
     steps = WorkflowSteps(
         clock,
         ids,

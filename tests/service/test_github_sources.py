@@ -37,7 +37,7 @@ from runplane.domain.run import RunKind
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github import GitHubConfig, GitHubSources
 from runplane.services.github_installations import ConnectConfig, GitHubInstallations
-from runplane.services.lifecycle import RunLifecycle
+from runplane.wiring import run_lifecycle
 from tests.fakes import InMemoryArtifactRecords, InMemoryObjects, LocalDataKeys, RecordingWorkflow
 from tests.fakes_access import InMemoryGitHubInstallations, InMemoryWebSessions
 from tests.fakes_github import InMemoryGitHubSources
@@ -232,7 +232,7 @@ def scene(tier: Tier) -> Scene:
         tier.ids,
         tier.workspaces,
         tier.runs,
-        RunLifecycle(tier.clock, tier.ids),
+        run_lifecycle(tier.clock, tier.ids),
         ArtifactStore(
             tier.clock,
             tier.ids,

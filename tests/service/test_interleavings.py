@@ -22,11 +22,11 @@ from runplane.domain.recovery import RecoveryRequest
 from runplane.domain.run import RunStatus
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.capabilities import Capabilities
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.recovery import Recoveries
 from runplane.services.runner_reports import RunnerReports
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemoryRecoveries, InMemoryUnitOfWork
 from tests.fakes import (
     FakeClock,
@@ -130,7 +130,7 @@ class InMemoryBackend:
         return RunnerReports(
             t.clock,
             t.ids,
-            RunLifecycle(t.clock, t.ids),
+            run_lifecycle(t.clock, t.ids),
             Capabilities(t.clock, t.ids, self._unit),
             t.workflow,
             t.launcher,

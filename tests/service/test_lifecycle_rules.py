@@ -17,7 +17,7 @@ from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApplyRecordState, RunPart
 from runplane.domain.run import RunStatus
 from runplane.domain.transitions import MAIN_PATH
-from runplane.services.lifecycle import RunLifecycle
+from runplane.wiring import run_lifecycle
 from tests.fakes import RecordingLauncher
 from tests.service.conftest import Tier
 from tests.service.scenarios import awaiting_approval, open_attempt, run_at, settle, written
@@ -191,7 +191,7 @@ def test_a_run_that_ended_never_moves_again(tier: Tier, status: RunStatus) -> No
     # Given a run that ended, its stages all closed
     run = _ended(tier, status)
     assert all(held.status.is_closed for held in tier.run_reader.stages(run.id).values())
-    lifecycle = RunLifecycle(tier.clock, tier.ids, ledger=tier.run_reader)
+    lifecycle = run_lifecycle(tier.clock, tier.ids, ledger=tier.run_reader)
     settle(tier)
     before = written(tier)
     for target in RunStatus:

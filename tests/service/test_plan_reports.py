@@ -19,9 +19,9 @@ from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import CredentialsRequired, Failed, Planned
 from runplane.services.capabilities import Capabilities
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.policy import RESERVED
 from runplane.services.runner_reports import RunnerReports
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemoryUnitOfWork
 from tests.fakes import InMemoryArtifactRecords, no_read_ahead
 from tests.service.conftest import Tier
@@ -62,7 +62,7 @@ def desk(tier: Tier) -> Desk:
     reports = RunnerReports(
         tier.clock,
         tier.ids,
-        RunLifecycle(tier.clock, tier.ids),
+        run_lifecycle(tier.clock, tier.ids),
         Capabilities(tier.clock, tier.ids, tier.new_unit),
         tier.workflow,
         tier.launcher,

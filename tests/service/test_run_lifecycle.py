@@ -18,6 +18,7 @@ from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transiti
 from runplane.domain.run_events import EventType, RunEvent, drift_event_id
 from runplane.domain.transitions import MAIN_PATH
 from runplane.services.lifecycle import RunLifecycle
+from runplane.wiring import run_lifecycle
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -77,7 +78,7 @@ class Lifecycle:
 def runs() -> Lifecycle:
     clock, ids = FakeClock(), SeededIds()
     ledger = InMemoryRunLedger(clock, ids)
-    return Lifecycle(ledger, RunLifecycle(clock, ids, ledger=ledger))
+    return Lifecycle(ledger, run_lifecycle(clock, ids, ledger=ledger))
 
 
 def _stage_statuses(runs: Lifecycle, run_id: str) -> dict[Stage, StageStatus]:

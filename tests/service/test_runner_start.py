@@ -42,8 +42,8 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.transitions import MAIN_PATH
 from runplane.services.capabilities import Capabilities
 from runplane.services.launch_controls import LaunchControls
-from runplane.services.lifecycle import RunLifecycle
 from runplane.services.orchestration import Orchestration
+from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import InMemoryUnitOfWork
 from tests.fake_uow_start import InMemoryStartRecords
 from tests.fakes import no_read_ahead
@@ -201,7 +201,7 @@ def start(tier: Tier) -> Start:
     orchestration = Orchestration(
         clock,
         ids,
-        RunLifecycle(clock, ids),
+        run_lifecycle(clock, ids),
         Capabilities(clock, ids, new_unit),
         tier.workflow,
         tier.launcher,
