@@ -483,14 +483,16 @@ class Services:
     def runner_api(self) -> RunnerApi:
         from runplane.services.runner_api import RunnerApi
         from runplane.store.capabilities import DynamoRunnerSessions
+        from runplane.store.engine_start_reads import DynamoEngineStartReads
 
         return RunnerApi(
             self.sessions,
             self.capabilities,
             self.transfers,
             self.orchestration,
-            self.run_records,
+            self.units,
             DynamoRunnerSessions(),
+            DynamoEngineStartReads(),
         )
 
     @cached_property

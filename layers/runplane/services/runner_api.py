@@ -11,7 +11,7 @@ from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.capabilities import Binding, Phase, RunnerSession, handle_hash
 from runplane.domain.errors import InvalidInput, SessionRefused
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
-from runplane.domain.parts import AttemptBody
+from runplane.domain.parts import AttemptBody, required_part
 from runplane.domain.publications import published_by
 from runplane.domain.read_ahead import Read
 from runplane.domain.runner_reports import RunnerReport
@@ -27,10 +27,8 @@ from runplane.services.attempts import attempt_part, open_or_none
 from runplane.services.capabilities import Capabilities, RunnerSessions
 from runplane.services.orchestration import Orchestration
 from runplane.services.publications import apply_identity, publication_of
-from runplane.services.repositories.access import RunnerSessionStore
-from runplane.store import prefetch, run_batch, state_versions
-from runplane.store import workspaces as workspace_store
-from runplane.store.runs import RunRepository
+from runplane.services.repositories.access import RunnerSessionStore, ServesReadAhead
+from runplane.services.unit_of_work import UnitsOfWork
 
 # Artifacts a runner may upload, by phase.
 UPLOADS = {
@@ -74,15 +72,19 @@ class RunnerApi:
         capabilities: Capabilities,
         transfers: SandboxTransfers,
         orchestration: Orchestration,
-        runs: RunRepository,
+        units: UnitsOfWork,
         session_store: RunnerSessionStore,
+        serving: ServesReadAhead,
     ) -> None:
         self._sessions = sessions
         self._session_store = session_store
         self._capabilities = capabilities
         self._transfers = transfers
         self._orchestration = orchestration
-        self._runs = runs
+        # A run's reads go through a unit of work; what a bootstrap's read brought ahead
+        # is served to them by the request's identity map.
+        self._units = units
+        self._serving = serving
 
     def start(
         self,
@@ -117,7 +119,7 @@ class RunnerApi:
         grant = self._sessions.start(bootstrap, binding, read.capability)
         # Served although read before the session's write: that write changes none of
         # them (it adds the session, and notes it on the attempt).
-        with prefetch.serving_ahead(read.ahead):
+        with self._serving.serving(read.ahead):
             manifest, grants = self._manifest(grant.session)
         # The grants carry data keys and URLs: secret, like the token beside them, so
         # they travel apart from the manifest (which says what the phase is about).
@@ -126,10 +128,11 @@ class RunnerApi:
     def _manifest(self, session: RunnerSession) -> tuple[dict[str, Any], PhaseGrants]:
         apply = session.binding.phase is Phase.APPLY
         # The run, its parts and the records of the session's inputs in one request.
-        run, parts, records = run_batch.run_parts_and_artifacts(
-            session.binding.run_id, _manifest_parts(session.binding.phase), session.inputs
-        )
-        snapshot = run_batch.require(parts, run.id, "input").body
+        with self._units() as uow:
+            run, parts, records = uow.runs.with_parts_and_artifacts(
+                session.binding.run_id, _manifest_parts(session.binding.phase), session.inputs
+            )
+        snapshot = required_part(parts, run.id, "input").body
         manifest: dict[str, Any] = {
             "run_id": run.id,
             "kind": run.kind.value,
@@ -147,7 +150,7 @@ class RunnerApi:
             "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
         }
         if apply:
-            plan = run_batch.require(parts, run.id, "plan").body
+            plan = required_part(parts, run.id, "plan").body
             manifest["plan_artifact_id"] = plan["plan_artifact_id"]
             manifest["plan_sha256"] = plan["plan_sha256"]
         # What this phase reads, as its run names it; granted only where the download
@@ -202,14 +205,15 @@ class RunnerApi:
         session = session_of(principal)
         binding = session.binding
         # The run (its predecessor is part of the stamp) and the attempt in one read.
-        run, parts = run_batch.run_and_parts(binding.run_id, [attempt_part(binding.phase)])
-        workspace = workspace_store.get_workspace(run.workspace_id)
-        if workspace.current_state_version_id is None:
-            return {"state_version_id": None, "matches": False}
-        version = state_versions.get(workspace.current_state_version_id)
+        with self._units() as uow:
+            run, parts = uow.runs.with_parts(binding.run_id, [attempt_part(binding.phase)])
+            workspace = uow.writer.workspace(run.workspace_id)
+            if workspace.current_state_version_id is None:
+                return {"state_version_id": None, "matches": False}
+            version = uow.state_versions.get(workspace.current_state_version_id)
         # The same rule as the apply's result: this attempt's exact stamp, lock and fence.
         attempt = AttemptBody.from_body(
-            run_batch.require(parts, run.id, attempt_part(binding.phase)).body
+            required_part(parts, run.id, attempt_part(binding.phase)).body
         )
         ours = attempt.attempt_id == binding.attempt_id and published_by(
             publication_of(version), apply_identity(run, attempt)

@@ -204,12 +204,17 @@ class GitHubInstallationStore(Protocol):
     ) -> None: ...
 
 
-class EngineStartReads(Protocol):
+class ServesReadAhead(Protocol):
+    """Serves what a read brought ahead to the reads made inside ``serving``: each item
+    once, none after a write (the request's identity map, ``store.prefetch``)."""
+
+    def serving(self, ahead: ReadAhead) -> AbstractContextManager[None]: ...
+
+
+class EngineStartReads(ServesReadAhead, Protocol):
     """What a runner's engine starts a phase by reading (its run, its workspace, the
     state version the run pinned and that version's artifact record), read in one
     request (``read_ahead``) and served to the reads made inside ``serving``: each item
     once, none after a write (the request's identity map)."""
 
     def read_ahead(self, run_id: str, workspace_id: str) -> ReadAhead: ...
-
-    def serving(self, ahead: ReadAhead) -> AbstractContextManager[None]: ...
