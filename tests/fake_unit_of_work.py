@@ -83,6 +83,15 @@ class InMemoryWriterQueue:
         self.holders[run.workspace_id] = run_id
         return Handoff(run.workspace_id, run_id, token)
 
+    def reserve(self, run: Run, token: str) -> None:
+        """As ``WriterAuthority.reserve``: a free reservation is taken, else the run queues
+        with the token that resumes its wait."""
+        waiting = self.waiting.setdefault(run.workspace_id, [])
+        if self.holders.get(run.workspace_id) is None and not waiting:
+            self.holders[run.workspace_id] = run.id
+        else:
+            waiting.append((run.id, token))
+
     def waiter_token(self, run: Run) -> str | None:
         """As ``WriterAuthority.waiter_token``: the token of ``run``'s wait, if it waits."""
         if not run.kind.needs_writer_reservation:
@@ -833,3 +842,20 @@ def _key(intent: _Intent) -> tuple[str, ...]:
     if isinstance(intent, _Put):
         return (intent.part.run_id, intent.part.name)
     return (intent.run_id, intent.name)
+
+
+def empty_workspace(
+    workspace_id: str, organization_id: str, created_at: datetime, name: str = "network"
+) -> Workspace:
+    """A workspace as created: fence 0, no writer, no lock, nobody waiting, no state."""
+    return Workspace(
+        id=workspace_id,
+        organization_id=organization_id,
+        name=name,
+        created_at=created_at,
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+    )

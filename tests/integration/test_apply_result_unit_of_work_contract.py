@@ -22,7 +22,12 @@ from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
-from tests.fake_unit_of_work import InMemoryDriftRecords, InMemoryUnitOfWork, InMemoryWriterQueue
+from tests.fake_unit_of_work import (
+    InMemoryDriftRecords,
+    InMemoryUnitOfWork,
+    InMemoryWriterQueue,
+    empty_workspace,
+)
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryWorkspaces, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,24 +91,8 @@ def units(request: pytest.FixtureRequest) -> Units:
         InMemoryWriterQueue(),
         InMemoryWorkspaces(),
     )
-    directory.workspaces["ws-1"] = Workspace(
-        id="ws-1",
-        organization_id=ORG,
-        name="network",
-        created_at=AT,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-    )
+    directory.workspaces["ws-1"] = empty_workspace("ws-1", ORG, AT)
     held, drift = directory, InMemoryDriftRecords()
-
-    def reserve(run: Run, token: str) -> None:
-        if run.workspace_id in queue.holders:
-            queue.waiting.setdefault(run.workspace_id, []).append((run.id, token))
-        else:
-            queue.holders[run.workspace_id] = run.id
 
     def lock(run: Run) -> ApplyLock:
         workspace = held.workspaces[run.workspace_id]
@@ -117,7 +106,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         lambda: InMemoryUnitOfWork(ledger, queue, directory=held, drift=drift),
         ledger,
         "ws-1",
-        reserve,
+        queue.reserve,
         lock,
     )
 

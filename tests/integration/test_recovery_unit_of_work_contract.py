@@ -31,6 +31,7 @@ from tests.fake_unit_of_work import (
     InMemorySandboxes,
     InMemoryUnitOfWork,
     InMemoryWriterQueue,
+    empty_workspace,
 )
 from tests.fakes import (
     FakeClock,
@@ -155,23 +156,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         InMemoryStateVersions(),
         InMemoryRecoveries(),
     )
-    directory.workspaces["ws-1"] = Workspace(
-        id="ws-1",
-        organization_id=ORG,
-        name="network",
-        created_at=AT,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-    )
-
-    def reserve(run: Run, token: str) -> None:
-        if run.workspace_id in queue.holders:
-            queue.waiting.setdefault(run.workspace_id, []).append((run.id, token))
-        else:
-            queue.holders[run.workspace_id] = run.id
+    directory.workspaces["ws-1"] = empty_workspace("ws-1", ORG, AT)
 
     def start_session(key: str, attempt_id: str) -> None:
         sandboxes.sessions[key] = None
@@ -188,7 +173,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         ),
         ledger,
         "ws-1",
-        reserve,
+        queue.reserve,
         versions.add,
         start_session,
         lambda key: sandboxes.sessions.get(key) is not None,

@@ -44,7 +44,12 @@ from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
-from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
+from tests.fake_unit_of_work import (
+    InMemorySandboxes,
+    InMemoryUnitOfWork,
+    InMemoryWriterQueue,
+    empty_workspace,
+)
 from tests.fake_uow_start import InMemoryStartRecords
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryWorkspaces, SeededIds
 
@@ -141,17 +146,7 @@ def units(request: pytest.FixtureRequest) -> Units:
         InMemoryWriterQueue(),
         InMemoryWorkspaces(),
     )
-    directory.workspaces["ws-1"] = Workspace(
-        id="ws-1",
-        organization_id=ORG,
-        name="network",
-        created_at=AT,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-    )
+    directory.workspaces["ws-1"] = empty_workspace("ws-1", ORG, AT)
     sandboxes, records = InMemorySandboxes(), InMemoryStartRecords()
 
     def reserve(run: Run) -> None:

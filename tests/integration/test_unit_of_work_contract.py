@@ -36,7 +36,11 @@ from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
 from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
-from tests.fake_unit_of_work import InMemorySandboxes, InMemoryUnitOfWork, InMemoryWriterQueue
+from tests.fake_unit_of_work import (
+    InMemorySandboxes,
+    InMemoryUnitOfWork,
+    InMemoryWriterQueue,
+)
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -205,19 +209,13 @@ def units(request: pytest.FixtureRequest) -> Units:
         InMemorySandboxes(),
     )
 
-    def reserve(run: Run, token: str) -> None:
-        if run.workspace_id in queue.holders:
-            queue.waiting.setdefault(run.workspace_id, []).append((run.id, token))
-        else:
-            queue.holders[run.workspace_id] = run.id
-
     return Units(
         lambda: InMemoryUnitOfWork(memory, queue, sandboxes),
         memory,
         memory,
         lambda run_id: [e for e in memory.announced if e.run_id == run_id],
         _memory_sandboxes(memory, sandboxes),
-        reserve,
+        queue.reserve,
     )
 
 

@@ -105,13 +105,7 @@ class InMemoryBackend:
         ledger.move(ledger.get_run(run_id), target, actor="workflow", run_updates=updates)
 
     def reserve(self, run: Run, token: str) -> None:
-        # As WriterAuthority.reserve: a free reservation is taken, else the run queues.
-        queue = self.tier.writer_queue
-        waiting = queue.waiting.setdefault(run.workspace_id, [])
-        if queue.holders.get(run.workspace_id) is None and not waiting:
-            queue.holders[run.workspace_id] = run.id
-        else:
-            waiting.append((run.id, token))
+        self.tier.writer_queue.reserve(run, token)
 
     def _unit(self) -> InMemoryUnitOfWork:
         t = self.tier
