@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Never
+from functools import cache
+from typing import TYPE_CHECKING, Never
 
 import boto3
 import pytest
@@ -55,6 +56,10 @@ from tests.fakes_creation import (
 )
 from tests.fakes_operations import InMemoryLaunchControls, InMemorySourceRecords
 from tests.fakes_state import InMemoryWorkspaceLocks
+
+if TYPE_CHECKING:
+    from mypy_boto3_kms import KMSClient
+    from mypy_boto3_s3 import S3Client
 
 
 @pytest.fixture(autouse=True)
@@ -147,8 +152,8 @@ def tier() -> Tier:
         ArtifactStore(
             clock,
             ids,
-            ObjectStore(boto3.client("s3", region_name=region), "artifacts"),
-            DataKeys(boto3.client("kms", region_name=region), "alias/artifacts"),
+            ObjectStore(_s3(), "artifacts"),
+            DataKeys(_kms(), "alias/artifacts"),
             records=InMemoryArtifactRecords(),
         ),
         workflow,
@@ -190,7 +195,7 @@ def tier() -> Tier:
         clock,
         ids,
         workspaces,
-        DataKeys(boto3.client("kms", region_name=region), "alias/variables"),
+        DataKeys(_kms(), "alias/variables"),
         variable_store,
     )
     registry = RecordingRegistry()
@@ -218,6 +223,18 @@ def tier() -> Tier:
         configurations,
         unit_of_work,
     )
+
+
+# One client per service for the whole tier: building one costs more than most service
+# tests, and the guard above fails any test whose path calls it.
+@cache
+def _s3() -> S3Client:
+    return boto3.client("s3", region_name="us-east-1")
+
+
+@cache
+def _kms() -> KMSClient:
+    return boto3.client("kms", region_name="us-east-1")
 
 
 def _not_here() -> Never:
