@@ -20,7 +20,7 @@ from typing import Any, cast
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from runplane.store import prefetch
+from runplane.wiring import identity_map, read_ahead_in
 
 # The event being resolved on this thread, for routes declared on Routers: a Router
 # included in several pooled resolvers reads its last resolver's event, not its own.
@@ -56,11 +56,10 @@ class IsolatedRestResolver(APIGatewayRestResolver):
         )
         resolving = _resolving.set(self._own_event)
         # The request's identity map, holding the items the authorizer read with this
-        # request's credentials to serve its first reads (runplane.store.prefetch says
-        # when they may).
+        # request's credentials to serve its first reads.
         authorizer = (cast(dict[str, Any], event).get("requestContext") or {}).get("authorizer")
         try:
-            with prefetch.opened(prefetch.decode(authorizer)):
+            with identity_map(read_ahead_in(authorizer)):
                 return super().resolve(event, context)
         finally:
             _resolving.reset(resolving)

@@ -29,8 +29,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # and the identity service brings only what authenticating needs.
     from runplane.domain.identity import Unauthenticated
     from runplane.services.principals import encode_principal
-    from runplane.store import prefetch
-    from runplane.wiring import services
+    from runplane.wiring import read_ahead_context, services
 
     try:
         principal, read = services().identity.authenticate_request(
@@ -48,5 +47,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             ],
         },
         # What the authentication read for the call to read next travels with it.
-        "context": encode_principal(principal) | prefetch.encode(read),
+        "context": encode_principal(principal) | read_ahead_context(read),
     }

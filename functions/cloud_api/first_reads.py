@@ -26,8 +26,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from functions.cloud_api.request import Reply, json_reply, principal
 from functions.isolation import current_event
-from runplane.store import prefetch
-from runplane.wiring import services
+from runplane.wiring import read_ahead_context, read_ahead_in, services
 
 router = Router()  # type: ignore[no-untyped-call]
 
@@ -63,7 +62,7 @@ def first_reads() -> Reply:
     # authentication's and the ones read for all of them.
     outer = current_event().raw_event
     authorizer = dict((outer.get("requestContext") or {}).get("authorizer") or {})
-    authorizer.update(prefetch.encode(prefetch.decode(authorizer).with_(start.items)))
+    authorizer.update(read_ahead_context(read_ahead_in(authorizer).with_(start.items)))
     routes = [
         f"organizations/{org}/entitlement-set",
         f"organizations/{org}/workspaces/{_segment(workspace.name)}",

@@ -9,9 +9,11 @@ policy evaluation or remote runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
     from runplane.domain.ids import IdGenerator
+    from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.event_relay import EventRelay
@@ -92,6 +95,34 @@ def run_lifecycle(
         RunLifecycle(runs=records, writer=writer, ledger=plain, mover=mover, events=events)
     )
     return built[0]
+
+
+# -- a request's identity map: what its authentication read, served to its first reads.
+# Handlers open it here, so they never import the store (``store.prefetch`` says when an
+# item may be served).
+
+
+def read_ahead_in(authorizer: Mapping[str, Any] | None) -> ReadAhead:
+    """What an authorizer context carries of its authentication's reads."""
+    from runplane.store import prefetch
+
+    return prefetch.decode(authorizer)
+
+
+def read_ahead_context(ahead: ReadAhead) -> dict[str, str]:
+    """``ahead`` as an authorizer context entry (empty when it read nothing)."""
+    from runplane.store import prefetch
+
+    return prefetch.encode(ahead)
+
+
+@contextmanager
+def identity_map(ahead: ReadAhead) -> Iterator[None]:
+    """The request's identity map, holding what ``ahead`` read, for the block."""
+    from runplane.store import prefetch
+
+    with prefetch.opened(ahead):
+        yield
 
 
 def launcher_for(settings: Settings) -> Launcher:
