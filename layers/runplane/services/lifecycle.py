@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from runplane.services.run_events import RunEvents
     from runplane.services.writer import WriterAuthority
 
-# A committed move: its transition, the run as written, who the reservation went to.
-Moved = MovedRun
-
 
 class RunRecords(Protocol):
     """A run's records as the table holds them: the run (``NotFound`` for an unknown
@@ -95,7 +92,7 @@ class RunLifecycle:
         reason: str | None = None,
         run_updates: Mapping[str, Any] | None = None,
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
-    ) -> Moved:
+    ) -> MovedRun:
         """Move ``run`` (a snapshot) to ``target`` with nothing beside it but what the
         move itself composes; see ``store.moves.DynamoMover.move``. A move with other
         writes goes through a unit of work, whose commit moves through ``mover``."""

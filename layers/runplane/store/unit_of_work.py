@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
-from runplane.domain.entities import ApplyLock, Handoff, Run, Waiter, Workspace
+from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.recovery import Recovery
@@ -48,21 +48,9 @@ from runplane.store import (
 )
 from runplane.store.artifact_records import registration_writes
 from runplane.store.attempts import close_attempt
+from runplane.store.models import workspace_key
 from runplane.store.runs import RunRepository, expect_status
 from runplane.store.transaction import Item, OnRefused, Transaction
-
-
-class Moved(Protocol):
-    """What the lifecycle's move returns (``services.lifecycle.Moved``)."""
-
-    @property
-    def transition(self) -> Transitioned: ...
-
-    @property
-    def handoff(self) -> Handoff | None: ...
-
-    @property
-    def run(self) -> Run: ...
 
 
 class Mover(Protocol):
@@ -82,7 +70,7 @@ class Mover(Protocol):
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
         workspace: Workspace | None = None,
-    ) -> Moved: ...
+    ) -> MovedRun: ...
 
 
 def _refusal(on_refused: Refused | None, attribute: str = "state") -> OnRefused | None:
@@ -190,7 +178,6 @@ class DynamoWriterQueue:
         # Each workspace as this unit read it; a move's release may build on it rather
         # than read it again (its writes are conditioned on what was read).
         self.read: dict[str, Workspace] = {}
-        self.written = False
 
     def workspace(self, workspace_id: str) -> Workspace:
         self.read[workspace_id] = workspaces.get_workspace(workspace_id)
@@ -214,7 +201,6 @@ class DynamoWriterQueue:
         now: datetime,
         new_state: tuple[str, int, str] | None = None,
     ) -> None:
-        self.written = True
         self._writes.append(
             writer_recovery.recover_writer(observed, run_id, handoff_to, now, new_state)
         )
@@ -413,7 +399,12 @@ class DynamoUnitOfWork:
 
     def commit(self) -> MovedRun | None:
         writes, moves = list(self._writes), list(self._moves)
-        read = None if self.writer.written else dict(self.writer.read)
+        # A workspace another intent writes is no longer what the release may build on.
+        read = {
+            workspace_id: workspace
+            for workspace_id, workspace in self.writer.read.items()
+            if not any(write.touches(workspace_key(workspace_id)) for write in self._writes)
+        }
         # Spent either way: a refused commit is not sent again by a later one.
         self._discard()
         if not moves:
@@ -431,14 +422,13 @@ class DynamoUnitOfWork:
                 run_updates=move.run_updates,
                 extra_writes=[write.refused_as(_IntentRefused) for write in writes],
                 also_announce=move.also_announce,
-                workspace=(read or {}).get(move.run.workspace_id),
+                workspace=read.get(move.run.workspace_id),
             )
         except _IntentRefused as refused:
             raise refused.error from None
-        return MovedRun(moved.transition, moved.run, moved.handoff)
+        return moved
 
     def _discard(self) -> None:
         self._writes.clear()
         self._moves.clear()
         self.writer.read.clear()
-        self.writer.written = False

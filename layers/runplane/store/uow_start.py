@@ -75,8 +75,6 @@ class DynamoStartWriter(DynamoWriterQueue):
     """The unit's writer queue, and the apply lock a phase's start takes."""
 
     def take_apply_lock(self, lock: ApplyLock, now: datetime) -> None:
-        # The workspace read is no longer what a move of this unit may build on.
-        self.written = True
         self._writes.append(
             apply_lock.acquire_apply_lock(
                 lock.workspace_id, lock.run_id, lock.lock_id, lock.fence - 1, now
