@@ -14,6 +14,7 @@ import platform
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 
 from examples.providers import install
 from examples.providers.install import install_mirror, provider_installation_block
+from runplane.runner.engine_classify import credentials_missing
 from runplane.runner.engine_config import write_cli_config
 from tests.engine import engine_env, engine_path
 
@@ -360,3 +362,82 @@ def test_fail_after_partial_records_a_tainted_thing(work: Workdir) -> None:
     code, plan = work.plan_json()
     assert code == 2
     assert actions(plan) == {"test_thing.half": ["delete", "create"]}
+
+
+# ---------------------------------------------------------------- test_caller_identity
+
+CALLER = """\
+data "test_caller_identity" "me" {}
+
+output "arn" {
+  value = data.test_caller_identity.me.arn
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sts_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def _assumed(endpoint: str, role: str) -> dict[str, str]:
+    import boto3
+
+    sts = boto3.client(
+        "sts",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    issued = sts.assume_role_with_web_identity(
+        RoleArn=f"arn:aws:iam::123456789012:role/{role}",
+        RoleSessionName="run-test",
+        WebIdentityToken="a.b.c",
+    )["Credentials"]
+    return {
+        "AWS_ACCESS_KEY_ID": issued["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": issued["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": issued["SessionToken"],
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+
+
+@linux_amd64
+def test_caller_identity_reports_the_role_of_the_engines_credentials(
+    work: Workdir, sts_endpoint: str
+) -> None:
+    # Given credentials of role "plan-role" in the engine's environment only
+    work.env.update(_assumed(sts_endpoint, "plan-role"))
+    work.write(CALLER)
+    work.init()
+
+    # When the engine applies a configuration reading the caller's identity
+    work.ok("apply", "-auto-approve", "-input=false")
+
+    # Then the data source saw the assumed role
+    shown = json.loads(work.ok("output", "-json").stdout)
+    assert shown["arn"]["value"] == "arn:aws:sts::123456789012:assumed-role/plan-role/run-test"
+
+
+@linux_amd64
+def test_caller_identity_without_credentials_fails_the_way_cloud_providers_do(
+    work: Workdir,
+) -> None:
+    # Given no AWS credentials in the engine's environment
+    work.write(CALLER)
+    work.init()
+
+    # When it plans
+    result = work.run("plan", "-input=false")
+
+    # Then it fails with the wording runners classify as missing credentials
+    assert result.returncode != 0
+    assert credentials_missing(result.stdout + result.stderr)

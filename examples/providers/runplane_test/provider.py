@@ -27,10 +27,12 @@ from tf import runner, schema, types  # type: ignore[import-untyped]
 from tf.iface import (  # type: ignore[import-untyped]
     Config,
     CreateContext,
+    DataSource,
     DeleteContext,
     PlanContext,
     Provider,
     ReadContext,
+    ReadDataContext,
     Resource,
     State,
     UpdateContext,
@@ -165,6 +167,58 @@ class Thing(Resource):  # type: ignore[misc]
         return state
 
 
+class CallerIdentity(DataSource):  # type: ignore[misc]
+    """``test_caller_identity``: who the engine's AWS credentials say it is.
+
+    It asks AWS STS ``GetCallerIdentity`` with the credentials the engine's environment
+    holds (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
+    ``AWS_REGION``; ``AWS_ENDPOINT_URL`` points it at a local STS), exactly as a cloud
+    provider would, and reports the ARN: a plan can show which role it ran as."""
+
+    def __init__(self, provider: TestProvider) -> None:
+        self.provider = provider
+
+    @classmethod
+    def get_name(cls) -> str:
+        return "caller_identity"
+
+    @classmethod
+    def get_schema(cls) -> schema.Schema:
+        return schema.Schema(
+            version=1,
+            attributes=[
+                schema.Attribute(
+                    "arn", types.String(), description="The caller's ARN.", computed=True
+                ),
+                schema.Attribute(
+                    "account", types.String(), description="The caller's account.", computed=True
+                ),
+                schema.Attribute(
+                    "user_id", types.String(), description="The caller's user id.", computed=True
+                ),
+            ],
+        )
+
+    def read(self, ctx: ReadDataContext, config: Config) -> State | None:
+        if not os.environ.get("AWS_ACCESS_KEY_ID"):
+            # The AWS provider's wording, which runners recognise as missing credentials.
+            ctx.diagnostics.add_error(
+                "No valid credential sources found",
+                "Please see the provider documentation for how to configure credentials.",
+            )
+            return None
+        import boto3  # only a data source asking for it pays for the SDK
+
+        try:
+            # Either region variable, as the AWS provider reads them.
+            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            found = boto3.client("sts", region_name=region).get_caller_identity()
+        except Exception as error:
+            ctx.diagnostics.add_error("test_caller_identity: STS refused", str(error)[:300])
+            return None
+        return {"arn": found["Arn"], "account": found["Account"], "user_id": found["UserId"]}
+
+
 class TestProvider(Provider):  # type: ignore[misc]
     """The ``runplane/test`` provider: no configuration, one resource."""
 
@@ -186,7 +240,7 @@ class TestProvider(Provider):  # type: ignore[misc]
         pass
 
     def get_data_sources(self) -> list[Any]:
-        return []
+        return [CallerIdentity]
 
     def get_resources(self) -> list[type[Resource]]:
         return [Thing]

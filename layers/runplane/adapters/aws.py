@@ -111,3 +111,24 @@ def forget_clients() -> None:
     """Drop cached clients (tests start a fresh moto backend per test)."""
     with _LOCK:
         _CLIENTS.clear()
+
+
+_STS_CLIENTS: dict[tuple[str, str | None, bool], Any] = {}
+
+
+def sts(endpoint_url: str | None, region: str, signed: bool) -> Any:
+    """An STS client in ``region`` (regional endpoints: a role session is issued where
+    the engine uses it); ``signed=False`` for calls that take no AWS credentials (a web
+    identity token is the caller's proof)."""
+    from botocore import UNSIGNED
+
+    key = (region, endpoint_url, signed)
+    with _LOCK:
+        if key not in _STS_CLIENTS:
+            config = Config(retries={"mode": "standard"})
+            if not signed:
+                config = config.merge(Config(signature_version=UNSIGNED))
+            _STS_CLIENTS[key] = boto3.session.Session().client(
+                "sts", region_name=region, endpoint_url=endpoint_url, config=config
+            )
+        return _STS_CLIENTS[key]

@@ -41,6 +41,8 @@ class LaunchRequest:
     # One-time, sandbox-bound handles: passed in the environment, never in argv.
     bootstrap: str = field(repr=False)
     apply_start: str | None = field(default=None, repr=False)
+    # Redeemed once, with the session, for the phase's cloud credentials (if the run has any).
+    credentials: str | None = field(default=None, repr=False)
     heartbeat_seconds: int = 60
     # The artifacts the phase reads (IDs, not secrets): its session start reads their
     # records with the bootstrap.
@@ -69,6 +71,8 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
     }
     if request.apply_start:
         env["RUNPLANE_APPLY_START"] = request.apply_start
+    if request.credentials:
+        env["RUNPLANE_CREDENTIALS"] = request.credentials
     if request.inputs:
         env["RUNPLANE_INPUTS"] = ",".join(request.inputs)
     return env

@@ -772,3 +772,27 @@ class NotConfigured(RunplaneError):
             "set it in the function's environment"
         )
         self.setting = setting
+
+
+class CloudCredentialsRefused(RunplaneError):
+    """The cloud refused to issue a phase's credentials (a role that does not trust the
+    issuer, a duration over the role's maximum): the message says what to fix. Nothing
+    was issued."""
+
+    code = "cloud_credentials_refused"
+    http_status = 422
+
+
+class CloudCredentialsUnavailable(RunplaneError):
+    """The cloud's token service or the signing key could not be reached; nothing was
+    issued (the phase fails, a later run may succeed)."""
+
+    code = "cloud_credentials_unavailable"
+    http_status = 503
+
+
+class CredentialsNotIssuable(Conflict):
+    """A phase asked for credentials it may not have: the apply role before its attempt's
+    apply started, or a role the run's credential decisions do not name."""
+
+    code = "credentials_not_issuable"

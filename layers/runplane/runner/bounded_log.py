@@ -177,12 +177,23 @@ class BoundedLog:
             spellings = secret_needles(secret, transformed=transformed)
             exact |= spellings.exact
             folded |= spellings.folded
+        self._exact, self._folded = exact, folded
         self._needles = Needles(exact, folded)
         self._sink = sink
         # Raw bytes that may still start a secret, and how many of them a marker covers.
         self._pending: builtins.bytes = b""
         self._covered = 0
         self._joined = False  # the last byte stored was the end of a marker
+
+    def also_redact(self, secrets: Iterable[str]) -> None:
+        """Redact ``secrets`` too, in every spelling, in whatever is written from now on
+        (and in the bytes held back). For secrets that did not exist before (credentials
+        issued mid-phase): nothing already decided can hold them."""
+        for secret in secrets:
+            spellings = secret_needles(secret, transformed=True)
+            self._exact |= spellings.exact
+            self._folded |= spellings.folded
+        self._needles = Needles(self._exact, self._folded)
 
     @property
     def total_bytes(self) -> int:

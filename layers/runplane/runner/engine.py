@@ -170,6 +170,14 @@ class Engine:
         self._env = {**_ENGINE_ENV_DEFAULTS, **env, **_ENGINE_ENV_PLATFORM}
         self._init_accepts_lock: bool | None = None
 
+    def add_environment(self, extra: Mapping[str, str]) -> None:
+        """Add ``extra`` to the environment of the commands run from now on (a phase's
+        cloud credentials). It sets nothing the platform reserves or already set."""
+        clash = sorted(set(extra) & (set(self._env) - set(_ENGINE_ENV_DEFAULTS)))
+        if clash:
+            raise ValueError(f"the engine's environment already sets {', '.join(clash)}")
+        self._env = {**self._env, **extra, **_ENGINE_ENV_PLATFORM}
+
     # -- commands ---------------------------------------------------------------------
 
     def init(self, lock: bool = True, backend_config: Path | None = None) -> EngineResult:

@@ -38,6 +38,7 @@ from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
 from runplane.domain.plan_summary import drifted_resources, summarize
+from runplane.domain.run_credentials import IssuedCredentials
 from runplane.domain.runner_reports import (
     MAX_REASON,
     Applied,
@@ -49,6 +50,7 @@ from runplane.domain.runner_reports import (
 )
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.bounded_log import BoundedLog
+from runplane.runner.cloud_credentials import engine_environment
 from runplane.runner.config_check import check_root_module
 from runplane.runner.confinement import (
     Confinement,
@@ -416,6 +418,9 @@ class Runner:
 
     def plan(self) -> RunnerReport:
         engine, backend_config = self.prepare()
+        refused = self._take_credentials(engine)
+        if refused is not None:
+            return CredentialsRequired(reason=refused, log_artifact_id=self._log_if_stored())
         started = time.perf_counter()
         init = engine.init(lock=False, backend_config=backend_config)
         if not init.succeeded:
@@ -477,6 +482,10 @@ class Runner:
                 engine, backend_config = self.prepare()
             finally:
                 redeemed.result()
+        # Issued only now: the apply role is for the attempt whose start was redeemed.
+        refused = self._take_credentials(engine)
+        if refused is not None:
+            return Failed(reason=refused, log_artifact_id=self._log_if_stored())
         saved = self._give_engine("plan.bin", plan_bytes)
         started = time.perf_counter()
         init = engine.init(backend_config=backend_config)
@@ -498,6 +507,26 @@ class Runner:
         if not applied.succeeded:
             return self._failed("engine apply failed")
         return Applied(log_artifact_id=self._upload_log())
+
+    def _take_credentials(self, engine: Engine) -> str | None:
+        """Redeem the phase's credentials capability (if the launch carried one) and hand
+        what it yields to the engine's environment, redacted from the log from now on.
+        Returns why the control plane refused to issue them (the engine must not run)."""
+        handle = self.env.get("RUNPLANE_CREDENTIALS")
+        if not handle:
+            return None
+        try:
+            issued = self.api.call("POST", "/api/v1/runner/credentials", {"handle": handle})
+        except CallFailed as refused:
+            reason = _refusal_message(refused)
+            self.log.write(f"[runner] cloud credentials were not issued: {reason}\n")
+            return f"cloud credentials were not issued: {reason}"
+        credentials = IssuedCredentials.from_wire(issued["credentials"])
+        self.log.also_redact(credentials.secrets())
+        engine.add_environment(engine_environment(credentials, self._give_engine))
+        named = ", ".join(issued.get("issued") or [])
+        self.log.write(f"[runner] cloud credentials issued for this phase: {named}\n")
+        return None
 
     def _interrupted(self, signum: int) -> Interrupted:
         """A signal ended the engine mid-apply, before its own last word: what it changed
@@ -727,6 +756,17 @@ class Grants:
         return list(self._secrets)
 
 
+def _refusal_message(refused: CallFailed) -> str:
+    """The human sentence of a control plane's refusal (its ``message``), else its text."""
+    text = str(refused)
+    try:
+        body = json.loads(text.split(": ", 1)[1])
+        message = body.get("message") if isinstance(body, dict) else None
+    except (IndexError, ValueError):
+        message = None
+    return str(message or text)[:_LOGGED_ERROR]
+
+
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -757,7 +797,7 @@ def main() -> int:
 
 
 # What a launch hands over in the environment and no process environment should keep.
-_HANDED_OVER = ("RUNPLANE_BOOTSTRAP", "RUNPLANE_APPLY_START")
+_HANDED_OVER = ("RUNPLANE_BOOTSTRAP", "RUNPLANE_APPLY_START", "RUNPLANE_CREDENTIALS")
 # A pipe's buffer holds this much without a reader: the environment must fit before exec.
 _PIPE_CAPACITY = 60 * 1024
 
