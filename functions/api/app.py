@@ -31,6 +31,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/workspaces/<workspace_id>/variables",
         "/api/v1/workspaces/<workspace_id>/variables/<name>",
     ),
+    "cloud_settings": ("/api/v1/workspaces/<workspace_id>/cloud-settings",),
     "runs": (
         "/api/v1/workspaces/<workspace_id>/runs",
         "/api/v1/runs/<run_id>",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.cloud_settings import WorkspaceCloudSettings
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.github_installations import GitHubInstallations
@@ -473,6 +474,7 @@ class Services:
                 artifacts=DynamoArtifactRecords(),
             ),
             workspace_variables=self.workspace_variables,
+            cloud_settings=self.cloud_settings,
         )
 
     @cached_property
@@ -482,6 +484,20 @@ class Services:
 
         return WorkspaceVariables(
             self.clock, self.ids, self.workspaces, self.keys, DynamoVariableStore()
+        )
+
+    @cached_property
+    def cloud_settings(self) -> WorkspaceCloudSettings:
+        from runplane.services.cloud_settings import WorkspaceCloudSettings
+        from runplane.store.cloud_settings import DynamoCloudSettingsStore
+
+        return WorkspaceCloudSettings(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.keys,
+            DynamoCloudSettingsStore(),
+            deployment_region=self.settings.region,
         )
 
     @cached_property
