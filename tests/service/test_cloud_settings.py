@@ -16,13 +16,14 @@ from runplane.domain.cloud_settings import (
     CredentialDecisions,
     PinnedCredentials,
     StoredCloudSettings,
+    settings_view,
 )
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.identity import ROLES, Forbidden, Permission, Principal
 from runplane.domain.parts import RunInput
 from runplane.domain.run import RunKind
-from runplane.services.cloud_settings import CLEARED_EVENT, SET_EVENT, settings_view
+from runplane.services.cloud_settings import CLEARED_EVENT, SET_EVENT
 from tests.service.conftest import Tier
 
 PLAN = "arn:aws:iam::123456789012:role/plan"

@@ -8,8 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
-from runplane.domain.cloud_settings import CloudSettingsChange
-from runplane.services.cloud_settings import settings_view
+from runplane.domain.cloud_settings import CloudSettingsChange, settings_view
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]

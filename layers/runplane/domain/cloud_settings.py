@@ -559,3 +559,16 @@ class PinnedCredentials:
             CredentialDecisions.from_body(snapshot.get(cls.DECISIONS_KEY)),
             sealed_from_body(snapshot.get(cls.SEALED_KEY)),
         )
+
+
+def settings_view(workspace_id: str, stored: StoredCloudSettings | None) -> dict[str, Any]:
+    """The settings as the API and the CLI show them: version 0 and no settings for a
+    workspace that never had any; the external ID only as whether one is set."""
+    settings = stored.settings if stored is not None else CloudSettings()
+    return {
+        "workspace_id": workspace_id,
+        **settings.view(),
+        "version": stored.version if stored is not None else 0,
+        "updated_at": stored.updated_at.isoformat() if stored is not None else None,
+        "updated_by": stored.updated_by if stored is not None else None,
+    }

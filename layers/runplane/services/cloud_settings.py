@@ -10,7 +10,7 @@ workspace, never returned (only ``aws_external_id_set``), logged or audited.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
@@ -36,19 +36,6 @@ if TYPE_CHECKING:
 
 SET_EVENT = "workspace.cloud_settings_set"
 CLEARED_EVENT = "workspace.cloud_settings_cleared"
-
-
-def settings_view(workspace_id: str, stored: StoredCloudSettings | None) -> dict[str, Any]:
-    """The settings as the API and the CLI show them: version 0 and no settings for a
-    workspace that never had any; the external ID only as whether one is set."""
-    settings = stored.settings if stored is not None else CloudSettings()
-    return {
-        "workspace_id": workspace_id,
-        **settings.view(),
-        "version": stored.version if stored is not None else 0,
-        "updated_at": stored.updated_at.isoformat() if stored is not None else None,
-        "updated_by": stored.updated_by if stored is not None else None,
-    }
 
 
 class WorkspaceCloudSettings:
