@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -59,8 +60,12 @@ def _trail(local: Local, ws_id: str) -> list[Any]:
 
 
 def test_set_show_and_clear_through_the_cli_never_show_the_external_id(
-    local: Local, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    local: Local,
+    capsys: Capture,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="runplane")
     # Given a workspace with no cloud settings
     ws_id, name = workspace(local, capsys, "cloud")
     code, text, _ = cli(capsys, "workspace", "cloud", name, *connect(local))
@@ -153,6 +158,9 @@ def test_set_show_and_clear_through_the_cli_never_show_the_external_id(
         "aws_plan_role_arn,aws_apply_role_arn,aws_external_id,aws_session_duration"
     )
     assert SECRET not in json.dumps([e.details for e in events])
+    # And no log line of the stack (in this process) holds it
+    assert caplog.records
+    assert SECRET not in caplog.text
 
 
 def test_refused_settings_are_one_error_line_and_change_nothing(
