@@ -14,6 +14,7 @@ import boto3
 import jwt
 import pytest
 
+from runplane import wiring
 from runplane.adapters.token_signer import b64url, create_signing_key
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import SigningKeyUnavailable
@@ -209,3 +210,57 @@ def test_a_key_that_is_not_a_signing_key_or_missing_is_unavailable(
             with pytest.raises(SigningKeyUnavailable) as unavailable:
                 call()
             assert key not in unavailable.value.message
+
+
+def _get(path: str) -> dict[str, Any]:
+    """The run API's Lambda handler, as API Gateway invokes it for a public GET."""
+    from functions.api.app import handler
+
+    event = {
+        "httpMethod": "GET",
+        "path": path,
+        "resource": path,
+        "headers": {},
+        "queryStringParameters": None,
+        "body": None,
+        "isBase64Encoded": False,
+        "requestContext": {"stage": "prod", "path": path},
+    }
+    reply: dict[str, Any] = handler(event, None)
+    return reply
+
+
+@pytest.mark.parametrize("path", ["/.well-known/openid-configuration", "/.well-known/jwks.json"])
+def test_the_run_api_serves_the_documents_or_a_typed_503_when_not_an_issuer(
+    stack: Stack, keys: Keys, path: str
+) -> None:
+    try:
+        # Given a run API function whose environment names no issuer
+        wiring.install(stack.rewired())
+        # When a verifier asks for the document
+        reply = _get(path)
+        # Then it is told, with a code, that this deployment is not an issuer
+        assert reply["statusCode"] == 503
+        body = json.loads(reply["body"])
+        assert body["code"] == "OIDC_ISSUER_NOT_CONFIGURED"
+        assert "RUNPLANE_OIDC_ISSUER_URL" in body["message"]
+        # Given the function configured as the issuer
+        wiring.install(stack.rewired(oidc_issuer_url=ISSUER, oidc_signing_key_ids=keys.a))
+        # Then it serves the document, cacheable for five minutes
+        reply = _get(path)
+        assert reply["statusCode"] == 200, reply["body"]
+        headers = reply["multiValueHeaders"]
+        assert headers["Content-Type"] == ["application/json"]
+        assert headers["Cache-Control"] == ["public, max-age=300"]
+        served = json.loads(reply["body"])
+        service = issuer(stack, keys.a)
+        assert served == (service.discovery() if "openid" in path else service.jwks())
+        # And a key KMS cannot use is a typed 503 too, naming no key
+        wiring.install(stack.rewired(oidc_issuer_url=ISSUER, oidc_signing_key_ids=keys.symmetric))
+        reply = _get(path)
+        if path.endswith("jwks.json"):
+            assert reply["statusCode"] == 503
+            assert json.loads(reply["body"])["code"] == "SIGNING_KEY_UNAVAILABLE"
+            assert keys.symmetric.rsplit("/", 1)[1] not in reply["body"]
+    finally:
+        wiring._installed.clear()
