@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from runplane.adapters.token_signer import ALGORITHM, b64url, rsa_jwk, signing_input
+from runplane.domain.errors import SigningKeyUnavailable
 
 
 @cache
@@ -26,12 +27,18 @@ class InMemorySigner:
         self.keys = {key_id: _generated(key_id) for key_id in key_ids}
         self.signed: list[str] = []
         self.published: list[str] = []
+        # Keys KMS would refuse (disabled, deleted, not granted).
+        self.unavailable: set[str] = set()
 
     def public_jwk(self, key_id: str) -> Mapping[str, str]:
+        if key_id in self.unavailable:
+            raise SigningKeyUnavailable("KMS could not read a configured token signing key")
         self.published.append(key_id)
         return rsa_jwk(self.keys[key_id].public_key())
 
     def sign_jwt(self, key_id: str, claims: Mapping[str, Any]) -> str:
+        if key_id in self.unavailable:
+            raise SigningKeyUnavailable("KMS could not sign with a configured token signing key")
         key = self.keys[key_id]
         header = {"alg": ALGORITHM, "typ": "JWT", "kid": rsa_jwk(key.public_key())["kid"]}
         message = signing_input(header, claims)

@@ -212,6 +212,21 @@ def test_a_key_that_is_not_a_signing_key_or_missing_is_unavailable(
             assert key not in unavailable.value.message
 
 
+def test_an_earlier_key_deleted_too_early_leaves_the_jwks_but_the_signing_key_never(
+    stack: Stack, keys: Keys, org: Organization, workspace: Workspace
+) -> None:
+    # Given key B signing and an earlier key KMS no longer has
+    gone = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-4000-8000-000000000000"
+    service = issuer(stack, keys.b, gone)
+    # Then the JWKS publishes B alone, and B's tokens verify
+    jwks = service.jwks()
+    assert len(jwks["keys"]) == 1
+    verify(mint(stack, service, org, workspace), jwks)
+    # But a signing key KMS does not have serves neither keys nor tokens
+    with pytest.raises(SigningKeyUnavailable):
+        issuer(stack, gone, keys.b).jwks()
+
+
 def _get(path: str) -> dict[str, Any]:
     """The run API's Lambda handler, as API Gateway invokes it for a public GET."""
     from functions.api.app import handler

@@ -11,7 +11,11 @@ import jwt
 import pytest
 
 from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import OidcIssuerNotConfigured, WorkloadIdentityRefused
+from runplane.domain.errors import (
+    OidcIssuerNotConfigured,
+    SigningKeyUnavailable,
+    WorkloadIdentityRefused,
+)
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind
 from runplane.domain.workload_identity import RunPhase, TokenRequest
@@ -99,6 +103,28 @@ def test_the_jwks_publishes_every_configured_key_the_signer_first(tier: Tier) ->
     ]
     assert all(k["kty"] == "RSA" and k["use"] == "sig" and k["alg"] == "RS256" for k in keys)
     assert all(set(k) == {"kty", "n", "e", "use", "alg", "kid"} for k in keys)
+
+
+def test_an_earlier_key_kms_no_longer_serves_is_left_out_but_never_the_signing_key(
+    tier: Tier, two_workspaces: tuple[tuple[Organization, Workspace], ...]
+) -> None:
+    (org, ws), _ = two_workspaces
+    signer = InMemorySigner(KEY_A, KEY_B)
+    # Given the earlier key A disabled before it was dropped from the list
+    signer.unavailable.add(KEY_A)
+    service = issuer(tier, signer, KEY_B, KEY_A)
+    # Then the JWKS publishes B alone, and B's tokens still verify
+    jwks = service.jwks()
+    assert [k["kid"] for k in jwks["keys"]] == [signer.public_jwk(KEY_B)["kid"]]
+    deadline = tier.clock.now() + timedelta(hours=1)
+    verify(service.issue(request(org, ws), phase_deadline=deadline), jwks)
+    # But with the signing key itself unavailable, no key set and no token is served
+    stalled = issuer(tier, signer, KEY_A, KEY_B)
+    with pytest.raises(SigningKeyUnavailable):
+        stalled.jwks()
+    with pytest.raises(SigningKeyUnavailable):
+        stalled.issue(request(org, ws), phase_deadline=deadline)
+    assert signer.signed == [KEY_B]
 
 
 def test_tokens_are_signed_by_the_current_key_only(

@@ -17,7 +17,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from runplane.domain.clock import Clock
-from runplane.domain.errors import OidcIssuerNotConfigured, WorkloadIdentityRefused
+from runplane.domain.errors import (
+    OidcIssuerNotConfigured,
+    SigningKeyUnavailable,
+    WorkloadIdentityRefused,
+)
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.workload_identity import (
     CLAIMS_SUPPORTED,
@@ -61,15 +65,15 @@ class WorkloadIdentity:
 
     @property
     def issuer(self) -> str:
+        return self._configured()[0]
+
+    def _configured(self) -> tuple[str, tuple[str, ...]]:
+        """The issuer URL and its keys, the signing key first."""
         if not self._issuer:
             raise OidcIssuerNotConfigured("oidc_issuer_url")
-        return self._issuer
-
-    def _keys(self) -> tuple[str, ...]:
-        self.issuer  # noqa: B018 - an issuer without its URL is not configured either
         if not self._key_ids:
             raise OidcIssuerNotConfigured("oidc_signing_key_ids")
-        return self._key_ids
+        return self._issuer, self._key_ids
 
     # -- the public documents --------------------------------------------------------------
 
@@ -77,10 +81,10 @@ class WorkloadIdentity:
         """The OpenID provider configuration (OpenID Connect Discovery 1.0 §3), as
         workload identity federation reads it: the issuer, where its keys are, and what
         its tokens hold."""
-        self._keys()
+        issuer, _ = self._configured()
         return {
-            "issuer": self.issuer,
-            "jwks_uri": self.issuer + JWKS_PATH,
+            "issuer": issuer,
+            "jwks_uri": issuer + JWKS_PATH,
             "response_types_supported": ["id_token"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
@@ -90,10 +94,21 @@ class WorkloadIdentity:
 
     def jwks(self) -> dict[str, Any]:
         """Every published key, the signing key first (one entry per distinct key: a key
-        listed twice, by ID and by ARN, is published once)."""
+        listed twice, by ID and by ARN, is published once).
+
+        The signing key must be readable (else ``SigningKeyUnavailable``: no verifier
+        should see a key set without it). An earlier key KMS no longer serves (disabled
+        or deleted before it was dropped from the list) is left out: its tokens then fail
+        verification, and every other key's still verify."""
+        signing_key, *earlier = self._configured()[1]
         keys: dict[str, Mapping[str, str]] = {}
-        for key_id in self._keys():
-            jwk = self._signer.public_jwk(key_id)
+        for key_id in (signing_key, *earlier):
+            try:
+                jwk = self._signer.public_jwk(key_id)
+            except SigningKeyUnavailable:
+                if key_id == signing_key:
+                    raise
+                continue
             keys.setdefault(jwk["kid"], jwk)
         return {"keys": [dict(jwk) for jwk in keys.values()]}
 
@@ -120,8 +135,8 @@ class WorkloadIdentity:
     def mint(self, claims: WorkloadIdentityClaims) -> str:
         """``claims`` signed with the current key (the first configured). Claims of
         another issuer, or already expired, are refused."""
-        signing_key = self._keys()[0]
-        if claims.issuer != self.issuer:
+        issuer, (signing_key, *_) = self._configured()
+        if claims.issuer != issuer:
             raise WorkloadIdentityRefused("the claims name another issuer than this one", "/iss")
         if int(self._clock.now().timestamp()) >= claims.expires_at:
             raise WorkloadIdentityRefused("the claims have expired: nothing was signed", "/exp")
