@@ -1,7 +1,8 @@
 """The embedded stack: Runplane on one machine with no AWS account.
 
 moto serves DynamoDB, S3 and KMS on loopback; the table, bucket and key are
-created from the same definitions a deployment uses; the Cloud API handlers
+created from the same definitions a deployment uses (and the signing key of the
+stack's OpenID Connect issuer, docs/credentials.md); the Cloud API handlers
 and the authorizer run in this process behind a loopback HTTP gateway. It is
 ephemeral: moto keeps everything in memory, so a restart starts empty (the
 data directory keeps only the sign-in key and the files clients read).
