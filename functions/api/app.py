@@ -81,6 +81,11 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/schedules/<schedule_id>",
         "/api/v1/schedules/<schedule_id>/actions/pause",
     ),
+    # Runplane as an OpenID Connect issuer (docs/credentials.md).
+    "oidc": (
+        "/.well-known/openid-configuration",
+        "/.well-known/jwks.json",
+    ),
 }
 
 

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from runplane.services.unit_of_work import UnitOfWork
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
+    from runplane.services.workload_identity import WorkloadIdentity
     from runplane.services.workspaces import Workspaces
     from runplane.store.runs import RunRepository
 
@@ -639,6 +640,22 @@ class Services:
             DynamoRunReader(self.run_records),
             self.schedule_registry,
             DynamoScheduleStore(),
+        )
+
+    @cached_property
+    def workload_identity(self) -> WorkloadIdentity:
+        """Runplane as an OpenID Connect issuer (KMS-signed workload identity tokens)."""
+        from runplane.adapters import aws
+        from runplane.adapters.token_signer import KmsTokenSigner
+        from runplane.services.workload_identity import WorkloadIdentity
+
+        settings = self.settings
+        return WorkloadIdentity(
+            self.clock,
+            self.ids,
+            KmsTokenSigner(aws.kms(settings)),
+            issuer=settings.oidc_issuer_url,
+            key_ids=settings.oidc_signing_keys,
         )
 
     @cached_property
