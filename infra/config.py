@@ -36,6 +36,12 @@ _FARGATE_MEMORY: dict[int, range] = {
 _APPROVAL_WINDOW = range(1, 30 * 24 * 3600 + 1)
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,19}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_KEY_ARN = re.compile(
+    r"arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})"
+)
+# Besides the signing key (the issuer's settings allow five keys in all).
+_MAX_PUBLISHED_KEYS = 4
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?")
 # CloudWatch Logs' retention periods, in days.
 _RETENTION_DAYS: dict[int, logs.RetentionDays] = {
@@ -127,6 +133,16 @@ class RunplaneConfig:
     github_web_url: str = "https://github.com"
     github_app_slug: str = ""
     github_client_id: str = ""
+    # Runplane as an OpenID Connect issuer (docs/credentials.md): raising the generation
+    # creates a new signing key; the earlier keys' ARNs stay published until the tokens
+    # they signed have expired (comma-separated).
+    oidc_signing_key_generation: int = 1
+    oidc_published_key_arns: str = ""
+
+    @property
+    def published_key_arns(self) -> tuple[str, ...]:
+        """Earlier signing keys still published in the issuer's JWKS."""
+        return tuple(k.strip() for k in self.oidc_published_key_arns.split(",") if k.strip())
 
     @property
     def prefix(self) -> str:
@@ -263,6 +279,22 @@ class RunplaneConfig:
             self.jwt_issuer is None or self.jwt_issuer.startswith("https://"),
             "jwtIssuer",
             "must be an https URL",
+        )
+        _check(
+            1 <= self.oidc_signing_key_generation <= 999,
+            "oidcSigningKeyGeneration",
+            "must be a whole number from 1 to 999",
+        )
+        published = self.published_key_arns
+        _check(
+            all(_KEY_ARN.fullmatch(arn) for arn in published),
+            "oidcPublishedKeyArns",
+            "must be KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>), comma-separated",
+        )
+        _check(
+            len(set(published)) == len(published) and len(published) <= _MAX_PUBLISHED_KEYS,
+            "oidcPublishedKeyArns",
+            f"names each key once, at most {_MAX_PUBLISHED_KEYS} of them",
         )
         _check(
             self.build_sha == "unknown"

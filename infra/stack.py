@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra.config import RunplaneConfig
 from infra.constructs import assets
-from infra.constructs.api import DASHBOARD, Api
+from infra.constructs.api import DASHBOARD, RUN_API, Api
 from infra.constructs.events import EventQueue, EventRelay, EventWorker
 from infra.constructs.functions import Platform
 from infra.constructs.github import (
@@ -21,6 +21,7 @@ from infra.constructs.github import (
 )
 from infra.constructs.identity import Identity
 from infra.constructs.observability import Observability
+from infra.constructs.oidc import OidcIssuer
 from infra.constructs.orchestration import Orchestration, definition_version, state_machine_arn
 from infra.constructs.sandbox import Sandbox
 from infra.constructs.sandbox_exits import SandboxExits
@@ -96,6 +97,17 @@ class RunplaneStack(Stack):
         dashboard = self.api.functions[DASHBOARD]
         self.identity.add_dashboard_sign_in(dashboard.function, dashboard.role, self.api.url)
         self.platform.settings["control_plane_url"] = self.api.url
+        # The run API serves the issuer's documents and, through the runner's endpoints,
+        # redeems the run credentials that need a token: it publishes and signs.
+        run_api = self.api.functions[RUN_API]
+        self.oidc = OidcIssuer(
+            self,
+            "OidcIssuer",
+            config=config,
+            issuer_url=self.api.url,
+            publishers=[run_api],
+            signer=run_api,
+        )
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.sandbox_exits = SandboxExits(self, "SandboxExits", platform=self.platform)
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
@@ -158,6 +170,16 @@ class RunplaneStack(Stack):
         )
         output("AlarmTopicArn", self.observability.topic.topic_arn, "Alarm notifications")
         output("Issuer", self.identity.issuer, "JWT issuer the API accepts")
+        output(
+            "OidcIssuerUrl",
+            self.oidc.issuer_url,
+            "OpenID Connect issuer of workload identity tokens (cloud trust policies name it)",
+        )
+        output(
+            "OidcSigningKeyArn",
+            self.oidc.signing_key.key_arn,
+            "KMS key signing workload identity tokens (publish it after a rotation)",
+        )
         if self.identity.user_pool is not None and self.identity.client is not None:
             output("UserPoolId", self.identity.user_pool.user_pool_id, "Cognito user pool")
             output(

@@ -31,6 +31,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/workspaces/<workspace_id>/variables",
         "/api/v1/workspaces/<workspace_id>/variables/<name>",
     ),
+    "cloud_settings": ("/api/v1/workspaces/<workspace_id>/cloud-settings",),
     "runs": (
         "/api/v1/workspaces/<workspace_id>/runs",
         "/api/v1/runs/<run_id>",
@@ -79,6 +80,11 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/workspaces/<workspace_id>/schedules",
         "/api/v1/schedules/<schedule_id>",
         "/api/v1/schedules/<schedule_id>/actions/pause",
+    ),
+    # Runplane as an OpenID Connect issuer (docs/credentials.md).
+    "oidc": (
+        "/.well-known/openid-configuration",
+        "/.well-known/jwks.json",
     ),
 }
 

@@ -9,6 +9,17 @@ PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/api/v1/runner/sessions"),
     # GitHub signs its deliveries (X-Hub-Signature-256); the route verifies them.
     ("POST", "/webhooks/github"),
+    # The OpenID Connect issuer's discovery document and keys: public by the
+    # protocol (clouds fetch them anonymously); they hold public keys and URLs only.
+    ("GET", "/.well-known/openid-configuration"),
+    ("GET", "/.well-known/jwks.json"),
+)
+
+# Paths outside /api/v1 the run API serves (the embedded stack's gateway sends them to
+# it; in AWS each is a resource of its own, infra/constructs/api.py).
+OWN_PATHS: tuple[str, ...] = (
+    "/.well-known/openid-configuration",
+    "/.well-known/jwks.json",
 )
 
 

@@ -234,6 +234,39 @@ class RunVariable(Doc):
     )
 
 
+class AwsDecisionView(Doc):
+    plan_role_arn: str = Field(description="The role plans and speculative runs assume")
+    apply_role_arn: str | None = Field(
+        description="The role the apply assumes; null: the run never applies, or the "
+        "workspace has no apply role (its apply gets no AWS credentials)"
+    )
+    external_id_set: bool = Field(description="Whether an external ID is sent (never its value)")
+    session_duration: int
+    region: str
+
+
+class AudienceView(Doc):
+    audience: str
+
+
+class AzureDecisionView(Doc):
+    audience: str
+    client_id: str
+    tenant_id: str
+
+
+class CredentialDecisionsView(Doc):
+    """A run's credential decisions, pinned at creation from its workspace's cloud
+    settings (docs/credentials.md): which identities each phase may get, never a
+    credential. All null: no cloud credentials."""
+
+    settings_version: int = Field(description="The settings' version pinned; 0: none")
+    aws: AwsDecisionView | None
+    gcp: AudienceView | None
+    azure: AzureDecisionView | None
+    digest: str = Field(description="SHA-256 of the decisions' canonical JSON")
+
+
 class RunInput(Doc):
     configuration_version_id: str | None
     configuration_sha256: str | None
@@ -241,6 +274,7 @@ class RunInput(Doc):
     variable_names: list[str]
     variables: list[RunVariable] = Field(description="Names and sources, never values")
     predecessor_state_version_id: str | None
+    credentials: CredentialDecisionsView
 
 
 class PlanView(_Open):
@@ -429,6 +463,28 @@ class VariableDeleted(Doc):
     workspace_id: str
     name: str
     deleted: Literal[True]
+
+
+# -- workspace cloud settings ---------------------------------------------------------------
+
+
+class CloudSettingsView(Doc):
+    """A workspace's cloud settings (docs/credentials.md); the external ID only as
+    whether one is set."""
+
+    workspace_id: str
+    aws_plan_role_arn: str | None
+    aws_apply_role_arn: str | None
+    aws_external_id_set: bool
+    aws_session_duration: int
+    aws_region: str | None = Field(description="null: the deployment's region")
+    gcp_audience: str | None
+    azure_audience: str | None
+    azure_client_id: str | None
+    azure_tenant_id: str | None
+    version: int = Field(description="Each change adds one; 0: never set")
+    updated_at: str | None
+    updated_by: str | None
 
 
 # -- GitHub sources ------------------------------------------------------------------------

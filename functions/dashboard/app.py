@@ -30,6 +30,7 @@ from functions.dashboard.web import (
 from functions.isolation import ResolverPool
 from functions.observability import observed
 from runplane.domain.capabilities import Phase
+from runplane.domain.cloud_settings import settings_view
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
 from runplane.domain.github_connect import CONNECT_PATH
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal, Unauthenticated
@@ -138,7 +139,9 @@ def workspace(request: Request, workspace_id: str) -> Page:
     s = services()
     ws = s.workspaces.by_id(session.principal, workspace_id)
     runs = s.runs.list(session.principal, ws.id)
-    return render(200, "runs.html", session=session, workspace=ws, runs=runs)
+    # Read-only here: the settings are changed with the API or the CLI.
+    cloud = settings_view(ws.id, s.cloud_settings.get(session.principal, ws.id))
+    return render(200, "runs.html", session=session, workspace=ws, runs=runs, cloud=cloud)
 
 
 def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | None:

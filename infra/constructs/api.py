@@ -128,6 +128,20 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "GitHub signs each delivery with the App's webhook secret (X-Hub-Signature-256); "
         "the handler verifies the HMAC of the exact body before recording anything.",
     ),
+    PublicRoute(
+        "GET",
+        "/.well-known/openid-configuration",
+        RUN_API,
+        "The OpenID Connect issuer's discovery document: clouds' workload identity "
+        "federation reads it anonymously; it names only the issuer URL and its JWKS URL.",
+    ),
+    PublicRoute(
+        "GET",
+        "/.well-known/jwks.json",
+        RUN_API,
+        "The OpenID Connect issuer's public signing keys: verifiers fetch them "
+        "anonymously; they hold no private key material.",
+    ),
 )
 PROXIES = {"/api/v1": RUN_API, "/api/v2": CLOUD_API}
 

@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from runplane import cli_github, cli_schedules, cli_variables
+from runplane import cli_cloud, cli_github, cli_schedules, cli_variables
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import InvalidPolicySet, RunplaneError
@@ -704,6 +704,7 @@ def _workspace_parser(commands: Any) -> None:
     github.add_argument("--unbind", action="store_true", help="remove the binding")
     cli_schedules.add_parser(workspace_commands, _add, _client)
     cli_variables.add_parser(workspace_commands, _add, _client)
+    cli_cloud.add_parser(workspace_commands, _add, _client)
 
     from runplane.cli_events import register as register_events
 

@@ -365,6 +365,25 @@ class Client:
         )
         return result
 
+    def cloud_settings(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/cloud-settings"
+        )
+        return result
+
+    def put_cloud_settings(self, workspace_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the workspace's cloud settings whole with ``body``."""
+        result: dict[str, Any] = self._call(
+            "PUT", f"/api/v1/workspaces/{_seg(workspace_id)}/cloud-settings", body
+        )
+        return result
+
+    def clear_cloud_settings(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/cloud-settings"
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         archive = pack(directory)
         created = self._call(
@@ -609,6 +628,7 @@ def render_review(review: Mapping[str, Any]) -> str:
         f"variables {', '.join(named) or '-'}  "
         f"predecessor {inputs.get('predecessor_state_version_id') or '-'}"
     )
+    lines.extend(render_credentials(inputs.get("credentials")))
     lines.extend(_render_source(review.get("source")))
     plan = review.get("plan")
     if plan:
@@ -641,6 +661,40 @@ def render_review(review: Mapping[str, Any]) -> str:
     if recovery:
         lines.extend(_render_recovery(recovery))
     return "\n".join(lines)
+
+
+def render_credentials(decisions: Mapping[str, Any] | None) -> list[str]:
+    """A run's credential decisions (docs/credentials.md): which identities each phase
+    may get; none for a run created without cloud settings (or before runs pinned them)."""
+    aws = (decisions or {}).get("aws")
+    gcp = (decisions or {}).get("gcp")
+    azure = (decisions or {}).get("azure")
+    if not (aws or gcp or azure):
+        return ["  cloud      no cloud credentials"]
+    lines = []
+    if aws:
+        external = "external ID set" if aws.get("external_id_set") else "no external ID"
+        lines.append(
+            f"  cloud      aws plan {aws['plan_role_arn']}  "
+            f"apply {aws.get('apply_role_arn') or 'none'}"
+        )
+        lines.append(
+            f"             aws region {aws['region']}  session {aws['session_duration']} s  "
+            f"{external}"
+        )
+    if gcp:
+        lines.append(f"  {'cloud' if not lines else '':<9}  gcp audience {gcp['audience']}")
+    if azure:
+        lines.append(
+            f"  {'cloud' if not lines else '':<9}  azure audience {azure['audience']}  "
+            f"client {azure['client_id']}  tenant {azure['tenant_id']}"
+        )
+    digest = str((decisions or {}).get("digest") or "")
+    lines.append(
+        f"             settings version {(decisions or {}).get('settings_version', 0)}  "
+        f"decisions {digest.removeprefix('sha256:')[:12]}"
+    )
+    return lines
 
 
 def _render_source(source: Mapping[str, Any] | None) -> list[str]:

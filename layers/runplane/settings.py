@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -13,6 +14,13 @@ from runplane.domain.errors import NotConfigured
 _PREFIX = "RUNPLANE_"
 # The resources a deployment must name: their defaults are the embedded stack's.
 RESOURCES = ("table_name", "artifact_bucket", "kms_key_id", "state_machine_arn")
+# The issuer's keys: the signing key and the ones still published after a rotation.
+MAX_OIDC_KEYS = 5
+# A KMS key ID (a UUID, or a multi-Region key's mrk-…) or a key ARN.
+_KMS_KEY = re.compile(
+    r"(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/)?"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})"
+)
 
 
 class Settings(BaseModel):
@@ -111,6 +119,12 @@ class Settings(BaseModel):
     # An embedded stack whose sandboxes are not isolated from each other serves one
     # organization (docs/security.md, "The embedded stack").
     single_organization: bool = False
+    # Runplane as an OpenID Connect issuer (docs/credentials.md): its URL, the run API's
+    # base URL (https; plain http on loopback only, for the embedded stack), and its KMS
+    # signing keys by ID or ARN, comma-separated: the first signs new tokens, every one
+    # is published in the JWKS. Unset: the issuer's endpoints answer 503.
+    oidc_issuer_url: str | None = None
+    oidc_signing_key_ids: str | None = None
 
     @model_validator(mode="after")
     def _heartbeat_within_phase(self) -> Settings:
@@ -156,6 +170,43 @@ class Settings(BaseModel):
         for name in ("sign_in_domain", "sign_in_redirect_uri", "jwt_issuer"):
             if not _secure_url(getattr(self, name)):
                 raise ValueError(f"{name} must be an https URL (http only on loopback)")
+        return self
+
+    @property
+    def oidc_signing_keys(self) -> tuple[str, ...]:
+        """The issuer's KMS key IDs or ARNs, the signing key first."""
+        return tuple(k.strip() for k in (self.oidc_signing_key_ids or "").split(",") if k.strip())
+
+    @model_validator(mode="after")
+    def _oidc_issuer_well_formed(self) -> Settings:
+        issuer = self.oidc_issuer_url
+        if issuer is not None:
+            parts = urlsplit(issuer)
+            if (
+                not _secure_url(issuer)
+                or parts.query
+                or parts.fragment
+                or parts.username is not None
+                or issuer.endswith("/")
+                or "?" in issuer
+                or "#" in issuer
+            ):
+                raise ValueError(
+                    "oidc_issuer_url must be an https URL (http only on loopback) with no "
+                    "query, fragment, credentials or trailing slash"
+                )
+        keys = self.oidc_signing_keys
+        if len(keys) > MAX_OIDC_KEYS:
+            raise ValueError(f"oidc_signing_key_ids names at most {MAX_OIDC_KEYS} keys")
+        if len(set(keys)) != len(keys):
+            raise ValueError("oidc_signing_key_ids names a key twice")
+        for key in keys:
+            if not _KMS_KEY.fullmatch(key):
+                # Aliases are refused: one can be pointed at another key, and a key's
+                # public half is read once per process (adapters/token_signer.py).
+                raise ValueError(
+                    "oidc_signing_key_ids names KMS keys by key ID or key ARN (not by alias)"
+                )
         return self
 
     @classmethod

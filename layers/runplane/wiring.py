@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.capabilities import Capabilities, RunnerSessions
+    from runplane.services.cloud_settings import WorkspaceCloudSettings
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.github_installations import GitHubInstallations
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from runplane.services.unit_of_work import UnitOfWork
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
+    from runplane.services.workload_identity import WorkloadIdentity
     from runplane.services.workspaces import Workspaces
     from runplane.store.runs import RunRepository
 
@@ -473,6 +475,7 @@ class Services:
                 artifacts=DynamoArtifactRecords(),
             ),
             workspace_variables=self.workspace_variables,
+            cloud_settings=self.cloud_settings,
         )
 
     @cached_property
@@ -482,6 +485,20 @@ class Services:
 
         return WorkspaceVariables(
             self.clock, self.ids, self.workspaces, self.keys, DynamoVariableStore()
+        )
+
+    @cached_property
+    def cloud_settings(self) -> WorkspaceCloudSettings:
+        from runplane.services.cloud_settings import WorkspaceCloudSettings
+        from runplane.store.cloud_settings import DynamoCloudSettingsStore
+
+        return WorkspaceCloudSettings(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.keys,
+            DynamoCloudSettingsStore(),
+            deployment_region=self.settings.region,
         )
 
     @cached_property
@@ -623,6 +640,22 @@ class Services:
             DynamoRunReader(self.run_records),
             self.schedule_registry,
             DynamoScheduleStore(),
+        )
+
+    @cached_property
+    def workload_identity(self) -> WorkloadIdentity:
+        """Runplane as an OpenID Connect issuer (KMS-signed workload identity tokens)."""
+        from runplane.adapters import aws
+        from runplane.adapters.token_signer import KmsTokenSigner
+        from runplane.services.workload_identity import WorkloadIdentity
+
+        settings = self.settings
+        return WorkloadIdentity(
+            self.clock,
+            self.ids,
+            KmsTokenSigner(aws.kms(settings)),
+            issuer=settings.oidc_issuer_url,
+            key_ids=settings.oidc_signing_keys,
         )
 
     @cached_property

@@ -76,6 +76,15 @@ def test_local_up_serves_writes_client_files_and_stops_on_ctrl_c(tmp_path: Path)
         assert org.status_code == 200
         assert org.json()["data"]["id"] == "default"
 
+        # And it is an OpenID Connect issuer at its own URL, its keys public
+        discovery = requests.get(
+            f"{credentials['url']}/.well-known/openid-configuration", timeout=30
+        ).json()
+        assert discovery["issuer"] == credentials["url"]
+        jwks = requests.get(discovery["jwks_uri"], timeout=30)
+        assert jwks.status_code == 200
+        assert [key["alg"] for key in jwks.json()["keys"]] == ["RS256"]
+
         # And the one-time dashboard login link it printed signs a browser in
         link = re.search(r"dashboard:\s+(\S+/ui/login\?code=\S+)", text)
         assert link is not None, text

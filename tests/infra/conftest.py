@@ -35,6 +35,11 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "logRetentionDays": "30",
     "tableDeletionProtection": "false",
     "retainData": "false",
+    # A rotation under way: the second signing key signs, the first is still published.
+    "oidcSigningKeyGeneration": "2",
+    "oidcPublishedKeyArns": (
+        "arn:aws:kms:eu-west-1:111122223333:key/0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+    ),
 }
 
 

@@ -65,6 +65,16 @@ class Synthesized:
         assert len(found) == 1, f"expected one {kind}, found {sorted(found)}"
         return next(iter(found.items()))
 
+    def data_key(self) -> tuple[str, dict[str, Any]]:
+        """The envelope-encryption key (symmetric); the issuer's signing keys are RSA."""
+        found = {k: p for k, p in self.of_type("AWS::KMS::Key").items() if "KeySpec" not in p}
+        assert len(found) == 1, f"expected one data key, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def signing_keys(self) -> dict[str, dict[str, Any]]:
+        """The OpenID Connect issuer's signing keys (RSA_2048, SIGN_VERIFY)."""
+        return {k: p for k, p in self.of_type("AWS::KMS::Key").items() if "KeySpec" in p}
+
     # -- functions and roles ---------------------------------------------------------------
 
     def functions(self) -> dict[str, dict[str, Any]]:

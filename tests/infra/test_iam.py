@@ -81,7 +81,10 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | DATA_KEYS
     | RUN_CONTROL
     | SECRET
-    | SCHEDULES,
+    | SCHEDULES
+    # The OpenID Connect issuer's JWKS; and the runner's endpoints (this function's)
+    # redeem the run credentials that need a token signed.
+    | {"kms:GetPublicKey", "kms:Sign"},
     # A schedule fire creates a plan-only run (no variables) and starts its workflow.
     "functions.scheduler.handler.fire": BASE | READ | WRITE | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
@@ -211,7 +214,7 @@ def _event_queue(stack: Synthesized, suffix: str = "-run-events") -> str:
 @pytest.mark.parametrize("handler", sorted(EXPECTED_ACTIONS))
 def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> None:
     table, _ = stack.one("AWS::DynamoDB::Table")
-    key, _ = stack.one("AWS::KMS::Key")
+    key, _ = stack.data_key()
     (bucket,) = [
         k
         for k, p in stack.of_type("AWS::S3::Bucket").items()
@@ -224,7 +227,7 @@ def test_each_action_names_our_resources(stack: Synthesized, handler: str) -> No
     secrets = set(stack.of_type("AWS::SecretsManager::Secret"))
     owners = {
         "dynamodb": {table},
-        "kms": {key},
+        "kms": {key, *stack.signing_keys()},
         "s3": {bucket},
         "sqs": {queue, relay_failures},
         "secretsmanager": secrets,

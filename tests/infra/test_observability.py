@@ -99,7 +99,7 @@ def test_runs_entering_an_intervention_status_raise_an_alarm(stack: Synthesized)
 
 def test_alarms_notify_the_encrypted_topic(stack: Synthesized) -> None:
     topic, props = stack.one("AWS::SNS::Topic")
-    key, _ = stack.one("AWS::KMS::Key")
+    key, _ = stack.data_key()
     assert props["KmsMasterKeyId"] == {"Fn::GetAtt": [key, "Arn"]}
     for alarm in _alarms(stack):
         assert alarm["AlarmActions"] == [{"Ref": topic}]

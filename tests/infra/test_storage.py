@@ -114,7 +114,7 @@ def test_the_key_rotates_and_serves_only_this_account(stack: Synthesized) -> Non
     stack.assertions.has_resource_properties(
         "AWS::KMS::Key", {"EnableKeyRotation": True, "KeyPolicy": Match.any_value()}
     )
-    _, key = stack.one("AWS::KMS::Key")
+    _, key = stack.data_key()
     for statement in key["KeyPolicy"]["Statement"]:
         principal = statement["Principal"]
         assert principal != "*"
@@ -132,7 +132,7 @@ def test_the_key_rotates_and_serves_only_this_account(stack: Synthesized) -> Non
 
 
 def test_functions_are_pointed_at_the_key_they_may_use(stack: Synthesized) -> None:
-    key, _ = stack.one("AWS::KMS::Key")
+    key, _ = stack.data_key()
     for handler in stack.functions():
         env = stack.environment(handler)
         if "RUNPLANE_KMS_KEY_ID" in env:

@@ -20,6 +20,7 @@ from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.capabilities import Capabilities
+from runplane.services.cloud_settings import WorkspaceCloudSettings
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.runs import ReviewReads, Runs
 from runplane.services.schedules import Schedules
@@ -42,6 +43,7 @@ from tests.fakes import (
     InMemoryStateVersions,
     InMemoryVariables,
     InMemoryWorkspaces,
+    LocalDataKeys,
     RecordingLauncher,
     RecordingRegistry,
     RecordingWorkflow,
@@ -49,6 +51,7 @@ from tests.fakes import (
     no_read_ahead,
 )
 from tests.fakes_access import NothingReadAhead
+from tests.fakes_cloud import InMemoryCloudSettings
 from tests.fakes_creation import (
     InMemoryConfigurationVersions,
     InMemoryRunCreations,
@@ -105,6 +108,10 @@ class Tier:
     configurations: InMemoryConfigurationVersions
     # A new unit of work over the tier's repositories (recorded in ``units``).
     new_unit: Callable[[], InMemoryUnitOfWork]
+    # Workspace cloud settings (the external ID sealed with a local key), which ``runs``
+    # pins into each new run as its credential decisions.
+    cloud_store: InMemoryCloudSettings
+    cloud_settings: WorkspaceCloudSettings
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -144,6 +151,10 @@ def tier() -> Tier:
     region = "us-east-1"
     schedule_store, claims = InMemorySchedules(), InMemoryTriggerClaims()
     configurations = InMemoryConfigurationVersions()
+    cloud_store = InMemoryCloudSettings()
+    cloud_settings = WorkspaceCloudSettings(
+        clock, ids, workspaces, LocalDataKeys(), cloud_store, deployment_region=region
+    )
     runs = Runs(
         clock,
         ids,
@@ -173,6 +184,7 @@ def tier() -> Tier:
             sources=InMemorySourceRecords(),
             artifacts=InMemoryArtifactRecords(),
         ),
+        cloud_settings=cloud_settings,
     )
     lifecycle, launcher = run_lifecycle(clock, ids), RecordingLauncher()
     steps = WorkflowSteps(
@@ -222,6 +234,8 @@ def tier() -> Tier:
         claims,
         configurations,
         unit_of_work,
+        cloud_store=cloud_store,
+        cloud_settings=cloud_settings,
     )
 
 

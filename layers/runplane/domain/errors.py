@@ -796,3 +796,38 @@ class CredentialsNotIssuable(Conflict):
     apply started, or a role the run's credential decisions do not name."""
 
     code = "credentials_not_issuable"
+
+
+# -- Runplane as an OpenID Connect issuer (docs/credentials.md) ----------------------------
+
+
+class OidcIssuerNotConfigured(NotConfigured):
+    """The deployment issues no workload identity tokens: its issuer URL or signing keys
+    are not set. The discovery and JWKS endpoints answer 503 with this code."""
+
+    code = "OIDC_ISSUER_NOT_CONFIGURED"
+
+    def __init__(self, setting: str) -> None:
+        super().__init__(setting)
+        self.message = (
+            "this deployment is not configured as an OpenID Connect issuer: "
+            f"RUNPLANE_{setting.upper()} is not set"
+        )
+        self.args = (self.message,)
+
+
+class SigningKeyUnavailable(RunplaneError):
+    """KMS could not read or use a configured signing key (disabled, pending deletion,
+    not an RSA signing key, or access denied). Names the key's place in the
+    configuration, never its ARN."""
+
+    code = "SIGNING_KEY_UNAVAILABLE"
+    http_status = 503
+
+
+class WorkloadIdentityRefused(InvalidInput):
+    """A workload identity token that may not be issued as asked (a lifetime of zero or
+    less, a phase already over, an apply without its plan digest, ...): nothing was
+    signed."""
+
+    code = "WORKLOAD_IDENTITY_REFUSED"

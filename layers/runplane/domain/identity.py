@@ -32,6 +32,8 @@ class Permission(StrEnum):
     GITHUB_CONNECT = "github:connect"
     # Tenant launch switch and suspension of the caller's own organization.
     LAUNCH_CONTROL = "launch:control"
+    # Change a workspace's cloud settings: which roles and audiences its runs may use.
+    CREDENTIALS_MANAGE = "credentials:manage"
     # Platform-wide controls: granted to deployment operators only, by no role.
     PLATFORM_OPERATE = "platform:operate"
 

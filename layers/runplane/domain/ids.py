@@ -33,6 +33,8 @@ class IdKind(StrEnum):
     NOTIFICATION_DELIVERY = "dlv"
     SOURCE_INGESTION = "src"
     SCHEDULE = "sch"
+    # A workload identity token's ``jti`` (docs/credentials.md).
+    WORKLOAD_IDENTITY_TOKEN = "wit"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

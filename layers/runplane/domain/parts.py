@@ -17,6 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from runplane.domain.cloud_settings import PinnedCredentials
 from runplane.domain.errors import IllegalPartMove, NotFound
 
 
@@ -518,6 +519,12 @@ class RunInput:
             schedule=dict(schedule) if isinstance(schedule, Mapping) else None,
             extra={k: v for k, v in body.items() if k not in named | {"trigger", "schedule"}},
         )
+
+    @property
+    def credentials(self) -> PinnedCredentials:
+        """The credential decisions the run pinned at creation (none for a run created
+        before runs pinned them), kept in ``extra`` like the sensitive names."""
+        return PinnedCredentials.from_input(self.extra)
 
     @property
     def sensitive_variable_names(self) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The embedded stack: Runplane on one machine with no AWS account.
 
 moto serves DynamoDB, S3 and KMS on loopback; the table, bucket and key are
-created from the same definitions a deployment uses; the Cloud API handlers
+created from the same definitions a deployment uses (and the signing key of the
+stack's OpenID Connect issuer, docs/credentials.md); the Cloud API handlers
 and the authorizer run in this process behind a loopback HTTP gateway. It is
 ephemeral: moto keeps everything in memory, so a restart starts empty (the
 data directory keeps only the sign-in key and the files clients read).
@@ -28,6 +29,7 @@ import boto3
 from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
+from runplane.adapters.token_signer import create_signing_key
 from runplane.domain.identity import Permission
 from runplane.domain.sandbox_exits import SandboxExit
 from runplane.local import moto_inprocess, moto_serial, moto_speedups
@@ -51,6 +53,8 @@ GITHUB_APP_ID = "1"
 DEFAULT_ORGANIZATION = "default"
 LOCAL_ISSUER = "https://runplane.local/issuer"
 LOCAL_AUDIENCE = "runplane-local"
+# The workload identity tokens' signing key (RSA_2048, SIGN_VERIFY) in moto's KMS.
+OIDC_KEY_ALIAS = "alias/runplane-oidc"
 
 
 def _function_name(handler: str) -> str:
@@ -179,13 +183,15 @@ def is_dashboard(path: str) -> bool:
 
 def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """One gateway, three handlers: the dashboard at / and /ui, the run API under
-    /api/v1, the Cloud API elsewhere."""
+    /api/v1 (and the OpenID Connect issuer's documents), the Cloud API elsewhere."""
     path = str(event.get("path", ""))
     if is_dashboard(path):
         from functions.dashboard.app import handler as dashboard
 
         return dashboard(event, context)
-    if path.startswith("/api/v1/") or path.startswith("/webhooks/"):
+    from functions.api.routes import OWN_PATHS
+
+    if path.startswith("/api/v1/") or path.startswith("/webhooks/") or path in OWN_PATHS:
         from functions.api.app import handler as run_api
 
         return run_api(event, context)
@@ -383,7 +389,11 @@ class EmbeddedStack:
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
-            update={"state_machine_arn": arn, **self._provision_sources(settings)}
+            update={
+                "state_machine_arn": arn,
+                **self._provision_sources(settings),
+                **self._provision_issuer(settings),
+            }
         )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # The admin token, the issuer's signing key: the stack's alone.
@@ -539,6 +549,15 @@ class EmbeddedStack:
             "github_webhook_secret_arn": hook["ARN"],
             "github_client_secret_arn": client["ARN"],
         }
+
+    @staticmethod
+    def _provision_issuer(settings: Settings) -> dict[str, Any]:
+        """Runplane as an OpenID Connect issuer at the stack's own URL, signing with a key
+        of moto's KMS (docs/credentials.md)."""
+        session = boto3.session.Session(region_name=settings.region)
+        kms = session.client("kms", endpoint_url=settings.aws_endpoint_url)
+        key = create_signing_key(kms, OIDC_KEY_ALIAS, "Runplane embedded stack: workload identity")
+        return {"oidc_issuer_url": settings.control_plane_url, "oidc_signing_key_ids": key}
 
     def _issuer(self) -> LocalIssuer:
         path = self.data_dir / "issuer.json"

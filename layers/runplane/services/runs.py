@@ -12,6 +12,7 @@ from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
+from runplane.domain.cloud_settings import CredentialDecisions, PinnedCredentials
 from runplane.domain.creation import FIRST_VERSION, CallerRecord, ConfigurationVersion
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -53,6 +54,7 @@ from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
 
 if TYPE_CHECKING:
+    from runplane.services.cloud_settings import WorkspaceCloudSettings
     from runplane.services.repositories import ArtifactRecords, RunReader, StateVersionReader
     from runplane.services.repositories.creation import (
         ConfigurationVersions,
@@ -117,6 +119,7 @@ class Runs:
         configurations: ConfigurationVersions[Any],
         review_reads: ReviewReads,
         workspace_variables: WorkspaceVariables | None = None,
+        cloud_settings: WorkspaceCloudSettings | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -131,6 +134,8 @@ class Runs:
         # The engine versions the runner image provides; empty: whatever it runs.
         self._engine_versions = engine_versions
         self._workspace_variables = workspace_variables
+        # The workspace's cloud settings a new run pins as its credential decisions.
+        self._cloud_settings = cloud_settings
         self._reads = review_reads
         self._reader = review_reads.runs
         # A run is created with its input and its caller's records in one write.
@@ -271,6 +276,13 @@ class Runs:
                 if self._workspace_variables
                 else PinnedVariables({})
             )
+            # Its cloud settings as they are now: which identities each phase may get,
+            # shown in the review; a later change of the settings changes no run.
+            credentials = (
+                self._cloud_settings.pinned(workspace, may_apply=kind.may_apply)
+                if self._cloud_settings
+                else PinnedCredentials(CredentialDecisions())
+            )
         merged = merge(pinned.values, variables, sensitive=pinned.sensitive)
         check_variables(merged.values)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
@@ -312,6 +324,7 @@ class Runs:
         if remote_operation:
             snapshot["source"] = REMOTE_OPERATION
         snapshot.update(extra_input or {})
+        snapshot.update(credentials.input_fields())
 
         def pinning(variables: Artifact) -> Any:
             body = {**snapshot, "variables_artifact_id": variables.id}
@@ -600,6 +613,9 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
             # Names and where each came from; values never leave the encrypted artifact.
             "variables": variable_sources(snapshot),
             "predecessor_state_version_id": run.predecessor_sv_id,
+            # Which identities each phase may get (never a credential, nor the external
+            # ID): pinned at creation from the workspace's cloud settings.
+            "credentials": snapshot.credentials.decisions.to_body(),
         },
         # Followed through persisted records; None for a run not created from a source.
         "source": source_provenance(

@@ -94,6 +94,11 @@ def drift_key(workspace_id: str) -> tuple[str, str]:
     return f"WS#{workspace_id}", "DRIFT"
 
 
+def cloud_settings_key(workspace_id: str) -> tuple[str, str]:
+    """A workspace's cloud settings (``store.cloud_settings``)."""
+    return f"WS#{workspace_id}", "CLOUD"
+
+
 def workspace_name_key(org_id: str, name: str) -> tuple[str, str]:
     return f"ORG#{org_id}", f"WSNAME#{name}"
 

@@ -14,6 +14,7 @@ from runplane.store import artifacts, batch, prefetch, run_parts
 from runplane.store.models import (
     RunItem,
     artifact_key,
+    cloud_settings_key,
     configuration_version_key,
     launch_controls_key,
     run_key,
@@ -112,12 +113,14 @@ def creation_reads(
     workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
 ) -> Iterator[None]:
     """What creating a run reads first (its workspace, its configuration version, the
-    tally of the workspace's variables, and the launch controls and sandbox counts of
-    ``control_scopes``), in one request, served as ``reading_ahead`` serves."""
+    tally of the workspace's variables, its cloud settings, and the launch controls and
+    sandbox counts of ``control_scopes``), in one request, served as ``reading_ahead``
+    serves."""
     keys = [
         workspace_key(workspace_id),
         configuration_version_key(configuration_version_id),
         tally_key(workspace_id),
+        cloud_settings_key(workspace_id),
         *(launch_controls_key(scope) for scope in control_scopes),
         *(sandbox_count_key(scope) for scope in control_scopes),
     ]
