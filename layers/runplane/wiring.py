@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from runplane.adapters.keys import DataKeys
     from runplane.adapters.launchers import Launcher
     from runplane.adapters.object_store import ObjectStore
+    from runplane.adapters.role_sessions import RoleSessions
     from runplane.adapters.scheduler import EventBridgeSchedules
     from runplane.adapters.secrets import Secrets
     from runplane.adapters.workflow import Workflow
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
+    from runplane.services.run_credentials import RunCredentials
     from runplane.services.runs import Runs
     from runplane.services.sandbox_exits import SandboxExits
     from runplane.services.schedules import Schedules
@@ -656,6 +658,34 @@ class Services:
             KmsTokenSigner(aws.kms(settings)),
             issuer=settings.oidc_issuer_url,
             key_ids=settings.oidc_signing_keys,
+        )
+
+    @cached_property
+    def role_sessions(self) -> RoleSessions:
+        """AWS role sessions for runs, from STS in the workspace's region (the embedded
+        stack replaces it with one whose STS checks role trust as AWS does)."""
+        from runplane.adapters import aws
+        from runplane.adapters.role_sessions import RoleSessions
+
+        endpoint = self.settings.aws_endpoint_url
+        return RoleSessions(
+            lambda region, signed: aws.sts(endpoint, region, signed), endpoint_url=endpoint
+        )
+
+    @cached_property
+    def run_credentials(self) -> RunCredentials:
+        """A run phase's cloud credentials, issued once to its runner."""
+        from runplane.services.run_credentials import RunCredentials
+
+        return RunCredentials(
+            self.clock,
+            self.ids,
+            self.capabilities,
+            self.units,
+            self.workload_identity,
+            self.role_sessions,
+            self.cloud_settings.external_id,
+            phase_limit=timedelta(seconds=self.settings.runner_phase_seconds),
         )
 
     @cached_property

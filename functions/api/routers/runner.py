@@ -306,3 +306,28 @@ def runner_result(
     report, uploads = runner_reports.read_result(body)
     taken = services().runner_api.report(principal(), report, uploads)
     return json_reply(200, ReportTaken.model_validate(taken))
+
+
+class CredentialsRedeem(BaseModel):
+    handle: str = Field(min_length=10, max_length=200)
+
+
+class CredentialsIssued(BaseModel):
+    """A phase's cloud credentials: for the engine's environment only."""
+
+    credentials: dict[str, dict[str, str]] = Field(
+        description="By cloud (aws, gcp, azure): what its providers read (secret)"
+    )
+    issued: list[str] = Field(description="What was issued, by identity (never a credential)")
+
+
+@router.post(
+    "/api/v1/runner/credentials",
+    responses=oas.responses(200, CredentialsIssued, *oas.WRITE),
+    security=oas.RUNNER,
+)
+def runner_credentials(body: CredentialsRedeem) -> Reply:
+    issued = services().run_credentials.issue(principal(), body.handle)
+    return json_reply(
+        200, CredentialsIssued(credentials=issued.to_wire(), issued=issued.identities())
+    )

@@ -30,6 +30,8 @@ class CapabilityKind(StrEnum):
     BOOTSTRAP = "bootstrap"
     APPLY_START = "apply_start"
     SECRET = "secret"
+    # A phase's cloud credentials (services/run_credentials.py): one-time.
+    CREDENTIALS = "credentials"
 
 
 class Phase(StrEnum):

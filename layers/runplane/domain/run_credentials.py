@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from runplane.domain.capabilities import Phase
+from runplane.domain.cloud_settings import CredentialDecisions
+
 # STS: a role session lasts at least 15 minutes and at most 12 hours (the role's own
 # maximum session duration may be lower; STS refuses a longer request).
 MIN_SESSION: Final = timedelta(minutes=15)
@@ -22,6 +25,16 @@ MAX_SESSION: Final = timedelta(hours=12)
 # STS: RoleSessionName is 2..64 characters of [\w+=,.@-].
 _SESSION_NAME_REFUSED = re.compile(r"[^\w+=,.@-]")
 _MAX_SESSION_NAME = 64
+
+
+def needs_credentials(decisions: CredentialDecisions, phase: Phase) -> bool:
+    """Whether ``phase`` of a run with ``decisions`` is issued anything: its launch then
+    carries a credentials capability."""
+    return (
+        decisions.aws_role_for(phase.value) is not None
+        or decisions.gcp_audience is not None
+        or decisions.azure is not None
+    )
 
 
 def role_session_name(run_id: str, phase: str) -> str:
@@ -99,6 +112,15 @@ class IssuedCredentials:
             found += [self.aws.secret_access_key, self.aws.session_token]
         found += [token.token for token in (self.gcp, self.azure) if token is not None]
         return found
+
+    def identities(self) -> list[str]:
+        """What was issued, by identity: never a credential."""
+        named = [f"aws role {self.aws.role_arn}"] if self.aws is not None else []
+        if self.gcp is not None:
+            named.append(f"gcp token for {self.gcp.audience}")
+        if self.azure is not None:
+            named.append(f"azure token for {self.azure.audience}")
+        return named
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {}

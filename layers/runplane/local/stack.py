@@ -29,6 +29,7 @@ import boto3
 from runplane.adapters import aws
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
+from runplane.adapters.role_sessions import RoleSessions
 from runplane.adapters.token_signer import create_signing_key
 from runplane.domain.identity import Permission
 from runplane.domain.sandbox_exits import SandboxExit
@@ -39,6 +40,7 @@ from runplane.local.moto_stepfunctions import enable_step_functions
 from runplane.local.moto_streams import bound_streams
 from runplane.local.scheduler import LocalScheduler
 from runplane.local.stream_relay import StreamRelay
+from runplane.local.sts_trust import trust_checking_sts
 from runplane.runner import cli_config as cli_config_hcl
 from runplane.settings import Settings
 from runplane.store import models
@@ -415,6 +417,11 @@ class EmbeddedStack:
             )
         self.services = build_services(
             settings, verifier=self.issuer.verifier(), launcher=self.launcher
+        )
+        # moto issues credentials for any role: this STS first refuses what AWS would.
+        self.services.role_sessions = RoleSessions(
+            trust_checking_sts(endpoint, self.services.workload_identity.jwks),
+            endpoint_url=endpoint,
         )
         # A sandbox that ends before its runner's result is noticed as it ends.
         self.launcher.on_exit = self._sandbox_stopped

@@ -21,6 +21,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import boto3
 import jwt
 from botocore.exceptions import ClientError
 
@@ -30,6 +31,18 @@ Jwks = Callable[[], Mapping[str, Any]]
 
 def _refused(code: str, message: str, operation: str) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": message}}, operation)
+
+
+def trust_checking_sts(endpoint: str, jwks: Jwks) -> Callable[[str, bool], TrustCheckingSts]:
+    """STS clients of the moto at ``endpoint``, by region and signing, checking trust
+    against moto's IAM and the issuer's ``jwks``."""
+    from runplane.adapters import aws
+
+    def clients(region: str, signed: bool) -> TrustCheckingSts:
+        iam = boto3.session.Session().client("iam", region_name=region, endpoint_url=endpoint)
+        return TrustCheckingSts(aws.sts(endpoint, region, signed), iam, jwks)
+
+    return clients
 
 
 class TrustCheckingSts:

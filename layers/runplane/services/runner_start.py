@@ -26,9 +26,11 @@ from runplane.domain.parts import (
     AttemptBody,
     AttemptState,
     PlanEvidence,
+    RunInput,
     RunPart,
     required_part,
 )
+from runplane.domain.run_credentials import needs_credentials
 from runplane.domain.run_scope import RunScope
 from runplane.domain.sandbox_exits import SandboxRef, is_task_reference
 from runplane.services.attempts import attempt_part
@@ -80,7 +82,11 @@ class RunnerStart(WorkflowService):
                 plan = PlanEvidence.from_body(required_part(parts, run.id, "plan").body)
                 inputs.append(plan.plan_artifact_id)
             attempt_body = AttemptBody(attempt_id, sandbox_id, stage.value, now.isoformat())
-            launch = _Launch(run, token, now, binding, attempt_body, clearance, tuple(inputs))
+            decisions = RunInput.from_body(snapshot).credentials.decisions
+            credentials = needs_credentials(decisions, stage)
+            launch = _Launch(
+                run, token, now, binding, attempt_body, clearance, tuple(inputs), credentials
+            )
             if stage is Phase.PLAN:
                 bootstrap, attempt_body = self._start_plan(uow, launch)
                 apply_start = None
@@ -93,8 +99,9 @@ class RunnerStart(WorkflowService):
                 phase=stage.value,
                 sandbox_id=sandbox_id,
                 control_plane_url=self._url,
-                bootstrap=bootstrap.handle,
+                bootstrap=bootstrap.bootstrap.handle,
                 apply_start=apply_start.handle if apply_start else None,
+                credentials=bootstrap.credentials.handle if bootstrap.credentials else None,
                 heartbeat_seconds=_heartbeat_interval(self._timing.runner_heartbeat),
                 inputs=launch.inputs,
             )
@@ -117,7 +124,7 @@ class RunnerStart(WorkflowService):
             uow.commit()
         return {"attempt_id": attempt_id, "replayed": False}
 
-    def _launching(self, uow: UnitOfWork, launch: _Launch) -> tuple[Minted, AttemptBody]:
+    def _launching(self, uow: UnitOfWork, launch: _Launch) -> tuple[_Handles, AttemptBody]:
         """Intend on ``uow`` the sandbox's bootstrap capability and its slot in each
         cleared scope: created in the attempt's own commit, so none of them exists
         unless the attempt does. A full scope refuses the whole start with
@@ -132,10 +139,20 @@ class RunnerStart(WorkflowService):
             organization_id=launch.run.organization_id,
             inputs=launch.inputs,
         )
+        credentials = None
+        if launch.credentials:
+            # Redeemed once by the runner, with its session, for the phase's credentials.
+            credentials = self._capabilities.minting(
+                uow,
+                CapabilityKind.CREDENTIALS,
+                launch.binding,
+                lifetime=self._timing.runner_phase,
+                organization_id=launch.run.organization_id,
+            )
         slots = uow.sandboxes.take_slots(launch.clearance)
-        return bootstrap, replace(launch.attempt, slots=tuple(slots))
+        return _Handles(bootstrap, credentials), replace(launch.attempt, slots=tuple(slots))
 
-    def _start_plan(self, uow: UnitOfWork, launch: _Launch) -> tuple[Minted, AttemptBody]:
+    def _start_plan(self, uow: UnitOfWork, launch: _Launch) -> tuple[_Handles, AttemptBody]:
         """Record the plan attempt with its capability and slots, and move the run to
         ``planning`` pinned to the current state: one commit."""
         run = launch.run
@@ -153,7 +170,7 @@ class RunnerStart(WorkflowService):
         uow.commit()
         return bootstrap, body
 
-    def _start_apply(self, launch: _Launch) -> tuple[Minted, Minted, AttemptBody]:
+    def _start_apply(self, launch: _Launch) -> tuple[_Handles, Minted, AttemptBody]:
         """Take the apply lock with the next fence, record the attempt with its apply
         record, slots and capabilities: one commit, taken again with the next fence if
         another writer moved it first. Returns the bootstrap and apply-start
@@ -270,6 +287,16 @@ class _Launch:
     attempt: AttemptBody
     clearance: Clearance
     inputs: tuple[str, ...]
+    # Whether the run's credential decisions give this phase cloud credentials.
+    credentials: bool = False
+
+
+@dataclass(frozen=True)
+class _Handles:
+    """A launch's capabilities: its bootstrap, and its credentials if it has any."""
+
+    bootstrap: Minted
+    credentials: Minted | None = None
 
 
 def held_apply_lock(workspace: Workspace, run_id: str) -> ApplyLock | None:
