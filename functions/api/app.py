@@ -63,6 +63,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/runner/uploads/register",
         "/api/v1/runner/uploads/<artifact_id>/register",
         "/api/v1/runner/apply-start",
+        "/api/v1/runner/credentials",
         "/api/v1/runner/state-check",
         "/api/v1/runner/heartbeat",
         "/api/v1/runner/log-chunks",

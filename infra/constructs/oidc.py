@@ -31,9 +31,12 @@ from constructs import Construct
 
 from infra.config import RunplaneConfig
 from infra.constructs.functions import RunplaneFunction
+from infra.constructs.nag import acknowledge
 
 PUBLISH = ("kms:GetPublicKey",)
 SIGN = ("kms:Sign",)
+# Assuming a workspace's role with its external ID, session tags and source identity.
+ASSUME_FOR_RUNS = ("sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity")
 
 
 class OidcIssuer(Construct):
@@ -86,4 +89,23 @@ class OidcIssuer(Construct):
             iam.PolicyStatement(
                 sid="OidcSign", actions=list(SIGN), resources=[self.signing_key.key_arn]
             )
+        )
+        # The same function issues a run's AWS credentials. With a web identity token it
+        # needs no permission (the token is the proof); a workspace that names an
+        # external ID has its role assumed by this function's own role, tagged with the
+        # run and naming it as the source identity, and only roles (of any account that
+        # trusts this deployment) can be assumed so.
+        signer.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="RunCredentialsAssumeRole",
+                actions=list(ASSUME_FOR_RUNS),
+                resources=["arn:*:iam::*:role/*"],
+            )
+        )
+        acknowledge(
+            signer.role,
+            "AwsSolutions-IAM5[Resource::arn:*:iam::*:role/*]",
+            "A workspace names its own role in its own AWS account, unknown when this "
+            "stack is built; the role's trust policy and external ID decide whether this "
+            "deployment may assume it, and only roles match.",
         )

@@ -54,10 +54,10 @@ if TYPE_CHECKING:
         RunReader,
         WorkspaceDirectory,
     )
+    from runplane.services.run_credentials import RunCredentials
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
     from runplane.services.runner_api import RunnerApi
-    from runplane.services.run_credentials import RunCredentials
     from runplane.services.runs import Runs
     from runplane.services.sandbox_exits import SandboxExits
     from runplane.services.schedules import Schedules

@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 import requests
 
+from runplane.client import Client, Connection
 from runplane.domain.identity import Permission
 from runplane.store import audit
-from runplane.client import Client, Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import config, stages
 
@@ -60,9 +60,7 @@ output "apply_role" {
 
 def _iam(local: Local) -> Any:
     settings = local.stack.services.settings  # type: ignore[union-attr]
-    return boto3.client(
-        "iam", region_name=settings.region, endpoint_url=settings.aws_endpoint_url
-    )
+    return boto3.client("iam", region_name=settings.region, endpoint_url=settings.aws_endpoint_url)
 
 
 def _issuer(local: Local) -> str:
@@ -133,9 +131,7 @@ def test_a_run_plans_as_the_plan_role_and_applies_as_the_apply_role(
     ws = str(local.client.create_workspace(unique("creds"))["id"])
     org = local.organization
     plan_role = _role(local, unique("plan"), f"organization:{org}:workspace:{ws}:run_phase:plan")
-    apply_role = _role(
-        local, unique("apply"), f"organization:{org}:workspace:{ws}:run_phase:apply"
-    )
+    apply_role = _role(local, unique("apply"), f"organization:{org}:workspace:{ws}:run_phase:apply")
     _settings(local, ws, aws_plan_role_arn=plan_role, aws_apply_role_arn=apply_role)
 
     # When a run that reports who it ran as plans, is approved and applies
@@ -155,7 +151,8 @@ def test_a_run_plans_as_the_plan_role_and_applies_as_the_apply_role(
     assert f"cloud credentials issued for this phase: aws role {plan_role}" in plan_log
     # And the review names the decisions, never a credential
     review = json.dumps(done)
-    assert plan_role in review and apply_role in review
+    assert plan_role in review
+    assert apply_role in review
     for text in (plan_log, apply_log, review):
         assert "AWS_SECRET_ACCESS_KEY" not in text
         assert "aws_secret_access_key" not in text
@@ -189,7 +186,7 @@ def test_a_role_that_does_not_trust_the_run_ends_it_saying_what_to_fix(
     log = local.client.log(run["id"], "plan")
     assert "AccessDenied" in log
     assert role in log
-    assert f"run_phase:plan" in log
+    assert "run_phase:plan" in log
     refused = [e for e in _trail(local, run["id"]) if e.type == "run.credentials_refused"]
     assert [e.details["code"] for e in refused] == ["cloud_credentials_refused"]
 
@@ -213,9 +210,7 @@ def test_another_organizations_workspace_never_obtains_the_first_ones_role(
 
     # Then STS refused it: its token names its own organization, which the role does not
     assert done["status"] == "plan_credentials_required"
-    assert f"organization:{other_org}:workspace:{ws}:run_phase:plan" in rival.log(
-        run["id"], "plan"
-    )
+    assert f"organization:{other_org}:workspace:{ws}:run_phase:plan" in rival.log(run["id"], "plan")
 
 
 def test_a_handle_no_launch_minted_issues_nothing(local: Local) -> None:

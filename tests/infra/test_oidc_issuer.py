@@ -46,6 +46,16 @@ def test_sign_is_granted_to_exactly_one_function_on_the_current_key(stack: Synth
     assert [ref(resource) for resource in signers[RUN_API]] == [key]
 
 
+@pytest.mark.parametrize("action", ["sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"])
+def test_only_the_function_issuing_run_credentials_may_assume_roles_for_runs(
+    stack: Synthesized, action: str
+) -> None:
+    # Given the default deployment, Then one function may assume (only) roles for runs
+    assumers = _granted(stack, action)
+    assert list(assumers) == [RUN_API]
+    assert assumers[RUN_API] == ["arn:*:iam::*:role/*"]
+
+
 def test_the_run_api_may_read_the_public_key_it_publishes(stack: Synthesized) -> None:
     ((key, _),) = stack.signing_keys().items()
     publishers = _granted(stack, "kms:GetPublicKey")

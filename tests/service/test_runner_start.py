@@ -10,7 +10,7 @@ test_report_evidence.py, tests/e2e/test_runner_start_replay.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Never
@@ -66,13 +66,21 @@ class Start:
     controls: InMemoryLaunchControls
     # Something another writer does once, as the next commit begins.
     race: list[Callable[[], None]]
+    # A new unit of work over the same stores, as the start's.
+    units: Callable[[], InMemoryUnitOfWork]
 
     def run(
-        self, status: RunStatus, *, org: str = ACME, run_id: str = "run-1", workspace: str = ""
+        self,
+        status: RunStatus,
+        *,
+        org: str = ACME,
+        run_id: str = "run-1",
+        workspace: str = "",
+        pinned: Mapping[str, object] | None = None,
     ) -> Run:
         """A plan-and-apply run of ``org``'s workspace moved to ``status``, holding the
         workspace's writer reservation with another run waiting; from approval on, its
-        plan approved and its apply record pending."""
+        plan approved and its apply record pending. ``pinned``: more of its input."""
         tier, workspace = self.tier, workspace or f"ws-{org}"
         if workspace not in tier.directory.workspaces:
             tier.directory.workspaces[workspace] = Workspace(
@@ -101,7 +109,7 @@ class Start:
                 runner_release="runner-1",
             ),
             actor="user:ada",
-            input={"configuration_artifact_id": f"art-config-{run_id}"},
+            input={"configuration_artifact_id": f"art-config-{run_id}", **(pinned or {})},
         )
         updates: dict[RunStatus, dict[str, object]] = {
             RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
@@ -213,7 +221,7 @@ def start(tier: Tier) -> Start:
         units=new_unit,
         reads_ahead=no_read_ahead,
     )
-    return Start(tier, orchestration, records, controls, race)
+    return Start(tier, orchestration, records, controls, race, new_unit)
 
 
 def _no_policies() -> Never:

@@ -20,6 +20,7 @@ from runplane.domain.run_credentials import (
 from runplane.runner.bounded_log import BoundedLog
 from runplane.runner.cloud_credentials import engine_environment
 from runplane.runner.engine import Engine
+from runplane.runner.sts_relay import relayed
 
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLEsessiontokenvalue0123456789"
@@ -176,3 +177,26 @@ def test_the_engines_environment_takes_credentials_but_never_overrides_what_it_s
         engine.add_environment({"HOME": "/elsewhere"})
     with pytest.raises(ValueError, match="TF_STATE_PERSIST_INTERVAL"):
         engine.add_environment({"TF_STATE_PERSIST_INTERVAL": "1"})
+
+
+STS_SCOPE = "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20261203/us-east-1/{service}/aws4_request"
+
+
+@pytest.mark.parametrize(
+    ("service", "body", "relays"),
+    [
+        ("sts", b"Action=GetCallerIdentity&Version=2011-06-15", True),
+        ("sts", b"Action=AssumeRole&Version=2011-06-15&RoleArn=x", False),
+        ("sts", b"Action=GetCallerIdentity&Action=AssumeRole", False),
+        ("dynamodb", b"Action=GetCallerIdentity", False),
+        ("sts", b"", False),
+        ("sts", b"\xff\xfe", False),
+    ],
+)
+def test_the_sts_relay_forwards_only_who_am_i(service: str, body: bytes, relays: bool) -> None:
+    headers = {"Authorization": STS_SCOPE.format(service=service)}
+    assert relayed(headers, body) is relays
+
+
+def test_the_sts_relay_refuses_an_unsigned_call() -> None:
+    assert not relayed({}, b"Action=GetCallerIdentity")

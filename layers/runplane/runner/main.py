@@ -73,6 +73,7 @@ from runplane.runner.plan_file import PlanFileError, PlanMismatch, check_plan_js
 from runplane.runner.refusal import Refused, shown
 from runplane.runner.relay import EngineRelay
 from runplane.runner.sensitive_override import write_sensitive_override
+from runplane.runner.sts_relay import StsRelay
 
 DEFAULT_HEARTBEAT_SECONDS = 60
 _LOGGED_ERROR = 500
@@ -169,6 +170,8 @@ class Runner:
         self.engine_seconds = 0.0
         # The engine's way to the Cloud API (see runner/relay.py), started by ``prepare``.
         self.relay: EngineRelay | None = None
+        # The engine's way to a non-default STS (the embedded stack's), if it was issued one.
+        self.sts_relay: StsRelay | None = None
         # The phase's final uploads, stored and registered with its result (``report``).
         self.unregistered: list[tuple[str, bytes, _Staged]] = []
 
@@ -522,6 +525,13 @@ class Runner:
             self.log.write(f"[runner] cloud credentials were not issued: {reason}\n")
             return f"cloud credentials were not issued: {reason}"
         credentials = IssuedCredentials.from_wire(issued["credentials"])
+        if credentials.aws_endpoint_url:
+            # Reached through the runner: the engine's sandbox may have no network.
+            network = self.confinement.network
+            self.sts_relay = StsRelay(
+                credentials.aws_endpoint_url, bind=network.run if network is not None else None
+            ).start()
+            credentials = dataclasses.replace(credentials, aws_endpoint_url=self.sts_relay.url)
         self.log.also_redact(credentials.secrets())
         engine.add_environment(engine_environment(credentials, self._give_engine))
         named = ", ".join(issued.get("issued") or [])
@@ -647,6 +657,8 @@ class Runner:
             self.shipper.close()
             if self.relay is not None:
                 self.relay.stop()
+            if self.sts_relay is not None:
+                self.sts_relay.stop()
             self.confinement.close()
         if isinstance(result, Failed):
             print(f"runner: {self.phase} ended {result.OUTCOME}: {result.reason}")
