@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
     from runplane.services.unit_of_work import UnitOfWork
+    from runplane.services.variable_sets import VariableSets
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workspaces import Workspaces
@@ -473,6 +474,7 @@ class Services:
                 artifacts=DynamoArtifactRecords(),
             ),
             workspace_variables=self.workspace_variables,
+            variable_sets=self.variable_sets,
         )
 
     @cached_property
@@ -482,6 +484,15 @@ class Services:
 
         return WorkspaceVariables(
             self.clock, self.ids, self.workspaces, self.keys, DynamoVariableStore()
+        )
+
+    @cached_property
+    def variable_sets(self) -> VariableSets:
+        from runplane.services.variable_sets import VariableSets
+        from runplane.store.variable_set_store import DynamoVariableSetStore
+
+        return VariableSets(
+            self.clock, self.ids, self.workspaces, self.keys, DynamoVariableSetStore()
         )
 
     @cached_property

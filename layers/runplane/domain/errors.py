@@ -772,3 +772,18 @@ class NotConfigured(RunplaneError):
             "set it in the function's environment"
         )
         self.setting = setting
+
+
+class ReservedVariableName(InvalidInput):
+    """A variable name the runner or the platform owns (an environment variable such as
+    ``PATH`` or ``TF_CLI_ARGS``): the message says who owns it and why; nothing was
+    written."""
+
+    code = "VARIABLE_NAME_RESERVED"
+
+
+class VariableSetLimit(InvalidInput):
+    """One variable set, variable or application past a documented count limit
+    (docs/runs.md, "Variable sets"); nothing was written."""
+
+    code = "VARIABLE_SET_LIMIT"

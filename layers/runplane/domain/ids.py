@@ -33,6 +33,7 @@ class IdKind(StrEnum):
     NOTIFICATION_DELIVERY = "dlv"
     SOURCE_INGESTION = "src"
     SCHEDULE = "sch"
+    VARIABLE_SET = "varset"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).
