@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -244,41 +244,3 @@ class PinnedVariables:
         if self.env:
             shown += f", env={sorted(self.env)}, sensitive_env={sorted(self.sensitive_env)}"
         return shown + ")"
-
-
-@dataclass(frozen=True)
-class Merged:
-    """A run's variables: the workspace's snapshot with the run's own over it."""
-
-    values: dict[str, str]
-    sources: dict[str, VariableSource]
-    sensitive: frozenset[str] = frozenset()
-
-    def __repr__(self) -> str:
-        return f"Merged({sorted(self.values)})"
-
-    @property
-    def workspace_names(self) -> list[str]:
-        return sorted(n for n, s in self.sources.items() if s is VariableSource.WORKSPACE)
-
-    @property
-    def sensitive_names(self) -> list[str]:
-        return sorted(self.sensitive)
-
-
-def merge(
-    workspace: Mapping[str, str], run: Mapping[str, str], sensitive: Iterable[str] = ()
-) -> Merged:
-    """The run's own variables win over the workspace's of the same name (as in HCP
-    Terraform). The merged set must still pass :func:`check_variables`.
-
-    ``sensitive`` names the workspace's sensitive variables. They stay sensitive in the
-    run even where the run gives its own value: the name is what a configuration and a
-    reader of the run know a secret by, and marking too much only hides a value. A run's
-    own variables carry no sensitive flag (as in HCP Terraform), so no other is sensitive.
-    """
-    values = {**workspace, **run}
-    sources = {
-        name: VariableSource.RUN if name in run else VariableSource.WORKSPACE for name in values
-    }
-    return Merged(values, sources, frozenset(sensitive) & values.keys())

@@ -372,8 +372,22 @@ def create(variable_set: VariableSet, *, event_id: str) -> Transaction:
 
 def update(current: VariableSet, updated: VariableSet, *, event_id: str) -> Transaction:
     org_id = current.organization_id
-    writes = Transaction().put(
-        _set_item(updated),
+    # Only what an update changes: the counters move with the variables' own writes,
+    # which leave the version as it is.
+    writes = Transaction().update(
+        VariableSetItem(*set_key(org_id, current.id)),
+        [
+            VariableSetItem.name.set(updated.name),
+            (
+                VariableSetItem.description.set(updated.description)
+                if updated.description is not None
+                else VariableSetItem.description.remove()
+            ),
+            VariableSetItem.is_global.set(updated.global_),
+            VariableSetItem.version.set(current.version + 1),
+            VariableSetItem.updated_at.set(updated.updated_at),
+            VariableSetItem.updated_by.set(updated.updated_by),
+        ],
         condition=VariableSetItem.version == current.version,
         on_refused=lambda item: _gone_or_stale(current, item),
     )

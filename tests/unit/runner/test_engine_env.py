@@ -1,0 +1,44 @@
+"""The engine's environment: the run's env variables under the credentials and the
+runner's own names, and a variable the runner owns refused rather than trusted."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane.runner.engine_env import engine_environment
+from runplane.runner.refusal import Refused
+
+OWN = {"PATH": "/usr/bin", "HOME": "/work/engine", "TF_CLI_CONFIG_FILE": "/work/cli.tfrc"}
+
+
+def test_env_variables_join_the_runners_own_names() -> None:
+    composed = engine_environment(OWN, {"TF_VAR_region": "eu", "AWS_REGION": "eu-west-1"})
+    assert composed.env == {**OWN, "TF_VAR_region": "eu", "AWS_REGION": "eu-west-1"}
+    assert composed.overridden == ()
+    # (the environment's values stay out of its repr)
+    assert "eu-west-1" not in repr(composed)
+
+
+def test_credentials_override_an_env_variable_of_the_same_name_and_say_which() -> None:
+    composed = engine_environment(
+        OWN,
+        {"AWS_ACCESS_KEY_ID": "static", "AWS_REGION": "eu-west-1"},
+        {"AWS_ACCESS_KEY_ID": "dynamic", "AWS_SESSION_TOKEN": "token"},
+    )
+    assert composed.env["AWS_ACCESS_KEY_ID"] == "dynamic"
+    assert composed.env["AWS_SESSION_TOKEN"] == "token"
+    assert composed.env["AWS_REGION"] == "eu-west-1"
+    assert composed.overridden == ("AWS_ACCESS_KEY_ID",)
+
+
+@pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "TF_CLI_ARGS_plan", "RUNPLANE_X", "A-B"])
+def test_a_variable_the_runner_would_not_accept_refuses_the_phase(name: str) -> None:
+    with pytest.raises(Refused) as refused:
+        engine_environment(OWN, {name: "/evil/lib.so"})
+    assert name in refused.value.message
+    assert "/evil/lib.so" not in refused.value.message
+
+
+def test_a_name_the_runner_sets_itself_is_refused_even_if_not_reserved_elsewhere() -> None:
+    with pytest.raises(Refused):
+        engine_environment({**OWN, "EXTRA_OWN": "x"}, {"EXTRA_OWN": "y"})
