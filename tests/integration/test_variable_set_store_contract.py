@@ -64,7 +64,7 @@ _events = iter(range(10**6))
 
 
 def event() -> str:
-    return f"evt-{next(_events)}"
+    return f"evt-{next(_events):07d}"
 
 
 def new_set(

@@ -8,8 +8,9 @@ uploads encrypted outputs, and reports the result. It holds no AWS credential.
 The runner is the sandbox's trusted principal; the engine, which runs the
 configuration's code, is not (see runner/confinement.py). The session stays in the
 runner's memory: the engine reaches the Cloud API through the relay with a secret of
-its own, gets its variables through a one-read FIFO, and works in a directory of its
-own; the runner reads what the engine wrote only once the engine's processes are gone,
+its own, gets its variables through a one-read FIFO (the run's environment variables
+in its process environment only, runner/engine_env.py), and works in a directory of
+its own; the runner reads what the engine wrote only once the engine's processes are gone,
 and believes none of it unchecked.
 """
 
