@@ -59,6 +59,7 @@ from runplane.domain.variables import (
     MAX_VARIABLES,
     MAX_VARIABLES_BYTES,
     StoredVariable,
+    VariableCategory,
     WorkspaceVariable,
 )
 
@@ -272,10 +273,11 @@ class AuditedChange:
 
 class InMemoryVariables:
     """A ``VariableStore`` in dicts, with the table's tally: the same limits, checked in
-    the same order (the variable's version first, then the workspace's count and bytes)."""
+    the same order (the variable's version first, then the workspace's count and bytes).
+    A workspace's variables are keyed by (category, name)."""
 
     def __init__(self) -> None:
-        self.variables: dict[str, dict[str, StoredVariable]] = {}
+        self.variables: dict[str, dict[tuple[VariableCategory, str], StoredVariable]] = {}
         self.audit: list[AuditedChange] = []
         # As the table's tally item: absent until the workspace's first put, when its
         # limits are not checked (a single value is within them by the domain's check).
@@ -283,10 +285,18 @@ class InMemoryVariables:
 
     def all_of(self, workspace_id: str) -> list[StoredVariable]:
         held = self.variables.get(workspace_id, {})
-        return [held[name] for name in sorted(held)]
+        return [
+            held[key]
+            for key in sorted(held, key=lambda k: (k[0] is not VariableCategory.TERRAFORM, k[1]))
+        ]
 
-    def find(self, workspace_id: str, name: str) -> StoredVariable | None:
-        return self.variables.get(workspace_id, {}).get(name)
+    def find(
+        self,
+        workspace_id: str,
+        name: str,
+        category: VariableCategory = VariableCategory.TERRAFORM,
+    ) -> StoredVariable | None:
+        return self.variables.get(workspace_id, {}).get((category, name))
 
     def put(
         self,
@@ -300,9 +310,9 @@ class InMemoryVariables:
         previous: StoredVariable | None,
         event_id: str,
     ) -> None:
-        name = variable.name
+        name, key = variable.name, (variable.category, variable.name)
         held = self.variables.get(workspace_id, {})
-        current = held.get(name)
+        current = held.get(key)
         if (previous is None) != (current is None) or (
             previous is not None and current is not None and current.version != previous.version
         ):
@@ -325,12 +335,15 @@ class InMemoryVariables:
             wrapped_key=wrapped_key,
             sealed=sealed,
         )
-        self.variables.setdefault(workspace_id, {})[name] = stored
+        self.variables.setdefault(workspace_id, {})[key] = stored
         self._tallied.add(workspace_id)
-        details = {"name": name, "sensitive": str(variable.sensitive).lower()}
         self.audit.append(
             AuditedChange(
-                event_id, "workspace.variable_set", workspace_id, variable.updated_by, details
+                event_id,
+                "workspace.variable_set",
+                workspace_id,
+                variable.updated_by,
+                variable_details(variable),
             )
         )
 
@@ -344,16 +357,30 @@ class InMemoryVariables:
         now: datetime,
         event_id: str,
     ) -> None:
-        name = previous.variable.name
+        name, key = previous.variable.name, (previous.variable.category, previous.variable.name)
         held = self.variables.get(workspace_id, {})
-        current = held.get(name)
+        current = held.get(key)
         if current is None or current.version != previous.version:
             raise ConcurrentChange(f"variable {name} changed meanwhile; nothing was written")
-        del held[name]
-        details = {"name": name, "sensitive": str(previous.variable.sensitive).lower()}
+        del held[key]
         self.audit.append(
-            AuditedChange(event_id, "workspace.variable_deleted", workspace_id, actor, details)
+            AuditedChange(
+                event_id,
+                "workspace.variable_deleted",
+                workspace_id,
+                actor,
+                variable_details(previous.variable),
+            )
         )
+
+
+def variable_details(variable: WorkspaceVariable) -> dict[str, str]:
+    """What the table's audit event says of a variable (``store.workspace_variables``)."""
+    return {
+        "name": variable.name,
+        "category": variable.category.value,
+        "sensitive": str(variable.sensitive).lower(),
+    }
 
 
 class InMemorySchedules:

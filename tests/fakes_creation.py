@@ -118,7 +118,11 @@ class InMemoryRunCreations:
 
     @contextmanager
     def reading_ahead(
-        self, workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
+        self,
+        workspace_id: str,
+        configuration_version_id: str,
+        control_scopes: Sequence[str],
+        organization_id: str | None = None,
     ) -> Iterator[None]:
         yield  # in memory, every read is as cheap as a read ahead
 

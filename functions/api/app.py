@@ -30,6 +30,13 @@ ROUTERS: dict[str, tuple[str, ...]] = {
     "variables": (
         "/api/v1/workspaces/<workspace_id>/variables",
         "/api/v1/workspaces/<workspace_id>/variables/<name>",
+        "/api/v1/workspaces/<workspace_id>/variables/<category>/<name>",
+    ),
+    "variable_sets": (
+        "/api/v1/variable-sets",
+        "/api/v1/variable-sets/<set_id>",
+        "/api/v1/variable-sets/<set_id>/variables/<category>/<name>",
+        "/api/v1/variable-sets/<set_id>/workspaces/<workspace_id>",
     ),
     "cloud_settings": ("/api/v1/workspaces/<workspace_id>/cloud-settings",),
     "runs": (

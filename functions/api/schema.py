@@ -227,11 +227,23 @@ class StageView(Doc):
     finished_at: str | None
 
 
+class VariableSetRef(Doc):
+    id: str
+    name: str | None
+
+
 class RunVariable(Doc):
     name: str
-    source: Literal["run", "workspace"] = Field(
-        description="workspace: snapshotted from the workspace's variables at creation"
+    category: Literal["terraform", "env"] = Field(
+        description="terraform: a Terraform variable; env: an environment variable of the "
+        "engine's process"
     )
+    source: Literal["run", "workspace", "variable_set"] = Field(
+        description="Where the value came from when the run was created: the run's own "
+        "variables, the workspace's, or a variable set applied to the workspace"
+    )
+    sensitive: bool
+    variable_set: VariableSetRef | None = Field(description="For source variable_set: which")
 
 
 class AwsDecisionView(Doc):
@@ -272,7 +284,9 @@ class RunInput(Doc):
     configuration_sha256: str | None
     engine_version: str | None
     variable_names: list[str]
-    variables: list[RunVariable] = Field(description="Names and sources, never values")
+    variables: list[RunVariable] = Field(
+        description="Names, categories, sources and sensitivity, never values"
+    )
     predecessor_state_version_id: str | None
     credentials: CredentialDecisionsView
 
@@ -447,6 +461,7 @@ class LaunchControls(Doc):
 
 class VariableView(Doc):
     name: str
+    category: Literal["terraform", "env"]
     sensitive: bool
     description: str | None
     value: str | None = Field(description="null for a sensitive variable: never returned")
@@ -462,6 +477,7 @@ class VariableList(Doc):
 class VariableDeleted(Doc):
     workspace_id: str
     name: str
+    category: Literal["terraform", "env"] = "terraform"
     deleted: Literal[True]
 
 

@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from runplane import cli_cloud, cli_github, cli_schedules, cli_variables
+from runplane import cli_cloud, cli_github, cli_schedules, cli_variable_sets, cli_variables
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import InvalidPolicySet, RunplaneError
@@ -956,6 +956,7 @@ def parser() -> argparse.ArgumentParser:
     ):
         add(commands)
     cli_github.add_parser(commands, _add, _client)
+    cli_variable_sets.add_parser(commands, _add, _client)
     return root
 
 

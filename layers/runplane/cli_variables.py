@@ -1,4 +1,5 @@
-"""``runplane workspace vars ...``: list, set and delete a workspace's variables."""
+"""``runplane workspace vars ...``: list, set and delete a workspace's variables
+(Terraform variables, or environment variables of the engine with ``--category env``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from runplane.cli_input import InputError
 from runplane.client import Client
 
 Connect = Callable[[argparse.Namespace], Client]
+CATEGORIES = ("terraform", "env")
 Add = Callable[..., argparse.ArgumentParser]
 
 
-def _value(args: argparse.Namespace) -> str:
+def read_value(args: argparse.Namespace) -> str:
     """--value, else stdin (so a secret stays out of the shell's history and `ps`)."""
     if args.value is not None:
         return str(args.value)
@@ -26,15 +28,29 @@ def _value(args: argparse.Namespace) -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-def _line(variable: dict[str, Any]) -> str:
+def variable_line(variable: dict[str, Any]) -> str:
+    """``name = "value"``, ``(sensitive)`` in place of a sensitive value; an environment
+    variable's line starts with ``env``."""
     shown = "(sensitive)" if variable["sensitive"] else json.dumps(variable["value"])
     about = f"  # {variable['description']}" if variable.get("description") else ""
-    return f"{variable['name']} = {shown}{about}"
+    kind = "env " if variable.get("category") == "env" else ""
+    return f"{kind}{variable['name']} = {shown}{about}"
+
+
+def add_category(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--category",
+        choices=CATEGORIES,
+        default="terraform",
+        help="terraform: a Terraform variable (default); env: an environment variable of "
+        "the engine's process",
+    )
 
 
 def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
     vars_parser = workspace_commands.add_parser(
-        "vars", help="a workspace's Terraform variables (every run gets them)"
+        "vars",
+        help="a workspace's variables: Terraform and environment variables (every run gets them)",
     )
     commands = vars_parser.add_subparsers(dest="vars_command", required=True)
 
@@ -44,25 +60,28 @@ def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
         if args.json:
             print(json.dumps(found, indent=2, sort_keys=True))
         for variable in [] if args.json else found:
-            print(_line(variable))
+            print(variable_line(variable))
         return 0
 
     def setting(args: argparse.Namespace) -> int:
         client = connect(args)
-        value = _value(args)
+        value = read_value(args)
         stored = client.set_variable(
             client.workspace_id(args.workspace),
             args.name,
             value,
             sensitive=args.sensitive,
             description=args.description,
+            category=args.category,
         )
-        print(json.dumps(stored, indent=2, sort_keys=True) if args.json else _line(stored))
+        print(json.dumps(stored, indent=2, sort_keys=True) if args.json else variable_line(stored))
         return 0
 
     def deleting(args: argparse.Namespace) -> int:
         client = connect(args)
-        deleted = client.delete_variable(client.workspace_id(args.workspace), args.name)
+        deleted = client.delete_variable(
+            client.workspace_id(args.workspace), args.name, args.category
+        )
         print(json.dumps(deleted) if args.json else f"{args.name} deleted")
         return 0
 
@@ -70,7 +89,12 @@ def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
     listed.add_argument("workspace", help="workspace name or ws- ID")
     made = add(commands, "set", "create or replace a variable", setting)
     made.add_argument("workspace", help="workspace name or ws- ID")
-    made.add_argument("name", help="the variable's name (as in the configuration)")
+    made.add_argument(
+        "name",
+        help="the variable's name (as in the configuration; an environment variable's "
+        "as the engine's process sees it)",
+    )
+    add_category(made)
     made.add_argument("--value", help="the value (default: read from stdin)")
     made.add_argument(
         "--sensitive",
@@ -81,3 +105,4 @@ def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
     gone = add(commands, "delete", "delete a variable", deleting)
     gone.add_argument("workspace", help="workspace name or ws- ID")
     gone.add_argument("name", help="the variable's name")
+    add_category(gone)

@@ -351,17 +351,99 @@ class Client:
         *,
         sensitive: bool = False,
         description: str | None = None,
+        category: str = "terraform",
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "PUT",
-            f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(name)}",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(category)}/{_seg(name)}",
             {"value": value, "sensitive": sensitive, "description": description},
         )
         return result
 
-    def delete_variable(self, workspace_id: str, name: str) -> dict[str, Any]:
+    def delete_variable(
+        self, workspace_id: str, name: str, category: str = "terraform"
+    ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
-            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(name)}"
+            "DELETE",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/variables/{_seg(category)}/{_seg(name)}",
+        )
+        return result
+
+    # -- variable sets (docs/runs.md, "Variable sets") -----------------------------------------
+
+    def variable_set_id(self, name_or_id: str) -> str:
+        """A set's ID from its name (or the ID as given); an unknown name is a 404, as
+        the API answers for an unknown ID."""
+        if name_or_id.startswith("varset-"):
+            return name_or_id
+        for found in self.list_variable_sets():
+            if found["name"] == name_or_id:
+                return str(found["id"])
+        raise ApiError(
+            404, {"code": "NOT_FOUND", "message": f"variable set {name_or_id} was not found"}
+        )
+
+    def create_variable_set(
+        self, name: str, *, description: str | None = None, global_: bool = False
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST",
+            "/api/v1/variable-sets",
+            {"name": name, "description": description, "global": global_},
+        )
+        return result
+
+    def list_variable_sets(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", "/api/v1/variable-sets")["variable_sets"]
+        return result
+
+    def variable_set(self, set_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/variable-sets/{_seg(set_id)}")
+        return result
+
+    def update_variable_set(self, set_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PATCH", f"/api/v1/variable-sets/{_seg(set_id)}", dict(changes)
+        )
+        return result
+
+    def delete_variable_set(self, set_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/variable-sets/{_seg(set_id)}")
+        return result
+
+    def set_set_variable(
+        self,
+        set_id: str,
+        category: str,
+        name: str,
+        value: str,
+        *,
+        sensitive: bool = False,
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/variable-sets/{_seg(set_id)}/variables/{_seg(category)}/{_seg(name)}",
+            {"value": value, "sensitive": sensitive, "description": description},
+        )
+        return result
+
+    def delete_set_variable(self, set_id: str, category: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE",
+            f"/api/v1/variable-sets/{_seg(set_id)}/variables/{_seg(category)}/{_seg(name)}",
+        )
+        return result
+
+    def apply_variable_set(self, set_id: str, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT", f"/api/v1/variable-sets/{_seg(set_id)}/workspaces/{_seg(workspace_id)}"
+        )
+        return result
+
+    def unapply_variable_set(self, set_id: str, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/variable-sets/{_seg(set_id)}/workspaces/{_seg(workspace_id)}"
         )
         return result
 
@@ -602,6 +684,18 @@ def _render_policy(policy: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _variable_line(variable: Mapping[str, Any]) -> str:
+    """One of a run's variables as the review lists it: its name, category, where it
+    came from, and ``(sensitive)`` for a sensitive one (values never appear)."""
+    source = str(variable.get("source") or "run")
+    if source == "variable_set":
+        held = variable.get("variable_set") or {}
+        source = f"variable set {held.get('name') or held.get('id')}"
+    category = "env" if variable.get("category") == "env" else "terraform"
+    marked = "  (sensitive)" if variable.get("sensitive") else ""
+    return f"{variable['name']}  {category}  from {source}{marked}"
+
+
 def render_review(review: Mapping[str, Any]) -> str:
     """The run review as a person reads it in a terminal."""
     lines = [
@@ -619,15 +713,15 @@ def render_review(review: Mapping[str, Any]) -> str:
     stages = "  ".join(f"{s['stage']}:{s['status']}" for s in review["stages"])
     lines.append(f"  stages     {stages}")
     inputs = review["input"]
-    named = [
-        f"{v['name']} (workspace)" if v.get("source") == "workspace" else str(v["name"])
-        for v in inputs.get("variables") or [{"name": n} for n in inputs.get("variable_names", [])]
+    listed = inputs.get("variables") or [
+        {"name": n, "source": "run"} for n in inputs.get("variable_names", [])
     ]
     lines.append(
         f"  input      configuration {str(inputs.get('configuration_sha256'))[:12]}  "
-        f"variables {', '.join(named) or '-'}  "
+        f"variables {len(listed) or '-'}  "
         f"predecessor {inputs.get('predecessor_state_version_id') or '-'}"
     )
+    lines.extend(f"    {_variable_line(v)}" for v in listed)
     lines.extend(render_credentials(inputs.get("credentials")))
     lines.extend(_render_source(review.get("source")))
     plan = review.get("plan")

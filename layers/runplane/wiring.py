@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from runplane.services.state import StateVersions
     from runplane.services.tenancy import Tenancy
     from runplane.services.unit_of_work import UnitOfWork
+    from runplane.services.variable_sets import VariableSets
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workload_identity import WorkloadIdentity
@@ -478,6 +479,7 @@ class Services:
             ),
             workspace_variables=self.workspace_variables,
             cloud_settings=self.cloud_settings,
+            variable_sets=self.variable_sets,
         )
 
     @cached_property
@@ -501,6 +503,15 @@ class Services:
             self.keys,
             DynamoCloudSettingsStore(),
             deployment_region=self.settings.region,
+        )
+
+    @cached_property
+    def variable_sets(self) -> VariableSets:
+        from runplane.services.variable_sets import VariableSets
+        from runplane.store.variable_set_store import DynamoVariableSetStore
+
+        return VariableSets(
+            self.clock, self.ids, self.workspaces, self.keys, DynamoVariableSetStore()
         )
 
     @cached_property

@@ -302,7 +302,9 @@ def test_a_plan_only_run_created_listed_shown_watched_and_its_log_read(
     code, shown, _ = cli(capsys, "run", "show", run_id, *connect(local))
     assert code == 0
     assert shown.startswith(f"{run_id}  plan_only  Plan completed (succeeded)")
-    assert "variables greeting, region, token" in shown
+    assert "variables 3" in shown
+    assert "    greeting  terraform  from run\n" in shown
+    assert "    token  terraform  from run\n" in shown
     review = cli_json(capsys, "run", "show", run_id, *connect(local))
     assert (review["id"], review["status"]) == (run_id, "succeeded")
     listed = cli_json(capsys, "run", "list", "--workspace", ws_id, *connect(local))

@@ -113,9 +113,10 @@ def test_a_push_plans_with_the_workspace_variables_and_the_sensitive_one_never_s
     # (the runner redacts variable values from logs; a value derived from one shows)
     assert 'shout  = "EU-WEST-3!"' in log
     # And the review names both as the workspace's, with no value
+    plain = {"category": "terraform", "source": "workspace", "variable_set": None}
     assert done["input"]["variables"] == [
-        {"name": "region", "source": "workspace"},
-        {"name": "token", "source": "workspace"},
+        {"name": "region", "sensitive": False, **plain},
+        {"name": "token", "sensitive": True, **plain},
     ]
     # And the run page names them with their source
     page = signed_in(local).get(f"{local.url}/ui/runs/{run['id']}", timeout=30)
@@ -140,5 +141,10 @@ def test_a_push_plans_with_the_workspace_variables_and_the_sensitive_one_never_s
     # When the sensitive variable is deleted with the CLI
     deleted = cli_json(capsys, "workspace", "vars", "delete", ws, "token", *connect(local))
     # Then only the plain one remains
-    assert deleted == {"workspace_id": ws, "name": "token", "deleted": True}
+    assert deleted == {
+        "workspace_id": ws,
+        "name": "token",
+        "category": "terraform",
+        "deleted": True,
+    }
     assert [v["name"] for v in local.client.list_variables(ws)] == ["region"]

@@ -695,8 +695,8 @@ def test_a_triggered_run_takes_its_workspaces_variables(arena: Arena) -> None:
     # Then B's triggered run carries both, named as the workspace's, values unshown
     new = [r for r in arena.stack.lifecycle.runs.list_for_workspace(b) if r.id not in before]
     review = arena.runs.review(arena.admin, new[0].id)
-    assert review["input"]["variables"] == [
-        {"name": "region", "source": "workspace"},
-        {"name": "token", "source": "workspace"},
+    assert [(v["name"], v["source"]) for v in review["input"]["variables"]] == [
+        ("region", "workspace"),
+        ("token", "workspace"),
     ]
     assert "hidden-value" not in json.dumps(review, default=str)

@@ -111,10 +111,11 @@ def test_every_run_snapshots_the_workspace_variables_under_its_own(arena: Arena)
     assert snapshot["workspace_variable_names"] == ["token"]
     # And the review names each variable and its source, never a value
     review = runs.review(arena.admin, run.id)
+    plain = {"category": "terraform", "variable_set": None}
     assert review["input"]["variables"] == [
-        {"name": "extra", "source": "run"},
-        {"name": "region", "source": "run"},
-        {"name": "token", "source": "workspace"},
+        {"name": "extra", "source": "run", "sensitive": False, **plain},
+        {"name": "region", "source": "run", "sensitive": False, **plain},
+        {"name": "token", "source": "workspace", "sensitive": True, **plain},
     ]
     assert SECRET not in json.dumps(review)
     # And the sensitive value exists only encrypted

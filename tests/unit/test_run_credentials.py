@@ -18,7 +18,7 @@ from runplane.domain.run_credentials import (
     session_duration,
 )
 from runplane.runner.bounded_log import BoundedLog
-from runplane.runner.cloud_credentials import engine_environment
+from runplane.runner.cloud_credentials import credentials_environment
 from runplane.runner.engine import Engine
 from runplane.runner.sts_relay import relayed
 
@@ -121,7 +121,7 @@ def test_the_engine_gets_each_clouds_credentials_the_way_its_providers_read_them
         return tmp_path / name
 
     # When they become the engine's environment
-    env = engine_environment(issued(aws_endpoint_url="http://127.0.0.1:5000"), give)
+    env = credentials_environment(issued(aws_endpoint_url="http://127.0.0.1:5000"), give)
 
     # Then AWS reads variables, GCP an external account file, Azure a token file
     assert env["AWS_SECRET_ACCESS_KEY"] == SECRET_KEY
@@ -139,7 +139,7 @@ def test_the_engine_gets_each_clouds_credentials_the_way_its_providers_read_them
 
 
 def test_without_a_non_default_sts_the_engine_uses_the_clouds_own(tmp_path: Path) -> None:
-    env = engine_environment(issued(gcp=None, azure=None), lambda n, d: tmp_path / n)
+    env = credentials_environment(issued(gcp=None, azure=None), lambda n, d: tmp_path / n)
     assert "AWS_ENDPOINT_URL_STS" not in env
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in env
 
@@ -177,6 +177,25 @@ def test_the_engines_environment_takes_credentials_but_never_overrides_what_it_s
         engine.add_environment({"HOME": "/elsewhere"})
     with pytest.raises(ValueError, match="TF_STATE_PERSIST_INTERVAL"):
         engine.add_environment({"TF_STATE_PERSIST_INTERVAL": "1"})
+
+
+def test_credentials_replace_a_runs_env_variable_of_the_same_name_only_when_told(
+    tmp_path: Path,
+) -> None:
+    # Given an engine whose environment holds a run's static AWS key
+    engine = Engine(
+        tmp_path / "tofu",
+        tmp_path,
+        {"HOME": str(tmp_path), "AWS_ACCESS_KEY_ID": "AKIASTATIC"},
+        BoundedLog(),
+    )
+    # Then credentials cannot silently replace it, but replace it when named
+    with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID"):
+        engine.add_environment({"AWS_ACCESS_KEY_ID": "ASIADYNAMIC"})
+    engine.add_environment({"AWS_ACCESS_KEY_ID": "ASIADYNAMIC"}, replacing=["AWS_ACCESS_KEY_ID"])
+    assert engine._env["AWS_ACCESS_KEY_ID"] == "ASIADYNAMIC"
+    with pytest.raises(ValueError, match="HOME"):
+        engine.add_environment({"HOME": "/x"}, replacing=["AWS_ACCESS_KEY_ID"])
 
 
 STS_SCOPE = "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20261203/us-east-1/{service}/aws4_request"

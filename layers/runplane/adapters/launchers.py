@@ -307,6 +307,9 @@ class LocalProcessLauncher:
             "HOME": str(workdir),
             "TMPDIR": str(workdir),
             "CHECKPOINT_DISABLE": "1",
+            # The runner is the stack's own code, wherever the interpreter's installed
+            # copy of the package points (a second checkout runs its own runner).
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
         if self._engine:
             env["RUNPLANE_ENGINE"] = self._engine

@@ -831,3 +831,18 @@ class WorkloadIdentityRefused(InvalidInput):
     signed."""
 
     code = "WORKLOAD_IDENTITY_REFUSED"
+
+
+class ReservedVariableName(InvalidInput):
+    """A variable name the runner or the platform owns (an environment variable such as
+    ``PATH`` or ``TF_CLI_ARGS``): the message says who owns it and why; nothing was
+    written."""
+
+    code = "VARIABLE_NAME_RESERVED"
+
+
+class VariableSetLimit(InvalidInput):
+    """One variable set, variable or application past a documented count limit
+    (docs/runs.md, "Variable sets"); nothing was written."""
+
+    code = "VARIABLE_SET_LIMIT"

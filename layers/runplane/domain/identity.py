@@ -27,6 +27,8 @@ class Permission(StrEnum):
     POLICY_OVERRIDE = "policy:override"
     # Publish policy sets and attach them to workspaces.
     POLICY_MANAGE = "policy:manage"
+    # Create, change and delete organization variable sets and apply them to workspaces.
+    VARIABLE_SETS_MANAGE = "variable-sets:manage"
     TOKEN_MANAGE = "token:manage"
     # Connect (claim) and release GitHub App installations for the organization.
     GITHUB_CONNECT = "github:connect"

@@ -533,6 +533,15 @@ class RunInput:
         that a document without the key reads and writes back unchanged."""
         return _strings(self.extra.get("sensitive_variable_names"))
 
+    @property
+    def variable_entries(self) -> tuple[Mapping[str, object], ...]:
+        """Each variable's name, category, source (with its variable set) and
+        sensitivity, as the run's creation resolved them (empty for a run created before
+        runs recorded them: its ``variable_names`` are Terraform variables). Kept in
+        ``extra``, like ``sensitive_variable_names``."""
+        entries = _documents(self.extra.get("variables"))
+        return tuple(e for e in entries or () if isinstance(e.get("name"), str))
+
     def to_body(self) -> dict[str, object]:
         body: dict[str, object] = dict(self.extra)
         body.update({name: getattr(self, name) for name in self._OPTIONAL})

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from runplane.domain.errors import InvalidInput, VariablesTooLarge
+from runplane.domain.env_variables import env_name_problem
+from runplane.domain.errors import InvalidInput, ReservedVariableName, VariablesTooLarge
 
 MAX_VARIABLES: Final = 100
 MAX_VARIABLE_NAME: Final = 128
@@ -108,10 +109,47 @@ MAX_DESCRIPTION: Final = 512
 
 
 class VariableSource(StrEnum):
-    """Where a run's variable came from; the run's own win over the workspace's."""
+    """Where a run's variable came from: the run's own win over the workspace's, which
+    win over the variable sets' (``domain/variable_precedence.py``)."""
 
     RUN = "run"
     WORKSPACE = "workspace"
+    VARIABLE_SET = "variable_set"
+
+
+class VariableCategory(StrEnum):
+    """What a variable is to the engine: a Terraform variable (``-var-file``), or an
+    environment variable of its process (``docs/runs.md``). A name is unique per
+    category: ``region`` may be both."""
+
+    TERRAFORM = "terraform"
+    ENV = "env"
+
+
+def category_of(value: object, pointer: str = "/category") -> VariableCategory:
+    """``value`` as a category, else :class:`InvalidInput` at ``pointer``."""
+    try:
+        return VariableCategory(str(value))
+    except ValueError:
+        raise InvalidInput(
+            f"category {str(value)[:40]!r} is not one of terraform, env", pointer
+        ) from None
+
+
+def check_name(name: str, category: VariableCategory, pointer: str) -> None:
+    """Raise :class:`InvalidInput` for a name ``category`` cannot have, and
+    :class:`ReservedVariableName` for an environment name the runner or platform owns."""
+    if category is VariableCategory.ENV:
+        problem = env_name_problem(name)
+        if problem is not None:
+            error = ReservedVariableName if problem.reserved else InvalidInput
+            raise error(problem.message, pointer)
+        return
+    if len(name) > MAX_VARIABLE_NAME:
+        raise InvalidInput(f"a variable name has at most {MAX_VARIABLE_NAME} characters", pointer)
+    message = name_problem(name)
+    if message is not None:
+        raise InvalidInput(message, pointer)
 
 
 @dataclass(frozen=True)
@@ -125,14 +163,18 @@ class WorkspaceVariable:
     value: str | None
     updated_at: datetime
     updated_by: str
+    category: VariableCategory = VariableCategory.TERRAFORM
 
     def __repr__(self) -> str:
         # Never the value: a repr ends up in logs and tracebacks.
-        return f"WorkspaceVariable({self.name!r}, sensitive={self.sensitive})"
+        return (
+            f"WorkspaceVariable({self.name!r}, {self.category.value}, sensitive={self.sensitive})"
+        )
 
     def view(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "category": self.category.value,
             "sensitive": self.sensitive,
             "description": self.description,
             "value": None if self.sensitive else self.value,
@@ -157,14 +199,16 @@ class StoredVariable:
         return f"StoredVariable({self.variable!r}, version={self.version})"
 
 
-def check_workspace_variable(name: str, value: object, description: str | None) -> int:
-    """Raise :class:`InvalidInput` (or :class:`VariablesTooLarge`) for a workspace
-    variable the engine could not take; the value's size in bytes otherwise."""
-    if len(name) > MAX_VARIABLE_NAME:
-        raise InvalidInput(f"a variable name has at most {MAX_VARIABLE_NAME} characters", "/name")
-    problem = name_problem(name)
-    if problem is not None:
-        raise InvalidInput(problem, "/name")
+def check_workspace_variable(
+    name: str,
+    value: object,
+    description: str | None,
+    category: VariableCategory = VariableCategory.TERRAFORM,
+) -> int:
+    """Raise :class:`InvalidInput` (:class:`ReservedVariableName`, or
+    :class:`VariablesTooLarge`) for a workspace or variable set variable the engine
+    could not take; the value's size in bytes otherwise."""
+    check_name(name, category, "/name")
     if not isinstance(value, str):
         raise InvalidInput(f"variable {name!r} must have a string value", "/value")
     problem = value_problem(name, value)
@@ -185,50 +229,18 @@ def check_workspace_variable(name: str, value: object, description: str | None) 
 
 @dataclass(frozen=True)
 class PinnedVariables:
-    """A workspace's variables as a new run pins them: every value (sensitive ones
-    opened) and the names of the sensitive ones."""
+    """A workspace's (or a variable set's) variables as a new run pins them: every
+    value (sensitive ones opened) and the names of the sensitive ones; Terraform
+    variables in ``values``, environment variables in ``env``."""
 
     values: dict[str, str]
     sensitive: frozenset[str] = frozenset()
+    env: dict[str, str] = field(default_factory=dict)
+    sensitive_env: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         # Never the values: a repr ends up in logs and tracebacks.
-        return f"PinnedVariables({sorted(self.values)}, sensitive={sorted(self.sensitive)})"
-
-
-@dataclass(frozen=True)
-class Merged:
-    """A run's variables: the workspace's snapshot with the run's own over it."""
-
-    values: dict[str, str]
-    sources: dict[str, VariableSource]
-    sensitive: frozenset[str] = frozenset()
-
-    def __repr__(self) -> str:
-        return f"Merged({sorted(self.values)})"
-
-    @property
-    def workspace_names(self) -> list[str]:
-        return sorted(n for n, s in self.sources.items() if s is VariableSource.WORKSPACE)
-
-    @property
-    def sensitive_names(self) -> list[str]:
-        return sorted(self.sensitive)
-
-
-def merge(
-    workspace: Mapping[str, str], run: Mapping[str, str], sensitive: Iterable[str] = ()
-) -> Merged:
-    """The run's own variables win over the workspace's of the same name (as in HCP
-    Terraform). The merged set must still pass :func:`check_variables`.
-
-    ``sensitive`` names the workspace's sensitive variables. They stay sensitive in the
-    run even where the run gives its own value: the name is what a configuration and a
-    reader of the run know a secret by, and marking too much only hides a value. A run's
-    own variables carry no sensitive flag (as in HCP Terraform), so no other is sensitive.
-    """
-    values = {**workspace, **run}
-    sources = {
-        name: VariableSource.RUN if name in run else VariableSource.WORKSPACE for name in values
-    }
-    return Merged(values, sources, frozenset(sensitive) & values.keys())
+        shown = f"PinnedVariables({sorted(self.values)}, sensitive={sorted(self.sensitive)}"
+        if self.env:
+            shown += f", env={sorted(self.env)}, sensitive_env={sorted(self.sensitive_env)}"
+        return shown + ")"

@@ -30,7 +30,7 @@ JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 GiveFile = Callable[[str, bytes], Path]
 
 
-def engine_environment(issued: IssuedCredentials, give_file: GiveFile) -> dict[str, str]:
+def credentials_environment(issued: IssuedCredentials, give_file: GiveFile) -> dict[str, str]:
     """The engine's environment variables for ``issued``, writing the token files the
     GCP and Azure providers read through ``give_file``."""
     env: dict[str, str] = {}

@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -170,10 +170,12 @@ class Engine:
         self._env = {**_ENGINE_ENV_DEFAULTS, **env, **_ENGINE_ENV_PLATFORM}
         self._init_accepts_lock: bool | None = None
 
-    def add_environment(self, extra: Mapping[str, str]) -> None:
+    def add_environment(self, extra: Mapping[str, str], *, replacing: Iterable[str] = ()) -> None:
         """Add ``extra`` to the environment of the commands run from now on (a phase's
-        cloud credentials). It sets nothing the platform reserves or already set."""
-        clash = sorted(set(extra) & (set(self._env) - set(_ENGINE_ENV_DEFAULTS)))
+        cloud credentials). It replaces only the names in ``replacing`` (the run's own
+        env variables) of what is set already, and never what the platform reserves."""
+        replaceable = set(replacing) - set(_ENGINE_ENV_PLATFORM)
+        clash = sorted(set(extra) & (set(self._env) - set(_ENGINE_ENV_DEFAULTS) - replaceable))
         if clash:
             raise ValueError(f"the engine's environment already sets {', '.join(clash)}")
         self._env = {**self._env, **extra, **_ENGINE_ENV_PLATFORM}

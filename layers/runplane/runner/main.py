@@ -8,8 +8,9 @@ uploads encrypted outputs, and reports the result. It holds no AWS credential.
 The runner is the sandbox's trusted principal; the engine, which runs the
 configuration's code, is not (see runner/confinement.py). The session stays in the
 runner's memory: the engine reaches the Cloud API through the relay with a secret of
-its own, gets its variables through a one-read FIFO, and works in a directory of its
-own; the runner reads what the engine wrote only once the engine's processes are gone,
+its own, gets its variables through a one-read FIFO (the run's environment variables
+in its process environment only, runner/engine_env.py), and works in a directory of
+its own; the runner reads what the engine wrote only once the engine's processes are gone,
 and believes none of it unchecked.
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.adapters.envelope import CHUNK_SIZE, Decryption, Encryption
+from runplane.domain.env_variables import tf_var_name
 from runplane.domain.plan_summary import drifted_resources, summarize
 from runplane.domain.run_credentials import IssuedCredentials
 from runplane.domain.runner_reports import (
@@ -48,9 +50,11 @@ from runplane.domain.runner_reports import (
     Planned,
     RunnerReport,
 )
+from runplane.domain.variable_precedence import read_document
+from runplane.domain.variables import name_problem
 from runplane.runner.archive import ArchiveLimits, extract_configuration
 from runplane.runner.bounded_log import BoundedLog
-from runplane.runner.cloud_credentials import engine_environment
+from runplane.runner.cloud_credentials import credentials_environment
 from runplane.runner.config_check import check_root_module
 from runplane.runner.confinement import (
     Confinement,
@@ -67,6 +71,7 @@ from runplane.runner.engine_config import (
     write_backend_override,
     write_cli_config,
 )
+from runplane.runner.engine_env import engine_environment
 from runplane.runner.engine_errors import EngineError, EngineTimeout
 from runplane.runner.logship import LogShipper, SendFailed
 from runplane.runner.plan_file import PlanFileError, PlanMismatch, check_plan_json
@@ -155,6 +160,9 @@ class Runner:
         # for this phase's relay only.
         self.relay_secret = secrets.token_hex(32)
         self.variables: dict[str, str] | None = None
+        # The run's env variables (``prepare``), for the engine's environment only.
+        self.env_variables: dict[str, str] = {}
+        self.sensitive_env: frozenset[str] = frozenset()
         self.api = ControlPlane(environ["RUNPLANE_CONTROL_PLANE_URL"])
         self.run_id = environ["RUNPLANE_RUN_ID"]
         self.attempt_id = environ["RUNPLANE_ATTEMPT_ID"]
@@ -329,17 +337,25 @@ class Runner:
         # only backend declaration.
         check_root_module(config, replaced_backend=bool(self.manifest.get("remote_operation")))
         if self.manifest.get("variables_artifact_id"):
-            variables = json.loads(self.download(self.manifest["variables_artifact_id"]))
-            if not isinstance(variables, dict) or not all(
-                isinstance(v, str) for v in variables.values()
-            ):
-                raise Refused("the run's variables are not a JSON object of strings")
+            raw = self.download(self.manifest["variables_artifact_id"])
+            try:
+                document = read_document(json.loads(raw))
+            except ValueError as error:
+                raise Refused(f"the run's variables cannot be used: {error}") from None
+            del raw
             sensitive = set(self.manifest.get("sensitive_variables") or [])
+            terraform, env = document.terraform, document.env
+            # Every value the run gives the engine is redacted from its log; sensitive
+            # ones in every spelling the redaction knows (docs/runs.md).
             self.log = self._new_log(
-                [v for k, v in variables.items() if k in sensitive],
-                plain=[v for k, v in variables.items() if k not in sensitive],
+                [v for k, v in terraform.items() if k in sensitive]
+                + [v for k, v in env.items() if k in document.sensitive_env],
+                plain=[v for k, v in terraform.items() if k not in sensitive]
+                + [v for k, v in env.items() if k not in document.sensitive_env],
             )
-            self.variables = variables
+            self.variables = terraform
+            self.env_variables = env
+            self.sensitive_env = document.sensitive_env
         if extracted.skipped:
             # The engine's working directory and implied plugin mirror: a provider
             # shipped there would run. Left out, and said so in the run's log.
@@ -358,7 +374,16 @@ class Runner:
         }
         # The workspace's sensitive variables, declared so to the engine: it then masks
         # what derives from them and refuses to print them as plain outputs.
-        write_sensitive_override(config, self.manifest.get("sensitive_variables") or [])
+        # A sensitive TF_VAR_name environment variable sets variable name: it is as
+        # sensitive to the engine as a sensitive Terraform variable.
+        from_env = [tf_var_name(name) for name in sorted(self.sensitive_env)]
+        write_sensitive_override(
+            config,
+            {
+                *(self.manifest.get("sensitive_variables") or []),
+                *(name for name in from_env if name and name_problem(name) is None),
+            },
+        )
         try:
             write_backend_override(config, **names)
             backend_config = write_backend_config(home / "backend.hcl", **names)
@@ -387,21 +412,24 @@ class Runner:
             provider_mirror=Path(mirror) if mirror else None,
         )
         self.confinement.hand_over(home)
-        env = {
+        own = {
             "PATH": self.env.get("PATH", os.defpath),
             "HOME": str(home),
             "TMPDIR": str(home),
             "TF_CLI_CONFIG_FILE": str(cli_config),
             "TFE_RUN_ID": self.run_id,
         }
+        # The run's env variables reach the engine's process and nothing else.
+        env = engine_environment(own, self.env_variables).env
         binary = resolve_engine(self.env.get("RUNPLANE_ENGINE"), self.env)
         self.confinement.allow_reading(binary.parent, *([Path(mirror)] if mirror else []))
         engine = Engine(binary, config, env, self.log, confinement=self.confinement)
         return engine, backend_config
 
     def _variables_file(self) -> contextlib.AbstractContextManager[Path | None]:
-        """The ``-var-file`` the plan reads its variables from, once (None without)."""
-        if self.variables is None:
+        """The ``-var-file`` the plan reads its variables from, once (None without: a run
+        with no variable, or with environment variables only)."""
+        if not self.variables:
             return contextlib.nullcontext()
         user = self.confinement.user
         return variables_handed_once(
@@ -533,7 +561,15 @@ class Runner:
             ).start()
             credentials = dataclasses.replace(credentials, aws_endpoint_url=self.sts_relay.url)
         self.log.also_redact(credentials.secrets())
-        engine.add_environment(engine_environment(credentials, self._give_engine))
+        given = credentials_environment(credentials, self._give_engine)
+        # They win over the run's env variables of the same names, and the log says so.
+        overridden = sorted(given.keys() & self.env_variables.keys())
+        for name in overridden:
+            self.log.write(
+                f"[runner] environment variable {name} is set by the workspace's cloud "
+                "credentials; the variable's own value is not used\n"
+            )
+        engine.add_environment(given, replacing=overridden)
         named = ", ".join(issued.get("issued") or [])
         self.log.write(f"[runner] cloud credentials issued for this phase: {named}\n")
         return None

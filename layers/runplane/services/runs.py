@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,7 +40,13 @@ from runplane.domain.parts import (
 )
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.tfe_runs import REMOTE_OPERATION
-from runplane.domain.variables import PinnedVariables, VariableSource, check_variables, merge
+from runplane.domain.variable_precedence import check_resolved, resolve
+from runplane.domain.variables import (
+    PinnedVariables,
+    VariableCategory,
+    VariableSource,
+    check_variables,
+)
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.launch_controls import LaunchControls
 from runplane.services.lifecycle import RunLifecycle
@@ -49,6 +54,7 @@ from runplane.services.policy import SOFT_FAILED
 from runplane.services.recovery import recovery_panel
 from runplane.services.source_provenance import source_provenance
 from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
+from runplane.services.variable_sets import VariableSets
 from runplane.services.variables import WorkspaceVariables
 from runplane.services.workspaces import Workspaces
 from runplane.services.writer import hand_off
@@ -120,6 +126,7 @@ class Runs:
         review_reads: ReviewReads,
         workspace_variables: WorkspaceVariables | None = None,
         cloud_settings: WorkspaceCloudSettings | None = None,
+        variable_sets: VariableSets | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -136,6 +143,7 @@ class Runs:
         self._workspace_variables = workspace_variables
         # The workspace's cloud settings a new run pins as its credential decisions.
         self._cloud_settings = cloud_settings
+        self._variable_sets = variable_sets
         self._reads = review_reads
         self._reader = review_reads.runs
         # A run is created with its input and its caller's records in one write.
@@ -256,6 +264,7 @@ class Runs:
             workspace_id,
             configuration_version_id,
             self._launch_controls.scopes(principal.organization_id),
+            principal.organization_id,
         ):
             workspace = self._workspaces.by_id(principal, workspace_id)
             # Checked before anything is written: a denied launch leaves no trace.
@@ -269,8 +278,9 @@ class Runs:
                     "/configuration_version_id",
                 )
             check_variables(variables)
-            # The workspace's variables as they are now, under the run's own: plan and
-            # apply read this one pinned set, and the approval binds to it.
+            # The workspace's variables and its variable sets as they are now, under the
+            # run's own: plan and apply read this one pinned set, and the approval binds
+            # to it (docs/runs.md, "Variable precedence").
             pinned = (
                 self._workspace_variables.pinned(workspace)
                 if self._workspace_variables
@@ -283,8 +293,9 @@ class Runs:
                 if self._cloud_settings
                 else PinnedCredentials(CredentialDecisions())
             )
-        merged = merge(pinned.values, variables, sensitive=pinned.sensitive)
-        check_variables(merged.values)
+            sets = self._variable_sets.pinned_for(workspace) if self._variable_sets else []
+        resolved = resolve(variables, pinned, sets)
+        check_resolved(resolved)
         if engine_version and self._engine_versions and engine_version not in self._engine_versions:
             raise InvalidInput(
                 f"engine version {engine_version} is not available here; this deployment "
@@ -311,10 +322,13 @@ class Runs:
             "configuration_artifact_id": configuration["artifact_id"],
             "configuration_sha256": configuration["sha256"],
             "variables_artifact_id": None,
-            "variable_names": sorted(merged.values),
-            "workspace_variable_names": merged.workspace_names,
+            "variable_names": sorted(resolved.terraform),
+            "workspace_variable_names": resolved.workspace_names,
             # What the runner tells the engine is sensitive (docs/runs.md).
-            "sensitive_variable_names": merged.sensitive_names,
+            "sensitive_variable_names": resolved.sensitive_names,
+            # Every variable's category, source and sensitivity, never a value: what the
+            # review shows.
+            "variables": resolved.entries(),
             "engine_version": engine_version or workspace.terraform_version or "",
             "workspace_name": workspace.name,
             "organization_name": self._workspaces.organization_name(workspace.organization_id),
@@ -330,13 +344,14 @@ class Runs:
             body = {**snapshot, "variables_artifact_id": variables.id}
             return self._creations.writes(run, actor=principal.ref, input=body, records=records)
 
-        if merged.values:
+        document = resolved.document()
+        if document is not None:
             # The variables and the run that pins them are one write: refused, neither
             # is stored.
             self._artifacts.put(
                 workspace.organization_id,
                 ArtifactKind.VARIABLES,
-                [json.dumps(merged.values, sort_keys=True).encode()],
+                [document],
                 together=pinning,
             )
         else:
@@ -661,14 +676,37 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
     return review
 
 
-def variable_sources(snapshot: RunInput) -> list[dict[str, str]]:
+def variable_sources(snapshot: RunInput) -> list[dict[str, Any]]:
+    """Each of the run's variables with its category, source (and variable set) and
+    sensitivity, never its value. A run created before categories recorded its
+    Terraform variables' names and the workspace's among them only."""
+    recorded = snapshot.variable_entries
+    if recorded:
+        return [
+            {
+                "name": entry["name"],
+                "category": entry.get("category", VariableCategory.TERRAFORM.value),
+                "source": entry["source"],
+                "sensitive": bool(entry.get("sensitive")),
+                "variable_set": (
+                    {"id": entry["variable_set_id"], "name": entry.get("variable_set_name")}
+                    if entry.get("variable_set_id")
+                    else None
+                ),
+            }
+            for entry in recorded
+        ]
     from_workspace = set(snapshot.workspace_variable_names)
+    sensitive = set(snapshot.sensitive_variable_names)
     return [
         {
             "name": name,
+            "category": VariableCategory.TERRAFORM.value,
             "source": (
                 VariableSource.WORKSPACE if name in from_workspace else VariableSource.RUN
             ).value,
+            "sensitive": name in sensitive,
+            "variable_set": None,
         }
         for name in snapshot.variable_names
     ]

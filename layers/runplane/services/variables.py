@@ -1,12 +1,15 @@
 """Workspace variables: set, list and delete them, and the snapshot every run takes.
 
-Sensitive values are write-only: sealed with a KMS data key bound to the workspace and
-the variable's name, opened only to snapshot them into a new run's encrypted
-variables artifact, and never returned, logged or audited.
+A variable is a Terraform variable or an environment variable of the engine
+(``VariableCategory``); a name is unique per category. Sensitive values are
+write-only: sealed with a KMS data key bound to the workspace, the variable's name
+and (for an environment variable) its category, opened only to snapshot them into a
+new run's encrypted variables artifact, and never returned, logged or audited.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from runplane.adapters.keys import DataKeys
@@ -18,6 +21,8 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variables import (
     PinnedVariables,
+    StoredVariable,
+    VariableCategory,
     WorkspaceVariable,
     check_workspace_variable,
 )
@@ -27,10 +32,46 @@ if TYPE_CHECKING:
     from runplane.services.repositories import VariableStore
 
 
-def _context(workspace_id: str, name: str) -> dict[str, str]:
+def _context(
+    workspace_id: str, name: str, category: VariableCategory = VariableCategory.TERRAFORM
+) -> dict[str, str]:
     # KMS encryption context and AES-GCM associated data: a sealed value copied to
-    # another workspace or name does not open.
-    return {"purpose": "workspace-variable", "workspace_id": workspace_id, "name": name}
+    # another workspace, name or category does not open. A Terraform variable's context
+    # is as it was before categories, so values sealed then still open.
+    context = {"purpose": "workspace-variable", "workspace_id": workspace_id, "name": name}
+    if category is not VariableCategory.TERRAFORM:
+        context["category"] = category.value
+    return context
+
+
+def variable_kind(category: VariableCategory) -> str:
+    """How an error names a variable of ``category``."""
+    return "variable" if category is VariableCategory.TERRAFORM else "environment variable"
+
+
+def pin(
+    keys: DataKeys,
+    stored: list[StoredVariable],
+    context: Callable[[StoredVariable], dict[str, str]],
+) -> PinnedVariables:
+    """``stored`` as a new run pins them, sensitive values opened under ``context``."""
+    values: dict[str, dict[str, str]] = {category: {} for category in VariableCategory}
+    sensitive: dict[str, set[str]] = {category: set() for category in VariableCategory}
+    for each in stored:
+        variable = each.variable
+        if variable.sensitive:
+            sealed = Sealed(each.wrapped_key or b"", each.sealed or b"")
+            opened = unseal(keys, context(each), sealed)
+            values[variable.category][variable.name] = opened.decode("utf-8")
+            sensitive[variable.category].add(variable.name)
+        else:
+            values[variable.category][variable.name] = variable.value or ""
+    return PinnedVariables(
+        values[VariableCategory.TERRAFORM],
+        frozenset(sensitive[VariableCategory.TERRAFORM]),
+        env=values[VariableCategory.ENV],
+        sensitive_env=frozenset(sensitive[VariableCategory.ENV]),
+    )
 
 
 class WorkspaceVariables:
@@ -61,13 +102,14 @@ class WorkspaceVariables:
         *,
         sensitive: bool = False,
         description: str | None = None,
+        category: VariableCategory = VariableCategory.TERRAFORM,
     ) -> tuple[WorkspaceVariable, bool]:
         """Create or replace the variable; True if it was created. A sensitive variable
         stays sensitive: replacing it with a non-sensitive one needs a delete first."""
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        size = check_workspace_variable(name, value, description)
-        previous = self._store.find(workspace.id, name)
+        size = check_workspace_variable(name, value, description, category)
+        previous = self._store.find(workspace.id, name, category)
         if previous is not None and previous.variable.sensitive and not sensitive:
             raise InvalidInput(
                 f"variable {name} is sensitive; delete it first to store it in the clear",
@@ -80,9 +122,10 @@ class WorkspaceVariables:
             value=None if sensitive else value,
             updated_at=self._clock.now(),
             updated_by=principal.ref,
+            category=category,
         )
         sealed = (
-            seal(self._keys, _context(workspace.id, name), value.encode("utf-8"))
+            seal(self._keys, _context(workspace.id, name, category), value.encode("utf-8"))
             if sensitive
             else None
         )
@@ -98,12 +141,18 @@ class WorkspaceVariables:
         )
         return variable, previous is None
 
-    def delete(self, principal: Principal, workspace_id: str, name: str) -> None:
+    def delete(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        name: str,
+        category: VariableCategory = VariableCategory.TERRAFORM,
+    ) -> None:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        previous = self._store.find(workspace.id, name)
+        previous = self._store.find(workspace.id, name, category)
         if previous is None:
-            raise NotFound("variable", name)
+            raise NotFound(variable_kind(category), name)
         self._store.delete(
             org_id=workspace.organization_id,
             workspace_id=workspace.id,
@@ -114,25 +163,15 @@ class WorkspaceVariables:
         )
 
     def snapshot(self, workspace: Workspace) -> dict[str, str]:
-        """Every variable's value, sensitive ones opened: only for a new run's
+        """Every Terraform variable's value, sensitive ones opened: only for a new run's
         variables artifact (encrypted), never for a reply."""
         return self.pinned(workspace).values
 
     def pinned(self, workspace: Workspace) -> PinnedVariables:
-        """:meth:`snapshot` and the names of the sensitive variables, from one read (so
-        the names are those of the values)."""
-        values: dict[str, str] = {}
-        sensitive: set[str] = set()
-        for stored in self._store.all_of(workspace.id):
-            name = stored.variable.name
-            if stored.variable.sensitive:
-                opened = unseal(
-                    self._keys,
-                    _context(workspace.id, name),
-                    Sealed(stored.wrapped_key or b"", stored.sealed or b""),
-                )
-                values[name] = opened.decode("utf-8")
-                sensitive.add(name)
-            else:
-                values[name] = stored.variable.value or ""
-        return PinnedVariables(values, frozenset(sensitive))
+        """Every variable's value (both categories, sensitive ones opened) and the names
+        of the sensitive ones, from one read (so the names are those of the values)."""
+        return pin(
+            self._keys,
+            self._store.all_of(workspace.id),
+            lambda stored: _context(workspace.id, stored.variable.name, stored.variable.category),
+        )

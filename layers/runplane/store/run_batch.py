@@ -10,7 +10,7 @@ from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.parts import RunPart, required_part
 from runplane.domain.read_ahead import Read, ReadAhead
-from runplane.store import artifacts, batch, prefetch, run_parts
+from runplane.store import artifacts, batch, prefetch, run_parts, variable_sets
 from runplane.store.models import (
     RunItem,
     artifact_key,
@@ -110,12 +110,15 @@ def engine_start_items(run_id: str, workspace_id: str) -> ReadAhead:
 
 @contextmanager
 def creation_reads(
-    workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
+    workspace_id: str,
+    configuration_version_id: str,
+    control_scopes: Sequence[str],
+    organization_id: str | None = None,
 ) -> Iterator[None]:
     """What creating a run reads first (its workspace, its configuration version, the
-    tally of the workspace's variables, its cloud settings, and the launch controls and
-    sandbox counts of ``control_scopes``), in one request, served as ``reading_ahead``
-    serves."""
+    tally of the workspace's variables, its cloud settings, the launch controls and
+    sandbox counts of ``control_scopes``, and the tally of ``organization_id``'s
+    variable sets), in one request, served as ``reading_ahead`` serves."""
     keys = [
         workspace_key(workspace_id),
         configuration_version_key(configuration_version_id),
@@ -123,6 +126,7 @@ def creation_reads(
         cloud_settings_key(workspace_id),
         *(launch_controls_key(scope) for scope in control_scopes),
         *(sandbox_count_key(scope) for scope in control_scopes),
+        *([variable_sets.tally_key(organization_id)] if organization_id else []),
     ]
     with _ahead(keys):
         yield

@@ -46,9 +46,15 @@ class DynamoRunCreations:
         )
 
     def reading_ahead(
-        self, workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
+        self,
+        workspace_id: str,
+        configuration_version_id: str,
+        control_scopes: Sequence[str],
+        organization_id: str | None = None,
     ) -> AbstractContextManager[None]:
-        return run_batch.creation_reads(workspace_id, configuration_version_id, control_scopes)
+        return run_batch.creation_reads(
+            workspace_id, configuration_version_id, control_scopes, organization_id
+        )
 
 
 def _record_write(run: Run, record: CallerRecord) -> Transaction:

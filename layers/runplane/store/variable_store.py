@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from runplane.domain.variables import StoredVariable, WorkspaceVariable
+from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import workspace_variables as store
 
 
@@ -12,8 +12,13 @@ class DynamoVariableStore:
     def all_of(self, workspace_id: str) -> list[StoredVariable]:
         return store.all_of(workspace_id)
 
-    def find(self, workspace_id: str, name: str) -> StoredVariable | None:
-        return store.find(workspace_id, name)
+    def find(
+        self,
+        workspace_id: str,
+        name: str,
+        category: VariableCategory = VariableCategory.TERRAFORM,
+    ) -> StoredVariable | None:
+        return store.find(workspace_id, name, category)
 
     def put(
         self,

@@ -19,6 +19,7 @@ from runplane.domain.variables import (
     MAX_VARIABLES,
     MAX_VARIABLES_BYTES,
     StoredVariable,
+    VariableCategory,
     WorkspaceVariable,
 )
 from runplane.store import audit, prefetch
@@ -28,8 +29,29 @@ from runplane.store.transaction import Item, OnRefused, Transaction
 VARIABLE_PREFIX = "VAR#"
 
 
-def variable_key(workspace_id: str, name: str) -> tuple[str, str]:
-    return f"WS#{workspace_id}", f"{VARIABLE_PREFIX}{name}"
+def variable_key(
+    workspace_id: str, name: str, category: VariableCategory = VariableCategory.TERRAFORM
+) -> tuple[str, str]:
+    """A Terraform variable's key is ``VAR#name``, as before categories; an environment
+    variable's ``VAR#env#name`` (no variable name holds a ``#``), so one query reads both."""
+    if category is VariableCategory.TERRAFORM:
+        return f"WS#{workspace_id}", f"{VARIABLE_PREFIX}{name}"
+    return f"WS#{workspace_id}", f"{VARIABLE_PREFIX}{category.value}#{name}"
+
+
+def category_of_item(value: str | None) -> VariableCategory:
+    """An item's category: absent on a Terraform variable's (written before categories,
+    or since: only other categories are written)."""
+    return VariableCategory(value) if value else VariableCategory.TERRAFORM
+
+
+def category_attribute(category: VariableCategory) -> str | None:
+    return None if category is VariableCategory.TERRAFORM else category.value
+
+
+def by_category_and_name(stored: StoredVariable) -> tuple[bool, str]:
+    """Terraform variables first, then environment variables, each by name."""
+    return stored.variable.category is not VariableCategory.TERRAFORM, stored.variable.name
 
 
 class WorkspaceVariableItem(TableItem):
@@ -39,6 +61,8 @@ class WorkspaceVariableItem(TableItem):
     workspace_id = UnicodeAttribute()
     org_id = UnicodeAttribute()
     name = UnicodeAttribute()
+    # Absent: a Terraform variable (``category_of_item``).
+    category = UnicodeAttribute(null=True)
     sensitive = BooleanAttribute()
     description = UnicodeAttribute(null=True)
     value = UnicodeAttribute(null=True)
@@ -66,6 +90,7 @@ def _stored(item: WorkspaceVariableItem) -> StoredVariable:
             value=None if item.sensitive else item.value,
             updated_at=item.updated_at,
             updated_by=item.updated_by,
+            category=category_of_item(item.category),
         ),
         size=int(item.size),
         version=int(item.version),
@@ -79,10 +104,11 @@ def _item(stored: StoredVariable, *, org_id: str, workspace_id: str) -> Workspac
     sealed."""
     variable = stored.variable
     return WorkspaceVariableItem(
-        *variable_key(workspace_id, variable.name),
+        *variable_key(workspace_id, variable.name, variable.category),
         workspace_id=workspace_id,
         org_id=org_id,
         name=variable.name,
+        category=category_attribute(variable.category),
         sensitive=variable.sensitive,
         description=variable.description,
         value=None if variable.sensitive else variable.value,
@@ -107,16 +133,30 @@ def all_of(workspace_id: str) -> list[StoredVariable]:
         WorkspaceVariableItem.sk.startswith(VARIABLE_PREFIX),
         consistent_read=True,
     )
-    return sorted((_stored(item) for item in items), key=lambda v: v.variable.name)
+    return sorted((_stored(item) for item in items), key=by_category_and_name)
 
 
-def find(workspace_id: str, name: str) -> StoredVariable | None:
+def find(
+    workspace_id: str, name: str, category: VariableCategory = VariableCategory.TERRAFORM
+) -> StoredVariable | None:
     try:
         return _stored(
-            WorkspaceVariableItem.get(*variable_key(workspace_id, name), consistent_read=True)
+            WorkspaceVariableItem.get(
+                *variable_key(workspace_id, name, category), consistent_read=True
+            )
         )
     except WorkspaceVariableItem.DoesNotExist:
         return None
+
+
+def audit_details(variable: WorkspaceVariable) -> dict[str, str]:
+    """What an audit event says of a variable: its name, category and sensitive flag,
+    never its value."""
+    return {
+        "name": variable.name,
+        "category": variable.category.value,
+        "sensitive": str(variable.sensitive).lower(),
+    }
 
 
 def _changed(name: str) -> OnRefused:
@@ -197,7 +237,7 @@ def put(
             "/value",
         )
 
-    details = {"name": name, "sensitive": str(variable.sensitive).lower()}
+    details = audit_details(variable)
     return (
         Transaction()
         .put(item, condition=condition, on_refused=_changed(name))
@@ -237,11 +277,11 @@ def delete(
     event_id: str,
 ) -> Transaction:
     name = previous.variable.name
-    details = {"name": name, "sensitive": str(previous.variable.sensitive).lower()}
+    details = audit_details(previous.variable)
     return (
         Transaction()
         .delete(
-            WorkspaceVariableItem(*variable_key(workspace_id, name)),
+            WorkspaceVariableItem(*variable_key(workspace_id, name, previous.variable.category)),
             condition=WorkspaceVariableItem.version == previous.version,
             on_refused=_changed(name),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runplane.domain.errors import InvalidInput
+from runplane.domain.variable_precedence import resolve
 from runplane.domain.variables import (
     MAX_DESCRIPTION,
     MAX_VARIABLES,
@@ -12,7 +13,6 @@ from runplane.domain.variables import (
     VariableSource,
     check_variables,
     check_workspace_variable,
-    merge,
     name_problem,
     pointer,
 )
@@ -102,41 +102,42 @@ def test_tab_newline_and_other_text_are_allowed_in_values() -> None:
 
 def test_the_runs_own_variables_win_over_the_workspaces_and_each_names_its_source() -> None:
     # Given workspace variables and a run's own, sharing one name
-    workspace = {"region": "eu-west-1", "token": "t"}
+    workspace = PinnedVariables({"region": "eu-west-1", "token": "t"})
     own = {"region": "us-east-2", "extra": "x"}
-    # When they are merged
-    merged = merge(workspace, own)
+    # When they are resolved
+    resolved = resolve(own, workspace)
     # Then the run's value wins, and only the workspace's unshadowed names are its
-    assert merged.values == {"region": "us-east-2", "token": "t", "extra": "x"}
-    assert merged.sources == {
+    assert resolved.terraform == {"region": "us-east-2", "token": "t", "extra": "x"}
+    assert {v.name: v.source for v in resolved.variables} == {
         "region": VariableSource.RUN,
         "token": VariableSource.WORKSPACE,
         "extra": VariableSource.RUN,
     }
-    assert merged.workspace_names == ["token"]
-    # And the merge shows no value in its repr
-    assert "eu-west-1" not in repr(merged)
-    assert "us-east-2" not in repr(merged)
+    assert resolved.workspace_names == ["token"]
+    # And the resolution shows no value in its repr
+    assert "eu-west-1" not in repr(resolved)
+    assert "us-east-2" not in repr(resolved)
 
 
 def test_a_workspace_variables_sensitivity_survives_a_run_value_of_the_same_name() -> None:
     # Given workspace variables, two of them sensitive, and a run's own
-    workspace = {"region": "eu-west-1", "token": "t", "password": "p"}
+    values = {"region": "eu-west-1", "token": "t", "password": "p"}
     own = {"password": "run-value", "extra": "x"}
 
-    # When they are merged
-    merged = merge(workspace, own, sensitive={"token", "password"})
+    # When they are resolved
+    resolved = resolve(own, PinnedVariables(values, frozenset({"token", "password"})))
 
     # Then both stay sensitive, the one the run overrides too, and no run variable else is
-    assert merged.sensitive_names == ["password", "token"]
-    assert merged.workspace_names == ["region", "token"]
+    assert resolved.sensitive_names == ["password", "token"]
+    assert resolved.workspace_names == ["region", "token"]
     # And without sensitive names, nothing is sensitive
-    assert merge(workspace, own).sensitive_names == []
+    assert resolve(own, PinnedVariables(values)).sensitive_names == []
 
 
 def test_a_sensitive_name_without_a_value_is_not_sensitive() -> None:
     # (a name is only sensitive in a run where it has a value)
-    assert merge({"a": "1"}, {}, sensitive={"a", "gone"}).sensitive_names == ["a"]
+    pinned = PinnedVariables({"a": "1"}, frozenset({"a", "gone"}))
+    assert resolve({}, pinned).sensitive_names == ["a"]
 
 
 def test_pinned_variables_show_no_value_in_their_repr() -> None:

@@ -26,7 +26,7 @@ from runplane.domain.run_events import RunEvent
 from runplane.domain.run_triggers import Triggers
 from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.domain.state import StateVersion
-from runplane.domain.variables import StoredVariable, WorkspaceVariable
+from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 
 
 class WorkspaceDirectory(Protocol):
@@ -91,7 +91,11 @@ class VariableStore(Protocol):
     """A workspace's variables, each with its version, and the writes that keep the
     workspace within its limits.
 
-    - ``all_of`` is in name order; ``find`` returns None for an unknown name.
+    A variable is named by its category and name (``region`` may be both a Terraform
+    and an environment variable); the limits count both categories together.
+
+    - ``all_of`` is Terraform variables then environment variables, each in name order;
+      ``find`` returns None for an unknown (category, name).
     - ``put`` creates (``previous`` None) or replaces exactly the ``previous`` version
       read, and records the audit event ``event_id``. A name already taken (on create)
       or a version changed meanwhile raises ``ConcurrentChange``; a 101st variable
@@ -103,7 +107,12 @@ class VariableStore(Protocol):
 
     def all_of(self, workspace_id: str) -> list[StoredVariable]: ...
 
-    def find(self, workspace_id: str, name: str) -> StoredVariable | None: ...
+    def find(
+        self,
+        workspace_id: str,
+        name: str,
+        category: VariableCategory = VariableCategory.TERRAFORM,
+    ) -> StoredVariable | None: ...
 
     def put(
         self,

@@ -61,7 +61,11 @@ class RunCreations(Protocol[Write_co]):
     ) -> Write_co: ...
 
     def reading_ahead(
-        self, workspace_id: str, configuration_version_id: str, control_scopes: Sequence[str]
+        self,
+        workspace_id: str,
+        configuration_version_id: str,
+        control_scopes: Sequence[str],
+        organization_id: str | None = None,
     ) -> AbstractContextManager[None]: ...
 
 
