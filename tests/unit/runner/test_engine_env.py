@@ -1,4 +1,5 @@
-"""The engine's environment: the run's env variables under the runner's own names, and a variable the runner owns refused rather than trusted."""
+"""The engine's environment: the run's env variables under the runner's own names,
+and a variable the runner owns refused rather than trusted."""
 
 from __future__ import annotations
 
