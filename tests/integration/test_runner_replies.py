@@ -15,16 +15,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 import pytest
 from jsonschema import Draft202012Validator
 
 from functions.api import schema as oas
 from functions.api.app import build_app, handler
 from runplane import wiring
+from runplane.adapters.token_signer import KmsTokenSigner
+from runplane.domain.cloud_settings import CloudSettingsChange
 from runplane.domain.identity import Principal
 from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.runner_reports import Applied, Planned, UploadReport
 from runplane.services.principals import encode_principal
+from runplane.services.workload_identity import WorkloadIdentity
 from runplane.store import run_parts
 from tests.integration.arena import (
     Arena,
@@ -102,6 +106,12 @@ class Sandbox:
         self.caller = self.arena.stack.identity.authenticate(f"Bearer {started['token']}")
         return started
 
+    def credentials(self, run_id: str, phase: str) -> Any:
+        """The phase's cloud credentials, redeemed with the handle it was launched with."""
+        attempt = run_parts.require(run_id, f"attempt#{phase}").body
+        launched = self.arena.launcher.requests[attempt["sandbox_id"]]
+        return self.call("POST", "/api/v1/runner/credentials", {"handle": launched.credentials})
+
     def upload_alone(self, kind: str, plaintext: bytes) -> UploadReport:
         """Begin-upload, PUT, and register on its own."""
         granted = self.call("POST", "/api/v1/runner/uploads", {"kind": kind})
@@ -143,6 +153,7 @@ def run_plan_and_apply(sandbox: Sandbox, name: str) -> None:
     calling every runner route (the apply publishes the successor state)."""
     arena = sandbox.arena
     ws_id, _ = with_state(arena, name)
+    with_cloud_roles(arena, ws_id)
     _, run_id = planning(arena, name, workspace_id=ws_id)
 
     # The plan: its inputs, each way of registering an upload, and its report
@@ -151,6 +162,7 @@ def run_plan_and_apply(sandbox: Sandbox, name: str) -> None:
         "POST", f"/api/v1/runner/downloads/{plan['manifest']['configuration_artifact_id']}"
     )
     sandbox.call("POST", "/api/v1/runner/heartbeat")
+    sandbox.credentials(run_id, "plan")
     sandbox.live_log(b"planning\n")
     sandbox.call("GET", "/api/v1/runner/state-check")
     log = sandbox.upload_alone("logs", b"the plan's log\n")
@@ -183,6 +195,7 @@ def run_plan_and_apply(sandbox: Sandbox, name: str) -> None:
     start = {"handle": handle, "request": {"plan_sha256": manifest["plan_sha256"]}}
     sandbox.call("POST", "/api/v1/runner/apply-start", start)
     sandbox.call("POST", "/api/v1/runner/apply-start", start)
+    sandbox.credentials(run_id, "apply")
     assert sandbox.caller is not None
     try_publish(arena, sandbox.caller, ws_id, 2)
     sandbox.call("GET", "/api/v1/runner/state-check")
@@ -192,6 +205,29 @@ def run_plan_and_apply(sandbox: Sandbox, name: str) -> None:
         "POST",
         "/api/v1/runner/result",
         {**applied.to_wire(), "uploads": [registration(applied_log)]},
+    )
+
+
+def with_cloud_roles(arena: Arena, workspace_id: str) -> None:
+    """Plan and apply roles for the workspace's runs, and the issuer that signs their
+    tokens (a KMS key of its own: this stack is built without one)."""
+    services = arena.stack.services
+    kms = boto3.client("kms", region_name="us-east-1")
+    key_id = kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+    services.workload_identity = WorkloadIdentity(
+        services.clock,
+        services.ids,
+        KmsTokenSigner(kms),
+        issuer="https://runplane.test",
+        key_ids=[key_id],
+    )
+    services.cloud_settings.put(
+        arena.admin,
+        workspace_id,
+        CloudSettingsChange(
+            aws_plan_role_arn="arn:aws:iam::123456789012:role/plan",
+            aws_apply_role_arn="arn:aws:iam::123456789012:role/apply",
+        ),
     )
 
 
@@ -256,7 +292,7 @@ def test_every_runner_reply_is_documented_closed(document: dict[str, Any]) -> No
         for status, response in operation["responses"].items()
         if status in {"200", "201"}
     }
-    assert len(replies) == 11  # ten routes; a log chunk's resend is a 200 too
+    assert len(replies) == 12  # eleven routes; a log chunk's resend is a 200 too
     # When every schema they reach is read
     reached = set().union(*(referenced(document, schema) for schema in replies.values()))
     # Then each one names its fields and lets no other field through

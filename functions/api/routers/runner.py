@@ -312,12 +312,39 @@ class CredentialsRedeem(BaseModel):
     handle: str = Field(min_length=10, max_length=200)
 
 
-class CredentialsIssued(BaseModel):
+class AwsCredentials(RunnerDoc):
+    """A role session of the phase's role (secret but for the role and region)."""
+
+    role_arn: str
+    region: str
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+    expiration: str
+    endpoint_url: str | None = Field(
+        default=None, description="A non-default STS (the embedded stack's); absent in AWS"
+    )
+
+
+class WorkloadTokenDoc(RunnerDoc):
+    """A workload identity token for one audience (secret)."""
+
+    audience: str
+    token: str
+    client_id: str | None = None
+    tenant_id: str | None = None
+
+
+class CloudCredentials(RunnerDoc):
+    aws: AwsCredentials | None = None
+    gcp: WorkloadTokenDoc | None = None
+    azure: WorkloadTokenDoc | None = None
+
+
+class CredentialsIssued(RunnerDoc):
     """A phase's cloud credentials: for the engine's environment only."""
 
-    credentials: dict[str, dict[str, str]] = Field(
-        description="By cloud (aws, gcp, azure): what its providers read (secret)"
-    )
+    credentials: CloudCredentials
     issued: list[str] = Field(description="What was issued, by identity (never a credential)")
 
 
@@ -328,6 +355,5 @@ class CredentialsIssued(BaseModel):
 )
 def runner_credentials(body: CredentialsRedeem) -> Reply:
     issued = services().run_credentials.issue(principal(), body.handle)
-    return json_reply(
-        200, CredentialsIssued(credentials=issued.to_wire(), issued=issued.identities())
-    )
+    reply = {"credentials": issued.to_wire(), "issued": issued.identities()}
+    return json_reply(200, CredentialsIssued.model_validate(reply))
