@@ -11,7 +11,10 @@ from runplane.domain.identity import Principal
 from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store import prefetch, run_batch
 from runplane.store import workspaces as workspace_store
+from runplane.store.models import run_key
+from runplane.store.prefetch import IdentityMap
 from runplane.store.request_reads import REQUEST
+from runplane.store.unit_of_work import DynamoUnitOfWork
 from tests.integration.arena import Arena, applying
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.test_runner_authority import with_state
@@ -227,3 +230,44 @@ def test_an_item_read_ahead_and_absent_is_absent_to_a_batch_read_and_asked_by_a_
     assert after_batch == ["BatchGetItem"]
     # And the single read asked DynamoDB (an absence is served to batch reads only)
     assert sent == ["BatchGetItem", "GetItem"]
+
+
+def test_a_unit_of_work_reads_from_the_identity_map_it_owns_and_forgets_it_when_it_writes(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a request's identity map holding the run and workspace its authentication
+    # read, handed to a unit of work (no request scope is open: the unit has it alone)
+    ws_id, run_id = applying(arena, "unit-owns-map")
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    _, read = authorized(arena, token)
+    assert {Read.run(run_id), Read.workspace(ws_id)} <= set(read.found)
+    reads = IdentityMap(*prefetch.raw(read))
+    requests = DynamoDBRequests(monkeypatch)
+
+    with DynamoUnitOfWork(
+        arena.stack.records, arena.stack.lifecycle.mover.move, reads=reads
+    ) as uow:
+        # When the unit reads the workspace, then commits a write
+        workspace = uow.writer.workspace(ws_id)
+        served = list(requests.operations)
+        uow.audit.record(
+            organization_id=arena.org.id,
+            subject_id=ws_id,
+            event_id="evt-unit-owns-map",
+            type="workspace.noted",
+            actor="test",
+            at=arena.stack.clock.now(),
+            details={},
+        )
+        uow.commit()
+        # and reads the run after its write
+        run = uow.runs.get(run_id)
+
+    # Then the workspace was served from the unit's map, and after the write the map
+    # served nothing: the run was read from the table
+    assert workspace.id == ws_id
+    assert served == []
+    assert run.id == run_id
+    assert requests.operations == ["TransactWriteItems", "GetItem"]
+    assert reads.take_known(run_key(run_id)) == (False, None)

@@ -3,6 +3,8 @@ inside another never leaves the outer one an item older than its own write."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store.request_reads import REQUEST
 
@@ -104,3 +106,23 @@ def test_a_request_resolved_inside_another_forgets_the_outer_one_s_items_when_it
         # Then the outer one serves nothing read before that write
         assert reads.take(RUN) is None
         assert reads.take(WORKSPACE) is None
+
+
+def test_requests_served_on_two_threads_each_have_their_own_identity_map() -> None:
+    # Given a request in progress on this thread, whose authentication read the run
+    ahead = ReadAhead.of({Read.run("r1"): {"pk": {"S": "RUN#r1"}}})
+
+    def on_another_thread() -> tuple[bool, bool]:
+        # (another request is served on the embedded stack's threads, in one process)
+        outside = REQUEST.reads().take(RUN) is None
+        with REQUEST.opened(ReadAhead()) as theirs:
+            REQUEST.forget()
+            return outside, theirs.take(RUN) is None
+
+    with REQUEST.opened(ahead) as mine, ThreadPoolExecutor(1) as pool:
+        # When another thread reads outside any request, then serves one and writes
+        outside, theirs = pool.submit(on_another_thread).result()
+        # Then neither saw this request's run, and its write forgot nothing of this one
+        assert outside
+        assert theirs
+        assert mine.take(RUN) == {"pk": {"S": "RUN#r1"}}
