@@ -10,6 +10,7 @@ from runplane.domain.errors import NotFound
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from runplane.store.runs import FIRST_VERSION, RunRepository
 
 
@@ -24,7 +25,7 @@ def bare_run(
     actor: str,
 ) -> Run:
     """A ``dispatch_pending`` run with no input snapshot and no workflow."""
-    workspace = workspace_store.get_workspace(workspace_id)
+    workspace = workspace_store.get_workspace(workspace_id, reads=IdentityMap())
     if workspace.organization_id != organization_id:
         raise NotFound("workspace", workspace_id)
     now = clock.now()

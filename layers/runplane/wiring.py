@@ -103,8 +103,9 @@ def run_lifecycle(
 
 
 # -- a request's identity map: what its authentication read, served to its first reads.
-# Handlers open it here, so they never import the store (``store.prefetch`` says when an
-# item may be served).
+# Handlers open it here, so they never import the store; the request's units of work own
+# it (``units``), and ``store.request_reads`` says who reads it and when an item may be
+# served.
 
 
 def read_ahead_in(authorizer: Mapping[str, Any] | None) -> ReadAhead:
@@ -124,9 +125,9 @@ def read_ahead_context(ahead: ReadAhead) -> dict[str, str]:
 @contextmanager
 def identity_map(ahead: ReadAhead) -> Iterator[None]:
     """The request's identity map, holding what ``ahead`` read, for the block."""
-    from runplane.store import prefetch
+    from runplane.store.request_reads import REQUEST
 
-    with prefetch.opened(ahead):
+    with REQUEST.opened(ahead):
         yield
 
 
@@ -269,10 +270,12 @@ class Services:
         return RunRepository(self.clock, self.ids)
 
     def units(self) -> UnitOfWork:
-        """A new unit of work on the table: each use case opens its own."""
+        """A new unit of work on the table: each use case opens its own. It owns the
+        identity map of the request in progress (a new empty one outside a request)."""
+        from runplane.store.request_reads import REQUEST
         from runplane.store.unit_of_work import DynamoUnitOfWork
 
-        return DynamoUnitOfWork(self.run_records, self.lifecycle.mover.move)
+        return DynamoUnitOfWork(self.run_records, self.lifecycle.mover.move, reads=REQUEST.reads())
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:

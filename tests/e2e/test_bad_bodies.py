@@ -17,6 +17,7 @@ from runplane.client import Client, Connection
 from runplane.services.artifacts import object_key
 from runplane.store import workspaces as workspace_store
 from runplane.store.models import ArtifactItem
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO
 
@@ -109,7 +110,9 @@ def test_an_unreadable_body_is_400_on_the_run_api(tenant: Tenant, kind: str) -> 
     # Then each is 400 INVALID_BODY and nothing changed
     _run_api_error(created, 400, "INVALID_BODY")
     _run_api_error(patched, 400, "INVALID_BODY")
-    assert workspace_store.get_workspace(ws["id"]).approval_window_seconds is None
+    assert (
+        workspace_store.get_workspace(ws["id"], reads=IdentityMap()).approval_window_seconds is None
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(UNREADABLE))
@@ -127,7 +130,7 @@ def test_an_unreadable_body_is_400_on_the_cloud_api(tenant: Tenant, kind: str) -
     # Then each is a JSON:API 400 and the workspace is unchanged, with no state version
     for response in (created, patched, locked, state):
         assert _cloud_api_error(response, 400)["title"] == "invalid body"
-    stored = workspace_store.get_workspace(ws["id"])
+    stored = workspace_store.get_workspace(ws["id"], reads=IdentityMap())
     assert stored.description is None
     assert stored.lock_reason is None
     assert stored.current_state_version_id is None
@@ -162,7 +165,7 @@ def test_workspace_tags_that_would_not_fit_are_refused(tenant: Tenant) -> None:
     for response in (patched, posted):
         error = _cloud_api_error(response, 422)
         assert error["source"]["pointer"].startswith("/data/attributes/tag-names")
-    assert workspace_store.get_workspace(ws_id).tag_names == ("a",)
+    assert workspace_store.get_workspace(ws_id, reads=IdentityMap()).tag_names == ("a",)
     found = tenant.send(
         "GET", f"/api/v2/organizations/{org}/workspaces/{big['data']['attributes']['name']}", b""
     )
@@ -224,7 +227,7 @@ def test_a_lone_surrogate_escape_is_400_and_writes_nothing(tenant: Tenant) -> No
     # And no run, no artifact and no change was written
     assert tenant.client._call("GET", f"/api/v1/workspaces/{ws['id']}/runs")["runs"] == []
     assert tenant.artifacts() == before
-    assert workspace_store.get_workspace(ws["id"]).description in (None, "")
+    assert workspace_store.get_workspace(ws["id"], reads=IdentityMap()).description in (None, "")
 
 
 def test_launch_controls_that_would_not_fit_are_refused(tenant: Tenant) -> None:

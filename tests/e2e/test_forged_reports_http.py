@@ -20,6 +20,7 @@ from runplane.adapters.envelope import Encryption
 from runplane.adapters.launchers import LaunchRequest
 from runplane.store import artifacts as artifact_store
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local
 from tests.e2e.test_cloud_api_http import call
 from tests.e2e.test_managed_runs import HELLO, events, new_workspace, writer_of
@@ -166,8 +167,8 @@ def test_a_forged_plan_result_is_a_422_and_fails_the_run(local: Local, captured:
     review = local.client.watch(run["id"], timeout=ENDS_WITHIN_SECONDS)
     assert (review["status"], review["status_reason"]) == ("plan_failed", reason)
     assert "run.approval_requested" not in events(local, run["id"])
-    assert run_parts.get(run["id"], "plan") is None
-    assert run_parts.get(run["id"], "approval") is None
+    assert run_parts.get(run["id"], "plan", reads=IdentityMap()) is None
+    assert run_parts.get(run["id"], "approval", reads=IdentityMap()) is None
     assert writer_of(ws) == (None, None)
     # And the uploads sent with it were not registered
     for upload in (plan_json, log):

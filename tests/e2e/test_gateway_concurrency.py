@@ -16,6 +16,7 @@ import requests
 
 from runplane.client import Client, Connection
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO
 
@@ -172,7 +173,7 @@ def test_concurrent_callers_of_two_organizations_never_act_as_each_other(local: 
     assert wrong == [], wrong
     # And each workspace holds only values its own organization wrote...
     for tenant in (a, b):
-        stored = workspace_store.get_workspace(tenant.workspace_id)
+        stored = workspace_store.get_workspace(tenant.workspace_id, reads=IdentityMap())
         assert stored.approval_window_seconds in tenant.windows
         assert (stored.description or "").startswith(f"by {tenant.name} ")
         # ...and is locked, if at all, only by its own organization's caller

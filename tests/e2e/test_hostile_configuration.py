@@ -26,6 +26,7 @@ import pytest
 
 from runplane.client import Client, Connection
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 
 pytestmark = pytest.mark.skipif(
@@ -442,8 +443,8 @@ def test_an_engine_printing_a_harmless_plan_json_for_a_harmful_plan_fails_the_ru
     assert "does not describe its saved plan" in reason, local.client.log(run["id"], "plan")
     assert "test_thing.victim" in reason
     assert "test_thing.evil" in reason
-    assert run_parts.get(run["id"], "plan") is None
-    assert run_parts.get(run["id"], "approval") is None
+    assert run_parts.get(run["id"], "plan", reads=IdentityMap()) is None
+    assert run_parts.get(run["id"], "approval", reads=IdentityMap()) is None
 
 
 def _spellings(value: str) -> list[str]:

@@ -13,6 +13,7 @@ import boto3
 
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 
 HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello"
@@ -40,7 +41,7 @@ def events(local: Local, run_id: str) -> list[str]:
 
 
 def writer_of(workspace_id: str) -> tuple[str | None, str | None]:
-    ws = workspace_store.get_workspace(workspace_id)
+    ws = workspace_store.get_workspace(workspace_id, reads=IdentityMap())
     return ws.writer_run_id, ws.lock_id
 
 
@@ -69,7 +70,7 @@ def test_an_approved_plan_is_applied_and_its_state_carries_the_runs_provenance(
     assert set(stages(done).values()) == {"completed"}
     state = done["apply"]["resulting_state_version"]
     assert state["status"] == "recorded"
-    version = state_versions.get(state["id"])
+    version = state_versions.get(state["id"], reads=IdentityMap())
     attempt = run_parts.require(run["id"], "attempt#apply").body
     assert version.provenance is not None
     assert version.provenance["run_id"] == run["id"]
@@ -108,7 +109,7 @@ def test_a_rejected_plan_is_never_applied(local: Local) -> None:
         "apply": "skipped",
     }
     assert done["apply"]["resulting_state_version"]["status"] == "not_recorded"
-    assert workspace_store.get_workspace(ws).current_state_version_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).current_state_version_id is None
     assert writer_of(ws) == (None, None)
 
 
@@ -123,7 +124,7 @@ def test_plan_only_and_speculative_runs_plan_and_stop(local: Local) -> None:
         assert stages(done)["approval"] == stages(done)["apply"] == "skipped"
         assert done["apply"] is None
         assert "run.approval_requested" not in events(local, run["id"])
-    assert workspace_store.get_workspace(ws).current_state_version_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).current_state_version_id is None
 
 
 def test_a_plan_with_no_changes_ends_without_apply(local: Local) -> None:
@@ -182,7 +183,7 @@ def test_runs_wait_fifo_per_workspace_and_other_workspaces_proceed(local: Local)
     )
     assert local.client.review(second["id"])["status"] == "queued"
     deadline = time.monotonic() + 30
-    while workspace_store.get_workspace(ws).queue_length != 1:
+    while workspace_store.get_workspace(ws, reads=IdentityMap()).queue_length != 1:
         assert time.monotonic() < deadline, "the second run never joined the queue"
         time.sleep(0.1)
 
@@ -255,7 +256,8 @@ def test_no_secret_reaches_workflow_history_or_logs(local: Local, tmp_path: Path
     # And the runner's stored log does not show the secret value
     attempt = run_parts.require(run["id"], "attempt#apply").body
     with local.stack.services.artifacts.open(
-        workspace_store.get_workspace(ws).organization_id, attempt["log_artifact_id"]
+        workspace_store.get_workspace(ws, reads=IdentityMap()).organization_id,
+        attempt["log_artifact_id"],
     ) as plaintext:
         runner_log = b"".join(plaintext).decode()
     assert SECRET_VALUE not in runner_log

@@ -21,6 +21,7 @@ from pytfe import TFEClient, TFEConfig
 
 from runplane.local.stack import Credentials, terraform_rc
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cancellation import SLOW_PLAN
 from tests.e2e.test_managed_runs import HELLO
@@ -149,7 +150,7 @@ def test_plan_streams_the_sandbox_plan_and_never_takes_the_writer(
     workspace = local.client.workspace(ws_id)
     assert workspace["writer_run_id"] is None
     assert workspace["locked"] is False
-    assert run_parts.get(run_id, "approval") is None
+    assert run_parts.get(run_id, "approval", reads=IdentityMap()) is None
 
 
 def test_apply_confirmed_with_yes_applies_and_moves_the_state_with_provenance(
@@ -211,7 +212,7 @@ def test_an_interrupt_while_planning_cancels_the_run(local: Local, tmp_path: Pat
     # (and must be streaming the plan's log: interrupted while it still polls for the plan
     # to start, a poll in flight ends Terraform 1.0.3 without canceling either)
     output.until(STREAMING, timeout=120)
-    attempt = run_parts.get(run_id, "attempt#plan")
+    attempt = run_parts.get(run_id, "attempt#plan", reads=IdentityMap())
     assert attempt is not None
     assert attempt.state == "started"
 

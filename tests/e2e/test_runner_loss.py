@@ -17,6 +17,7 @@ from runplane.adapters.launchers import LaunchRequest
 from runplane.domain.identity import Permission
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import HEARTBEAT_WINDOW_SECONDS, Local
 from tests.e2e.test_cancellation import SLOW_APPLY, wait_for
 from tests.e2e.test_cli import cli, connect
@@ -95,7 +96,7 @@ def test_a_runner_silent_after_its_apply_started_needs_recovery_then_is_recovere
     after = local.client.review(run["id"])
     assert (after["status"], after["recovery"]["status"]) == ("needs_recovery", "completed")
     # And the next run plans on the state the workspace holds now
-    current = workspace_store.get_workspace(ws).current_state_version_id
+    current = workspace_store.get_workspace(ws, reads=IdentityMap()).current_state_version_id
     assert current is not None
     following = local.client.create_run(ws, config(tmp_path, NATIVE, "next"), kind="plan_only")
     planned = local.client.watch(following["id"], timeout=180)

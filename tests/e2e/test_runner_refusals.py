@@ -23,6 +23,7 @@ from runplane.client import ApiError, pack
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
 from runplane.store.models import WorkspaceItem, workspace_key
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import new_workspace
 
@@ -150,7 +151,7 @@ def test_a_configuration_with_its_own_backend_fails_its_plan_naming_the_file(
         f"configuration file '{named}' declares a terraform 'backend' block"
         in (review["status_reason"])
     )
-    assert run_parts.get(run["id"], "plan") is None
+    assert run_parts.get(run["id"], "plan", reads=IdentityMap()) is None
 
 
 # --------------------------------------------------------------------------- item: archive
@@ -229,7 +230,7 @@ def test_a_workspace_name_the_engine_cannot_use_is_reported_not_left_planning(
     review = ended_by_the_runner(local, run)
     assert review["status"] == "plan_failed"
     assert "cannot be named in the engine's remote backend" in review["status_reason"]
-    assert workspace_store.get_workspace(ws).writer_run_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
 
 
 def test_any_runner_error_is_reported_with_a_safe_reason(

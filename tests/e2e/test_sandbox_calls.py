@@ -12,6 +12,7 @@ import pytest
 
 from runplane.local.gateway import Gateway
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local
 from tests.e2e.test_managed_runs import HELLO, new_workspace
 
@@ -48,10 +49,12 @@ def test_each_phase_has_its_first_reads_from_one_call_until_it_writes(
 
     # Then it succeeded and published the state the workspace now points at
     assert done["status"] == "succeeded"
-    assert workspace_store.get_workspace(ws).current_state_version_id is not None
+    assert (
+        workspace_store.get_workspace(ws, reads=IdentityMap()).current_state_version_id is not None
+    )
     # And the plan's engine (init, plan, show) had its workspace, entitlements, state and
     # variables from one call of its relay, and read none of them on its own
-    name = workspace_store.get_workspace(ws).name
+    name = workspace_store.get_workspace(ws, reads=IdentityMap()).name
     first_reads = "GET /api/v2/runner/first-reads"
     starts = [
         f"GET /api/v2/organizations/{local.organization}/workspaces/{name}",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.e2e.conftest import Local
 from tests.e2e.test_cancellation import SLOW_APPLY, SLOW_PLAN, wait_for
 from tests.e2e.test_cloud_api_http import call
@@ -45,7 +46,7 @@ def _started_sandbox(local: Local, run_id: str, phase: str) -> int:
     """The process ID of the run's ``phase`` sandbox, once its launch is recorded."""
     deadline = time.monotonic() + 60
     while True:
-        attempt = run_parts.get(run_id, f"attempt#{phase}")
+        attempt = run_parts.get(run_id, f"attempt#{phase}", reads=IdentityMap())
         if attempt is not None and attempt.state == "started":
             return int(str(attempt.body["sandbox_ref"]).removeprefix("pid:"))
         assert time.monotonic() < deadline, f"the {phase} sandbox of {run_id} never started"

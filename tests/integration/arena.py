@@ -28,6 +28,7 @@ from runplane.services.runner_api import RunnerApi
 from runplane.services.runs import Runs
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 
 if TYPE_CHECKING:
     from tests.integration.conftest import Stack
@@ -190,7 +191,7 @@ def created(
     in a fresh workspace, or in ``workspace_id``."""
     stack = arena.stack
     ws = (
-        workspace_store.get_workspace(workspace_id)
+        workspace_store.get_workspace(workspace_id, reads=IdentityMap())
         if workspace_id
         else stack.tenancy.create_workspace(arena.org.id, name)
     )

@@ -26,6 +26,7 @@ from runplane.services.tenancy import Tenancy
 from runplane.services.workspaces import Workspaces
 from runplane.store import artifacts as artifact_store
 from runplane.store import models
+from runplane.store.prefetch import IdentityMap
 from runplane.store.provision import create_table
 from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
@@ -108,7 +109,7 @@ class Stack:
         )
 
     def artifacts_status(self, artifact_id: str) -> ArtifactStatus:
-        return artifact_store.get(artifact_id).artifact.status
+        return artifact_store.get(artifact_id, reads=IdentityMap()).artifact.status
 
     def bucket_keys(self) -> list[str]:
         listed = self.s3.list_objects_v2(Bucket=BUCKET)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from runplane.domain.state import Authority
 from runplane.services.runs import Decision
 from runplane.services.writer import hand_off
 from runplane.store import sandbox_slots, state_versions, writer_queue
+from runplane.store.prefetch import IdentityMap
 from runplane.store.provision import create_table
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.unit_of_work import DynamoUnitOfWork
@@ -133,7 +134,7 @@ class DynamoBackend:
         sandbox_slots.take(self.organization_id, None, "apply").commit()
         # The engine publishes under the lock before the runner reports (the state API's
         # write: the version and the pointer's move, exactly as authorized).
-        workspace = get_workspace(run.workspace_id)
+        workspace = get_workspace(run.workspace_id, reads=IdentityMap())
         version = published(run, AttemptBody.from_body(body), now)
         authority = Authority(
             workspace_id=run.workspace_id,
@@ -167,7 +168,7 @@ class DynamoBackend:
 
     def recover(self, principal: Principal, run_id: str) -> Mapping[str, Any]:
         run = self.stack.lifecycle.runs.get(run_id)
-        workspace, _, _ = writer_queue.queue_state(run.workspace_id)
+        workspace, _, _ = writer_queue.queue_state(run.workspace_id, reads=IdentityMap())
         # A retry submits what the operator's recovery submitted (the state verified then).
         request = self.submitted.get(run_id, verified_recovery(workspace.current_state_version_id))
         result = self.stack.services.recoveries.recover(principal, run_id, request, self.launcher)
@@ -192,7 +193,7 @@ class DynamoBackend:
         runs = {r: RunView.of(reader.get_run(r), reader.parts(r)) for r in run_ids}
         holders, waiting, fences = {}, {}, {}
         for ws in self.workspace_ids:
-            workspace, _, waiters = writer_queue.queue_state(ws)
+            workspace, _, waiters = writer_queue.queue_state(ws, reads=IdentityMap())
             holders[ws] = workspace.writer_run_id
             waiting[ws] = tuple(waiter.run_id for waiter in waiters)
             fences[ws] = workspace.fence

@@ -14,6 +14,7 @@ from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import Interrupted
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, applying, log_artifact, planning
 from tests.integration.state_publishing import publish
 from tests.integration.test_recovery import person, recoveries, verified
@@ -34,7 +35,7 @@ def test_an_interrupted_apply_holds_the_workspace_for_recovery(arena: Arena) -> 
     # Given an applying run holding its workspace's reservation and lock
     ws_id, pinned = with_state(arena, "interrupted")
     _, run_id = applying(arena, "interrupted", workspace_id=ws_id)
-    held = workspace_store.get_workspace(ws_id)
+    held = workspace_store.get_workspace(ws_id, reads=IdentityMap())
     resumed_before = len(arena.workflow.resumed)
 
     # When its runner reports the engine was killed mid-apply
@@ -46,7 +47,7 @@ def test_an_interrupted_apply_holds_the_workspace_for_recovery(arena: Arena) -> 
     assert run.status is S.APPLY_INTERRUPTED
     assert "signal 9 (SIGKILL)" in (run.status_reason or "")
     # And the workspace is still held: same writer, lock and fence
-    after = workspace_store.get_workspace(ws_id)
+    after = workspace_store.get_workspace(ws_id, reads=IdentityMap())
     assert after.writer_run_id == run_id
     assert (after.lock_id, after.fence) == (held.lock_id, held.fence)
     assert after.current_state_version_id == pinned
@@ -68,7 +69,7 @@ def test_an_interrupted_apply_holds_the_workspace_for_recovery(arena: Arena) -> 
     )
 
     # Then the workspace is free and fenced past the interrupted apply
-    freed = workspace_store.get_workspace(ws_id)
+    freed = workspace_store.get_workspace(ws_id, reads=IdentityMap())
     assert (freed.writer_run_id, freed.lock_id) == (None, None)
     assert freed.fence == held.fence + 1 == result["fence"]
     assert arena.runs.get(arena.admin, run_id).status is S.APPLY_INTERRUPTED
@@ -79,8 +80,8 @@ def test_an_interrupted_apply_that_published_state_is_still_uncertain(arena: Are
     ws_id, _ = with_state(arena, "partly")
     _, run_id = applying(arena, "partly", workspace_id=ws_id)
     runner = arena.runner(run_id, "apply")
-    publish(arena.stack, runner, workspace_store.get_workspace(ws_id), 2)
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    publish(arena.stack, runner, workspace_store.get_workspace(ws_id, reads=IdentityMap()), 2)
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
 
     # When its runner reports the engine was killed mid-apply
     status = report_interrupted(arena, run_id, with_log=False)
@@ -92,7 +93,7 @@ def test_an_interrupted_apply_that_published_state_is_still_uncertain(arena: Are
     assert apply_record.state == "uncertain"
     assert apply_record.body["state_published"] is True
     assert apply_record.body["resulting_state_version_id"] == current
-    assert workspace_store.get_workspace(ws_id).writer_run_id == run_id
+    assert workspace_store.get_workspace(ws_id, reads=IdentityMap()).writer_run_id == run_id
 
     # When an operator verifies the partly applied state
     result = recoveries(arena).recover(
@@ -101,7 +102,7 @@ def test_an_interrupted_apply_that_published_state_is_still_uncertain(arena: Are
 
     # Then the apply's publication is accepted and the workspace freed
     assert result["publications_verified"] == 1
-    assert workspace_store.get_workspace(ws_id).writer_run_id is None
+    assert workspace_store.get_workspace(ws_id, reads=IdentityMap()).writer_run_id is None
 
 
 def test_a_plan_session_cannot_report_an_interruption(arena: Arena) -> None:

@@ -22,6 +22,7 @@ from runplane.domain.policy import load_policy_set_dir
 from runplane.domain.run import RunStatus
 from runplane.services.policy import Policies
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, plan_complete, planning, show_json
 from tests.integration.conftest import Stack
 
@@ -183,7 +184,7 @@ def test_a_bound_row_cannot_be_rebound_or_completed_with_another_digest(
     policy_input = arena.policies.policy_input(run)
     evaluation = arena.policies.evaluate(run, policy_input)
     check = run_parts.require(run_id, "policy")
-    plan = run_parts.get(run_id, "plan")
+    plan = run_parts.get(run_id, "plan", reads=IdentityMap())
     with arena.stack.units() as uow:
         as_written = Policies.bind(
             uow.parts, run, check, evaluation.input_digest, stack.clock.now(), plan
@@ -228,7 +229,7 @@ def test_only_the_row_reserved_by_a_committed_plan_can_be_bound(arena: Arena, st
             check,
             "sha256:" + "1" * 64,
             stack.clock.now(),
-            run_parts.get(run_id, "plan"),
+            run_parts.get(run_id, "plan", reads=IdentityMap()),
         )
     assert stack.scan() == before
 

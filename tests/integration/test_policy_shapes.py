@@ -19,6 +19,7 @@ from runplane.domain.policy_sanitize import input_digest
 from runplane.domain.run import RunStatus
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, show_json
 from tests.integration.conftest import Stack
 from tests.integration.test_policy_checks import evaluated
@@ -90,7 +91,7 @@ def test_each_set_records_the_digest_of_the_document_of_its_own_shape(arena: Are
     # the plan-shaped document of this run, not the runplane document the check binds
     [entry] = check.body["policy_sets"]
     assert entry["input_shape"] == "plan"
-    workspace = workspace_store.get_workspace(run.workspace_id)
+    workspace = workspace_store.get_workspace(run.workspace_id, reads=IdentityMap())
     seen = PolicyInputs(
         json.loads(plan),
         RunMetadata(

@@ -11,6 +11,10 @@ from runplane.domain.identity import Principal
 from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.store import prefetch, run_batch
 from runplane.store import workspaces as workspace_store
+from runplane.store.models import run_key
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST
+from runplane.store.unit_of_work import DynamoUnitOfWork
 from tests.integration.arena import Arena, applying
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.test_runner_authority import with_state
@@ -35,7 +39,7 @@ def test_a_runner_s_lock_call_is_its_authentication_read_alone(
 
     # When the engine locks the workspace: authenticated, then served
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         locked = arena.stack.workspaces.lock(principal, ws_id, "Locked by Terraform")
 
     # Then the session, its attempt, its run and its workspace were one request, and
@@ -51,13 +55,13 @@ def test_a_runner_s_workspace_read_by_name_is_its_authentication_read_alone(
     ws_id, run_id = applying(arena, "prefetched-name")
     token = arena.runner_token(run_id, "apply")
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
     requests = DynamoDBRequests(monkeypatch)
 
     # When the engine's backend reads it again
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         found = arena.stack.workspaces.by_name(principal, arena.org.name, "prefetched-name")
 
     # Then that is the authentication's one request
@@ -77,13 +81,13 @@ def test_an_item_read_with_the_authentication_is_served_once_and_never_after_a_w
     assert key in read.found
     requests = DynamoDBRequests(monkeypatch)
 
-    with prefetch.opened(read):
+    with REQUEST.opened(read) as reads:
         # When the request reads it, changes it, then reads it again
-        first = workspace_store.get_workspace(ws_id)
+        first = workspace_store.get_workspace(ws_id, reads=reads)
         workspace_store.update_settings(ws_id, description="changed").commit()
-        second = workspace_store.get_workspace(ws_id)
+        second = workspace_store.get_workspace(ws_id, reads=reads)
         # and reads it once more after the write
-        third = workspace_store.get_workspace(ws_id)
+        third = workspace_store.get_workspace(ws_id, reads=reads)
 
     # Then the first read was served, and each read after the write asked DynamoDB
     # and saw the write
@@ -104,9 +108,9 @@ def test_an_item_read_with_the_authentication_is_served_to_one_read_only(
     requests = DynamoDBRequests(monkeypatch)
 
     # When the request reads it twice
-    with prefetch.opened(read):
-        workspace_store.get_workspace(ws_id)
-        workspace_store.get_workspace(ws_id)
+    with REQUEST.opened(read) as reads:
+        workspace_store.get_workspace(ws_id, reads=reads)
+        workspace_store.get_workspace(ws_id, reads=reads)
 
     # Then only the second read asked DynamoDB
     assert requests.operations == ["GetItem"]
@@ -127,10 +131,10 @@ def test_a_runner_s_current_state_call_is_its_authentication_read_alone(
     # When the engine's backend asks for the current state, then reads that version
     # (each its own call)
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         current = arena.stack.state.current(principal, ws_id)
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         version = arena.stack.state.get(principal, sv_id)
 
     # Then each call was its authentication's one request: the pinned version came
@@ -155,7 +159,7 @@ def test_a_runner_s_state_download_is_its_authentication_read_alone(
 
     # When the engine's backend downloads that state (its own call)
     principal, read = authorized(arena, token)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         body = arena.stack.state.download(principal, sv_id)
 
     # Then it got the state, and the call's one DynamoDB request was its
@@ -213,11 +217,11 @@ def test_an_item_read_ahead_and_absent_is_absent_to_a_batch_read_and_asked_by_a_
     requests = DynamoDBRequests(monkeypatch)
     with run_batch.reading_ahead(run_id, ["attempt#none"], workspace_id="ws-not-yet"):
         # When a batch read asks for the run and that part
-        run, parts = run_batch.run_and_parts(run_id, ["attempt#none"])
+        run, parts = run_batch.run_and_parts(run_id, ["attempt#none"], reads=REQUEST.reads())
         after_batch = list(requests.operations)
         # And a single read asks for the workspace
         with pytest.raises(NotFound):
-            workspace_store.get_workspace("ws-not-yet")
+            workspace_store.get_workspace("ws-not-yet", reads=REQUEST.reads())
     sent = list(requests.operations)
 
     # Then the batch read was served the run and the part's absence without asking
@@ -226,3 +230,44 @@ def test_an_item_read_ahead_and_absent_is_absent_to_a_batch_read_and_asked_by_a_
     assert after_batch == ["BatchGetItem"]
     # And the single read asked DynamoDB (an absence is served to batch reads only)
     assert sent == ["BatchGetItem", "GetItem"]
+
+
+def test_a_unit_of_work_reads_from_the_identity_map_it_owns_and_forgets_it_when_it_writes(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a request's identity map holding the run and workspace its authentication
+    # read, handed to a unit of work (no request scope is open: the unit has it alone)
+    ws_id, run_id = applying(arena, "unit-owns-map")
+    token = arena.runner_token(run_id, "apply")
+    authorized(arena, token)
+    _, read = authorized(arena, token)
+    assert {Read.run(run_id), Read.workspace(ws_id)} <= set(read.found)
+    reads = IdentityMap(*prefetch.raw(read))
+    requests = DynamoDBRequests(monkeypatch)
+
+    with DynamoUnitOfWork(
+        arena.stack.records, arena.stack.lifecycle.mover.move, reads=reads
+    ) as uow:
+        # When the unit reads the workspace, then commits a write
+        workspace = uow.writer.workspace(ws_id)
+        served = list(requests.operations)
+        uow.audit.record(
+            organization_id=arena.org.id,
+            subject_id=ws_id,
+            event_id="evt-unit-owns-map",
+            type="workspace.noted",
+            actor="test",
+            at=arena.stack.clock.now(),
+            details={},
+        )
+        uow.commit()
+        # and reads the run after its write
+        run = uow.runs.get(run_id)
+
+    # Then the workspace was served from the unit's map, and after the write the map
+    # served nothing: the run was read from the table
+    assert workspace.id == ws_id
+    assert served == []
+    assert run.id == run_id
+    assert requests.operations == ["TransactWriteItems", "GetItem"]
+    assert reads.take_known(run_key(run_id)) == (False, None)

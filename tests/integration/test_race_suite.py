@@ -24,6 +24,7 @@ from runplane.domain.runner_reports import Applied, Failed
 from runplane.domain.transitions import TRANSITIONS
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, SeededIds
 from tests.integration.arena import Arena, applying, awaiting_approval, log_artifact
@@ -45,8 +46,8 @@ def check_invariants(run_id: str, workspace_id: str) -> RunStatus:
     assert len(terminal_events) == 1, [e.type for e in trail]
     assert terminal_events[0].details["to"] == run.status.value
     # ...and the workspace held iff the outcome requires it.
-    workspace = workspace_store.get_workspace(workspace_id)
-    apply_record = run_parts.get(run_id, "apply")
+    workspace = workspace_store.get_workspace(workspace_id, reads=IdentityMap())
+    apply_record = run_parts.get(run_id, "apply", reads=IdentityMap())
     published = bool(apply_record and apply_record.body.get("state_published"))
     # ...with no apply record left open...
     assert apply_record is None or apply_record.state not in OPEN_APPLY_RECORD, apply_record

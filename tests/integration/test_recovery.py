@@ -34,6 +34,7 @@ from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.audit import org_audit_partition
 from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, FakeWorkflow, applying
 from tests.integration.conftest import BUCKET
 from tests.integration.state_publishing import LINEAGE, publish, raw_state
@@ -100,7 +101,12 @@ def lost_apply(arena: Arena, name: str, published: int = 0) -> tuple[str, str, s
     if published:
         runner = arena.runner(run_id, "apply")
         for serial in range(2, 2 + published):
-            publish(arena.stack, runner, workspace_store.get_workspace(ws_id), serial)
+            publish(
+                arena.stack,
+                runner,
+                workspace_store.get_workspace(ws_id, reads=IdentityMap()),
+                serial,
+            )
     arena.orchestration.fail(run_id, "apply", "States.HeartbeatTimeout")
     assert arena.runs.get(arena.admin, run_id).status is S.NEEDS_RECOVERY
     return ws_id, run_id, pinned
@@ -133,7 +139,7 @@ def test_verifying_the_unmoved_state_releases_the_workspace_and_keeps_the_run_as
 ) -> None:
     # Given a run that lost its runner mid-apply without publishing anything
     ws_id, run_id, pinned = lost_apply(arena, "unmoved")
-    held = workspace_store.get_workspace(ws_id)
+    held = workspace_store.get_workspace(ws_id, reads=IdentityMap())
     assert held.writer_run_id == run_id
     assert held.lock_id is not None
     panel = arena.runs.review(arena.admin, run_id)["recovery"]
@@ -146,7 +152,7 @@ def test_verifying_the_unmoved_state_releases_the_workspace_and_keeps_the_run_as
     result = recoveries(arena).recover(who, run_id, verified(pinned), arena.launcher)
 
     # Then the workspace is free, unlocked, its fence advanced, its state untouched
-    after = workspace_store.get_workspace(ws_id)
+    after = workspace_store.get_workspace(ws_id, reads=IdentityMap())
     assert (after.writer_run_id, after.lock_id) == (None, None)
     assert after.fence == held.fence + 1 == result["fence"]
     assert after.current_state_version_id == pinned == result["state_version_id"]
@@ -186,7 +192,7 @@ def test_an_exact_replay_of_a_completed_recovery_returns_its_result_and_writes_n
 def test_the_chain_the_apply_published_is_accepted_and_counted(arena: Arena) -> None:
     # Given an apply that published two versions before its runner was lost
     ws_id, run_id, pinned = lost_apply(arena, "chain", published=2)
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     assert current != pinned
     assert arena.runs.review(arena.admin, run_id)["recovery"]["publications_since_apply"] == 2
 
@@ -197,13 +203,16 @@ def test_the_chain_the_apply_published_is_accepted_and_counted(arena: Arena) -> 
 
     # Then both publications were verified as this apply's, and the current state stays
     assert result["publications_verified"] == 2
-    assert workspace_store.get_workspace(ws_id).current_state_version_id == current
+    assert (
+        workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
+        == current
+    )
 
 
 def test_movement_the_apply_did_not_make_is_refused(arena: Arena) -> None:
     # Given an apply that published a version whose provenance names another attempt
     ws_id, run_id, _ = lost_apply(arena, "foreign", published=1)
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     assert current is not None
     item = StateVersionItem.get(*state_version_key(current))
     item.update(
@@ -242,10 +251,10 @@ def test_an_emergency_snapshot_becomes_the_next_version(arena: Arena) -> None:
     )
 
     # Then it is the workspace's current state, readable through EOF, recorded as recovery's
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     assert current == result["state_version_id"] != pinned
     assert current is not None
-    version = state_versions.get(current)
+    version = state_versions.get(current, reads=IdentityMap())
     assert (version.serial, version.lineage, version.predecessor_id) == (2, LINEAGE, pinned)
     assert version.sha256 == hashlib.sha256(snapshot).hexdigest()
     assert arena.stack.state.download(arena.admin, current) == snapshot
@@ -256,7 +265,7 @@ def test_an_emergency_snapshot_becomes_the_next_version(arena: Arena) -> None:
 def test_an_emergency_snapshot_never_overwrites_a_newer_version(arena: Arena) -> None:
     # Given an apply that did publish a version
     ws_id, run_id, _ = lost_apply(arena, "no-overwrite", published=1)
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     before = arena.stack.scan()
 
     with pytest.raises(RecoveryRefused, match="never overwrites"):
@@ -331,7 +340,7 @@ def test_the_holder_s_replay_resumes_the_same_target_state(arena: Arena) -> None
 
     # Then it completes with the state version identity and artifact prepared first
     assert result["state_version_id"] == prepared.body["target_state_version_id"]
-    assert state_versions.get(result["state_version_id"]).artifact_id == target
+    assert state_versions.get(result["state_version_id"], reads=IdentityMap()).artifact_id == target
 
 
 def test_a_corrupt_persisted_target_fails_closed_and_is_never_replaced(arena: Arena) -> None:
@@ -408,10 +417,10 @@ def test_a_takeover_that_commits_first_fences_the_previous_holder(arena: Arena) 
     # Then only the takeover committed: its state is current, the first copy was discarded
     [result] = second
     assert result["recovered_by"].endswith("second")
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     assert current == result["state_version_id"]
     assert current is not None
     [first_copy] = racing.stored
-    assert state_versions.get(current).artifact_id != first_copy
+    assert state_versions.get(current, reads=IdentityMap()).artifact_id != first_copy
     assert first_copy not in " ".join(arena.stack.bucket_keys())
     assert audit_types(arena).count("run.recovered") == 1

@@ -28,6 +28,7 @@ from runplane.services.policy import RESERVED
 from runplane.store import artifacts as artifact_store
 from runplane.store import run_parts
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import (
     Arena,
     applying,
@@ -131,14 +132,14 @@ def assert_failed_without_plan_evidence(arena: Arena, ws: str, run_id: str, reas
     assert (run.status, run.status_reason) == (RunStatus.PLAN_FAILED, reason)
     # No plan evidence, no policy check, no apply record (so nothing to bind or approve)
     for part in ("plan", "policy", "apply", "approval"):
-        assert run_parts.get(run_id, part) is None, part
+        assert run_parts.get(run_id, part, reads=IdentityMap()) is None, part
     attempt = run_parts.require(run_id, "attempt#plan")
     assert attempt.state == "failed"
     assert (attempt.body["reason"], attempt.body["log_artifact_id"]) == (reason, None)
     # The move is one audited transaction, the workspace is free, the workflow resumed
     trail = arena.stack.lifecycle.runs.audit_trail(run_id)
     assert trail[-1].type == "run.plan_failed"
-    assert workspace_store.get_workspace(ws).writer_run_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
     assert "token-plan" in arena.workflow.resumed
 
 
@@ -260,7 +261,7 @@ def test_an_apply_report_naming_a_foreign_log_keeps_its_outcome_and_drops_the_lo
     run = arena.runs.get(arena.admin, run_id)
     why = f"artifact {plan_log} was not uploaded by this attempt"
     assert run.status_reason == f"engine apply failed; the apply's log was refused: {why}"
-    assert workspace_store.get_workspace(ws).writer_run_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
     # And the attempt records no log, and why
     closed = run_parts.require(run_id, "attempt#apply")
     assert closed.state == "failed"
@@ -307,7 +308,7 @@ def test_an_apply_start_with_another_plan_ends_the_run_and_a_replay_writes_nothi
     token = arena.runner_token(run_id, "apply")
     runner = arena.stack.identity.authenticate(f"Bearer {token}")
     approved = run_parts.require(run_id, "plan").body["plan_sha256"]
-    assert workspace_store.get_workspace(ws).lock_run_id == run_id
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).lock_run_id == run_id
 
     # When it presents a plan whose digest is not the approved plan's
     with pytest.raises(ApplyStartRefused) as refused:
@@ -340,7 +341,7 @@ def test_an_apply_start_with_another_plan_ends_the_run_and_a_replay_writes_nothi
         "apply_failed",
     )
     # And the workspace's writer reservation and lock are released
-    workspace = workspace_store.get_workspace(ws)
+    workspace = workspace_store.get_workspace(ws, reads=IdentityMap())
     assert (workspace.writer_run_id, workspace.lock_id) == (None, None)
     # And the workflow's wait for the apply ended
     assert "token-apply" in arena.workflow.resumed
@@ -421,9 +422,9 @@ def test_an_uploaded_object_is_attributed_to_the_attempt_that_registered_it(
     log = log_artifact(arena, run_id, "plan")
 
     # Then the record names the attempt (and session) that registered it
-    record = artifact_store.get(log)
+    record = artifact_store.get(log, reads=IdentityMap())
     assert record.attempt_id == plan_attempt_id(run_id)
     assert record.session_id is not None
     # And an artifact the control plane stored names none
     configuration = run_parts.require(run_id, "input").body["configuration_artifact_id"]
-    assert artifact_store.get(configuration).attempt_id is None
+    assert artifact_store.get(configuration, reads=IdentityMap()).attempt_id is None

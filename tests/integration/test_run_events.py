@@ -32,6 +32,7 @@ from runplane.store import audit, run_parts
 from runplane.store.launch_controls import DynamoLaunchControls
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
+from runplane.store.prefetch import IdentityMap
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.run_trigger_store import DynamoRunTriggerStore, DynamoTriggerClaims
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
@@ -337,7 +338,7 @@ def test_a_receiver_that_is_down_is_given_up_after_the_last_attempt(arena: Arena
     assert delivery["status"] == "failed"
     assert len(delivery["attempts"]) == rules.MAX_ATTEMPTS
     assert all(x["response_code"] is None for x in delivery["attempts"])
-    assert run_parts.get(run_id, "input") is not None
+    assert run_parts.get(run_id, "input", reads=IdentityMap()) is not None
 
 
 class CrashingClient(WebhookClient):

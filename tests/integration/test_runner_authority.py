@@ -37,6 +37,7 @@ from runplane.store.models import (
     session_key,
     state_version_key,
 )
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import (
     Arena,
     applying,
@@ -64,7 +65,9 @@ def with_state(arena: Arena, name: str) -> tuple[str, str]:
 
 
 def try_publish(arena: Arena, who: Principal, ws_id: str, serial: int) -> object:
-    return publish(arena.stack, who, workspace_store.get_workspace(ws_id), serial)
+    return publish(
+        arena.stack, who, workspace_store.get_workspace(ws_id, reads=IdentityMap()), serial
+    )
 
 
 def open_upload(arena: Arena, who: Principal, ws_id: str, raw: bytes) -> PendingUpload:
@@ -135,7 +138,9 @@ def test_a_plan_session_is_dead_once_its_plan_is_reported(arena: Arena) -> None:
     with pytest.raises(RunnerAuthorityRefused):
         try_publish(arena, stale, ws_id, 2)
     assert arena.stack.scan() == before
-    assert workspace_store.get_workspace(ws_id).current_state_version_id == pinned
+    assert (
+        workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id == pinned
+    )
 
 
 # -- closed apply attempts ---------------------------------------------------------------------
@@ -234,7 +239,7 @@ def test_the_current_apply_publishes_with_full_provenance(arena: Arena) -> None:
         "fence": attempt["fence"],
     }
     assert version.lock_id == attempt["lock_id"]  # type: ignore[attr-defined]
-    current = workspace_store.get_workspace(ws_id).current_state_version_id
+    current = workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id
     assert current == version.id  # type: ignore[attr-defined]
 
 
@@ -344,7 +349,9 @@ def test_an_upload_opened_during_apply_is_refused_once_the_attempt_closes(arena:
     # Then the upload is refused and the workspace's state does not move
     with pytest.raises(RunnerAuthorityRefused):
         arena.stack.state.upload(pending.state_token, raw)
-    assert workspace_store.get_workspace(ws_id).current_state_version_id is None
+    assert (
+        workspace_store.get_workspace(ws_id, reads=IdentityMap()).current_state_version_id is None
+    )
 
 
 # -- what a runner session can read -------------------------------------------------------------

@@ -7,7 +7,8 @@ import pytest
 
 from runplane.domain.plan_summary import PlanSummary
 from runplane.domain.runner_reports import Failed, Planned
-from runplane.store import prefetch, run_parts
+from runplane.store import run_parts
+from runplane.store.request_reads import REQUEST
 from tests.integration.arena import (
     Arena,
     applying,
@@ -168,7 +169,7 @@ def test_an_apply_start_is_served_its_plan_and_approval_by_its_authentication(
     principal, read = arena.stack.identity.authenticate_request(
         authorization, "POST /api/v1/runner/apply-start"
     )
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         started = arena.runner_api.apply_start(principal, handle, {"plan_sha256": plan_sha256})
 
     # Then it is applying after the authentication's one read and the start's one write
@@ -230,7 +231,7 @@ def test_a_plan_result_with_its_uploads_takes_them_in_its_one_write(
 
     # When it reports its plan with those uploads, authenticated as the run API does
     principal, read = arena.stack.identity.authenticate_request(authorization)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         status = arena.runner_api.report(principal, report, list(uploads.values()))
     sent = list(requests.operations)
 
@@ -255,7 +256,7 @@ def test_an_apply_result_is_served_its_run_attempt_and_record_by_its_authenticat
 
     # When it reports that its engine failed, authenticated as the run API does
     principal, read = arena.stack.identity.authenticate_request(authorization)
-    with prefetch.opened(read):
+    with REQUEST.opened(read):
         status = arena.runner_api.report(principal, Failed(reason="the engine failed"))
     sent = list(requests.operations)
 

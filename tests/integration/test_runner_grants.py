@@ -18,6 +18,7 @@ from runplane.domain.upload_tickets import TICKET_LIFETIME
 from runplane.services.artifacts import DownloadGrant, UploadGrant
 from runplane.store import artifacts as artifact_store
 from runplane.store import run_parts
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, planned, planning, show_json, to_approval
 from tests.integration.dynamodb_requests import DynamoDBRequests
 from tests.integration.sandbox import fetch, put, session_for
@@ -156,7 +157,7 @@ def test_the_grants_check_what_the_download_route_checks(arena: Arena) -> None:
     theirs = stack.artifacts.put(other.id, ArtifactKind.CONFIGURATION, [b"theirs"])
     wanted = [ours.id, theirs.id, "art-missing"]
     session = session_for(stack, arena.org.id, inputs=wanted).session
-    records = {i: artifact_store.get(i) for i in (ours.id, theirs.id)}
+    records = {i: artifact_store.get(i, reads=IdentityMap()) for i in (ours.id, theirs.id)}
 
     # When grants are issued for all three
     grants = stack.transfers.phase_grants(session, wanted, records, [])

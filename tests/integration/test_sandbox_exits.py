@@ -26,6 +26,7 @@ from runplane.domain.sandbox_exits import SandboxExit
 from runplane.services.sandbox_exits import SandboxExits
 from runplane.store import run_parts, sandbox_slots
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from runplane.store.sandbox_refs import sandbox_ref_key
 from runplane.wiring import Services
 from tests.integration.arena import Arena, applying, awaiting_approval, planning, to_apply_sandbox
@@ -84,7 +85,7 @@ def test_a_plan_sandbox_that_stopped_fails_the_plan_and_frees_the_workspace(aren
     attempt = run_parts.require(run_id, "attempt#plan")
     assert (attempt.state, attempt.body["reason"], attempt.token) == ("lost", KILLED, None)
     assert slots(arena) == 0
-    assert workspace_store.get_workspace(ws).writer_run_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
     # And the workflow's plan wait is failed, to take its failure path at once
     assert arena.workflow.failed == ["token-plan"]
 
@@ -108,7 +109,7 @@ def test_an_apply_sandbox_that_stopped_mid_apply_needs_recovery_holding_the_work
     assert run_parts.require(run_id, "apply").state == "uncertain"
     assert run_parts.require(run_id, "attempt#apply").state == "lost"
     # And the run keeps the workspace's writer authority and its lock for recovery
-    workspace = workspace_store.get_workspace(ws)
+    workspace = workspace_store.get_workspace(ws, reads=IdentityMap())
     assert (workspace.writer_run_id, workspace.lock_run_id) == (run_id, run_id)
     assert arena.workflow.failed == ["token-apply"]
 
@@ -125,7 +126,7 @@ def test_an_apply_sandbox_that_stopped_before_proving_its_start_leaves_it_uncert
 
     # Then, as after a heartbeat timeout, the start is uncertain and the workspace kept
     assert noticed.status == "apply_start_uncertain"
-    assert workspace_store.get_workspace(ws).writer_run_id == run_id
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id == run_id
 
 
 def test_a_notice_that_races_the_apply_start_ends_the_run_as_the_start_left_it(
@@ -281,7 +282,7 @@ def test_a_stopped_apply_task_makes_its_run_need_recovery(
     assert run.status_reason is not None
     assert run.status_reason.startswith("apply: SandboxStopped (the ECS task stopped: ")
     assert "runner exit code 137" in run.status_reason
-    assert workspace_store.get_workspace(ws).writer_run_id == run_id
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id == run_id
     assert arena.workflow.failed == ["token-apply"]
     # And nothing of the event's overrides was logged
     assert caplog.records
@@ -295,7 +296,7 @@ def test_a_stopped_plan_task_fails_its_plan(arena: Arena, on_ecs: Services) -> N
     answer = sandbox_lambda.stopped(task_state_change(task_arn), None)
 
     assert answer["status"] == "plan_failed"
-    assert workspace_store.get_workspace(ws).writer_run_id is None
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
 
 
 def test_the_launch_records_which_attempt_each_task_runs(arena: Arena, on_ecs: Services) -> None:

@@ -22,6 +22,7 @@ from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import GLOBAL, Controls
 from runplane.store import run_parts, sandbox_slots
 from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import (
     Arena,
     applying,
@@ -103,7 +104,7 @@ def test_a_lost_apply_runner_after_start_needs_recovery_never_success(arena: Are
     # Then the outcome is unknown: needs_recovery, workspace and lock kept, sandbox stopped
     assert result == {"status": "needs_recovery"}
     assert sandbox in arena.launcher.stopped
-    workspace = workspace_store.get_workspace(ws)
+    workspace = workspace_store.get_workspace(ws, reads=IdentityMap())
     assert workspace.writer_run_id == run_id
     assert workspace.lock_run_id == run_id
     assert running(arena) == (0, 0)
@@ -120,7 +121,7 @@ def test_a_lost_apply_runner_before_start_is_uncertain(arena: Arena) -> None:
 
     # Then the start is uncertain (not failed, not succeeded) and the workspace is kept
     assert result == {"status": "apply_start_uncertain"}
-    assert workspace_store.get_workspace(ws).writer_run_id == run_id
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id == run_id
     assert running(arena) == (0, 0)
 
 
@@ -137,7 +138,7 @@ def test_an_apply_that_never_got_capacity_fails_and_frees_the_workspace(arena: A
 
     # Then nothing started, so the apply failed outright and the workspace is free
     assert result == {"status": "apply_failed"}
-    workspace = workspace_store.get_workspace(ws)
+    workspace = workspace_store.get_workspace(ws, reads=IdentityMap())
     assert workspace.writer_run_id is None
     assert workspace.lock_run_id is None
     with pytest.raises(RunEnded):

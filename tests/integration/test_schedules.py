@@ -25,6 +25,7 @@ from runplane.services.schedules import Schedules
 from runplane.store import run_parts
 from runplane.store.notification_store import DynamoNotificationStore
 from runplane.store.outbox import DynamoEventOutbox
+from runplane.store.prefetch import IdentityMap
 from runplane.store.run_reader import DynamoRunReader
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.schedules import get_drift
@@ -186,7 +187,7 @@ def test_drift_is_recorded_by_a_scheduled_plan_with_changes_and_cleared_by_one_w
     _finish_scheduled_plan(arena, first, changes=True)
 
     # Then drift is recorded on the workspace with the run and the counts
-    found = drift.view(get_drift(ws_id))
+    found = drift.view(get_drift(ws_id, reads=IdentityMap()))
     assert found is not None
     assert (found["drifted"], found["run_id"], found["schedule_id"]) == (True, first, schedule.id)
     assert found["summary"] == {"adds": 1, "changes": 0, "destroys": 0, "replaces": 0, "drifted": 0}
@@ -198,7 +199,7 @@ def test_drift_is_recorded_by_a_scheduled_plan_with_changes_and_cleared_by_one_w
     _finish_scheduled_plan(arena, second, changes=False)
 
     # Then drift is cleared by that run
-    cleared = drift.view(get_drift(ws_id))
+    cleared = drift.view(get_drift(ws_id, reads=IdentityMap()))
     assert cleared is not None
     assert (cleared["drifted"], cleared["run_id"], cleared["cleared_by"]) == (
         False,
@@ -217,7 +218,7 @@ def test_a_plan_only_run_nobody_scheduled_records_no_drift(arena: Arena) -> None
     arena.orchestration.finish_plan(run_id)
 
     # Then the workspace has no drift record
-    assert drift.view(get_drift(ws_id)) is None
+    assert drift.view(get_drift(ws_id, reads=IdentityMap())) is None
 
 
 def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_finding(
@@ -237,7 +238,7 @@ def test_an_older_scheduled_run_finishing_later_does_not_overwrite_a_newer_findi
 
     # Then the older run still succeeded, but the workspace keeps the newer finding
     assert arena.stack.lifecycle.runs.get(older).status is RunStatus.SUCCEEDED
-    found = drift.view(get_drift(ws_id))
+    found = drift.view(get_drift(ws_id, reads=IdentityMap()))
     assert found is not None
     assert (found["drifted"], found["run_id"]) == (False, newer)
 

@@ -42,6 +42,7 @@ from runplane.services.repositories.state import StatePublication, WorkspaceLock
 from runplane.store import audit, run_parts, state_versions
 from runplane.store import workspaces as workspace_store
 from runplane.store.apply_lock import DynamoWorkspaceLocks
+from runplane.store.prefetch import IdentityMap
 from runplane.store.runs import RunRepository
 from runplane.store.state_publication import DynamoStatePublication
 from runplane.store.writer import DynamoWriterAuthority
@@ -141,7 +142,7 @@ def seams(request: pytest.FixtureRequest) -> Seams:
 
         def version(sv_id: str) -> StateVersion | None:
             try:
-                return state_versions.get(sv_id)
+                return state_versions.get(sv_id, reads=IdentityMap())
             except NotFound:
                 return None
 
@@ -160,7 +161,7 @@ def seams(request: pytest.FixtureRequest) -> Seams:
             create_run,
             lambda run: (writer.reserve(run, "tok-wait"), None)[1],
             add_attempt,
-            lambda: workspace_store.get_workspace(workspace.id),
+            lambda: workspace_store.get_workspace(workspace.id, reads=IdentityMap()),
             version,
             published,
         )

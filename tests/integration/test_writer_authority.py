@@ -12,6 +12,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.services.writer import ReservationNotNeeded
 from runplane.store import workspaces as workspace_store
 from runplane.store import writer_queue
+from runplane.store.prefetch import IdentityMap
 from runplane.store.writer import DynamoWriterAuthority
 from tests.integration.conftest import Stack
 from tests.integration.drive import walk
@@ -24,7 +25,7 @@ def apply_run(stack: Stack, org: Organization, workspace: Workspace) -> Run:
 
 
 def holder_and_queue(workspace_id: str) -> tuple[str | None, list[tuple[str, str]]]:
-    workspace, _, waiters = writer_queue.queue_state(workspace_id)
+    workspace, _, waiters = writer_queue.queue_state(workspace_id, reads=IdentityMap())
     return workspace.writer_run_id, [(w.run_id, w.token) for w in waiters]
 
 
@@ -62,7 +63,7 @@ def test_fifo_hand_off_across_three_runs_while_another_workspace_proceeds(
     moved = stack.lifecycle.move(third, S.SUCCEEDED, actor="workflow")
     assert moved.handoff is None
     assert holder_and_queue(workspace.id) == (None, [])
-    assert workspace_store.get_workspace(workspace.id).queue_length == 0
+    assert workspace_store.get_workspace(workspace.id, reads=IdentityMap()).queue_length == 0
     assert holder_and_queue(other.id) == (elsewhere.id, [])
 
 
@@ -75,11 +76,11 @@ def test_plan_only_and_speculative_runs_never_touch_the_reservation(
         run = stack.new_run(org.id, workspace.id, kind, actor="user:ada")
         with pytest.raises(ReservationNotNeeded):
             stack.lifecycle.writer.reserve(run, "token")
-        before = writer_queue.queue_state(workspace.id)
+        before = writer_queue.queue_state(workspace.id, reads=IdentityMap())
         run = walk(stack.lifecycle, run, S.POLICY_PASSED)
         moved = stack.lifecycle.move(run, S.SUCCEEDED, actor="workflow")
         assert moved.handoff is None
-        assert writer_queue.queue_state(workspace.id) == before
+        assert writer_queue.queue_state(workspace.id, reads=IdentityMap()) == before
 
 
 def test_asking_again_keeps_the_place_and_takes_the_new_token(
@@ -138,7 +139,10 @@ def test_concurrent_requests_queue_each_run_exactly_once(
     assert sorted(run_id for run_id, _ in queue) == sorted(r.id for r in runs if r.id != holder)
     positions = {results[run_id].position for run_id, _ in queue}
     assert positions == set(range(1, len(runs)))
-    assert workspace_store.get_workspace(workspace.id).queue_length == len(runs) - 1
+    assert (
+        workspace_store.get_workspace(workspace.id, reads=IdentityMap()).queue_length
+        == len(runs) - 1
+    )
 
 
 def test_outcomes_that_need_recovery_keep_the_writer_authority(
@@ -161,7 +165,7 @@ def test_outcomes_that_need_recovery_keep_the_writer_authority(
         moved = stack.lifecycle.mover.move(run, target, actor="workflow", state_published=published)
 
         assert moved.handoff is None
-        after = workspace_store.get_workspace(ws.id)
+        after = workspace_store.get_workspace(ws.id, reads=IdentityMap())
         assert (after.writer_run_id, after.lock_id, after.fence) == (run.id, lock.lock_id, 1)
         assert after.queue_length == 1
 
@@ -179,7 +183,7 @@ def test_a_failed_apply_that_published_nothing_releases_lock_and_reservation(
 
     assert moved.handoff is not None
     assert moved.handoff.run_id == waiter.id
-    after = workspace_store.get_workspace(workspace.id)
+    after = workspace_store.get_workspace(workspace.id, reads=IdentityMap())
     assert (after.writer_run_id, after.lock_id, after.fence) == (waiter.id, None, 1)
 
 
@@ -258,7 +262,7 @@ def test_only_the_reservation_holder_can_lock_or_release(
     writer.acquire_apply_lock(holder)
     writer.release(workspace.id, holder.id)
     assert holder_and_queue(workspace.id) == (waiter.id, [])
-    assert workspace_store.get_workspace(workspace.id).lock_id is None
+    assert workspace_store.get_workspace(workspace.id, reads=IdentityMap()).lock_id is None
 
 
 def test_releasing_with_a_stale_snapshot_of_the_run_is_rejected(

@@ -46,7 +46,8 @@ class RunRecords(Protocol):
 class Mover(Protocol):
     """A run's move with what it composes, as one transaction (``store.moves``): the
     unit of work's commit moves through it, with its other intents as ``extra_writes``
-    (the writes the store built for them, opaque here)."""
+    (the writes the store built for them, opaque here) and the identity map it owns as
+    ``reads`` (the store's too: the move's reads are served from it)."""
 
     def move(
         self,
@@ -61,6 +62,7 @@ class Mover(Protocol):
         extra_writes: Iterable[Any] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
         workspace: Workspace | None = None,
+        reads: Any = None,
     ) -> MovedRun: ...
 
 

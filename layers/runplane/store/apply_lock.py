@@ -21,6 +21,7 @@ from runplane.domain.errors import (
     WorkspaceNotLocked,
 )
 from runplane.store.models import WorkspaceItem, workspace_key
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Item, OnRefused, Transaction
 from runplane.store.workspaces import _ws
 
@@ -166,10 +167,13 @@ def release_apply_lock(lock: ApplyLock) -> Transaction:
 
 
 class DynamoWorkspaceLocks:
-    """The workspace lock on the table (``services.repositories.state.WorkspaceLocks``)."""
+    """The workspace lock on the table (``services.repositories.state.WorkspaceLocks``);
+    its reads are served from the request's identity map (``scope``) where they were read
+    ahead."""
 
-    def __init__(self, runs: RunRepository) -> None:
+    def __init__(self, runs: RunRepository, scope: RequestScope = REQUEST) -> None:
         self._runs = runs
+        self._scope = scope
 
     def acquire(
         self,
@@ -201,5 +205,5 @@ class DynamoWorkspaceLocks:
         from runplane.store import run_batch
         from runplane.store.state_publication import APPLY_ATTEMPT
 
-        run, parts = run_batch.run_and_parts(run_id, [APPLY_ATTEMPT])
+        run, parts = run_batch.run_and_parts(run_id, [APPLY_ATTEMPT], reads=self._scope.reads())
         return run, parts[APPLY_ATTEMPT]

@@ -7,12 +7,17 @@ from datetime import datetime
 
 from runplane.domain.artifacts import Artifact, ArtifactRecord
 from runplane.store import artifacts as store
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Transaction
 
 
 class DynamoArtifactRecords:
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def get(self, artifact_id: str) -> ArtifactRecord:
-        return store.get(artifact_id)
+        return store.get(artifact_id, reads=self._scope.reads())
 
     def exists(self, artifact_id: str) -> bool:
         return store.exists(artifact_id)

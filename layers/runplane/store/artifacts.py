@@ -7,8 +7,8 @@ from typing import Any
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.errors import ConcurrentChange, NotFound
-from runplane.store import prefetch
 from runplane.store.models import ArtifactItem, artifact_key
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
 
 
@@ -77,8 +77,10 @@ def exists(artifact_id: str) -> bool:
     return True
 
 
-def get(artifact_id: str) -> ArtifactRecord:
-    prefetched = prefetch.take(artifact_key(artifact_id))
+def get(artifact_id: str, *, reads: IdentityMap) -> ArtifactRecord:
+    """The record (consistent; ``NotFound`` if absent), served from ``reads`` if it was
+    read ahead there."""
+    prefetched = reads.take(artifact_key(artifact_id))
     if prefetched is not None:
         return from_raw(prefetched)
     try:

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from runplane.domain.errors import TooMuchContention
-from runplane.store import prefetch
 from runplane.store.models import TableItem
+from runplane.store.prefetch import IdentityMap
 from runplane.store.table import PARTITION_KEY, SORT_KEY
 
 Key = tuple[str, str]
@@ -19,16 +19,16 @@ Key = tuple[str, str]
 _ATTEMPTS = 5
 
 
-def get_many(keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+def get_many(keys: Sequence[Key], *, reads: IdentityMap) -> dict[Key, dict[str, Any]]:
     """The raw items found for ``keys`` (absent keys are missing from the result).
 
-    Items this request already read (``prefetch``: with its authentication, or ahead
-    of a workflow step) are taken from it, found or absent; only the others are asked
-    for, and none if there are none."""
+    Items ``reads`` holds (the request's identity map: read with its authentication, or
+    ahead of a workflow step) are taken from it, found or absent; only the others are
+    asked for, and none if there are none."""
     found: dict[Key, dict[str, Any]] = {}
     missing: list[Key] = []
     for key in dict.fromkeys(keys):
-        known, raw = prefetch.take_known(key)
+        known, raw = reads.take_known(key)
         if not known:
             missing.append(key)
         elif raw is not None:

@@ -42,6 +42,8 @@ from runplane.store.models import (
     run_part_key,
     session_key,
 )
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.runs import to_run
 from runplane.store.state_versions import to_version
 from runplane.store.transaction import Item, Transaction
@@ -100,12 +102,13 @@ def get_capability(handle_hash: str) -> CapabilityRecord | None:
 
 
 def get_capability_and_part(
-    handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    handle_hash: str, run_id: str, part: str, also: Sequence[Read] = (), *, reads: IdentityMap
 ) -> CapabilityRead:
     """A capability, one part of a run (the attempt it is redeemed for) and ``also`` (for
-    the call to read next, found or absent, with the part), in one consistent request."""
+    the call to read next, found or absent, with the part), in one consistent request
+    (those ``reads`` holds served from it)."""
     capability, part_key = capability_key(handle_hash), run_part_key(run_id, part)
-    found = batch.get_many([capability, part_key, *map(prefetch.key_of, also)])
+    found = batch.get_many([capability, part_key, *map(prefetch.key_of, also)], reads=reads)
     raw_capability, raw_part = found.pop(capability, None), found.get(part_key)
     return CapabilityRead(
         _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
@@ -234,13 +237,13 @@ def get_session(secret_hash: str) -> RunnerSession | None:
 
 
 def get_session_and_part(
-    secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
+    secret_hash: str, run_id: str, part: str, also: Sequence[Read] = (), *, reads: IdentityMap
 ) -> SessionRead:
     """A session, one part of its run (its attempt) and ``also`` (for the call to read
-    next, found or absent, with the part), in one consistent request; with, among
-    those, the run and the state versions found."""
+    next, found or absent, with the part), in one consistent request (those ``reads``
+    holds served from it); with, among those, the run and the state versions found."""
     session, part_key = session_key(secret_hash), run_part_key(run_id, part)
-    found = batch.get_many([session, part_key, *map(prefetch.key_of, also)])
+    found = batch.get_many([session, part_key, *map(prefetch.key_of, also)], reads=reads)
     raw_session, raw_part = found.pop(session, None), found.get(part_key)
     # The attempt too: the call may read it again.
     ahead = prefetch.read_ahead([Read.run_part(run_id, part), *also], found)
@@ -331,7 +334,11 @@ def open_session(
 
 
 class DynamoRunnerSessions:
-    """``RunnerSessionStore`` on the table."""
+    """``RunnerSessionStore`` on the table; its reads of several items are served from the
+    request's identity map (``scope``) where they were read ahead."""
+
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        self._scope = scope
 
     def capability(self, handle_hash: str) -> CapabilityRecord | None:
         return get_capability(handle_hash)
@@ -339,7 +346,7 @@ class DynamoRunnerSessions:
     def capability_read(
         self, handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
     ) -> CapabilityRead:
-        return get_capability_and_part(handle_hash, run_id, part, also)
+        return get_capability_and_part(handle_hash, run_id, part, also, reads=self._scope.reads())
 
     def session(self, secret_hash: str) -> RunnerSession | None:
         return get_session(secret_hash)
@@ -347,7 +354,7 @@ class DynamoRunnerSessions:
     def session_read(
         self, secret_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
     ) -> SessionRead:
-        return get_session_and_part(secret_hash, run_id, part, also)
+        return get_session_and_part(secret_hash, run_id, part, also, reads=self._scope.reads())
 
     def redeem(
         self, handle_hash: str, kind: CapabilityKind, binding: Binding, now: datetime

@@ -23,8 +23,10 @@ from runplane.domain.cloud_settings import (
 )
 from runplane.domain.entities import AuditEvent
 from runplane.domain.errors import ConcurrentChange
-from runplane.store import audit, prefetch
+from runplane.store import audit
 from runplane.store.models import TableItem, cloud_settings_key
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Item, Transaction
 
 
@@ -98,10 +100,10 @@ def _item(stored: StoredCloudSettings, org_id: str) -> CloudSettingsItem:
     )
 
 
-def get(workspace_id: str) -> StoredCloudSettings | None:
+def get(workspace_id: str, *, reads: IdentityMap) -> StoredCloudSettings | None:
     """The workspace's settings (a consistent read), or None if it never had any; served
-    from the request's read ahead when a run's creation read it there."""
-    known, raw = prefetch.take_known(cloud_settings_key(workspace_id))
+    from ``reads`` (the request's identity map) when a run's creation read it there."""
+    known, raw = reads.take_known(cloud_settings_key(workspace_id))
     if known:
         return None if raw is None else _stored(CloudSettingsItem.from_raw_data(raw))
     try:
@@ -151,8 +153,12 @@ def put(
 class DynamoCloudSettingsStore:
     """``services.repositories.cloud_settings.CloudSettingsStore`` on the table."""
 
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def get(self, workspace_id: str) -> StoredCloudSettings | None:
-        return get(workspace_id)
+        return get(workspace_id, reads=self._scope.reads())
 
     def put(
         self, stored: StoredCloudSettings, *, org_id: str, previous_version: int, event: AuditEvent

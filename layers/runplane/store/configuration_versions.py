@@ -8,19 +8,21 @@ from runplane.domain.artifacts import Artifact
 from runplane.domain.creation import ConfigurationVersion
 from runplane.domain.errors import Conflict
 from runplane.domain.source_provenance import ConfigurationOrigin
-from runplane.store import prefetch
 from runplane.store.models import (
     ConfigurationVersionItem,
     configuration_version_key,
     configurations_partition,
 )
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Transaction
 
 
-def get_item(cv_id: str) -> ConfigurationVersionItem | None:
-    """The version's item (consistent), or None; served from a read ahead if there was one."""
+def get_item(cv_id: str, *, reads: IdentityMap) -> ConfigurationVersionItem | None:
+    """The version's item (consistent), or None; served from ``reads`` if it was read
+    ahead there."""
     key = configuration_version_key(cv_id)
-    prefetched = prefetch.take(key)
+    prefetched = reads.take(key)
     if prefetched is not None:
         return ConfigurationVersionItem.from_raw_data(prefetched)
     try:
@@ -116,10 +118,14 @@ def record_upload(cv_id: str, workspace_id: str, artifact: Artifact, now: dateti
 
 
 class DynamoConfigurationVersions:
-    """``services.repositories.creation.ConfigurationVersions``."""
+    """``services.repositories.creation.ConfigurationVersions``; a version's read is served
+    from the request's identity map (``scope``) where it was read ahead."""
+
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        self._scope = scope
 
     def get(self, cv_id: str) -> ConfigurationVersion | None:
-        item = get_item(cv_id)
+        item = get_item(cv_id, reads=self._scope.reads())
         return None if item is None else to_version(item)
 
     def create(self, version: ConfigurationVersion) -> None:

@@ -13,18 +13,21 @@ from runplane.store.models import (
     launch_controls_key,
     sandbox_count_key,
 )
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Transaction
 
 
 def read(
-    scopes: Sequence[str], *, counts: bool
+    scopes: Sequence[str], *, counts: bool, reads: IdentityMap
 ) -> tuple[dict[str, LaunchControlsItem | None], dict[str, int]]:
     """Each scope's controls item (None: never set) and, with ``counts``, how many
-    sandboxes it runs: one strongly consistent request for all of them."""
+    sandboxes it runs: one strongly consistent request for all of them (those ``reads``
+    holds served from it)."""
     keys = [launch_controls_key(scope) for scope in scopes]
     if counts:
         keys += [sandbox_count_key(scope) for scope in scopes]
-    found = batch.get_many(keys)
+    found = batch.get_many(keys, reads=reads)
     controls: dict[str, LaunchControlsItem | None] = {}
     running: dict[str, int] = {}
     for scope in scopes:
@@ -69,12 +72,17 @@ def _item(scope: str, controls: Controls, by: str, at: datetime) -> LaunchContro
 
 
 class DynamoLaunchControls:
-    """``LaunchControlStore`` on the table (``services.repositories.operations``)."""
+    """``LaunchControlStore`` on the table (``services.repositories.operations``); a read
+    of several scopes is served from the request's identity map (``scope``) where it was
+    read ahead."""
+
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        self._scope = scope
 
     def read(
         self, scopes: Sequence[str], *, counts: bool
     ) -> tuple[dict[str, Controls], dict[str, int]]:
-        items, running = read(scopes, counts=counts)
+        items, running = read(scopes, counts=counts, reads=self._scope.reads())
         return {scope: _to_controls(item) for scope, item in items.items()}, running
 
     def get(self, scope: str) -> Controls:

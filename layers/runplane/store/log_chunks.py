@@ -18,6 +18,7 @@ from runplane.store.models import (
     log_chunk_key,
     run_part_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
 
 
@@ -75,11 +76,12 @@ def get(run_id: str, attempt_id: str, sequence: int) -> LogChunk | None:
 
 
 def get_with_part(
-    run_id: str, attempt_id: str, sequence: int, part: str
+    run_id: str, attempt_id: str, sequence: int, part: str, *, reads: IdentityMap
 ) -> tuple[LogChunk | None, RunPart | None]:
-    """A chunk and one part of its run (its attempt) in one consistent request."""
+    """A chunk and one part of its run (its attempt) in one consistent request (those
+    ``reads`` holds served from it)."""
     chunk_key, part_key = log_chunk_key(run_id, attempt_id, sequence), run_part_key(run_id, part)
-    found = batch.get_many([chunk_key, part_key])
+    found = batch.get_many([chunk_key, part_key], reads=reads)
     raw_chunk, raw_part = found.get(chunk_key), found.get(part_key)
     return (
         _to_chunk(LogChunkItem.from_raw_data(raw_chunk)) if raw_chunk else None,

@@ -32,6 +32,8 @@ from runplane.domain.run_events import RunEvent
 from runplane.domain.transitions import WRITER_ON_ENTRY, WriterEffect, check
 from runplane.store import run_parts
 from runplane.store.models import run_part_key
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.run_ledger import Announcer, DynamoRunLedger, announcer
 from runplane.store.runs import RunRepository
 from runplane.store.transaction import Transaction
@@ -58,7 +60,9 @@ class PlainMoves(Protocol):
 class DynamoMover:
     """Moves runs on the table (``services.lifecycle.RunLifecycle`` and the unit of work's
     commit both move through it). ``events`` is read at each move: whoever owns it may
-    set the events after building it (as tests of the outbox do)."""
+    set the events after building it (as tests of the outbox do). A move's reads are
+    served from the identity map it is given (the committing unit's), by default the
+    request's (``scope``)."""
 
     def __init__(
         self,
@@ -67,11 +71,13 @@ class DynamoMover:
         writer: DynamoWriterAuthority,
         events: Callable[[], Announcer | None] = lambda: None,
         ledger: PlainMoves | None = None,
+        scope: RequestScope = REQUEST,
     ) -> None:
         self._clock = clock
         self._runs = runs
         self._writer = writer
         self._events = events
+        self._scope = scope
         self.ledger: PlainMoves = ledger or DynamoRunLedger(runs, events)
 
     def move(
@@ -87,6 +93,7 @@ class DynamoMover:
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
         workspace: Workspace | None = None,
+        reads: IdentityMap | None = None,
     ) -> MovedRun:
         """Move ``run`` (a snapshot) to ``target`` with ``extra_writes``; see the module
         docstring.
@@ -96,15 +103,17 @@ class DynamoMover:
         holds, released exactly (or ``StaleFence``). ``workspace``: the run's workspace as
         the caller read it, with no write since; a release on entry takes it instead of
         reading it again (its writes are conditioned on what it read, so one that changed
-        since is refused and read)."""
+        since is refused and read). ``reads``: the identity map the move's reads are
+        served from (the committing unit's), by default the request's."""
         # Refused before anything is read: the table alone decides what is allowed.
         check(run.status, target, run.facts)
         extra = list(extra_writes)
+        served = self._scope.reads() if reads is None else reads
         for _ in range(MAX_ATTEMPTS):
-            release = self._release_on_entry(run, target, state_published, lock, workspace)
+            release = self._release_on_entry(run, target, state_published, lock, workspace, served)
             workspace = None
             writes = [*extra, release.writes] if release else list(extra)
-            writes.extend(self._close_apply_record(run, target, reason, extra))
+            writes.extend(self._close_apply_record(run, target, reason, extra, served))
             try:
                 if writes:
                     moved = self._runs.transition(
@@ -156,14 +165,19 @@ class DynamoMover:
         raise TooMuchContention(f"run {run.id}: the workspace writer queue kept moving")
 
     def _close_apply_record(
-        self, run: Run, target: RunStatus, reason: str | None, extra: list[Transaction]
+        self,
+        run: Run,
+        target: RunStatus,
+        reason: str | None,
+        extra: list[Transaction],
+        reads: IdentityMap,
     ) -> list[Transaction]:
         """Close the run's apply record if it is still open as the run ends."""
         if not target.is_terminal or not run.kind.may_apply:
             return []
         if any(write.touches(run_part_key(run.id, "apply")) for write in extra):
             return []
-        record = run_parts.get(run.id, "apply")
+        record = run_parts.get(run.id, "apply", reads=reads)
         if record is None or record.state not in OPEN_APPLY_RECORD:
             return []
         ending = apply_record_on_end(target)
@@ -191,6 +205,7 @@ class DynamoMover:
         state_published: bool,
         lock: ApplyLock | None,
         workspace: Workspace | None,
+        reads: IdentityMap,
     ) -> Release | None:
         effect = WRITER_ON_ENTRY[target]
         releases = effect is WriterEffect.RELEASE or (
@@ -198,4 +213,6 @@ class DynamoMover:
         )
         if not releases or not run.kind.needs_writer_reservation:
             return None
-        return self._writer.release_writes_if_involved(run.workspace_id, run.id, lock, workspace)
+        return self._writer.release_writes_if_involved(
+            run.workspace_id, run.id, lock, workspace, reads=reads
+        )

@@ -4,17 +4,19 @@ A runner's call authenticates with one strongly consistent batch read (its sessi
 and attempt); the same request adds the items the call will read anyway (its run,
 its workspace), whose keys its session's binding names. The authorizer hands that
 read (a ``ReadAhead``) to the application with the principal; the handler opens the
-request's ``IdentityMap`` with it (``opened``), and the application's first read of
-each item takes it from there instead of asking DynamoDB again: it is the same
-consistent read, made a few milliseconds earlier in the same request.
+request's ``IdentityMap`` with it (``store.request_reads``), and the application's
+first read of each item takes it from there instead of asking DynamoDB again: it is
+the same consistent read, made a few milliseconds earlier in the same request.
 
 Two rules keep that from ever serving a stale item: each item is served at most
 once (a second read of it asks DynamoDB), and every item is forgotten as soon as
 the request commits (or tries to commit) a write, so no read after a write in the
 request can see what was read before it.
 
-The store's reads find the map the request opened through the request's context;
-a read ahead inside the request (``serving``) adds to that map for a block.
+This module holds the map itself, the keys of what it holds and how a read ahead
+travels through the authorizer's context. A read is served only from the map it is
+given (the store's reads take it as ``reads``); which map is the request's is
+``store.request_reads``'s.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import base64
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead, ReadKind
@@ -86,71 +87,6 @@ class IdentityMap:
                 del outer[key]
 
 
-_request: ContextVar[IdentityMap | None] = ContextVar("identity_map", default=None)
-
-
-@contextmanager
-def opened(ahead: ReadAhead = NOTHING_READ) -> Iterator[IdentityMap]:
-    """The identity map of the request the block serves, holding what ``ahead`` read.
-
-    Opened inside another request's (a request resolved within one), it is that
-    map, serving ``ahead`` too for the block, so a write in either forgets both."""
-    found, absent = _raw(ahead)
-    current = _request.get()
-    if current is not None:
-        with current.serving(found, absent):
-            yield current
-        return
-    reads = IdentityMap(found, absent)
-    token = _request.set(reads)
-    try:
-        yield reads
-    finally:
-        _request.reset(token)
-
-
-@contextmanager
-def serving(items: Mapping[Key, RawItem], absent: Iterable[Key] = ()) -> Iterator[None]:
-    """Serve ``items``, and the absence of ``absent``, to the reads made inside the block,
-    in the request's identity map (one opened for the block where none is). An absence
-    is served to a batch read and to the single reads that ask with ``take_known``; a
-    single read that asks with ``take`` reads it."""
-    current = _request.get()
-    if current is None:
-        with opened() as current, current.serving(items, absent):
-            yield
-        return
-    with current.serving(items, absent):
-        yield
-
-
-@contextmanager
-def serving_ahead(ahead: ReadAhead) -> Iterator[None]:
-    """``serving`` what ``ahead`` read."""
-    found, absent = _raw(ahead)
-    with serving(found, absent):
-        yield
-
-
-def take(key: Key) -> RawItem | None:
-    """The request's read-ahead raw item of ``key``, once; None if there is none."""
-    current = _request.get()
-    return None if current is None else current.take(key)
-
-
-def take_known(key: Key) -> tuple[bool, RawItem | None]:
-    """``IdentityMap.take_known`` of the request's map (``(False, None)`` without one)."""
-    current = _request.get()
-    return (False, None) if current is None else current.take_known(key)
-
-
-def forget() -> None:
-    """Drop every item the request read ahead: it is writing."""
-    current = _request.get()
-    if current is not None:
-        current.forget()
-
-
 # -- reads by what they are -------------------------------------------------------------
 
 
@@ -178,7 +114,8 @@ def read_ahead(asked: Sequence[Read], found: Mapping[Key, RawItem]) -> ReadAhead
     )
 
 
-def _raw(ahead: ReadAhead) -> tuple[dict[Key, RawItem], list[Key]]:
+def raw(ahead: ReadAhead) -> tuple[dict[Key, RawItem], list[Key]]:
+    """What ``ahead`` read, as raw items by key and the keys it found absent."""
     return (
         {key_of(read): dict(item) for read, item in ahead.found.items()},
         [key_of(read) for read in ahead.absent],

@@ -1,4 +1,6 @@
-"""A run and some of its parts (they share its partition), read in one request."""
+"""A run and some of its parts (they share its partition), read in one request; and the
+reads ahead that serve a block's first reads (in the request's identity map, through the
+``store.request_reads`` scope they are given)."""
 
 from __future__ import annotations
 
@@ -23,25 +25,30 @@ from runplane.store.models import (
     tally_key,
     workspace_key,
 )
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.runs import pinned_state_of, to_run
 
 
-def run_and_parts(run_id: str, names: Iterable[str]) -> tuple[Run, dict[str, RunPart | None]]:
+def run_and_parts(
+    run_id: str, names: Iterable[str], *, reads: IdentityMap
+) -> tuple[Run, dict[str, RunPart | None]]:
     """The run (``NotFound`` if absent) and each named part (None if absent), read
-    together and strongly consistent, as one ``get`` of each would be."""
-    run, parts, _ = run_parts_and_artifacts(run_id, names, ())
+    together and strongly consistent, as one ``get`` of each would be (those ``reads``
+    holds served from it)."""
+    run, parts, _ = run_parts_and_artifacts(run_id, names, (), reads=reads)
     return run, parts
 
 
 def run_parts_and_artifacts(
-    run_id: str, names: Iterable[str], artifact_ids: Sequence[str]
+    run_id: str, names: Iterable[str], artifact_ids: Sequence[str], *, reads: IdentityMap
 ) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
     """``run_and_parts`` and the records of ``artifact_ids`` (those found), in the same
     request: a runner's manifest names its inputs' records up front."""
     wanted = list(dict.fromkeys(names))
     keys = {name: run_part_key(run_id, name) for name in wanted}
     records = {artifact_id: artifact_key(artifact_id) for artifact_id in artifact_ids}
-    found = batch.get_many([run_key(run_id), *keys.values(), *records.values()])
+    found = batch.get_many([run_key(run_id), *keys.values(), *records.values()], reads=reads)
     raw_run = found.get(run_key(run_id))
     if raw_run is None:
         raise NotFound("run", run_id)
@@ -69,43 +76,44 @@ def reading_ahead(
     workspace_id: str | None = None,
     control_scopes: Sequence[str] = (),
     artifact_ids: Sequence[str] = (),
+    scope: RequestScope = REQUEST,
 ) -> Iterator[None]:
     """Read the run, its parts ``names``, the workspace, the launch controls of
     ``control_scopes`` and the records of ``artifact_ids`` in one consistent request,
-    and serve each (found or absent) to the block's first read of it (``prefetch``:
-    once each, and none after a write).
+    and serve each (found or absent) to the block's first read of it (in the identity
+    map of ``scope``'s request: once each, and none after a write).
 
     A key the block never reads costs nothing more; one it reads under another ID (a
     workspace that is not the run's) is read as it would have been."""
     keys = [run_key(run_id), *(run_part_key(run_id, name) for name in names)]
     if workspace_id is not None:
         keys.append(workspace_key(workspace_id))
-    keys += [launch_controls_key(scope) for scope in control_scopes]
+    keys += [launch_controls_key(control) for control in control_scopes]
     keys += [artifact_key(artifact_id) for artifact_id in artifact_ids]
-    with _ahead(keys):
+    with _ahead(keys, scope):
         yield
 
 
-def engine_start_items(run_id: str, workspace_id: str) -> ReadAhead:
+def engine_start_items(run_id: str, workspace_id: str, *, reads: IdentityMap) -> ReadAhead:
     """What the reads a phase's engine starts with all read: its run, its workspace, the
     state version the run pinned and, where this process knows which it is, that
     version's artifact record (found or absent). The run, which names the pin, comes
     first (from what this request's authentication read, where it did); the others in
-    one more request."""
+    one more request (each served from ``reads`` if it holds it)."""
     from runplane.store import state_versions  # only the Cloud API's runner calls
 
-    raw_run = batch.get_many([run_key(run_id)]).get(run_key(run_id))
+    raw_run = batch.get_many([run_key(run_id)], reads=reads).get(run_key(run_id))
     if raw_run is None:
         raise NotFound("run", run_id)
-    reads = [Read.workspace(workspace_id)]
+    asked = [Read.workspace(workspace_id)]
     pinned = pinned_state_of(raw_run)
     if pinned:
-        reads.append(Read.state_version(pinned))
+        asked.append(Read.state_version(pinned))
         artifact_id = state_versions.known_state_artifact(pinned)
         if artifact_id:
-            reads.append(Read.artifact(artifact_id))
-    found = batch.get_many([prefetch.key_of(read) for read in reads])
-    return ReadAhead.of({Read.run(run_id): raw_run}).with_(prefetch.read_ahead(reads, found))
+            asked.append(Read.artifact(artifact_id))
+    found = batch.get_many([prefetch.key_of(read) for read in asked], reads=reads)
+    return ReadAhead.of({Read.run(run_id): raw_run}).with_(prefetch.read_ahead(asked, found))
 
 
 @contextmanager
@@ -114,6 +122,8 @@ def creation_reads(
     configuration_version_id: str,
     control_scopes: Sequence[str],
     organization_id: str | None = None,
+    *,
+    scope: RequestScope = REQUEST,
 ) -> Iterator[None]:
     """What creating a run reads first (its workspace, its configuration version, the
     tally of the workspace's variables, its cloud settings, the launch controls and
@@ -124,16 +134,16 @@ def creation_reads(
         configuration_version_key(configuration_version_id),
         tally_key(workspace_id),
         cloud_settings_key(workspace_id),
-        *(launch_controls_key(scope) for scope in control_scopes),
-        *(sandbox_count_key(scope) for scope in control_scopes),
+        *(launch_controls_key(control) for control in control_scopes),
+        *(sandbox_count_key(control) for control in control_scopes),
         *([variable_sets.tally_key(organization_id)] if organization_id else []),
     ]
-    with _ahead(keys):
+    with _ahead(keys, scope):
         yield
 
 
 @contextmanager
-def _ahead(keys: Sequence[tuple[str, str]]) -> Iterator[None]:
-    found = batch.get_many(keys)
-    with prefetch.serving(found, absent=[key for key in keys if key not in found]):
+def _ahead(keys: Sequence[tuple[str, str]], scope: RequestScope) -> Iterator[None]:
+    found = batch.get_many(keys, reads=scope.reads())
+    with scope.serving(found, absent=[key for key in keys if key not in found]):
         yield

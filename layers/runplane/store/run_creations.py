@@ -10,13 +10,16 @@ from typing import Any
 from runplane.domain.creation import CallerRecord, ScheduleFire, TriggerClaim
 from runplane.domain.entities import Run
 from runplane.store import run_batch, run_parts, run_triggers, schedules
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.runs import RunRepository
 from runplane.store.transaction import Transaction
 
 
 class DynamoRunCreations:
-    def __init__(self, runs: RunRepository) -> None:
+    def __init__(self, runs: RunRepository, scope: RequestScope = REQUEST) -> None:
         self._runs = runs
+        # A creation's first reads are served in the request's identity map.
+        self._scope = scope
 
     def create(
         self,
@@ -53,7 +56,11 @@ class DynamoRunCreations:
         organization_id: str | None = None,
     ) -> AbstractContextManager[None]:
         return run_batch.creation_reads(
-            workspace_id, configuration_version_id, control_scopes, organization_id
+            workspace_id,
+            configuration_version_id,
+            control_scopes,
+            organization_id,
+            scope=self._scope,
         )
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence, RunPart
-from runplane.store import prefetch
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 
@@ -51,8 +51,10 @@ def from_raw(raw: dict[str, Any]) -> RunPart:
     return _to_part(RunPartItem.from_raw_data(raw))
 
 
-def get(run_id: str, name: str) -> RunPart | None:
-    prefetched = prefetch.take(run_part_key(run_id, name))
+def get(run_id: str, name: str, *, reads: IdentityMap) -> RunPart | None:
+    """The part (consistent; None if absent), served from ``reads`` if it was read ahead
+    there."""
+    prefetched = reads.take(run_part_key(run_id, name))
     if prefetched is not None:
         return from_raw(prefetched)
     try:
@@ -61,8 +63,9 @@ def get(run_id: str, name: str) -> RunPart | None:
         return None
 
 
-def require(run_id: str, name: str) -> RunPart:
-    part = get(run_id, name)
+def require(run_id: str, name: str, *, reads: IdentityMap | None = None) -> RunPart:
+    """The part, ``NotFound`` if absent (read from the table unless ``reads`` is given)."""
+    part = get(run_id, name, reads=IdentityMap() if reads is None else reads)
     if part is None:
         raise NotFound(f"{name} of run", run_id)
     return part

@@ -19,7 +19,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
-from runplane.store import audit, prefetch
+from runplane.store import audit
 from runplane.store.models import (
     STAGE_PREFIX,
     RunItem,
@@ -28,6 +28,8 @@ from runplane.store.models import (
     run_key,
     stage_key,
 )
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 # Attributes a transition may set on the run besides status and version.
@@ -44,10 +46,27 @@ def runs_partition(workspace_id: str) -> str:
     return f"WS#{workspace_id}#RUNS"
 
 
+def get_run(run_id: str, *, reads: IdentityMap) -> Run:
+    """The run (consistent; ``NotFound`` if absent), served from ``reads`` if it was read
+    ahead there."""
+    prefetched = reads.take(run_key(run_id))
+    if prefetched is not None:
+        return to_run(RunItem.from_raw_data(prefetched))
+    try:
+        item = RunItem.get(*run_key(run_id), consistent_read=True)
+    except RunItem.DoesNotExist:
+        raise NotFound("run", run_id) from None
+    return to_run(item)
+
+
 class RunRepository:
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    """The runs' records. A read is served from the identity map it is given, by default
+    the request's (``scope``)."""
+
+    def __init__(self, clock: Clock, ids: IdGenerator, scope: RequestScope = REQUEST) -> None:
         self._clock = clock
         self._ids = ids
+        self._scope = scope
 
     def create(self, run: Run, *, actor: str, extra_writes: Iterable[Transaction] = ()) -> None:
         """Persist a new run, its four pending stages and its creation event at once."""
@@ -102,15 +121,9 @@ class RunRepository:
         )
         return tx.extend(extra_writes)
 
-    def get(self, run_id: str) -> Run:
-        prefetched = prefetch.take(run_key(run_id))
-        if prefetched is not None:
-            return to_run(RunItem.from_raw_data(prefetched))
-        try:
-            item = RunItem.get(*run_key(run_id), consistent_read=True)
-        except RunItem.DoesNotExist:
-            raise NotFound("run", run_id) from None
-        return to_run(item)
+    def get(self, run_id: str, *, reads: IdentityMap | None = None) -> Run:
+        """``get_run`` from ``reads``, by default the request's identity map."""
+        return get_run(run_id, reads=self._scope.reads() if reads is None else reads)
 
     def list_for_workspace(self, workspace_id: str) -> list[Run]:
         index = RunItem.gsi1

@@ -6,9 +6,14 @@ from datetime import datetime
 
 from runplane.domain.schedules import Drift, Fire, Schedule
 from runplane.store import schedules as store
+from runplane.store.request_reads import REQUEST, RequestScope
 
 
 class DynamoScheduleStore:
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def get(self, schedule_id: str) -> Schedule:
         return store.get(schedule_id)
 
@@ -42,4 +47,4 @@ class DynamoScheduleStore:
         return store.latest_configuration_id(workspace_id)
 
     def drift(self, workspace_id: str) -> Drift | None:
-        return store.get_drift(workspace_id)
+        return store.get_drift(workspace_id, reads=self._scope.reads())

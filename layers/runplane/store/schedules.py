@@ -20,7 +20,6 @@ from runplane.domain.errors import (
     StaleDriftFinding,
 )
 from runplane.domain.schedules import Drift, Fire, Schedule
-from runplane.store import prefetch
 from runplane.store.models import (
     ConfigurationVersionItem,
     Gsi1,
@@ -28,6 +27,7 @@ from runplane.store.models import (
     configurations_partition,
     drift_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.table import GSI1
 from runplane.store.transaction import Item, Transaction
 from runplane.store.workspaces import is_exactly
@@ -249,10 +249,12 @@ def _fire_item(fire: Fire, recorded_at: datetime) -> ScheduleFireItem:
 # -- drift -------------------------------------------------------------------------------
 
 
-def get_drift(workspace_id: str) -> Drift | None:
-    known, raw = prefetch.take_known(drift_key(workspace_id))
+def get_drift(workspace_id: str, *, reads: IdentityMap) -> Drift | None:
+    """The workspace's drift record (consistent; None if absent), served from ``reads``
+    (found or absent) if it was read ahead there."""
+    known, raw = reads.take_known(drift_key(workspace_id))
     if known and raw is None:
-        return None  # read absent with this request's authentication
+        return None  # read absent ahead, in this request
     try:
         item = (
             DriftItem.from_raw_data(raw)

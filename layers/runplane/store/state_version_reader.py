@@ -7,6 +7,7 @@ import threading
 from runplane.domain.identity import Principal
 from runplane.domain.state import StateVersion
 from runplane.store import state_versions as store
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.runs import RunRepository
 
 # Attempt -> the state version its run had pinned (oldest forgotten first).
@@ -16,11 +17,13 @@ _REMEMBERED_PINS = 10_000
 
 
 class DynamoStateVersionReader:
-    def __init__(self, runs: RunRepository) -> None:
+    def __init__(self, runs: RunRepository, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
         self._runs = runs
+        self._scope = scope
 
     def get(self, sv_id: str) -> StateVersion:
-        return store.get(sv_id)
+        return store.get(sv_id, reads=self._scope.reads())
 
     def list_for_workspace(self, workspace_id: str) -> list[StateVersion]:
         return store.list_for_workspace(workspace_id)

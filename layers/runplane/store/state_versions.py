@@ -19,7 +19,7 @@ from runplane.domain.errors import (
     WorkspaceLocked,
 )
 from runplane.domain.state import FINALIZED, PENDING, Authority, StateVersion, UploadToken
-from runplane.store import audit, prefetch
+from runplane.store import audit
 from runplane.store.models import (
     StateVersionItem,
     UploadTokenItem,
@@ -29,6 +29,7 @@ from runplane.store.models import (
     upload_token_key,
     workspace_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
 from runplane.store.workspaces import is_exactly
 
@@ -125,8 +126,10 @@ def note_state_artifact(raw: dict[str, Any]) -> None:
     _note_artifact(item.sv_id, item.artifact_id, item.status)
 
 
-def get(sv_id: str) -> StateVersion:
-    prefetched = prefetch.take(state_version_key(sv_id))
+def get(sv_id: str, *, reads: IdentityMap) -> StateVersion:
+    """The version (consistent; ``NotFound`` if absent), served from ``reads`` if it was
+    read ahead there."""
+    prefetched = reads.take(state_version_key(sv_id))
     if prefetched is not None:
         return to_version(StateVersionItem.from_raw_data(prefetched))
     try:

@@ -20,8 +20,8 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from runplane.domain.errors import ConcurrentChange, ItemTooLarge
-from runplane.store import prefetch
 from runplane.store.models import TableItem
+from runplane.store.request_reads import REQUEST
 from runplane.store.table import PARTITION_KEY, SORT_KEY
 
 Item = dict[str, Any]
@@ -153,8 +153,9 @@ class Transaction:
     def commit(self) -> None:
         if not self._writes:
             return
-        # No read after a write may be served what was read before it.
-        prefetch.forget()
+        # No read after a write may be served what was read before it: whatever made
+        # this write, the request's identity map forgets what it read ahead.
+        REQUEST.forget()
         if len(self._writes) > MAX_TRANSACTION_ITEMS:
             raise ValueError(f"a transaction holds at most {MAX_TRANSACTION_ITEMS} writes")
         keys = [write.key for write in self._writes]

@@ -1,6 +1,10 @@
 """The DynamoDB unit of work (``services.unit_of_work.UnitOfWork``).
 
-Reads go to the table at once (strongly consistent). Each intent becomes the
+Reads go to the table at once (strongly consistent), or are served from the unit's
+identity map: the unit is built with the map of the request it serves
+(``store.request_reads``; a new empty one outside a request), hands it to every read
+of its repositories (``reads=``) and to its move, and forgets it when it commits, as a
+commit's transaction forgets the request's. Each intent becomes the
 conditional write ``store.run_parts`` builds for it (an attempt's close: the writes
 ``store.attempts.close_attempt`` builds, its part, sandbox slots and runner sessions);
 ``commit`` sends them as ONE TransactWriteItems (``store.transaction``), whose refused
@@ -49,6 +53,8 @@ from runplane.store import (
 from runplane.store.artifact_records import registration_writes
 from runplane.store.attempts import close_attempt
 from runplane.store.models import workspace_key
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST
 from runplane.store.runs import RunRepository, expect_status
 from runplane.store.transaction import Item, OnRefused, Transaction
 
@@ -70,6 +76,7 @@ class Mover(Protocol):
         extra_writes: Iterable[Transaction] = (),
         also_announce: Callable[[Transitioned], Iterable[RunEvent]] | None = None,
         workspace: Workspace | None = None,
+        reads: IdentityMap | None = None,
     ) -> MovedRun: ...
 
 
@@ -95,14 +102,17 @@ class _IntentRefused(Exception):
 
 
 class DynamoRunParts:
-    def __init__(self, writes: list[Transaction]) -> None:
+    def __init__(self, writes: list[Transaction], reads: IdentityMap) -> None:
         self._writes = writes
+        self._reads = reads
 
     def get(self, run_id: str, name: str) -> RunPart | None:
-        return run_parts.get(run_id, name)
+        return run_parts.get(run_id, name, reads=self._reads)
 
     def several(self, run_id: str, names: Sequence[str]) -> dict[str, RunPart | None]:
-        return {name: run_parts.get(run_id, name) for name in dict.fromkeys(names)}
+        return {
+            name: run_parts.get(run_id, name, reads=self._reads) for name in dict.fromkeys(names)
+        }
 
     def all_of(self, run_id: str) -> dict[str, RunPart]:
         return run_parts.all_of(run_id)
@@ -173,14 +183,15 @@ class DynamoAttempts:
 
 
 class DynamoWriterQueue:
-    def __init__(self, writes: list[Transaction]) -> None:
+    def __init__(self, writes: list[Transaction], reads: IdentityMap) -> None:
         self._writes = writes
+        self._reads = reads
         # Each workspace as this unit read it; a move's release may build on it rather
         # than read it again (its writes are conditioned on what was read).
         self.read: dict[str, Workspace] = {}
 
     def workspace(self, workspace_id: str) -> Workspace:
-        self.read[workspace_id] = workspaces.get_workspace(workspace_id)
+        self.read[workspace_id] = workspaces.get_workspace(workspace_id, reads=self._reads)
         return self.read[workspace_id]
 
     def waiter_token(self, run: Run) -> str | None:
@@ -234,11 +245,12 @@ class DynamoRecoveries:
 
 
 class DynamoStateVersions:
-    def __init__(self, writes: list[Transaction]) -> None:
+    def __init__(self, writes: list[Transaction], reads: IdentityMap) -> None:
         self._writes = writes
+        self._reads = reads
 
     def get(self, sv_id: str) -> StateVersion:
-        return state_versions.get(sv_id)
+        return state_versions.get(sv_id, reads=self._reads)
 
     def pending_of_run(self, workspace_id: str, run_id: str) -> list[StateVersion]:
         return state_versions.pending_of_run(workspace_id, run_id)
@@ -288,14 +300,15 @@ class DynamoAudit:
 
 
 class DynamoDrift:
-    def __init__(self, writes: list[Transaction]) -> None:
+    def __init__(self, writes: list[Transaction], reads: IdentityMap) -> None:
         self._writes = writes
+        self._reads = reads
 
     # Drift records are kept with the schedules' (loaded only by a step that finds drift).
     def get(self, workspace_id: str) -> Drift | None:
         from runplane.store import schedules
 
-        return schedules.get_drift(workspace_id)
+        return schedules.get_drift(workspace_id, reads=self._reads)
 
     def put(self, drift: Drift) -> None:
         from runplane.store import schedules
@@ -317,24 +330,29 @@ class _MoveIntent:
 
 class DynamoRunMoves:
     def __init__(
-        self, runs: RunRepository, moves: list[_MoveIntent], writes: list[Transaction]
+        self,
+        runs: RunRepository,
+        moves: list[_MoveIntent],
+        writes: list[Transaction],
+        reads: IdentityMap,
     ) -> None:
         self._runs = runs
         self._moves = moves
         self._writes = writes
+        self._reads = reads
 
     def get(self, run_id: str) -> Run:
-        return self._runs.get(run_id)
+        return self._runs.get(run_id, reads=self._reads)
 
     def with_parts(
         self, run_id: str, names: Sequence[str]
     ) -> tuple[Run, dict[str, RunPart | None]]:
-        return run_batch.run_and_parts(run_id, names)
+        return run_batch.run_and_parts(run_id, names, reads=self._reads)
 
     def with_parts_and_artifacts(
         self, run_id: str, names: Sequence[str], artifact_ids: Sequence[str]
     ) -> tuple[Run, dict[str, RunPart | None], dict[str, ArtifactRecord]]:
-        return run_batch.run_parts_and_artifacts(run_id, names, artifact_ids)
+        return run_batch.run_parts_and_artifacts(run_id, names, artifact_ids, reads=self._reads)
 
     def move(
         self,
@@ -365,24 +383,32 @@ class DynamoRunMoves:
 
 
 class DynamoUnitOfWork:
-    """One use case's reads and intents over the table; ``commit`` is one transaction."""
+    """One use case's reads and intents over the table; ``commit`` is one transaction.
 
-    def __init__(self, runs: RunRepository, mover: Mover) -> None:
+    ``reads`` is the identity map of the request the unit serves (by default the
+    request's in progress, a new empty one outside a request): the unit owns it for its
+    use case, serves its repositories' reads from it alone, and forgets it when it
+    commits (tries to commit) a write."""
+
+    def __init__(
+        self, runs: RunRepository, mover: Mover, *, reads: IdentityMap | None = None
+    ) -> None:
         self._writes: list[Transaction] = []
         self._moves: list[_MoveIntent] = []
         self._mover = mover
+        self.reads = REQUEST.reads() if reads is None else reads
         # A phase's start: its capabilities, sandbox slots and apply lock.
         from runplane.store import uow_start
 
-        self.parts = DynamoRunParts(self._writes)
+        self.parts = DynamoRunParts(self._writes, self.reads)
         self.attempts = DynamoAttempts(self._writes)
-        self.runs = DynamoRunMoves(runs, self._moves, self._writes)
-        self.writer = uow_start.DynamoStartWriter(self._writes)
+        self.runs = DynamoRunMoves(runs, self._moves, self._writes, self.reads)
+        self.writer = uow_start.DynamoStartWriter(self._writes, self.reads)
         self.recoveries = DynamoRecoveries(self._writes)
-        self.state_versions = DynamoStateVersions(self._writes)
+        self.state_versions = DynamoStateVersions(self._writes, self.reads)
         self.audit = DynamoAudit(self._writes)
         self.artifacts = DynamoArtifacts(self._writes)
-        self.drift = DynamoDrift(self._writes)
+        self.drift = DynamoDrift(self._writes, self.reads)
         self.capabilities = uow_start.DynamoCapabilityIntents(self._writes)
         self.sandboxes = uow_start.DynamoSandboxIntents(self._writes)
 
@@ -407,6 +433,17 @@ class DynamoUnitOfWork:
         }
         # Spent either way: a refused commit is not sent again by a later one.
         self._discard()
+        try:
+            return self._commit(writes, moves, read)
+        finally:
+            # The unit wrote, or tried to: nothing read before is served after (as its
+            # transaction forgot the request's map when it was sent).
+            if moves or any(len(write) for write in writes):
+                self.reads.forget()
+
+    def _commit(
+        self, writes: list[Transaction], moves: list[_MoveIntent], read: dict[str, Workspace]
+    ) -> MovedRun | None:
         if not moves:
             Transaction().extend(writes).commit()
             return None
@@ -423,6 +460,7 @@ class DynamoUnitOfWork:
                 extra_writes=[write.refused_as(_IntentRefused) for write in writes],
                 also_announce=move.also_announce,
                 workspace=read.get(move.run.workspace_id),
+                reads=self.reads,
             )
         except _IntentRefused as refused:
             raise refused.error from None

@@ -7,11 +7,16 @@ from datetime import datetime
 from runplane.domain.variable_sets import VariableSet, WorkspaceSets
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import variable_sets as store
+from runplane.store.request_reads import REQUEST, RequestScope
 
 
 class DynamoVariableSetStore:
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def all_of(self, org_id: str) -> list[VariableSet]:
-        return store.all_of(org_id)
+        return store.all_of(org_id, reads=self._scope.reads())
 
     def get(self, org_id: str, set_id: str) -> VariableSet:
         return store.get(org_id, set_id)

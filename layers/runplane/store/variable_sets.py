@@ -47,8 +47,9 @@ from runplane.domain.variable_sets import (
     WorkspaceSets,
 )
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
-from runplane.store import audit, prefetch
+from runplane.store import audit
 from runplane.store.models import NameClaimItem, TableItem
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
 from runplane.store.workspace_variables import audit_details, by_category_and_name
 
@@ -208,11 +209,11 @@ def _variable_item(stored: StoredVariable, *, org_id: str, set_id: str) -> Varia
 # -- reads ----------------------------------------------------------------------------------
 
 
-def all_of(org_id: str) -> list[VariableSet]:
+def all_of(org_id: str, *, reads: IdentityMap) -> list[VariableSet]:
     """The organization's sets by name. None, without a query, when the request read the
-    organization's tally ahead and it counts none (the tally changes in the same
+    organization's tally ahead (``reads``) and it counts none (the tally changes in the same
     transaction as every set's creation and deletion)."""
-    known, tally = prefetch.take_known(tally_key(org_id))
+    known, tally = reads.take_known(tally_key(org_id))
     if known and (tally is None or not VariableSetTallyItem.from_raw_data(tally).sets):
         return []
     pk, _ = set_key(org_id, "")

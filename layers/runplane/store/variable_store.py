@@ -6,11 +6,16 @@ from datetime import datetime
 
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import workspace_variables as store
+from runplane.store.request_reads import REQUEST, RequestScope
 
 
 class DynamoVariableStore:
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def all_of(self, workspace_id: str) -> list[StoredVariable]:
-        return store.all_of(workspace_id)
+        return store.all_of(workspace_id, reads=self._scope.reads())
 
     def find(
         self,

@@ -1,12 +1,20 @@
-"""The DynamoDB workspace directory (``services.repositories.WorkspaceDirectory``)."""
+"""The DynamoDB workspace directory (``services.repositories.WorkspaceDirectory``).
+
+A workspace's read is served from the request's identity map (``scope``) where it was
+read ahead."""
 
 from __future__ import annotations
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.store import workspaces as store
+from runplane.store.request_reads import REQUEST, RequestScope
 
 
 class DynamoWorkspaceDirectory:
+    def __init__(self, scope: RequestScope = REQUEST) -> None:
+        # Reads are served from the request's identity map, taken at each call.
+        self._scope = scope
+
     def create_organization(self, org: Organization) -> None:
         store.create_organization(org).commit()
 
@@ -20,7 +28,7 @@ class DynamoWorkspaceDirectory:
         store.create_workspace(workspace).commit()
 
     def get_workspace(self, workspace_id: str) -> Workspace:
-        return store.get_workspace(workspace_id)
+        return store.get_workspace(workspace_id, reads=self._scope.reads())
 
     def find_workspace_id(self, org_id: str, name: str) -> str | None:
         return store.find_workspace_id(org_id, name)

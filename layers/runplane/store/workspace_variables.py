@@ -22,8 +22,9 @@ from runplane.domain.variables import (
     VariableCategory,
     WorkspaceVariable,
 )
-from runplane.store import audit, prefetch
+from runplane.store import audit
 from runplane.store.models import TableItem, org_event_key, tally_key
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 VARIABLE_PREFIX = "VAR#"
@@ -121,11 +122,11 @@ def _item(stored: StoredVariable, *, org_id: str, workspace_id: str) -> Workspac
     )
 
 
-def all_of(workspace_id: str) -> list[StoredVariable]:
+def all_of(workspace_id: str, *, reads: IdentityMap) -> list[StoredVariable]:
     """The workspace's variables by name (a consistent read of each). None, without a
-    query, when the request read the workspace's tally ahead and it counts none (the
+    query, when ``reads`` holds the workspace's tally read ahead and it counts none (the
     tally changes in the same transaction as every variable)."""
-    known, tally = prefetch.take_known(tally_key(workspace_id))
+    known, tally = reads.take_known(tally_key(workspace_id))
     if known and (tally is None or not VariableTallyItem.from_raw_data(tally).variables):
         return []
     items = WorkspaceVariableItem.query(

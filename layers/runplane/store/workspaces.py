@@ -15,7 +15,6 @@ from pynamodb.expressions.update import Action
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import AlreadyExists, NotFound
-from runplane.store import prefetch
 from runplane.store.models import (
     NameClaimItem,
     OrganizationItem,
@@ -25,6 +24,7 @@ from runplane.store.models import (
     workspace_key,
     workspace_name_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
 
 
@@ -147,8 +147,10 @@ def update_settings(
     )
 
 
-def get_workspace(workspace_id: str) -> Workspace:
-    return to_workspace(_workspace_item(workspace_id))
+def get_workspace(workspace_id: str, *, reads: IdentityMap) -> Workspace:
+    """The workspace (consistent; ``NotFound`` if absent), served from ``reads`` if it was
+    read ahead there."""
+    return to_workspace(_workspace_item(workspace_id, reads=reads))
 
 
 def list_workspaces(org_id: str) -> list[Workspace]:
@@ -156,8 +158,8 @@ def list_workspaces(org_id: str) -> list[Workspace]:
     return [to_workspace(item) for item in index.query(workspaces_partition(org_id))]
 
 
-def _workspace_item(workspace_id: str) -> WorkspaceItem:
-    prefetched = prefetch.take(workspace_key(workspace_id))
+def _workspace_item(workspace_id: str, *, reads: IdentityMap) -> WorkspaceItem:
+    prefetched = reads.take(workspace_key(workspace_id))
     if prefetched is not None:
         return WorkspaceItem.from_raw_data(prefetched)
     try:

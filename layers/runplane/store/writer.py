@@ -20,6 +20,8 @@ from runplane.domain.errors import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.store import apply_lock, workspaces, writer_queue
+from runplane.store.prefetch import IdentityMap
+from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.transaction import Transaction
 
 MAX_ATTEMPTS = 8
@@ -34,11 +36,17 @@ class Release:
 
 
 class DynamoWriterAuthority:
-    """The workspace writer authority on the table (``services.writer.WriterAuthority``)."""
+    """The workspace writer authority on the table (``services.writer.WriterAuthority``).
+    Its reads are served from the identity map they are given, by default the request's
+    (``scope``)."""
 
-    def __init__(self, clock: Clock, ids: IdGenerator) -> None:
+    def __init__(self, clock: Clock, ids: IdGenerator, scope: RequestScope = REQUEST) -> None:
         self._clock = clock
         self._ids = ids
+        self._scope = scope
+
+    def _workspace(self, workspace_id: str) -> Workspace:
+        return workspaces.get_workspace(workspace_id, reads=self._scope.reads())
 
     # -- reservation ----------------------------------------------------------------
 
@@ -53,7 +61,7 @@ class DynamoWriterAuthority:
                 f"run {run.id} is {run.kind}: only plan_and_apply runs take the writer reservation"
             )
         for _ in range(MAX_ATTEMPTS):
-            workspace, seq = writer_queue.writer_view(run.workspace_id)
+            workspace, seq = writer_queue.writer_view(run.workspace_id, reads=self._scope.reads())
             if workspace.writer_run_id == run.id:
                 return Reservation(workspace.id, run.id, held=True)
             # Never a walk of the queue: a run finds its own place in one read.
@@ -95,7 +103,7 @@ class DynamoWriterAuthority:
         """
         release = self.release_writes_if_involved(workspace_id, run_id, lock)
         if release is None:
-            holder = workspaces.get_workspace(workspace_id).writer_run_id
+            holder = self._workspace(workspace_id).writer_run_id
             raise NotWriter(workspace_id, run_id, holder)
         return release
 
@@ -105,11 +113,16 @@ class DynamoWriterAuthority:
         run_id: str,
         lock: ApplyLock | None = None,
         workspace: Workspace | None = None,
+        *,
+        reads: IdentityMap | None = None,
     ) -> Release | None:
         """Like ``release_writes``, but None when the run neither holds nor waits
-        (``workspace``: as the caller just read it; otherwise it is read)."""
+        (``workspace``: as the caller just read it; otherwise it is read, served from
+        ``reads``, by default the request's identity map)."""
         if workspace is None or workspace.id != workspace_id:
-            workspace = workspaces.get_workspace(workspace_id)
+            workspace = workspaces.get_workspace(
+                workspace_id, reads=self._scope.reads() if reads is None else reads
+            )
         if workspace.writer_run_id != run_id:
             mine = writer_queue.waiter_of(workspace_id, run_id) if workspace.queue_length else None
             return Release(writer_queue.remove_waiter(mine), None) if mine else None
@@ -142,7 +155,7 @@ class DynamoWriterAuthority:
     def acquire_apply_lock(self, run: Run) -> ApplyLock:
         """Lock the workspace for ``run``'s apply, advancing the fence. Safe to repeat."""
         for _ in range(MAX_ATTEMPTS):
-            workspace = workspaces.get_workspace(run.workspace_id)
+            workspace = self._workspace(run.workspace_id)
             if workspace.lock_run_id == run.id and workspace.lock_id is not None:
                 return ApplyLock(workspace.id, workspace.lock_id, workspace.fence, run.id)
             lock = ApplyLock(workspace.id, self._ids.new(IdKind.LOCK), workspace.fence + 1, run.id)
@@ -159,7 +172,7 @@ class DynamoWriterAuthority:
         """The apply lock ``run`` will hold and the write taking it (empty if it holds
         it already), to commit with other writes: refused with ``ConcurrentChange``
         if the fence moved meanwhile (see ``fence_moved``)."""
-        workspace = workspaces.get_workspace(run.workspace_id)
+        workspace = self._workspace(run.workspace_id)
         if workspace.lock_run_id == run.id and workspace.lock_id is not None:
             return ApplyLock(
                 workspace.id, workspace.lock_id, workspace.fence, run.id
@@ -170,15 +183,13 @@ class DynamoWriterAuthority:
         )
         return lock, write
 
-    @staticmethod
-    def fence_moved(lock: ApplyLock) -> bool:
+    def fence_moved(self, lock: ApplyLock) -> bool:
         """Whether the workspace's fence is no longer the one ``lock`` was taken after."""
-        return workspaces.get_workspace(lock.workspace_id).fence != lock.fence - 1
+        return self._workspace(lock.workspace_id).fence != lock.fence - 1
 
-    @staticmethod
-    def held_apply_lock(run: Run) -> ApplyLock | None:
+    def held_apply_lock(self, run: Run) -> ApplyLock | None:
         """The apply lock ``run`` holds on its workspace, if any."""
-        workspace = workspaces.get_workspace(run.workspace_id)
+        workspace = self._workspace(run.workspace_id)
         if workspace.lock_run_id != run.id or workspace.lock_id is None:
             return None
         return ApplyLock(workspace.id, workspace.lock_id, workspace.fence, run.id)

@@ -22,13 +22,15 @@ from runplane.store.models import (
     waiter_place_key,
     workspace_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, OnRefused, Transaction
 from runplane.store.workspaces import _workspace_item, _ws, to_workspace
 
 
-def queue_state(workspace_id: str) -> tuple[Workspace, int, list[Waiter]]:
-    """The workspace, its queue sequence, and its waiters oldest first (consistent reads)."""
-    item = _workspace_item(workspace_id)
+def queue_state(workspace_id: str, *, reads: IdentityMap) -> tuple[Workspace, int, list[Waiter]]:
+    """The workspace (served from ``reads`` if it was read ahead there), its queue
+    sequence, and its waiters oldest first (consistent reads)."""
+    item = _workspace_item(workspace_id, reads=reads)
     waiters = [
         Waiter(workspace_id, w.run_id, w.token, int(w.seq))
         for w in WaiterItem.query(
@@ -40,9 +42,10 @@ def queue_state(workspace_id: str) -> tuple[Workspace, int, list[Waiter]]:
     return to_workspace(item), int(item.queue_seq), waiters
 
 
-def writer_view(workspace_id: str) -> tuple[Workspace, int]:
-    """The workspace and its queue sequence, in one consistent read."""
-    item = _workspace_item(workspace_id)
+def writer_view(workspace_id: str, *, reads: IdentityMap) -> tuple[Workspace, int]:
+    """The workspace and its queue sequence, in one consistent read (served from ``reads``
+    if it was read ahead there)."""
+    item = _workspace_item(workspace_id, reads=reads)
     return to_workspace(item), int(item.queue_seq)
 
 

@@ -206,7 +206,7 @@ class GitHubInstallationStore(Protocol):
 
 class ServesReadAhead(Protocol):
     """Serves what a read brought ahead to the reads made inside ``serving``: each item
-    once, none after a write (the request's identity map, ``store.prefetch``)."""
+    once, none after a write (the request's identity map, ``store.request_reads``)."""
 
     def serving(self, ahead: ReadAhead) -> AbstractContextManager[None]: ...
 
