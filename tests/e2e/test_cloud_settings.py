@@ -335,6 +335,10 @@ def test_each_run_pins_the_settings_it_was_created_with_and_shows_them(
     assert PLAN in run_page
     assert APPLY in run_page
     assert SECRET not in page + run_page
-    local.client.cancel(first)
-    for run_id in (bare, second):
-        local.client.watch(run_id, timeout=180)
+    # And the runs end: their roles do not exist in this account, so the runs that
+    # pinned them end asking for credentials, before any engine ran
+    for run_id in (first, second):
+        ended = local.client.watch(run_id, until=["plan_credentials_required"], timeout=180)
+        assert ended["status"] == "plan_credentials_required"
+        assert "cloud credentials were not issued" in local.client.log(run_id, "plan")
+    local.client.watch(bare, timeout=180)
