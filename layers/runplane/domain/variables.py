@@ -227,6 +227,36 @@ def check_workspace_variable(
     return size
 
 
+def replacing(
+    previous: StoredVariable | None,
+    *,
+    name: str,
+    value: str,
+    sensitive: bool,
+    description: str | None,
+    category: VariableCategory,
+    at: datetime,
+    by: str,
+) -> WorkspaceVariable:
+    """The variable a set of ``name`` stores over ``previous`` (a workspace's or a
+    variable set's): a sensitive one stays sensitive until it is deleted, and a
+    sensitive value is never kept in the clear."""
+    if previous is not None and previous.variable.sensitive and not sensitive:
+        raise InvalidInput(
+            f"variable {name} is sensitive; delete it first to store it in the clear",
+            "/sensitive",
+        )
+    return WorkspaceVariable(
+        name=name,
+        sensitive=sensitive,
+        description=description,
+        value=None if sensitive else value,
+        updated_at=at,
+        updated_by=by,
+        category=category,
+    )
+
+
 @dataclass(frozen=True)
 class PinnedVariables:
     """A workspace's (or a variable set's) variables as a new run pins them: every

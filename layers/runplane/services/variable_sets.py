@@ -19,7 +19,7 @@ from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import seal
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
-from runplane.domain.errors import InvalidInput, NotFound, VariableSetLimit
+from runplane.domain.errors import NotFound, VariableSetLimit
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variable_precedence import PinnedSet
@@ -35,6 +35,7 @@ from runplane.domain.variables import (
     VariableCategory,
     WorkspaceVariable,
     check_workspace_variable,
+    replacing,
 )
 from runplane.services.variables import pin, variable_kind
 from runplane.services.workspaces import Workspaces
@@ -199,19 +200,15 @@ class VariableSets:
         current = self._store.get(principal.organization_id, set_id)
         size = check_workspace_variable(name, value, description, category)
         previous = self._store.find_variable(current.id, category, name)
-        if previous is not None and previous.variable.sensitive and not sensitive:
-            raise InvalidInput(
-                f"variable {name} is sensitive; delete it first to store it in the clear",
-                "/sensitive",
-            )
-        variable = WorkspaceVariable(
+        variable = replacing(
+            previous,
             name=name,
+            value=value,
             sensitive=sensitive,
             description=description,
-            value=None if sensitive else value,
-            updated_at=self._clock.now(),
-            updated_by=principal.ref,
             category=category,
+            at=self._clock.now(),
+            by=principal.ref,
         )
         sealed = (
             seal(self._keys, _context(current.id, category, name), value.encode("utf-8"))

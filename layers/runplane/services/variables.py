@@ -16,7 +16,7 @@ from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
-from runplane.domain.errors import InvalidInput, NotFound
+from runplane.domain.errors import NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variables import (
@@ -25,6 +25,7 @@ from runplane.domain.variables import (
     VariableCategory,
     WorkspaceVariable,
     check_workspace_variable,
+    replacing,
 )
 from runplane.services.workspaces import Workspaces
 
@@ -110,19 +111,15 @@ class WorkspaceVariables:
         workspace = self._workspaces.by_id(principal, workspace_id)
         size = check_workspace_variable(name, value, description, category)
         previous = self._store.find(workspace.id, name, category)
-        if previous is not None and previous.variable.sensitive and not sensitive:
-            raise InvalidInput(
-                f"variable {name} is sensitive; delete it first to store it in the clear",
-                "/sensitive",
-            )
-        variable = WorkspaceVariable(
+        variable = replacing(
+            previous,
             name=name,
+            value=value,
             sensitive=sensitive,
             description=description,
-            value=None if sensitive else value,
-            updated_at=self._clock.now(),
-            updated_by=principal.ref,
             category=category,
+            at=self._clock.now(),
+            by=principal.ref,
         )
         sealed = (
             seal(self._keys, _context(workspace.id, name, category), value.encode("utf-8"))
