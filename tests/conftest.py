@@ -37,9 +37,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 break
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """moto without its own overheads (replies, dispatch, ASL parsing), as the embedded
-    stack runs it; tests/integration/test_moto_speedups.py checks that no reply changes."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the tests to run are known: moto's speedups, if a test may reach moto."""
+    # moto without its own overheads (replies, dispatch, ASL parsing), as the embedded
+    # stack runs it (tests/integration/test_moto_speedups.py checks that no reply
+    # changes). The service tier never reaches moto: importing moto's Step Functions
+    # parser to patch it would cost each of its processes about two seconds.
+    if all(item.get_closest_marker("service") for item in session.items):
+        return
     from runplane.local import moto_speedups
 
     moto_speedups.install()
