@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -38,7 +39,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Once the tests to run are known: moto's speedups, if a test may reach moto."""
+    """Once the tests to run are known: what collection built is kept out of the cyclic
+    collector's sight, and moto's speedups are installed if a test may reach moto."""
+    # The modules and test items live as long as the session: frozen, they are no longer
+    # walked by every full collection (the service tier's interleavings trigger several).
+    gc.freeze()
     # moto without its own overheads (replies, dispatch, ASL parsing), as the embedded
     # stack runs it (tests/integration/test_moto_speedups.py checks that no reply
     # changes). The service tier never reaches moto: importing moto's Step Functions
