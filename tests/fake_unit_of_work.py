@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +52,16 @@ from tests.fakes import (
     InMemoryRunLedger,
     InMemoryStateVersions,
     InMemoryWorkspaces,
+    changed,
 )
 
 if TYPE_CHECKING:
-    from tests.fake_uow_start import InMemoryStartRecords
+    from tests.fake_uow_start import (
+        InMemoryCapabilityIntents,
+        InMemorySandboxIntents,
+        InMemoryStartRecords,
+        InMemoryStartWriter,
+    )
 
 # As ``store.capabilities.RETENTION``: a session is surely held until a day after its
 # attempt started; an attempt closed later revokes none.
@@ -139,7 +146,7 @@ class _Change:
                 f"expected {'/'.join(self.expected)}"
             )
         ledger.set_part(
-            replace(
+            changed(
                 current,
                 state=current.state if self.state is None else str(self.state),
                 body=current.body if self.body is None else dict(self.body),
@@ -191,7 +198,7 @@ class _Close:
             )
         body = {**read.body, "finished_at": self.now.isoformat(), **self.evidence}
         ledger.set_part(
-            replace(current, state=str(self.state), body=body, token=None, updated_at=self.now)
+            changed(current, state=str(self.state), body=body, token=None, updated_at=self.now)
         )
         for scope in AttemptBody.from_body(read.body).slots:
             self.sandboxes.active[scope] = self.sandboxes.active.get(scope, 0) - 1
@@ -671,9 +678,6 @@ class InMemoryUnitOfWork:
         drift: InMemoryDriftRecords | None = None,
         start: InMemoryStartRecords | None = None,
     ) -> None:
-        # A phase's start: its capabilities, sandbox slots and references, apply lock.
-        from tests import fake_uow_start
-
         self._ledger = ledger
         self._writer = writer or InMemoryWriterQueue()
         self._sandboxes = sandboxes or InMemorySandboxes()
@@ -682,25 +686,72 @@ class InMemoryUnitOfWork:
         self._recoveries = recoveries or InMemoryRecoveries()
         self._artifact_records = artifacts or InMemoryArtifactRecords()
         self._drift = drift or InMemoryDriftRecords()
-        self._start = start or fake_uow_start.InMemoryStartRecords()
+        # A phase's start: its capabilities, sandbox slots and references, apply lock
+        # (None: the unit's own records, made when its repositories are first used).
+        self._start = start
         self._intents: list[_Intent] = []
         self._moves: list[_Move] = []
-        self.parts = InMemoryRunParts(ledger, self._intents)
-        self.attempts = InMemoryAttempts(self._sandboxes, self._intents)
-        self.runs = InMemoryRunMoves(ledger, self._moves, self._intents, self._artifact_records)
-        self.writer = fake_uow_start.InMemoryStartWriter(
-            self._writer, self._directory, self._intents
-        )
-        self.recoveries = InMemoryRecoveryIntents(self._recoveries, self._intents)
-        self.state_versions = InMemoryStateVersionIntents(self._versions, self._intents)
-        self.audit = InMemoryAudit(self._recoveries, self._intents)
-        self.artifacts = InMemoryArtifactIntents(self._artifact_records, self._intents)
-        self.drift = InMemoryDriftIntents(self._drift, self._intents)
-        self.capabilities = fake_uow_start.InMemoryCapabilityIntents(self._start, self._intents)
-        self.sandboxes = fake_uow_start.InMemorySandboxIntents(
-            self._sandboxes, self._start, self._intents
-        )
         self.commits = 0
+
+    # The repositories are made when first used: a use case touches a few of them, and
+    # the interleavings make a unit of work per operation, by the ten thousand.
+
+    @cached_property
+    def parts(self) -> InMemoryRunParts:
+        return InMemoryRunParts(self._ledger, self._intents)
+
+    @cached_property
+    def attempts(self) -> InMemoryAttempts:
+        return InMemoryAttempts(self._sandboxes, self._intents)
+
+    @cached_property
+    def runs(self) -> InMemoryRunMoves:
+        return InMemoryRunMoves(self._ledger, self._moves, self._intents, self._artifact_records)
+
+    @cached_property
+    def writer(self) -> InMemoryStartWriter:
+        from tests.fake_uow_start import InMemoryStartWriter
+
+        return InMemoryStartWriter(self._writer, self._directory, self._intents)
+
+    @cached_property
+    def recoveries(self) -> InMemoryRecoveryIntents:
+        return InMemoryRecoveryIntents(self._recoveries, self._intents)
+
+    @cached_property
+    def state_versions(self) -> InMemoryStateVersionIntents:
+        return InMemoryStateVersionIntents(self._versions, self._intents)
+
+    @cached_property
+    def audit(self) -> InMemoryAudit:
+        return InMemoryAudit(self._recoveries, self._intents)
+
+    @cached_property
+    def artifacts(self) -> InMemoryArtifactIntents:
+        return InMemoryArtifactIntents(self._artifact_records, self._intents)
+
+    @cached_property
+    def drift(self) -> InMemoryDriftIntents:
+        return InMemoryDriftIntents(self._drift, self._intents)
+
+    @cached_property
+    def capabilities(self) -> InMemoryCapabilityIntents:
+        from tests.fake_uow_start import InMemoryCapabilityIntents
+
+        return InMemoryCapabilityIntents(self._start_records(), self._intents)
+
+    @cached_property
+    def sandboxes(self) -> InMemorySandboxIntents:
+        from tests.fake_uow_start import InMemorySandboxIntents
+
+        return InMemorySandboxIntents(self._sandboxes, self._start_records(), self._intents)
+
+    def _start_records(self) -> InMemoryStartRecords:
+        if self._start is None:
+            from tests.fake_uow_start import InMemoryStartRecords
+
+            self._start = InMemoryStartRecords()
+        return self._start
 
     def __enter__(self) -> InMemoryUnitOfWork:
         return self
@@ -771,7 +822,7 @@ class InMemoryUnitOfWork:
             "run_status": move.target.value,
         }
         self._ledger.set_part(
-            replace(record, state=str(ending), body=body, updated_at=transition.at)
+            changed(record, state=str(ending), body=body, updated_at=transition.at)
         )
 
     def _release(self, move: _Move) -> Handoff | None:
@@ -820,7 +871,8 @@ class InMemoryUnitOfWork:
             self._recoveries.saved(),
             dict(self._artifact_records.records),
             dict(self._drift.records),
-            self._start.saved(),
+            # Records never made hold nothing to put back.
+            None if self._start is None else self._start.saved(),
         )
 
     def _others_restore(self, saved: tuple[Any, ...]) -> None:
@@ -832,7 +884,8 @@ class InMemoryUnitOfWork:
         self._recoveries.restore(recoveries)
         self._artifact_records.records = artifacts
         self._drift.records = drift
-        self._start.restore(start)
+        if self._start is not None and start is not None:
+            self._start.restore(start)
 
 
 def _key(intent: _Intent) -> tuple[str, ...]:

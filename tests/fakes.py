@@ -14,9 +14,10 @@ import os
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -63,6 +64,36 @@ from runplane.domain.variables import (
     WorkspaceVariable,
 )
 
+_TICK = timedelta(milliseconds=1)
+_Entity = TypeVar("_Entity", Run, RunStage, RunPart)
+
+
+def _plain_frozen(cls: type) -> bool:
+    """A frozen dataclass whose ``__init__`` only sets its fields (no ``__post_init__``,
+    no field left out of it, no slots): a copy of its attributes is what ``replace``
+    would build."""
+    return (
+        not hasattr(cls, "__post_init__")
+        and not hasattr(cls, "__slots__")
+        and all(f.init for f in fields(cls))
+    )
+
+
+assert all(_plain_frozen(cls) for cls in (Run, RunStage, RunPart))
+
+
+def changed(entity: _Entity, **changes: Any) -> _Entity:
+    """``dataclasses.replace`` for the entities a move rewrites (checked above to be plain
+    frozen dataclasses), naming only their fields: their attributes copied, then
+    changed, without replace's walk over the fields and the frozen ``__init__``'s
+    setattr per field (a run has sixteen; the interleavings move runs by the ten
+    thousand)."""
+    copied = object.__new__(type(entity))
+    attributes = copied.__dict__
+    attributes.update(entity.__dict__)
+    attributes.update(changes)
+    return copied
+
 
 class FakeClock:
     """Starts at a fixed instant and moves forward a millisecond per reading."""
@@ -72,7 +103,7 @@ class FakeClock:
         self._interruptions: list[Callable[[], object]] = []
 
     def now(self) -> datetime:
-        self.current += timedelta(milliseconds=1)
+        self.current += _TICK
         if self._interruptions:
             self._interruptions.pop(0)()
         return self.current
@@ -86,25 +117,53 @@ class FakeClock:
         self.current += delta
 
 
+ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+# A 32-bit draw's top byte -> its letter: ``choice`` over 32 letters keeps a draw's top six
+# bits (``getrandbits(6)``), and draws again when they are 32 or more (the top bit set).
+_LETTER_OF_TOP_BYTE = bytes(ord(ID_ALPHABET[byte >> 2]) for byte in range(128)) + bytes(128)
+_REDRAWN = bytes(range(128, 256))
+
+
+def _letters_of(rng: random.Random, words: int) -> str:
+    """The letters ``words`` draws of ``rng.choice(ID_ALPHABET)`` yield, in order, the
+    redrawn ones left out: ``getrandbits`` of several 32-bit words yields them
+    first-drawn lowest, and each draw's letter is in its top byte."""
+    drawn = rng.getrandbits(32 * words).to_bytes(4 * words, "little")
+    return drawn[3::4].translate(_LETTER_OF_TOP_BYTE, _REDRAWN).decode()
+
+
+def seeded_letters(rng: random.Random, count: int = 26) -> str:
+    """The letters ``count`` calls of ``rng.choice(ID_ALPHABET)`` draw, leaving ``rng`` as
+    they leave it, without their call layers: each call draws until a draw's top bit is
+    clear, so the draws still needed are made at once, until ``count`` letters are."""
+    letters = ""
+    while missing := count - len(letters):
+        letters += _letters_of(rng, missing)
+    return letters
+
+
 class SeededIds:
     """Well-formed public IDs from a seeded generator, so failures reproduce."""
 
-    _ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+    # Letters are drawn ahead this many draws at a time (the generator draws nothing else).
+    _AHEAD = 4096
 
     def __init__(self, seed: int = 7) -> None:
         self._random = random.Random(seed)
+        self._letters = ""
+        self._next = 0
 
     def new(self, kind: IdKind) -> str:
-        # The same letters as 26 calls of ``random.choice`` (a 32-letter alphabet draws 6
-        # bits until they are below 32), without its call layers: the interleavings make
-        # tens of thousands of IDs.
-        bits = self._random.getrandbits
-        letters: list[str] = []
-        while len(letters) < 26:
-            drawn = bits(6)
-            if drawn < 32:
-                letters.append(self._ALPHABET[drawn])
-        return f"{kind.value}-{''.join(letters)}"
+        # The letters of 26 ``random.choice`` calls each, in turn: each ID takes the next
+        # 26 of the letters the generator's draws yield (a draw ``choice`` would make
+        # again yields none), drawn ahead, since the interleavings make tens of thousands
+        # of IDs.
+        start, letters = self._next, self._letters
+        if start + 26 > len(letters):
+            letters = self._letters = letters[start:] + _letters_of(self._random, self._AHEAD)
+            start = 0
+        self._next = start + 26
+        return f"{kind.value}-{letters[start : start + 26]}"
 
 
 class RecordingWorkflow(Workflow):
@@ -218,8 +277,13 @@ class InMemoryWorkspaces:
         self.workspaces[workspace_id] = replace(current, **changes)  # type: ignore[arg-type]
 
 
+_NO_PARTS: Mapping[str, RunPart] = MappingProxyType({})
+
+
 class InMemoryRuns:
-    """A ``RunReader`` in dicts, with the writes a test needs to give it runs."""
+    """A ``RunReader`` in dicts, with the writes a test needs to give it runs. A run's
+    stages and parts are replaced by a changed copy, never changed in place, so a saved
+    state shares them safely."""
 
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
@@ -238,10 +302,10 @@ class InMemoryRuns:
 
     def add_part(self, part: RunPart) -> None:
         """As the table's part write: parts are created once."""
-        held = self._parts.setdefault(part.run_id, {})
+        held = self._parts.get(part.run_id, _NO_PARTS)
         if part.name in held:
             raise ConcurrentChange(f"run {part.run_id} already has its {part.name}")
-        held[part.name] = part
+        self._parts[part.run_id] = {**held, part.name: part}
 
     def get_run(self, run_id: str) -> Run:
         if run_id not in self.runs:
@@ -259,10 +323,14 @@ class InMemoryRuns:
     def parts(self, run_id: str) -> dict[str, RunPart]:
         return dict(self._parts.get(run_id, {}))
 
+    def held_parts(self, run_id: str) -> Mapping[str, RunPart]:
+        """The run's parts as held, not copied: for a reader that only looks."""
+        return self._parts.get(run_id, _NO_PARTS)
 
-@dataclass(frozen=True)
-class AuditedChange:
-    """An audit event an in-memory repository recorded with its write."""
+
+class AuditedChange(NamedTuple):
+    """An audit event an in-memory repository recorded with its write (a tuple: every
+    move records one)."""
 
     event_id: str
     type: str
@@ -835,6 +903,9 @@ class InMemoryStateVersions:
         return self.pins[run_id]
 
 
+# A stage's status a move may find it in: to start it, to end it.
+_MAY_START = frozenset({StageStatus.PENDING})
+_MAY_END = frozenset({StageStatus.PENDING, StageStatus.RUNNING})
 # The run attributes a move may set besides its status (as ``store.runs``).
 _MOVE_SETTABLE = frozenset({"plan_has_changes", "predecessor_sv_id", "approval_expires_at"})
 
@@ -854,7 +925,7 @@ class InMemoryRunLedger(InMemoryRuns):
 
     def create(self, run: Run, *, actor: str, input: Mapping[str, Any]) -> None:
         # As the table stores a new run: created by the actor, nothing a move sets.
-        stored = replace(
+        stored = changed(
             run,
             created_by=actor,
             plan_has_changes=None,
@@ -864,9 +935,7 @@ class InMemoryRunLedger(InMemoryRuns):
         )
         self.add(stored)
         at = run.created_at
-        self._parts[run.id]["input"] = RunPart(
-            run.id, "input", "recorded", dict(input), None, at, at
-        )
+        self.set_part(RunPart(run.id, "input", "recorded", dict(input), None, at, at))
         details = {"kind": run.kind.value, "status": run.status.value}
         self._audit(run.id, "run.created", actor, details)
 
@@ -894,11 +963,7 @@ class InMemoryRunLedger(InMemoryRuns):
             raise TransitionRejected(run.id, f"{run.status} at version {run.version}", held)
         stages = self._stages[run.id]
         for stage, status in row.stages.items():
-            allowed = (
-                {StageStatus.PENDING}
-                if status is StageStatus.RUNNING
-                else {StageStatus.PENDING, StageStatus.RUNNING}
-            )
+            allowed = _MAY_START if status is StageStatus.RUNNING else _MAY_END
             if stages[stage].status not in allowed:
                 raise ConcurrentChange(
                     f"run {run.id}: stage {stage} is {stages[stage].status}, cannot become {status}"
@@ -917,7 +982,7 @@ class InMemoryRunLedger(InMemoryRuns):
             *(also_announce(moved) if also_announce else ()),
         ]
         # Every condition held: the move and its events commit together.
-        self.runs[run.id] = replace(
+        self.runs[run.id] = changed(
             current,
             status=target,
             version=version,
@@ -925,10 +990,12 @@ class InMemoryRunLedger(InMemoryRuns):
             status_reason=reason or None,
             **updates,
         )
+        if row.stages:
+            stages = self._stages[run.id] = dict(stages)
         for stage, status in row.stages.items():
             started = now if status is StageStatus.RUNNING else stages[stage].started_at
             finished = stages[stage].finished_at if status is StageStatus.RUNNING else now
-            stages[stage] = replace(
+            stages[stage] = changed(
                 stages[stage], status=status, started_at=started, finished_at=finished
             )
         details = {"from": run.status.value, "to": target.value}
@@ -944,30 +1011,31 @@ class InMemoryRunLedger(InMemoryRuns):
 
     def set_part(self, part: RunPart) -> None:
         """Write ``part`` as it is (a unit of work's intent whose condition held)."""
-        self._parts.setdefault(part.run_id, {})[part.name] = part
+        self._parts[part.run_id] = {**self._parts.get(part.run_id, _NO_PARTS), part.name: part}
 
     def saved(self) -> LedgerState:
         """Everything the ledger holds, to put back with ``restore`` (entities are
-        frozen: copying the containers is enough)."""
+        frozen, and a run's stages and parts replaced, never changed: copying the outer
+        containers is enough)."""
         return LedgerState(
             dict(self.runs),
-            {run_id: dict(stages) for run_id, stages in self._stages.items()},
-            {run_id: dict(parts) for run_id, parts in self._parts.items()},
+            dict(self._stages),
+            dict(self._parts),
             list(self.audit),
             list(self.announced),
         )
 
     def restore(self, state: LedgerState) -> None:
         self.runs = dict(state.runs)
-        self._stages = {run_id: dict(stages) for run_id, stages in state.stages.items()}
-        self._parts = {run_id: dict(parts) for run_id, parts in state.parts.items()}
+        self._stages = dict(state.stages)
+        self._parts = dict(state.parts)
         self.audit = list(state.audit)
         self.announced = list(state.announced)
 
 
-@dataclass(frozen=True)
-class LedgerState:
-    """What an ``InMemoryRunLedger`` held at one moment."""
+class LedgerState(NamedTuple):
+    """What an ``InMemoryRunLedger`` held at one moment (a tuple: every step of the
+    interleavings saves one)."""
 
     runs: dict[str, Run]
     stages: dict[str, dict[Stage, RunStage]]

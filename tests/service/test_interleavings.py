@@ -236,7 +236,7 @@ class InMemoryBackend:
     def observe(self, run_ids: Sequence[str]) -> Observed:
         ledger, queue, sandboxes = self.tier.run_reader, self.tier.writer_queue, self.tier.sandboxes
         return Observed(
-            {r: RunView.of(ledger.get_run(r), ledger.parts(r)) for r in run_ids},
+            {r: RunView.of(ledger.get_run(r), ledger.held_parts(r)) for r in run_ids},
             {ws: queue.holders.get(ws) for ws in self.workspace_ids},
             {ws: tuple(r for r, _ in queue.waiting.get(ws, [])) for ws in self.workspace_ids},
             {ws: self.tier.directory.get_workspace(ws).fence for ws in self.workspace_ids},
