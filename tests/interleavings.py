@@ -53,7 +53,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from functools import cache
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from runplane.domain import transitions
 from runplane.domain.entities import Run
@@ -72,7 +74,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.runner_reports import Applied
 from runplane.domain.state import FINALIZED, StateVersion
 from runplane.services.runs import Decision
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, seeded_letters
 
 SEED_VARIABLE = "RUNPLANE_INTERLEAVING_SEED"
 
@@ -87,12 +89,29 @@ PAST_THE_WAIT = frozenset(
         RunStatus.APPLYING,
     }
 )
+# Each status's reachable statuses (``transitions.reachable_from``), walked once.
+_REACHABLE = {status: transitions.reachable_from(status) for status in RunStatus}
+_TERMINAL = frozenset(status for status in RunStatus if status.is_terminal)
 POLICY_STATES: tuple[str | None, ...] = ("passed", "passed", "soft_failed", None)
 REVIEWERS = ("bob", "carol")
 MAX_RUNS = 7
 # The apply's attempt: open while the apply runs, holding a sandbox slot and a session.
 ATTEMPT = "attempt#apply"
 OPEN_ATTEMPT = frozenset({AttemptState.LAUNCHING, AttemptState.STARTED})
+# A run ended by a reviewer or its deadline: it neither holds the writer nor waits.
+_ENDED_BY_REVIEW = frozenset({RunStatus.CANCELED, RunStatus.EXPIRED})
+# Where an approved run may be.
+_APPROVED_RUN = frozenset(
+    {
+        RunStatus.AWAITING_APPROVAL,
+        RunStatus.APPLYING,
+        RunStatus.SUCCEEDED,
+        # Canceled after the approval, before or during the apply.
+        RunStatus.CANCELED,
+        RunStatus.APPLY_INTERRUPTED,
+    }
+)
+_ENDED_APPROVAL = frozenset({ApprovalState.CANCELED, ApprovalState.EXPIRED})
 
 
 def replay_seed() -> int | None:
@@ -101,9 +120,8 @@ def replay_seed() -> int | None:
     return int(raw) if raw else None
 
 
-@dataclass(frozen=True)
-class RunView:
-    """One run as the backend holds it."""
+class RunView(NamedTuple):
+    """One run as the backend holds it (a tuple: each step reads every run)."""
 
     workspace_id: str
     status: RunStatus
@@ -127,7 +145,7 @@ class RunView:
             run.status,
             run.version,
             approval.state if approval else None,
-            dict(binding) if isinstance(binding, Mapping) else None,
+            dict(binding) if type(binding) is dict or isinstance(binding, Mapping) else None,
             str(body["decided_by"]) if body.get("decided_by") else None,
             approval.token if approval else None,
             attempt.state if attempt else None,
@@ -135,17 +153,16 @@ class RunView:
         )
 
 
-@dataclass(frozen=True)
-class Observed:
-    """The world as the backend holds it after a step."""
+class Observed(NamedTuple):
+    """The world as the backend holds it after a step (a tuple: each step reads one)."""
 
     runs: dict[str, RunView]
     holders: dict[str, str | None]
     waiting: dict[str, tuple[str, ...]]
     fences: dict[str, int]
     # Sandboxes running per slot scope; each runner session held, and whether revoked.
-    slots: dict[str, int] = field(default_factory=dict)
-    sessions: dict[str, bool] = field(default_factory=dict)
+    slots: Mapping[str, int] = MappingProxyType({})
+    sessions: Mapping[str, bool] = MappingProxyType({})
 
 
 class Backend(Protocol):
@@ -326,12 +343,18 @@ class Schedule:
                 self._new_run(workspace_id)
 
     def _one(self) -> None:
-        awaiting = [t for t in self.runs if self._status(t) is RunStatus.AWAITING_APPROVAL]
-        plannable = [t for t in self.runs if self._plannable(t)]
-        approved = [t for t in awaiting if self._view(t).approval == ApprovalState.APPROVED]
-        applying = [t for t in self.runs if self._status(t) is RunStatus.APPLYING]
-        interrupted = [t for t in self.runs if self._status(t) is RunStatus.APPLY_INTERRUPTED]
-        succeeded = [t for t in self.runs if self._status(t) is RunStatus.SUCCEEDED]
+        assert self.last is not None
+        views = self.last.runs
+        # The runs in each status the operations draw from, in the order they were made.
+        by_status: dict[RunStatus, list[Tracked]] = {}
+        for t in self.runs:
+            by_status.setdefault(views[t.id].status, []).append(t)
+        awaiting = by_status.get(RunStatus.AWAITING_APPROVAL, [])
+        plannable = [t for t in by_status.get(RunStatus.QUEUED, ()) if self._plannable(t)]
+        approved = [t for t in awaiting if views[t.id].approval == ApprovalState.APPROVED]
+        applying = by_status.get(RunStatus.APPLYING, [])
+        interrupted = by_status.get(RunStatus.APPLY_INTERRUPTED, [])
+        succeeded = by_status.get(RunStatus.SUCCEEDED, [])
         choices: list[tuple[float, Callable[[], object]]] = [
             (5.0, self._decide_now),
             (2.0, self._review),
@@ -616,8 +639,7 @@ class Schedule:
 
     def _new_run(self, workspace_id: str) -> Tracked:
         number = len(self.runs)
-        ids = random.Random(f"{self.seed}-{number}")
-        run_id = "run-" + "".join(ids.choice("abcdefghijklmnopqrstuvwxyz234567") for _ in range(26))
+        run_id = "run-" + seeded_letters(random.Random(f"{self.seed}-{number}"))
         tracked = Tracked(f"r{number}", run_id, workspace_id, token=f"approval-{number}")
         self.runs.append(tracked)
 
@@ -912,13 +934,16 @@ class Schedule:
         for run_id, view in now.runs.items():
             name = by_id[run_id].name
             was = previous.get(run_id)
-            history = self.history.setdefault(run_id, [view.status])
-            if was is not None:
+            history = self.history.get(run_id)
+            if history is None:
+                history = self.history[run_id] = [view.status]
+            # A run read as it was last changed nothing this step.
+            if was is not None and was != view:
                 if view.version < was.version:
                     raise AssertionError(
                         f"{name}: version went back {was.version} -> {view.version}"
                     )
-                if was.status.is_terminal and (view.status, view.version) != (
+                if was.status in _TERMINAL and (view.status, view.version) != (
                     was.status,
                     was.version,
                 ):
@@ -933,7 +958,7 @@ class Schedule:
                         raise AssertionError(
                             f"{name}: {was.status} -> {view.status} is no move of the table"
                         )
-                    if view.status not in transitions.reachable_from(was.status):
+                    if view.status not in _REACHABLE[was.status]:
                         raise AssertionError(
                             f"{name}: {view.status} is unreachable from {was.status}"
                         )
@@ -944,15 +969,16 @@ class Schedule:
         for workspace_id, fence in now.fences.items():
             if self.last and fence < self.last.fences.get(workspace_id, 0):
                 raise AssertionError(f"{self._ws(workspace_id)}: the fence went back")
+        names = {t.id: t.name for t in self.runs}
         for workspace_id in {t.workspace_id for t in self.runs}:
-            self._check_writer(workspace_id, now)
-        self._check_sandboxes(now)
+            self._check_writer(workspace_id, now, names)
+        self._check_sandboxes(now, names)
         self.last = now
 
-    def _check_sandboxes(self, now: Observed) -> None:
+    @staticmethod
+    def _check_sandboxes(now: Observed, names: Mapping[str, str]) -> None:
         """The slots taken are the open attempts; an open attempt's runner sessions are
         not revoked, a closed one's are."""
-        names = {t.id: t.name for t in self.runs}
         running = sorted(names[r] for r, view in now.runs.items() if view.attempt in OPEN_ATTEMPT)
         taken = sum(now.slots.values())
         if taken != len(running):
@@ -986,14 +1012,7 @@ class Schedule:
                 raise AssertionError(
                     f"{run.name}: approved by {view.decided_by}, not {decided.reviewer}"
                 )
-            if view.status not in {
-                RunStatus.AWAITING_APPROVAL,
-                RunStatus.APPLYING,
-                RunStatus.SUCCEEDED,
-                # Canceled after the approval, before or during the apply.
-                RunStatus.CANCELED,
-                RunStatus.APPLY_INTERRUPTED,
-            }:
+            if view.status not in _APPROVED_RUN:
                 raise AssertionError(f"{run.name}: approved but {view.status}")
         elif view.approval == ApprovalState.REJECTED:
             if decided is None or decided.decision != "reject":
@@ -1013,7 +1032,7 @@ class Schedule:
     def _check_ended_approval(run: Tracked, view: RunView, decided: Succeeded | None) -> None:
         """A canceled approval's run was canceled and an expired one's expired, neither
         decided by a decision that succeeded."""
-        ended = view.approval in {ApprovalState.CANCELED, ApprovalState.EXPIRED}
+        ended = view.approval in _ENDED_APPROVAL
         if ended and decided is not None:
             raise AssertionError(
                 f"{run.name}: decided ({decided}) but its approval {view.approval}"
@@ -1023,13 +1042,9 @@ class Schedule:
         if (view.status is RunStatus.EXPIRED) != (view.approval == ApprovalState.EXPIRED):
             raise AssertionError(f"{run.name}: {view.status}, its approval {view.approval}")
 
-    def _check_writer(self, workspace_id: str, now: Observed) -> None:
-        ws = self._ws(workspace_id)
-        names = {t.id: t.name for t in self.runs}
+    def _check_writer(self, workspace_id: str, now: Observed, names: Mapping[str, str]) -> None:
         holder = now.holders.get(workspace_id)
         waiting = now.waiting.get(workspace_id, ())
-        named_holder = names.get(holder or "", holder)
-        named_waiting = [names.get(run_id, run_id) for run_id in waiting]
         mine = {
             run_id: view for run_id, view in now.runs.items() if view.workspace_id == workspace_id
         }
@@ -1042,35 +1057,49 @@ class Schedule:
         )
         if len(writers) > 1:
             past = [names[run_id] for run_id in writers]
-            raise AssertionError(f"{ws}: {len(writers)} runs past the writer wait: {past}")
+            raise AssertionError(
+                f"{self._ws(workspace_id)}: {len(writers)} runs past the writer wait: {past}"
+            )
         if writers and writers[0] != holder:
             raise AssertionError(
-                f"{ws}: {names[writers[0]]} is past the wait, the writer is {named_holder}"
+                f"{self._ws(workspace_id)}: {names[writers[0]]} is past the wait, "
+                f"the writer is {names.get(holder or '', holder)}"
             )
         if len(set(waiting)) != len(waiting) or holder in waiting:
             raise AssertionError(
-                f"{ws}: the queue {named_waiting} repeats a run or holds the writer {named_holder}"
+                f"{self._ws(workspace_id)}: the queue {self._named(waiting, names)} repeats a "
+                f"run or holds the writer {names.get(holder or '', holder)}"
             )
         if holder is None and waiting:
-            raise AssertionError(f"{ws}: {named_waiting} wait, but nobody holds the writer")
+            raise AssertionError(
+                f"{self._ws(workspace_id)}: {self._named(waiting, names)} wait, "
+                "but nobody holds the writer"
+            )
         for run_id in [*([holder] if holder else []), *waiting]:
             view = mine.get(run_id)
             interrupted = view is not None and view.status is RunStatus.APPLY_INTERRUPTED
             if run_id == holder and interrupted and run_id not in self.recovered:
                 continue
-            if view is not None and view.status in {RunStatus.CANCELED, RunStatus.EXPIRED}:
+            if view is not None and view.status in _ENDED_BY_REVIEW:
                 place = "holds the writer" if run_id == holder else "keeps its queue place"
-                raise AssertionError(f"{ws}: {names.get(run_id, run_id)} {place}, {view.status}")
+                raise AssertionError(
+                    f"{self._ws(workspace_id)}: {names.get(run_id, run_id)} {place}, {view.status}"
+                )
             if view is None or view.status.is_terminal:
                 raise AssertionError(
-                    f"{ws}: {names.get(run_id, run_id)} holds or waits, "
+                    f"{self._ws(workspace_id)}: {names.get(run_id, run_id)} holds or waits, "
                     f"but is {view and view.status}"
                 )
         for run_id, view in mine.items():
             if view.status is RunStatus.QUEUED and run_id != holder and run_id not in waiting:
                 raise AssertionError(
-                    f"{ws}: queued {names[run_id]} neither holds the writer nor waits"
+                    f"{self._ws(workspace_id)}: queued {names[run_id]} neither holds the "
+                    "writer nor waits"
                 )
+
+    @staticmethod
+    def _named(run_ids: Sequence[str], names: Mapping[str, str]) -> list[str]:
+        return [names.get(run_id, run_id) for run_id in run_ids]
 
     # -- reading ---------------------------------------------------------------------
 
@@ -1089,16 +1118,22 @@ class Schedule:
         )
 
     def _principal(self, reviewer: str) -> Principal:
-        return Principal(
-            kind=PrincipalKind.USER,
-            id=reviewer,
-            organization_id=self.backend.organization_id,
-            permissions=frozenset(Permission),
-            display=reviewer,
-        )
+        return _reviewer(self.backend.organization_id, reviewer)
 
     def _ws(self, workspace_id: str) -> str:
         return f"w{list(self.backend.workspace_ids).index(workspace_id)}"
+
+
+@cache
+def _reviewer(organization_id: str, reviewer: str) -> Principal:
+    """A reviewer of the organization with every permission (immutable: made once)."""
+    return Principal(
+        kind=PrincipalKind.USER,
+        id=reviewer,
+        organization_id=organization_id,
+        permissions=frozenset(Permission),
+        display=reviewer,
+    )
 
 
 def _raced(described: str) -> str:
