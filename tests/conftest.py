@@ -21,6 +21,16 @@ os.environ.update(
 TIERS = ("unit", "service", "integration", "e2e", "infra", "statemachines", "browser")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With ``-n`` and no ``--dist``, pytest-xdist distributes by work stealing, not by
+    its default load batches: those hand a worker runs of consecutive tests, and one
+    worker took every chunk of the service tier's interleavings (seconds each) while
+    the other sat idle. A worker that runs out takes half of another's queue."""
+    if config.getoption("numprocesses", None) and config.getoption("dist", "no") == "no":
+        config.option.dist = "worksteal"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`).
 
