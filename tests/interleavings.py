@@ -979,10 +979,11 @@ class Schedule:
     def _check_sandboxes(now: Observed, names: Mapping[str, str]) -> None:
         """The slots taken are the open attempts; an open attempt's runner sessions are
         not revoked, a closed one's are."""
-        running = sorted(names[r] for r, view in now.runs.items() if view.attempt in OPEN_ATTEMPT)
+        running = [r for r, view in now.runs.items() if view.attempt in OPEN_ATTEMPT]
         taken = sum(now.slots.values())
         if taken != len(running):
-            raise AssertionError(f"{taken} sandbox slots taken, the open attempts are {running}")
+            named = sorted(names[r] for r in running)
+            raise AssertionError(f"{taken} sandbox slots taken, the open attempts are {named}")
         for run_id, view in now.runs.items():
             for key in view.sessions:
                 revoked = now.sessions.get(key)
@@ -1049,14 +1050,14 @@ class Schedule:
             run_id: view for run_id, view in now.runs.items() if view.workspace_id == workspace_id
         }
         # An apply_interrupted run keeps the writer authority until recovery.
-        writers = sorted(
+        writers = [
             run_id
             for run_id, view in mine.items()
             if view.status in PAST_THE_WAIT
             or (view.status is RunStatus.APPLY_INTERRUPTED and run_id not in self.recovered)
-        )
+        ]
         if len(writers) > 1:
-            past = [names[run_id] for run_id in writers]
+            past = [names[run_id] for run_id in sorted(writers)]
             raise AssertionError(
                 f"{self._ws(workspace_id)}: {len(writers)} runs past the writer wait: {past}"
             )
