@@ -28,7 +28,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser"
 
 # The service tier alone: services over in-memory repositories and the in-memory unit of
-# work, no moto, with the 10,000 seeded interleavings (about half a minute on two cores).
+# work, no moto, with the 10,000 seeded interleavings (under 20 s on two idle cores; with
+# -n and no --dist the workers steal each other's queued tests, see tests/conftest.py).
 test-service: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/service
 
