@@ -83,8 +83,10 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | SECRET
     | SCHEDULES
     # The OpenID Connect issuer's JWKS; and the runner's endpoints (this function's)
-    # redeem the run credentials that need a token signed.
-    | {"kms:GetPublicKey", "kms:Sign"},
+    # redeem the run credentials that need a token signed, or a workspace's role
+    # assumed with its external ID, tagged with the run.
+    | {"kms:GetPublicKey", "kms:Sign"}
+    | {"sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"},
     # A schedule fire creates a plan-only run (no variables) and starts its workflow.
     "functions.scheduler.handler.fire": BASE | READ | WRITE | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
