@@ -289,6 +289,17 @@ class RunInput(Doc):
     )
     predecessor_state_version_id: str | None
     credentials: CredentialDecisionsView
+    options: RunOptionsView
+
+
+class RunOptionsView(Doc):
+    """What the plan was asked to do beyond the configuration (docs/runs.md, "Run
+    options")."""
+
+    destroy: bool = Field(description="A destroy plan: every managed resource goes")
+    refresh_only: bool = Field(description="Only refresh: accept the real world into state")
+    targets: list[str] = Field(description="Resource or module addresses the plan is limited to")
+    replacements: list[str] = Field(description="Resource instances replaced even if unchanged")
 
 
 class PlanView(_Open):

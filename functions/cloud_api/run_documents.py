@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from functions.cloud_api.jsonapi import timestamp
 from runplane.domain.identity import Permission, Principal
-from runplane.domain.run import RunKind
 from runplane.domain.tfe_runs import (
     APPLY_PREFIX,
     PLAN_PREFIX,
@@ -55,17 +54,17 @@ def run(view: RemoteRun, principal: Principal) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "status": tfe_status(facts).value,
         "has-changes": view.has_changes,
-        "is-destroy": False,
+        "is-destroy": view.options.destroy,
         "message": view.message or "",
         "refresh": True,
-        "refresh-only": r.kind is RunKind.REFRESH_ONLY,
+        "refresh-only": view.options.refresh_only,
         "plan-only": not r.kind.may_apply,
         "auto-apply": False,
         "source": "tfe-api",
         "created-at": timestamp(r.created_at),
         "position-in-queue": 0,
-        "target-addrs": None,
-        "replace-addrs": None,
+        "target-addrs": list(view.options.targets) or None,
+        "replace-addrs": list(view.options.replacements) or None,
         "actions": {
             "is-cancelable": is_cancelable(facts),
             "is-confirmable": is_confirmable(facts),

@@ -18,7 +18,7 @@ from runplane.domain.identity import Principal
 from runplane.domain.logs import DEFAULT_READ_BYTES
 from runplane.domain.paging import Page
 from runplane.domain.tfe_runs import APPLY_PREFIX, PLAN_PREFIX, POLICY_CHECK_PREFIX, run_of
-from runplane.services.remote_runs import RemoteRun, RunOptions
+from runplane.services.remote_runs import RemoteRun, RunRequest
 from runplane.wiring import services
 
 Reply = Response[str]
@@ -136,7 +136,7 @@ def upload_configuration(token: str) -> Reply:
 def create_run() -> Reply:
     data = run_body(docs.RunBody).data
     a = data.attributes
-    options = RunOptions(
+    options = RunRequest(
         message=a.message,
         is_destroy=a.is_destroy,
         refresh=a.refresh,

@@ -215,8 +215,14 @@ def _workspace_github(args: argparse.Namespace) -> int:
 
 def _run_create(args: argparse.Namespace) -> int:
     values = variables(args.var, args.var_file)
+    options = {
+        "destroy": args.destroy,
+        "refresh_only": args.refresh_only,
+        "targets": args.target,
+        "replacements": args.replace,
+    }
     review = _client(args).create_run(
-        args.workspace, Path(args.dir), kind=args.kind, variables=values
+        args.workspace, Path(args.dir), kind=args.kind, variables=values, options=options
     )
     if args.json:
         _print_json(review)
@@ -719,6 +725,28 @@ def _run_parser(commands: Any) -> None:
     create.add_argument("--dir", required=True, help="the configuration directory to upload")
     create.add_argument(
         "--kind", default="plan_and_apply", choices=KINDS, help="run kind (%(default)s)"
+    )
+    create.add_argument(
+        "--destroy", action="store_true", help="plan to destroy every managed resource"
+    )
+    create.add_argument(
+        "--refresh-only",
+        action="store_true",
+        help="only refresh: the apply accepts the real world into state",
+    )
+    create.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="limit the plan to a resource or module (repeatable)",
+    )
+    create.add_argument(
+        "--replace",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="replace a resource instance even if unchanged (repeatable)",
     )
     create.add_argument(
         "--var",

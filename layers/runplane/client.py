@@ -490,7 +490,10 @@ class Client:
         *,
         kind: str = "plan_and_apply",
         variables: Mapping[str, str] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Upload ``directory`` and create a run of it; ``options`` are the run API's
+        ``destroy``, ``refresh_only``, ``targets`` and ``replacements``."""
         configuration_files(directory)  # refused before anything is created
         workspace_id = self.workspace_id(workspace)
         configuration = self.upload_configuration(workspace_id, directory)
@@ -501,6 +504,7 @@ class Client:
                 "kind": kind,
                 "configuration_version_id": configuration["id"],
                 "variables": dict(variables or {}),
+                **(options or {}),
             },
         )
         return result
@@ -700,6 +704,7 @@ def render_review(review: Mapping[str, Any]) -> str:
     """The run review as a person reads it in a terminal."""
     lines = [
         f"{review['id']}  {review['kind']}  {review['label']} ({review['status']})",
+        *render_options(review["input"].get("options")),
         f"  workflow   {review['workflow']['definition_version']}  "
         f"build {str(review['workflow']['build_sha'])[:12]}",
     ]
@@ -755,6 +760,20 @@ def render_review(review: Mapping[str, Any]) -> str:
     if recovery:
         lines.extend(_render_recovery(recovery))
     return "\n".join(lines)
+
+
+def render_options(options: Mapping[str, Any] | None) -> list[str]:
+    """A run's plan options (docs/runs.md, "Run options"): a destroy first and loud, so
+    nobody approves one without seeing it; nothing for a plain run."""
+    options = options or {}
+    lines = []
+    if options.get("destroy"):
+        lines.append("  DESTROY    this run destroys every resource it plans for")
+    if options.get("refresh_only"):
+        lines.append("  options    refresh-only: accepts the real world into state")
+    for label, key in (("target", "targets"), ("replace", "replacements")):
+        lines.extend(f"  {label:<9}  {address}" for address in options.get(key) or ())
+    return lines
 
 
 def render_credentials(decisions: Mapping[str, Any] | None) -> list[str]:

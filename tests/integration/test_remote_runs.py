@@ -10,7 +10,7 @@ from runplane.domain.capabilities import Phase
 from runplane.domain.errors import LaunchDenied, NotFound, UploadUrlExpired
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.services.launch_controls import Controls, LaunchControls
-from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunOptions
+from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunRequest
 from runplane.store.launch_controls import DynamoLaunchControls
 from tests.integration.arena import Arena, planning
 
@@ -65,7 +65,7 @@ def test_a_denied_launch_writes_nothing(arena: Arena) -> None:
 
     # When a run is created through the TFE runs API
     with pytest.raises(LaunchDenied):
-        remote.create(arena.admin, ws_id, version.id, RunOptions())
+        remote.create(arena.admin, ws_id, version.id, RunRequest())
 
     # Then the refusal wrote nothing
     assert arena.stack.scan() == before

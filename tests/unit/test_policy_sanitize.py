@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +19,14 @@ from runplane.domain.policy_sanitize import (
     sanitize_plan,
 )
 
-META = {"workspace": "ws-test", "run_kind": "plan_and_apply", "engine_version": "1.0.3"}
+
+class Meta(TypedDict):
+    workspace: str
+    run_kind: str
+    engine_version: str
+
+
+META: Meta = {"workspace": "ws-test", "run_kind": "plan_and_apply", "engine_version": "1.0.3"}
 
 
 def _change(

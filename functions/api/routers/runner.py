@@ -109,6 +109,13 @@ class SessionGrants(RunnerDoc):
     )
 
 
+class PlanOptionsView(RunnerDoc):
+    destroy: bool
+    refresh_only: bool
+    targets: list[str]
+    replacements: list[str]
+
+
 class PhaseManifest(RunnerDoc):
     """What the phase is about; no secret."""
 
@@ -127,6 +134,10 @@ class PhaseManifest(RunnerDoc):
     predecessor_state_version_id: str | None
     remote_operation: bool = Field(
         description="Created by a remote backend: the configuration names that backend"
+    )
+    options: PlanOptionsView = Field(
+        description="What the plan is asked beyond the configuration; the runner checks "
+        "that the saved plan obeys it"
     )
     plan_artifact_id: str | None = Field(default=None, description="An apply's only")
     plan_sha256: str | None = Field(default=None, description="An apply's only")

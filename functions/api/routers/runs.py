@@ -14,6 +14,7 @@ from functions.api.edge import Reply, json_reply, principal
 from runplane.domain.errors import InvalidInput
 from runplane.domain.recovery import ClaimedUpload, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind
+from runplane.domain.run_options import MAX_ADDRESSES, check_run_options
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -24,6 +25,11 @@ class RunCreate(BaseModel):
     configuration_version_id: str = Field(min_length=1, max_length=64)
     engine_version: str | None = Field(default=None, max_length=40)
     variables: dict[str, str] = Field(default_factory=dict)
+    # docs/runs.md, "Run options": checked by the domain, whose errors point here.
+    destroy: bool = False
+    refresh_only: bool = False
+    targets: list[str] = Field(default_factory=list, max_length=MAX_ADDRESSES)
+    replacements: list[str] = Field(default_factory=list, max_length=MAX_ADDRESSES)
 
 
 class DecisionBody(BaseModel):
@@ -95,6 +101,12 @@ def create_run(workspace_id: str, body: RunCreate) -> Reply:
         configuration_version_id=body.configuration_version_id,
         engine_version=body.engine_version,
         variables=body.variables,
+        options=check_run_options(
+            destroy=body.destroy,
+            refresh_only=body.refresh_only,
+            targets=body.targets,
+            replacements=body.replacements,
+        ),
     )
     return json_reply(201, _review(services().runs.review_of(run)))
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from runplane.domain.cloud_settings import PinnedCredentials
 from runplane.domain.errors import IllegalPartMove, NotFound
+from runplane.domain.run_options import RunOptions
 
 
 class PartKind(StrEnum):
@@ -525,6 +526,12 @@ class RunInput:
         """The credential decisions the run pinned at creation (none for a run created
         before runs pinned them), kept in ``extra`` like the sensitive names."""
         return PinnedCredentials.from_input(self.extra)
+
+    @property
+    def options(self) -> RunOptions:
+        """The plan options the run pinned (the defaults for a run created without any,
+        or before runs had them), kept in ``extra``."""
+        return RunOptions.from_body(self.extra.get("options"))
 
     @property
     def sensitive_variable_names(self) -> tuple[str, ...]:

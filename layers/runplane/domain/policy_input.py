@@ -305,6 +305,7 @@ class PolicyInputs:
                 workspace=meta.workspace,
                 run_kind=meta.kind,
                 engine_version=meta.engine_version,
+                options=meta.options,
             )
         elif shape == "plan":
             plan = self._terraform_shaped()

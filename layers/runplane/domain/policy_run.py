@@ -20,6 +20,7 @@ from typing import Any, Final
 from runplane.domain.errors import InvalidInput
 from runplane.domain.policy_plan import known_fields
 from runplane.domain.run import RunKind
+from runplane.domain.run_options import RunOptions
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class RunMetadata:
     """The workspace's ID; a local evaluation without one uses the name."""
     tags: tuple[str, ...] = ()
     """The workspace's tags (Spacelift calls them a stack's labels)."""
+    options: RunOptions = field(default_factory=RunOptions)
+    """Destroy, refresh-only, targets and replacements, as the run asked."""
     origin: Callable[[], RunOrigin] = field(default=RunOrigin, compare=False, repr=False)
     """Reads the run's origin; called at most once per input set, and only for a shape
     that says something about it."""
@@ -106,11 +109,16 @@ def hcp_run(meta: RunMetadata, origin: RunOrigin) -> dict[str, Any]:
         kind=meta.kind,
         message=origin.message or "",
         speculative=meta.dry,
-        is_destroy=False,  # Runplane has no destroy-mode runs: a destroy is a plan
+        is_destroy=meta.options.destroy,
         workspace={"id": meta.stable_id, "name": meta.workspace, "tags": list(meta.tags)},
     )
     # Null for a run that did not come from a repository, as HCP Terraform's is.
     run["commit_sha"] = origin.vcs.commit_sha if origin.vcs else None
+    if not meta.options.default:
+        # Only for a run that asked for any, so a plain run's document keeps its digest.
+        run["refresh_only"] = meta.options.refresh_only
+        run["target_addrs"] = list(meta.options.targets) or None
+        run["replace_addrs"] = list(meta.options.replacements) or None
     return run
 
 
@@ -122,7 +130,7 @@ def scalr_tfrun(meta: RunMetadata, origin: RunOrigin) -> dict[str, Any]:
         id=meta.run_id,
         created_at=meta.created_at,
         message=origin.message or "",
-        is_destroy=False,
+        is_destroy=meta.options.destroy,
         is_dry=meta.dry,
         # Scalr's workspace tags are an object keyed by tag name.
         workspace={

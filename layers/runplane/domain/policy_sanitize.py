@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from runplane.domain.plan_summary import tally
 from runplane.domain.plan_values import Mark, Mismatch, marked
+from runplane.domain.run_options import RunOptions
 
 SENSITIVE_MARKER: Final = "(sensitive)"
 UNKNOWN_MARKER: Final = "(known after apply)"
@@ -116,7 +117,12 @@ def _output_change(name: str, change: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def sanitize_plan(
-    plan: Mapping[str, Any], *, workspace: str, run_kind: str, engine_version: str
+    plan: Mapping[str, Any],
+    *,
+    workspace: str,
+    run_kind: str,
+    engine_version: str,
+    options: RunOptions | None = None,
 ) -> dict[str, Any]:
     """The sanitized plan derivative that policies are evaluated against.
 
@@ -146,9 +152,15 @@ def sanitize_plan(
             key=lambda item: item[0],
         )
     ]
+    run = {"workspace": workspace, "kind": str(run_kind), "engine_version": engine_version}
+    # A destroy, a refresh-only plan, targets and replacements: a policy may judge them.
+    # Only a run that asked for any carries them, so a plain run's document (and the
+    # digest its policy check is bound to) is the one it always was.
+    if options is not None and not options.default:
+        run |= options.to_body()
     return {
         "format": POLICY_INPUT_FORMAT,
-        "run": {"workspace": workspace, "kind": str(run_kind), "engine_version": engine_version},
+        "run": run,
         "resource_changes": resources,
         "output_changes": outputs,
         # The shared count under the policy input's own names (see domain/plan_summary.py).

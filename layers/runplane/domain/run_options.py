@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from runplane.domain.errors import InvalidInput
+from runplane.domain.run import RunKind
 
 MAX_ADDRESSES: Final = 100
 """Per list: a targeted run names a few resources; more is a full run's job."""
@@ -64,6 +65,18 @@ class RunOptions:
     def default(self) -> bool:
         return self == RunOptions()
 
+    def for_kind(self, kind: RunKind) -> RunOptions:
+        """These options for a run of ``kind``: a refresh-only run's plan only refreshes
+        (it may target), so it neither destroys nor replaces."""
+        if kind is not RunKind.REFRESH_ONLY:
+            return self
+        if self.destroy or self.replacements:
+            raise InvalidInput(
+                "a refresh_only run only refreshes: it cannot destroy or replace",
+                "/destroy" if self.destroy else "/replacements",
+            )
+        return RunOptions(refresh_only=True, targets=self.targets)
+
     def engine_flags(self) -> list[str]:
         """The plan command's flags for these options (addresses as checked, so none
         can be read as another flag)."""
@@ -95,6 +108,10 @@ class RunOptions:
             targets=_strings(body.get("targets")),
             replacements=_strings(body.get("replacements")),
         )
+
+
+NO_OPTIONS: Final = RunOptions()
+"""A plain run's: a normal plan of everything."""
 
 
 def check_run_options(
@@ -129,8 +146,7 @@ def check_run_options(
         )
     if replacements and (destroy or refresh_only):
         raise InvalidInput(
-            "forced replacement plans changes: it cannot be combined with destroy or "
-            "refresh-only",
+            "forced replacement plans changes: it cannot be combined with destroy or refresh-only",
             at("replacements"),
         )
     checked_targets = _addresses(targets, _TARGET, "target", at("targets"))
@@ -158,7 +174,9 @@ def _addresses(
                 f"a {what} address has at most {MAX_ADDRESS_CHARS} characters", where
             )
         if not grammar.fullmatch(address):
-            raise InvalidInput(f"{_shown(address)} is not a valid address: {_expected(what)}", where)
+            raise InvalidInput(
+                f"{_shown(address)} is not a valid address: {_expected(what)}", where
+            )
         if address not in seen:
             seen.append(address)
     return tuple(seen)

@@ -47,6 +47,7 @@ from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
+from runplane.domain.run_options import RunOptions
 from runplane.services.source_provenance import source_provenance
 
 if TYPE_CHECKING:
@@ -302,15 +303,20 @@ class Policies:
 
     # -- a run's policy check ---------------------------------------------------------------
 
-    def policy_inputs(self, run: Run, plan_part: RunPart | None = None) -> PolicyInputs:
+    def policy_inputs(
+        self, run: Run, plan_part: RunPart | None = None, input_part: RunPart | None = None
+    ) -> PolicyInputs:
         """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
         The check binds the ``runplane`` document's digest; each set's results record
-        the digest of the document of its own shape. ``plan_part`` is the run's plan
-        part if the caller has read it already."""
-        if plan_part is None:
+        the digest of the document of its own shape. ``plan_part`` and ``input_part``
+        are the run's plan and input parts if the caller has read them already."""
+        if plan_part is None or input_part is None:
             with self._units() as uow:
-                plan_part = required_part(uow.parts.several(run.id, ["plan"]), run.id, "plan")
+                parts = uow.parts.several(run.id, ["plan", "input"])
+            plan_part = required_part(parts, run.id, "plan")
+            input_part = parts.get("input")
         plan = PlanEvidence.from_body(plan_part.body)
+        options = RunInput.from_body(input_part.body).options if input_part else RunOptions()
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
         workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(
@@ -321,6 +327,7 @@ class Policies:
             created_at=run.created_at.isoformat(),
             workspace_id=workspace.id,
             tags=workspace.tag_names,
+            options=options.for_kind(run.kind),
             origin=lambda: self.run_origin(run),
         )
         return PolicyInputs(json.loads(plan_json), meta)

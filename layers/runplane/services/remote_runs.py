@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from runplane.adapters.keys import DataKeys, KeyUnavailable
 from runplane.adapters.launchers import Launcher
@@ -36,6 +36,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.logs import END_OF_TEXT, MIN_READ_BYTES
 from runplane.domain.parts import ApprovalBody, PlanEvidence, RunInput
 from runplane.domain.run import RunKind, Stage, StageStatus
+from runplane.domain.run_options import NO_OPTIONS, RunOptions, check_run_options
 from runplane.domain.tfe_runs import ExecutionMode, RunFacts
 from runplane.services.logs import RunLogs
 from runplane.services.runs import Runs
@@ -48,12 +49,19 @@ if TYPE_CHECKING:
 START_OF_TEXT = b"\x02"
 MAX_MESSAGE = 1000
 NEW_VERSION = "create a new configuration version"
+# The Cloud API's names of the run options, for errors that point into its requests.
+TFE_OPTION_NAMES: Final = {
+    "destroy": "is-destroy",
+    "refresh_only": "refresh-only",
+    "targets": "target-addrs",
+    "replacements": "replace-addrs",
+}
 # A log-read URL follows one phase for as long as a client may watch it.
 LOG_URL_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class RunRequest:
     """What a client asked for in ``POST /api/v2/runs``, beyond workspace and version."""
 
     message: str | None = None
@@ -66,16 +74,27 @@ class RunOptions:
     replace_addrs: tuple[str, ...] = ()
     variables: int = 0
 
-    def check(self) -> None:
-        """Refuse, before anything is written, what managed runs do not do."""
+    def check(self) -> RunOptions:
+        """The plan options asked for; refused, before anything is written, what
+        managed runs do not do, each with what to do instead."""
         refused = (
-            (self.is_destroy, "is-destroy", "destroy runs are not supported"),
-            (not self.refresh, "refresh", "plans always refresh; refresh=false is not supported"),
-            (self.refresh_only, "refresh-only", "refresh-only runs are not supported"),
-            (self.auto_apply, "auto-apply", "every apply needs an approval; auto-apply is refused"),
-            (bool(self.target_addrs), "target-addrs", "resource targeting is not supported"),
-            (bool(self.replace_addrs), "replace-addrs", "forced replacement is not supported"),
-            (self.variables > 0, "variables", "run variables are not supported here"),
+            (
+                not self.refresh,
+                "refresh",
+                "plans always refresh; refresh=false is not supported: drop -refresh=false",
+            ),
+            (
+                self.auto_apply,
+                "auto-apply",
+                "every apply needs an approval; auto-apply is refused: drop -auto-approve and "
+                "confirm, or approve the run with `runplane run approve`",
+            ),
+            (
+                self.variables > 0,
+                "variables",
+                "run variables are not supported here: set them on the workspace "
+                "(`runplane var set`) or pass them with `runplane run create --var`",
+            ),
         )
         for bad, field, why in refused:
             if bad:
@@ -84,6 +103,14 @@ class RunOptions:
             raise InvalidInput(
                 f"a run message has at most {MAX_MESSAGE} characters", "/data/attributes/message"
             )
+        return check_run_options(
+            destroy=self.is_destroy,
+            refresh_only=self.refresh_only,
+            targets=self.target_addrs,
+            replacements=self.replace_addrs,
+            pointer="/data/attributes",
+            names=TFE_OPTION_NAMES,
+        )
 
 
 @dataclass(frozen=True)
@@ -108,6 +135,7 @@ class RemoteRun:
     message: str | None
     summary: Mapping[str, Any]
     policy: Mapping[str, Any] | None
+    options: RunOptions = NO_OPTIONS
 
     @property
     def has_changes(self) -> bool:
@@ -197,13 +225,13 @@ class RemoteRuns:
     # -- runs -------------------------------------------------------------------------------
 
     def create(
-        self, principal: Principal, workspace_id: str, cv_id: str, options: RunOptions
+        self, principal: Principal, workspace_id: str, cv_id: str, asked: RunRequest
     ) -> RemoteRun:
         """A managed run of an uploaded configuration version: speculative if the
         version is, else plan-and-apply (or plan-only if asked). A denied launch is
         refused by ``Runs.create`` before anything is written."""
         principal.require(Permission.RUN_CREATE)
-        options.check()
+        options = asked.check()
         self._remote_workspace(principal, workspace_id)
         configuration = self.configuration_version(principal, cv_id)
         if configuration.workspace_id != workspace_id:
@@ -211,7 +239,7 @@ class RemoteRuns:
         if configuration.speculative:
             kind = RunKind.SPECULATIVE
         else:
-            kind = RunKind.PLAN_ONLY if options.plan_only else RunKind.PLAN_AND_APPLY
+            kind = RunKind.PLAN_ONLY if asked.plan_only else RunKind.PLAN_AND_APPLY
         run = self._runs.create(
             principal,
             workspace_id,
@@ -219,8 +247,9 @@ class RemoteRuns:
             configuration_version_id=cv_id,
             engine_version=None,
             variables={},
-            message=options.message,
+            message=asked.message,
             remote_operation=True,
+            options=options,
         )
         return self.read(principal, run.id)
 
@@ -255,6 +284,7 @@ class RemoteRuns:
             message=snapshot.message,
             summary=dict(plan.summary) if plan is not None else {},
             policy=None if policy is None else {"state": policy.state, **policy.body},
+            options=snapshot.options.for_kind(run.kind),
         )
 
     # -- actions ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from runplane.domain.identity import Forbidden, Permission, Principal, Principal
 from runplane.domain.parts import AttemptBody, required_part
 from runplane.domain.publications import published_by
 from runplane.domain.read_ahead import Read
+from runplane.domain.run_options import RunOptions
 from runplane.domain.runner_reports import RunnerReport
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import (
@@ -148,6 +149,9 @@ class RunnerApi:
             "predecessor_state_version_id": run.predecessor_sv_id,
             # Created by a remote backend: its configuration names that backend.
             "remote_operation": snapshot.get("source") == REMOTE_OPERATION,
+            # What the plan is asked (destroy, refresh-only, targets, replacements); the
+            # runner checks the saved plan obeys it.
+            "options": RunOptions.from_body(snapshot.get("options")).for_kind(run.kind).to_body(),
         }
         if apply:
             plan = required_part(parts, run.id, "plan").body

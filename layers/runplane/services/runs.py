@@ -39,6 +39,7 @@ from runplane.domain.parts import (
     RunPart,
 )
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
+from runplane.domain.run_options import NO_OPTIONS, RunOptions
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.domain.variable_precedence import check_resolved, resolve
 from runplane.domain.variables import (
@@ -251,14 +252,17 @@ class Runs:
         extra_input: Mapping[str, Any] | None = None,
         records: Sequence[CallerRecord] = (),
         run_id: str | None = None,
+        options: RunOptions = NO_OPTIONS,
     ) -> Run:
         """Create the durable run (``dispatch_pending``) and start its workflow.
 
         ``extra_input`` joins the input snapshot (where the run came from); the
         caller's ``records`` (a schedule's fire, a trigger's claim) are written with the
         run, or nothing is, and each refusal is raised as its record's typed error;
-        ``run_id`` is the ID the caller generated for the run, if it did."""
+        ``run_id`` is the ID the caller generated for the run, if it did; ``options``
+        (destroy, refresh-only, targets, replacements) are pinned with the inputs."""
         principal.require(Permission.RUN_CREATE)
+        options = options.for_kind(kind)
         # The workspace, the configuration and the launch controls, in one read.
         with self._creations.reading_ahead(
             workspace_id,
@@ -339,6 +343,8 @@ class Runs:
             snapshot["source"] = REMOTE_OPERATION
         snapshot.update(extra_input or {})
         snapshot.update(credentials.input_fields())
+        if not options.default:
+            snapshot["options"] = options.to_body()
 
         def pinning(variables: Artifact) -> Any:
             body = {**snapshot, "variables_artifact_id": variables.id}
@@ -631,6 +637,8 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
             # Which identities each phase may get (never a credential, nor the external
             # ID): pinned at creation from the workspace's cloud settings.
             "credentials": snapshot.credentials.decisions.to_body(),
+            # Destroy, refresh-only, targets and replacements: what the plan was asked.
+            "options": snapshot.options.to_body(),
         },
         # Followed through persisted records; None for a run not created from a source.
         "source": source_provenance(

@@ -78,7 +78,7 @@ class WorkflowSteps(WorkflowService):
         A retry re-derives the same input (sanitization is deterministic); a bound
         digest that no longer matches fails closed.
         """
-        run, parts = self._active_with(run_id, ["plan", "policy", "apply"])
+        run, parts = self._active_with(run_id, ["plan", "policy", "apply", "input"])
         plan = required_part(parts, run.id, "plan")
         if run.status is S.PLAN_COMPLETE:
             self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
@@ -93,9 +93,9 @@ class WorkflowSteps(WorkflowService):
                 artifact_ids=[PlanEvidence.from_body(plan.body).plan_json_artifact_id],
             ):
                 run = self._lifecycle.runs.get(run_id)
-                policy_inputs = self._evaluating(run, plan)
+                policy_inputs = self._evaluating(run, plan, parts["input"])
         else:
-            policy_inputs = self._evaluating(run, plan)
+            policy_inputs = self._evaluating(run, plan, parts["input"])
         if policy_inputs is not None:
             moved = self._record_policy(run, parts, plan, policy_inputs)
             self._hand_off(moved)
@@ -136,11 +136,13 @@ class WorkflowSteps(WorkflowService):
             )
             return committed_move(uow.commit())
 
-    def _evaluating(self, run: Run, plan: RunPart) -> PolicyInputs | None:
+    def _evaluating(
+        self, run: Run, plan: RunPart, input_part: RunPart | None
+    ) -> PolicyInputs | None:
         """The policy inputs of a run evaluating its policy; None for a run that is not."""
         if run.status is not S.POLICY_EVALUATING:
             return None
-        return self._policies.policy_inputs(run, plan)
+        return self._policies.policy_inputs(run, plan, input_part)
 
     def _close_apply_record(self, uow: UnitOfWork, run_id: str, reason: str) -> None:
         """Intend the pending apply record's close: this run will apply nothing."""
