@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, github, sign_in
+from functions.dashboard import actions, cloud, github, sign_in
 from functions.dashboard.web import (
     ID,
     Page,
@@ -30,7 +30,11 @@ from functions.dashboard.web import (
 from functions.isolation import ResolverPool
 from functions.observability import observed
 from runplane.domain.capabilities import Phase
-from runplane.domain.cloud_settings import settings_view
+from runplane.domain.cloud_settings import (
+    AZURE_DEFAULT_AUDIENCE,
+    DEFAULT_SESSION_SECONDS,
+    settings_view,
+)
 from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
 from runplane.domain.github_connect import CONNECT_PATH
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal, Unauthenticated
@@ -139,9 +143,21 @@ def workspace(request: Request, workspace_id: str) -> Page:
     s = services()
     ws = s.workspaces.by_id(session.principal, workspace_id)
     runs = s.runs.list(session.principal, ws.id)
-    # Read-only here: the settings are changed with the API or the CLI.
     cloud = settings_view(ws.id, s.cloud_settings.get(session.principal, ws.id))
-    return render(200, "runs.html", session=session, workspace=ws, runs=runs, cloud=cloud)
+    return render(
+        200,
+        "runs.html",
+        session=session,
+        workspace=ws,
+        runs=runs,
+        cloud=cloud,
+        # The form only for those who may change the settings: the service refuses
+        # anyone else anyway.
+        may_manage_cloud=Permission.CREDENTIALS_MANAGE in session.principal.permissions,
+        # Shown as placeholders: an empty field is the default.
+        default_session_seconds=DEFAULT_SESSION_SECONDS,
+        azure_default_audience=AZURE_DEFAULT_AUDIENCE,
+    )
 
 
 def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | None:
@@ -258,6 +274,8 @@ def build_app() -> PageResolver:
     app.post("/ui/logout")(with_request(logout))
     app.get("/ui/static/<file_name>")(static)
     app.get("/ui/workspaces/<workspace_id>")(with_request(workspace))
+    app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
+    app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))

@@ -90,6 +90,8 @@ def test_without_a_session_pages_redirect_to_sign_in_and_forms_are_refused(
             "/ui/runs/run-x/recover",
             "/ui/github/connect",
             "/ui/github/installations/42/release",
+            "/ui/workspaces/ws-x/cloud-settings",
+            "/ui/workspaces/ws-x/cloud-settings/clear/",
         )
     ]
 

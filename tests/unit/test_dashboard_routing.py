@@ -120,6 +120,12 @@ RUN = "/ui/runs/run-1"
         (f"{RUN}/approve", f"{RUN}/approve", RUN),
         (f"{RUN}/cancel/", f"{RUN}/cancel", RUN),
         ("/ui/github/connect", "/ui/github/connect", None),
+        ("/ui/workspaces/ws-1/cloud-settings", "/ui/workspaces/ws-1/cloud-settings", None),
+        (
+            "/ui/workspaces/ws-1/cloud-settings/clear",
+            "/ui/workspaces/ws-1/cloud-settings/clear",
+            None,
+        ),
     ],
 )
 def test_a_get_of_a_path_outside_every_pages_shape_is_not_found_before_any_session_is_read(
@@ -156,6 +162,13 @@ def test_a_get_of_a_path_outside_every_pages_shape_is_not_found_before_any_sessi
             None,
         ),
         ("POST", "/ui/static/dashboard.css", "/ui/static/dashboard.css", None),
+        (
+            "POST",
+            "/ui/workspaces/ws.1/cloud-settings",
+            "/ui/workspaces/ws.1/cloud-settings",
+            None,
+        ),
+        ("PUT", "/ui/workspaces/ws-1/cloud-settings", "/ui/workspaces/ws-1/cloud-settings", None),
         ("PUT", RUN, RUN, RUN),
         ("PATCH", "/ui/workspaces/ws-1", "/ui/workspaces/ws-1", None),
         ("DELETE", f"{RUN}//", RUN, RUN),
