@@ -129,8 +129,7 @@ def check_run_options(
         )
     if replacements and (destroy or refresh_only):
         raise InvalidInput(
-            "forced replacement plans changes: it cannot be combined with destroy or "
-            "refresh-only",
+            "forced replacement plans changes: it cannot be combined with destroy or refresh-only",
             at("replacements"),
         )
     checked_targets = _addresses(targets, _TARGET, "target", at("targets"))
@@ -158,7 +157,9 @@ def _addresses(
                 f"a {what} address has at most {MAX_ADDRESS_CHARS} characters", where
             )
         if not grammar.fullmatch(address):
-            raise InvalidInput(f"{_shown(address)} is not a valid address: {_expected(what)}", where)
+            raise InvalidInput(
+                f"{_shown(address)} is not a valid address: {_expected(what)}", where
+            )
         if address not in seen:
             seen.append(address)
     return tuple(seen)
