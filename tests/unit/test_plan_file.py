@@ -931,3 +931,11 @@ def test_terraform_1_0_quotes_keys_as_go_does() -> None:
     assert go_quoted('q"\\\x07\u200bé') == '"q\\"\\\\\\a\\u200bé"'
     assert resource_address("module.m", "managed", "t", "n", "a b") == 'module.m.t.n["a b"]'
     assert resource_address("", "data", "t", "n", 3) == "data.t.n[3]"
+
+
+def test_terraform_1_0_writes_del_in_a_key_as_a_unicode_escape() -> None:
+    """Given a key holding DEL, control characters below space and ``${``
+    When Terraform 1.0's quoting is applied
+    Then DEL is ``\\u007f``, as the pinned engine writes it (Go 1.16's ``%q``), controls
+    below space keep Go's short escapes, and ``${`` is left as is"""
+    assert go_quoted("a\x7fb\x01\x1b${x}") == '"a\\u007fb\\x01\\x1b${x}"'
