@@ -805,6 +805,17 @@ class _AddressReader:
             raise ValueError("trailing text")
         return AddressParts(self.text[:module_end], mode, type_, name, index)
 
+    def respell(self, quote: Callable[[str], str]) -> str:
+        """The address with each key read and written again (``quote`` for strings)."""
+        out: list[str] = []
+        while self.pos < len(self.text):
+            if self.text.startswith("[", self.pos):
+                out.append(_key_text(self._optional_key(), quote))
+            else:
+                out.append(self.text[self.pos])
+                self.pos += 1
+        return "".join(out)
+
     def _expect(self, text: str) -> None:
         if not self.text.startswith(text, self.pos):
             raise ValueError(f"expected {text}")
@@ -867,6 +878,18 @@ def parse_address(text: str) -> AddressParts:
         raise PlanFileError(
             f"the plan file holds an address it cannot read: {_shown(text)}"
         ) from None
+
+
+def recorded_address(address: str, terraform_version: str) -> str:
+    """A target or replacement address as a run's options spell it (HCL's syntax, see
+    ``runplane.domain.run_options``) the way the engine of ``terraform_version`` records
+    it in its saved plan: integer keys without leading zeros (``[007]`` is ``[7]``),
+    string keys read as HCL reads them (``$${`` is ``${``) and quoted as the engine
+    quotes its addresses (Terraform 1.0.x: Go's ``%q``; later engines: HCL's quoting).
+    The rest (names, dots, ``module.``, ``data.``) is kept. Raises ``ValueError`` for a
+    key it cannot read (the options' grammar never lets one through)."""
+    quote = go_quoted if _version(terraform_version) < (1, 1) else hcl_quoted
+    return _AddressReader(address).respell(quote)
 
 
 def provider_name(config_address: str) -> str:
@@ -1511,10 +1534,10 @@ def _actions_text(actions: tuple[str, ...] | None) -> str:
 # -- check_plan_json ---------------------------------------------------------------------------
 
 
-def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> None:
-    """Raise :class:`PlanMismatch` unless ``document`` (the ``show -json`` of ``plan``)
-    describes the saved plan in ``plan``; :class:`PlanFileError` if ``plan`` cannot be
-    read as a saved plan. See the module's docstring for what is compared."""
+def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> SavedPlan:
+    """The saved plan in ``plan``, once ``document`` (its ``show -json``) is found to
+    describe it: :class:`PlanMismatch` if it does not, :class:`PlanFileError` if ``plan``
+    cannot be read as a saved plan. See the module's docstring for what is compared."""
     saved = read_plan(plan)
     if not isinstance(document, Mapping):
         raise PlanMismatch("the plan JSON is not an object")
@@ -1531,6 +1554,7 @@ def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> None:
     from runplane.runner.plan_config import check_configuration
 
     check_configuration(plan, document)
+    return saved
 
 
 def _check_resource_changes(saved: SavedPlan, document: Mapping[str, Any]) -> None:
