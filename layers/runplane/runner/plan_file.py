@@ -75,7 +75,8 @@ Not checked (the plan file does not carry it, or the check cannot evaluate it)
 - Fields later versions add (``checks``, ``relevant_attributes``, ``importing``,
   ``generated_config``, ``timestamp``, ``errored``, identities), and what the 1.0 JSON
   does not show at all: the plan's backend, provider hashes, mode, ``target_addrs`` and
-  ``force_replace_addrs`` (the last three are read by :func:`read_plan`).
+  ``force_replace_addrs``. The last three are read by :func:`read_plan`, and the runner
+  checks them against the run's options (``runplane.runner.plan_options``).
 
 Limits
 ------
