@@ -42,6 +42,7 @@ from runplane.runner.plan_file import (
     hcl_quoted,
     parse_address,
     read_plan,
+    recorded_address,
     resource_address,
     value_difference,
 )
@@ -931,3 +932,35 @@ def test_terraform_1_0_quotes_keys_as_go_does() -> None:
     assert go_quoted('q"\\\x07\u200bé') == '"q\\"\\\\\\a\\u200bé"'
     assert resource_address("module.m", "managed", "t", "n", "a b") == 'module.m.t.n["a b"]'
     assert resource_address("", "data", "t", "n", 3) == "data.t.n[3]"
+
+
+def test_terraform_1_0_writes_del_in_a_key_as_a_unicode_escape() -> None:
+    """Given a key holding DEL, control characters below space and ``${``
+    When Terraform 1.0's quoting is applied
+    Then DEL is ``\\u007f``, as the pinned engine writes it (Go 1.16's ``%q``), controls
+    below space keep Go's short escapes, and ``${`` is left as is"""
+    assert go_quoted("a\x7fb\x01\x1b${x}") == '"a\\u007fb\\x01\\x1b${x}"'
+
+
+@pytest.mark.parametrize(
+    ("asked", "terraform_1_0", "later"),
+    [
+        ("module.a", "module.a", "module.a"),
+        ('module.a["x"].test_thing.b[0]', 'module.a["x"].test_thing.b[0]', None),
+        ("test_thing.b[007]", "test_thing.b[7]", "test_thing.b[7]"),
+        ('test_thing.b["a$${x}%%{y}"]', 'test_thing.b["a${x}%{y}"]', None),
+        ('test_thing.b["q\\"u\\\\o\\t"]', None, None),
+        ('test_thing.b["d\x7fel"]', 'test_thing.b["d\\u007fel"]', 'test_thing.b["d\\u007fel"]'),
+        ('test_thing.b["\xa0é"]', 'test_thing.b["\\u00a0é"]', 'test_thing.b["\\u00a0é"]'),
+        ('data.test_thing.d["k"]', None, None),
+    ],
+)
+def test_an_address_is_compared_in_the_spelling_its_engine_records(
+    asked: str, terraform_1_0: str | None, later: str | None
+) -> None:
+    """Given an address as a run's options may spell it
+    When it is spelt as Terraform 1.0.3 and as later engines record it (None: unchanged)
+    Then integer keys lose leading zeros, HCL's escapes are read and each engine's own
+    quoting is applied"""
+    assert recorded_address(asked, "1.0.3") == (terraform_1_0 or asked)
+    assert recorded_address(asked, "1.8.5") == (later or asked)

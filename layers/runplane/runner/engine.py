@@ -4,8 +4,8 @@ This module resolves the engine and runs its commands with bounded, redacted log
 (``bounded_log.py``) and hard timeouts; its neighbours write the files that point it at the
 Runplane Cloud API (``engine_config.py``), define its errors (``engine_errors.py``) and
 recognise failures caused by missing cloud credentials (``engine_classify.py``). They use
-the standard library (and the pure domain rule for variable names) only: no network and no
-AWS code.
+the standard library (and the pure domain rules for variable names and plan options) only:
+no network and no AWS code.
 
 Every command runs in its own session (so in its own process group) with stdin closed.
 Output is read incrementally from the pipes and streamed into a :class:`BoundedLog`; the
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+from runplane.domain.run_options import RunOptions
 from runplane.runner.bounded_log import _READ_CHUNK, BoundedLog
 from runplane.runner.confinement import Confinement, Isolation
 from runplane.runner.engine_errors import (
@@ -201,12 +202,15 @@ class Engine:
         self,
         out: Path,
         lock: bool,
-        destroy: bool = False,
+        *,
         var_file: Path | None = None,
-        refresh_only: bool = False,
+        options: RunOptions | None = None,
     ) -> EngineResult:
         """``plan -detailed-exitcode -out=OUT``; the result's ``has_changes`` reads exit 2.
 
+        ``options`` (the run's, checked: see ``runplane.domain.run_options``) add their
+        flags: ``-destroy`` or ``-refresh-only`` (exit code 2 then means the refresh
+        found changes made outside the engine), ``-target=`` and ``-replace=``.
         Variable values never go on the command line (any local user can read it): they
         are in ``var_file`` (see :func:`write_var_file`), passed as ``-var-file``, which
         wins over the configuration's own ``*.tfvars`` files as ``-var`` would.
@@ -214,11 +218,7 @@ class Engine:
         args = ["plan", "-input=false", "-no-color", "-detailed-exitcode", f"-out={out}"]
         if not lock:
             args.append("-lock=false")
-        if destroy:
-            args.append("-destroy")
-        if refresh_only:
-            # Exit code 2 then means the refresh found changes made outside the engine.
-            args.append("-refresh-only")
+        args.extend((options or RunOptions()).engine_flags())
         if var_file is not None:
             args.append(f"-var-file={var_file}")
         exit_code, duration = self._run(args)

@@ -74,7 +74,7 @@ from runplane.runner.engine_config import (
 from runplane.runner.engine_env import engine_environment
 from runplane.runner.engine_errors import EngineError, EngineTimeout
 from runplane.runner.logship import LogShipper, SendFailed
-from runplane.runner.plan_file import PlanFileError, PlanMismatch, check_plan_json
+from runplane.runner.plan_options import checked_plan, run_options
 from runplane.runner.refusal import Refused, shown
 from runplane.runner.relay import EngineRelay
 from runplane.runner.sensitive_override import write_sensitive_override
@@ -448,6 +448,8 @@ class Runner:
             raise Refused(f"the engine's saved plan is unusable: {error}") from None
 
     def plan(self) -> RunnerReport:
+        # Checked before anything runs: an option the runner cannot carry out ends the phase.
+        options = run_options(self.manifest)
         engine, backend_config = self.prepare()
         refused = self._take_credentials(engine)
         if refused is not None:
@@ -456,26 +458,20 @@ class Runner:
         init = engine.init(lock=False, backend_config=backend_config)
         if not init.succeeded:
             return self._failed("engine init failed")
-        refresh_only = self.manifest.get("kind") == "refresh_only"
         saved = self.engine_home / "plan.bin"
         with self._variables_file() as var_file:
-            planned = engine.plan(saved, lock=False, var_file=var_file, refresh_only=refresh_only)
+            planned = engine.plan(saved, lock=False, var_file=var_file, options=options)
         if not planned.succeeded:
             return self._failed("engine plan failed")
         plan_bytes = self._read_plan()
         plan_json = engine.show_json(saved)
-        try:
-            # The JSON, printed by the engine, is what policy and review read: it must
-            # describe the plan the apply will carry out.
-            check_plan_json(plan_bytes, plan_json)
-        except (PlanMismatch, PlanFileError) as error:
-            raise Refused(
-                f"the engine's plan JSON does not describe its saved plan: {error}"
-            ) from None
+        # Its JSON describes it, and it is in the mode, with the targets and the forced
+        # replacements, the run asked for (runner/plan_options.py).
+        checked_plan(plan_bytes, plan_json, options)
         version = engine.version()
         self.engine_seconds += time.perf_counter() - started
         summary = summarize(plan_json)
-        if refresh_only:
+        if options.refresh_only:
             # What drifted is the finding; the engine's exit code says whether it did.
             drifted = drifted_resources(plan_json)
             summary = dataclasses.replace(

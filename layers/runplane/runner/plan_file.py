@@ -75,7 +75,8 @@ Not checked (the plan file does not carry it, or the check cannot evaluate it)
 - Fields later versions add (``checks``, ``relevant_attributes``, ``importing``,
   ``generated_config``, ``timestamp``, ``errored``, identities), and what the 1.0 JSON
   does not show at all: the plan's backend, provider hashes, mode, ``target_addrs`` and
-  ``force_replace_addrs`` (the last three are read by :func:`read_plan`).
+  ``force_replace_addrs``. The last three are read by :func:`read_plan`, and the runner
+  checks them against the run's options (``runplane.runner.plan_options``).
 
 Limits
 ------
@@ -718,7 +719,9 @@ _INTEGER_KEY: Final = re.compile(r"-?[0-9]+")
 
 def _escape(char: str, *, go: bool) -> str:
     code = ord(char)
-    if go and (code < 0x20 or code == 0x7F):
+    # DEL too is \u007f: so Terraform 1.0.3 (built with Go 1.16) writes it in its
+    # addresses, checked with the pinned engine.
+    if go and code < 0x20:
         named = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
         return named.get(code, f"\\x{code:02x}")
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
@@ -803,6 +806,17 @@ class _AddressReader:
             raise ValueError("trailing text")
         return AddressParts(self.text[:module_end], mode, type_, name, index)
 
+    def respell(self, quote: Callable[[str], str]) -> str:
+        """The address with each key read and written again (``quote`` for strings)."""
+        out: list[str] = []
+        while self.pos < len(self.text):
+            if self.text.startswith("[", self.pos):
+                out.append(_key_text(self._optional_key(), quote))
+            else:
+                out.append(self.text[self.pos])
+                self.pos += 1
+        return "".join(out)
+
     def _expect(self, text: str) -> None:
         if not self.text.startswith(text, self.pos):
             raise ValueError(f"expected {text}")
@@ -865,6 +879,18 @@ def parse_address(text: str) -> AddressParts:
         raise PlanFileError(
             f"the plan file holds an address it cannot read: {_shown(text)}"
         ) from None
+
+
+def recorded_address(address: str, terraform_version: str) -> str:
+    """A target or replacement address as a run's options spell it (HCL's syntax, see
+    ``runplane.domain.run_options``) the way the engine of ``terraform_version`` records
+    it in its saved plan: integer keys without leading zeros (``[007]`` is ``[7]``),
+    string keys read as HCL reads them (``$${`` is ``${``) and quoted as the engine
+    quotes its addresses (Terraform 1.0.x: Go's ``%q``; later engines: HCL's quoting).
+    The rest (names, dots, ``module.``, ``data.``) is kept. Raises ``ValueError`` for a
+    key it cannot read (the options' grammar never lets one through)."""
+    quote = go_quoted if _version(terraform_version) < (1, 1) else hcl_quoted
+    return _AddressReader(address).respell(quote)
 
 
 def provider_name(config_address: str) -> str:
@@ -1509,10 +1535,10 @@ def _actions_text(actions: tuple[str, ...] | None) -> str:
 # -- check_plan_json ---------------------------------------------------------------------------
 
 
-def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> None:
-    """Raise :class:`PlanMismatch` unless ``document`` (the ``show -json`` of ``plan``)
-    describes the saved plan in ``plan``; :class:`PlanFileError` if ``plan`` cannot be
-    read as a saved plan. See the module's docstring for what is compared."""
+def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> SavedPlan:
+    """The saved plan in ``plan``, once ``document`` (its ``show -json``) is found to
+    describe it: :class:`PlanMismatch` if it does not, :class:`PlanFileError` if ``plan``
+    cannot be read as a saved plan. See the module's docstring for what is compared."""
     saved = read_plan(plan)
     if not isinstance(document, Mapping):
         raise PlanMismatch("the plan JSON is not an object")
@@ -1529,6 +1555,7 @@ def check_plan_json(plan: bytes, document: Mapping[str, Any]) -> None:
     from runplane.runner.plan_config import check_configuration
 
     check_configuration(plan, document)
+    return saved
 
 
 def _check_resource_changes(saved: SavedPlan, document: Mapping[str, Any]) -> None:
