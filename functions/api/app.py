@@ -85,6 +85,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/workspaces/<workspace_id>/notifications/<destination_id>/deliveries",
     ),
     "schedules": (
+        "/api/v1/workspaces/<workspace_id>/drift/actions/remediate",
         "/api/v1/workspaces/<workspace_id>/schedules",
         "/api/v1/schedules/<schedule_id>",
         "/api/v1/schedules/<schedule_id>/actions/pause",

@@ -360,6 +360,9 @@ class Review(Doc):
     source: SourceProvenance | None
     # The run that queued this one through a run trigger (docs/run-triggers.md).
     trigger: dict[str, str] | None = None
+    remediation: dict[str, str] | None = Field(
+        default=None, description="The drift this run resolves: remedy and drift_run_id"
+    )
     # What this run's apply queued in dependent workspaces: a run, or why not.
     triggered_runs: list[dict[str, str | None]] = []
     plan: PlanView | None

@@ -23,7 +23,8 @@ from typing import Any
 from runplane import cli_cloud, cli_github, cli_schedules, cli_variable_sets, cli_variables
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
-from runplane.domain.errors import InvalidPolicySet, RunplaneError
+from runplane.domain.errors import InvalidInput, InvalidPolicySet, RunplaneError
+from runplane.domain.run_options import check_run_options
 
 DEFAULT_CREDENTIALS = Path(".runplane/credentials.json")
 EXIT_NOT_SUCCEEDED = 1
@@ -215,12 +216,17 @@ def _workspace_github(args: argparse.Namespace) -> int:
 
 def _run_create(args: argparse.Namespace) -> int:
     values = variables(args.var, args.var_file)
-    options = {
-        "destroy": args.destroy,
-        "refresh_only": args.refresh_only,
-        "targets": args.target,
-        "replacements": args.replace,
-    }
+    try:
+        # Checked here too, so a bad address is refused before anything is uploaded.
+        asked = check_run_options(
+            destroy=args.destroy,
+            refresh_only=args.refresh_only,
+            targets=args.target,
+            replacements=args.replace,
+        )
+    except InvalidInput as error:
+        raise CliError(str(error)) from None
+    options = asked.to_body()
     review = _client(args).create_run(
         args.workspace, Path(args.dir), kind=args.kind, variables=values, options=options
     )

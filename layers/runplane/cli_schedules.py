@@ -1,4 +1,5 @@
-"""``runplane workspace schedule ...``: create, list, show, pause, resume, delete."""
+"""``runplane workspace schedule ...``: create, list, show, pause, resume, delete; and
+``runplane workspace drift show|remediate``: the drift schedules find, and its remedy."""
 
 from __future__ import annotations
 
@@ -89,3 +90,34 @@ def add_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
     paused.add_argument("--resume", action="store_true", help="resume a paused schedule")
     gone = add(commands, "delete", "delete a schedule", delete)
     gone.add_argument("schedule", help="the schedule ID (sch-...)")
+    _add_drift_parser(workspace_commands, add, connect)
+
+
+def _add_drift_parser(workspace_commands: Any, add: Add, connect: Connect) -> None:
+    drift = workspace_commands.add_parser("drift", help="a workspace's drift and its remedy")
+    commands = drift.add_subparsers(dest="drift_command", required=True)
+
+    def show(args: argparse.Namespace) -> int:
+        client = connect(args)
+        found = client.workspace(client.workspace_id(args.workspace)).get("drift")
+        print(json.dumps(found, indent=2, sort_keys=True) if args.json else drift_line(found))
+        return 0
+
+    def remediate(args: argparse.Namespace) -> int:
+        review = connect(args).remediate_drift(args.workspace, args.remedy)
+        print(json.dumps(review, indent=2, sort_keys=True) if args.json else review["id"])
+        return 0
+
+    shown = add(commands, "show", "what the last scheduled check found", show)
+    shown.add_argument("workspace", help="workspace name or ws- ID")
+    fixed = add(
+        commands, "remediate", "start a run that resolves the drift (with approval)", remediate
+    )
+    fixed.add_argument("workspace", help="workspace name or ws- ID")
+    fixed.add_argument(
+        "--remedy",
+        required=True,
+        choices=["reconcile", "accept"],
+        help="reconcile: plan and apply the configuration over the drift; accept: apply a "
+        "refresh-only plan that takes the real world into the state",
+    )

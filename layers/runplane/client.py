@@ -541,6 +541,16 @@ class Client:
         result: dict[str, Any] = self._call("DELETE", f"/api/v1/schedules/{_seg(schedule_id)}")
         return result
 
+    def remediate_drift(self, workspace: str, remedy: str) -> dict[str, Any]:
+        """A run resolving the workspace's drift: the new run's review."""
+        workspace_id = self.workspace_id(workspace)
+        result: dict[str, Any] = self._call(
+            "POST",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/drift/actions/remediate",
+            {"remedy": remedy},
+        )
+        return result
+
     def create_token(self, name: str, role: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/api/v1/tokens", {"name": name, "role": role})
         return result

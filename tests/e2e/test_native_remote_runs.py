@@ -441,8 +441,7 @@ def test_unsupported_run_options_are_refused_and_create_nothing(local: Local) ->
     refusals = {
         field: tfe(local, "POST", "/runs", _run_body(ws_id, cv["id"], **{field: value}))
         for field, value in (
-            ("is-destroy", True),
-            ("target-addrs", ["test_thing.x"]),
+            ("target-addrs", ["not an address"]),
             ("refresh", False),
             ("auto-apply", True),
         )
@@ -451,7 +450,8 @@ def test_unsupported_run_options_are_refused_and_create_nothing(local: Local) ->
     # Then each is a 422 naming the attribute, and no run exists
     for field, refused in refusals.items():
         assert refused.status_code == 422, refused.text
-        assert refused.json()["errors"][0]["source"]["pointer"] == f"/data/attributes/{field}"
+        pointer = refused.json()["errors"][0]["source"]["pointer"]
+        assert pointer.startswith(f"/data/attributes/{field}"), pointer
     assert runs_of(local, ws_id) == []
 
 

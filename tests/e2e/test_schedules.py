@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Local, unique
-from tests.e2e.test_cli import cli, cli_json, connect
+from tests.e2e.test_cli import Capture, cli, cli_json, connect
 
 HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello"
 
@@ -33,8 +33,8 @@ def _fire(local: Local, at: datetime) -> str:
     return str(created[0]["run_id"])
 
 
-def test_a_scheduled_plan_records_drift_and_an_apply_clears_it(
-    local: Local, tmp_path: Path
+def test_a_scheduled_plan_records_drift_and_a_remediation_clears_it(
+    local: Local, tmp_path: Path, capsys: Capture
 ) -> None:
     client = local.client
     # Given a workspace whose configuration was applied, and a daily schedule on it
@@ -75,9 +75,31 @@ def test_a_scheduled_plan_records_drift_and_an_apply_clears_it(
     )
     assert drift["summary"] == {"adds": 0, "changes": 1, "destroys": 0, "replaces": 0, "drifted": 0}
 
-    # When the changed configuration is applied
-    fix = client.create_run(ws, _changed_hello(tmp_path / "again"))
-    client.watch(fix["id"], until=["awaiting_approval"], timeout=120)
+    # When the drift is accepted with the CLI: a refresh-only run, whose plan would
+    # write the configuration's new output into the state and change no resource
+    accepted = cli_json(
+        capsys, "workspace", "drift", "remediate", ws, "--remedy", "accept", *connect(local)
+    )
+    accepting = client.watch(accepted["id"], until=["awaiting_approval"], timeout=120)
+
+    # Then it is an ordinary plan-and-apply run, refresh-only, naming the drift, that
+    # waits for approval like any other; rejected, it leaves the drift as it was
+    assert (accepting["kind"], accepting["status"]) == ("plan_and_apply", "awaiting_approval")
+    assert accepting["input"]["options"]["refresh_only"] is True
+    assert accepting["remediation"] == {"remedy": "accept", "drift_run_id": drifted["id"]}
+    summary = accepting["plan"]["summary"]
+    assert (summary["adds"], summary["changes"], summary["destroys"]) == (0, 0, 0)
+    client.decide(accepted["id"], "reject")
+    assert client.workspace(ws)["drift"]["drifted"] is True
+
+    # When it is reconciled instead: the changed configuration is planned and, once
+    # approved, applied
+    fix = cli_json(
+        capsys, "workspace", "drift", "remediate", ws, "--remedy", "reconcile", *connect(local)
+    )
+    waiting = client.watch(fix["id"], until=["awaiting_approval"], timeout=120)
+    assert waiting["plan"]["summary"]["changes"] == 1
+    assert waiting["input"]["options"]["refresh_only"] is False
     client.decide(fix["id"], "approve")
     assert client.watch(fix["id"], timeout=120)["status"] == "succeeded"
 

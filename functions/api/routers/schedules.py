@@ -30,6 +30,13 @@ class SchedulePause(BaseModel):
     paused: bool
 
 
+class DriftRemedy(BaseModel):
+    remedy: Literal["reconcile", "accept"] = Field(
+        description="reconcile: plan and apply the configuration; accept: apply a "
+        "refresh-only plan, taking the real world into the state"
+    )
+
+
 class ScheduleView(oas.Doc):
     id: str
     workspace_id: str
@@ -63,6 +70,18 @@ class ScheduleList(oas.Doc):
 class ScheduleDeleted(oas.Doc):
     id: str
     deleted: bool
+
+
+@router.post(
+    "/api/v1/workspaces/<workspace_id>/drift/actions/remediate",
+    responses=oas.responses(201, oas.Review, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def remediate_drift(workspace_id: str, body: DriftRemedy) -> Reply:
+    """A run that resolves the drift the workspace's last check found (docs/schedules.md)."""
+    s = services()
+    run = s.schedules.remediate(principal(), workspace_id, body.remedy)
+    return json_reply(201, oas.Review.model_validate(s.runs.review_of(run)))
 
 
 @router.post(

@@ -95,6 +95,12 @@ class ConcurrentChange(Conflict):
     code = "CONCURRENT_CHANGE"
 
 
+class NoDrift(Conflict):
+    """Remediation asked of a workspace whose last check found no drift."""
+
+    code = "NO_DRIFT"
+
+
 class IllegalTransition(Conflict):
     """The transition table has no row for this move (or its guard is false)."""
 

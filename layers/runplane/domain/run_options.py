@@ -27,13 +27,17 @@ MAX_ADDRESSES: Final = 100
 MAX_ADDRESS_CHARS: Final = 512
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_-]*"
-_KEY = r'\[(?:[0-9]+|"(?:[^"\\\x00-\x1f]|\\["\\nrt])*")\]'
+# A string key holds no template sequence (``${``, ``%{``): the engine records one
+# unescaped in its saved plan and then cannot read the plan back.
+_KEY = r'\[(?:[0-9]+|"(?:[^"\\\x00-\x1f$%]|\\["\\nrt]|[$%](?!\{))*")\]'
 _MODULES = rf"(?:module\.{_NAME}(?:{_KEY})?\.)*"
-_RESOURCE = rf"(?:data\.)?{_NAME}\.{_NAME}(?:{_KEY})?"
+# No resource type is named ``data`` or ``module``: those are the addresses' keywords.
+_TYPED = rf"(?!data\.|module\.){_NAME}\.{_NAME}(?:{_KEY})?"
+_RESOURCE = rf"(?:data\.)?{_TYPED}"
 # A target is a module (with or without an instance key) or a resource in one.
 _TARGET: Final = re.compile(rf"{_MODULES}(?:module\.{_NAME}(?:{_KEY})?|{_RESOURCE})")
 # A replacement is one managed resource instance: never a module, never a data source.
-_REPLACEMENT: Final = re.compile(rf"{_MODULES}(?!data\.|module\.){_NAME}\.{_NAME}(?:{_KEY})?")
+_REPLACEMENT: Final = re.compile(rf"{_MODULES}{_TYPED}")
 
 
 class PlanMode(StrEnum):
@@ -201,6 +205,10 @@ def _expected(what: str) -> str:
 
 
 def _strings(value: object) -> tuple[str, ...]:
-    if isinstance(value, list | tuple):
-        return tuple(item for item in value if isinstance(item, str))
-    return ()
+    # Fails closed: a stored list that is not one of strings is refused, never read as
+    # "no targets" (which would turn a targeted run into a full one).
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
+        raise InvalidInput("the run's stored options are malformed: addresses are strings")
+    return tuple(value)

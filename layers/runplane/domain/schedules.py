@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from runplane.domain.errors import InvalidInput
+from runplane.domain.run_options import RunOptions
 
 # Schedules fire at most every 15 minutes: a plan is minutes of sandbox time, and a
 # workspace checked more often than that only queues skipped fires behind itself.
@@ -34,6 +35,19 @@ _HORIZON_DAYS = 366 * 8
 class ScheduleKind(StrEnum):
     PLAN_ONLY = "plan_only"
     REFRESH_ONLY = "refresh_only"
+
+
+class Remedy(StrEnum):
+    """What a drift remediation run does (docs/schedules.md, "Remediating drift")."""
+
+    # A normal plan and apply: the infrastructure is brought back to the configuration.
+    RECONCILE = "reconcile"
+    # A refresh-only plan and apply: the real world is accepted into the state.
+    ACCEPT = "accept"
+
+    @property
+    def options(self) -> RunOptions:
+        return RunOptions(refresh_only=self is Remedy.ACCEPT)
 
 
 class ScheduleState(StrEnum):

@@ -645,6 +645,8 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
             run, snapshot.configuration_version_id, reads.sources, reads.artifacts
         ),
         "trigger": snapshot.trigger,
+        # The drift this run was created to resolve, and how (docs/schedules.md).
+        "remediation": snapshot.extra.get("remediation"),
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
             for t in reads.claims.of_source(run.id)

@@ -20,6 +20,7 @@ from runplane.domain.creation import ScheduleFire
 from runplane.domain.errors import (
     InvalidInput,
     LaunchDenied,
+    NoDrift,
     NotFound,
     ScheduleAlreadyFired,
     ScheduleMoved,
@@ -34,6 +35,7 @@ from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 
 if TYPE_CHECKING:
+    from runplane.domain.entities import Run
     from runplane.services.repositories import RunReader, ScheduleStore
 
 logger = logging.getLogger("runplane.schedules")
@@ -152,6 +154,39 @@ class Schedules:
     def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
         """The drift of a workspace the caller has already read."""
         return drift.view(self._store.drift(workspace_id))
+
+    def remediate(self, principal: Principal, workspace_id: str, remedy: str) -> Run:
+        """A run that resolves the workspace's drift, as ``remedy`` says: ``reconcile``
+        plans and applies the configuration, ``accept`` applies a refresh-only plan.
+        Either is an ordinary run of the latest configuration, with approval; refused
+        (``NoDrift``, nothing written) unless the last check found drift."""
+        principal.require(Permission.RUN_CREATE)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        try:
+            chosen = rules.Remedy(remedy)
+        except ValueError:
+            choices = ", ".join(r.value for r in rules.Remedy)
+            raise InvalidInput(f"remedy must be one of {choices}", "/remedy") from None
+        found = self._store.drift(workspace.id)
+        if found is None or found.state != "drifted":
+            raise NoDrift(
+                f"workspace {workspace.id} has no drift to remediate: its last check "
+                + ("found none" if found is not None else "has not run (add a schedule)")
+            )
+        configuration = self._store.latest_configuration_id(workspace.id)
+        if configuration is None:
+            raise NoDrift(f"workspace {workspace.id} has no uploaded configuration to plan")
+        return self._runs.create(
+            principal,
+            workspace.id,
+            kind=RunKind.PLAN_AND_APPLY,
+            configuration_version_id=configuration,
+            engine_version=None,
+            variables={},
+            message=f"drift remediation ({chosen.value}) of the drift {found.run_id} found",
+            extra_input={"remediation": {"remedy": chosen.value, "drift_run_id": found.run_id}},
+            options=chosen.options,
+        )
 
     # -- firing ------------------------------------------------------------------------------
 
