@@ -55,6 +55,7 @@ from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transiti
 from runplane.domain.run_events import RunEvent, move_event
 from runplane.domain.run_triggers import Triggers
 from runplane.domain.schedules import Drift, Fire, Schedule
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.domain.state import FINALIZED, StateVersion
 from runplane.domain.variables import (
     MAX_VARIABLES,
@@ -262,6 +263,7 @@ class InMemoryWorkspaces:
         tag_names: tuple[str, ...] | None = None,
         approval_window_seconds: int | None = None,
         execution_mode: str | None = None,
+        second_approval: SecondApprovalRule | None = None,
     ) -> None:
         given = {
             "terraform_version": terraform_version,
@@ -269,6 +271,7 @@ class InMemoryWorkspaces:
             "tag_names": tag_names,
             "approval_window_seconds": approval_window_seconds,
             "execution_mode": execution_mode,
+            "second_approval": second_approval,
         }
         changes = {name: value for name, value in given.items() if value is not None}
         if not changes:
@@ -306,6 +309,10 @@ class InMemoryRuns:
         if part.name in held:
             raise ConcurrentChange(f"run {part.run_id} already has its {part.name}")
         self._parts[part.run_id] = {**held, part.name: part}
+
+    def set_part(self, part: RunPart) -> None:
+        """A test's given: the part as stated, whatever was held."""
+        self._parts[part.run_id] = {**self._parts.get(part.run_id, {}), part.name: part}
 
     def get_run(self, run_id: str) -> Run:
         if run_id not in self.runs:

@@ -148,11 +148,21 @@ class WorkspaceCreated(Doc):
     tags: list[str]
 
 
+class SecondApprovalView(Doc):
+    """The two-person rule for destructive runs (docs/runs.md, "A second approver")."""
+
+    destroy_runs: bool = Field(description="Every destroy run needs two approvers")
+    destroys_over: int | None = Field(
+        description="Plans destroying more than this many resources need two; null: none"
+    )
+
+
 class WorkspaceUpdated(Doc):
     id: str
     name: str
     approval_window_seconds: int | None
     tags: list[str]
+    second_approval: SecondApprovalView
 
 
 class DriftView(Doc):
@@ -184,6 +194,7 @@ class WorkspaceView(Doc):
     drift: DriftView | None = Field(
         default=None, description="What the last scheduled plan found; null: never checked"
     )
+    second_approval: SecondApprovalView
 
 
 class WorkspaceList(Doc):

@@ -153,6 +153,16 @@ def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
     print(f"  queued runs      {ws.get('queue_length', 0)}")
     print(f"  current state    {ws.get('current_state_version_id') or '-'}")
     print(f"  drift            {cli_schedules.drift_line(ws.get('drift'))}")
+    print(f"  second approver  {_second_approver(ws.get('second_approval') or {})}")
+
+
+def _second_approver(rule: dict[str, Any]) -> str:
+    needed = []
+    if rule.get("destroy_runs"):
+        needed.append("destroy runs")
+    if rule.get("destroys_over") is not None:
+        needed.append(f"plans destroying more than {rule['destroys_over']}")
+    return ", ".join(needed) or "never"
 
 
 def _workspace_show(args: argparse.Namespace) -> int:
@@ -162,11 +172,16 @@ def _workspace_show(args: argparse.Namespace) -> int:
 
 
 def _workspace_update(args: argparse.Namespace) -> int:
-    if args.approval_window is None and args.tag is None and not args.clear_tags:
-        raise CliError("nothing to update: pass --approval-window, --tag or --clear-tags")
+    rule_given = args.second_approver_for_destroy is not None or args.second_approver_over
+    if args.approval_window is None and args.tag is None and not args.clear_tags and not rule_given:
+        raise CliError(
+            "nothing to update: pass --approval-window, --tag, --clear-tags or a "
+            "--second-approver-… flag"
+        )
     if args.tag is not None and args.clear_tags:
         raise CliError("--tag and --clear-tags contradict each other: pass one")
     seconds = None if args.approval_window is None else duration(args.approval_window)
+    over = _destroys_over(args.second_approver_over)
     client = _client(args)
     workspace_id = client.workspace_id(args.workspace)
     fields: dict[str, Any] = {}
@@ -174,9 +189,25 @@ def _workspace_update(args: argparse.Namespace) -> int:
         fields["approval_window_seconds"] = seconds
     if args.tag is not None or args.clear_tags:
         fields["tags"] = args.tag or []
+    if rule_given:
+        # The rule is replaced whole: what is not given stays as it is.
+        rule = dict(client.workspace(workspace_id).get("second_approval") or {})
+        if args.second_approver_for_destroy is not None:
+            rule["destroy_runs"] = args.second_approver_for_destroy == "yes"
+        if args.second_approver_over:
+            rule["destroys_over"] = over
+        fields["second_approval"] = rule
     client.update_workspace(workspace_id, **fields)  # one write: both or neither
     _print_workspace(client.workspace(workspace_id), args.json)
     return 0
+
+
+def _destroys_over(text: str | None) -> int | None:
+    if not text or text == "none":
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise CliError(f"--second-approver-over takes a whole number or none, not {text!r}")
+    return int(text)
 
 
 def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
@@ -690,6 +721,16 @@ def _workspace_parser(commands: Any) -> None:
         "--tag", action="append", help="the workspace's tags, all of them (repeat for more)"
     )
     update.add_argument("--clear-tags", action="store_true", help="remove every tag")
+    update.add_argument(
+        "--second-approver-for-destroy",
+        choices=["yes", "no"],
+        help="whether every destroy run needs a second approver (docs/runs.md)",
+    )
+    update.add_argument(
+        "--second-approver-over",
+        metavar="N|none",
+        help="plans destroying more than N resources need a second approver; none: no count",
+    )
     github = _add(
         workspace_commands,
         "github",

@@ -757,6 +757,13 @@ def render_review(review: Mapping[str, Any]) -> str:
             f"  approval   {approval['status']}"
             + (f" by {who}" if who else f" until {approval.get('expires_at')}")
         )
+        if int(approval.get("approvals_required") or 1) > 1:
+            first = approval.get("first_approval") or {}
+            given = f"first by {first['by']}" if first else "none yet"
+            lines.append(
+                f"             two approvers needed ({given}): "
+                f"{approval.get('second_approval_reason') or ''}"
+            )
     apply = review.get("apply")
     if apply:
         state = apply["resulting_state_version"]

@@ -119,7 +119,13 @@ def test_targeted_replace_and_destroy_runs_through_the_cli(
     assert (summary["adds"], summary["changes"], summary["destroys"]) == (1, 0, 1)
     assert replaced["input"]["options"]["replacements"] == ["test_thing.a"]
 
-    # When a destroy run is created, shown and applied
+    # When the workspace requires a second approver for destroys, and a destroy run is
+    # created and shown
+    rule = cli_json(
+        capsys, "workspace", "update", ws_id, "--second-approver-for-destroy", "yes",
+        *connect(local),
+    )  # fmt: skip
+    assert rule["second_approval"] == {"destroy_runs": True, "destroys_over": None}
     run = cli_json(
         capsys, "run", "create", "--workspace", ws_id, "--dir", str(same), "--destroy",
         *connect(local),
@@ -127,10 +133,25 @@ def test_targeted_replace_and_destroy_runs_through_the_cli(
     cli_json(capsys, "run", "watch", run["id"], "--until", "awaiting_approval", *connect(local))
     code, shown, _ = cli(capsys, "run", "show", run["id"], *connect(local))
 
-    # Then the review says DESTROY on its second line, before anyone approves
+    # Then the review says DESTROY on its second line, and that two approvers are needed
     assert code == 0
     assert shown.splitlines()[1].startswith("  DESTROY")
-    cli_json(capsys, "run", "approve", run["id"], *connect(local))
+    assert "two approvers needed (none yet)" in shown
+
+    # When the admin approves, then approves again
+    first = cli_json(capsys, "run", "approve", run["id"], *connect(local))
+    code, _, err = cli(capsys, "run", "approve", run["id"], *connect(local))
+
+    # Then the run still waits for another person, and the second try is refused
+    assert (first["status"], first["approval"]["status"]) == ("awaiting_approval", "waiting_second")
+    assert "HTTP 403" in one_error_line(err)
+    assert "second approver" in err
+
+    # When another person (an operator's token) approves, the destroy is applied
+    other = cli_json(
+        capsys, "token", "create", unique("second"), "--role", "operator", *connect(local)
+    )
+    cli_json(capsys, "run", "approve", run["id"], *connect(local, other["token"]))
     code, _, err = cli(capsys, "run", "watch", run["id"], "--timeout", "180", *connect(local))
     assert code == 0, err
     destroyed = cli_json(capsys, "run", "show", run["id"], *connect(local))

@@ -10,6 +10,7 @@ import pytest
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.services.repositories import WorkspaceDirectory
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.fakes import InMemoryWorkspaces
@@ -118,6 +119,22 @@ def test_settings_change_only_what_is_given(directory: WorkspaceDirectory) -> No
     assert directory.get_workspace("ws-1") == replace(
         _workspace("ws-1", "network"), description="core", approval_window_seconds=60
     )
+
+
+def test_the_second_approval_rule_is_stored_whole_and_cleared(
+    directory: WorkspaceDirectory,
+) -> None:
+    # Given a workspace
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    rule = SecondApprovalRule(destroy_runs=True, destroys_over=5)
+    # When its two-person rule is set, then turned off
+    directory.update_settings("ws-1", second_approval=rule)
+    set_rule = directory.get_workspace("ws-1").second_approval
+    directory.update_settings("ws-1", second_approval=SecondApprovalRule())
+    # Then it read back whole, and then as off, with nothing else changed
+    assert set_rule == rule
+    assert directory.get_workspace("ws-1") == _workspace("ws-1", "network")
 
 
 def test_settings_of_an_unknown_workspace_are_not_found_and_write_nothing(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
 from runplane.domain.entities import Workspace, valid_tags
+from runplane.domain.second_approval import MAX_DESTROYS_OVER, SecondApprovalRule
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -20,11 +21,18 @@ class WorkspaceCreate(BaseModel):
     tags: list[str] = Field(default_factory=list)
 
 
+class SecondApprovalBody(BaseModel):
+    destroy_runs: StrictBool = False
+    destroys_over: StrictInt | None = Field(default=None, ge=0, le=MAX_DESTROYS_OVER)
+
+
 class WorkspaceUpdate(BaseModel):
     # Strict: lax parsing would read `true` as a one-second window.
     approval_window_seconds: StrictInt | None = Field(default=None, ge=1, le=30 * 24 * 3600)
     # The whole list: [] clears it; left out, the tags stay as they are.
     tags: list[str] | None = None
+    # The whole rule: left out, it stays as it is.
+    second_approval: SecondApprovalBody | None = None
 
 
 @router.post(
@@ -61,6 +69,9 @@ def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
         s.workspaces.by_id(who, workspace_id),
         approval_window_seconds=body.approval_window_seconds,
         tags=None if body.tags is None else valid_tags(tuple(body.tags), "/tags"),
+        second_approval=None
+        if body.second_approval is None
+        else SecondApprovalRule(**body.second_approval.model_dump()),
     )
     return json_reply(
         200,
@@ -69,6 +80,7 @@ def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
             name=ws.name,
             approval_window_seconds=ws.approval_window_seconds,
             tags=list(ws.tag_names),
+            second_approval=oas.SecondApprovalView(**ws.second_approval.to_body()),
         ),
     )
 
@@ -112,6 +124,7 @@ def _workspace(ws: Workspace) -> oas.WorkspaceView:
         queue_length=ws.queue_length,
         current_state_version_id=ws.current_state_version_id,
         drift=None if drift is None else oas.DriftView.model_validate(drift),
+        second_approval=oas.SecondApprovalView(**ws.second_approval.to_body()),
     )
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runplane.domain.errors import InvalidInput
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
+from runplane.domain.second_approval import SecondApprovalRule
 
 if TYPE_CHECKING:
     from runplane.domain.transitions import RunFacts
@@ -73,6 +74,8 @@ class Workspace:
     approval_window_seconds: int | None = None
     # "local" or "remote" (see runplane.domain.tfe_runs.ExecutionMode).
     execution_mode: str = "local"
+    # The two-person rule for destructive runs (domain/second_approval.py).
+    second_approval: SecondApprovalRule = field(default_factory=SecondApprovalRule)
 
     @property
     def locked(self) -> bool:

@@ -95,6 +95,13 @@ class ConcurrentChange(Conflict):
     code = "CONCURRENT_CHANGE"
 
 
+class SameApprover(RunplaneError):
+    """The second approval a run needs came from the person who gave the first."""
+
+    code = "SECOND_APPROVER_REQUIRED"
+    http_status = 403
+
+
 class NoDrift(Conflict):
     """Remediation asked of a workspace whose last check found no drift."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -57,10 +58,16 @@ class ApprovalState(StrEnum):
     """The approval of a plan, bound to its digests while it waits."""
 
     WAITING = "waiting"
+    # One person approved a run that needs two: it waits for another person.
+    WAITING_SECOND = "waiting_second"
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELED = "canceled"
+
+
+UNDECIDED: tuple[str, ...] = (ApprovalState.WAITING, ApprovalState.WAITING_SECOND)
+"""An approval no one has decided yet: a decision, an expiry or a cancellation ends it."""
 
 
 class ApplyRecordState(StrEnum):
@@ -114,11 +121,13 @@ ATTEMPT_MOVES: tuple[PartMove, ...] = (
 
 PLAN_EVIDENCE_MOVES: tuple[PartMove, ...] = ()
 
+_UNDECIDED = (P.WAITING, P.WAITING_SECOND)
 APPROVAL_MOVES: tuple[PartMove, ...] = (
-    PartMove(P.WAITING, P.APPROVED, "a person approved the bound plan"),
-    PartMove(P.WAITING, P.REJECTED, "a person rejected the plan"),
-    PartMove(P.WAITING, P.EXPIRED, "the deadline passed without a decision"),
-    PartMove(P.WAITING, P.CANCELED, "the run was canceled"),
+    PartMove(P.WAITING, P.WAITING_SECOND, "a first person approved a run that needs two"),
+    *_moves(_UNDECIDED, (P.APPROVED,), "the last person needed approved the bound plan"),
+    *_moves(_UNDECIDED, (P.REJECTED,), "a person rejected the plan"),
+    *_moves(_UNDECIDED, (P.EXPIRED,), "the deadline passed without a decision"),
+    *_moves(_UNDECIDED, (P.CANCELED,), "the run was canceled"),
 )
 
 APPLY_RECORD_MOVES: tuple[PartMove, ...] = (
@@ -355,10 +364,17 @@ class ApprovalBody:
     decided_by: str | None = None
     decided_at: str | None = None
     comment: str | None = None
+    # The two-person rule (domain/second_approval.py), decided when the approval was
+    # created: how many distinct people must approve, why, and the first approval.
+    approvals_required: int = 1
+    second_approval_reason: str | None = None
+    first_approval: Mapping[str, str] | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> ApprovalBody:
         raw = body.get("binding")
+        first = body.get("first_approval")
+        required = body.get("approvals_required", 1)
         return cls(
             expires_at=str(body.get("expires_at", "")),
             binding=ApprovalBinding.from_body(raw if isinstance(raw, Mapping) else {}),
@@ -366,15 +382,24 @@ class ApprovalBody:
             decided_by=optional_text(body.get("decided_by")),
             decided_at=optional_text(body.get("decided_at")),
             comment=optional_text(body.get("comment")),
+            approvals_required=int(required) if isinstance(required, int | Decimal) else 1,
+            second_approval_reason=optional_text(body.get("second_approval_reason")),
+            first_approval=(
+                {str(k): str(v) for k, v in first.items()} if isinstance(first, Mapping) else None
+            ),
         )
 
     def to_body(self) -> dict[str, object]:
         body: dict[str, object] = {"expires_at": self.expires_at, "binding": self.binding.to_body()}
+        if self.approvals_required != 1:
+            body["approvals_required"] = self.approvals_required
         return body | _present(
             decision=self.decision,
             decided_by=self.decided_by,
             decided_at=self.decided_at,
             comment=self.comment,
+            second_approval_reason=self.second_approval_reason,
+            first_approval=None if self.first_approval is None else dict(self.first_approval),
         )
 
 

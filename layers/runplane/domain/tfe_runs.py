@@ -146,7 +146,8 @@ def tfe_status(facts: RunFacts) -> TfeRunStatus:
 
 
 def awaits_decision(facts: RunFacts) -> bool:
-    return facts.status is S.AWAITING_APPROVAL and facts.approval == "waiting"
+    # A run one person approved of two still awaits a decision (another's).
+    return facts.status is S.AWAITING_APPROVAL and facts.approval in {"waiting", "waiting_second"}
 
 
 def is_confirmable(facts: RunFacts) -> bool:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
+from runplane.domain.approval_decisions import approval_after
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.cloud_settings import CredentialDecisions, PinnedCredentials
@@ -29,6 +30,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.parts import (
     OPEN_ATTEMPT,
+    UNDECIDED,
     ApplyRecord,
     ApprovalBody,
     ApprovalState,
@@ -446,43 +448,32 @@ class Runs:
         with self._units() as uow:
             # The run, its approval and the policy evidence an approval binds, in one read.
             run, parts = self._visible_with(principal, run_id, ["approval", "policy"], uow)
-            approval = parts["approval"]
-            if run.status is RunStatus.EXPIRED or (
-                approval and approval.state == ApprovalState.EXPIRED
-            ):
-                raise ApprovalExpired(run.id)
-            if approval is not None and (
-                approval.state != ApprovalState.WAITING or run.status.is_terminal
-            ):
-                raise AlreadyDecided(run.id, run.status, approval.state)
-            if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
-                raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
             now = self._clock.now()
-            if run.approval_expires_at is not None and now >= run.approval_expires_at:
-                raise ApprovalExpired(run.id)
-            different = ApprovalBody.from_body(approval.body).binding.differs(binding or {})
-            if different is not None:
-                raise Conflict(
-                    f"run {run.id} awaits a decision on a different {different}: "
-                    "review the run again before deciding"
-                )
-            body = {
-                **approval.body,
-                "decision": decision,
-                "decided_by": principal.ref,
-                "decided_at": now.isoformat(),
-                "comment": (comment or "")[:1000],
-            }
-            state = ApprovalState.APPROVED if decision == "approve" else ApprovalState.REJECTED
+            approval = _decidable(run, parts["approval"], now, binding)
+            state, body = approval_after(
+                run.id, approval.state, approval.body, decision, principal.ref, now, comment
+            )
             uow.parts.change(
                 run.id,
                 "approval",
-                expected_state=ApprovalState.WAITING,
+                # Conditioned on the state read: a concurrent first approval that
+                # committed first makes this one lose, never overwrite it.
+                expected_state=approval.state,
                 state=state,
                 body=body,
                 now=now,
                 on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
             )
+            if state is ApprovalState.WAITING_SECOND:
+                policy = parts["policy"]
+                if policy is not None and policy.state == SOFT_FAILED:
+                    raise PolicyOverrideRequired(run.id)
+                try:
+                    uow.commit()
+                except (AlreadyDecided, ConcurrentChange, TransitionRejected):
+                    raise self._decided_meanwhile(run.id) from None
+                # The workflow's wait goes on: nothing is resumed until the last approval.
+                return Decision(run, "approve_first", None)
             if decision == "approve":
                 policy = parts["policy"]
                 if policy is not None and policy.state == SOFT_FAILED:
@@ -565,11 +556,11 @@ class Runs:
             now=now,
         )
         approval = parts.get("approval")
-        if approval is not None and approval.state == ApprovalState.WAITING:
+        if approval is not None and approval.state in UNDECIDED:
             uow.parts.change(
                 run.id,
                 "approval",
-                expected_state=ApprovalState.WAITING,
+                expected_state=UNDECIDED,
                 state=ApprovalState.CANCELED,
                 token=None,
                 now=now,
@@ -594,6 +585,27 @@ class Runs:
         for token in [*tokens, *([waiter] if waiter else [])]:
             self._workflow.fail(token, "RunEnded", f"run {run.id} was canceled")
         return moved.run
+
+
+def _decidable(
+    run: Run, approval: RunPart | None, now: datetime, binding: Mapping[str, object] | None
+) -> RunPart:
+    """The run's approval, if a decision on ``binding`` may be recorded on it now."""
+    if run.status is RunStatus.EXPIRED or (approval and approval.state == ApprovalState.EXPIRED):
+        raise ApprovalExpired(run.id)
+    if approval is not None and (approval.state not in UNDECIDED or run.status.is_terminal):
+        raise AlreadyDecided(run.id, run.status, approval.state)
+    if run.status is not RunStatus.AWAITING_APPROVAL or approval is None:
+        raise Conflict(f"run {run.id} is {run.status}, not awaiting approval")
+    if run.approval_expires_at is not None and now >= run.approval_expires_at:
+        raise ApprovalExpired(run.id)
+    different = ApprovalBody.from_body(approval.body).binding.differs(binding or {})
+    if different is not None:
+        raise Conflict(
+            f"run {run.id} awaits a decision on a different {different}: "
+            "review the run again before deciding"
+        )
+    return approval
 
 
 def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -> dict[str, Any]:

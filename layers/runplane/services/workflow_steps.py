@@ -23,6 +23,7 @@ from runplane.domain.intents import MovedRun
 from runplane.domain.parts import (
     OPEN_APPLY_RECORD,
     OPEN_ATTEMPT,
+    UNDECIDED,
     ApplyRecordState,
     ApprovalBinding,
     ApprovalBody,
@@ -32,11 +33,13 @@ from runplane.domain.parts import (
     PartKind,
     PlanEvidence,
     PolicyCheck,
+    RunInput,
     RunPart,
     check_move,
     required_part,
 )
 from runplane.domain.policy_input import PolicyInputs
+from runplane.domain.run_options import NO_OPTIONS
 from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
@@ -180,17 +183,18 @@ class WorkflowSteps(WorkflowService):
         return {"status": run.status.value}
 
     def request_approval(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
-        with self._reading_ahead(run_id, scope, ["policy", "plan"], workspace=True):
+        with self._reading_ahead(run_id, scope, ["policy", "plan", "input"], workspace=True):
             return self._request_approval(run_id)
 
     def _request_approval(self, run_id: str) -> dict[str, Any]:
         """The approval, bound to the plan and policy results, and the run's move to
         awaiting it with its deadline, in one unit of work; a replay writes nothing."""
         with self._units() as uow:
-            run, parts = self._active_in(uow, run_id, ["policy", "plan"])
+            run, parts = self._active_in(uow, run_id, ["policy", "plan", "input"])
             if run.status is S.POLICY_PASSED:
                 now = self._clock.now()
-                window = uow.writer.workspace(run.workspace_id).approval_window_seconds
+                workspace = uow.writer.workspace(run.workspace_id)
+                window = workspace.approval_window_seconds
                 expires_at = now + (
                     timedelta(seconds=window) if window else self._timing.approval_window
                 )
@@ -202,12 +206,22 @@ class WorkflowSteps(WorkflowService):
                     policy_input_digest=policy.input_digest,
                     policy_result_digest=policy.result_digest,
                 )
+                # The two-person rule as the workspace has it now, for this plan: fixed
+                # for the approval's life, shown in the review.
+                snapshot = parts["input"]
+                options = RunInput.from_body(snapshot.body).options if snapshot else NO_OPTIONS
+                destroys = int(str(plan.summary.get("destroys") or 0))
+                rule = workspace.second_approval
+                body = ApprovalBody(
+                    expires_at.isoformat(),
+                    binding,
+                    approvals_required=rule.approvals_required(
+                        destroy=options.destroy, destroys=destroys
+                    ),
+                    second_approval_reason=rule.why(destroy=options.destroy, destroys=destroys),
+                )
                 uow.parts.put(
-                    run.id,
-                    "approval",
-                    state=ApprovalState.WAITING,
-                    body=ApprovalBody(expires_at.isoformat(), binding).to_body(),
-                    now=now,
+                    run.id, "approval", state=ApprovalState.WAITING, body=body.to_body(), now=now
                 )
                 uow.runs.move(
                     run,
@@ -229,11 +243,11 @@ class WorkflowSteps(WorkflowService):
         with self._units() as uow:
             _, parts = self._active_in(uow, run_id, ["approval"])
             approval = required_part(parts, run_id, "approval")
-            if approval.state == ApprovalState.WAITING:
+            if approval.state in UNDECIDED:
                 uow.parts.change(
                     run_id,
                     "approval",
-                    expected_state=ApprovalState.WAITING,
+                    expected_state=UNDECIDED,
                     token=token,
                     now=self._clock.now(),
                 )
@@ -264,7 +278,7 @@ class WorkflowSteps(WorkflowService):
             uow.parts.change(
                 run_id,
                 "approval",
-                expected_state=ApprovalState.WAITING,
+                expected_state=UNDECIDED,
                 state=ApprovalState.EXPIRED,
                 token=None,
                 now=now,

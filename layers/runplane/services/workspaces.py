@@ -27,6 +27,7 @@ from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
 from runplane.domain.read_ahead import ReadAhead
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.domain.tfe_runs import ExecutionMode
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ class Workspaces:
         tags: tuple[str, ...] | None = None,
         approval_window_seconds: int | None = None,
         execution_mode: ExecutionMode | None = None,
+        second_approval: SecondApprovalRule | None = None,
     ) -> Workspace:
         principal.require(Permission.WORKSPACE_UPDATE)
         if tags is not None:
@@ -237,6 +239,7 @@ class Workspaces:
             tag_names=tags,
             approval_window_seconds=approval_window_seconds,
             execution_mode=None if execution_mode is None else ExecutionMode(execution_mode).value,
+            second_approval=second_approval,
         )
         return self._directory.get_workspace(workspace.id)
 

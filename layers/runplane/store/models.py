@@ -173,6 +173,8 @@ class WorkspaceItem(TableItem):
     terraform_version = UnicodeAttribute(null=True)
     description = UnicodeAttribute(null=True)
     approval_window_seconds = NumberAttribute(null=True)
+    # The two-person rule as JSON (domain/second_approval.py); absent: off.
+    second_approval = UnicodeAttribute(null=True)
     # Absent: "local" (clients run the engine; remote mode runs it here).
     execution_mode = UnicodeAttribute(null=True)
     tag_names: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]

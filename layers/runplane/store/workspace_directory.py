@@ -6,6 +6,7 @@ read ahead."""
 from __future__ import annotations
 
 from runplane.domain.entities import Organization, Workspace
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.store import workspaces as store
 from runplane.store.request_reads import REQUEST, RequestScope
 
@@ -44,6 +45,7 @@ class DynamoWorkspaceDirectory:
         description: str | None = None,
         tag_names: tuple[str, ...] | None = None,
         approval_window_seconds: int | None = None,
+        second_approval: SecondApprovalRule | None = None,
         execution_mode: str | None = None,
     ) -> None:
         store.update_settings(
@@ -52,5 +54,6 @@ class DynamoWorkspaceDirectory:
             description=description,
             tag_names=tag_names,
             approval_window_seconds=approval_window_seconds,
+            second_approval=second_approval,
             execution_mode=execution_mode,
         ).commit()

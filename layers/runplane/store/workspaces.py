@@ -15,6 +15,7 @@ from pynamodb.expressions.update import Action
 
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.store.models import (
     NameClaimItem,
     OrganizationItem,
@@ -125,8 +126,13 @@ def update_settings(
     tag_names: tuple[str, ...] | None = None,
     approval_window_seconds: int | None = None,
     execution_mode: str | None = None,
+    second_approval: SecondApprovalRule | None = None,
 ) -> Transaction:
     actions: list[Action] = []
+    if second_approval is not None:
+        text = second_approval.to_text()
+        attribute = WorkspaceItem.second_approval
+        actions.append(attribute.remove() if text is None else attribute.set(text))
     if execution_mode is not None:
         actions.append(WorkspaceItem.execution_mode.set(execution_mode))
     if approval_window_seconds is not None:
@@ -193,6 +199,7 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         if item.approval_window_seconds is None
         else int(item.approval_window_seconds),
         execution_mode=item.execution_mode or "local",
+        second_approval=SecondApprovalRule.from_text(item.second_approval),
     )
 
 

@@ -27,7 +27,12 @@ ALLOWED: dict[PartKind, set[tuple[str, str]]] = {
         (A.LAUNCHING, A.ABANDONED),
     },
     PartKind.PLAN_EVIDENCE: set(),
-    PartKind.APPROVAL: {(P.WAITING, t) for t in (P.APPROVED, P.REJECTED, P.EXPIRED, P.CANCELED)},
+    PartKind.APPROVAL: {(P.WAITING, P.WAITING_SECOND)}
+    | {
+        (s, t)
+        for s in (P.WAITING, P.WAITING_SECOND)
+        for t in (P.APPROVED, P.REJECTED, P.EXPIRED, P.CANCELED)
+    },
     PartKind.APPLY_RECORD: {
         (R.PENDING, R.STARTING),
         (R.STARTING, R.STARTED),
@@ -88,4 +93,7 @@ def test_closed_states_never_move_again() -> None:
     closed_records = set(ApplyRecordState) - OPEN_APPLY_RECORD
     assert not any(m.source in closed_attempts for m in MOVES[PartKind.ATTEMPT])
     assert not any(m.source in closed_records for m in MOVES[PartKind.APPLY_RECORD])
-    assert {m.source for m in MOVES[PartKind.APPROVAL]} == {ApprovalState.WAITING}
+    assert {m.source for m in MOVES[PartKind.APPROVAL]} == {
+        ApprovalState.WAITING,
+        ApprovalState.WAITING_SECOND,
+    }

@@ -25,6 +25,7 @@ from runplane.domain.run import RunKind, RunStatus, Stage, Transitioned
 from runplane.domain.run_events import RunEvent
 from runplane.domain.run_triggers import Triggers
 from runplane.domain.schedules import Drift, Fire, Schedule
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.domain.state import StateVersion
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 
@@ -63,6 +64,7 @@ class WorkspaceDirectory(Protocol):
         tag_names: tuple[str, ...] | None = None,
         approval_window_seconds: int | None = None,
         execution_mode: str | None = None,
+        second_approval: SecondApprovalRule | None = None,
     ) -> None: ...
 
 
