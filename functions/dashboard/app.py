@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, cloud, github, sign_in
+from functions.dashboard import actions, cloud, drift, github, sign_in
 from functions.dashboard.web import (
     ID,
     Page,
@@ -151,6 +151,11 @@ def workspace(request: Request, workspace_id: str) -> Page:
         workspace=ws,
         runs=runs,
         cloud=cloud,
+        # As the run API's workspace view has it: None until a schedule checked.
+        drift=s.schedules.drift_of(ws.id),
+        # The remediation buttons only for those who may create runs: the service
+        # refuses anyone else anyway.
+        may_remediate=Permission.RUN_CREATE in session.principal.permissions,
         # The form only for those who may change the settings: the service refuses
         # anyone else anyway.
         may_manage_cloud=Permission.CREDENTIALS_MANAGE in session.principal.permissions,
@@ -276,6 +281,7 @@ def build_app() -> PageResolver:
     app.get("/ui/workspaces/<workspace_id>")(with_request(workspace))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))
+    app.post("/ui/workspaces/<workspace_id>/drift/remediate")(with_session(drift.remediate))
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
