@@ -217,6 +217,14 @@ def _signed_in_recently(principal: Principal) -> bool:
     return signed_in is not None and services().clock.now() - signed_in <= STEP_UP_WINDOW
 
 
+def terraform_run_link(organization: str, workspace: str, run_id: str) -> Page:
+    """Where Terraform's remote backend and cloud block send people: they print
+    ``https://HOST/app/ORGANIZATION/WORKSPACE/runs/RUN``. Always the run page, whose
+    sign-in and permission checks decide what is shown; whether the run exists is not
+    looked up here, so the answer says nothing about it."""
+    return redirect(f"/ui/runs/{run_id}", status=302)
+
+
 def decide(request: Request, run_id: str, decision: str) -> Page:
     session = Session(request)
     form = request.form()
@@ -287,6 +295,7 @@ def build_app() -> PageResolver:
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
     app.post("/ui/runs/<run_id>/cancel")(with_session(actions.cancel))
     app.get("/ui/runs/<run_id>/logs/<phase>")(with_session(actions.live_log))
+    app.get("/app/<organization>/<workspace>/runs/<run_id>")(terraform_run_link)
     app.get(github.PAGE_PATH)(with_session(github.page))
     app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))
     app.get(CONNECT_PATH)(with_request(github.callback))
