@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, cloud, github, sign_in
+from functions.dashboard import actions, cloud, drift, github, sign_in
 from functions.dashboard.web import (
     ID,
     Page,
@@ -151,6 +151,11 @@ def workspace(request: Request, workspace_id: str) -> Page:
         workspace=ws,
         runs=runs,
         cloud=cloud,
+        # As the run API's workspace view has it: None until a schedule checked.
+        drift=s.schedules.drift_of(ws.id),
+        # The remediation buttons only for those who may create runs: the service
+        # refuses anyone else anyway.
+        may_remediate=Permission.RUN_CREATE in session.principal.permissions,
         # The form only for those who may change the settings: the service refuses
         # anyone else anyway.
         may_manage_cloud=Permission.CREDENTIALS_MANAGE in session.principal.permissions,
@@ -210,6 +215,14 @@ def _signed_in_recently(principal: Principal) -> bool:
     checks it anyway; the page only says so up front)."""
     signed_in = principal.auth_time
     return signed_in is not None and services().clock.now() - signed_in <= STEP_UP_WINDOW
+
+
+def terraform_run_link(organization: str, workspace: str, run_id: str) -> Page:
+    """Where Terraform's remote backend and cloud block send people: they print
+    ``https://HOST/app/ORGANIZATION/WORKSPACE/runs/RUN``. Always the run page, whose
+    sign-in and permission checks decide what is shown; whether the run exists is not
+    looked up here, so the answer says nothing about it."""
+    return redirect(f"/ui/runs/{run_id}", status=302)
 
 
 def decide(request: Request, run_id: str, decision: str) -> Page:
@@ -276,11 +289,13 @@ def build_app() -> PageResolver:
     app.get("/ui/workspaces/<workspace_id>")(with_request(workspace))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))
+    app.post("/ui/workspaces/<workspace_id>/drift/remediate")(with_session(drift.remediate))
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
     app.post("/ui/runs/<run_id>/cancel")(with_session(actions.cancel))
     app.get("/ui/runs/<run_id>/logs/<phase>")(with_session(actions.live_log))
+    app.get("/app/<organization>/<workspace>/runs/<run_id>")(terraform_run_link)
     app.get(github.PAGE_PATH)(with_session(github.page))
     app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))
     app.get(CONNECT_PATH)(with_request(github.callback))

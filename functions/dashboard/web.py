@@ -21,6 +21,8 @@ from runplane.domain.errors import InvalidBody, NotFound, TooLarge
 
 Page = Response[str]
 ID = "[A-Za-z0-9-]{1,64}"
+# An organization's or a workspace's name, as TFE spells it (runplane.domain.entities).
+NAME = "[A-Za-z0-9_-]{1,90}"
 # What each path parameter of a route may be: a path with any other value is no page's.
 PATH_PARAMETERS = {
     "workspace_id": ID,
@@ -28,6 +30,9 @@ PATH_PARAMETERS = {
     "decision": "approve|reject",
     "phase": "plan|apply",
     "installation_id": "[0-9]{1,16}",
+    # The names in Terraform's run links (/app/ORGANIZATION/WORKSPACE/runs/RUN).
+    "organization": NAME,
+    "workspace": NAME,
     # Whatever follows /ui/static/ (slashes too): static() serves its own files only.
     "file_name": "(?s:.*)[^/]",
 }
@@ -180,5 +185,5 @@ def json_reply(status: int, body: Any) -> Page:
     return reply(status, json.dumps(body), content_type="application/json")
 
 
-def redirect(location: str, cookies: list[str] | None = None) -> Page:
-    return reply(303, headers={"Location": location}, cookies=cookies)
+def redirect(location: str, cookies: list[str] | None = None, status: int = 303) -> Page:
+    return reply(status, headers={"Location": location}, cookies=cookies)

@@ -13,9 +13,10 @@ public-route lists the embedded stack's gateway uses
 (``functions/api/routes.py``, ``functions/cloud_api/routes.py``);
 ``tests/infra`` checks every application route against both.
 
-The dashboard (``functions/dashboard``) is served at ``/`` and ``/ui/{proxy+}``
-without the authorizer: browsers carry its cookie session, not a bearer token
-(docs/dashboard.md).
+The dashboard (``functions/dashboard``) is served at ``/``, ``/ui/{proxy+}`` and
+``/app/{proxy+}`` (the run links Terraform prints, which it redirects to its run
+pages) without the authorizer: browsers carry its cookie session, not a bearer
+token (docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -407,6 +408,9 @@ class Api(Construct):
         pages: list[tuple[apigw.IResource, str]] = [
             (self.rest_api.root, "GET"),
             (self.rest_api.root.resource_for_path("ui").add_resource("{proxy+}"), "ANY"),
+            # Terraform's run links, https://HOST/app/ORG/WORKSPACE/runs/RUN: the
+            # dashboard redirects them to its run pages.
+            (self.rest_api.root.resource_for_path("app").add_resource("{proxy+}"), "ANY"),
         ]
         for page, verb in pages:
             method = page.add_method(

@@ -1,6 +1,6 @@
 """The dashboard's answers as a browser receives them over HTTP: headers on every kind
-of answer, trailing slashes, HEAD, refusals without a session, and forms whose
-bodies arrive base64-encoded."""
+of answer, trailing slashes, HEAD, refusals without a session, forms whose bodies
+arrive base64-encoded, and the run links Terraform prints."""
 
 from __future__ import annotations
 
@@ -92,6 +92,7 @@ def test_without_a_session_pages_redirect_to_sign_in_and_forms_are_refused(
             "/ui/github/installations/42/release",
             "/ui/workspaces/ws-x/cloud-settings",
             "/ui/workspaces/ws-x/cloud-settings/clear/",
+            "/ui/workspaces/ws-x/drift/remediate",
         )
     ]
 
@@ -178,3 +179,58 @@ def test_the_live_log_answers_json_with_the_pages_headers(local: Local) -> None:
     assert "<strong>INVALID_INPUT</strong>: offset is a byte position (0 or more)" in bad.text
     assert f'<a href="/ui/runs/{run["id"]}" id="back-to-run">' in bad.text
     local.client.watch(run["id"], timeout=180)
+
+
+def test_terraforms_run_link_redirects_to_the_run_page_whether_or_not_the_run_exists(
+    local: Local,
+) -> None:
+    # Given run links as Terraform's remote backend prints them, for a run that does not
+    # exist (the run page, not the link, says so to whoever may know)
+    base = f"{local.url}/app/{local.organization}/some_workspace-1/runs"
+
+    # When they are read without a session, with and without a trailing slash
+    answers = [
+        requests.get(f"{base}/{path}", allow_redirects=False, timeout=30)
+        for path in ("run-missing", "run-missing/")
+    ]
+
+    # Then each is a redirect to the run page, with no body, no cookie and the page headers
+    for answer in answers:
+        assert answer.status_code == 302, answer.text
+        assert answer.headers["Location"] == "/ui/runs/run-missing"
+        assert answer.content == b""
+        assert "Set-Cookie" not in answer.headers
+        assert_page_headers(answer)
+
+    # When a signed-in browser follows one
+    followed = signed_in(local).get(f"{base}/run-missing", timeout=30)
+
+    # Then it ends on the run page's own answer: no such run
+    assert followed.url == f"{local.url}/ui/runs/run-missing"
+    assert followed.status_code == 404
+    assert "<strong>NOT_FOUND</strong>" in followed.text
+
+
+def test_a_run_link_with_a_malformed_id_or_name_is_the_not_found_page(local: Local) -> None:
+    # Given run links that no run link Terraform prints can be
+    org = local.organization
+    paths = (
+        f"/app/{org}/ws/runs/run_1",
+        f"/app/{org}/ws/runs/run.1",
+        f"/app/{org}/ws/runs/{'r' * 65}",
+        f"/app/{org}/ws.1/runs/run-1",
+        f"/app/{org}/ws/runs/run-1/extra",
+        f"/app/{org}/ws/runs",
+        f"/app/{org}/ws/run/run-1",
+        "/app/",
+    )
+
+    # When each is read
+    answers = {path: requests.get(f"{local.url}{path}", timeout=30) for path in paths}
+
+    # Then each is the dashboard's not-found page, never a redirect
+    for path, answer in answers.items():
+        assert answer.status_code == 404, (path, answer.text)
+        assert answer.history == [], path
+        assert_page_headers(answer)
+        assert "<strong>NOT_FOUND</strong>" in answer.text, path

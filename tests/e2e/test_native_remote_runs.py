@@ -29,6 +29,8 @@ from tests.e2e.test_terraform_remote_backend import backend
 from tests.engine import engine_env, engine_path
 
 RUN_ID = re.compile(r"/runs/(run-[a-z2-7]{26})")
+# The link the remote backend prints to view a run in a browser: the path after the host.
+RUN_LINK = re.compile(r"https://[^/\s]+(/app/[^/\s]+/[^/\s]+/runs/run-[a-z2-7]{26})")
 # The first line of a plan's log, as the client streams it.
 STREAMING = re.compile(r"Initializing the backend")
 
@@ -151,6 +153,12 @@ def test_plan_streams_the_sandbox_plan_and_never_takes_the_writer(
     assert workspace["writer_run_id"] is None
     assert workspace["locked"] is False
     assert run_parts.get(run_id, "approval", reads=IdentityMap()) is None
+    # And the link Terraform printed to view the run leads to the run's dashboard page
+    link = RUN_LINK.search(planned.stdout)
+    assert link is not None, planned.stdout
+    assert link[1] == f"/app/{local.organization}/{name}/runs/{run_id}"
+    opened = requests.get(f"{local.url}{link[1]}", allow_redirects=False, timeout=30)
+    assert (opened.status_code, opened.headers["Location"]) == (302, f"/ui/runs/{run_id}")
 
 
 def test_apply_confirmed_with_yes_applies_and_moves_the_state_with_provenance(

@@ -22,7 +22,8 @@ RUN_API = "functions.api.app.handler"
 CLOUD_API = "functions.cloud_api.handler.handler"
 AUTHORIZER = "functions.authorizer.handler.handler"
 DASHBOARD = "functions.dashboard.app.handler"
-DASHBOARD_METHODS = 2
+# /, /ui/{proxy+} and /app/{proxy+} (Terraform's run links).
+DASHBOARD_METHODS = 3
 
 
 def cli_client(stack: Synthesized) -> tuple[str, dict[str, Any]]:
@@ -147,16 +148,17 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
     assert len(unauthenticated) == len(public) + DASHBOARD_METHODS
 
 
-def test_the_dashboard_is_served_at_the_root_and_under_ui_with_its_own_sessions(
+def test_the_dashboard_is_served_at_the_root_and_under_ui_and_app_with_its_own_sessions(
     stack: Synthesized,
 ) -> None:
     gateway = Gateway.of(stack)
-    # Given the dashboard's pages and forms
+    # Given the dashboard's pages and forms, and a run link as Terraform prints it
     for method, path in (
         ("GET", "/"),
         ("GET", "/ui/workspaces/ws-x1"),
         ("GET", "/ui/login"),
         ("POST", "/ui/runs/run-x1/approve"),
+        ("GET", "/app/org-x1/ws-x1/runs/run-x1"),
     ):
         served = gateway.resolve(method, path)
         # Then they reach the dashboard's function, which authenticates the cookie

@@ -126,6 +126,18 @@ RUN = "/ui/runs/run-1"
             "/ui/workspaces/ws-1/cloud-settings/clear",
             None,
         ),
+        ("/ui/workspaces/ws-1/drift/remediate", "/ui/workspaces/ws-1/drift/remediate", None),
+        # Terraform's run links: names as TFE spells them, an ID as the run page's
+        ("/app/org-1/ws-1/runs/run_1", "/app/org-1/ws-1/runs/run_1", None),
+        ("/app/org-1/ws-1/runs/run%2D1", "/app/org-1/ws-1/runs/run%2D1", None),
+        ("/app/org-1/ws-1/runs/" + "a" * 65, "/app/org-1/ws-1/runs/" + "a" * 65, None),
+        ("/app/org.1/ws-1/runs/run-1", "/app/org.1/ws-1/runs/run-1", None),
+        ("/app/org-1/ws~1/runs/run-1", "/app/org-1/ws~1/runs/run-1", None),
+        ("/app/org-1/" + "w" * 91 + "/runs/run-1", "/app/org-1/" + "w" * 91 + "/runs/run-1", None),
+        ("/app/org-1/ws-1/runs", "/app/org-1/ws-1/runs", None),
+        ("/app/org-1/ws-1/runs/run-1/plan", "/app/org-1/ws-1/runs/run-1/plan", None),
+        ("/app/org-1/runs/run-1", "/app/org-1/runs/run-1", None),
+        ("/app/org-1/ws-1/runs/run-1\n", "/app/org-1/ws-1/runs/run-1\n", None),
     ],
 )
 def test_a_get_of_a_path_outside_every_pages_shape_is_not_found_before_any_session_is_read(
@@ -169,6 +181,13 @@ def test_a_get_of_a_path_outside_every_pages_shape_is_not_found_before_any_sessi
             None,
         ),
         ("PUT", "/ui/workspaces/ws-1/cloud-settings", "/ui/workspaces/ws-1/cloud-settings", None),
+        (
+            "POST",
+            "/ui/workspaces/ws.1/drift/remediate",
+            "/ui/workspaces/ws.1/drift/remediate",
+            None,
+        ),
+        ("POST", "/app/org-1/ws-1/runs/run-1", "/app/org-1/ws-1/runs/run-1", None),
         ("PUT", RUN, RUN, RUN),
         ("PATCH", "/ui/workspaces/ws-1", "/ui/workspaces/ws-1", None),
         ("DELETE", f"{RUN}//", RUN, RUN),
@@ -244,3 +263,29 @@ def test_a_static_file_that_is_not_ours_is_not_found(path: str, named: str) -> N
 
     # Then it is not found, named as the old router named it
     assert_not_found(response, named)
+
+
+@pytest.mark.parametrize(
+    ("path", "run_id"),
+    [
+        ("/app/my-org/my_workspace/runs/run-abc", "run-abc"),
+        ("/app/O/W/runs/run-1/", "run-1"),
+        ("/app/org/" + "w" * 90 + "/runs/" + "r" * 64, "r" * 64),
+    ],
+)
+def test_terraforms_run_link_redirects_to_the_run_page_before_any_session_is_read(
+    path: str, run_id: str
+) -> None:
+    # Given no session, and a run link as Terraform's remote backend prints it
+    # When it is requested
+    response = request("GET", path)
+
+    # Then it is a redirect to the run page (which signs in and checks permissions),
+    # with the page headers and nothing else
+    assert response["statusCode"] == 302
+    sent = headers(response)
+    assert sent["Location"] == [f"/ui/runs/{run_id}"]
+    for name, value in SECURITY_HEADERS.items():
+        assert sent[name] == [value], name
+    assert "Set-Cookie" not in sent
+    assert response["body"] == ""

@@ -180,11 +180,12 @@ def _fire_schedule(payload: dict[str, Any]) -> Any:
 
 
 def is_dashboard(path: str) -> bool:
-    return path == "/" or path == "/ui" or path.startswith("/ui/")
+    """The dashboard's paths: its pages, and Terraform's run links under /app/."""
+    return path == "/" or path == "/ui" or path.startswith(("/ui/", "/app/"))
 
 
 def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """One gateway, three handlers: the dashboard at / and /ui, the run API under
+    """One gateway, three handlers: the dashboard at /, /ui and /app, the run API under
     /api/v1 (and the OpenID Connect issuer's documents), the Cloud API elsewhere."""
     path = str(event.get("path", ""))
     if is_dashboard(path):
