@@ -94,6 +94,9 @@ def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, A
     holding_run = ws.lock_run_id or ws.writer_run_id
     if holding_run:
         relationships["locked-by"] = {"data": {"id": holding_run, "type": "runs"}}
+        # Terraform's remote backend counts the runs a pending run waits behind down
+        # the workspace's run list, from that run to this one (docs/cloud-api.md).
+        relationships["current-run"] = {"data": {"id": holding_run, "type": "runs"}}
     elif ws.lock_holder:
         relationships["locked-by"] = {
             "data": {"id": ws.lock_holder.split(":", 1)[-1], "type": "users"}

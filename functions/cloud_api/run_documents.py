@@ -62,6 +62,8 @@ def run(view: RemoteRun, principal: Principal) -> dict[str, Any]:
         "auto-apply": False,
         "source": "tfe-api",
         "created-at": timestamp(r.created_at),
+        # There is no organization queue (a launch over its limits is refused, not
+        # queued): a run waits only in its workspace, which ``pending`` says.
         "position-in-queue": 0,
         "target-addrs": list(view.options.targets) or None,
         "replace-addrs": list(view.options.replacements) or None,
@@ -78,9 +80,11 @@ def run(view: RemoteRun, principal: Principal) -> dict[str, Any]:
             "can-force-cancel": False,
             "can-force-execute": False,
         },
-        # Runplane's own status and why the run is there (an errored run says why).
+        # Runplane's own status and why the run is there (an errored run says why), and
+        # the run a pending one waits behind.
         "runplane-status": r.status.value,
         "status-reason": r.status_reason,
+        "runplane-waiting-for": facts.waiting_for,
     }
     return {
         "id": r.id,

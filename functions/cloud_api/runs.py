@@ -170,7 +170,7 @@ def list_runs(ws_id: str) -> Reply:
     s = services()
     # The one paging rule of a workspace's runs (through the run reader), as the run API.
     page = s.runs.page(who, ws_id, *request.page_params())
-    views = [s.remote_runs.view(run) for run in page.items]
+    views = s.remote_runs.views(page.items)
     document: dict[str, Any] = {
         "data": [run_document(view, who) for view in views],
         "meta": jsonapi.pagination(page),

@@ -403,6 +403,7 @@ def test_a_workspace_held_by_a_run_shows_locked_by_that_run(local: Local) -> Non
         error = assert_error(refused, 409, detail=f"is held by run {run['id']}")
         assert "(status awaiting_approval)" in error["detail"]
         assert "wait for that run to finish, or cancel it" in error["detail"]
+        assert f"runplane run show {run['id']}" in error["detail"]
     finally:
         local.client.decide(run["id"], "reject", "test over")
         local.client.watch(run["id"], timeout=60)

@@ -33,6 +33,9 @@ RUN_ID = re.compile(r"/runs/(run-[a-z2-7]{26})")
 RUN_LINK = re.compile(r"https://[^/\s]+(/app/[^/\s]+/[^/\s]+/runs/run-[a-z2-7]{26})")
 # The first line of a plan's log, as the client streams it.
 STREAMING = re.compile(r"Initializing the backend")
+# What the client prints while its run waits behind others, and at its prompt.
+WAITING = re.compile(r"Waiting for \d+ run\(s\) to finish before being queued")
+CONFIRMATION = re.compile(r"Do you want to perform these actions")
 
 
 def tfe(local: Local, method: str, path: str, body: Any = None) -> requests.Response:
@@ -205,6 +208,49 @@ def test_answering_no_discards_the_run_and_applies_nothing(local: Local, tmp_pat
         "discarded"
     )
     assert tfe(local, "GET", f"/workspaces/{ws_id}/current-state-version").status_code == 404
+
+
+def test_an_apply_behind_another_run_says_how_many_runs_are_ahead_then_plans(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a remote workspace held by a managed run awaiting approval
+    name, ws_id = remote_workspace(local, "remote-queue")
+    first = local.client.create_run(ws_id, HELLO)
+    local.client.watch(first["id"], until=["awaiting_approval"], timeout=180)
+    client = hello(local, tmp_path, name)
+
+    # When `terraform apply` runs there
+    process = client.start("apply", "-input=true")
+    output = _Output(process)
+    try:
+        printed = output.until(WAITING, timeout=120)
+
+        # Then it says how many runs its run waits for, which is pending behind the first
+        # (Terraform 1.0.3 counts them; it names none)
+        assert "Waiting for 1 run(s) to finish before being queued..." in printed
+        assert "Waiting for the plan to start" not in printed
+        run_id = run_of(printed)
+        attributes = tfe(local, "GET", f"/runs/{run_id}").json()["data"]["attributes"]
+        assert (attributes["status"], attributes["runplane-waiting-for"]) == (
+            "pending",
+            first["id"],
+        )
+        workspace = tfe(local, "GET", f"/workspaces/{ws_id}").json()["data"]
+        assert workspace["relationships"]["current-run"]["data"]["id"] == first["id"]
+
+        # When the first run is rejected
+        local.client.decide(first["id"], "reject", "making way")
+
+        # Then the apply's run plans and asks for confirmation, and "no" discards it
+        output.until(CONFIRMATION, timeout=180)
+        printed = output.after_answering(process, "no\n", timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Plan: 1 to add, 0 to change, 0 to destroy." in printed
+    assert "Apply discarded." in printed
+    assert local.client.review(run_id)["status"] == "rejected"
 
 
 def test_an_interrupt_while_planning_cancels_the_run(local: Local, tmp_path: Path) -> None:

@@ -110,6 +110,7 @@ def test_a_sandbox_killed_mid_apply_needs_recovery_at_once_and_native_clients_ar
     assert refused.returncode != 0
     assert f"held by run {run['id']} (status needs_recovery)" in said, refused.stderr
     assert "complete that run's recovery (runplane run recover)" in said, refused.stderr
+    assert f"runplane run show {run['id']} shows that run" in said, refused.stderr
 
 
 @pytest.mark.usefixtures("long_heartbeat")

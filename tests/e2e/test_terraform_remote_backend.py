@@ -15,6 +15,7 @@ from tests.e2e.conftest import Local, unique
 from tests.engine import engine_env, engine_path
 
 P = Permission
+HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello"
 
 
 def backend(local: Local, workspace: str) -> str:
@@ -266,3 +267,53 @@ def test_two_processes_sharing_a_token_cannot_both_hold_the_lock(
     ws = api(local, f"/workspaces/{workspace_id(local, name)}").json()["data"]
     assert ws["attributes"]["locked"] is False
     assert json.loads(second.run("output", "-json").stdout)["who"]["value"] == "first"
+
+
+def test_a_workspace_held_by_a_managed_run_blocks_the_lock_and_lock_timeout_waits_it_out(
+    local: Local, tmp_path: Path
+) -> None:
+    # Given a managed run awaiting approval: it holds the workspace's writer reservation
+    name = unique("held-by-run")
+    ws = str(local.client.create_workspace(name)["id"])
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=180)
+    engine = configuration(
+        tmp_path, "cfg", backend(local, name) + 'output "x" { value = 1 }\n', local
+    )
+    engine.run("init", "-input=false")
+
+    # When this client applies without waiting for the lock
+    blocked = engine.run("apply", "-auto-approve", "-input=false", "-lock-timeout=0s", check=False)
+
+    # Then Terraform 1.0.3 prints only its own words for the 409: the body that names
+    # the run is never read (docs/cloud-api.md)
+    printed = blocked.stdout + blocked.stderr
+    assert blocked.returncode != 0
+    assert f'workspace already locked (lock ID: "{local.organization}/{name}")' in printed
+    assert run["id"] not in printed
+
+    # When it applies again with a lock timeout, and the run is rejected while it waits
+    waiting = subprocess.Popen(
+        [str(engine_path()), "apply", "-auto-approve", "-input=false", "-lock-timeout=120s"],
+        cwd=engine.directory,
+        env=engine.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert waiting.stdout is not None
+        first = waiting.stdout.readline()
+        local.client.decide(run["id"], "reject", "making way")
+        rest, _ = waiting.communicate(timeout=180)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+
+    # Then it kept retrying the lock and applied once the run had ended
+    assert first.startswith("Acquiring state lock"), first + rest
+    assert waiting.returncode == 0, first + rest
+    assert "Apply complete!" in rest
+    assert local.client.review(run["id"])["status"] == "rejected"
+    assert json.loads(engine.run("output", "-json").stdout)["x"]["value"] == 1

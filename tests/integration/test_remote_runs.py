@@ -8,11 +8,12 @@ import pytest
 
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import LaunchDenied, NotFound, UploadUrlExpired
-from runplane.domain.tfe_runs import ExecutionMode
+from runplane.domain.run import RunKind
+from runplane.domain.tfe_runs import ExecutionMode, TfeRunStatus, tfe_status
 from runplane.services.launch_controls import Controls, LaunchControls
 from runplane.services.remote_runs import LOG_URL_SECONDS, RemoteRuns, RunRequest
 from runplane.store.launch_controls import DynamoLaunchControls
-from tests.integration.arena import Arena, planning
+from tests.integration.arena import Arena, created, planning
 
 UPLOAD_SECONDS = 300
 
@@ -90,3 +91,38 @@ def test_a_log_read_url_expires_and_names_one_run(arena: Arena) -> None:
 
     # Then only the first read was served (the log has not started: just STX)
     assert now.data == b"\x02"
+
+
+def test_an_apply_behind_another_runs_reservation_reads_pending_until_handed_it(
+    arena: Arena,
+) -> None:
+    # Given a run holding a workspace's writer reservation (planning), an apply queued
+    # behind it, one not dispatched yet, and a speculative plan of the same workspace
+    remote = remote_runs(arena)
+    ws_id, holder = planning(arena, "queue-holder")
+    _, queued = created(arena, "queue-queued", ws_id)
+    arena.orchestration.queue(queued)
+    waited = arena.orchestration.wait_for_writer(queued, "token-queued", arena.scope_of(queued))
+    _, fresh = created(arena, "queue-fresh", ws_id)
+    _, speculative = created(arena, "queue-plan", ws_id, RunKind.SPECULATIVE)
+
+    # When they are read as TFE clients read them
+    runs = [arena.stack.lifecycle.runs.get(r) for r in (holder, queued, fresh, speculative)]
+    views = {view.run.id: view.facts for view in remote.views(runs)}
+
+    # Then the applies wait behind the holder, pending; the holder and the plan wait
+    # behind nobody
+    assert waited["held"] is False
+    assert (views[queued].waiting_for, views[fresh].waiting_for) == (holder, holder)
+    assert tfe_status(views[queued]) is TfeRunStatus.PENDING
+    assert tfe_status(remote.read(arena.admin, fresh).facts) is TfeRunStatus.PENDING
+    assert views[holder].waiting_for is None
+    assert views[speculative].waiting_for is None
+    assert tfe_status(views[speculative]) is TfeRunStatus.PLAN_QUEUED
+
+    # When the holder is canceled, handing the reservation to the queued apply
+    arena.runs.cancel(arena.admin, holder, arena.launcher)
+
+    # Then that apply is queued to plan, and the other one waits behind it
+    assert tfe_status(remote.read(arena.admin, queued).facts) is TfeRunStatus.PLAN_QUEUED
+    assert remote.read(arena.admin, fresh).facts.waiting_for == queued

@@ -128,6 +128,7 @@ def test_a_run_holding_writer_authority_refuses_native_locks_with_what_to_do(
     # Then she is told which run holds it and to wait, and nothing is written
     assert run.id in held.value.message
     assert "wait for that run to finish" in held.value.message
+    assert f"runplane run show {run.id}" in held.value.message
     assert world.written() == before
 
 
@@ -147,6 +148,7 @@ def test_a_run_kept_for_recovery_tells_the_operator_to_recover(world: StateWorld
         # Then each says to complete the run's recovery
         assert f"held by run {run.id} (status needs_recovery)" in held.value.message
         assert "complete that run's recovery (runplane run recover)" in held.value.message
+        assert held.value.message.endswith(f"runplane run show {run.id} shows that run")
         # A 423, not a 409: native clients print the sentence only for other statuses
         assert (held.value.http_status, held.value.code) == (423, "WORKSPACE_RECOVERY_PENDING")
     assert world.written() == before

@@ -240,7 +240,7 @@ class WorkspaceHeldByRun(WorkspaceLocked):
             self.http_status = 423
         else:
             advice = "wait for that run to finish, or cancel it, before retrying"
-        super().__init__(f"{held}; {advice}")
+        super().__init__(f"{held}; {advice}; runplane run show {run_id} shows that run")
         self.workspace_id = workspace_id
         self.run_id = run_id
 

@@ -33,6 +33,8 @@ class ExecutionMode(StrEnum):
 
 
 class TfeRunStatus(StrEnum):
+    # Waiting in the workspace's queue behind the run that holds it.
+    PENDING = "pending"
     PLAN_QUEUED = "plan_queued"
     PLANNING = "planning"
     POLICY_CHECKING = "policy_checking"
@@ -51,10 +53,11 @@ class TfeRunStatus(StrEnum):
 T = TfeRunStatus
 
 # Our status -> TFE's, where the status alone decides. Statuses that need a fact
-# of the run (awaiting_approval, succeeded) are resolved in ``tfe_status``.
+# of the run or its workspace (dispatch_pending, queued, awaiting_approval,
+# succeeded) are resolved in ``tfe_status``.
 RUN_STATUS_TABLE: MappingProxyType[RunStatus, TfeRunStatus] = MappingProxyType(
     {
-        # Waiting to start, or for the workspace's writer reservation.
+        # Not started yet; behind another run's writer reservation, ``pending``.
         S.DISPATCH_PENDING: T.PLAN_QUEUED,
         S.QUEUED: T.PLAN_QUEUED,
         S.PLANNING: T.PLANNING,
@@ -80,7 +83,10 @@ RUN_STATUS_TABLE: MappingProxyType[RunStatus, TfeRunStatus] = MappingProxyType(
 )
 
 # Refinements of the table by one fact of the run, for the docs.
+_BEHIND = "a `plan_and_apply` run while another run holds the workspace's writer reservation"
 REFINEMENTS: tuple[tuple[RunStatus, str, TfeRunStatus], ...] = (
+    (S.DISPATCH_PENDING, _BEHIND, T.PENDING),
+    (S.QUEUED, _BEHIND, T.PENDING),
     (S.AWAITING_APPROVAL, "no policy check was recorded", T.PLANNED),
     (S.AWAITING_APPROVAL, "policy soft-failed (an override is needed)", T.POLICY_SOFT_FAILED),
     (S.AWAITING_APPROVAL, "approved, apply not started yet", T.CONFIRMED),
@@ -130,10 +136,33 @@ class RunFacts:
     """The policy check row's state, if the plan reserved one."""
     plan_stage: StageStatus | None = None
     apply_stage: StageStatus | None = None
+    waiting_for: str | None = None
+    """The run this one waits behind: see ``waits_behind``."""
+
+
+# A run that has not started yet: it may still have to wait for the workspace.
+NOT_STARTED = frozenset({S.DISPATCH_PENDING, S.QUEUED})
+
+
+def may_wait(kind: RunKind, status: RunStatus) -> bool:
+    """Whether a run may yet wait for its workspace's writer reservation: it needs one
+    and has not started. Runs that never take it (speculative, plan-only) wait behind
+    nobody: they plan while another run holds the workspace."""
+    return kind.needs_writer_reservation and status in NOT_STARTED
+
+
+def waits_behind(run_id: str, kind: RunKind, status: RunStatus, holder: str | None) -> str | None:
+    """The run that ``run_id`` waits behind, which TFE calls ``pending``: the holder of
+    the workspace's writer reservation, when the run may wait and is not the holder."""
+    if holder is None or holder == run_id or not may_wait(kind, status):
+        return None
+    return holder
 
 
 def tfe_status(facts: RunFacts) -> TfeRunStatus:
     status = facts.status
+    if facts.waiting_for is not None and status in NOT_STARTED:
+        return T.PENDING
     if status is S.AWAITING_APPROVAL:
         if facts.approval == "approved":
             return T.CONFIRMED
@@ -178,7 +207,8 @@ def plan_status(facts: RunFacts) -> str:
         return "errored"
     if facts.status.is_terminal:
         return "unreachable"
-    return "queued" if facts.status is S.QUEUED else "pending"
+    waiting = facts.waiting_for is not None
+    return "queued" if facts.status is S.QUEUED and not waiting else "pending"
 
 
 def apply_status(facts: RunFacts) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -37,7 +37,7 @@ from runplane.domain.logs import END_OF_TEXT, MIN_READ_BYTES
 from runplane.domain.parts import ApprovalBody, PlanEvidence, RunInput
 from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.run_options import NO_OPTIONS, RunOptions, check_run_options
-from runplane.domain.tfe_runs import ExecutionMode, RunFacts
+from runplane.domain.tfe_runs import ExecutionMode, RunFacts, may_wait, waits_behind
 from runplane.services.logs import RunLogs
 from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
@@ -254,10 +254,27 @@ class RemoteRuns:
         return self.read(principal, run.id)
 
     def read(self, principal: Principal, run_id: str) -> RemoteRun:
-        return self.view(self._runs.get(principal, run_id))
+        return self.views([self._runs.get(principal, run_id)])[0]
 
-    def view(self, run: Run) -> RemoteRun:
-        """The run and the facts of it a TFE client reads (run already authorized)."""
+    def views(self, runs: Sequence[Run]) -> list[RemoteRun]:
+        """The runs as a TFE client reads them (runs already authorized). A run that may
+        still have to wait is seen with its workspace's writer, read once per workspace
+        and only then."""
+        writers: dict[str, str | None] = {}
+        found: list[RemoteRun] = []
+        for run in runs:
+            waiting_for = None
+            if may_wait(run.kind, run.status):
+                if run.workspace_id not in writers:
+                    writers[run.workspace_id] = self._workspaces.writer_of(run.workspace_id)
+                holder = writers[run.workspace_id]
+                waiting_for = waits_behind(run.id, run.kind, run.status, holder)
+            found.append(self.view(run, waiting_for))
+        return found
+
+    def view(self, run: Run, waiting_for: str | None = None) -> RemoteRun:
+        """The run and the facts of it a TFE client reads (run already authorized);
+        ``waiting_for`` is the run it waits behind (see ``tfe_runs.waits_behind``)."""
         parts = self._reader.parts(run.id)
         stages = self._reader.stages(run.id)
         snapshot = RunInput.from_body(parts["input"].body if "input" in parts else {})
@@ -276,6 +293,7 @@ class RemoteRuns:
             policy=policy.state if policy else None,
             plan_stage=stage(Stage.PLAN),
             apply_stage=stage(Stage.APPLY),
+            waiting_for=waiting_for,
         )
         return RemoteRun(
             run=run,

@@ -124,6 +124,11 @@ class Workspaces:
             raise NotFound("workspace", workspace_id)
         return workspace
 
+    def writer_of(self, workspace_id: str) -> str | None:
+        """The run holding the workspace's writer reservation, if any, for a caller that
+        has already read one of its runs (and so may list them all)."""
+        return self._directory.get_workspace(workspace_id).writer_run_id
+
     def engine_start(self, principal: Principal) -> EngineStart:
         """What a runner's engine starts a phase by reading: its organization's name, its
         run's workspace, and the items those reads read (``EngineStart.items``). Only a

@@ -21,10 +21,12 @@ from runplane.domain.tfe_runs import (
     policy_check_status,
     run_of,
     tfe_status,
+    waits_behind,
 )
 
-S, T = RunStatus, TfeRunStatus
+S, T, K = RunStatus, TfeRunStatus, RunKind
 RUN = "run-" + "a" * 26
+AHEAD = "run-" + "b" * 26
 
 
 def facts(status: RunStatus, **more: object) -> RunFacts:
@@ -64,6 +66,44 @@ def test_every_run_status_has_a_tfe_status() -> None:
 )
 def test_statuses_map_as_the_client_expects(status: RunStatus, expected: TfeRunStatus) -> None:
     assert tfe_status(facts(status)) is expected
+
+
+@pytest.mark.parametrize("status", [S.DISPATCH_PENDING, S.QUEUED])
+def test_a_run_behind_another_runs_reservation_reads_pending(status: RunStatus) -> None:
+    # Given a plan_and_apply run not started while another run holds the workspace
+    behind = waits_behind(RUN, K.PLAN_AND_APPLY, status, holder=AHEAD)
+    waiting = facts(status, waiting_for=behind)
+
+    # Then it waits behind that run: pending, its plan pending too, and cancelable
+    assert behind == AHEAD
+    assert tfe_status(waiting) is T.PENDING
+    assert plan_status(waiting) == "pending"
+    assert is_cancelable(waiting) is True
+    # And once nobody else holds the workspace it is queued to plan, as before
+    assert tfe_status(facts(status)) is T.PLAN_QUEUED
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "holder"),
+    [
+        # The holder itself, before it plans
+        (K.PLAN_AND_APPLY, S.QUEUED, RUN),
+        # Nobody holds the workspace
+        (K.PLAN_AND_APPLY, S.QUEUED, None),
+        # Runs that never take the reservation plan while another run holds it
+        (K.SPECULATIVE, S.QUEUED, AHEAD),
+        (K.PLAN_ONLY, S.DISPATCH_PENDING, AHEAD),
+        (K.REFRESH_ONLY, S.QUEUED, AHEAD),
+        # A run that started (it held the reservation to plan) waits behind nobody
+        (K.PLAN_AND_APPLY, S.PLANNING, AHEAD),
+        (K.PLAN_AND_APPLY, S.AWAITING_APPROVAL, AHEAD),
+        (K.PLAN_AND_APPLY, S.CANCELED, AHEAD),
+    ],
+)
+def test_only_a_run_that_needs_the_reservation_and_has_not_started_waits(
+    kind: RunKind, status: RunStatus, holder: str | None
+) -> None:
+    assert waits_behind(RUN, kind, status, holder) is None
 
 
 def test_success_reads_applied_only_when_the_apply_stage_completed() -> None:
