@@ -41,7 +41,9 @@ def rendered(review: dict[str, Any], *, may_decide: bool = True, can_decide: boo
         templates()
         .get_template("run.html")
         .render(
-            session=SimpleNamespace(csrf="token", principal=SimpleNamespace(display="alice")),
+            session=SimpleNamespace(
+                csrf="token", principal=SimpleNamespace(display="alice", ref="user:alice")
+            ),
             workspace=SimpleNamespace(id="ws-1", name="network"),
             review=review,
             approval=review["approval"] or {},
@@ -157,3 +159,25 @@ def test_a_remediation_run_links_to_the_run_that_found_the_drift() -> None:
     )
     # And a run that remediates nothing has no such line
     assert "run-remediation" not in rendered(review_of())
+
+
+def test_a_run_needing_two_approvers_says_so_and_its_first_approver_cannot_approve_again() -> None:
+    # Given a destroy run alice approved first, of two approvals needed
+    approval = {
+        "status": "waiting_second",
+        "binding": BINDING,
+        "approvals_required": 2,
+        "second_approval_reason": "the workspace requires a second approver for destroy runs",
+        "first_approval": {"by": "user:alice", "at": "2025-01-01T00:00:00+00:00"},
+    }
+    page = rendered(review_of(options={"destroy": True}, approval=approval))
+
+    # Then the bar says two are needed, who approved, and alice's approve is disabled
+    assert text_of(page, "second-approval") == (
+        "Needs two approvers : the workspace requires a second approver for destroy runs. "
+        "First approved by user:alice (you); another person must approve."
+    )
+    approve = page[page.index('id="approve-form"') : page.index('id="reject-form"')]
+    assert "disabled" in approve
+    reject = page[page.index('id="reject-form"') :]
+    assert "disabled" not in reject[: reject.index("</form>")]
