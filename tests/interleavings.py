@@ -66,6 +66,7 @@ from runplane.domain.errors import (
     PolicyOverrideRequired,
     RunEnded,
     RunplaneError,
+    SameApprover,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.parts import ApprovalState, AttemptBody, AttemptState, RunPart
@@ -133,6 +134,8 @@ class RunView(NamedTuple):
     # The apply's attempt: its state and the runner sessions it holds.
     attempt: str | None = None
     sessions: frozenset[str] = frozenset()
+    # Who gave the first of two approvals a run needs (None: no one, or one is needed).
+    first_by: str | None = None
 
     @classmethod
     def of(cls, run: Run, parts: Mapping[str, RunPart]) -> RunView:
@@ -140,6 +143,7 @@ class RunView(NamedTuple):
         body = approval.body if approval else {}
         binding = body.get("binding")
         attempt = parts.get(ATTEMPT)
+        first = body.get("first_approval")
         return cls(
             run.workspace_id,
             run.status,
@@ -150,6 +154,7 @@ class RunView(NamedTuple):
             approval.token if approval else None,
             attempt.state if attempt else None,
             attempt.session_keys if attempt else frozenset(),
+            str(first["by"]) if isinstance(first, Mapping) and first.get("by") else None,
         )
 
 
@@ -252,6 +257,9 @@ class Tracked:
     binding: dict[str, object] | None = None
     deadline: datetime | None = None
     policy: str | None = None
+    # How many people must approve it (the two-person rule), and who approved first.
+    required: int = 1
+    first: str | None = None
 
 
 @dataclass
@@ -277,7 +285,14 @@ class InvariantBroken(AssertionError):
 
 # A decision's outcome: the refusal it meets, "ok", or None (either may happen).
 Expected = type[RunplaneError] | str | None
-DECISION_REFUSALS = (AlreadyDecided, ApprovalExpired, Conflict, PolicyOverrideRequired)
+DECISION_REFUSALS = (
+    AlreadyDecided,
+    ApprovalExpired,
+    Conflict,
+    PolicyOverrideRequired,
+    SameApprover,
+)
+_UNDECIDED = (ApprovalState.WAITING, ApprovalState.WAITING_SECOND)
 
 
 @dataclass
@@ -403,7 +418,7 @@ class Schedule:
         reviewer = self.rng.choice(REVIEWERS)
         decision = self.rng.choice(("approve", "reject"))
         described, binding = self._binding_for(run)
-        expected = self._expected(run, decision, binding)
+        expected = self._expected(run, decision, binding, reviewer)
         self._decide(reviewer, run, decision, binding, f"with {described}", expected)
 
     def _review(self) -> None:
@@ -422,7 +437,7 @@ class Schedule:
 
     def _decide_read(self) -> None:
         read = self.reads.pop(self.rng.randrange(len(self.reads)))
-        expected = self._expected(read.run, read.decision, read.binding)
+        expected = self._expected(read.run, read.decision, read.binding, read.reviewer)
         self._decide(
             read.reviewer,
             read.run,
@@ -469,7 +484,7 @@ class Schedule:
                     second,
                     binding,
                     "(landing inside the other decision)" if outer == "decide" else landing,
-                    self._expected(run, second, binding),
+                    self._expected(run, second, binding, other),
                     inner=True,
                 )
             else:
@@ -520,7 +535,15 @@ class Schedule:
 
         def act() -> None:
             resumed = len(self.backend.resumed())
-            self.backend.decide(principal, run.id, decision, binding)
+            made = self.backend.decide(principal, run.id, decision, binding)
+            if made.decision == "approve_first":
+                # The first of two approvals: the run waits on, its wait not resumed.
+                if run.first is not None or run.required < 2:
+                    raise AssertionError(f"{run.name}: a first approval it did not need")
+                run.first = reviewer
+                if run.token in self.backend.resumed()[resumed:]:
+                    raise AssertionError(f"a first approval resumed {run.token}")
+                return
             if run.id in self.decided:
                 raise AssertionError(f"{run.name} was decided twice: {self.decided[run.id]}")
             self.decided[run.id] = Succeeded(reviewer, decision, binding)
@@ -679,6 +702,8 @@ class Schedule:
         }
         policy = self.rng.choice(POLICY_STATES)
         hours = self.rng.randint(1, 4)
+        # Some runs need two approvers (a destroy under the two-person rule).
+        required = 2 if self.rng.random() < 0.3 else 1
 
         def plan() -> None:
             deadline = self.backend.clock.now() + timedelta(hours=hours)
@@ -694,11 +719,17 @@ class Schedule:
                 self.backend.put_part(
                     run.id, "policy", policy, {"digest": binding["policy_result_digest"]}, None
                 )
-            body = {"expires_at": deadline.isoformat(), "binding": binding}
+            body: dict[str, Any] = {"expires_at": deadline.isoformat(), "binding": binding}
+            if required > 1:
+                body["approvals_required"] = required
             self.backend.put_part(run.id, "approval", ApprovalState.WAITING, body, run.token)
             run.binding, run.deadline, run.policy = binding, deadline, policy
+            run.required = required
 
-        self._step(f"the workflow plans {run.name} (policy {policy}, due in {hours} h)", plan)
+        needs = f", {required} approvers" if required > 1 else ""
+        self._step(
+            f"the workflow plans {run.name} (policy {policy}, due in {hours} h{needs})", plan
+        )
 
     def _apply(self, run: Tracked) -> None:
         def apply() -> None:
@@ -834,7 +865,11 @@ class Schedule:
     # -- what a decision should meet -------------------------------------------------
 
     def _expected(
-        self, run: Tracked, decision: str, binding: Mapping[str, object] | None
+        self,
+        run: Tracked,
+        decision: str,
+        binding: Mapping[str, object] | None,
+        reviewer: str,
     ) -> Expected:
         """The refusal (or "ok"; None: too near the deadline to say) the run's state
         calls for, in the order ``Runs.decide`` checks: expiry and earlier decisions, not
@@ -843,7 +878,7 @@ class Schedule:
         if view.status is RunStatus.EXPIRED or view.approval == ApprovalState.EXPIRED:
             return ApprovalExpired
         if view.approval is not None and (
-            view.approval != ApprovalState.WAITING or view.status.is_terminal
+            view.approval not in _UNDECIDED or view.status.is_terminal
         ):
             return AlreadyDecided
         if view.status is not RunStatus.AWAITING_APPROVAL or view.approval is None:
@@ -858,6 +893,8 @@ class Schedule:
             return ApprovalExpired
         if binding is not None and any(run.binding.get(k) != v for k, v in binding.items()):
             return Conflict
+        if decision == "approve" and view.first_by == f"user:{reviewer}":
+            return SameApprover
         if decision == "approve" and run.policy == "soft_failed":
             return PolicyOverrideRequired
         return "ok"
@@ -896,7 +933,7 @@ class Schedule:
         if self.backend.clock.current < run.deadline:
             return "pending"
         view = self._view(run)
-        if view.approval == ApprovalState.WAITING:
+        if view.approval in _UNDECIDED:
             return "expired"
         return _decision_of(view.approval)
 
@@ -995,36 +1032,49 @@ class Schedule:
                         f"{names[run_id]}: its attempt is {view.attempt}, its session {state}"
                     )
 
+    @staticmethod
+    def _check_approved(run: Tracked, view: RunView, decided: Succeeded | None) -> None:
+        """An approved run: approved by the one approval that succeeded (the second of
+        two, from another person, where two were needed), bound to what was planned and
+        reviewed."""
+        if decided is None or decided.decision != "approve":
+            raise AssertionError(f"{run.name}: approved with no approval that succeeded")
+        if view.binding != run.binding:
+            raise AssertionError(f"{run.name}: approved for {view.binding}, planned {run.binding}")
+        if decided.submitted is not None and dict(decided.submitted) != view.binding:
+            raise AssertionError(
+                f"{run.name}: {decided.reviewer} reviewed {decided.submitted}, "
+                f"the approval binds {view.binding}"
+            )
+        if view.decided_by != f"user:{decided.reviewer}":
+            raise AssertionError(
+                f"{run.name}: approved by {view.decided_by}, not {decided.reviewer}"
+            )
+        if run.required > 1 and (view.first_by is None or view.first_by == view.decided_by):
+            raise AssertionError(
+                f"{run.name}: needs two approvers, approved by {view.first_by} and "
+                f"{view.decided_by}"
+            )
+        if view.status not in _APPROVED_RUN:
+            raise AssertionError(f"{run.name}: approved but {view.status}")
+
     def _check_approval(self, run: Tracked, view: RunView) -> None:
         decided = self.decided.get(run.id)
         if view.approval == ApprovalState.APPROVED:
-            if decided is None or decided.decision != "approve":
-                raise AssertionError(f"{run.name}: approved with no approval that succeeded")
-            if view.binding != run.binding:
-                raise AssertionError(
-                    f"{run.name}: approved for {view.binding}, planned {run.binding}"
-                )
-            if decided.submitted is not None and dict(decided.submitted) != view.binding:
-                raise AssertionError(
-                    f"{run.name}: {decided.reviewer} reviewed {decided.submitted}, "
-                    f"the approval binds {view.binding}"
-                )
-            if view.decided_by != f"user:{decided.reviewer}":
-                raise AssertionError(
-                    f"{run.name}: approved by {view.decided_by}, not {decided.reviewer}"
-                )
-            if view.status not in _APPROVED_RUN:
-                raise AssertionError(f"{run.name}: approved but {view.status}")
+            self._check_approved(run, view, decided)
         elif view.approval == ApprovalState.REJECTED:
             if decided is None or decided.decision != "reject":
                 raise AssertionError(f"{run.name}: rejected with no rejection that succeeded")
             if view.status is not RunStatus.REJECTED:
                 raise AssertionError(f"{run.name}: its approval is rejected, the run {view.status}")
-        elif view.approval == ApprovalState.WAITING:
+        elif view.approval in _UNDECIDED:
             if decided is not None:
                 raise AssertionError(f"{run.name}: decided ({decided}) but its approval waits")
             if view.status is not RunStatus.AWAITING_APPROVAL:
                 raise AssertionError(f"{run.name}: its approval waits, the run is {view.status}")
+            first = None if run.first is None else f"user:{run.first}"
+            if view.first_by != first:
+                raise AssertionError(f"{run.name}: first approved by {view.first_by}, not {first}")
         if view.status is RunStatus.REJECTED and view.approval != ApprovalState.REJECTED:
             raise AssertionError(f"{run.name}: rejected, its approval {view.approval}")
         self._check_ended_approval(run, view, decided)
