@@ -175,8 +175,8 @@ def _workspace_update(args: argparse.Namespace) -> int:
     rule_given = args.second_approver_for_destroy is not None or args.second_approver_over
     if args.approval_window is None and args.tag is None and not args.clear_tags and not rule_given:
         raise CliError(
-            "nothing to update: pass --approval-window, --tag, --clear-tags or a "
-            "--second-approver-… flag"
+            "nothing to update: pass --approval-window, --tag, --clear-tags, "
+            "--second-approver-for-destroy or --second-approver-over"
         )
     if args.tag is not None and args.clear_tags:
         raise CliError("--tag and --clear-tags contradict each other: pass one")

@@ -204,7 +204,8 @@ def test_workspace_update_refuses_bad_windows_and_changes_nothing(
     assert "'3 days' is not a duration" in one_error_line(not_a_duration[2])
     assert nothing[0] == 3
     assert one_error_line(nothing[2]) == (
-        "error: nothing to update: pass --approval-window, --tag or --clear-tags"
+        "error: nothing to update: pass --approval-window, --tag, --clear-tags, "
+        "--second-approver-for-destroy or --second-approver-over"
     )
     assert too_long[0] == 2
     assert "(HTTP 422 INVALID_INPUT)" in one_error_line(too_long[2])
