@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from runplane.domain.entities import Run
+from runplane.domain.identity import Permission, Principal
 from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.transitions import MAIN_PATH
@@ -119,3 +120,14 @@ def awaiting_approval(
     ledger.audit.clear()
     ledger.announced.clear()
     return ledger.get_run(run.id)
+
+
+def reader_beside(admin: Principal) -> Principal:
+    """Bob, who may read ``admin``'s organization and its workspaces, and nothing more."""
+    return Principal(
+        kind=admin.kind,
+        id="bob",
+        organization_id=admin.organization_id,
+        permissions=frozenset({Permission.ORGANIZATION_READ, Permission.WORKSPACE_READ}),
+        display="bob",
+    )

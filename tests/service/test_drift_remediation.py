@@ -11,11 +11,12 @@ import pytest
 
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NoDrift, NotFound
-from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.run import RunKind
 from runplane.domain.run_options import RunOptions
 from runplane.domain.schedules import Drift
 from tests.service.conftest import Tier
+from tests.service.scenarios import reader_beside
 from tests.service.test_run_creation import _runs_of, _uploaded, _writes
 
 FOUND_AT = datetime(2026, 12, 1, 3, tzinfo=UTC)
@@ -67,13 +68,7 @@ def test_no_drift_a_bad_remedy_or_a_reader_is_refused_and_writes_nothing(tier: T
     admin, ws, _ = _drifted(tier)
     clear = tier.workspaces.create(admin, "acme", "clear")
     _uploaded(tier, clear)
-    reader = Principal(
-        kind=admin.kind,
-        id="bob",
-        organization_id=admin.organization_id,
-        permissions=frozenset({Permission.ORGANIZATION_READ, Permission.WORKSPACE_READ}),
-        display="bob",
-    )
+    reader = reader_beside(admin)
     before = _writes(tier)
 
     # When remediation is asked where it cannot be given

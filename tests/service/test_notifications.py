@@ -24,7 +24,7 @@ from runplane.adapters.keys import DataKeys
 from runplane.domain import notifications as rules
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NotFound
-from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.ids import IdKind
 from runplane.domain.notifications import Destination
 from runplane.domain.run import RunKind, RunStatus
@@ -32,6 +32,7 @@ from runplane.domain.run_events import EventType, RunEvent
 from runplane.services.notifications import Notifications
 from tests.fakes import InMemoryNotifications
 from tests.service.conftest import Tier
+from tests.service.scenarios import reader_beside
 
 
 @dataclass
@@ -192,13 +193,7 @@ def test_a_reader_may_list_but_not_create_or_delete(
 ) -> None:
     admin, ws = _workspace(tier)
     destination = _stored(tier, store, ws)
-    reader = Principal(
-        kind=admin.kind,
-        id="bob",
-        organization_id=admin.organization_id,
-        permissions=frozenset({Permission.ORGANIZATION_READ, Permission.WORKSPACE_READ}),
-        display="bob",
-    )
+    reader = reader_beside(admin)
     before = copy.deepcopy(store.destinations_by_key)
     assert [d["id"] for d in notifications.list_for(reader, ws.id)] == [destination.id]
     with pytest.raises(Forbidden):

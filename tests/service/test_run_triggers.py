@@ -15,12 +15,13 @@ import pytest
 from runplane.adapters.workflow import Workflow
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import ConcurrentChange, NotFound, RunTriggerRefused
-from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.run import RunKind
 from runplane.domain.run_triggers import MAX_SOURCES
 from runplane.services.run_triggers import RunTriggers
 from tests.fakes import InMemoryRunTriggers
 from tests.service.conftest import Tier
+from tests.service.scenarios import reader_beside
 
 
 class _Unsent:
@@ -159,13 +160,7 @@ def test_a_reader_may_show_but_not_add_or_remove(
 ) -> None:
     admin, (network, app) = _org(tier, "acme", "network", "app")
     triggers.add(admin, app.id, network.id)
-    reader = Principal(
-        kind=admin.kind,
-        id="bob",
-        organization_id=admin.organization_id,
-        permissions=frozenset({Permission.ORGANIZATION_READ, Permission.WORKSPACE_READ}),
-        display="bob",
-    )
+    reader = reader_beside(admin)
     before = _snapshot(store)
     assert [s["id"] for s in triggers.show(reader, app.id)["sources"]] == [network.id]
     with pytest.raises(Forbidden):

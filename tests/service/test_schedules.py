@@ -11,9 +11,10 @@ import pytest
 
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NotFound, TooManySchedules
-from runplane.domain.identity import Forbidden, Permission, Principal
+from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.schedules import MAX_SCHEDULES_PER_WORKSPACE
 from tests.service.conftest import Tier
+from tests.service.scenarios import reader_beside
 
 TEN = datetime(2026, 1, 1, 10, tzinfo=UTC)
 
@@ -73,13 +74,7 @@ def test_the_schedule_after_the_limit_is_refused_and_writes_nothing(tier: Tier) 
 def test_a_reader_may_list_but_not_create_pause_or_delete(tier: Tier) -> None:
     admin, ws = _workspace(tier)
     schedule = tier.schedules.create(admin, ws.id, "rate(1 hour)", "plan_only")
-    reader = Principal(
-        kind=admin.kind,
-        id="bob",
-        organization_id=admin.organization_id,
-        permissions=frozenset({Permission.ORGANIZATION_READ, Permission.WORKSPACE_READ}),
-        display="bob",
-    )
+    reader = reader_beside(admin)
     before = copy.deepcopy(tier.schedule_store.schedules)
     assert tier.schedules.of_workspace(reader, ws.id) == [schedule]
     with pytest.raises(Forbidden):
