@@ -5,12 +5,15 @@ planned by the real engine in the sandbox, approved and applied under the fenced
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from runplane.client import Client as RunplaneClient
+from runplane.client import Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cli import Capture, cli, cli_json, connect, one_error_line, workspace
 from tests.e2e.test_managed_runs import HELLO
@@ -222,6 +225,18 @@ def test_the_run_api_refuses_too_many_addresses_with_a_pointer(local: Local) -> 
 # -- stock Terraform through the remote backend ----------------------------------------------
 
 
+def _waiting_second(local: Local, ws_id: str) -> str:
+    """The workspace's run whose first approval (the client's "yes") is recorded."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for run in local.client.list_runs(ws_id):
+            approval = local.client.review(run["id"]).get("approval") or {}
+            if approval.get("status") == "waiting_second":
+                return str(run["id"])
+        time.sleep(0.5)
+    raise AssertionError(f"no run of {ws_id} got its first approval")
+
+
 def remote_client(local: Local, tmp_path: Path, prefix: str, *labels: str) -> tuple[Client, str]:
     name, ws_id = remote_workspace(local, prefix)
     text = PROVIDERS + "".join(thing(label, label) for label in labels)
@@ -234,17 +249,33 @@ def test_terraform_destroy_through_the_remote_backend(local: Local, tmp_path: Pa
     done = client.run("apply", "-input=true", stdin="yes\n")
     assert done.returncode == 0, done.stdout + done.stderr
 
-    # When `terraform destroy` is answered "no", then "yes"
+    # When `terraform destroy` is answered "no"
     kept = client.run("destroy", "-input=true", stdin="no\n")
-    gone = client.run("destroy", "-input=true", stdin="yes\n")
 
-    # Then the first was discarded and changed nothing; the second destroyed both
+    # Then it was discarded and changed nothing
     assert kept.returncode != 0
     assert "Destroy discarded." in kept.stdout + kept.stderr
     assert local.client.review(run_of(kept.stdout))["status"] == "rejected"
-    assert gone.returncode == 0, gone.stdout + gone.stderr
-    assert "Plan: 0 to add, 0 to change, 2 to destroy." in gone.stdout
-    run_id = run_of(gone.stdout)
+
+    # When the workspace requires a second approver for destroys, and `terraform
+    # destroy` is answered "yes"
+    local.client.update_workspace(ws_id, second_approval={"destroy_runs": True})
+    destroying = client.start("destroy", "-input=true")
+    assert destroying.stdin is not None
+    assert destroying.stdout is not None
+    destroying.stdin.write("yes\n")
+    destroying.stdin.flush()
+    run_id = _waiting_second(local, ws_id)
+
+    # Then the client waits for another person, and applies once one approves
+    time.sleep(2)
+    assert destroying.poll() is None, "the client stopped before the second approval"
+    token = local.client.create_token(unique("second-approver"), "operator")["token"]
+    second = RunplaneClient(Connection(local.url, token, local.organization))
+    second.decide(run_id, "approve", "second pair of eyes")
+    output, _ = destroying.communicate(timeout=180)
+    assert destroying.returncode == 0, output
+    assert "Plan: 0 to add, 0 to change, 2 to destroy." in output
     read = tfe(local, "GET", f"/runs/{run_id}").json()["data"]["attributes"]
     assert (read["is-destroy"], read["status"]) == (True, "applied")
     assert local.client.review(run_id)["input"]["options"]["destroy"] is True
