@@ -328,15 +328,17 @@ class Policies:
             workspace_id=workspace.id,
             tags=workspace.tag_names,
             options=options.for_kind(run.kind),
-            origin=lambda: self.run_origin(run),
+            origin=lambda: self.run_origin(run, input_part),
         )
         return PolicyInputs(json.loads(plan_json), meta)
 
-    def run_origin(self, run: Run) -> RunOrigin:
+    def run_origin(self, run: Run, snapshot: RunPart | None = None) -> RunOrigin:
         """The run's message, whether a drift schedule created it, and the commit it came
-        from: read only when a set's shape says something about them."""
-        with self._units() as uow:
-            snapshot = uow.parts.get(run.id, "input")
+        from: read only when a set's shape says something about them (``snapshot``: the
+        run's input part, if the caller read it already)."""
+        if snapshot is None:
+            with self._units() as uow:
+                snapshot = uow.parts.get(run.id, "input")
         if snapshot is None:
             return RunOrigin()
         inputs = RunInput.from_body(snapshot.body)
