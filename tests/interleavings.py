@@ -69,7 +69,7 @@ from runplane.domain.errors import (
     SameApprover,
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
-from runplane.domain.parts import ApprovalState, AttemptBody, AttemptState, RunPart
+from runplane.domain.parts import UNDECIDED, ApprovalState, AttemptBody, AttemptState, RunPart
 from runplane.domain.recovery import NotRecoverable, RecoveryRequest, Resolution
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.runner_reports import Applied
@@ -292,7 +292,6 @@ DECISION_REFUSALS = (
     PolicyOverrideRequired,
     SameApprover,
 )
-_UNDECIDED = (ApprovalState.WAITING, ApprovalState.WAITING_SECOND)
 
 
 @dataclass
@@ -878,7 +877,7 @@ class Schedule:
         if view.status is RunStatus.EXPIRED or view.approval == ApprovalState.EXPIRED:
             return ApprovalExpired
         if view.approval is not None and (
-            view.approval not in _UNDECIDED or view.status.is_terminal
+            view.approval not in UNDECIDED or view.status.is_terminal
         ):
             return AlreadyDecided
         if view.status is not RunStatus.AWAITING_APPROVAL or view.approval is None:
@@ -933,7 +932,7 @@ class Schedule:
         if self.backend.clock.current < run.deadline:
             return "pending"
         view = self._view(run)
-        if view.approval in _UNDECIDED:
+        if view.approval in UNDECIDED:
             return "expired"
         return _decision_of(view.approval)
 
@@ -1067,7 +1066,7 @@ class Schedule:
                 raise AssertionError(f"{run.name}: rejected with no rejection that succeeded")
             if view.status is not RunStatus.REJECTED:
                 raise AssertionError(f"{run.name}: its approval is rejected, the run {view.status}")
-        elif view.approval in _UNDECIDED:
+        elif view.approval in UNDECIDED:
             if decided is not None:
                 raise AssertionError(f"{run.name}: decided ({decided}) but its approval waits")
             if view.status is not RunStatus.AWAITING_APPROVAL:

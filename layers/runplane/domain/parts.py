@@ -66,7 +66,7 @@ class ApprovalState(StrEnum):
     CANCELED = "canceled"
 
 
-UNDECIDED: tuple[str, ...] = (ApprovalState.WAITING, ApprovalState.WAITING_SECOND)
+UNDECIDED: tuple[ApprovalState, ...] = (ApprovalState.WAITING, ApprovalState.WAITING_SECOND)
 """An approval no one has decided yet: a decision, an expiry or a cancellation ends it."""
 
 
@@ -121,13 +121,12 @@ ATTEMPT_MOVES: tuple[PartMove, ...] = (
 
 PLAN_EVIDENCE_MOVES: tuple[PartMove, ...] = ()
 
-_UNDECIDED = (P.WAITING, P.WAITING_SECOND)
 APPROVAL_MOVES: tuple[PartMove, ...] = (
     PartMove(P.WAITING, P.WAITING_SECOND, "a first person approved a run that needs two"),
-    *_moves(_UNDECIDED, (P.APPROVED,), "the last person needed approved the bound plan"),
-    *_moves(_UNDECIDED, (P.REJECTED,), "a person rejected the plan"),
-    *_moves(_UNDECIDED, (P.EXPIRED,), "the deadline passed without a decision"),
-    *_moves(_UNDECIDED, (P.CANCELED,), "the run was canceled"),
+    *_moves(UNDECIDED, (P.APPROVED,), "the last person needed approved the bound plan"),
+    *_moves(UNDECIDED, (P.REJECTED,), "a person rejected the plan"),
+    *_moves(UNDECIDED, (P.EXPIRED,), "the deadline passed without a decision"),
+    *_moves(UNDECIDED, (P.CANCELED,), "the run was canceled"),
 )
 
 APPLY_RECORD_MOVES: tuple[PartMove, ...] = (

@@ -46,11 +46,7 @@ class SecondApprovalRule:
     def approvals_required(self, *, destroy: bool, destroys: int) -> int:
         """How many distinct people must approve a run that is (or is not) a destroy
         run and whose plan destroys ``destroys`` resources (replacements included)."""
-        if destroy and self.destroy_runs:
-            return 2
-        if self.destroys_over is not None and destroys > self.destroys_over:
-            return 2
-        return 1
+        return 1 if self.why(destroy=destroy, destroys=destroys) is None else 2
 
     def why(self, *, destroy: bool, destroys: int) -> str | None:
         """The sentence a review shows for a second approval, or None if one is not

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
-from runplane.domain.run_options import RunOptions
+from runplane.domain.run_options import NO_OPTIONS, RunOptions
 from runplane.runner.bounded_log import _READ_CHUNK, BoundedLog
 from runplane.runner.confinement import Confinement, Isolation
 from runplane.runner.engine_errors import (
@@ -218,7 +218,7 @@ class Engine:
         args = ["plan", "-input=false", "-no-color", "-detailed-exitcode", f"-out={out}"]
         if not lock:
             args.append("-lock=false")
-        args.extend((options or RunOptions()).engine_flags())
+        args.extend((options or NO_OPTIONS).engine_flags())
         if var_file is not None:
             args.append(f"-var-file={var_file}")
         exit_code, duration = self._run(args)

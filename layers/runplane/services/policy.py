@@ -47,7 +47,7 @@ from runplane.domain.policy_sanitize import canonical_json
 from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
-from runplane.domain.run_options import RunOptions
+from runplane.domain.run_options import NO_OPTIONS
 from runplane.services.source_provenance import source_provenance
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class Policies:
             plan_part = required_part(parts, run.id, "plan")
             input_part = parts.get("input")
         plan = PlanEvidence.from_body(plan_part.body)
-        options = RunInput.from_body(input_part.body).options if input_part else RunOptions()
+        options = RunInput.from_body(input_part.body).options if input_part else NO_OPTIONS
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
         workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(

@@ -464,21 +464,11 @@ class Runs:
                 now=now,
                 on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
             )
-            if state is ApprovalState.WAITING_SECOND:
-                policy = parts["policy"]
-                if policy is not None and policy.state == SOFT_FAILED:
-                    raise PolicyOverrideRequired(run.id)
-                try:
-                    uow.commit()
-                except (AlreadyDecided, ConcurrentChange, TransitionRejected):
-                    raise self._decided_meanwhile(run.id) from None
-                # The workflow's wait goes on: nothing is resumed until the last approval.
-                return Decision(run, "approve_first", None)
             if decision == "approve":
                 policy = parts["policy"]
                 if policy is not None and policy.state == SOFT_FAILED:
                     raise PolicyOverrideRequired(run.id)
-                if policy is not None:
+                if policy is not None and state is ApprovalState.APPROVED:
                     # The approval holds only for the policy evidence the reviewer saw.
                     uow.parts.change(run.id, "policy", expected_state=policy.state, now=now)
             else:
@@ -487,6 +477,9 @@ class Runs:
                 moved = uow.commit()
             except (AlreadyDecided, ConcurrentChange, TransitionRejected):
                 raise self._decided_meanwhile(run.id) from None
+            if state is ApprovalState.WAITING_SECOND:
+                # The workflow's wait goes on: nothing is resumed until the last approval.
+                return Decision(run, "approve_first", None)
             decided = run
             if moved is not None:
                 hand_off(self._workflow, moved.handoff)
