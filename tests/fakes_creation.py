@@ -11,7 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from runplane.domain.artifacts import Artifact
-from runplane.domain.creation import CallerRecord, ConfigurationVersion, ScheduleFire, TriggerClaim
+from runplane.domain.creation import (
+    AutoDestroyLaunch,
+    CallerRecord,
+    ConfigurationVersion,
+    ScheduleFire,
+    TriggerClaim,
+)
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
     AlreadyTriggered,
@@ -24,6 +30,7 @@ from runplane.domain.errors import (
 from runplane.domain.run_triggers import Triggered
 from runplane.domain.schedules import Fire
 from tests.fakes import AuditedChange, InMemoryRunLedger, InMemorySchedules
+from tests.fakes_auto_destroy import InMemoryAutoDestroys
 
 Write = Callable[[], None]
 """The fakes' kind of write not yet made: applied when called, all or nothing."""
@@ -82,10 +89,12 @@ class InMemoryRunCreations:
         ledger: InMemoryRunLedger,
         schedules: InMemorySchedules,
         claims: InMemoryTriggerClaims,
+        auto_destroys: InMemoryAutoDestroys | None = None,
     ) -> None:
         self._ledger = ledger
         self._schedules = schedules
         self._claims = claims
+        self._auto_destroys = auto_destroys or InMemoryAutoDestroys(schedules)
 
     def create(
         self,
@@ -143,6 +152,8 @@ class InMemoryRunCreations:
                 raise ScheduleMoved(
                     f"schedule {schedule.id} changed while it fired; nothing was written"
                 )
+        elif isinstance(record, AutoDestroyLaunch):
+            self._auto_destroys.refuse_moved(record.read.workspace_id, record.read.version)
         else:
             self._claims.refuse_claimed(record.source_run_id, record.dependent_workspace_id)
 
@@ -161,6 +172,8 @@ class InMemoryRunCreations:
         elif isinstance(record, TriggerClaim):
             key = (record.source_run_id, record.dependent_workspace_id)
             self._claims.claims[key] = Triggered(record.dependent_workspace_id, run.id, None)
+        else:
+            self._auto_destroys.put(record.launched, previous_version=record.read.version)
 
 
 class InMemoryConfigurationVersions:

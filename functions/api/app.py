@@ -39,6 +39,10 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/variable-sets/<set_id>/workspaces/<workspace_id>",
     ),
     "cloud_settings": ("/api/v1/workspaces/<workspace_id>/cloud-settings",),
+    "auto_destroy": (
+        "/api/v1/workspaces/<workspace_id>/auto-destroy",
+        "/api/v1/workspaces/<workspace_id>/auto-destroy/actions/postpone",
+    ),
     "runs": (
         "/api/v1/workspaces/<workspace_id>/runs",
         "/api/v1/runs/<run_id>",

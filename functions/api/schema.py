@@ -528,6 +528,35 @@ class CloudSettingsView(Doc):
     updated_by: str | None
 
 
+# -- workspace auto-destroy ------------------------------------------------------------------
+
+
+class AutoDestroyView(Doc):
+    """A workspace's auto-destroy (docs/auto-destroy.md); only ``workspace_id`` and
+    ``armed`` when it has none."""
+
+    workspace_id: str
+    armed: bool
+    version: int | None = None
+    destroy_at: str | None = None
+    destroy_after_inactivity: str | None = None
+    auto_apply: bool | None = None
+    set_at: str | None = None
+    set_by: str | None = None
+    due_at: str | None = Field(
+        default=None, description="When the destroy run starts; null once destroyed"
+    )
+    postponed_until: str | None = None
+    postponed_by: str | None = None
+    active_run_id: str | None = Field(default=None, description="The destroy run under way")
+    last_run_id: str | None = None
+    last_outcome: Literal["destroyed", "failed"] | None = None
+    last_reason: str | None = None
+    attempts: int | None = Field(default=None, description="Destroy runs for this due time")
+    next_attempt_at: str | None = Field(default=None, description="After a failure")
+    destroyed_at: str | None = None
+
+
 # -- GitHub sources ------------------------------------------------------------------------
 
 

@@ -1,8 +1,11 @@
 """Workspace schedules: an EventBridge Scheduler group, the fire-schedule Lambda it
 targets, the role Scheduler assumes to invoke it, and the run API's access to
-manage the group's schedules (docs/schedules.md)."""
+manage the group's schedules (docs/schedules.md); and the deployment's own schedule in
+the group, the auto-destroy sweep every five minutes (docs/auto-destroy.md)."""
 
 from __future__ import annotations
+
+import json
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
@@ -12,12 +15,14 @@ from constructs import Construct
 from infra.constructs.functions import (
     TABLE_READ,
     TABLE_WRITE,
+    WORKFLOW_RESUME,
     WORKFLOW_START,
     Access,
     Platform,
     RunplaneFunction,
 )
 from infra.constructs.nag import acknowledge
+from runplane.domain.auto_destroy import SWEEP, SWEEP_RATE
 
 # What the run API does with the group's schedules (create/update on pause, delete).
 SCHEDULE_ACTIONS = (
@@ -36,7 +41,9 @@ class Schedules(Construct):
         config = platform.config
         self.group = scheduler.CfnScheduleGroup(self, "Group", name=f"{config.prefix}-schedules")
         # A fire creates a plan-only run and starts its workflow: the table and
-        # StartExecution, nothing else (no variables, so no artifacts or keys).
+        # StartExecution (no variables, so no artifacts or keys). The auto-destroy sweep
+        # also creates runs, approves an opted-in workspace's destroy run (resuming its
+        # wait) and queues its notices as run events.
         self.fire = RunplaneFunction(
             self,
             "Fire",
@@ -46,7 +53,8 @@ class Schedules(Construct):
             description="Runplane: one schedule fire creates one plan-only run",
             access=Access(
                 table=TABLE_READ + TABLE_WRITE,
-                workflow=WORKFLOW_START,
+                workflow=WORKFLOW_START + WORKFLOW_RESUME,
+                send_events=True,
                 settings=(
                     "definition_version",
                     "build_sha",
@@ -73,6 +81,25 @@ class Schedules(Construct):
                 actions=["lambda:InvokeFunction"],
                 resources=[self.fire.function.function_arn],
             )
+        )
+        scheduler.CfnSchedule(
+            self,
+            "AutoDestroySweep",
+            group_name=self.group.name,
+            name="auto-destroy-sweep",
+            description="Runplane: one auto-destroy step for every armed workspace",
+            schedule_expression=SWEEP_RATE,
+            schedule_expression_timezone="UTC",
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.fire.function.function_arn,
+                role_arn=self.role.role_arn,
+                input=json.dumps({"sweep": SWEEP}),
+                # A sweep not delivered within ten minutes is dropped: the next one runs.
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_event_age_in_seconds=600, maximum_retry_attempts=3
+                ),
+            ),
         )
         schedules_arn = stack.format_arn(
             service="scheduler",

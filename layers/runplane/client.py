@@ -466,6 +466,32 @@ class Client:
         )
         return result
 
+    def auto_destroy(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/auto-destroy"
+        )
+        return result
+
+    def set_auto_destroy(self, workspace_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Arm the workspace's auto-destroy with ``body`` (the whole setting)."""
+        result: dict[str, Any] = self._call(
+            "PUT", f"/api/v1/workspaces/{_seg(workspace_id)}/auto-destroy", body
+        )
+        return result
+
+    def postpone_auto_destroy(self, workspace_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"until": ISO}`` or ``{"by": "24h"}``."""
+        result: dict[str, Any] = self._call(
+            "POST", f"/api/v1/workspaces/{_seg(workspace_id)}/auto-destroy/actions/postpone", body
+        )
+        return result
+
+    def clear_auto_destroy(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/auto-destroy"
+        )
+        return result
+
     def upload_configuration(self, workspace_id: str, directory: Path) -> dict[str, Any]:
         archive = pack(directory)
         created = self._call(

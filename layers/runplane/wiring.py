@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from runplane.domain.ids import IdGenerator
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
+    from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
     from runplane.services.event_relay import EventRelay
@@ -656,6 +657,23 @@ class Services:
             DynamoRunReader(self.run_records),
             self.schedule_registry,
             DynamoScheduleStore(),
+        )
+
+    @cached_property
+    def auto_destroys(self) -> AutoDestroys:
+        from runplane.services.auto_destroy import AutoDestroys
+        from runplane.store.auto_destroy import DynamoAutoDestroyStore
+        from runplane.store.run_reader import DynamoRunReader
+
+        return AutoDestroys(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            DynamoRunReader(self.run_records),
+            DynamoAutoDestroyStore(),
+            # Queued as a run event: the event worker delivers it to the destinations.
+            self.run_events.publish,
         )
 
     @cached_property

@@ -18,7 +18,9 @@ from runplane.adapters.keys import DataKeys
 from runplane.adapters.object_store import ObjectStore
 from runplane.domain.entities import Organization
 from runplane.domain.identity import Permission, Principal, PrincipalKind
+from runplane.domain.run_events import RunEvent
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.auto_destroy import AutoDestroys
 from runplane.services.capabilities import Capabilities
 from runplane.services.cloud_settings import WorkspaceCloudSettings
 from runplane.services.launch_controls import LaunchControls
@@ -51,6 +53,7 @@ from tests.fakes import (
     no_read_ahead,
 )
 from tests.fakes_access import NothingReadAhead
+from tests.fakes_auto_destroy import InMemoryAutoDestroys
 from tests.fakes_cloud import InMemoryCloudSettings
 from tests.fakes_creation import (
     InMemoryConfigurationVersions,
@@ -112,6 +115,10 @@ class Tier:
     # pins into each new run as its credential decisions.
     cloud_store: InMemoryCloudSettings
     cloud_settings: WorkspaceCloudSettings
+    # Workspaces' auto-destroys, and the notifications their sweep sent.
+    auto_destroy_store: InMemoryAutoDestroys
+    auto_destroys: AutoDestroys
+    notified: list[RunEvent]
 
     def admin(self, org: Organization) -> Principal:
         return Principal(
@@ -150,6 +157,7 @@ def tier() -> Tier:
     # called by them (the guard above fails a test that does).
     region = "us-east-1"
     schedule_store, claims = InMemorySchedules(), InMemoryTriggerClaims()
+    auto_destroy_store = InMemoryAutoDestroys(schedule_store)
     configurations = InMemoryConfigurationVersions()
     cloud_store = InMemoryCloudSettings()
     cloud_settings = WorkspaceCloudSettings(
@@ -175,7 +183,7 @@ def tier() -> Tier:
         ),
         runner_release="runner-1",
         units=unit_of_work,
-        creations=InMemoryRunCreations(run_reader, schedule_store, claims),
+        creations=InMemoryRunCreations(run_reader, schedule_store, claims, auto_destroy_store),
         configurations=configurations,
         review_reads=ReviewReads(
             runs=run_reader,
@@ -212,6 +220,10 @@ def tier() -> Tier:
     )
     registry = RecordingRegistry()
     schedules = Schedules(clock, ids, workspaces, runs, run_reader, registry, schedule_store)
+    notified: list[RunEvent] = []
+    auto_destroys = AutoDestroys(
+        clock, ids, workspaces, runs, run_reader, auto_destroy_store, notified.append
+    )
     return Tier(
         clock,
         ids,
@@ -236,6 +248,9 @@ def tier() -> Tier:
         unit_of_work,
         cloud_store=cloud_store,
         cloud_settings=cloud_settings,
+        auto_destroy_store=auto_destroy_store,
+        auto_destroys=auto_destroys,
+        notified=notified,
     )
 
 

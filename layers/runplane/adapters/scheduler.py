@@ -53,6 +53,24 @@ class EventBridgeSchedules:
                 raise
             self._client.update_schedule(**request)
 
+    def put_own(self, name: str, expression: str, payload: dict[str, Any]) -> None:
+        """One of the deployment's own schedules (the auto-destroy sweep): CDK creates it
+        in AWS; the embedded stack registers it here, in the same group, to the same
+        target."""
+        self._client.create_schedule(
+            Name=name,
+            GroupName=self._group,
+            ScheduleExpression=expression,
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            State="ENABLED",
+            Target={
+                "Arn": self._target_arn,
+                "RoleArn": self._role_arn,
+                "Input": json.dumps(payload),
+            },
+        )
+
     def delete(self, schedule_id: str) -> None:
         try:
             self._client.delete_schedule(Name=schedule_id, GroupName=self._group)

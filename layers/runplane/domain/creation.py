@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from runplane.domain.auto_destroy import AutoDestroy
 from runplane.domain.schedules import Schedule
 
 FIRST_VERSION = 1
@@ -39,7 +40,17 @@ class TriggerClaim:
     claimed_at: datetime
 
 
-CallerRecord = ScheduleFire | TriggerClaim
+@dataclass(frozen=True)
+class AutoDestroyLaunch:
+    """A workspace's auto-destroy starting its destroy run: ``launched`` (naming the
+    run, at the next version) replaces ``read`` only while it is still at the version it
+    was read with (``ConcurrentChange`` otherwise): one sweep's launch, never two."""
+
+    read: AutoDestroy
+    launched: AutoDestroy
+
+
+CallerRecord = ScheduleFire | TriggerClaim | AutoDestroyLaunch
 """A record the caller of a run's creation writes with the run, or neither."""
 
 

@@ -108,6 +108,19 @@ class NoDrift(Conflict):
     code = "NO_DRIFT"
 
 
+class AutoDestroyUnderway(Conflict):
+    """A postponement asked while the workspace's destroy run is already under way."""
+
+    code = "AUTO_DESTROY_UNDERWAY"
+
+    def __init__(self, workspace_id: str, run_id: str) -> None:
+        super().__init__(
+            f"the auto-destroy of workspace {workspace_id} is under way as run {run_id}: "
+            f"reject or cancel that run (runplane run reject {run_id}), then postpone"
+        )
+        self.run_id = run_id
+
+
 class IllegalTransition(Conflict):
     """The transition table has no row for this move (or its guard is false)."""
 

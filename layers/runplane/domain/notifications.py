@@ -332,7 +332,8 @@ def payload(
 ) -> bytes:
     """The body sent for ``event``: the generic JSON document, or Slack's ``text``."""
     if kind is DestinationKind.SLACK:
-        text = f"Runplane: run {event.run_id} in {workspace_name}: {_headline(event)}"
+        subject = f"run {event.run_id} in " if event.run_id is not None else "workspace "
+        text = f"Runplane: {subject}{workspace_name}: {_headline(event)}"
         if run_url:
             text += f" <{run_url}|open>"
         return json.dumps({"text": text}).encode()
@@ -343,10 +344,13 @@ def payload(
         "at": event.at.isoformat(),
         "organization_id": event.organization_id,
         "workspace": {"id": event.workspace_id, "name": workspace_name},
-        "run": {
+        # A workspace's own event (auto_destroy_scheduled) is of no run.
+        "run": None
+        if event.run_id is None
+        else {
             "id": event.run_id,
-            "kind": event.run_kind.value,
-            "status": event.status.value,
+            "kind": None if event.run_kind is None else event.run_kind.value,
+            "status": None if event.status is None else event.status.value,
             "reason": event.reason,
             "url": run_url,
         },
@@ -363,12 +367,20 @@ _HEADLINES: Mapping[EventType, str] = {
     EventType.EXPIRED: "approval expired",
     EventType.NEEDS_RECOVERY: "needs recovery",
     EventType.DRIFT_DETECTED: "drift detected",
+    EventType.AUTO_DESTROY_SCHEDULED: "destroys itself soon",
+    EventType.AUTO_DESTROY_FAILED: "auto-destroy failed",
     EventType.ENDED: "ended",
 }
 
 
 def _headline(event: RunEvent) -> str:
-    line = f"{_HEADLINES[event.type]} ({event.status.value})"
+    line = _HEADLINES[event.type]
+    if event.status is not None:
+        line += f" ({event.status.value})"
+    if "destroy_at" in event.details:
+        line += f" at {event.details['destroy_at']}"
+    if "next_attempt_at" in event.details:
+        line += f", tried again at {event.details['next_attempt_at']}"
     if event.type is EventType.APPROVAL_EXPIRING and "approval_expires_at" in event.details:
         line += f", deadline {event.details['approval_expires_at']}"
     if event.reason:

@@ -27,6 +27,10 @@ class EventType(StrEnum):
     EXPIRED = "expired"
     NEEDS_RECOVERY = "needs_recovery"
     DRIFT_DETECTED = "drift_detected"
+    # A workspace's auto-destroy: due in 24 h or 1 h (no run yet), and a destroy run
+    # that failed (it is tried again later) (docs/auto-destroy.md).
+    AUTO_DESTROY_SCHEDULED = "auto_destroy_scheduled"
+    AUTO_DESTROY_FAILED = "auto_destroy_failed"
     # Every other ending (plan completed, canceled, rejected): published for hooks
     # that follow every terminal status; not a notification filter.
     ENDED = "ended"
@@ -74,18 +78,28 @@ def event_for_move(source: RunStatus, target: RunStatus) -> EventType | None:
 @dataclass(frozen=True)
 class RunEvent:
     """One event of one run. ``id`` is deterministic (run and version), so publishing
-    the same move twice yields the same event and every consumer dedupes on it."""
+    the same move twice yields the same event and every consumer dedupes on it.
+
+    A workspace's own event (``auto_destroy_scheduled``) has no run: its ``run_id``,
+    ``run_kind`` and ``status`` are None."""
 
     id: str
     type: EventType
-    run_id: str
+    run_id: str | None
     organization_id: str
     workspace_id: str
-    run_kind: RunKind
-    status: RunStatus
+    run_kind: RunKind | None
+    status: RunStatus | None
     at: datetime
     reason: str | None = None
     details: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def of_run(self) -> str:
+        """The run of a run's event (any event but a workspace's own)."""
+        if self.run_id is None:
+            raise ValueError(f"event {self.id} ({self.type.value}) has no run")
+        return self.run_id
 
     def to_message(self) -> dict[str, Any]:
         return {
@@ -94,8 +108,8 @@ class RunEvent:
             "run_id": self.run_id,
             "organization_id": self.organization_id,
             "workspace_id": self.workspace_id,
-            "run_kind": self.run_kind.value,
-            "status": self.status.value,
+            "run_kind": None if self.run_kind is None else self.run_kind.value,
+            "status": None if self.status is None else self.status.value,
             "at": self.at.isoformat(),
             "reason": self.reason,
             "details": dict(self.details),
@@ -106,11 +120,11 @@ class RunEvent:
         return cls(
             id=str(body["id"]),
             type=EventType(body["type"]),
-            run_id=str(body["run_id"]),
+            run_id=None if body.get("run_id") is None else str(body["run_id"]),
             organization_id=str(body["organization_id"]),
             workspace_id=str(body["workspace_id"]),
-            run_kind=RunKind(body["run_kind"]),
-            status=RunStatus(body["status"]),
+            run_kind=None if body.get("run_kind") is None else RunKind(body["run_kind"]),
+            status=None if body.get("status") is None else RunStatus(body["status"]),
             at=datetime.fromisoformat(str(body["at"])),
             reason=body.get("reason"),
             details={str(k): str(v) for k, v in (body.get("details") or {}).items()},

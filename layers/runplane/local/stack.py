@@ -31,6 +31,7 @@ from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
 from runplane.adapters.role_sessions import RoleSessions
 from runplane.adapters.token_signer import create_signing_key
+from runplane.domain import auto_destroy
 from runplane.domain.identity import Permission
 from runplane.domain.sandbox_exits import SandboxExit
 from runplane.local import moto_inprocess, moto_serial, moto_speedups
@@ -437,6 +438,10 @@ class EmbeddedStack:
         )
         self.relay.start()
         moto_serial.WRITE_LISTENERS.append(self.relay.wake)
+        # The deployment's own schedule, as CDK creates it (infra/constructs/scheduler.py).
+        self.services.schedule_registry.put_own(
+            "auto-destroy-sweep", auto_destroy.SWEEP_RATE, {"sweep": auto_destroy.SWEEP}
+        )
         self.scheduler = LocalScheduler(
             self.services.schedule_registry,
             _fire_schedule,

@@ -532,7 +532,7 @@ def commit_status_reports(workflow: Workflow, runs: RunsById) -> Callable[[RunEv
         if event.type not in ENDINGS or event.run_kind is not RunKind.SPECULATIVE:
             return
         try:
-            run = runs.get(event.run_id)
+            run = runs.get(event.of_run)
         except NotFound:
             return
         if not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:"):

@@ -415,7 +415,11 @@ class Notifications:
             workspace_name = self._directory.get_workspace(destination.workspace_id).name
         except NotFound:
             workspace_name = destination.workspace_id
-        run_url = f"{self._url}/ui/runs/{event.run_id}" if event.run_id != "run-test" else None
+        run_url = (
+            f"{self._url}/ui/runs/{event.run_id}"
+            if event.run_id not in {None, "run-test"}
+            else None
+        )
         kind = rules.DestinationKind(destination.kind)
         body = rules.payload(
             kind, event, delivery_id, workspace_name=workspace_name, run_url=run_url

@@ -76,7 +76,7 @@ class RunEvents:
 
     def announce(self, event: RunEvent) -> Any:
         """The outbox write of ``event``: commit it with the change it announces."""
-        return self._outbox.put(event.run_id, event.id, run_event_message(event), event.at)
+        return self._outbox.put(event.of_run, event.id, run_event_message(event), event.at)
 
     def publish(self, event: RunEvent, *, not_before: datetime | None = None) -> None:
         """Queue ``event`` now (delayed until ``not_before``): for follow-ups a queue
@@ -134,7 +134,7 @@ class EventWorker:
             logger.warning("unknown event message dropped", extra={"kind": message.get("kind")})
             return
         event = RunEvent.from_message(message["event"])
-        if event.type is EventType.APPROVAL_EXPIRING and not self._still_waiting(event.run_id):
+        if event.type is EventType.APPROVAL_EXPIRING and not self._still_waiting(event.of_run):
             return
         failures: list[Exception] = []
         for handler in [self._schedule_expiring, *self._handlers]:

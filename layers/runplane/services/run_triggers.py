@@ -190,7 +190,7 @@ class RunTriggers:
             event.workspace_id not in triggers.sources
         ):
             return None
-        already = self._claimed(event.run_id, dependent.id)
+        already = self._claimed(event.of_run, dependent.id)
         if already is not None:
             return self._ensure_started(already) if already else None
         configuration = self._latest_configuration(dependent)
@@ -221,7 +221,7 @@ class RunTriggers:
                         "event_id": event.id,
                     }
                 },
-                records=[TriggerClaim(event.run_id, dependent.id, self._clock.now())],
+                records=[TriggerClaim(event.of_run, dependent.id, self._clock.now())],
                 run_id=run_id,
             )
         except AlreadyTriggered as first:
@@ -264,7 +264,7 @@ class RunTriggers:
         # Refused when an earlier try already queued a run or recorded the skip.
         with contextlib.suppress(AlreadyTriggered):
             self._claims.skip(
-                event.run_id,
+                event.of_run,
                 dependent.id,
                 org_id=dependent.organization_id,
                 reason=reason,

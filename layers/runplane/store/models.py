@@ -99,6 +99,11 @@ def cloud_settings_key(workspace_id: str) -> tuple[str, str]:
     return f"WS#{workspace_id}", "CLOUD"
 
 
+def auto_destroy_key(workspace_id: str) -> tuple[str, str]:
+    """A workspace's auto-destroy (``store.auto_destroy``)."""
+    return f"WS#{workspace_id}", "AUTODESTROY"
+
+
 def workspace_name_key(org_id: str, name: str) -> tuple[str, str]:
     return f"ORG#{org_id}", f"WSNAME#{name}"
 

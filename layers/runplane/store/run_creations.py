@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from runplane.domain.creation import CallerRecord, ScheduleFire, TriggerClaim
+from runplane.domain.creation import AutoDestroyLaunch, CallerRecord, ScheduleFire, TriggerClaim
 from runplane.domain.entities import Run
-from runplane.store import run_batch, run_parts, run_triggers, schedules
+from runplane.store import auto_destroy, run_batch, run_parts, run_triggers, schedules
 from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.runs import RunRepository
 from runplane.store.transaction import Transaction
@@ -77,4 +77,6 @@ def _record_write(run: Run, record: CallerRecord) -> Transaction:
         return run_triggers.claim(
             record.source_run_id, record.dependent_workspace_id, run.id, record.claimed_at
         )
+    if isinstance(record, AutoDestroyLaunch):
+        return auto_destroy.put(record.launched, previous_version=record.read.version)
     raise TypeError(f"no write records {record!r}")

@@ -1,0 +1,38 @@
+"""The seam of workspaces' auto-destroys (``services.auto_destroy``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from runplane.domain.auto_destroy import AutoDestroy
+from runplane.domain.entities import AuditEvent
+
+
+class AutoDestroyStore(Protocol):
+    """Each workspace's auto-destroy, replaced whole at a version.
+
+    - ``get`` is the workspace's auto-destroy as last written, or None.
+    - ``put`` writes ``record`` only while the stored one is at ``previous_version``
+      (0: none yet), with the organization audit event ``event`` if given, in one
+      write; otherwise it raises ``ConcurrentChange`` and writes nothing. ``delete``
+      likewise removes it.
+    - ``armed`` is every workspace's auto-destroy, of every organization (the sweep's).
+    - ``last_activity`` is when the workspace's current state was published, or None.
+    - ``latest_configuration_id`` is the workspace's newest uploaded configuration
+      version that may apply, or None.
+    """
+
+    def get(self, workspace_id: str) -> AutoDestroy | None: ...
+
+    def put(
+        self, record: AutoDestroy, *, previous_version: int, event: AuditEvent | None = None
+    ) -> None: ...
+
+    def delete(self, workspace_id: str, *, previous_version: int, event: AuditEvent) -> None: ...
+
+    def armed(self) -> list[AutoDestroy]: ...
+
+    def last_activity(self, workspace_id: str) -> datetime | None: ...
+
+    def latest_configuration_id(self, workspace_id: str) -> str | None: ...
