@@ -20,7 +20,14 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from runplane import cli_cloud, cli_github, cli_schedules, cli_variable_sets, cli_variables
+from runplane import (
+    cli_cloud,
+    cli_delete,
+    cli_github,
+    cli_schedules,
+    cli_variable_sets,
+    cli_variables,
+)
 from runplane.cli_input import InputError, duration, read_input_file, variables
 from runplane.client import ApiError, Client, ConfigurationError, Connection, render_review
 from runplane.domain.errors import InvalidInput, InvalidPolicySet, RunplaneError
@@ -758,6 +765,7 @@ def _workspace_parser(commands: Any) -> None:
     cli_schedules.add_parser(workspace_commands, _add, _client)
     cli_variables.add_parser(workspace_commands, _add, _client)
     cli_cloud.add_parser(workspace_commands, _add, _client)
+    cli_delete.add_parser(workspace_commands, _add, _client)
 
     from runplane.cli_events import register as register_events
 
