@@ -30,7 +30,7 @@ from runplane.adapters.workflow import Workflow
 from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.entities import AuditEvent, Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
     AlreadyExists,
     ConcurrentChange,
@@ -213,6 +213,10 @@ class InMemoryWorkspaces:
     def __init__(self) -> None:
         self.organizations: dict[str, Organization] = {}
         self.workspaces: dict[str, Workspace] = {}
+        # Deleted workspaces as they were when deleted, with who deleted them and when:
+        # kept, as the table keeps their items, but never read back.
+        self.deleted: dict[str, tuple[Workspace, str, datetime]] = {}
+        self.audit: list[AuditEvent] = []
         self._org_names: dict[str, str] = {}
         self._workspace_names: dict[tuple[str, str], str] = {}
 
@@ -253,6 +257,30 @@ class InMemoryWorkspaces:
     def list_workspaces(self, org_id: str) -> list[Workspace]:
         found = [w for w in self.workspaces.values() if w.organization_id == org_id]
         return sorted(found, key=lambda w: w.name)
+
+    def delete_workspace(self, workspace: Workspace, *, deleted_by: str, event: AuditEvent) -> None:
+        current = self.workspaces.get(workspace.id)
+        if current is None:
+            raise NotFound("workspace", workspace.id)
+        unchanged = (
+            current.fence == workspace.fence
+            and current.writer_run_id is None
+            and current.lock_id is None
+            and current.queue_length == 0
+            and current.current_state_version_id == workspace.current_state_version_id
+        )
+        if not unchanged:
+            raise ConcurrentChange(
+                f"workspace {workspace.id} changed meanwhile (a run, a lock or a new state "
+                "version); nothing was deleted: look at it again"
+            )
+        if any(held.id == event.id for held in self.audit):
+            # As the table's audit item, put only if absent.
+            raise ConcurrentChange(f"audit event {event.id} exists")
+        del self._workspace_names[(current.organization_id, current.name)]
+        del self.workspaces[workspace.id]
+        self.deleted[workspace.id] = (current, deleted_by, event.at)
+        self.audit.append(event)
 
     def update_settings(
         self,

@@ -165,6 +165,20 @@ class WorkspaceUpdated(Doc):
     second_approval: SecondApprovalView
 
 
+class WorkspaceDeleted(Doc):
+    """A deleted workspace: its name is free again; its runs, state versions and audit
+    events are kept (docs/runs.md, "Deleting a workspace")."""
+
+    id: str
+    name: str
+    deleted: Literal[True]
+    deleted_at: str
+    forced: bool
+    resources: int = Field(
+        description="Resource instances its current state still managed (left unmanaged)"
+    )
+
+
 class DriftView(Doc):
     """A workspace's drift (docs/schedules.md)."""
 

@@ -33,6 +33,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v2/workspaces/<ws_id>/actions/lock",
         "/api/v2/workspaces/<ws_id>/actions/unlock",
         "/api/v2/workspaces/<ws_id>/actions/force-unlock",
+        "/api/v2/workspaces/<ws_id>/actions/safe-delete",
     ),
     "state": (
         "/api/v2/workspaces/<ws_id>/current-state-version",

@@ -158,6 +158,28 @@ def update_workspace_by_name(org: str, name: str) -> Reply:
     return _update(who, services().workspaces.by_name(who, org, name).id)
 
 
+# -- deletion -----------------------------------------------------------------------------
+
+
+def _safe_delete(who: Principal, ws_id: str) -> Reply:
+    """TFE's deletions, both the safe one: refused (409) while the workspace's state
+    still manages resources; there is no forced deletion here (runplane workspace
+    delete --force --reason is the audited one)."""
+    services().workspace_deletion.delete(who, ws_id, force=False, reason=None)
+    return Response(status_code=204)
+
+
+@router.delete("/api/v2/organizations/<org>/workspaces/<name>")
+def delete_workspace_by_name(org: str, name: str) -> Reply:
+    who = principal()
+    return _safe_delete(who, services().workspaces.by_name(who, org, name).id)
+
+
+@router.post("/api/v2/workspaces/<ws_id>/actions/safe-delete")
+def safe_delete_workspace(ws_id: str) -> Reply:
+    return _safe_delete(principal(), ws_id)
+
+
 # -- locking ----------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from runplane import (
     cli_auto_destroy,
     cli_cloud,
+    cli_delete,
     cli_github,
     cli_schedules,
     cli_variable_sets,
@@ -766,6 +767,7 @@ def _workspace_parser(commands: Any) -> None:
     cli_variables.add_parser(workspace_commands, _add, _client)
     cli_cloud.add_parser(workspace_commands, _add, _client)
     cli_auto_destroy.add_parser(workspace_commands, _add, _client)
+    cli_delete.add_parser(workspace_commands, _add, _client)
 
     from runplane.cli_events import register as register_events
 

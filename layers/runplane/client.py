@@ -197,6 +197,12 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/api/v1/workspaces/{_seg(workspace_id)}")
         return result
 
+    def delete_workspace(self, workspace_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}", body
+        )
+        return result
+
     def list_runs(self, workspace_id: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._call(
             "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/runs"

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from runplane.services.variables import WorkspaceVariables
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workload_identity import WorkloadIdentity
+    from runplane.services.workspace_deletion import WorkspaceCleanup, WorkspaceDeletion
     from runplane.services.workspaces import Workspaces
     from runplane.store.runs import RunRepository
 
@@ -357,6 +358,27 @@ class Services:
             self.directory,
             locks=DynamoWorkspaceLocks(self.run_records),
             engine_reads=DynamoEngineStartReads(),
+        )
+
+    @cached_property
+    def workspace_deletion(self) -> WorkspaceDeletion:
+        from runplane.services.workspace_deletion import WorkspaceDeletion
+        from runplane.store.run_reader import DynamoRunReader
+        from runplane.store.state_version_reader import DynamoStateVersionReader
+
+        def cleanups() -> tuple[WorkspaceCleanup, ...]:
+            # What acts on a workspace, built only once a deletion committed.
+            return (self.schedules, self.github, self.notifications)
+
+        return WorkspaceDeletion(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.directory,
+            runs=DynamoRunReader(self.run_records),
+            state_versions=DynamoStateVersionReader(self.run_records),
+            content=lambda: self.artifacts,
+            cleanups=cleanups,
         )
 
     @cached_property

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.domain.entities import AuditEvent, Organization, Workspace
+from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
 from runplane.domain.second_approval import SecondApprovalRule
 from runplane.services.repositories import WorkspaceDirectory
+from runplane.store import audit
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.fakes import InMemoryWorkspaces
 
@@ -144,3 +146,79 @@ def test_settings_of_an_unknown_workspace_are_not_found_and_write_nothing(
         directory.update_settings("ws-none", description="x")
     with pytest.raises(NotFound):
         directory.get_workspace("ws-none")
+
+
+# -- deletion ----------------------------------------------------------------------------
+
+
+def _deleted_event(event_id: str = "evt-1") -> AuditEvent:
+    return AuditEvent(
+        id=event_id,
+        organization_id=ACME.id,
+        subject_id="ws-1",
+        type="workspace.deleted",
+        actor="user:ada",
+        at=AT,
+        details={"name": "network", "force": "false", "resources": "0"},
+    )
+
+
+def _trail(directory: WorkspaceDirectory) -> list[AuditEvent]:
+    if isinstance(directory, InMemoryWorkspaces):
+        return directory.audit
+    return audit.organization_trail(ACME.id)
+
+
+def test_a_deleted_workspace_is_not_found_and_frees_its_name(
+    directory: WorkspaceDirectory,
+) -> None:
+    # Given a workspace named "network" and another one
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    directory.create_workspace(_workspace("ws-2", "storage"))
+    # When the first is deleted, as read
+    directory.delete_workspace(
+        directory.get_workspace("ws-1"), deleted_by="user:ada", event=_deleted_event()
+    )
+    # Then it is not found by ID or name, nor listed, and its deletion was audited
+    with pytest.raises(NotFound):
+        directory.get_workspace("ws-1")
+    assert directory.find_workspace_id(ACME.id, "network") is None
+    assert [w.id for w in directory.list_workspaces(ACME.id)] == ["ws-2"]
+    assert _trail(directory) == [_deleted_event()]
+    # And its settings can no longer be changed, nor can it be deleted again
+    with pytest.raises(NotFound):
+        directory.update_settings("ws-1", description="x")
+    with pytest.raises(NotFound):
+        directory.delete_workspace(
+            _workspace("ws-1", "network"), deleted_by="user:ada", event=_deleted_event("evt-2")
+        )
+    # And its name can be claimed by a new workspace
+    directory.create_workspace(_workspace("ws-3", "network"))
+    assert directory.find_workspace_id(ACME.id, "network") == "ws-3"
+    assert [w.id for w in directory.list_workspaces(ACME.id)] == ["ws-3", "ws-2"]
+
+
+@pytest.mark.parametrize(
+    "stale",
+    [
+        {"fence": 1},
+        {"current_state_version_id": "sv-older"},
+    ],
+    ids=["fence", "state"],
+)
+def test_a_deletion_of_a_workspace_changed_since_it_was_read_writes_nothing(
+    directory: WorkspaceDirectory, stale: dict[str, Any]
+) -> None:
+    # Given a workspace, and a deletion built on a snapshot it no longer matches
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    snapshot = replace(directory.get_workspace("ws-1"), **stale)
+    # When the deletion is committed
+    with pytest.raises(ConcurrentChange):
+        directory.delete_workspace(snapshot, deleted_by="user:ada", event=_deleted_event())
+    # Then nothing was written: the workspace, its name and the audit trail are as they were
+    assert directory.get_workspace("ws-1") == _workspace("ws-1", "network")
+    assert directory.find_workspace_id(ACME.id, "network") == "ws-1"
+    assert [w.id for w in directory.list_workspaces(ACME.id)] == ["ws-1"]
+    assert _trail(directory) == []

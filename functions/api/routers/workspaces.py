@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from pydantic import BaseModel, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
@@ -81,6 +81,44 @@ def update_workspace(workspace_id: str, body: WorkspaceUpdate) -> Reply:
             approval_window_seconds=ws.approval_window_seconds,
             tags=list(ws.tag_names),
             second_approval=oas.SecondApprovalView(**ws.second_approval.to_body()),
+        ),
+    )
+
+
+class WorkspaceDelete(BaseModel):
+    """How to delete: left out, a safe deletion (refused while resources remain)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    force: StrictBool = Field(
+        default=False,
+        description="Delete even though its current state manages resources (never while "
+        "a run or a lock uses it); needs a reason",
+    )
+    reason: StrictStr | None = Field(
+        default=None, description="Why (1-500 characters, audited); required with force"
+    )
+
+
+@router.delete(
+    "/api/v1/workspaces/<workspace_id>",
+    responses=oas.responses(200, oas.WorkspaceDeleted, *oas.WRITE),
+    security=oas.PEOPLE,
+)
+def delete_workspace(workspace_id: str, body: WorkspaceDelete | None = None) -> Reply:
+    given = body or WorkspaceDelete()
+    deleted = services().workspace_deletion.delete(
+        principal(), workspace_id, force=given.force, reason=given.reason
+    )
+    return json_reply(
+        200,
+        oas.WorkspaceDeleted(
+            id=deleted.id,
+            name=deleted.name,
+            deleted=True,
+            deleted_at=deleted.deleted_at.isoformat(),
+            forced=deleted.forced,
+            resources=deleted.resources,
         ),
     )
 

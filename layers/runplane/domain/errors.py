@@ -258,6 +258,37 @@ class WorkspaceHeldByRun(WorkspaceLocked):
         self.run_id = run_id
 
 
+class WorkspaceNotEmpty(Conflict):
+    """A deletion of a workspace whose current state still manages resources, not forced."""
+
+    code = "WORKSPACE_NOT_EMPTY"
+
+    def __init__(self, workspace_id: str, name: str, resources: int) -> None:
+        noun = "resource" if resources == 1 else "resources"
+        super().__init__(
+            f"workspace {workspace_id} still manages {resources} {noun} in its current state; "
+            "nothing was deleted: destroy them first with a destroy run "
+            f"(runplane run create --workspace {name} --dir DIR --destroy, or terraform "
+            "destroy), or delete it anyway, leaving them unmanaged, with "
+            f"runplane workspace delete {name} --force --reason TEXT (audited)"
+        )
+        self.workspace_id = workspace_id
+        self.resources = resources
+
+
+class WorkspaceBusy(Conflict):
+    """A deletion of a workspace a run or a lock is using: forcing it would orphan them."""
+
+    code = "WORKSPACE_BUSY"
+
+    def __init__(self, workspace_id: str, why: str) -> None:
+        super().__init__(
+            f"workspace {workspace_id} is in use ({why}); nothing was deleted: wait for it to "
+            "end, or cancel it or release the lock, and try again (--force does not skip this)"
+        )
+        self.workspace_id = workspace_id
+
+
 class TooMuchContention(RunplaneError):
     """Optimistic retries ran out; safe to retry the whole request later."""
 

@@ -16,6 +16,8 @@ class Permission(StrEnum):
     WORKSPACE_UPDATE = "workspace:update"
     WORKSPACE_LOCK = "workspace:lock"
     WORKSPACE_FORCE_UNLOCK = "workspace:force-unlock"
+    # Delete a workspace (its name is freed; its runs, state versions and audit are kept).
+    WORKSPACE_DELETE = "workspace:delete"
     STATE_READ = "state:read"
     STATE_WRITE = "state:write"
     RUN_READ = "run:read"

@@ -23,7 +23,7 @@ from runplane.adapters.source_archive import working_directory_archive
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     GitHubNotConfigured,
     InvalidBody,
@@ -188,6 +188,16 @@ class GitHubSources:
         bound = self.binding(principal, workspace_id)
         self._store.unbind(
             bound, now=self._clock.now(), release_note=self._release_note(bound, principal.ref)
+        )
+
+    def forget_workspace(self, workspace: Workspace, actor: str) -> None:
+        """Remove a deleted workspace's binding, if it has one (its deletion, which
+        checked who may, has committed: no permission is checked here)."""
+        found = self._store.binding(workspace.id)
+        if found is None or found.organization_id != workspace.organization_id:
+            return
+        self._store.unbind(
+            found, now=self._clock.now(), release_note=self._release_note(found, actor)
         )
 
     def _release_note(self, previous: Binding | None, actor: str) -> Callable[[], AuditNote]:

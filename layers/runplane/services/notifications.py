@@ -39,6 +39,7 @@ from runplane.domain.run_events import NOTIFIABLE, EventType, RunEvent
 from runplane.services.workspaces import Workspaces
 
 if TYPE_CHECKING:
+    from runplane.domain.entities import Workspace
     from runplane.domain.notifications import SlotLease
     from runplane.services.repositories import (
         DeliverySlots,
@@ -197,6 +198,15 @@ class Notifications:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         self._store.delete_destination(workspace.id, destination_id)
+
+    def forget_workspace(self, workspace: Workspace, actor: str) -> None:
+        """Delete a deleted workspace's destinations (its deletion, which checked who
+        may, has committed: no permission is checked here)."""
+        for destination in self._store.destinations(workspace.id):
+            try:
+                self._store.delete_destination(workspace.id, destination.id)
+            except NotFound:
+                continue
 
     def deliveries(
         self, principal: Principal, workspace_id: str, destination_id: str

@@ -35,7 +35,7 @@ from runplane.services.runs import Runs
 from runplane.services.workspaces import Workspaces
 
 if TYPE_CHECKING:
-    from runplane.domain.entities import Run
+    from runplane.domain.entities import Run, Workspace
     from runplane.services.repositories import RunReader, ScheduleStore
 
 logger = logging.getLogger("runplane.schedules")
@@ -151,6 +151,16 @@ class Schedules:
         self._registry.delete(schedule.id)
         self._store.delete(schedule.id)
 
+    def forget_workspace(self, workspace: Workspace, actor: str) -> None:
+        """Unregister and delete a deleted workspace's schedules (its deletion, which
+        checked who may, has committed: no permission is checked here)."""
+        for schedule in self._store.list_for_workspace(workspace.id):
+            self._registry.delete(schedule.id)
+            try:
+                self._store.delete(schedule.id)
+            except NotFound:
+                continue
+
     def drift_of(self, workspace_id: str) -> dict[str, Any] | None:
         """The drift of a workspace the caller has already read."""
         return drift.view(self._store.drift(workspace_id))
@@ -202,6 +212,11 @@ class Schedules:
                 return {"outcome": "paused"}
             try:
                 return self._fire(schedule, scheduled_at)
+            except NotFound as missing:
+                if missing.kind != "workspace":
+                    raise
+                # Its workspace was deleted; its schedules are removed right after.
+                return {"outcome": "gone"}
             except ScheduleAlreadyFired:
                 return {"outcome": "duplicate"}
             except ScheduleMoved:

@@ -71,8 +71,10 @@ class Workspaces:
         # Organization names are claimed for good (no rename, no delete): resolved once.
         self._organizations: dict[str, Organization] = {}
         self._organization_names: dict[str, str] = {}
-        # So are workspace names within an organization: (org id, name) -> workspace id,
-        # remembered once found (a missing name is asked again: it may be created).
+        # Workspace names within an organization: (org id, name) -> workspace id,
+        # remembered once found (a missing name is asked again: it may be created). A
+        # deleted workspace frees its name: a remembered ID found deleted is forgotten
+        # and the name asked again.
         self._workspace_ids: dict[tuple[str, str], str] = {}
 
     # -- reads ----------------------------------------------------------------------------
@@ -146,13 +148,22 @@ class Workspaces:
 
     def by_name(self, principal: Principal, org_name: str, name: str) -> Workspace:
         org = self.organization(principal, org_name)
-        workspace_id = self._workspace_ids.get((org.id, name))
+        remembered = self._workspace_ids.get((org.id, name))
+        if remembered is not None:
+            try:
+                return self.by_id(principal, remembered)
+            except NotFound:
+                # Deleted since: the name may name another workspace now.
+                self._workspace_ids.pop((org.id, name), None)
+        workspace_id = self._directory.find_workspace_id(org.id, name)
         if workspace_id is None:
-            workspace_id = self._directory.find_workspace_id(org.id, name)
-            if workspace_id is None:
-                raise NotFound("workspace", name)
-            _remember(self._workspace_ids, (org.id, name), workspace_id)
+            raise NotFound("workspace", name)
+        _remember(self._workspace_ids, (org.id, name), workspace_id)
         return self.by_id(principal, workspace_id)
+
+    def forget(self, workspace: Workspace) -> None:
+        """Forget a deleted workspace's name (this process's memory of it)."""
+        self._workspace_ids.pop((workspace.organization_id, workspace.name), None)
 
     def list_own(self, principal: Principal) -> list[Workspace]:
         """Every workspace of the caller's own organization it may see, by name."""

@@ -187,6 +187,10 @@ class WorkspaceItem(TableItem):
     # waiter, length counts those still waiting.
     queue_seq = NumberAttribute(default=0)
     queue_length = NumberAttribute(default=0)
+    # A deleted workspace's item stays for its history (runs, state versions and audit
+    # name it), out of its organization's listing, and reads as not found.
+    deleted_at = UTCDateTimeAttribute(null=True)
+    deleted_by = UnicodeAttribute(null=True)
 
 
 class WaiterItem(TableItem):

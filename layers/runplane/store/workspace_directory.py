@@ -5,7 +5,7 @@ read ahead."""
 
 from __future__ import annotations
 
-from runplane.domain.entities import Organization, Workspace
+from runplane.domain.entities import AuditEvent, Organization, Workspace
 from runplane.domain.second_approval import SecondApprovalRule
 from runplane.store import workspaces as store
 from runplane.store.request_reads import REQUEST, RequestScope
@@ -36,6 +36,9 @@ class DynamoWorkspaceDirectory:
 
     def list_workspaces(self, org_id: str) -> list[Workspace]:
         return store.list_workspaces(org_id)
+
+    def delete_workspace(self, workspace: Workspace, *, deleted_by: str, event: AuditEvent) -> None:
+        store.delete_workspace(workspace, deleted_by=deleted_by, event=event).commit()
 
     def update_settings(
         self,

@@ -13,9 +13,10 @@ from typing import Any
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from runplane.domain.entities import Organization, Workspace
-from runplane.domain.errors import AlreadyExists, NotFound
+from runplane.domain.entities import AuditEvent, Organization, Workspace
+from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
 from runplane.domain.second_approval import SecondApprovalRule
+from runplane.store import audit
 from runplane.store.models import (
     NameClaimItem,
     OrganizationItem,
@@ -37,6 +38,11 @@ def is_exactly(attribute: Any, value: str | None) -> Condition:
 
 def workspaces_partition(org_id: str) -> str:
     return f"ORG#{org_id}#WS"
+
+
+def deleted_workspaces_partition(org_id: str) -> str:
+    """Where a deleted workspace's item moves in the index: out of the listing."""
+    return f"ORG#{org_id}#WSDELETED"
 
 
 # -- organizations --------------------------------------------------------------
@@ -148,8 +154,67 @@ def update_settings(
     return Transaction().update(
         _ws(workspace_id),
         actions,
-        condition=WorkspaceItem.workspace_id == workspace_id,
+        condition=(WorkspaceItem.workspace_id == workspace_id)
+        & WorkspaceItem.deleted_at.does_not_exist(),
         on_refused=lambda current: NotFound("workspace", workspace_id),
+    )
+
+
+def delete_workspace(workspace: Workspace, *, deleted_by: str, event: AuditEvent) -> Transaction:
+    """Free the workspace's name and mark its item deleted at ``event.at`` (kept for its
+    history, moved out of the organization's listing), with its audit ``event``, only
+    while it is as ``workspace`` read it: not deleted, at the same fence, with no writer,
+    no waiter, no lock and the same current state version. Its runs and state versions
+    are not touched."""
+
+    def changed(current: Item | None) -> Exception:
+        if current is None or current.get("deleted_at") is not None:
+            return NotFound("workspace", workspace.id)
+        return ConcurrentChange(
+            f"workspace {workspace.id} changed meanwhile (a run, a lock or a new state "
+            "version); nothing was deleted: look at it again"
+        )
+
+    unchanged = (
+        (WorkspaceItem.workspace_id == workspace.id)
+        & WorkspaceItem.deleted_at.does_not_exist()
+        & (WorkspaceItem.fence == workspace.fence)
+        & WorkspaceItem.writer_run_id.does_not_exist()
+        & WorkspaceItem.lock_id.does_not_exist()
+        & (WorkspaceItem.queue_length == 0)
+        & is_exactly(WorkspaceItem.current_sv_id, workspace.current_state_version_id)
+    )
+    return (
+        Transaction()
+        .update(
+            _ws(workspace.id),
+            [
+                WorkspaceItem.deleted_at.set(event.at),
+                WorkspaceItem.deleted_by.set(deleted_by),
+                WorkspaceItem.gsi1pk.set(deleted_workspaces_partition(workspace.organization_id)),
+                WorkspaceItem.gsi1sk.set(f"{workspace.name}#{workspace.id}"),
+            ],
+            condition=unchanged,
+            on_refused=changed,
+        )
+        .delete(
+            NameClaimItem(*workspace_name_key(workspace.organization_id, workspace.name)),
+            condition=NameClaimItem.owner_id == workspace.id,
+            on_refused=lambda current: NotFound("workspace", workspace.id),
+        )
+        .extend(
+            [
+                audit.org_event(
+                    organization_id=event.organization_id,
+                    subject_id=event.subject_id,
+                    event_id=event.id,
+                    type=event.type,
+                    actor=event.actor,
+                    at=event.at,
+                    details=event.details,
+                )
+            ]
+        )
     )
 
 
@@ -167,11 +232,16 @@ def list_workspaces(org_id: str) -> list[Workspace]:
 def _workspace_item(workspace_id: str, *, reads: IdentityMap) -> WorkspaceItem:
     prefetched = reads.take(workspace_key(workspace_id))
     if prefetched is not None:
-        return WorkspaceItem.from_raw_data(prefetched)
-    try:
-        return WorkspaceItem.get(*workspace_key(workspace_id), consistent_read=True)
-    except WorkspaceItem.DoesNotExist:
-        raise NotFound("workspace", workspace_id) from None
+        item = WorkspaceItem.from_raw_data(prefetched)
+    else:
+        try:
+            item = WorkspaceItem.get(*workspace_key(workspace_id), consistent_read=True)
+        except WorkspaceItem.DoesNotExist:
+            raise NotFound("workspace", workspace_id) from None
+    if item.deleted_at is not None:
+        # Kept for its history only: nothing acts on a deleted workspace.
+        raise NotFound("workspace", workspace_id)
+    return item
 
 
 def to_workspace(item: WorkspaceItem) -> Workspace:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactRecord
-from runplane.domain.entities import Organization, Run, RunStage, Workspace
+from runplane.domain.entities import AuditEvent, Organization, Run, RunStage, Workspace
 from runplane.domain.identity import Principal
 from runplane.domain.notifications import Delivery, Destination, SlotLease
 from runplane.domain.parts import RunPart
@@ -39,6 +39,13 @@ class WorkspaceDirectory(Protocol):
     - ``list_workspaces`` is in name order.
     - ``update_settings`` sets only the settings given; an unknown workspace raises
       ``NotFound`` and writes nothing.
+    - ``delete_workspace`` frees the workspace's name, marks it deleted by ``deleted_by``
+      at ``event.at`` and records the audit ``event``, in one write, only while the
+      workspace is as read: its fence and current state version unchanged, no writer,
+      waiter or lock (else ``ConcurrentChange``; a workspace deleted meanwhile or unknown
+      ``NotFound``), writing nothing when refused. A deleted workspace is then unknown to
+      ``get_workspace``, ``find_workspace_id`` and ``list_workspaces``; its name may be
+      claimed again. Its runs and state versions stay.
     """
 
     def create_organization(self, org: Organization) -> None: ...
@@ -54,6 +61,10 @@ class WorkspaceDirectory(Protocol):
     def find_workspace_id(self, org_id: str, name: str) -> str | None: ...
 
     def list_workspaces(self, org_id: str) -> list[Workspace]: ...
+
+    def delete_workspace(
+        self, workspace: Workspace, *, deleted_by: str, event: AuditEvent
+    ) -> None: ...
 
     def update_settings(
         self,
