@@ -368,7 +368,7 @@ class Services:
 
         def cleanups() -> tuple[WorkspaceCleanup, ...]:
             # What acts on a workspace, built only once a deletion committed.
-            return (self.schedules, self.github, self.notifications)
+            return (self.schedules, self.auto_destroys, self.github, self.notifications)
 
         return WorkspaceDeletion(
             self.clock,

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactStatus
-from runplane.domain.creation import ConfigurationVersion, ScheduleFire, TriggerClaim
+from runplane.domain.auto_destroy import AutoDestroy, AutoDestroySettings, launched
+from runplane.domain.creation import (
+    AutoDestroyLaunch,
+    ConfigurationVersion,
+    ScheduleFire,
+    TriggerClaim,
+)
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
     AlreadyTriggered,
@@ -27,12 +33,14 @@ from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.run_triggers import Triggered
 from runplane.domain.schedules import Fire, Schedule
 from runplane.services.repositories import RunReader, ScheduleStore
+from runplane.services.repositories.auto_destroy import AutoDestroyStore
 from runplane.services.repositories.creation import (
     ConfigurationVersions,
     RunCreations,
     TriggerClaims,
 )
 from runplane.store import audit
+from runplane.store.auto_destroy import DynamoAutoDestroyStore
 from runplane.store.configuration_versions import DynamoConfigurationVersions
 from runplane.store.run_creations import DynamoRunCreations
 from runplane.store.run_reader import DynamoRunReader
@@ -41,6 +49,7 @@ from runplane.store.runs import RunRepository
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.transaction import Transaction
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemorySchedules, SeededIds
+from tests.fakes_auto_destroy import InMemoryAutoDestroys
 from tests.fakes_creation import (
     InMemoryConfigurationVersions,
     InMemoryRunCreations,
@@ -100,6 +109,7 @@ class Store:
     commit: Callable[[Any], None]
     audit: Callable[[str], list[tuple[str, str]]]
     org_audit: Callable[[str], list[tuple[str, str, dict[str, str]]]]
+    auto_destroys: AutoDestroyStore
 
 
 @pytest.fixture(params=["dynamodb", "memory"])
@@ -125,15 +135,16 @@ def store(request: pytest.FixtureRequest) -> Store:
                 for e in audit.events_in(f"ORG#{ORG}")
                 if e.type == type
             ],
+            DynamoAutoDestroyStore(),
         )
     ledger, schedules = InMemoryRunLedger(clock, ids), InMemorySchedules()
-    claims = InMemoryTriggerClaims()
+    claims, auto_destroys = InMemoryTriggerClaims(), InMemoryAutoDestroys(schedules)
 
     def apply(write: Callable[[], None]) -> None:
         write()
 
     return Store(
-        InMemoryRunCreations(ledger, schedules, claims),
+        InMemoryRunCreations(ledger, schedules, claims, auto_destroys),
         ledger,
         schedules,
         claims,
@@ -143,6 +154,7 @@ def store(request: pytest.FixtureRequest) -> Store:
         lambda type: [
             (e.event_id, e.subject_id, e.details) for e in claims.audit if e.type == type
         ],
+        auto_destroys,
     )
 
 
@@ -222,6 +234,39 @@ def test_a_fire_over_a_schedule_moved_meanwhile_creates_nothing(store: Store) ->
     assert not _exists(store, "run-2")
     assert [f.scheduled_at for f in store.schedules.fires("sch-1")] == [TEN]
     assert store.schedules.get("sch-1").active_run_id == "run-1"
+
+
+def test_an_auto_destroy_launch_is_written_with_its_run_and_only_once(store: Store) -> None:
+    # Given an armed workspace's auto-destroy, read by two sweeps
+    armed = AutoDestroy(
+        workspace_id="ws-1",
+        organization_id=ORG,
+        settings=AutoDestroySettings(destroy_at=AT),
+        set_at=AT - timedelta(days=1),
+        set_by="user:ada",
+    )
+    store.auto_destroys.put(armed, previous_version=0)
+    read = store.auto_destroys.get("ws-1")
+    assert read == armed
+
+    # When the first creates its destroy run with the launch record
+    first = AutoDestroyLaunch(armed, launched(armed, "run-1"))
+    store.creations.create(_run(), actor="system:auto-destroy", input=INPUT, records=[first])
+
+    # Then the run and the record naming it were written together
+    assert _exists(store, "run-1")
+    assert store.auto_destroys.get("ws-1") == launched(armed, "run-1")
+
+    # When the second, from the same read, creates another
+    second = AutoDestroyLaunch(armed, launched(armed, "run-2"))
+    with pytest.raises(ConcurrentChange):
+        store.creations.create(
+            _run("run-2"), actor="system:auto-destroy", input=INPUT, records=[second]
+        )
+
+    # Then neither its run nor its record exists
+    assert not _exists(store, "run-2")
+    assert store.auto_destroys.get("ws-1") == launched(armed, "run-1")
 
 
 def test_a_source_run_claims_each_dependent_once(store: Store) -> None:

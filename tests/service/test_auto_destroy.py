@@ -333,6 +333,21 @@ def test_two_sweeps_at_once_start_one_destroy_run(tier: Tier) -> None:
 
 def _record_for(tier: Tier, workspace_id: str, run_id: str, *, auto_apply: bool) -> AutoDestroy:
     now = tier.clock.current
+    # The run scenarios' workspace, in the directory the sweep reads it from.
+    tier.directory.workspaces.setdefault(
+        workspace_id,
+        Workspace(
+            id=workspace_id,
+            organization_id="org-acme",
+            name="preview",
+            created_at=now,
+            fence=0,
+            writer_run_id=run_id,
+            lock_id=None,
+            lock_run_id=None,
+            queue_length=0,
+        ),
+    )
     return AutoDestroy(
         workspace_id=workspace_id,
         organization_id="org-acme",
@@ -342,3 +357,19 @@ def _record_for(tier: Tier, workspace_id: str, run_id: str, *, auto_apply: bool)
         active_run_id=run_id,
         attempts=1,
     )
+
+
+def test_a_deleted_workspace_is_forgotten_by_the_sweep(tier: Tier) -> None:
+    # Given an armed workspace, then deleted without its clean-up reaching the auto-destroy
+    _admin, ws = _armed(tier, destroy_at=(tier.clock.current + 2 * HOUR).replace(microsecond=0))
+    del tier.directory.workspaces[ws.id]
+    tier.clock.advance(3 * HOUR)
+
+    # When the sweep runs
+    outcome = tier.auto_destroys.sweep()
+
+    # Then it starts nothing and disarms the auto-destroy, audited
+    assert outcome == {"gone": 1}
+    assert tier.auto_destroy_store.records == {}
+    assert tier.auto_destroy_store.audit[-1].details == {"why": "the workspace was deleted"}
+    assert tier.notified == []

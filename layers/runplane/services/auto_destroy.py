@@ -167,6 +167,27 @@ class AutoDestroys:
             raise InvalidInput("postpone by a positive length", "/by")
         return self.postpone(principal, workspace_id, due + length)
 
+    def forget_workspace(self, workspace: Workspace, actor: str) -> None:
+        """Disarm a deleted workspace's auto-destroy (its deletion, which checked who
+        may, has committed: no permission is checked here)."""
+        current = self._store.get(workspace.id)
+        if current is None:
+            return
+        event = AuditEvent(
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            organization_id=workspace.organization_id,
+            subject_id=workspace.id,
+            type="workspace.auto_destroy_cleared",
+            actor=actor,
+            at=self._clock.now(),
+            details={"why": "the workspace was deleted"},
+        )
+        try:
+            self._store.delete(workspace.id, previous_version=current.version, event=event)
+        except ConcurrentChange:
+            # A sweep wrote meanwhile: the next sweep finds no workspace and forgets it.
+            logger.info("auto-destroy not yet forgotten", extra={"workspace_id": workspace.id})
+
     def view(self, workspace: Workspace, record: AutoDestroy | None) -> dict[str, Any]:
         if record is None:
             return {"workspace_id": workspace.id, "armed": False}
@@ -213,6 +234,12 @@ class AutoDestroys:
         return dict(counts)
 
     def _step(self, record: AutoDestroy) -> str:
+        try:
+            workspace = self._workspaces.by_id(self._principal(record), record.workspace_id)
+        except NotFound:
+            # Deleted, and its clean-up did not get this far: nothing is left to destroy.
+            self.forget_workspace(_gone(record), "system:auto-destroy")
+            return "gone"
         now = self._clock.now()
         status: RunStatus | None = None
         reason: str | None = None
@@ -231,7 +258,7 @@ class AutoDestroys:
         )
         try:
             if isinstance(step, rules.Notify):
-                return self._notice(record, step, now)
+                return self._notice(record, workspace.name, step, now)
             if isinstance(step, rules.Launch):
                 return self._launch(record, step, now)
             if isinstance(step, rules.Approve):
@@ -243,9 +270,8 @@ class AutoDestroys:
             return "contended"
         return "waiting"
 
-    def _notice(self, record: AutoDestroy, step: rules.Notify, now: datetime) -> str:
+    def _notice(self, record: AutoDestroy, name: str, step: rules.Notify, now: datetime) -> str:
         lead = rules.notice_label(step.lead)
-        name = self._workspaces.by_id(self._principal(record), record.workspace_id).name
         self._notify(
             RunEvent(
                 id=f"{record.workspace_id}.auto-destroy.{step.due.isoformat()}.{lead}",
@@ -418,6 +444,21 @@ def _refuse_stale(workspace_id: str, stored: int, expected: int | None) -> None:
             f"the auto-destroy of workspace {workspace_id} is at version {stored}, not "
             f"{expected}; nothing was written: read it again"
         )
+
+
+def _gone(record: AutoDestroy) -> Workspace:
+    """What is known of a deleted workspace: enough to forget its auto-destroy."""
+    return Workspace(
+        id=record.workspace_id,
+        organization_id=record.organization_id,
+        name=record.workspace_id,
+        created_at=record.set_at,
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+    )
 
 
 def _iso(value: datetime | None) -> str | None:
