@@ -388,6 +388,11 @@ class Review(Doc):
     remediation: dict[str, str] | None = Field(
         default=None, description="The drift this run resolves: remedy and drift_run_id"
     )
+    auto_destroy: dict[str, str | int | bool] | None = Field(
+        default=None,
+        description="The auto-destroy that created this destroy run: due_at, attempt, "
+        "auto_apply, set_by",
+    )
     # What this run's apply queued in dependent workspaces: a run, or why not.
     triggered_runs: list[dict[str, str | None]] = []
     plan: PlanView | None

@@ -153,6 +153,8 @@ def workspace(request: Request, workspace_id: str) -> Page:
         cloud=cloud,
         # As the run API's workspace view has it: None until a schedule checked.
         drift=s.schedules.drift_of(ws.id),
+        auto_destroy=s.auto_destroys.get(session.principal, ws.id),
+        may_postpone=Permission.WORKSPACE_UPDATE in session.principal.permissions,
         # The remediation buttons only for those who may create runs: the service
         # refuses anyone else anyway.
         may_remediate=Permission.RUN_CREATE in session.principal.permissions,
@@ -290,6 +292,7 @@ def build_app() -> PageResolver:
     app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))
     app.post("/ui/workspaces/<workspace_id>/drift/remediate")(with_session(drift.remediate))
+    app.post("/ui/workspaces/<workspace_id>/auto-destroy/postpone")(with_session(drift.postpone))
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))

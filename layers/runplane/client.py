@@ -752,6 +752,13 @@ def render_review(review: Mapping[str, Any]) -> str:
     ]
     if review.get("status_reason"):
         lines.append(f"  reason     {review['status_reason']}")
+    auto = review.get("auto_destroy")
+    if auto:
+        how = "applies by itself" if auto.get("auto_apply") else "a person approves"
+        lines.append(
+            f"  auto-destroy  due {auto.get('due_at')}, attempt {auto.get('attempt')}, "
+            f"{how} (set by {auto.get('set_by')})"
+        )
     failure = review.get("failure")
     if failure:
         said = str(failure["reason"]).splitlines()

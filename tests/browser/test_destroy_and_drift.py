@@ -4,7 +4,7 @@ well and fit; the buttons are large enough to press."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
@@ -133,7 +133,9 @@ def test_a_destroy_run_and_a_drifted_workspace_read_well_at_desktop_and_phone_wi
     assert_fits(page, PHONE, page.locator("#approval-bar button, #destroy-banner"))
     shoot("destroy-phone")
 
-    # When the workspace's page is read on the phone
+    # When the workspace's page is read on the phone, its auto-destroy armed for two days on
+    in_two_days = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    client.set_auto_destroy(ws, {"destroy_at": in_two_days.isoformat()})
     page.goto(f"/ui/workspaces/{ws}")
 
     # Then the drift is shown with the run that found it, and both remediation buttons
@@ -147,6 +149,13 @@ def test_a_destroy_run_and_a_drifted_workspace_read_well_at_desktop_and_phone_wi
     )
     assert_fits(page, PHONE, buttons)
     assert contrast(page.locator("#drift-summary")) >= CONTRAST
+    # And the auto-destroy says when, and its postpone button fits and reads well
+    due = page.locator("#auto-destroy-due")
+    expect(due).to_contain_text(f"destroys everything it manages at {in_two_days.isoformat()}")
+    expect(due).to_contain_text("waits for approval")
+    postpone = page.locator("#auto-destroy-postpone-form button")
+    assert_fits(page, PHONE, postpone)
+    assert contrast(due) >= CONTRAST
     shoot("drift-phone")
 
     # And at desktop width too
@@ -154,6 +163,11 @@ def test_a_destroy_run_and_a_drifted_workspace_read_well_at_desktop_and_phone_wi
     page.reload()
     assert_fits(page, DESKTOP, buttons)
     shoot("drift-desktop")
+    # And the postpone button moves the auto-destroy a day later
+    postpone.click()
+    expect(due).to_contain_text((in_two_days + timedelta(days=1)).isoformat())
+    expect(page.locator("#auto-destroy")).to_contain_text("Postponed to")
+    assert client.auto_destroy(ws)["postponed_by"].startswith("user:")
     # And no page logged an error
     assert errors == []
     client.decide(run["id"], "reject")

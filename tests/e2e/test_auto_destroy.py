@@ -83,6 +83,16 @@ def test_an_ephemeral_workspace_destroys_itself_when_due(
     run = cli_json(capsys, "run", "show", run_id, *connect(local))
     assert run["input"]["options"]["destroy"] is True
     assert run["created_by"] == f"system:auto-destroy:{ws_id}"
+    assert run["auto_destroy"] == {
+        "due_at": soon.isoformat(),
+        "attempt": 1,
+        "auto_apply": True,
+        "set_by": run["auto_destroy"]["set_by"],
+    }
+
+    code, text, _ = cli(capsys, "run", "show", run_id, *connect(local))
+    assert "  DESTROY    this run destroys every resource it plans for" in text
+    assert f"  auto-destroy  due {soon.isoformat()}, attempt 1, applies by itself" in text
 
     # When its plan waits for approval and the sweep runs again
     waiting = cli_json(

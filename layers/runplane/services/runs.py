@@ -652,6 +652,8 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
         "trigger": snapshot.trigger,
         # The drift this run was created to resolve, and how (docs/schedules.md).
         "remediation": snapshot.extra.get("remediation"),
+        # The auto-destroy that created this destroy run (docs/auto-destroy.md).
+        "auto_destroy": snapshot.extra.get("auto_destroy"),
         "triggered_runs": [
             {"workspace_id": t.dependent_workspace_id, "run_id": t.run_id, "skipped": t.skipped}
             for t in reads.claims.of_source(run.id)
