@@ -4,7 +4,7 @@ runs; a form starts the run the run API would, and refusals create nothing."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import requests
 
@@ -162,3 +162,57 @@ def test_without_drift_the_page_has_no_forms_and_a_sent_one_is_refused(local: Lo
     assert "<strong>NO_DRIFT</strong>" in answer.text
     assert "has no drift to remediate" in answer.text
     assert local.client.list_runs(ws) == []
+
+
+def test_an_auto_destroy_is_postponed_from_the_page_only_by_those_who_may_update(
+    local: Local,
+) -> None:
+    # Given a workspace whose auto-destroy is due in two days
+    ws = new_workspace(local, "dash-auto-destroy")
+    due = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    local.client.set_auto_destroy(ws, {"destroy_at": due.isoformat()})
+
+    # When a reader opens the workspace page and sends the postpone form anyway
+    reader = signed_in_as(local, "reader")
+    page = page_of(reader, local, ws)
+    token = form_fields(page, "logout-form")["csrf"]
+    refused = reader.post(
+        f"{local.url}/ui/workspaces/{ws}/auto-destroy/postpone",
+        data={"csrf": token},
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+
+    # Then the page shows when it is due without the button, the form is refused, and
+    # nothing moved
+    assert f"destroys everything it manages at <time>{due.isoformat()}</time>" in page
+    assert 'id="auto-destroy-postpone-form"' not in page
+    assert refused.status_code == 403, refused.text
+    assert local.client.auto_destroy(ws)["due_at"] == due.isoformat()
+
+    # When an admin sends it without its CSRF token, then it is refused too
+    admin = signed_in(local)
+    forged = admin.post(
+        f"{local.url}/ui/workspaces/{ws}/auto-destroy/postpone",
+        data={},
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert forged.status_code == 403, forged.text
+    assert local.client.auto_destroy(ws)["postponed_until"] is None
+
+    # When the admin presses the page's button, then it is due a day later
+    page = page_of(admin, local, ws)
+    fields = form_fields(page, "auto-destroy-postpone-form")
+    moved = admin.post(
+        f"{local.url}/ui/workspaces/{ws}/auto-destroy/postpone",
+        data=fields,
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert moved.status_code == 303
+    assert moved.headers["Location"].endswith(f"/ui/workspaces/{ws}#auto-destroy")
+    assert local.client.auto_destroy(ws)["due_at"] == (due + timedelta(days=1)).isoformat()
