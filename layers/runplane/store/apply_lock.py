@@ -13,6 +13,7 @@ from pynamodb.expressions.update import Action
 from runplane.domain.entities import ApplyLock, LockHolder
 from runplane.domain.errors import (
     ConcurrentChange,
+    NotFound,
     NotWriter,
     StaleFence,
     WorkspaceAlreadyLocked,
@@ -48,6 +49,8 @@ def acquire_lock(
 
     def refused(current: Item | None) -> Exception:
         current = current or {}
+        if current.get("deleted_at") is not None:
+            return NotFound("workspace", workspace_id)
         writer = current.get("writer_run_id")
         if holder.run_id is not None and writer != holder.run_id:
             return NotWriter(workspace_id, holder.run_id, writer)
@@ -77,9 +80,12 @@ def acquire_lock(
     return Transaction().update(
         _ws(workspace_id),
         actions,
+        # Never on a deleted workspace: its deletion, conditioned on no lock, and a lock
+        # racing it cannot both succeed.
         condition=writer_ok
         & WorkspaceItem.lock_id.does_not_exist()
-        & (WorkspaceItem.fence == observed_fence),
+        & (WorkspaceItem.fence == observed_fence)
+        & WorkspaceItem.deleted_at.does_not_exist(),
         on_refused=refused,
     )
 

@@ -110,7 +110,11 @@ def take_free_reservation(workspace_id: str, run_id: str, now: datetime) -> Tran
     return Transaction().update(
         _ws(workspace_id),
         [WorkspaceItem.writer_run_id.set(run_id), WorkspaceItem.writer_since.set(now)],
-        condition=WorkspaceItem.writer_run_id.does_not_exist() & (WorkspaceItem.queue_length == 0),
+        # Never on a deleted workspace: its deletion is conditioned on no writer and no
+        # waiter, so a run racing it either holds the reservation first or never does.
+        condition=WorkspaceItem.writer_run_id.does_not_exist()
+        & (WorkspaceItem.queue_length == 0)
+        & WorkspaceItem.deleted_at.does_not_exist(),
         on_refused=lambda current: ConcurrentChange(f"workspace {workspace_id} writer changed"),
     )
 
