@@ -66,6 +66,20 @@ def org_event(
     )
 
 
+def recorded(event: AuditEvent) -> Transaction:
+    """The organization audit event ``event``, written once, to commit with what it
+    records (``org_event`` of its fields)."""
+    return org_event(
+        organization_id=event.organization_id,
+        subject_id=event.subject_id,
+        event_id=event.id,
+        type=event.type,
+        actor=event.actor,
+        at=event.at,
+        details=event.details,
+    )
+
+
 def to_event(item: AuditEventItem) -> AuditEvent:
     return AuditEvent(
         id=item.event_id,

@@ -130,17 +130,7 @@ def _at_version(previous_version: int) -> Any:
 def _audited(event: AuditEvent | None) -> list[Transaction]:
     if event is None:
         return []
-    return [
-        audit.org_event(
-            organization_id=event.organization_id,
-            subject_id=event.subject_id,
-            event_id=event.id,
-            type=event.type,
-            actor=event.actor,
-            at=event.at,
-            details=event.details,
-        )
-    ]
+    return [audit.recorded(event)]
 
 
 def get(workspace_id: str) -> AutoDestroy | None:

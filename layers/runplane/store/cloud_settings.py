@@ -134,19 +134,7 @@ def put(
     return (
         Transaction()
         .put(_item(stored, org_id), condition=condition, on_refused=changed)
-        .extend(
-            [
-                audit.org_event(
-                    organization_id=event.organization_id,
-                    subject_id=event.subject_id,
-                    event_id=event.id,
-                    type=event.type,
-                    actor=event.actor,
-                    at=event.at,
-                    details=event.details,
-                )
-            ]
-        )
+        .extend([audit.recorded(event)])
     )
 
 

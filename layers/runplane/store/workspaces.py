@@ -202,19 +202,7 @@ def delete_workspace(workspace: Workspace, *, deleted_by: str, event: AuditEvent
             condition=NameClaimItem.owner_id == workspace.id,
             on_refused=lambda current: NotFound("workspace", workspace.id),
         )
-        .extend(
-            [
-                audit.org_event(
-                    organization_id=event.organization_id,
-                    subject_id=event.subject_id,
-                    event_id=event.id,
-                    type=event.type,
-                    actor=event.actor,
-                    at=event.at,
-                    details=event.details,
-                )
-            ]
-        )
+        .extend([audit.recorded(event)])
     )
 
 
