@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from runplane.domain.auto_destroy import AutoDestroy
-from runplane.domain.entities import AuditEvent
+from runplane.domain.entities import AuditEvent, Workspace
 from runplane.domain.errors import ConcurrentChange
 from tests.fakes import InMemorySchedules
 
@@ -46,8 +46,8 @@ class InMemoryAutoDestroys:
     def armed(self) -> list[AutoDestroy]:
         return sorted(self.records.values(), key=lambda r: r.workspace_id)
 
-    def last_activity(self, workspace_id: str) -> datetime | None:
-        return self.activity.get(workspace_id)
+    def last_activity(self, workspace: Workspace) -> datetime | None:
+        return self.activity.get(workspace.id)
 
     def latest_configuration_id(self, workspace_id: str) -> str | None:
         return self._schedules.configurations.get(workspace_id)

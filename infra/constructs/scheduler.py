@@ -63,7 +63,9 @@ class Schedules(Construct):
                     "engine_versions",
                 ),
             ),
-            timeout=Duration.seconds(30),
+            # A sweep of a thousand armed workspaces is about a thousand reads (see
+            # docs/BENCHMARKS.md, "Auto-destroy sweep").
+            timeout=Duration.seconds(120),
         )
         stack = Stack.of(self)
         self.role = iam.Role(

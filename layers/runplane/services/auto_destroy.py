@@ -146,10 +146,9 @@ class AutoDestroys:
         if current.active_run_id is not None:
             raise AutoDestroyUnderway(workspace.id, current.active_run_id)
         now = self._clock.now()
-        before = current.due_at(self._store.last_activity(workspace.id))
-        record = rules.postponed(
-            current, until, principal.ref, now, self._store.last_activity(workspace.id)
-        )
+        activity = self._store.last_activity(workspace)
+        before = current.due_at(activity)
+        record = rules.postponed(current, until, principal.ref, now, activity)
         details = {"from": _iso(before) or "", "until": until.isoformat()}
         event = self._audit(principal, workspace, "workspace.auto_destroy_postponed", details, now)
         self._store.put(record, previous_version=current.version, event=event)
@@ -160,7 +159,7 @@ class AutoDestroys:
     ) -> dict[str, Any]:
         """Postpone it ``length`` after the time it is due now."""
         workspace = self._workspaces.by_id(principal, workspace_id)
-        due = self._armed(workspace).due_at(self._store.last_activity(workspace.id))
+        due = self._armed(workspace).due_at(self._store.last_activity(workspace))
         if due is None:
             raise InvalidInput("nothing is due to be postponed: the workspace was destroyed", "/by")
         if length <= timedelta(0):
@@ -192,7 +191,7 @@ class AutoDestroys:
         if record is None:
             return {"workspace_id": workspace.id, "armed": False}
         settings = record.settings
-        due = record.due_at(self._store.last_activity(workspace.id))
+        due = record.due_at(self._store.last_activity(workspace))
         return {
             "workspace_id": workspace.id,
             "armed": True,
@@ -252,7 +251,7 @@ class AutoDestroys:
         step = rules.next_step(
             record,
             now,
-            last_activity=self._store.last_activity(record.workspace_id),
+            last_activity=self._store.last_activity(workspace),
             active_status=status,
             active_reason=reason,
         )

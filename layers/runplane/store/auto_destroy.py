@@ -12,9 +12,9 @@ from typing import Any
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
 
 from runplane.domain.auto_destroy import AutoDestroy, AutoDestroySettings
-from runplane.domain.entities import AuditEvent
+from runplane.domain.entities import AuditEvent, Workspace
 from runplane.domain.errors import ConcurrentChange, NotFound
-from runplane.store import audit, state_versions, workspaces
+from runplane.store import audit, state_versions
 from runplane.store.models import Gsi1, TableItem, auto_destroy_key
 from runplane.store.prefetch import IdentityMap
 from runplane.store.schedules import latest_configuration_id
@@ -172,12 +172,8 @@ def armed() -> list[AutoDestroy]:
     return [from_item(item) for item in AutoDestroyItem.gsi1.query(ARMED_PARTITION)]
 
 
-def last_activity(workspace_id: str) -> datetime | None:
-    """When the workspace's current state was published, or None (never, or gone)."""
-    try:
-        workspace = workspaces.get_workspace(workspace_id, reads=IdentityMap())
-    except NotFound:
-        return None
+def last_activity(workspace: Workspace) -> datetime | None:
+    """When the workspace's current state (as it was read) was published, or None."""
     if workspace.current_state_version_id is None:
         return None
     try:
@@ -205,8 +201,8 @@ class DynamoAutoDestroyStore:
     def armed(self) -> list[AutoDestroy]:
         return armed()
 
-    def last_activity(self, workspace_id: str) -> datetime | None:
-        return last_activity(workspace_id)
+    def last_activity(self, workspace: Workspace) -> datetime | None:
+        return last_activity(workspace)
 
     def latest_configuration_id(self, workspace_id: str) -> str | None:
         return latest_configuration_id(workspace_id)

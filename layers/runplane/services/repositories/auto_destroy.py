@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Protocol
 
 from runplane.domain.auto_destroy import AutoDestroy
-from runplane.domain.entities import AuditEvent
+from runplane.domain.entities import AuditEvent, Workspace
 
 
 class AutoDestroyStore(Protocol):
@@ -18,7 +18,8 @@ class AutoDestroyStore(Protocol):
       write; otherwise it raises ``ConcurrentChange`` and writes nothing. ``delete``
       likewise removes it.
     - ``armed`` is every workspace's auto-destroy, of every organization (the sweep's).
-    - ``last_activity`` is when the workspace's current state was published, or None.
+    - ``last_activity`` is when ``workspace``'s current state version (as it was read)
+      was published, or None.
     - ``latest_configuration_id`` is the workspace's newest uploaded configuration
       version that may apply, or None.
     """
@@ -33,6 +34,6 @@ class AutoDestroyStore(Protocol):
 
     def armed(self) -> list[AutoDestroy]: ...
 
-    def last_activity(self, workspace_id: str) -> datetime | None: ...
+    def last_activity(self, workspace: Workspace) -> datetime | None: ...
 
     def latest_configuration_id(self, workspace_id: str) -> str | None: ...
