@@ -92,7 +92,7 @@ def measure(armed: int, repeat: int) -> dict[str, Any]:
             if at is not None:
                 clock.current = at
             seconds, requests, steps = [], [], {}
-            for attempt in range(repeat if label == "waiting" else 1):
+            for _ in range(repeat if label == "waiting" else 1):
                 before, started = _requests(), time.perf_counter()
                 steps = services.auto_destroys.sweep()
                 seconds.append(time.perf_counter() - started)

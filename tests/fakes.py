@@ -677,7 +677,7 @@ class InMemoryNotifications:
             organization_id=destination.organization_id,
             event_id=str(event["id"]),
             event_type=str(event["type"]),
-            run_id=str(event["run_id"]),
+            run_id=None if event.get("run_id") is None else str(event["run_id"]),
             event=dict(event),
             state="pending",
             attempts=0,

@@ -4,6 +4,7 @@ same version conditions as the DynamoDB store (tests/integration/test_auto_destr
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from runplane.domain.auto_destroy import AutoDestroy
 from runplane.domain.entities import AuditEvent, Workspace
@@ -19,6 +20,9 @@ class InMemoryAutoDestroys:
         self.records: dict[str, AutoDestroy] = {}
         self.audit: list[AuditEvent] = []
         self.activity: dict[str, datetime] = {}
+        # The outbox writes committed with the records (the tier announces an event as
+        # itself).
+        self.announced: list[Any] = []
         # The schedule store's configurations: the latest a destroy run plans.
         self._schedules = schedules
 
@@ -31,12 +35,19 @@ class InMemoryAutoDestroys:
             raise ConcurrentChange(f"the auto-destroy of workspace {workspace_id} changed")
 
     def put(
-        self, record: AutoDestroy, *, previous_version: int, event: AuditEvent | None = None
+        self,
+        record: AutoDestroy,
+        *,
+        previous_version: int,
+        event: AuditEvent | None = None,
+        announce: Any = None,
     ) -> None:
         self.refuse_moved(record.workspace_id, previous_version)
         self.records[record.workspace_id] = record
         if event is not None:
             self.audit.append(event)
+        if announce is not None:
+            self.announced.append(announce)
 
     def delete(self, workspace_id: str, *, previous_version: int, event: AuditEvent) -> None:
         self.refuse_moved(workspace_id, previous_version)

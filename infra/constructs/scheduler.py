@@ -42,8 +42,8 @@ class Schedules(Construct):
         self.group = scheduler.CfnScheduleGroup(self, "Group", name=f"{config.prefix}-schedules")
         # A fire creates a plan-only run and starts its workflow: the table and
         # StartExecution (no variables, so no artifacts or keys). The auto-destroy sweep
-        # also creates runs, approves an opted-in workspace's destroy run (resuming its
-        # wait) and queues its notices as run events.
+        # also creates runs and approves an opted-in workspace's destroy run (resuming its
+        # wait); its notices are outbox items of its own writes, like every run event.
         self.fire = RunplaneFunction(
             self,
             "Fire",
@@ -54,7 +54,6 @@ class Schedules(Construct):
             access=Access(
                 table=TABLE_READ + TABLE_WRITE,
                 workflow=WORKFLOW_START + WORKFLOW_RESUME,
-                send_events=True,
                 settings=(
                     "definition_version",
                     "build_sha",

@@ -694,8 +694,8 @@ class Services:
             self.runs,
             DynamoRunReader(self.run_records),
             DynamoAutoDestroyStore(),
-            # Queued as a run event: the event worker delivers it to the destinations.
-            self.run_events.publish,
+            # Its notices are outbox events, written with the records of them.
+            self.run_events.announce,
         )
 
     @cached_property

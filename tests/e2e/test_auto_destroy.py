@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 
+from runplane.domain.notifications import SIGNATURE_HEADER, verify
 from runplane.store import auto_destroy as stored_auto_destroy
 from tests.e2e.conftest import Local
 from tests.e2e.test_cli import Capture, cli, cli_json, connect, workspace
+from tests.e2e.test_github import eventually
 from tests.e2e.test_run_options import applied, configuration, managed
+from tests.unit.adapters.servers import Receiver
 
 pytestmark = pytest.mark.e2e
 
@@ -67,6 +70,38 @@ def test_an_ephemeral_workspace_destroys_itself_when_due(
     assert f"postponed to      {moved['due_at']}" in text
     _sweep(local)
     assert _show(local, capsys, name)["active_run_id"] is None
+
+    # When a webhook subscribes to the notices and it is set due in 30 minutes
+    receiver = Receiver()
+    try:
+        created = cli_json(
+            capsys, "workspace", "notify", name, "create", "--destination-url",
+            receiver.url(), "--events", "auto_destroy_scheduled", *connect(local),
+        )  # fmt: skip
+        half_hour = (datetime.now(UTC) + timedelta(minutes=30)).replace(microsecond=0)
+        cli_json(
+            capsys, "workspace", "auto-destroy", name, "set", "--at", half_hour.isoformat(),
+            *connect(local),
+        )  # fmt: skip
+        _sweep(local)
+
+        # Then one signed 1 h notice of no run reaches it, saying when and how to postpone
+        eventually(lambda: receiver.requests, what="the auto-destroy notice")
+        [(_, headers, body)] = receiver.requests
+        assert verify(created["signing_secret"].encode(), body, headers[SIGNATURE_HEADER])
+        notice = json.loads(body)
+        assert (notice["event"], notice["run"], notice["workspace"]["id"]) == (
+            "auto_destroy_scheduled",
+            None,
+            ws_id,
+        )
+        assert notice["details"]["destroy_at"] == half_hour.isoformat()
+        assert notice["details"]["notice"] == "1h"
+        assert notice["details"]["postpone"] == (
+            f"runplane workspace auto-destroy {name} postpone --by 24h"
+        )
+    finally:
+        receiver.close()
 
     # When it is set again, due in two seconds, with auto-apply, and the sweep runs
     soon = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)

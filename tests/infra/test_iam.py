@@ -88,13 +88,8 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | {"kms:GetPublicKey", "kms:Sign"}
     | {"sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"},
     # A schedule fire creates a plan-only run (no variables) and starts its workflow; the
-    # auto-destroy sweep also approves opted-in destroy runs and queues its notices.
-    "functions.scheduler.handler.fire": BASE
-    | READ
-    | WRITE
-    | RESUME
-    | EVENTS
-    | {"states:StartExecution"},
+    # auto-destroy sweep also approves opted-in destroy runs (its notices are outbox items).
+    "functions.scheduler.handler.fire": BASE | READ | WRITE | RESUME | {"states:StartExecution"},
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;

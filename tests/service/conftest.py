@@ -220,10 +220,11 @@ def tier() -> Tier:
     )
     registry = RecordingRegistry()
     schedules = Schedules(clock, ids, workspaces, runs, run_reader, registry, schedule_store)
-    notified: list[RunEvent] = []
+    # An event is announced as itself: the store keeps what committed with its record.
     auto_destroys = AutoDestroys(
-        clock, ids, workspaces, runs, run_reader, auto_destroy_store, notified.append
+        clock, ids, workspaces, runs, run_reader, auto_destroy_store, lambda event: event
     )
+    notified: list[RunEvent] = auto_destroy_store.announced
     return Tier(
         clock,
         ids,

@@ -93,7 +93,8 @@ class Delivery:
     organization_id: str
     event_id: str
     event_type: str
-    run_id: str
+    # None for a workspace's own event (auto_destroy_scheduled).
+    run_id: str | None
     event: dict[str, Any]
     state: str
     attempts: int

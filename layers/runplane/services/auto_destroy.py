@@ -3,8 +3,8 @@ sweep every few minutes carries it out (docs/auto-destroy.md).
 
 The sweep takes at most one step per armed workspace (``domain.auto_destroy.next_step``)
 and writes it conditioned on the version it read, so two sweeps never both act: the
-notice 24 h and 1 h before (sent before it is recorded, under an event ID that names
-the due time, so a repeat is one notification), the destroy run once due (created in ONE
+notice 24 h and 1 h before (an outbox event written with the record of it, so it is
+sent exactly when it is recorded), the destroy run once due (created in ONE
 transaction with the record that names it), the approval of a workspace that opted into
 auto-apply, and the run's outcome: destroyed, or failed, notified and tried again later.
 """
@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from runplane.services.workspaces import Workspaces
 
 logger = logging.getLogger("runplane.auto_destroy")
-Notify = Callable[[RunEvent], None]
+# The outbox write of a notice (``RunEvents.announce``): committed with the record that
+# says it was sent, so a notice exists exactly when its step does.
+Announce = Callable[[RunEvent], Any]
 # What the control plane may do for an armed workspace, within that workspace only.
 _SWEEP_PERMISSIONS = frozenset(
     {Permission.WORKSPACE_READ, Permission.RUN_READ, Permission.RUN_CREATE, Permission.RUN_APPROVE}
@@ -63,7 +65,7 @@ class AutoDestroys:
         runs: Runs,
         reader: RunReader,
         store: AutoDestroyStore,
-        notify: Notify,
+        announce: Announce,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -72,8 +74,7 @@ class AutoDestroys:
         # The status of a destroy run in flight.
         self._reader = reader
         self._store = store
-        # A notification's delivery to the workspace's destinations (idempotent per ID).
-        self._notify = notify
+        self._announce = announce
 
     # -- management ------------------------------------------------------------------------
 
@@ -271,7 +272,7 @@ class AutoDestroys:
 
     def _notice(self, record: AutoDestroy, name: str, step: rules.Notify, now: datetime) -> str:
         lead = rules.notice_label(step.lead)
-        self._notify(
+        notice = self._announce(
             RunEvent(
                 id=f"{record.workspace_id}.auto-destroy.{step.due.isoformat()}.{lead}",
                 type=EventType.AUTO_DESTROY_SCHEDULED,
@@ -289,7 +290,9 @@ class AutoDestroys:
                 },
             )
         )
-        self._store.put(rules.noticed(record, step), previous_version=record.version)
+        self._store.put(
+            rules.noticed(record, step), previous_version=record.version, announce=notice
+        )
         logger.info(
             "auto-destroy notice sent",
             extra={"workspace_id": record.workspace_id, "notice": lead},
@@ -356,9 +359,10 @@ class AutoDestroys:
 
     def _ended(self, record: AutoDestroy, step: rules.Ended, now: datetime) -> str:
         updated = rules.after_run(record, step, now)
+        notice = None
         if updated.last_outcome == rules.Outcome.FAILED:
-            self._failure_notice(updated, now, run_id=step.run_id, status=step.status)
-        self._store.put(updated, previous_version=record.version)
+            notice = self._failure_notice(updated, now, run_id=step.run_id, status=step.status)
+        self._store.put(updated, previous_version=record.version, announce=notice)
         logger.info(
             "auto-destroy run ended",
             extra={
@@ -371,16 +375,20 @@ class AutoDestroys:
 
     def _not_started(self, record: AutoDestroy, reason: str, now: datetime) -> str:
         updated = rules.failed_to_start(record, reason, now)
-        self._failure_notice(updated, now, run_id=None, status=None)
-        self._store.put(updated, previous_version=record.version)
+        notice = self._failure_notice(updated, now, run_id=None, status=None)
+        self._store.put(updated, previous_version=record.version, announce=notice)
         return "failed"
 
     def _failure_notice(
         self, record: AutoDestroy, now: datetime, *, run_id: str | None, status: RunStatus | None
-    ) -> None:
+    ) -> Any:
         """Every failure is told (named by the run, or by the attempt for a run never
-        created), with when it is tried again."""
-        self._notify(
+        created), with when it is tried again: the outbox write of its notice."""
+        logger.warning(
+            "auto-destroy failed",
+            extra={"workspace_id": record.workspace_id, "run_id": run_id},
+        )
+        return self._announce(
             RunEvent(
                 id=f"{record.workspace_id}.auto-destroy-failed.{run_id or record.attempts}."
                 f"{record.set_at.isoformat()}",
@@ -394,10 +402,6 @@ class AutoDestroys:
                 reason=record.last_reason,
                 details={"next_attempt_at": _iso(record.next_attempt_at) or ""},
             )
-        )
-        logger.warning(
-            "auto-destroy failed",
-            extra={"workspace_id": record.workspace_id, "run_id": run_id},
         )
 
     def _principal(self, record: AutoDestroy) -> Principal:

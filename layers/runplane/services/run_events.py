@@ -75,8 +75,11 @@ class RunEvents:
         return [] if event is None else [self.announce(event)]
 
     def announce(self, event: RunEvent) -> Any:
-        """The outbox write of ``event``: commit it with the change it announces."""
-        return self._outbox.put(event.of_run, event.id, run_event_message(event), event.at)
+        """The outbox write of ``event``: commit it with the change it announces (a
+        workspace's own event, of no run, beside its workspace's ID)."""
+        return self._outbox.put(
+            event.run_id or event.workspace_id, event.id, run_event_message(event), event.at
+        )
 
     def publish(self, event: RunEvent, *, not_before: datetime | None = None) -> None:
         """Queue ``event`` now (delayed until ``not_before``): for follow-ups a queue

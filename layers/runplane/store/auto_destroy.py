@@ -142,9 +142,14 @@ def get(workspace_id: str) -> AutoDestroy | None:
 
 
 def put(
-    record: AutoDestroy, *, previous_version: int, event: AuditEvent | None = None
+    record: AutoDestroy,
+    *,
+    previous_version: int,
+    event: AuditEvent | None = None,
+    announce: Transaction | None = None,
 ) -> Transaction:
-    """Write ``record`` only while the stored one is at ``previous_version`` (0: none)."""
+    """Write ``record`` only while the stored one is at ``previous_version`` (0: none),
+    with its audit ``event`` and the outbox write ``announce``, if given."""
     return (
         Transaction()
         .put(
@@ -153,6 +158,7 @@ def put(
             on_refused=_moved(record.workspace_id),
         )
         .extend(_audited(event))
+        .extend([] if announce is None else [announce])
     )
 
 
@@ -191,9 +197,14 @@ class DynamoAutoDestroyStore:
         return get(workspace_id)
 
     def put(
-        self, record: AutoDestroy, *, previous_version: int, event: AuditEvent | None = None
+        self,
+        record: AutoDestroy,
+        *,
+        previous_version: int,
+        event: AuditEvent | None = None,
+        announce: Any = None,
     ) -> None:
-        put(record, previous_version=previous_version, event=event).commit()
+        put(record, previous_version=previous_version, event=event, announce=announce).commit()
 
     def delete(self, workspace_id: str, *, previous_version: int, event: AuditEvent) -> None:
         delete(workspace_id, previous_version=previous_version, event=event).commit()

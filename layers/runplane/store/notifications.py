@@ -55,7 +55,7 @@ class DeliveryItem(TableItem):
     org_id = UnicodeAttribute()
     event_id = UnicodeAttribute()
     event_type = UnicodeAttribute()
-    run_id = UnicodeAttribute()
+    run_id = UnicodeAttribute(null=True)
     # The event as published (public IDs and statuses only).
     event = JSONAttribute(default=dict)
     # pending -> delivering -> delivered | retrying -> ... | failed
@@ -207,7 +207,7 @@ def new_delivery(
                 organization_id=destination.organization_id,
                 event_id=str(event["id"]),
                 event_type=str(event["type"]),
-                run_id=str(event["run_id"]),
+                run_id=None if event.get("run_id") is None else str(event["run_id"]),
                 event=dict(event),
                 state="pending",
                 attempts=0,

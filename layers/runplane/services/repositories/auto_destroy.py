@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from runplane.domain.auto_destroy import AutoDestroy
 from runplane.domain.entities import AuditEvent, Workspace
@@ -14,9 +14,9 @@ class AutoDestroyStore(Protocol):
 
     - ``get`` is the workspace's auto-destroy as last written, or None.
     - ``put`` writes ``record`` only while the stored one is at ``previous_version``
-      (0: none yet), with the organization audit event ``event`` if given, in one
-      write; otherwise it raises ``ConcurrentChange`` and writes nothing. ``delete``
-      likewise removes it.
+      (0: none yet), with the organization audit event ``event`` and the outbox write
+      ``announce`` (``RunEvents.announce``: a notice) if given, in one write; otherwise
+      it raises ``ConcurrentChange`` and writes nothing. ``delete`` likewise removes it.
     - ``armed`` is every workspace's auto-destroy, of every organization (the sweep's).
     - ``last_activity`` is when ``workspace``'s current state version (as it was read)
       was published, or None.
@@ -27,7 +27,12 @@ class AutoDestroyStore(Protocol):
     def get(self, workspace_id: str) -> AutoDestroy | None: ...
 
     def put(
-        self, record: AutoDestroy, *, previous_version: int, event: AuditEvent | None = None
+        self,
+        record: AutoDestroy,
+        *,
+        previous_version: int,
+        event: AuditEvent | None = None,
+        announce: Any = None,
     ) -> None: ...
 
     def delete(self, workspace_id: str, *, previous_version: int, event: AuditEvent) -> None: ...
