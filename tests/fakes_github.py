@@ -18,9 +18,11 @@ from runplane.domain.github import (
     FetchedConfiguration,
     Ingestion,
     IngestionTarget,
+    PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
 from tests.fakes_access import InMemoryGitHubInstallations
+from tests.fakes_creation import InMemoryConfigurationVersions
 
 
 @dataclass(frozen=True)
@@ -36,13 +38,21 @@ class InMemoryGitHubSources:
     """``GitHubSourceStore``: bindings by workspace, deliveries and ingestions by ID, and
     the configuration versions ingestions recorded."""
 
-    def __init__(self, installations: InMemoryGitHubInstallations) -> None:
+    def __init__(
+        self,
+        installations: InMemoryGitHubInstallations,
+        configuration_versions: InMemoryConfigurationVersions | None = None,
+    ) -> None:
         self.installations = installations
+        # Where runs find the configuration versions recorded here (on the table, the
+        # same items), if a test creates runs of them.
+        self.configuration_versions = configuration_versions
         self.bindings: dict[str, Binding] = {}
         self.deliveries: dict[str, Delivery] = {}
         self.received_at: dict[str, datetime] = {}
         self.ingestions: dict[str, Ingestion] = {}
         self.configurations: dict[str, RecordedConfiguration] = {}
+        self.previews: dict[tuple[str, int], PreviewWorkspace] = {}
 
     # -- bindings ------------------------------------------------------------------------
 
@@ -135,6 +145,28 @@ class InMemoryGitHubSources:
         held = self.installations.installations[(org, number)]
         self.installations.installations[(org, number)] = replace(held, bindings=held.bindings - 1)
 
+    # -- preview workspaces --------------------------------------------------------------
+
+    def preview(self, parent_workspace_id: str, pull_request: int) -> PreviewWorkspace | None:
+        return self.previews.get((parent_workspace_id, pull_request))
+
+    def record_preview(self, preview: PreviewWorkspace, previous: PreviewWorkspace | None) -> None:
+        key = (preview.parent_workspace_id, preview.pull_request)
+        current = self.previews.get(key)
+        same = (
+            current is None
+            if previous is None
+            else current is not None
+            and (current.workspace_id, current.workspace_created, current.closed_at)
+            == (previous.workspace_id, previous.workspace_created, previous.closed_at)
+        )
+        if not same:
+            raise ConcurrentChange(
+                f"the preview workspace of pull request #{preview.pull_request} changed "
+                "meanwhile; nothing was written"
+            )
+        self.previews[key] = preview
+
     # -- deliveries ----------------------------------------------------------------------
 
     def delivery(self, delivery_id: str) -> Delivery | None:
@@ -169,13 +201,30 @@ class InMemoryGitHubSources:
         now: datetime,
     ) -> None:
         ids = [c.target.configuration_version_id for c in configurations]
-        if len(set(ids)) != len(ids) or any(cv_id in self.configurations for cv_id in ids):
+        shared = {} if self.configuration_versions is None else self.configuration_versions.versions
+        if len(set(ids)) != len(ids) or any(
+            cv_id in self.configurations or cv_id in shared for cv_id in ids
+        ):
             raise ConcurrentChange("a configuration version changed concurrently")
         source = self._in(source_id, "pending", Conflict)
         for fetched in configurations:
-            self.configurations[fetched.target.configuration_version_id] = RecordedConfiguration(
+            target = fetched.target
+            self.configurations[target.configuration_version_id] = RecordedConfiguration(
                 fetched, source_id, now
             )
+            if self.configuration_versions is not None:
+                version = self.configuration_versions.add_uploaded(
+                    target.configuration_version_id,
+                    fetched.organization_id,
+                    target.workspace_id,
+                    now,
+                )
+                shared[version.id] = replace(
+                    version,
+                    artifact_id=target.configuration_artifact_id,
+                    speculative=fetched.speculative,
+                    source_id=source_id,
+                )
         self.ingestions[source_id] = replace(
             source,
             status="ready",

@@ -587,6 +587,13 @@ class GitHubBindingView(Doc):
     working_directory: str
     installation_id: int
     push_run_kind: Literal["plan_and_apply", "plan_only"]
+    pull_request_workspaces: bool = Field(
+        description="A pull request gets its own preview workspace, planned and applied, "
+        "destroyed when it closes (instead of a speculative plan here)"
+    )
+    pull_request_auto_apply_destroy: bool = Field(
+        description="A closed pull request's preview is destroyed without a person's approval"
+    )
 
 
 class GitHubInstallationView(Doc):

@@ -227,6 +227,11 @@ def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
     print(f"  working directory  {binding['working_directory'] or '.'}")
     print(f"  installation       {binding['installation_id']}")
     print(f"  push run kind      {binding['push_run_kind']}")
+    previews = "yes" if binding.get("pull_request_workspaces") else "no"
+    print(f"  pull request workspaces  {previews}")
+    if binding.get("pull_request_workspaces"):
+        auto = "yes" if binding.get("pull_request_auto_apply_destroy") else "no"
+        print(f"  auto-apply their destroy {auto}")
 
 
 def _workspace_github(args: argparse.Namespace) -> int:
@@ -248,6 +253,8 @@ def _workspace_github(args: argparse.Namespace) -> int:
         installation_id=args.installation_id,
         working_directory=args.working_directory,
         push_run_kind=args.push_run_kind,
+        pull_request_workspaces=args.pull_request_workspaces == "yes",
+        pull_request_auto_apply_destroy=args.pull_request_auto_apply_destroy == "yes",
     )
     _print_binding(bound, args.json)
     return 0
@@ -760,7 +767,22 @@ def _workspace_parser(commands: Any) -> None:
         "--push-run-kind",
         default="plan_and_apply",
         choices=("plan_and_apply", "plan_only"),
-        help="what a push runs (%(default)s); pull requests always run speculative plans",
+        help="what a push runs (%(default)s); pull requests run speculative plans, unless "
+        "--pull-request-workspaces yes",
+    )
+    github.add_argument(
+        "--pull-request-workspaces",
+        default="no",
+        choices=("yes", "no"),
+        help="yes: each pull request gets a preview workspace NAME-pr-N, planned and applied "
+        "(after approval) on each new commit, destroyed when it closes (%(default)s)",
+    )
+    github.add_argument(
+        "--pull-request-auto-apply-destroy",
+        default="no",
+        choices=("yes", "no"),
+        help="yes: a closed pull request's preview is destroyed without a person's "
+        "approval (%(default)s)",
     )
     github.add_argument("--unbind", action="store_true", help="remove the binding")
     cli_schedules.add_parser(workspace_commands, _add, _client)

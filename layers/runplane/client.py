@@ -307,6 +307,8 @@ class Client:
         installation_id: int,
         working_directory: str = "",
         push_run_kind: str = "plan_and_apply",
+        pull_request_workspaces: bool = False,
+        pull_request_auto_apply_destroy: bool = False,
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "PUT",
@@ -317,6 +319,8 @@ class Client:
                 "working_directory": working_directory,
                 "installation_id": installation_id,
                 "push_run_kind": push_run_kind,
+                "pull_request_workspaces": pull_request_workspaces,
+                "pull_request_auto_apply_destroy": pull_request_auto_apply_destroy,
             },
         )
         return result

@@ -627,6 +627,7 @@ class Services:
             ),
             self.github_installations,
             DynamoGitHubSources(),
+            self.auto_destroys,
         )
 
     @cached_property
@@ -860,8 +861,11 @@ class Services:
         worker.subscribe(self.notifications.on_event)
         if self.source_workflow is not None:
             from runplane.services.github import commit_status_reports
+            from runplane.store.github import DynamoGitHubSources
 
-            worker.subscribe(commit_status_reports(self.source_workflow, self.run_records))
+            worker.subscribe(
+                commit_status_reports(self.source_workflow, self.run_records, DynamoGitHubSources())
+            )
         return worker
 
     @cached_property

@@ -508,3 +508,60 @@ def test_a_pull_requests_policies_see_who_sent_it_its_commit_and_the_workspaces_
     assert "by <code>bob</code>" in header
     assert "&lt;script&gt;" in header
     assert "<script>" not in header
+
+
+def test_a_pull_request_gets_a_preview_workspace_destroyed_when_it_closes(
+    local: Local, fake_github: FakeGitHub
+) -> None:
+    # Given a workspace bound with pull request workspaces (destroys approved by people)
+    held_once(local, INSTALLATION, account="acme")
+    repository = f"acme/preview-{uuid.uuid4().hex[:6]}"
+    name = unique("gh-prev")
+    parent = str(local.client.create_workspace(name)["id"])
+    bound = local.client.bind_github(
+        parent,
+        repository=repository,
+        branch="main",
+        installation_id=INSTALLATION,
+        pull_request_workspaces=True,
+    )
+    assert (bound["pull_request_workspaces"], bound["pull_request_auto_apply_destroy"]) == (
+        True,
+        False,
+    )
+    sha = sha_of(repository + "preview")
+    fake_github.add_commit(repository, sha, {"main.tf": main_tf("preview")})
+
+    # When pull request 5 is opened
+    status, body, _ = post_webhook(local, "pull_request", pull_request(repository, sha, 5))
+
+    # Then its preview workspace gets a plan_and_apply run awaiting approval, the bound
+    # workspace none, and the commit status says so
+    assert status == 202, body
+    preview = eventually(
+        lambda: [w for w in local.client.list_workspaces() if w["name"] == f"{name}-pr-5"],
+        what="the preview workspace",
+    )[0]["id"]
+    run = eventually(lambda: local.client.list_runs(preview), what="the preview's run")[0]
+    waiting = local.client.watch(run["id"], until=["awaiting_approval"], timeout=180)
+    assert (waiting["kind"], waiting["status"]) == ("plan_and_apply", "awaiting_approval")
+    assert waiting["source"]["pull_request"] == 5
+    assert local.client.list_runs(parent) == []
+    eventually(
+        lambda: [s for s in fake_github.statuses_for(sha) if "awaiting" in s["description"]],
+        what="the awaiting-approval status",
+    )
+    assert {s["context"] for s in fake_github.statuses_for(sha)} == {f"runplane/{preview}"}
+
+    # When the pull request closes
+    closed = pull_request(repository, sha, 5)
+    closed["action"] = "closed"
+    status, body, _ = post_webhook(local, "pull_request", closed)
+
+    # Then the preview's auto-destroy is armed, due within a minute, for people to approve
+    assert (status, body["status"]) == (200, "closed"), body
+    armed = local.client.auto_destroy(preview)
+    assert (armed["armed"], armed["auto_apply"]) == (True, False)
+    due = datetime.fromisoformat(armed["due_at"])
+    assert timedelta(0) < due - datetime.now(UTC) <= timedelta(minutes=1)
+    assert [a["workspace_id"] for a in body["auto_destroy"]] == [preview]

@@ -20,6 +20,7 @@ from runplane.domain.github import (
     FetchedConfiguration,
     Ingestion,
     IngestionTarget,
+    PreviewWorkspace,
     SourceEvent,
 )
 from runplane.domain.github_connect import AuditNote, GitHubAccount, Installation
@@ -371,3 +372,79 @@ def test_a_ready_ingestions_targets_are_replaced_and_a_pending_one_fails_once(
         with pytest.raises(Conflict):
             stores.sources.mark_failed(source_id, "again", AT)
     assert stores.sources.ingestion("src-1") == ready
+
+
+# -- preview workspaces ------------------------------------------------------------------------
+
+
+def test_a_bindings_pull_request_options_are_kept(stores: Stores) -> None:
+    # Given an installation org-a holds
+    _hold(stores, "org-a", 10)
+    # When a workspace is bound with both options, and another without
+    both = _binding("ws-1", pull_request_workspaces=True, pull_request_auto_apply_destroy=True)
+    for binding in (both, _binding("ws-2")):
+        stores.sources.bind(binding, None, actor="user:ada", now=AT, release_note=stores.note())
+    # Then each reads back as written
+    assert stores.sources.binding("ws-1") == both
+    assert stores.sources.binding("ws-2") == _binding("ws-2")
+    assert sorted(stores.sources.bound_to("acme/infra"), key=lambda b: b.workspace_id) == [
+        both,
+        _binding("ws-2"),
+    ]
+
+
+def test_a_preview_target_keeps_its_bound_workspace(stores: Stores) -> None:
+    # Given a pending ingestion
+    stores.sources.record_delivery(
+        _delivery("d-1", "src-1"), received_at=AT, starts=_ingestion("src-1")
+    )
+    # When its commit is fetched for a preview workspace made from ws-1
+    target = replace(_target("ws-preview", "cv-1"), bound_workspace_id="ws-1")
+    stores.sources.record_fetched(
+        "src-1",
+        archive_sha256="arch",
+        archive_size=9,
+        configurations=[FetchedConfiguration(target, "org-a", "s", 1, False)],
+        targets=[target],
+        now=AT,
+    )
+    # Then the target reads back naming both
+    source = stores.sources.ingestion("src-1")
+    assert source is not None
+    assert source.targets == (target,)
+    assert source.targets[0].binding_workspace_id == "ws-1"
+
+
+def test_a_preview_is_recorded_once_and_moved_only_from_what_was_read(stores: Stores) -> None:
+    preview = PreviewWorkspace(
+        workspace_id="ws-p1",
+        organization_id="org-a",
+        parent_workspace_id="ws-1",
+        repository="acme/infra",
+        pull_request=7,
+        created_by="source:src-1",
+        created_at=AT,
+    )
+    # Given nothing recorded for pull request 7 of ws-1
+    assert stores.sources.preview("ws-1", 7) is None
+    # When its preview is recorded
+    stores.sources.record_preview(preview, None)
+    # Then it reads back, apart from another pull request's or workspace's
+    assert stores.sources.preview("ws-1", 7) == preview
+    assert stores.sources.preview("ws-1", 8) is None
+    assert stores.sources.preview("ws-2", 7) is None
+    # And recording another as if none were there is refused, writing nothing
+    with pytest.raises(ConcurrentChange):
+        stores.sources.record_preview(replace(preview, workspace_id="ws-p2"), None)
+    assert stores.sources.preview("ws-1", 7) == preview
+    # And it moves from what was read: created, then closed
+    created = replace(preview, workspace_created=True)
+    stores.sources.record_preview(created, preview)
+    closed = replace(created, closed_at=AT + timedelta(hours=1))
+    stores.sources.record_preview(closed, created)
+    assert stores.sources.preview("ws-1", 7) == closed
+    # And a move from a stale read (not yet closed, or not yet created) is refused
+    for stale in (created, preview):
+        with pytest.raises(ConcurrentChange):
+            stores.sources.record_preview(replace(stale, workspace_id="ws-p3"), stale)
+    assert stores.sources.preview("ws-1", 7) == closed

@@ -9,7 +9,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -20,6 +21,7 @@ from runplane.adapters.webhooks import PostResult, WebhookClient
 from runplane.adapters.workflow import Workflow
 from runplane.domain import notifications as rules
 from runplane.domain.errors import InvalidInput, NotFound, RunTriggerRefused
+from runplane.domain.github import Ingestion
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
@@ -676,6 +678,49 @@ def test_every_ending_event_reports_a_pull_request_status(
     # Then its status report is started
     assert workflow.started == [
         (f"{event.id}-status", {"action": "report_status", "run_id": run_id})
+    ]
+
+
+class KnownIngestions:
+    """The ingestions the status reports look up, by ID."""
+
+    def __init__(self, events: dict[str, str]) -> None:
+        self.events = events
+
+    def ingestion(self, source_id: str) -> Ingestion | None:
+        event = self.events.get(source_id)
+        return None if event is None else cast(Ingestion, SimpleNamespace(event=event))
+
+
+def test_a_preview_workspaces_run_reports_its_approval_wait_and_ending_a_pushs_nothing(
+    arena: Arena,
+) -> None:
+    # Given a preview workspace's run a pull request's ingestion created, and a push's
+    workflow = RecordingWorkflow()
+    report = commit_status_reports(
+        workflow,  # type: ignore[arg-type]
+        arena.stack.records,
+        KnownIngestions({"src-pr": "pull_request", "src-push": "push"}),
+    )
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, "preview").id
+    preview = run_by(arena, ws, RunKind.PLAN_AND_APPLY, source="src-pr")
+    push = run_by(arena, ws, RunKind.PLAN_AND_APPLY, source="src-push")
+    apply = RunKind.PLAN_AND_APPLY
+    # When each awaits approval, then is applied
+    events = [
+        ending(arena, run_id, apply, kind, status)
+        for run_id in (preview, push)
+        for kind, status in (
+            (EventType.NEEDS_ATTENTION, RunStatus.AWAITING_APPROVAL),
+            (EventType.APPLIED, RunStatus.SUCCEEDED),
+        )
+    ]
+    for event in events:
+        report(event)
+    # Then the preview's run reports both, the push's run nothing
+    assert workflow.started == [
+        (f"{event.id}-status", {"action": "report_status", "run_id": preview})
+        for event in events[:2]
     ]
 
 

@@ -141,6 +141,8 @@ class Scene:
         *,
         working_directory: str = "",
         push_run_kind: str = "plan_and_apply",
+        pull_request_workspaces: bool = False,
+        pull_request_auto_apply_destroy: bool = False,
     ) -> Workspace:
         workspace = self.tier.tenancy.create_workspace(org.id, name)
         self.sources.bind(
@@ -151,6 +153,8 @@ class Scene:
             working_directory=working_directory,
             installation_id=installation_id,
             push_run_kind=push_run_kind,
+            pull_request_workspaces=pull_request_workspaces,
+            pull_request_auto_apply_destroy=pull_request_auto_apply_destroy,
         )
         return workspace
 
@@ -184,6 +188,7 @@ class Scene:
             dict(s.deliveries),
             dict(s.ingestions),
             dict(s.configurations),
+            dict(s.previews),
             dict(i.holders),
             dict(i.installations),
             list(i.audit_events),
@@ -200,21 +205,31 @@ class Scene:
             "head_commit": {"timestamp": at.isoformat(), "message": "Add a bucket"},
         }
 
-    def pull_request(self, installation_id: int) -> dict[str, Any]:
+    def pull_request(
+        self, installation_id: int, action: str = "opened", sha: str = SHA, number: int = 7
+    ) -> dict[str, Any]:
         return {
-            "action": "opened",
+            "action": action,
             "repository": {"full_name": REPOSITORY},
             "installation": {"id": installation_id},
             "sender": {"login": "bob"},
             "pull_request": {
-                "number": 7,
+                "number": number,
                 "title": "Add a bucket",
                 "user": {"login": "bob"},
                 "updated_at": self.tier.clock.current.isoformat(),
                 "base": {"ref": "main"},
-                "head": {"sha": SHA},
+                "head": {"sha": sha},
             },
         }
+
+    def flow(self, event: str, payload: Any) -> dict[str, Any]:
+        """Deliver an event and run its source workflow's steps (ingest, create runs)."""
+        _, body = self.deliver(event, payload)
+        if body.get("source_id"):
+            self.sources.ingest(body["source_id"])
+            self.sources.create_runs(body["source_id"])
+        return body
 
 
 def _note(tag: str) -> AuditNote:
@@ -224,7 +239,7 @@ def _note(tag: str) -> AuditNote:
 @pytest.fixture
 def scene(tier: Tier) -> Scene:
     installations = InMemoryGitHubInstallations()
-    store = InMemoryGitHubSources(installations)
+    store = InMemoryGitHubSources(installations, tier.configurations)
     workflow = StartedWorkflow()
     app = ScriptedApp({})
     sources = GitHubSources(
@@ -259,6 +274,7 @@ def scene(tier: Tier) -> Scene:
             InMemoryWebSessions(),
         ),
         store,
+        tier.auto_destroys,
         app=lambda *args: app,
     )
     return Scene(tier, installations, store, workflow, app, sources)
@@ -634,3 +650,267 @@ def test_targets_of_a_workspace_no_longer_bound_create_no_run(scene: Scene) -> N
     source = scene.store.ingestion(body["source_id"])
     assert source is not None
     assert [(t.run_id, t.error) for t in source.targets] == [(None, "UNBOUND")]
+
+
+# -- preview workspaces for pull requests --------------------------------------------------
+
+
+def _workspaces_of(scene: Scene, org: Organization) -> dict[str, str]:
+    return {w.name: w.id for w in scene.tier.directory.list_workspaces(org.id)}
+
+
+def _runs(scene: Scene, workspace_id: str) -> list[tuple[str, RunKind]]:
+    return [(r.id, r.kind) for r in scene.tier.run_reader.runs_of_workspace(workspace_id)]
+
+
+def test_a_binding_records_its_pull_request_options_false_unless_asked(scene: Scene) -> None:
+    # Given an organization holding installation 10
+    org = scene.organization("acme", 10)
+    # When one workspace is bound without the options and another with both
+    plain = scene.bound(org, "network", 10)
+    previews = scene.bound(
+        org, "app", 10, pull_request_workspaces=True, pull_request_auto_apply_destroy=True
+    )
+    # Then the first has neither, the second both, as stored and as shown
+    shown = {
+        ws.id: scene.sources.binding(scene.tier.admin(org), ws.id).to_dict()
+        for ws in (plain, previews)
+    }
+    options = ("pull_request_workspaces", "pull_request_auto_apply_destroy")
+    assert [shown[plain.id][o] for o in options] == [False, False]
+    assert [shown[previews.id][o] for o in options] == [True, True]
+    # And an option that is not a boolean names its field and writes nothing
+    before = scene.written()
+    with pytest.raises(InvalidInput) as invalid:
+        scene.sources.bind(
+            scene.tier.admin(org),
+            plain.id,
+            repository=REPOSITORY,
+            branch="main",
+            working_directory="",
+            installation_id=10,
+            push_run_kind="plan_only",
+            pull_request_workspaces="yes",  # type: ignore[arg-type]
+        )
+    assert invalid.value.pointer == "/pull_request_workspaces"
+    assert scene.written() == before
+
+
+def test_without_the_option_a_pull_request_still_plans_speculatively_on_the_bound_workspace(
+    scene: Scene,
+) -> None:
+    # Given a workspace bound without pull request workspaces
+    org = scene.organization("acme", 10)
+    workspace = scene.bound(org, "network", 10)
+    _serve_commit(scene)
+    # When a pull request is opened and its workflow runs
+    scene.flow("pull_request", scene.pull_request(10))
+    # Then the bound workspace got a speculative run, and no workspace was made
+    [(_, kind)] = _runs(scene, workspace.id)
+    assert kind is RunKind.SPECULATIVE
+    assert _workspaces_of(scene, org) == {"network": workspace.id}
+    assert scene.store.previews == {}
+    assert [(s["context"], s["description"]) for s in scene.app.statuses] == [
+        (f"runplane/{workspace.id}", "plan queued")
+    ]
+
+
+def test_a_pull_request_gets_one_preview_workspace_with_a_run_of_its_head(scene: Scene) -> None:
+    # Given a workspace bound with pull request workspaces
+    org = scene.organization("acme", 10)
+    parent = scene.bound(org, "network", 10, pull_request_workspaces=True)
+    _serve_commit(scene)
+    payload = scene.pull_request(10)
+
+    # When pull request 7 is opened and its workflow runs
+    _, body = scene.deliver("pull_request", payload, delivery="opened-7")
+    scene.sources.ingest(body["source_id"])
+    scene.sources.create_runs(body["source_id"])
+
+    # Then a workspace network-pr-7 exists in the same organization, marked as the
+    # pull request's, and the durable record names it
+    preview_id = _workspaces_of(scene, org)["network-pr-7"]
+    preview = scene.tier.directory.get_workspace(preview_id)
+    assert preview.organization_id == org.id
+    assert "pull request #7 of acme/infra" in (preview.description or "")
+    assert parent.id in (preview.description or "")
+    assert preview.tag_names == ("pull-request-preview", "pull-request:7")
+    record = scene.store.preview(parent.id, 7)
+    assert record is not None
+    assert (record.workspace_id, record.repository, record.workspace_created) == (
+        preview_id,
+        REPOSITORY,
+        True,
+    )
+    assert record.created_by == f"source:{body['source_id']}"
+    # And the preview got a plan_and_apply run of the head commit (approved like any
+    # run), the bound workspace none
+    [(run_id, kind)] = _runs(scene, preview_id)
+    assert kind is RunKind.PLAN_AND_APPLY
+    assert _runs(scene, parent.id) == []
+    run = scene.tier.run_reader.get_run(run_id)
+    assert run.created_by == f"source:{body['source_id']}"
+    source = scene.store.ingestion(body["source_id"])
+    assert source is not None
+    [target] = source.targets
+    assert (target.workspace_id, target.bound_workspace_id, target.run_id) == (
+        preview_id,
+        parent.id,
+        run_id,
+    )
+    recorded = scene.tier.configurations.get(target.configuration_version_id)
+    assert recorded is not None
+    assert (recorded.workspace_id, recorded.speculative) == (preview_id, False)
+    # And the commit status reports the preview's run
+    [status] = scene.app.statuses
+    assert status["context"] == f"runplane/{preview_id}"
+    assert status["description"] == "preview run queued"
+    assert status["target_url"].endswith(f"/api/v1/runs/{run_id}")
+
+    # When GitHub redelivers the event, and the workflow's steps are retried
+    written = scene.written()
+    runs = list(scene.tier.run_reader.runs)
+    scene.deliver("pull_request", payload, delivery="opened-7")
+    scene.sources.ingest(body["source_id"])
+    scene.sources.create_runs(body["source_id"])
+    # Then nothing is created twice
+    assert scene.written() == written
+    assert list(scene.tier.run_reader.runs) == runs
+    assert list(_workspaces_of(scene, org)) == ["network", "network-pr-7"]
+
+
+def test_a_new_commit_on_the_pull_request_reuses_its_preview_workspace(scene: Scene) -> None:
+    # Given a pull request with its preview workspace
+    org = scene.organization("acme", 10)
+    scene.bound(org, "network", 10, pull_request_workspaces=True)
+    _serve_commit(scene)
+    scene.flow("pull_request", scene.pull_request(10))
+    preview_id = _workspaces_of(scene, org)["network-pr-7"]
+    # When a second commit is pushed to it (synchronize)
+    second = "c" * 40
+    scene.app.archives[(REPOSITORY, second)] = scene.app.archives[(REPOSITORY, SHA)]
+    body = scene.flow("pull_request", scene.pull_request(10, "synchronize", second))
+    # Then the same workspace gets a second run, of the new commit
+    assert list(_workspaces_of(scene, org)) == ["network", "network-pr-7"]
+    assert [kind for _, kind in _runs(scene, preview_id)] == [RunKind.PLAN_AND_APPLY] * 2
+    source = scene.store.ingestion(body["source_id"])
+    assert source is not None
+    assert [(t.workspace_id, t.run_id is not None) for t in source.targets] == [(preview_id, True)]
+
+
+@pytest.mark.parametrize("auto_apply", [False, True])
+def test_closing_the_pull_request_arms_its_previews_destroy_with_the_bindings_choice(
+    scene: Scene, auto_apply: bool
+) -> None:
+    # Given a pull request with its preview, bound with or without auto-applied destroys
+    org = scene.organization("acme", 10)
+    parent = scene.bound(
+        org, "network", 10, pull_request_workspaces=True, pull_request_auto_apply_destroy=auto_apply
+    )
+    _serve_commit(scene)
+    scene.flow("pull_request", scene.pull_request(10))
+    preview_id = _workspaces_of(scene, org)["network-pr-7"]
+    started = list(scene.workflow.named)
+
+    # When the pull request is closed (merged or not)
+    status, body = scene.deliver("pull_request", scene.pull_request(10, "closed"))
+
+    # Then the preview's auto-destroy is due a minute from now, with the binding's
+    # auto-apply choice, set by the pull request; the close is recorded
+    now = scene.tier.clock.now()
+    armed = scene.tier.auto_destroy_store.get(preview_id)
+    assert armed is not None
+    assert armed.settings.destroy_at is not None
+    assert timedelta(0) < armed.settings.destroy_at - now <= timedelta(minutes=1)
+    assert armed.settings.auto_apply is auto_apply
+    assert armed.set_by == "system:github-pr:acme/infra#7"
+    assert (status, body["status"], body["pull_request"]) == (200, "closed", 7)
+    assert body["auto_destroy"] == [
+        {
+            "workspace_id": preview_id,
+            "destroy_at": armed.settings.destroy_at.isoformat(),
+            "auto_apply": auto_apply,
+        }
+    ]
+    assert scene.store.deliveries[body["delivery_id"]].outcome == body
+    record = scene.store.preview(parent.id, 7)
+    assert record is not None
+    assert record.closed_at is not None
+    assert now - record.closed_at < timedelta(seconds=1)
+    # And no workflow or run was started for it: the sweep destroys it
+    assert scene.workflow.named == started
+    assert len(_runs(scene, preview_id)) == 1
+
+
+def test_reopening_the_pull_request_keeps_its_preview(scene: Scene) -> None:
+    # Given a closed pull request whose preview is armed for destruction
+    org = scene.organization("acme", 10)
+    parent = scene.bound(org, "network", 10, pull_request_workspaces=True)
+    _serve_commit(scene)
+    scene.flow("pull_request", scene.pull_request(10))
+    scene.deliver("pull_request", scene.pull_request(10, "closed"))
+    preview_id = _workspaces_of(scene, org)["network-pr-7"]
+    assert scene.tier.auto_destroy_store.get(preview_id) is not None
+    # When it is reopened
+    scene.flow("pull_request", scene.pull_request(10, "reopened"))
+    # Then the same preview gets a new run, and its destroy is disarmed
+    assert scene.tier.auto_destroy_store.get(preview_id) is None
+    assert len(_runs(scene, preview_id)) == 2
+    record = scene.store.preview(parent.id, 7)
+    assert record is not None
+    assert (record.workspace_id, record.closed_at) == (preview_id, None)
+
+
+def test_closing_a_pull_request_without_a_preview_is_ignored_with_its_reason(
+    scene: Scene,
+) -> None:
+    # Given a workspace bound with pull request workspaces, and one without
+    org = scene.organization("acme", 10)
+    scene.bound(org, "network", 10, pull_request_workspaces=True)
+    scene.bound(org, "storage", 10)
+    # When a pull request that never got a preview closes
+    status, body = scene.deliver("pull_request", scene.pull_request(10, "closed", number=8))
+    # Then it is acknowledged and recorded, arming nothing
+    assert (status, body["status"]) == (200, "ignored")
+    assert body["reason"] == (
+        "pull request #8 of acme/infra closed: it has no preview workspace to destroy"
+    )
+    assert scene.store.deliveries[body["delivery_id"]].outcome == body
+    assert scene.tier.auto_destroy_store.armed() == []
+    assert scene.workflow.named == []
+
+
+def test_another_organizations_installation_neither_creates_nor_destroys_previews(
+    scene: Scene,
+) -> None:
+    # Given org-a's pull request 7 with its preview, and org-b holding installation 20,
+    # with its own workspace bound to the same repository name with previews
+    org = scene.organization("acme", 10)
+    parent = scene.bound(org, "network", 10, pull_request_workspaces=True)
+    _serve_commit(scene)
+    scene.flow("pull_request", scene.pull_request(10))
+    other = scene.organization("beta", 20)
+    scene.bound(other, "theirs", 20, pull_request_workspaces=True)
+    ours = _workspaces_of(scene, org)
+    our_preview = scene.store.preview(parent.id, 7)
+    assert our_preview is not None
+
+    # When installation 20 delivers pull request 7's close
+    closed = scene.flow("pull_request", scene.pull_request(20, "closed"))
+
+    # Then org-a's preview is not armed, nor its record touched: only org-b's bindings
+    # were looked at, and they have no preview of it
+    assert closed["status"] == "ignored"
+    assert scene.tier.auto_destroy_store.armed() == []
+    assert scene.store.preview(parent.id, 7) == our_preview
+
+    # When installation 20 opens pull request 9
+    opened = scene.flow("pull_request", scene.pull_request(20, number=9))
+
+    # Then only org-b gets a preview, in org-b
+    assert opened["status"] == "accepted"
+    assert _workspaces_of(scene, org) == ours
+    assert list(_workspaces_of(scene, other)) == ["theirs", "theirs-pr-9"]
+    assert sorted(
+        (p.organization_id, p.pull_request) for p in scene.store.previews.values()
+    ) == sorted([(org.id, 7), (other.id, 9)])

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
@@ -24,6 +24,8 @@ class GitHubBindingBody(BaseModel):
     working_directory: str = Field(default="", max_length=500)
     installation_id: StrictInt
     push_run_kind: Literal["plan_and_apply", "plan_only"] = "plan_and_apply"
+    pull_request_workspaces: StrictBool = False
+    pull_request_auto_apply_destroy: StrictBool = False
 
 
 @router.put(

@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.domain.errors import Conflict, InvalidInput
@@ -36,6 +36,13 @@ LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 MAX_TEXT = 4096
 # pull_request actions that carry new code to plan.
 PLANNED_PR_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+# The pull_request action (merged or not) that ends a pull request's preview workspace.
+CLOSED_PR_ACTION = "closed"
+# A preview workspace's name: ``<bound workspace>-pr-<number>`` (workspace names are at
+# most 90 characters: a long bound name is cut to fit).
+MAX_WORKSPACE_NAME = 90
+# A closed pull request's preview is due for destruction this long after the close.
+PREVIEW_DESTROY_DELAY = timedelta(minutes=1)
 PUSH_KINDS = frozenset({RunKind.PLAN_AND_APPLY, RunKind.PLAN_ONLY})
 
 
@@ -48,6 +55,13 @@ class Binding:
     working_directory: str
     installation_id: int
     push_kind: RunKind
+    # A pull request against the branch gets its own preview workspace (created on its
+    # first event, planned and applied on each new commit, destroyed when it closes)
+    # instead of a speculative plan on this workspace.
+    pull_request_workspaces: bool = False
+    # The preview's destroy run, once its pull request closes, applies without a
+    # person's approval.
+    pull_request_auto_apply_destroy: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,7 +72,42 @@ class Binding:
             "working_directory": self.working_directory,
             "installation_id": self.installation_id,
             "push_run_kind": self.push_kind.value,
+            "pull_request_workspaces": self.pull_request_workspaces,
+            "pull_request_auto_apply_destroy": self.pull_request_auto_apply_destroy,
         }
+
+
+def preview_name(bound_name: str, pull_request: int) -> str:
+    """The preview workspace of a bound workspace's pull request: ``<name>-pr-<number>``."""
+    suffix = f"-pr-{pull_request}"
+    return bound_name[: MAX_WORKSPACE_NAME - len(suffix)] + suffix
+
+
+@dataclass(frozen=True)
+class PreviewWorkspace:
+    """The workspace a pull request got from a binding with ``pull_request_workspaces``:
+    which one (``workspace_id``), whose pull request, and the bound workspace it was
+    made for. Recorded once per bound workspace and pull request, before the workspace
+    is created under that ID (``workspace_created`` once it was: a recorded workspace
+    missing after that was deleted, and the next event makes a new one under a new ID);
+    ``closed_at`` is set when the pull request closes (and cleared when it reopens)."""
+
+    workspace_id: str
+    organization_id: str
+    parent_workspace_id: str
+    repository: str
+    pull_request: int
+    created_by: str
+    created_at: datetime
+    workspace_created: bool = False
+    closed_at: datetime | None = None
+
+    def description(self, parent_name: str) -> str:
+        return (
+            f"Preview of pull request #{self.pull_request} of {self.repository}, made from "
+            f"workspace {parent_name} ({self.parent_workspace_id}); destroyed when the pull "
+            "request closes."
+        )
 
 
 def valid_repository(value: str) -> str:
@@ -164,6 +213,11 @@ class SourceEvent:
     def speculative(self) -> bool:
         return self.event == "pull_request"
 
+    @property
+    def closes(self) -> bool:
+        """A pull request closed (merged or not): its preview workspaces are destroyed."""
+        return self.event == "pull_request" and self.action == CLOSED_PR_ACTION
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -192,7 +246,9 @@ class DeliveryAlreadyRecorded(Conflict):
 @dataclass(frozen=True)
 class IngestionTarget:
     """One bound workspace an ingestion recorded a configuration version for, and the
-    run made of it (or why none could be: ``error``, a refusal's code)."""
+    run made of it (or why none could be: ``error``, a refusal's code). For a pull
+    request's preview, ``workspace_id`` is the preview workspace and
+    ``bound_workspace_id`` the bound workspace it was made for."""
 
     workspace_id: str
     working_directory: str
@@ -201,6 +257,12 @@ class IngestionTarget:
     configuration_artifact_id: str
     run_id: str | None = None
     error: str | None = None
+    bound_workspace_id: str | None = None
+
+    @property
+    def binding_workspace_id(self) -> str:
+        """The workspace whose binding this target follows."""
+        return self.bound_workspace_id or self.workspace_id
 
 
 @dataclass(frozen=True)
@@ -369,7 +431,7 @@ def _pull_request(
     payload: dict[str, Any], repository: str, installation: int
 ) -> SourceEvent | Ignored:
     action = payload.get("action")
-    if action not in PLANNED_PR_ACTIONS:
+    if action not in PLANNED_PR_ACTIONS and action != CLOSED_PR_ACTION:
         return Ignored(f"pull_request action {action!r} carries no new code to plan")
     base = _get(payload, "pull_request", "base", "ref")
     sha = _get(payload, "pull_request", "head", "sha")

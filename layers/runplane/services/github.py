@@ -9,12 +9,13 @@ commit statuses for pull requests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from runplane.adapters.github import GitHubApp
@@ -22,9 +23,12 @@ from runplane.adapters.secrets import Secrets
 from runplane.adapters.source_archive import working_directory_archive
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.auto_destroy import AutoDestroySettings
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
+    AlreadyExists,
+    ConcurrentChange,
     GitHubNotConfigured,
     InvalidBody,
     InvalidInput,
@@ -38,6 +42,7 @@ from runplane.domain.errors import (
 )
 from runplane.domain.github import (
     DELIVERY_ID,
+    PREVIEW_DESTROY_DELAY,
     Binding,
     Delivery,
     DeliveryAlreadyRecorded,
@@ -45,10 +50,12 @@ from runplane.domain.github import (
     Ignored,
     Ingestion,
     IngestionTarget,
+    PreviewWorkspace,
     SourceEvent,
     body_digest,
     commit_state,
     parse_event,
+    preview_name,
     signature_matches,
     status_execution_name,
     valid_branch,
@@ -61,9 +68,11 @@ from runplane.domain.github_connect import AuditNote
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind, derived_id
 from runplane.domain.run import RunKind, RunStatus
-from runplane.domain.run_events import ENDINGS, RunEvent
+from runplane.domain.run_events import ENDINGS, EventType, RunEvent
+from runplane.domain.tfe_runs import ExecutionMode
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.auto_destroy import AutoDestroys
 from runplane.services.github_installations import GitHubInstallations
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
@@ -79,6 +88,14 @@ _SPOOL_BYTES = 8 * 1024 * 1024
 SOURCE_PERMISSIONS = frozenset(
     {Permission.RUN_CREATE, Permission.RUN_READ, Permission.WORKSPACE_READ}
 )
+# What a pull request's preview is made and ended with: creating its workspace (the
+# only organization-wide permission, used for that alone), and reading and updating
+# (arming or clearing the auto-destroy of) that one workspace.
+PREVIEW_PERMISSIONS = frozenset(
+    {Permission.WORKSPACE_CREATE, Permission.WORKSPACE_READ, Permission.WORKSPACE_UPDATE}
+)
+# The tag every preview workspace carries (with ``pull-request:<number>``).
+PREVIEW_TAG = "pull-request-preview"
 
 
 @dataclass(frozen=True)
@@ -99,17 +116,31 @@ class WebhookReply:
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def source_principal(source_id: str, binding: Binding) -> Principal:
-    """What an ingestion acts as: create and read runs of one bound workspace."""
+def source_principal(
+    source_id: str, binding: Binding, workspace_id: str | None = None
+) -> Principal:
+    """What an ingestion acts as: create and read runs of one workspace, the bound one
+    (or ``workspace_id``, the preview a pull request got from it)."""
     return Principal(
         kind=PrincipalKind.SOURCE,
         id=source_id,
         organization_id=binding.organization_id,
-        permissions=frozenset(
-            {Permission.RUN_CREATE, Permission.RUN_READ, Permission.WORKSPACE_READ}
-        ),
+        permissions=SOURCE_PERMISSIONS,
         display=f"GitHub source {source_id}",
-        workspace_id=binding.workspace_id,
+        workspace_id=workspace_id or binding.workspace_id,
+    )
+
+
+def preview_principal(preview: PreviewWorkspace) -> Principal:
+    """What a pull request acts as on its preview workspace: create it, read it, arm or
+    clear its auto-destroy; confined to that workspace."""
+    return Principal(
+        kind=PrincipalKind.SYSTEM,
+        id=f"github-pr:{preview.repository}#{preview.pull_request}",
+        organization_id=preview.organization_id,
+        permissions=PREVIEW_PERMISSIONS,
+        display=f"GitHub pull request {preview.repository}#{preview.pull_request}",
+        workspace_id=preview.workspace_id,
     )
 
 
@@ -127,9 +158,12 @@ class GitHubSources:
         config: GitHubConfig,
         installations: GitHubInstallations,
         store: GitHubSourceStore,
+        auto_destroys: AutoDestroys,
         app: Callable[[str, str, str], GitHubApp] = GitHubApp,
     ) -> None:
         self._installations = installations
+        # A closed pull request's preview is destroyed by arming its auto-destroy.
+        self._auto_destroys = auto_destroys
         self._store = store
         self._clock = clock
         self._ids = ids
@@ -154,6 +188,8 @@ class GitHubSources:
         working_directory: str,
         installation_id: int,
         push_run_kind: str,
+        pull_request_workspaces: bool = False,
+        pull_request_auto_apply_destroy: bool = False,
     ) -> Binding:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
@@ -165,6 +201,10 @@ class GitHubSources:
             working_directory=valid_working_directory(working_directory),
             installation_id=valid_installation_id(installation_id),
             push_kind=valid_push_kind(push_run_kind),
+            pull_request_workspaces=_flag(pull_request_workspaces, "/pull_request_workspaces"),
+            pull_request_auto_apply_destroy=_flag(
+                pull_request_auto_apply_destroy, "/pull_request_auto_apply_destroy"
+            ),
         )
         previous = self._store.binding(workspace.id)
         self._store.bind(
@@ -250,6 +290,8 @@ class GitHubSources:
         if isinstance(parsed, Ignored):
             return self._record(delivery_id, event, digest, 200, parsed.reason, None)
         self._refuse_stale(delivery_id, parsed)
+        if parsed.closes:
+            return self._close(delivery_id, event, digest, parsed)
         targets = self._targets(parsed)
         if not targets:
             reason = f"no workspace is bound to {parsed.repository} branch {parsed.branch}"
@@ -296,6 +338,75 @@ class GitHubSources:
         if source is not None:
             self._start(source.id)
         return WebhookReply(status, outcome)
+
+    def _close(
+        self, delivery_id: str, event: str, digest: str, parsed: SourceEvent
+    ) -> WebhookReply:
+        """A closed pull request: arm each of its preview workspaces' auto-destroy, due a
+        minute from now, and record the delivery with what was armed. The arming comes
+        first, so a delivery recorded has armed everything (a crash in between leaves
+        the redelivery to arm it again: setting it again is harmless)."""
+        assert parsed.pull_request is not None
+        now = self._clock.now()
+        armed: list[dict[str, Any]] = []
+        for binding in self._targets(parsed):
+            preview = self._store.preview(binding.workspace_id, parsed.pull_request)
+            if preview is None or preview.organization_id != binding.organization_id:
+                continue
+            view = self._arm(preview, binding, now)
+            if view is not None:
+                armed.append(view)
+        number = f"pull request #{parsed.pull_request} of {parsed.repository}"
+        if not armed:
+            return self._record(
+                delivery_id,
+                event,
+                digest,
+                200,
+                f"{number} closed: it has no preview workspace to destroy",
+                None,
+            )
+        outcome: dict[str, Any] = {
+            "delivery_id": delivery_id,
+            "event": event,
+            "status": "closed",
+            "pull_request": parsed.pull_request,
+            "auto_destroy": armed,
+        }
+        delivery = Delivery(delivery_id, event, digest, 200, outcome, None)
+        try:
+            self._store.record_delivery(delivery, received_at=now, starts=None)
+        except DeliveryAlreadyRecorded as seen:
+            return self._repeat(seen.recorded, digest)
+        logger.info(
+            "pull request closed: previews armed for destruction",
+            extra={"delivery_id": delivery_id, "workspaces": [a["workspace_id"] for a in armed]},
+        )
+        return WebhookReply(200, outcome)
+
+    def _arm(
+        self, preview: PreviewWorkspace, binding: Binding, now: datetime
+    ) -> dict[str, Any] | None:
+        """Arm a preview's auto-destroy with the binding's auto-apply choice; None when
+        its workspace is gone (never created, or deleted)."""
+        settings = AutoDestroySettings(
+            destroy_at=(now + PREVIEW_DESTROY_DELAY).replace(microsecond=0),
+            auto_apply=binding.pull_request_auto_apply_destroy,
+        )
+        principal = preview_principal(preview)
+        try:
+            view = self._auto_destroys.set(principal, preview.workspace_id, settings)
+        except NotFound:
+            return None
+        if preview.closed_at is None:
+            # Another event may have moved it meanwhile (a redelivery closing it too).
+            with contextlib.suppress(ConcurrentChange):
+                self._store.record_preview(replace(preview, closed_at=now), preview)
+        return {
+            "workspace_id": preview.workspace_id,
+            "destroy_at": view["destroy_at"],
+            "auto_apply": settings.auto_apply,
+        }
 
     def _repeat(self, recorded: Delivery, digest: str) -> WebhookReply:
         if recorded.body_sha256 != digest:
@@ -372,6 +483,7 @@ class GitHubSources:
                     archives[binding.working_directory] = working_directory_archive(
                         tarball, binding.working_directory, limits
                     )
+        previews = self._previews(source, targets)
         now = self._clock.now()
         stored: list[str] = []
         fetched: list[FetchedConfiguration] = []
@@ -383,12 +495,22 @@ class GitHubSources:
                     [archives[binding.working_directory]],
                 )
                 stored.append(artifact.id)
+                preview = previews.get(binding.workspace_id)
+                if preview is not None:
+                    # The pull request's own workspace: planned and applied (after
+                    # approval) there, instead of a speculative plan here.
+                    kind = RunKind.PLAN_AND_APPLY
+                elif source.speculative:
+                    kind = RunKind.SPECULATIVE
+                else:
+                    kind = binding.push_kind
                 target = IngestionTarget(
-                    workspace_id=binding.workspace_id,
+                    workspace_id=binding.workspace_id if preview is None else preview,
                     working_directory=binding.working_directory,
-                    kind=RunKind.SPECULATIVE if source.speculative else binding.push_kind,
+                    kind=kind,
                     configuration_version_id=self._ids.new(IdKind.CONFIGURATION_VERSION),
                     configuration_artifact_id=artifact.id,
+                    bound_workspace_id=None if preview is None else binding.workspace_id,
                 )
                 fetched.append(
                     FetchedConfiguration(
@@ -396,7 +518,7 @@ class GitHubSources:
                         binding.organization_id,
                         sha256=artifact.sha256 or "",
                         size=artifact.size or 0,
-                        speculative=source.speculative,
+                        speculative=kind is RunKind.SPECULATIVE,
                     )
                 )
             self._store.record_fetched(
@@ -413,6 +535,119 @@ class GitHubSources:
             raise
         return {"source_id": source.id, "status": "ready", "targets": len(fetched)}
 
+    # -- preview workspaces ------------------------------------------------------------------
+
+    def _previews(self, source: Ingestion, targets: list[Binding]) -> dict[str, str]:
+        """For a pull request with new code: the preview workspace of each binding that
+        asks for them (by bound workspace), made on the pull request's first event."""
+        if source.event != "pull_request" or source.pull_request is None:
+            return {}
+        return {
+            b.workspace_id: self._preview_workspace(source, b).id
+            for b in targets
+            if b.pull_request_workspaces
+        }
+
+    def _preview_workspace(self, source: Ingestion, binding: Binding) -> Workspace:
+        """The pull request's preview of ``binding``'s workspace: the one recorded, or a
+        new one (recorded under a new ID first, then created, then marked created, so a
+        retry after a crash, or a concurrent event of the same pull request, finds the
+        same workspace and never makes a second)."""
+        assert source.pull_request is not None
+        parent = self._workspaces.by_id(source_principal(source.id, binding), binding.workspace_id)
+        for _ in range(3):
+            recorded = self._store.preview(binding.workspace_id, source.pull_request)
+            try:
+                return self._ensure_preview(source, binding, parent, recorded)
+            except ConcurrentChange:
+                continue  # another event of the pull request recorded it first: read again
+        raise ConcurrentChange(
+            f"the preview workspace of pull request #{source.pull_request} keeps changing; "
+            "the step is retried"
+        )
+
+    def _ensure_preview(
+        self,
+        source: Ingestion,
+        binding: Binding,
+        parent: Workspace,
+        recorded: PreviewWorkspace | None,
+    ) -> Workspace:
+        assert source.pull_request is not None
+        if recorded is not None:
+            found = self._preview_found(recorded)
+            if found is not None:
+                if not recorded.workspace_created or recorded.closed_at is not None:
+                    self._reopen(recorded)
+                return found
+            if not recorded.workspace_created:
+                return self._create_preview(source, parent, recorded)
+        # None yet, or the recorded one was deleted: a new one, under a new ID.
+        fresh = PreviewWorkspace(
+            workspace_id=self._ids.new(IdKind.WORKSPACE),
+            organization_id=binding.organization_id,
+            parent_workspace_id=binding.workspace_id,
+            repository=source.repository,
+            pull_request=source.pull_request,
+            created_by=f"{PrincipalKind.SOURCE}:{source.id}",
+            created_at=self._clock.now(),
+        )
+        self._store.record_preview(fresh, recorded)
+        return self._create_preview(source, parent, fresh)
+
+    def _preview_found(self, recorded: PreviewWorkspace) -> Workspace | None:
+        try:
+            return self._workspaces.by_id(preview_principal(recorded), recorded.workspace_id)
+        except NotFound:
+            return None
+
+    def _create_preview(
+        self, source: Ingestion, parent: Workspace, preview: PreviewWorkspace
+    ) -> Workspace:
+        """Create the recorded preview's workspace (or find it, created concurrently)
+        and mark it created."""
+        name = preview_name(parent.name, preview.pull_request)
+        principal = preview_principal(preview)
+        try:
+            workspace = self._workspaces.create(
+                principal,
+                self._workspaces.organization_name(preview.organization_id),
+                name,
+                terraform_version=parent.terraform_version,
+                description=preview.description(parent.name),
+                tags=(PREVIEW_TAG, f"pull-request:{preview.pull_request}"),
+                execution_mode=ExecutionMode(parent.execution_mode),
+                workspace_id=preview.workspace_id,
+            )
+        except (AlreadyExists, ConcurrentChange):
+            found = self._preview_found(preview)
+            if found is None:
+                raise SourceRefused(
+                    f"the preview workspace of pull request #{preview.pull_request} would be "
+                    f"named {name!r}, which another workspace has: rename or delete it"
+                ) from None
+            workspace = found
+        self._reopen(preview)
+        logger.info(
+            "preview workspace created",
+            extra={"workspace_id": workspace.id, "source_id": source.id},
+        )
+        return workspace
+
+    def _reopen(self, preview: PreviewWorkspace) -> None:
+        """Mark the preview created and open; a reopened pull request's preview is not
+        destroyed after all (its auto-destroy, armed by the close, is cleared)."""
+        if preview.workspace_created and preview.closed_at is None:
+            return
+        self._store.record_preview(
+            replace(preview, workspace_created=True, closed_at=None), preview
+        )
+        if preview.closed_at is not None:
+            with contextlib.suppress(NotFound):
+                self._auto_destroys.clear(preview_principal(preview), preview.workspace_id)
+
+    # -- runs ---------------------------------------------------------------------------------
+
     def create_runs(self, source_id: str) -> dict[str, Any]:
         """Create the run of every target that has none yet; post pending statuses."""
         source = self._ingestion(source_id)
@@ -423,7 +658,7 @@ class GitHubSources:
         for index, target in enumerate(targets):
             if target.run_id or target.error:
                 continue
-            binding = self._store.binding(target.workspace_id)
+            binding = self._store.binding(target.binding_workspace_id)
             if binding is None or binding.organization_id != source.organization_id:
                 targets[index] = replace(target, error="UNBOUND")
             else:
@@ -436,7 +671,8 @@ class GitHubSources:
                     created.append(run_id)
             self._store.set_targets(source_id, targets, self._clock.now())
         if created and source.event == "pull_request":
-            self._post_statuses(source, created, "pending")
+            # With the targets just recorded, so each status names its run's workspace.
+            self._post_statuses(replace(source, targets=tuple(targets)), created, "pending")
         return {"source_id": source_id, "runs": len(created)}
 
     def _create_run(self, source: Ingestion, binding: Binding, target: IngestionTarget) -> str:
@@ -445,11 +681,12 @@ class GitHubSources:
         The run's ID derives from the ingestion and the workspace, so a try that
         crashed after creating the run and before recording it cannot make a second
         one: the retry's creation is refused and adopts the first run instead."""
-        run_id = derived_id(IdKind.RUN, source.id, binding.workspace_id)
+        workspace_id = target.workspace_id
+        run_id = derived_id(IdKind.RUN, source.id, workspace_id)
         try:
             return self._runs.create(
-                source_principal(source.id, binding),
-                binding.workspace_id,
+                source_principal(source.id, binding, workspace_id),
+                workspace_id,
                 kind=target.kind,
                 configuration_version_id=target.configuration_version_id,
                 engine_version=None,
@@ -460,7 +697,7 @@ class GitHubSources:
         except RunAlreadyExists:
             run = self._lifecycle.runs.get(run_id)
             if run.created_by != f"{PrincipalKind.SOURCE}:{source.id}" or (
-                run.workspace_id != binding.workspace_id
+                run.workspace_id != workspace_id
             ):
                 raise
             # The crashed try may have stopped before starting the run's workflow. The
@@ -507,11 +744,9 @@ class GitHubSources:
         for run_id in run_ids:
             target = next((t for t in source.targets if t.run_id == run_id), None)
             shown = run_id if target is None else target.workspace_id
-            description = {
-                "pending": "plan queued",
-                "success": "plan completed",
-                "failure": f"run ended {status.value if status else 'unsuccessfully'}",
-            }[state]
+            description = _status_description(
+                state, status, preview=target is not None and target.bound_workspace_id is not None
+            )
             app.post_status(
                 token,
                 source.repository,
@@ -526,20 +761,55 @@ class GitHubSources:
         del token
 
 
+def _status_description(state: str, status: RunStatus | None, *, preview: bool) -> str:
+    if state == "failure":
+        return f"run ended {status.value if status else 'unsuccessfully'}"
+    if not preview:
+        return "plan queued" if state == "pending" else "plan completed"
+    if state == "success":
+        return "applied to the preview workspace"
+    if status is RunStatus.AWAITING_APPROVAL:
+        return "plan ready: awaiting approval"
+    return "preview run queued" if status is None else f"preview run {status.value}"
+
+
+def _flag(value: object, pointer: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{pointer.lstrip('/')} must be true or false", pointer)
+    return value
+
+
 class RunsById(Protocol):
     """Where the status reports read a run: ``NotFound`` for an unknown one."""
 
     def get(self, run_id: str) -> Run: ...
 
 
-def commit_status_reports(workflow: Workflow, runs: RunsById) -> Callable[[RunEvent], None]:
+class IngestionsById(Protocol):
+    """Where the status reports read the ingestion that created a run."""
+
+    def ingestion(self, source_id: str) -> Ingestion | None: ...
+
+
+def commit_status_reports(
+    workflow: Workflow, runs: RunsById, sources: IngestionsById | None = None
+) -> Callable[[RunEvent], None]:
     """A run-event handler: a pull request's run (a speculative run a source ingestion
-    created) that ended reports its commit status through the source workflow, which
-    alone holds the GitHub App's key. The execution is named after the event, so a
-    redelivered event starts nothing twice."""
+    created, or a preview workspace's run) that ended, or whose plan awaits approval,
+    reports its commit status through the source workflow, which alone holds the
+    GitHub App's key. The execution is
+    named after the event, so a redelivered event starts nothing twice. A
+    ``plan_and_apply`` run reports only if ``sources`` shows a pull request created it
+    (a push's runs report nothing)."""
 
     def on_event(event: RunEvent) -> None:
-        if event.type not in ENDINGS or event.run_kind is not RunKind.SPECULATIVE:
+        if event.run_kind is RunKind.SPECULATIVE:
+            if event.type not in ENDINGS:
+                return
+        elif event.run_kind is RunKind.PLAN_AND_APPLY:
+            if event.type not in ENDINGS and event.type is not EventType.NEEDS_ATTENTION:
+                return
+        else:
             return
         try:
             run = runs.get(event.of_run)
@@ -547,6 +817,11 @@ def commit_status_reports(workflow: Workflow, runs: RunsById) -> Callable[[RunEv
             return
         if not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:"):
             return
+        if event.run_kind is RunKind.PLAN_AND_APPLY:
+            source_id = str(run.created_by).split(":", 1)[1]
+            source = None if sources is None else sources.ingestion(source_id)
+            if source is None or source.event != "pull_request":
+                return
         workflow.start_named(
             status_execution_name(event.id), {"action": "report_status", "run_id": run.id}
         )

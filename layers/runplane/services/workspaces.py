@@ -210,7 +210,10 @@ class Workspaces:
         description: str | None = None,
         tags: tuple[str, ...] = (),
         execution_mode: ExecutionMode = ExecutionMode.LOCAL,
+        workspace_id: str | None = None,
     ) -> Workspace:
+        """``workspace_id``: an ID the caller drew (a pull request's preview, recorded
+        before it is created), else a new one."""
         principal.require(Permission.WORKSPACE_CREATE)
         org = self.organization(principal, org_name)
         return create_workspace(
@@ -224,6 +227,7 @@ class Workspaces:
             description=description,
             tags=tags,
             execution_mode=execution_mode,
+            workspace_id=workspace_id,
         )
 
     def update(
@@ -353,10 +357,11 @@ def create_workspace(
     description: str | None = None,
     tags: tuple[str, ...] = (),
     execution_mode: ExecutionMode = ExecutionMode.LOCAL,
+    workspace_id: str | None = None,
 ) -> Workspace:
     """Write a new, unreserved, unlocked workspace; refused if its name is taken."""
     workspace = Workspace(
-        id=ids.new(IdKind.WORKSPACE),
+        id=workspace_id or ids.new(IdKind.WORKSPACE),
         organization_id=organization_id,
         name=valid_name("workspace", name, name_pointer),
         created_at=clock.now(),

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from runplane.domain.errors import Conflict, NotFound
+from runplane.domain.errors import ConcurrentChange, Conflict, NotFound
 from runplane.domain.github import (
     Binding,
     Delivery,
@@ -15,6 +15,7 @@ from runplane.domain.github import (
     FetchedConfiguration,
     Ingestion,
     IngestionTarget,
+    PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
 from runplane.domain.run import RunKind
@@ -24,10 +25,12 @@ from runplane.store.models import (
     ConfigurationVersionItem,
     GitHubBindingItem,
     GitHubDeliveryItem,
+    GitHubPreviewItem,
     SourceIngestionItem,
     configuration_version_key,
     github_binding_key,
     github_delivery_key,
+    github_preview_key,
     github_route_key,
     source_key,
 )
@@ -49,6 +52,8 @@ def _binding(item: GitHubBindingItem) -> Binding:
         working_directory=item.working_directory or "",
         installation_id=int(item.installation_id),
         push_kind=RunKind(item.push_kind),
+        pull_request_workspaces=bool(item.pull_request_workspaces),
+        pull_request_auto_apply_destroy=bool(item.pull_request_auto_apply_destroy),
     )
 
 
@@ -76,6 +81,8 @@ def _item(key: tuple[str, str], binding: Binding, actor: str, now: datetime) -> 
         working_directory=binding.working_directory,
         installation_id=binding.installation_id,
         push_kind=binding.push_kind.value,
+        pull_request_workspaces=binding.pull_request_workspaces,
+        pull_request_auto_apply_destroy=binding.pull_request_auto_apply_destroy,
         updated_at=now,
         updated_by=actor,
     )
@@ -127,6 +134,71 @@ def unbind(binding: Binding) -> Transaction:
         )
         .delete(GitHubBindingItem(*github_route_key(binding.repository, binding.workspace_id)))
     )
+
+
+# -- preview workspaces ------------------------------------------------------------------
+
+
+def _preview(item: GitHubPreviewItem) -> PreviewWorkspace:
+    return PreviewWorkspace(
+        workspace_id=item.workspace_id,
+        organization_id=item.org_id,
+        parent_workspace_id=item.parent_workspace_id,
+        repository=item.repository,
+        pull_request=int(item.pull_request),
+        created_by=item.created_by,
+        created_at=item.created_at,
+        workspace_created=bool(item.workspace_created),
+        closed_at=item.closed_at,
+    )
+
+
+def get_preview(parent_workspace_id: str, pull_request: int) -> PreviewWorkspace | None:
+    try:
+        item = GitHubPreviewItem.get(
+            *github_preview_key(parent_workspace_id, pull_request), consistent_read=True
+        )
+    except GitHubPreviewItem.DoesNotExist:
+        return None
+    return _preview(item)
+
+
+def put_preview(preview: PreviewWorkspace, previous: PreviewWorkspace | None) -> Transaction:
+    """Record the pull request's preview, only if none is (``previous`` None) or the one
+    recorded is still ``previous`` (its workspace, creation and close)."""
+
+    def changed(current: Item | None) -> Exception:
+        return ConcurrentChange(
+            f"the preview workspace of pull request #{preview.pull_request} changed "
+            "meanwhile; nothing was written"
+        )
+
+    if previous is None:
+        condition = GitHubPreviewItem.pk.does_not_exist()
+    else:
+        closed = (
+            GitHubPreviewItem.closed_at.does_not_exist()
+            if previous.closed_at is None
+            else GitHubPreviewItem.closed_at == previous.closed_at
+        )
+        condition = (
+            (GitHubPreviewItem.workspace_id == previous.workspace_id)
+            & (GitHubPreviewItem.workspace_created == previous.workspace_created)
+            & closed
+        )
+    item = GitHubPreviewItem(
+        *github_preview_key(preview.parent_workspace_id, preview.pull_request),
+        workspace_id=preview.workspace_id,
+        org_id=preview.organization_id,
+        parent_workspace_id=preview.parent_workspace_id,
+        repository=preview.repository,
+        pull_request=preview.pull_request,
+        created_by=preview.created_by,
+        created_at=preview.created_at,
+        workspace_created=preview.workspace_created,
+        closed_at=preview.closed_at,
+    )
+    return Transaction().put(item, condition=condition, on_refused=changed)
 
 
 # -- deliveries and ingestions ---------------------------------------------------------
@@ -268,6 +340,7 @@ def _target(record: Mapping[str, Any]) -> IngestionTarget:
         configuration_artifact_id=str(record["configuration_artifact_id"]),
         run_id=record.get("run_id") or None,
         error=record.get("error") or None,
+        bound_workspace_id=record.get("bound_workspace_id") or None,
     )
 
 
@@ -284,6 +357,8 @@ def _target_record(target: IngestionTarget) -> dict[str, Any]:
     }
     if target.error is not None:
         record["error"] = target.error
+    if target.bound_workspace_id is not None:
+        record["bound_workspace_id"] = target.bound_workspace_id
     return record
 
 
@@ -444,6 +519,12 @@ class DynamoGitHubSources:
             [github_installations.binding_change(None, binding, now=now, release_note=release_note)]
         )
         write.commit()
+
+    def preview(self, parent_workspace_id: str, pull_request: int) -> PreviewWorkspace | None:
+        return get_preview(parent_workspace_id, pull_request)
+
+    def record_preview(self, preview: PreviewWorkspace, previous: PreviewWorkspace | None) -> None:
+        put_preview(preview, previous).commit()
 
     def delivery(self, delivery_id: str) -> Delivery | None:
         item = get_delivery(delivery_id)

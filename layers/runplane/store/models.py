@@ -600,6 +600,11 @@ def github_route_key(repository: str, workspace_id: str) -> tuple[str, str]:
     return f"GHREPO#{repository}", f"WS#{workspace_id}"
 
 
+def github_preview_key(parent_workspace_id: str, pull_request: int) -> tuple[str, str]:
+    """The preview workspace a bound workspace's pull request got."""
+    return f"WS#{parent_workspace_id}", f"GHPREVIEW#{pull_request}"
+
+
 def github_delivery_key(delivery_id: str) -> tuple[str, str]:
     return f"GHDELIVERY#{delivery_id}", "GHDELIVERY"
 
@@ -618,8 +623,26 @@ class GitHubBindingItem(TableItem):
     working_directory = UnicodeAttribute(default="")
     installation_id = NumberAttribute()
     push_kind = UnicodeAttribute()
+    # Absent on bindings made before preview workspaces existed: false.
+    pull_request_workspaces = BooleanAttribute(null=True)
+    pull_request_auto_apply_destroy = BooleanAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
     updated_by = UnicodeAttribute()
+
+
+class GitHubPreviewItem(TableItem):
+    """The preview workspace a bound workspace's pull request got (kept under the bound
+    workspace, one per pull request), and when the pull request closed."""
+
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    parent_workspace_id = UnicodeAttribute()
+    repository = UnicodeAttribute()
+    pull_request = NumberAttribute()
+    created_by = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+    workspace_created = BooleanAttribute(default=False)
+    closed_at = UTCDateTimeAttribute(null=True)
 
 
 class GitHubDeliveryItem(TableItem):

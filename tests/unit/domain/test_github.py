@@ -13,6 +13,7 @@ from runplane.domain.github import (
     Ignored,
     SourceEvent,
     parse_event,
+    preview_name,
     signature_matches,
     valid_branch,
     valid_repository,
@@ -110,7 +111,18 @@ def test_only_pull_request_actions_with_new_code_are_planned() -> None:
     event = parse_event("pull_request", payload)
     assert isinstance(event, SourceEvent)
     assert (event.ref, event.speculative, event.branch) == ("refs/pull/3/head", True, "main")
-    assert isinstance(parse_event("pull_request", {**payload, "action": "closed"}), Ignored)
+    assert not event.closes
+    assert isinstance(parse_event("pull_request", {**payload, "action": "edited"}), Ignored)
+    # A close carries no code, but ends the pull request's preview workspaces
+    closed = parse_event("pull_request", {**payload, "action": "closed"})
+    assert isinstance(closed, SourceEvent)
+    assert (closed.closes, closed.pull_request) == (True, 3)
+
+
+def test_a_preview_workspaces_name_fits_a_workspace_name() -> None:
+    assert preview_name("network", 7) == "network-pr-7"
+    long = preview_name("n" * 90, 12345)
+    assert (len(long), long[-9:]) == (90, "-pr-12345")
 
 
 @pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "..", "a\\b", "a\nb"])

@@ -19,6 +19,7 @@ from runplane.domain.github import (
     FetchedConfiguration,
     Ingestion,
     IngestionTarget,
+    PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
 
@@ -44,6 +45,13 @@ class GitHubSourceStore(Protocol):
     - ``unbind`` removes the binding, only if it still names ``binding``'s repository and
       installation (else ``Conflict``), and its installation counts one fewer, as for
       ``bind``.
+
+    Preview workspaces (one per bound workspace and pull request):
+
+    - ``preview`` is the preview a bound workspace's pull request got, or None.
+    - ``record_preview`` puts it, only if none is recorded (``previous`` None) or the one
+      recorded is still ``previous`` (its workspace, its creation and its close), else
+      ``ConcurrentChange``.
 
     Deliveries (kept at least as long as GitHub redelivers them):
 
@@ -81,6 +89,12 @@ class GitHubSourceStore(Protocol):
 
     def unbind(
         self, binding: Binding, *, now: datetime, release_note: Callable[[], AuditNote]
+    ) -> None: ...
+
+    def preview(self, parent_workspace_id: str, pull_request: int) -> PreviewWorkspace | None: ...
+
+    def record_preview(
+        self, preview: PreviewWorkspace, previous: PreviewWorkspace | None
     ) -> None: ...
 
     def delivery(self, delivery_id: str) -> Delivery | None: ...
