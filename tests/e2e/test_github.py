@@ -96,7 +96,7 @@ def pull_request(repository: str, sha: str, number: int, base: str = "main") -> 
             "number": number,
             "updated_at": datetime.now(UTC).isoformat(),
             "base": {"ref": base},
-            "head": {"sha": sha, "ref": "feature"},
+            "head": {"sha": sha, "ref": "feature", "repo": {"full_name": repository}},
         },
         "repository": {"full_name": repository},
         "installation": {"id": INSTALLATION},

@@ -219,7 +219,7 @@ class Scene:
                 "user": {"login": "bob"},
                 "updated_at": self.tier.clock.current.isoformat(),
                 "base": {"ref": "main"},
-                "head": {"sha": sha},
+                "head": {"sha": sha, "repo": {"full_name": REPOSITORY}},
             },
         }
 
@@ -878,6 +878,24 @@ def test_closing_a_pull_request_without_a_preview_is_ignored_with_its_reason(
     assert scene.store.deliveries[body["delivery_id"]].outcome == body
     assert scene.tier.auto_destroy_store.armed() == []
     assert scene.workflow.named == []
+
+
+def test_a_pull_request_from_a_fork_starts_nothing(scene: Scene) -> None:
+    # Given a workspace bound with pull request workspaces, and one with speculative plans
+    org = scene.organization("acme", 10)
+    scene.bound(org, "network", 10, pull_request_workspaces=True)
+    scene.bound(org, "storage", 10)
+    before = _workspaces_of(scene, org)
+    # When a pull request whose head is a fork's branch is opened
+    forked = scene.pull_request(10)
+    forked["pull_request"]["head"]["repo"] = {"full_name": "mallory/infra"}
+    status, body = scene.deliver("pull_request", forked)
+    # Then it is recorded as ignored, saying why: no ingestion, no workspace, no run
+    assert (status, body["status"]) == (200, "ignored")
+    assert "comes from mallory/infra" in body["reason"]
+    assert _workspaces_of(scene, org) == before
+    assert scene.workflow.named == []
+    assert scene.tier.run_reader.runs == {}
 
 
 def test_another_organizations_installation_neither_creates_nor_destroys_previews(

@@ -440,6 +440,16 @@ def _pull_request(
         return Ignored("the pull request names no base branch or head commit")
     if not isinstance(number, int) or isinstance(number, bool):
         return Ignored("the pull request has no number")
+    head_repository = _get(payload, "pull_request", "head", "repo", "full_name")
+    if not isinstance(head_repository, str) or head_repository.lower() != repository:
+        # A fork's code would plan (and, in a preview workspace, apply) with this
+        # organization's variables and credentials: only the repository's own branches.
+        source = head_repository if isinstance(head_repository, str) else "a deleted fork"
+        return Ignored(
+            f"pull request #{number} comes from {str(source)[:MAX_TEXT]}, not a branch of "
+            f"{repository}: runs start only for the repository's own branches, as a fork's "
+            "code would run with the workspace's variables"
+        )
     return SourceEvent(
         event="pull_request",
         action=str(action),

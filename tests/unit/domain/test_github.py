@@ -79,7 +79,7 @@ def test_a_delivery_keeps_who_sent_it_and_what_the_commit_or_pull_request_says()
             "title": "Bump provider",
             "user": {"login": "bob"},
             "base": {"ref": "main"},
-            "head": {"sha": SHA},
+            "head": {"sha": SHA, "repo": {"full_name": "acme/infra"}},
         },
         "repository": {"full_name": "acme/infra"},
         "installation": {"id": 5},
@@ -103,7 +103,7 @@ def test_only_pull_request_actions_with_new_code_are_planned() -> None:
             "number": 3,
             "updated_at": "2026-01-01T00:00:00Z",
             "base": {"ref": "main"},
-            "head": {"sha": SHA},
+            "head": {"sha": SHA, "repo": {"full_name": "acme/infra"}},
         },
         "repository": {"full_name": "acme/infra"},
         "installation": {"id": 5},
@@ -113,6 +113,16 @@ def test_only_pull_request_actions_with_new_code_are_planned() -> None:
     assert (event.ref, event.speculative, event.branch) == ("refs/pull/3/head", True, "main")
     assert not event.closes
     assert isinstance(parse_event("pull_request", {**payload, "action": "edited"}), Ignored)
+    # A pull request from a fork (or a deleted one) starts nothing: its code would run
+    # with the workspace's variables
+    for head in ({"full_name": "mallory/infra"}, None):
+        forked = {**payload["pull_request"], "head": {"sha": SHA, "repo": head}}  # type: ignore[dict-item]
+        ignored = parse_event("pull_request", {**payload, "pull_request": forked})
+        assert isinstance(ignored, Ignored)
+        assert "runs start only for the repository's own branches" in ignored.reason
+    # The repository's own branch is the same repository whatever its case
+    upper = {**payload["pull_request"], "head": {"sha": SHA, "repo": {"full_name": "Acme/Infra"}}}  # type: ignore[dict-item]
+    assert isinstance(parse_event("pull_request", {**payload, "pull_request": upper}), SourceEvent)
     # A close carries no code, but ends the pull request's preview workspaces
     closed = parse_event("pull_request", {**payload, "action": "closed"})
     assert isinstance(closed, SourceEvent)
