@@ -21,6 +21,7 @@ from runplane.domain.identity import Forbidden, Permission
 from runplane.domain.policy import load_policy_set_dir
 from runplane.domain.run import RunStatus
 from runplane.services.policy import Policies
+from runplane.services.workspaces import create_workspace
 from runplane.store import run_parts
 from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, plan_complete, planning, show_json
@@ -372,4 +373,31 @@ def test_a_mandatory_policy_that_errors_fails_closed(arena: Arena) -> None:
     check = run_parts.require(run_id, "policy")
     assert check.body["results"][0]["outcome"] == "errored"
     assert check.body["outcome"] == "hard_failed"
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED
+
+
+def test_a_set_attached_to_a_bound_workspace_judges_its_pull_request_previews(
+    arena: Arena,
+) -> None:
+    # Given a set attached by name to a bound workspace, and a preview made from it
+    parent = arena.stack.tenancy.create_workspace(arena.org.id, "network")
+    attach_to(arena, one_policy("parent-only", "hard_mandatory", EVERY_CHANGE), parent.id)
+    preview = create_workspace(
+        arena.stack.services.directory,
+        arena.stack.clock,
+        arena.stack.ids,
+        arena.org.id,
+        "network-pr-7",
+        preview_of=parent.id,
+    )
+
+    # When a run of the preview reaches its policy stage
+    _, run_id = plan_complete(
+        arena, "preview", show_json(("a", ["create"])), workspace_id=preview.id
+    )
+    arena.orchestration.evaluate_policy(run_id)
+
+    # Then the bound workspace's set judged it, and failed it
+    check = run_parts.require(run_id, "policy")
+    assert [s["name"] for s in check.body["policy_sets"]] == ["parent-only"]
     assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED

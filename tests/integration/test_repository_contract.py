@@ -54,6 +54,10 @@ def test_a_created_workspace_reads_back_by_id_and_by_name(directory: WorkspaceDi
     assert directory.find_workspace_id(ACME.id, "network") == "ws-1"
     assert directory.find_organization_id("acme") == ACME.id
     assert directory.get_organization(ACME.id) == ACME
+    # And a preview reads back naming the workspace it was made from
+    preview = replace(_workspace("ws-2", "network-pr-7"), preview_of="ws-1")
+    directory.create_workspace(preview)
+    assert directory.get_workspace("ws-2") == preview
 
 
 def test_a_taken_workspace_name_is_refused_and_writes_nothing(

@@ -735,6 +735,8 @@ def test_a_pull_request_gets_one_preview_workspace_with_a_run_of_its_head(scene:
     assert "pull request #7 of acme/infra" in (preview.description or "")
     assert parent.id in (preview.description or "")
     assert preview.tag_names == ("pull-request-preview", "pull-request:7")
+    # And it is a preview of the bound workspace for good (whose policy sets govern it)
+    assert preview.preview_of == parent.id
     record = scene.store.preview(parent.id, 7)
     assert record is not None
     assert (record.workspace_id, record.repository, record.workspace_created) == (

@@ -76,6 +76,9 @@ class Workspace:
     execution_mode: str = "local"
     # The two-person rule for destructive runs (domain/second_approval.py).
     second_approval: SecondApprovalRule = field(default_factory=SecondApprovalRule)
+    # A pull request's preview: the bound workspace it was made from (set when it is
+    # created, never changed), whose policy sets govern it too (docs/github.md).
+    preview_of: str | None = None
 
     @property
     def locked(self) -> bool:

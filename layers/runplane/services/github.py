@@ -618,6 +618,7 @@ class GitHubSources:
                 tags=(PREVIEW_TAG, f"pull-request:{preview.pull_request}"),
                 execution_mode=ExecutionMode(parent.execution_mode),
                 workspace_id=preview.workspace_id,
+                preview_of=parent.id,
             )
         except (AlreadyExists, ConcurrentChange):
             found = self._preview_found(preview)

@@ -399,8 +399,13 @@ class Policies:
         else:
             inputs = self.policy_inputs(run)
             inputs.preset("runplane", policy_input)
+        # A pull request's preview is governed by its bound workspace's sets too.
+        workspace = self._directory.get_workspace(run.workspace_id)
+        governed = {run.workspace_id, *filter(None, [workspace.preview_of])}
         heads = [
-            h for h in self._sets.all_of(run.organization_id) if h.applies_to(run.workspace_id)
+            h
+            for h in self._sets.all_of(run.organization_id)
+            if any(h.applies_to(workspace_id) for workspace_id in governed)
         ]
         evaluator = self._evaluator()
         sets = [self._content(run.organization_id, head) for head in heads]

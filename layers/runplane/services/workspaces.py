@@ -211,9 +211,11 @@ class Workspaces:
         tags: tuple[str, ...] = (),
         execution_mode: ExecutionMode = ExecutionMode.LOCAL,
         workspace_id: str | None = None,
+        preview_of: str | None = None,
     ) -> Workspace:
         """``workspace_id``: an ID the caller drew (a pull request's preview, recorded
-        before it is created), else a new one."""
+        before it is created), else a new one; ``preview_of``: the bound workspace a
+        preview is made from."""
         principal.require(Permission.WORKSPACE_CREATE)
         org = self.organization(principal, org_name)
         return create_workspace(
@@ -228,6 +230,7 @@ class Workspaces:
             tags=tags,
             execution_mode=execution_mode,
             workspace_id=workspace_id,
+            preview_of=preview_of,
         )
 
     def update(
@@ -358,6 +361,7 @@ def create_workspace(
     tags: tuple[str, ...] = (),
     execution_mode: ExecutionMode = ExecutionMode.LOCAL,
     workspace_id: str | None = None,
+    preview_of: str | None = None,
 ) -> Workspace:
     """Write a new, unreserved, unlocked workspace; refused if its name is taken."""
     workspace = Workspace(
@@ -374,6 +378,7 @@ def create_workspace(
         description=description,
         tag_names=valid_tags(tags, TAGS_POINTER),
         execution_mode=ExecutionMode(execution_mode).value,
+        preview_of=preview_of,
     )
     directory.create_workspace(workspace)
     return workspace

@@ -189,6 +189,8 @@ class WorkspaceItem(TableItem):
     queue_length = NumberAttribute(default=0)
     # A deleted workspace's item stays for its history (runs, state versions and audit
     # name it), out of its organization's listing, and reads as not found.
+    # A pull request's preview: the bound workspace it was made from (never updated).
+    preview_of = UnicodeAttribute(null=True)
     deleted_at = UTCDateTimeAttribute(null=True)
     deleted_by = UnicodeAttribute(null=True)
 

@@ -103,6 +103,7 @@ def create_workspace(workspace: Workspace) -> Transaction:
                 description=workspace.description,
                 tag_names=list(workspace.tag_names),
                 execution_mode=workspace.execution_mode,
+                preview_of=workspace.preview_of,
             )
         )
     )
@@ -258,6 +259,7 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         else int(item.approval_window_seconds),
         execution_mode=item.execution_mode or "local",
         second_approval=SecondApprovalRule.from_text(item.second_approval),
+        preview_of=item.preview_of,
     )
 
 
