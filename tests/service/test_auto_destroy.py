@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from runplane.domain.auto_destroy import AutoDestroy, AutoDestroySettings
-from runplane.domain.entities import Workspace
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     AutoDestroyUnderway,
     ConcurrentChange,
@@ -21,10 +21,11 @@ from runplane.domain.errors import (
     NotFound,
 )
 from runplane.domain.identity import Forbidden, Principal, PrincipalKind
-from runplane.domain.parts import ApprovalState
+from runplane.domain.parts import ApprovalState, RunPart
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType
 from runplane.domain.run_options import RunOptions
+from runplane.domain.transitions import MAIN_PATH
 from tests.service.conftest import Tier
 from tests.service.scenarios import awaiting_approval, reader_beside
 from tests.service.test_run_creation import _runs_of, _uploaded
@@ -373,3 +374,53 @@ def test_a_deleted_workspace_is_forgotten_by_the_sweep(tier: Tier) -> None:
     assert tier.auto_destroy_store.records == {}
     assert tier.auto_destroy_store.audit[-1].details == {"why": "the workspace was deleted"}
     assert tier.notified == []
+
+
+def test_a_previews_destroy_rejects_its_pull_requests_waiting_runs_only(tier: Tier) -> None:
+    # Given a pull request's preview workspace, due to be destroyed, whose pull request's
+    # run awaits approval, beside a person's run of it that awaits approval too
+    admin, ws = _armed(tier, destroy_at=(tier.clock.current + 2 * HOUR).replace(microsecond=0))
+    tier.directory.workspaces[ws.id] = replace(ws, preview_of="ws-parent")
+    ledger = tier.run_reader
+    pulls = _waiting(tier, ws, "run-pull", "source:src-1")
+    persons = _waiting(tier, ws, "run-person", admin.ref)
+    tier.clock.advance(3 * HOUR)
+
+    # When the sweep runs
+    assert tier.auto_destroys.sweep() == {"launched": 1}
+
+    # Then the pull request's run was rejected by the auto-destroy, naming why, and the
+    # person's run still waits
+    approval = ledger.parts(pulls)["approval"]
+    assert approval.state == ApprovalState.REJECTED
+    assert approval.body["decided_by"] == f"system:auto-destroy:{ws.id}"
+    assert "pull request closed" in approval.body["comment"]
+    assert ledger.get_run(persons).status is RunStatus.AWAITING_APPROVAL
+    assert ledger.parts(persons)["approval"].state == ApprovalState.WAITING
+
+
+def _waiting(tier: Tier, ws: Workspace, run_id: str, created_by: str) -> str:
+    """A plan-and-apply run of ``ws`` by ``created_by``, awaiting approval."""
+    ledger, now = tier.run_reader, tier.clock.now()
+    run = Run(
+        id=run_id,
+        organization_id=ws.organization_id,
+        workspace_id=ws.id,
+        kind=RunKind.PLAN_AND_APPLY,
+        status=MAIN_PATH[0],
+        version=1,
+        created_at=now,
+        updated_at=now,
+    )
+    ledger.create(run, actor=created_by, input={"configuration_version_id": "cv-1"})
+    updates: dict[RunStatus, dict[str, object]] = {
+        RunStatus.PLAN_COMPLETE: {"plan_has_changes": True},
+        RunStatus.AWAITING_APPROVAL: {"approval_expires_at": now + 24 * HOUR},
+    }
+    for target in MAIN_PATH[1 : MAIN_PATH.index(RunStatus.AWAITING_APPROVAL) + 1]:
+        ledger.move(
+            ledger.get_run(run_id), target, actor="workflow", run_updates=updates.get(target)
+        )
+    body = {"expires_at": (now + 24 * HOUR).isoformat(), "binding": {}}
+    ledger.add_part(RunPart(run_id, "approval", "waiting", body, f"tok-{run_id}", now, now))
+    return run_id

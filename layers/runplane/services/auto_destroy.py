@@ -54,6 +54,8 @@ _SWEEP_PERMISSIONS = frozenset(
     {Permission.WORKSPACE_READ, Permission.RUN_READ, Permission.RUN_CREATE, Permission.RUN_APPROVE}
 )
 DESTROY = RunOptions(destroy=True)
+# A destroy run that has not planned yet: it may be queued behind the workspace's writer.
+_NOT_STARTED = frozenset({RunStatus.DISPATCH_PENDING, RunStatus.QUEUED})
 
 
 class AutoDestroys:
@@ -256,6 +258,10 @@ class AutoDestroys:
             active_status=status,
             active_reason=reason,
         )
+        if workspace.preview_of is not None and (
+            isinstance(step, rules.Launch) or status in _NOT_STARTED
+        ):
+            self._clear_preview(workspace, record)
         try:
             if isinstance(step, rules.Notify):
                 return self._notice(record, workspace.name, step, now)
@@ -269,6 +275,31 @@ class AutoDestroys:
             # Another sweep (or a person) wrote first: the next sweep looks again.
             return "contended"
         return "waiting"
+
+    def _clear_preview(self, workspace: Workspace, record: AutoDestroy) -> None:
+        """A pull request's preview is being destroyed: its pull request's runs still
+        waiting for approval would hold the workspace ahead of the destroy run for up to
+        their deadline, so they are rejected (a person's own runs are left alone)."""
+        for run in self._reader.runs_of_workspace(workspace.id):
+            if (
+                run.id == record.active_run_id
+                or run.status is not RunStatus.AWAITING_APPROVAL
+                or not (run.created_by or "").startswith(f"{PrincipalKind.SOURCE}:")
+            ):
+                continue
+            try:
+                self._runs.decide(
+                    self._principal(record),
+                    run.id,
+                    "reject",
+                    "its pull request closed: the preview workspace is being destroyed",
+                )
+            except RunplaneError as refused:
+                logger.info(
+                    "preview run left waiting", extra={"run_id": run.id, "why": refused.code}
+                )
+                continue
+            logger.info("preview run rejected", extra={"run_id": run.id})
 
     def _notice(self, record: AutoDestroy, name: str, step: rules.Notify, now: datetime) -> str:
         lead = rules.notice_label(step.lead)
