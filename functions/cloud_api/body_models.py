@@ -33,6 +33,11 @@ class WorkspaceAttributes(_Attributes):
     description: str | None = Field(default=None, max_length=1000)
     tag_names: list[Tag] | None = Field(default=None, alias="tag-names", max_length=MAX_TAGS)
     execution_mode: str | None = Field(default=None, alias="execution-mode")
+    # HCP Terraform's ephemeral workspace settings (docs/auto-destroy.md); null clears.
+    auto_destroy_at: StrictStr | None = Field(default=None, alias="auto-destroy-at", max_length=64)
+    auto_destroy_activity_duration: StrictStr | None = Field(
+        default=None, alias="auto-destroy-activity-duration", max_length=16
+    )
 
 
 class WorkspaceData(_Body):
@@ -69,6 +74,8 @@ ATTRIBUTE_ALIASES = {
     "tag_names": "tag-names",
     "json_state": "json-state",
     "execution_mode": "execution-mode",
+    "auto_destroy_at": "auto-destroy-at",
+    "auto_destroy_activity_duration": "auto-destroy-activity-duration",
 }
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -78,8 +79,16 @@ def account(principal: Principal) -> dict[str, Any]:
     }
 
 
-def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, Any]:
+def workspace(
+    ws: Workspace,
+    org_name: str,
+    principal: Principal,
+    auto_destroy: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``auto_destroy``: the workspace's auto-destroy view (``AutoDestroys.view``), if
+    the caller read it."""
     can = principal.permissions.__contains__
+    armed = auto_destroy if auto_destroy and auto_destroy.get("armed") else {}
     remote = ws.execution_mode == ExecutionMode.REMOTE and runs_remotely(principal)
     relationships: dict[str, Any] = {
         "organization": {"data": {"id": org_name, "type": "organizations"}},
@@ -119,13 +128,18 @@ def workspace(ws: Workspace, org_name: str, principal: Principal) -> dict[str, A
             "working-directory": "",
             "resource-count": 0,
             "global-remote-state": False,
-            "actions": {"is-destroyable": False},
+            # Set or postponed time and inactivity (HCP Terraform's ephemeral workspaces).
+            "auto-destroy-at": armed.get("destroy_at"),
+            "auto-destroy-activity-duration": armed.get("destroy_after_inactivity"),
+            "actions": {"is-destroyable": can(Permission.WORKSPACE_DELETE)},
             "permissions": {
                 "can-update": can(Permission.WORKSPACE_UPDATE),
-                "can-destroy": False,
+                # Deleting the workspace (refused while its state manages resources).
+                "can-destroy": can(Permission.WORKSPACE_DELETE),
                 "can-queue-run": can(Permission.RUN_CREATE),
                 "can-queue-apply": remote and can(Permission.RUN_APPROVE),
-                "can-queue-destroy": False,
+                # Destroy runs apply like any other (is-destroy, docs/runs.md).
+                "can-queue-destroy": remote and can(Permission.RUN_APPROVE),
                 "can-lock": can(Permission.WORKSPACE_LOCK),
                 "can-unlock": can(Permission.WORKSPACE_LOCK),
                 "can-force-unlock": can(Permission.WORKSPACE_FORCE_UNLOCK),

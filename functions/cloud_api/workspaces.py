@@ -21,8 +21,10 @@ from functions.cloud_api.request import (
     principal,
     query,
 )
+from runplane.domain.auto_destroy import AutoDestroySettings, parse_duration, parse_time
+from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput
-from runplane.domain.identity import Principal
+from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.wiring import services
 
@@ -90,15 +92,23 @@ def list_workspaces(org: str) -> Reply:
     page = services().workspaces.search(
         who, org, search=query("search[name]"), tags=tags, page=number, size=size
     )
-    return document(
-        [jsonapi.workspace(w, org, who) for w in page.items], meta=jsonapi.pagination(page)
-    )
+    return document([_workspace(who, w, org) for w in page.items], meta=jsonapi.pagination(page))
 
 
 @router.get("/api/v2/organizations/<org>/workspaces/<name>")
 def read_workspace_by_name(org: str, name: str) -> Reply:
     who = principal()
-    return document(jsonapi.workspace(services().workspaces.by_name(who, org, name), org, who))
+    return document(_workspace(who, services().workspaces.by_name(who, org, name), org))
+
+
+def _workspace(who: Principal, ws: Workspace, org: str | None = None) -> dict[str, Any]:
+    """The workspace's document, with its auto-destroy for people and tokens (a runner's
+    engine reads its workspace as its first call, and never needs it)."""
+    auto_destroy = (
+        None if who.kind is PrincipalKind.RUNNER else services().auto_destroys.get(who, ws.id)
+    )
+    org_name = org if org is not None else org_name_of(ws.organization_id)
+    return jsonapi.workspace(ws, org_name, who, auto_destroy)
 
 
 @router.post("/api/v2/organizations/<org>/workspaces")
@@ -109,6 +119,8 @@ def create_workspace(org: str) -> Reply:
     attributes = body(WorkspaceBody).data.attributes
     if not attributes.name:
         raise InvalidInput("a workspace needs a name", "/data/attributes/name")
+    # Checked before anything is written: a refused auto-destroy creates nothing.
+    arm = _auto_destroy_change(who, None, attributes)
     created = services().workspaces.create(
         who,
         org,
@@ -118,7 +130,9 @@ def create_workspace(org: str) -> Reply:
         tags=tuple(attributes.tag_names or ()),
         execution_mode=_execution_mode(attributes.execution_mode) or ExecutionMode.LOCAL,
     )
-    return document(jsonapi.workspace(created, org, who), status=201)
+    if arm is not None:
+        arm(created)
+    return document(_workspace(who, created, org), status=201)
 
 
 def _update(who: Principal, ws_id: str) -> Reply:
@@ -127,6 +141,8 @@ def _update(who: Principal, ws_id: str) -> Reply:
     attributes = body(WorkspaceBody).data.attributes
     mode = _execution_mode(attributes.execution_mode)
     ws = services().workspaces.by_id(who, ws_id)
+    # Checked before anything is written: a refused auto-destroy changes nothing.
+    arm = _auto_destroy_change(who, ws, attributes)
     if attributes.name and attributes.name != ws.name:
         raise InvalidInput("renaming a workspace is not supported", "/data/attributes/name")
     updated = services().workspaces.update(
@@ -137,14 +153,59 @@ def _update(who: Principal, ws_id: str) -> Reply:
         tags=tuple(attributes.tag_names) if attributes.tag_names is not None else None,
         execution_mode=mode,
     )
-    return document(jsonapi.workspace(updated, org_name_of(updated.organization_id), who))
+    if arm is not None:
+        arm(updated)
+    return document(_workspace(who, updated))
+
+
+def _auto_destroy_change(
+    who: Principal, ws: Workspace | None, attributes: Any
+) -> Callable[[Workspace], object] | None:
+    """HCP Terraform's ``auto-destroy-at`` and ``auto-destroy-activity-duration``, when
+    the body names either, as the change to make to the workspace once the rest is
+    written (``ws``: the workspace as read, None for one being created): both null
+    clears the auto-destroy; otherwise it is set to them (keeping its auto-apply
+    choice), as ``PUT /api/v1/workspaces/{id}/auto-destroy``. Checked before anything
+    is written."""
+    named = attributes.model_fields_set & {"auto_destroy_at", "auto_destroy_activity_duration"}
+    if not named:
+        return None
+    who.require(Permission.WORKSPACE_UPDATE)
+    auto_destroys = services().auto_destroys
+    current = {} if ws is None else auto_destroys.get(who, ws.id)
+    at = attributes.auto_destroy_at if "auto_destroy_at" in named else current.get("destroy_at")
+    inactivity = (
+        attributes.auto_destroy_activity_duration
+        if "auto_destroy_activity_duration" in named
+        else current.get("destroy_after_inactivity")
+    )
+    if at is None and inactivity is None:
+        if not current.get("armed"):
+            return None
+        return lambda workspace: auto_destroys.clear(who, workspace.id)
+    try:
+        settings = AutoDestroySettings(
+            destroy_at=None if at is None else parse_time(at, "/destroy_at"),
+            destroy_after_inactivity=None
+            if inactivity is None
+            else parse_duration(inactivity, "/destroy_after_inactivity"),
+            auto_apply=bool(current.get("auto_apply")),
+        ).checked(services().clock.now())
+    except InvalidInput as refused:
+        raise InvalidInput(refused.message, _TFE_POINTERS.get(refused.pointer or "")) from None
+    return lambda workspace: auto_destroys.set(who, workspace.id, settings)
+
+
+_TFE_POINTERS = {
+    "/destroy_at": "/data/attributes/auto-destroy-at",
+    "/destroy_after_inactivity": "/data/attributes/auto-destroy-activity-duration",
+}
 
 
 @router.get("/api/v2/workspaces/<ws_id>")
 def read_workspace(ws_id: str) -> Reply:
     who = principal()
-    ws = services().workspaces.by_id(who, ws_id)
-    return document(jsonapi.workspace(ws, org_name_of(ws.organization_id), who))
+    return document(_workspace(who, services().workspaces.by_id(who, ws_id)))
 
 
 @router.patch("/api/v2/workspaces/<ws_id>")

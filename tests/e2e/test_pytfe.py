@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from pytfe.models import (
     WorkspaceCreateOptions,
     WorkspaceListOptions,
     WorkspaceLockOptions,
+    WorkspaceUpdateOptions,
 )
 
 from runplane.domain.identity import Permission
@@ -488,3 +490,64 @@ def test_lists_a_versions_outputs_and_reads_each_by_id(local: Local, tfe: TFECli
     # And an ID naming no output of that version is NotFound
     with pytest.raises(NotFound):
         tfe.state_version_outputs.read(outputs[0].id + "-missing")
+
+
+def test_sets_and_reads_an_ephemeral_workspaces_auto_destroy(local: Local, tfe: TFEClient) -> None:
+    # Given a workspace created through pytfe
+    name = unique("pytfe-ephemeral")
+    created = tfe.workspaces.create(local.organization, WorkspaceCreateOptions(name=name))
+    at = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+
+    # When its auto-destroy time is set as go-tfe sends it (pytfe cannot encode its own
+    # datetime), and its inactivity through pytfe
+    patched = requests.patch(
+        f"{local.url}/api/v2/workspaces/{created.id}",
+        json={"data": {"type": "workspaces", "attributes": {"auto-destroy-at": at.isoformat()}}},
+        headers={"Authorization": f"Bearer {local.admin_token}"},
+        timeout=30,
+    )
+    assert patched.status_code == 200, patched.text
+    updated = tfe.workspaces.update(
+        name,
+        WorkspaceUpdateOptions(auto_destroy_activity_duration="14d"),
+        organization=local.organization,
+    )
+
+    # Then pytfe reads both back, and Runplane's own API shows them armed
+    assert (updated.auto_destroy_at, updated.auto_destroy_activity_duration) == (at, "14d")
+    read = tfe.workspaces.read(name, organization=local.organization)
+    assert (read.auto_destroy_at, read.auto_destroy_activity_duration) == (at, "14d")
+    armed = local.client.auto_destroy(read.id)
+    assert (armed["armed"], armed["destroy_at"], armed["auto_apply"]) == (
+        True,
+        at.isoformat(),
+        False,
+    )
+
+    # When an impossible length is sent with another change, then it is refused naming
+    # the attribute, and nothing changed
+    with pytest.raises(TFEError) as refused:
+        tfe.workspaces.update(
+            name,
+            WorkspaceUpdateOptions(auto_destroy_activity_duration="2w", description="x"),
+            organization=local.organization,
+        )
+    assert "duration" in str(refused.value)
+    unchanged = tfe.workspaces.read(name, organization=local.organization)
+    assert (unchanged.description, unchanged.auto_destroy_activity_duration) == ("", "14d")
+
+    # When both are sent null, then the auto-destroy is cleared
+    cleared = requests.patch(
+        f"{local.url}/api/v2/workspaces/{created.id}",
+        json={
+            "data": {
+                "type": "workspaces",
+                "attributes": {"auto-destroy-at": None, "auto-destroy-activity-duration": None},
+            }
+        },
+        headers={"Authorization": f"Bearer {local.admin_token}"},
+        timeout=30,
+    )
+    assert cleared.status_code == 200, cleared.text
+    assert cleared.json()["data"]["attributes"]["auto-destroy-at"] is None
+    assert local.client.auto_destroy(read.id) == {"workspace_id": read.id, "armed": False}
