@@ -16,7 +16,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, cloud, drift, github, sign_in
+from functions.dashboard import actions, auto_destroy, cloud, drift, github, sign_in
 from functions.dashboard.web import (
     ID,
     Page,
@@ -292,7 +292,9 @@ def build_app() -> PageResolver:
     app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))
     app.post("/ui/workspaces/<workspace_id>/drift/remediate")(with_session(drift.remediate))
-    app.post("/ui/workspaces/<workspace_id>/auto-destroy/postpone")(with_session(drift.postpone))
+    app.post("/ui/workspaces/<workspace_id>/auto-destroy/postpone")(
+        with_session(auto_destroy.postpone)
+    )
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))

@@ -1,5 +1,4 @@
-"""The workspace page's drift remediation forms (docs/schedules.md, "Remediating drift")
-and its auto-destroy postponement (docs/auto-destroy.md).
+"""The workspace page's drift remediation forms (docs/schedules.md, "Remediating drift").
 
 The handler only reads the form and calls the same service as the run API, with the
 signed-in principal; the service holds every rule (``run:create``, a recorded drift,
@@ -8,7 +7,6 @@ the remedy's name) and refuses before it writes anything.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from functions.dashboard.web import Page, Request, redirect
@@ -24,15 +22,3 @@ def remediate(request: Request, session: Session, workspace_id: str) -> Page:
     session.check_post(request, form)
     run = services().schedules.remediate(session.principal, workspace_id, form.get("remedy", ""))
     return redirect(f"/ui/runs/{run.id}")
-
-
-# What the page's one button postpones by: the notices come a day ahead.
-POSTPONE_BY = timedelta(hours=24)
-
-
-def postpone(request: Request, session: Session, workspace_id: str) -> Page:
-    """Postpone the workspace's auto-destroy by a day, and show the workspace again."""
-    form = request.form()
-    session.check_post(request, form)
-    services().auto_destroys.postpone_by(session.principal, workspace_id, POSTPONE_BY)
-    return redirect(f"/ui/workspaces/{workspace_id}#auto-destroy")
