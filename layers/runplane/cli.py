@@ -175,7 +175,10 @@ def _second_approver(rule: dict[str, Any]) -> str:
 
 def _workspace_show(args: argparse.Namespace) -> int:
     client = _client(args)
-    _print_workspace(client.workspace(client.workspace_id(args.workspace)), args.json)
+    workspace_id = client.workspace_id(args.workspace)
+    _print_workspace(client.workspace(workspace_id), args.json)
+    if not args.json:
+        print(f"  auto-destroy     {cli_auto_destroy.line(client.auto_destroy(workspace_id))}")
     return 0
 
 

@@ -21,6 +21,18 @@ _SET_FLAGS = ("at", "after_inactivity", "auto_apply")
 _POSTPONE_FLAGS = ("until", "by")
 
 
+def line(view: dict[str, Any]) -> str:
+    """The auto-destroy in one line (``workspace show``)."""
+    if not view.get("armed"):
+        return "not set"
+    if view.get("active_run_id"):
+        return f"under way: destroy run {view['active_run_id']}"
+    if not view.get("due_at"):
+        return f"destroyed at {view.get('destroyed_at')}"
+    how = "applies by itself" if view.get("auto_apply") else "a person approves"
+    return f"due {view['due_at']} ({how})"
+
+
 def render(view: dict[str, Any]) -> str:
     """The auto-destroy as a person reads it."""
     if not view.get("armed"):

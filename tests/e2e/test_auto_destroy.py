@@ -70,6 +70,8 @@ def test_an_ephemeral_workspace_destroys_itself_when_due(
     assert f"postponed to      {moved['due_at']}" in text
     _sweep(local)
     assert _show(local, capsys, name)["active_run_id"] is None
+    code, shown, _ = cli(capsys, "workspace", "show", name, *connect(local))
+    assert f"  auto-destroy     due {moved['due_at']} (a person approves)\n" in shown
 
     # When a webhook subscribes to the notices and it is set due in 30 minutes
     receiver = Receiver()

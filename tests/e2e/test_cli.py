@@ -134,6 +134,7 @@ def test_workspace_create_list_show_and_update(local: Local, capsys: Capture) ->
     assert code == 0
     assert text.startswith(f"{ws_id}  {name}\n")
     assert "approval window  deployment default" in text
+    assert "  auto-destroy     not set\n" in text
 
     # When its approval window is set to 72h, then to 7d
     updated = cli_json(
