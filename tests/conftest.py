@@ -54,6 +54,7 @@ def shared_worker_group(nodeid: str) -> str | None:
     return None
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadgroup` with the groups of SHARED_WORKER, taken from node IDs.
 
