@@ -31,6 +31,51 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.dist = "worksteal"
 
 
+# Tests that must share one worker under `--dist loadgroup`, by path prefix: what their
+# session- or module-scoped fixtures build is built once per process, so every worker
+# given one of their tests would build it again. The CDK app is synthesized once, one
+# chromium serves the browser tier, and the real engine makes each module's plans once.
+SHARED_WORKER = {
+    "tests/infra/": "infra",
+    "tests/browser/": "browser",
+    "tests/unit/runner/test_plan_options.py::": "plan_options",
+    "tests/unit/test_plan_file.py::": "plan_file",
+    "tests/unit/runner/test_plan_config.py::": "plan_config",
+    "tests/unit/test_policy_shapes_engine.py::": "policy_shapes_engine",
+    "tests/unit/tools/test_policy_compat.py::": "policy_compat",
+}
+
+
+def shared_worker_group(nodeid: str) -> str | None:
+    """The group of SHARED_WORKER a test's node ID falls in, if any."""
+    for prefix, group in SHARED_WORKER.items():
+        if nodeid.startswith(prefix):
+            return group
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup` with the groups of SHARED_WORKER, taken from node IDs.
+
+    pytest-xdist groups by an ``@group`` suffix its workers add to the node IDs of tests
+    marked ``xdist_group``; from pytest 9 a node ID is no longer that attribute, so the
+    suffix is lost and every test was its own group (the CDK app was synthesized and the
+    engine's plans made once per worker). The controller sees only node IDs, so groups
+    are read from their paths here; a suffix, if xdist adds one again, still wins."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class SharedWorkerScheduling(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return str(super()._split_scope(nodeid))
+            return shared_worker_group(nodeid) or nodeid
+
+    return SharedWorkerScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test with its tier, taken from its directory (`-m unit`, `-m "not e2e"`).
 

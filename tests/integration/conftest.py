@@ -132,12 +132,13 @@ class Stack:
 def stack() -> Iterator[Stack]:
     serialize_requests("dynamodb")
     with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
+        session = _session()
+        client = session.client("dynamodb", region_name="us-east-1")
         create_table(client, TABLE)
         models.bind(TABLE, "us-east-1")
-        s3 = boto3.client("s3", region_name="us-east-1")
+        s3 = session.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
-        kms = boto3.client("kms", region_name="us-east-1")
+        kms = session.client("kms", region_name="us-east-1")
         key_id = kms.create_key(Description="runplane test key")["KeyMetadata"]["KeyId"]
         clock, ids = FakeClock(), SeededIds()
         objects, keys = ObjectStore(s3, BUCKET), DataKeys(kms, key_id)
@@ -172,6 +173,17 @@ def stack() -> Iterator[Stack]:
             issuer=issuer,
             services=services,
         )
+
+
+@lru_cache(maxsize=1)
+def _session() -> boto3.session.Session:
+    """One boto3 session for every test's clients (each test still gets its own).
+
+    mock_aws drops boto3's default session each time it starts, and with it the loader's
+    caches: through ``boto3.client`` every test's three clients loaded their service
+    models and endpoint rules from disk again (a third of a short test's time). moto
+    intercepts this session's clients as any other's (its handler is a built-in one)."""
+    return boto3.session.Session()
 
 
 @lru_cache(maxsize=1)

@@ -443,3 +443,34 @@ def test_only_the_processs_first_invocation_runs_with_the_collector_paused(
     # object is left frozen
     assert result["freed"] == [True]
     assert result["frozen"] == 0
+
+
+def test_a_process_frozen_by_its_first_invocation_is_left_alone_for_good() -> None:
+    # Given a fresh interpreter whose objects were frozen before a wrapped handler's
+    # first invocation (as the test suite freezes its collection's objects)
+    code = (
+        "import gc, json\n"
+        "from functions.observability import observed\n"
+        "seen = []\n"
+        "@observed\n"
+        "def handler(event, context):\n"
+        "    seen.append(gc.isenabled())\n"
+        "gc.freeze()\n"
+        "handler({}, None)\n"
+        "frozen = gc.get_freeze_count()\n"
+        "gc.unfreeze()\n"
+        "handler({}, None)\n"
+        "print(json.dumps({'seen': seen, 'frozen': frozen, 'after': gc.get_freeze_count()}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT}/layers"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    # When it is invoked, then invoked again once the objects are unfrozen
+    # Then neither invocation paused the collector: the first found the process frozen,
+    # and the second is not the process's first, whatever it finds
+    assert result["seen"] == [True, True]
+    # And the first left the frozen objects where they were
+    assert result["frozen"] > 0
+    assert result["after"] == 0

@@ -29,7 +29,9 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handle)
         self.port = int(self.server.server_address[1])
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled for shutdown every 20 ms: at the default half second, closing the
+        # receiver waited out most of it.
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def url(self, path: str = "/hooks/p") -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -48,6 +48,9 @@ class Upstream:
         return sum(1 for m, p, _, _ in self.seen if (m, p) == (method, path))
 
 
+STOP_POLL = 0.02
+
+
 @pytest.fixture
 def upstream() -> Iterator[Upstream]:
     state = Upstream()
@@ -77,7 +80,9 @@ def upstream() -> Iterator[Upstream]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Polled for shutdown every 20 ms, as the relay's own server is: at the default
+    # half second, each test's teardown waited out most of it.
+    thread = threading.Thread(target=server.serve_forever, args=(STOP_POLL,), daemon=True)
     thread.start()
     state.base = f"http://127.0.0.1:{server.server_port}/stage"
     yield state
@@ -341,7 +346,7 @@ class _OneRequestPerConnection(socketserver.BaseRequestHandler):
 def test_a_kept_alive_connection_closed_while_idle_is_replaced() -> None:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OneRequestPerConnection)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(STOP_POLL,), daemon=True).start()
     relay = EngineRelay(f"http://127.0.0.1:{server.server_address[1]}", **AUTH).start()
     try:
         # Given one engine connection whose calls the relay sends on one upstream connection
