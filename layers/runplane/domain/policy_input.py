@@ -264,9 +264,14 @@ class PolicyInputs:
     set of that shape sees.
     """
 
-    def __init__(self, plan: Mapping[str, Any], meta: RunMetadata) -> None:
+    def __init__(
+        self, plan: Mapping[str, Any], meta: RunMetadata, governing: tuple[str, ...] = ()
+    ) -> None:
         self._plan = plan
         self._meta = meta
+        # The workspaces whose attached sets judge the run, when the caller knows more
+        # than its own: a pull request's preview's bound workspace (never in a document).
+        self.governing = governing
         self._documents: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
         self._canonical: dict[str, bytes] = {}

@@ -330,7 +330,8 @@ class Policies:
             options=options.for_kind(run.kind),
             origin=lambda: self.run_origin(run, input_part),
         )
-        return PolicyInputs(json.loads(plan_json), meta)
+        governing = (workspace.id, *filter(None, [workspace.preview_of]))
+        return PolicyInputs(json.loads(plan_json), meta, governing)
 
     def run_origin(self, run: Run, snapshot: RunPart | None = None) -> RunOrigin:
         """The run's message, whether a drift schedule created it, and the commit it came
@@ -400,12 +401,10 @@ class Policies:
             inputs = self.policy_inputs(run)
             inputs.preset("runplane", policy_input)
         # A pull request's preview is governed by its bound workspace's sets too.
-        workspace = self._directory.get_workspace(run.workspace_id)
-        governed = {run.workspace_id, *filter(None, [workspace.preview_of])}
         heads = [
             h
             for h in self._sets.all_of(run.organization_id)
-            if any(h.applies_to(workspace_id) for workspace_id in governed)
+            if any(h.applies_to(w) for w in inputs.governing or (run.workspace_id,))
         ]
         evaluator = self._evaluator()
         sets = [self._content(run.organization_id, head) for head in heads]
