@@ -172,23 +172,26 @@ class AutoDestroys:
     def forget_workspace(self, workspace: Workspace, actor: str) -> None:
         """Disarm a deleted workspace's auto-destroy (its deletion, which checked who
         may, has committed: no permission is checked here)."""
-        current = self._store.get(workspace.id)
+        self._forget(workspace.id, workspace.organization_id, actor)
+
+    def _forget(self, workspace_id: str, organization_id: str, actor: str) -> None:
+        current = self._store.get(workspace_id)
         if current is None:
             return
         event = AuditEvent(
             id=self._ids.new(IdKind.AUDIT_EVENT),
-            organization_id=workspace.organization_id,
-            subject_id=workspace.id,
+            organization_id=organization_id,
+            subject_id=workspace_id,
             type="workspace.auto_destroy_cleared",
             actor=actor,
             at=self._clock.now(),
             details={"why": "the workspace was deleted"},
         )
         try:
-            self._store.delete(workspace.id, previous_version=current.version, event=event)
+            self._store.delete(workspace_id, previous_version=current.version, event=event)
         except ConcurrentChange:
             # A sweep wrote meanwhile: the next sweep finds no workspace and forgets it.
-            logger.info("auto-destroy not yet forgotten", extra={"workspace_id": workspace.id})
+            logger.info("auto-destroy not yet forgotten", extra={"workspace_id": workspace_id})
 
     def view(self, workspace: Workspace, record: AutoDestroy | None) -> dict[str, Any]:
         if record is None:
@@ -240,7 +243,7 @@ class AutoDestroys:
             workspace = self._workspaces.by_id(self._principal(record), record.workspace_id)
         except NotFound:
             # Deleted, and its clean-up did not get this far: nothing is left to destroy.
-            self.forget_workspace(_gone(record), "system:auto-destroy")
+            self._forget(record.workspace_id, record.organization_id, "system:auto-destroy")
             return "gone"
         now = self._clock.now()
         status: RunStatus | None = None
@@ -478,21 +481,6 @@ def _refuse_stale(workspace_id: str, stored: int, expected: int | None) -> None:
             f"the auto-destroy of workspace {workspace_id} is at version {stored}, not "
             f"{expected}; nothing was written: read it again"
         )
-
-
-def _gone(record: AutoDestroy) -> Workspace:
-    """What is known of a deleted workspace: enough to forget its auto-destroy."""
-    return Workspace(
-        id=record.workspace_id,
-        organization_id=record.organization_id,
-        name=record.workspace_id,
-        created_at=record.set_at,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-    )
 
 
 def _iso(value: datetime | None) -> str | None:
