@@ -104,9 +104,7 @@ def read_workspace_by_name(org: str, name: str) -> Reply:
 def _workspace(who: Principal, ws: Workspace, org: str | None = None) -> dict[str, Any]:
     """The workspace's document, with its auto-destroy for people and tokens (a runner's
     engine reads its workspace as its first call, and never needs it)."""
-    auto_destroy = (
-        None if who.kind is PrincipalKind.RUNNER else services().auto_destroys.get(who, ws.id)
-    )
+    auto_destroy = None if who.kind is PrincipalKind.RUNNER else services().auto_destroys.of(ws)
     org_name = org if org is not None else org_name_of(ws.organization_id)
     return jsonapi.workspace(ws, org_name, who, auto_destroy)
 
@@ -172,7 +170,7 @@ def _auto_destroy_change(
         return None
     who.require(Permission.WORKSPACE_UPDATE)
     auto_destroys = services().auto_destroys
-    current = {} if ws is None else auto_destroys.get(who, ws.id)
+    current = {} if ws is None else auto_destroys.of(ws)
     at = attributes.auto_destroy_at if "auto_destroy_at" in named else current.get("destroy_at")
     inactivity = (
         attributes.auto_destroy_activity_duration

@@ -153,7 +153,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
         cloud=cloud,
         # As the run API's workspace view has it: None until a schedule checked.
         drift=s.schedules.drift_of(ws.id),
-        auto_destroy=s.auto_destroys.get(session.principal, ws.id),
+        auto_destroy=s.auto_destroys.of(ws),
         may_postpone=Permission.WORKSPACE_UPDATE in session.principal.permissions,
         # The remediation buttons only for those who may create runs: the service
         # refuses anyone else anyway.

@@ -24,16 +24,14 @@ from runplane.domain.clock import Clock
 from runplane.domain.creation import AutoDestroyLaunch
 from runplane.domain.entities import AuditEvent, Workspace
 from runplane.domain.errors import (
-    AlreadyDecided,
     AutoDestroyUnderway,
     ConcurrentChange,
     InvalidInput,
     LaunchDenied,
     NotFound,
-    PolicyOverrideRequired,
     RunplaneError,
 )
-from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import EventType, RunEvent
@@ -81,7 +79,10 @@ class AutoDestroys:
     # -- management ------------------------------------------------------------------------
 
     def get(self, principal: Principal, workspace_id: str) -> dict[str, Any]:
-        workspace = self._workspaces.by_id(principal, workspace_id)
+        return self.of(self._workspaces.by_id(principal, workspace_id))
+
+    def of(self, workspace: Workspace) -> dict[str, Any]:
+        """The auto-destroy of a workspace the caller has already read."""
         return self.view(workspace, self._store.get(workspace.id))
 
     def set(
@@ -126,7 +127,9 @@ class AutoDestroys:
             else rules.format_duration(settings.destroy_after_inactivity),
             "auto_apply": str(settings.auto_apply).lower(),
         }
-        event = self._audit(principal, workspace, "workspace.auto_destroy_set", details, now)
+        event = self._audit(
+            principal.ref, *_ids(workspace), "workspace.auto_destroy_set", details, now
+        )
         self._store.put(record, previous_version=previous, event=event)
         return self.view(workspace, record)
 
@@ -135,39 +138,56 @@ class AutoDestroys:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         current = self._armed(workspace)
-        now = self._clock.now()
-        event = self._audit(principal, workspace, "workspace.auto_destroy_cleared", {}, now)
+        event = self._audit(
+            principal.ref, *_ids(workspace), "workspace.auto_destroy_cleared", {}, self._clock.now()
+        )
         self._store.delete(workspace.id, previous_version=current.version, event=event)
         return self.view(workspace, None)
 
     def postpone(self, principal: Principal, workspace_id: str, until: datetime) -> dict[str, Any]:
         """Move the destroy later (409 while its destroy run is under way: reject or
         cancel that run first)."""
+        return self._postpone(principal, workspace_id, lambda due: until)
+
+    def postpone_by(
+        self, principal: Principal, workspace_id: str, length: timedelta
+    ) -> dict[str, Any]:
+        """Postpone it ``length`` after the time it is due now."""
+        if length <= timedelta(0):
+            raise InvalidInput("postpone by a positive length", "/by")
+
+        def later(due: datetime | None) -> datetime:
+            if due is None:
+                raise InvalidInput(
+                    "nothing is due to be postponed: the workspace was destroyed", "/by"
+                )
+            return due + length
+
+        return self._postpone(principal, workspace_id, later)
+
+    def _postpone(
+        self,
+        principal: Principal,
+        workspace_id: str,
+        until: Callable[[datetime | None], datetime],
+    ) -> dict[str, Any]:
+        """Postpone to ``until(the time it is due now)``, from one read of each."""
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
         current = self._armed(workspace)
         if current.active_run_id is not None:
             raise AutoDestroyUnderway(workspace.id, current.active_run_id)
         now = self._clock.now()
-        activity = self._store.last_activity(workspace)
+        activity = self._activity(workspace, current)
         before = current.due_at(activity)
-        record = rules.postponed(current, until, principal.ref, now, activity)
-        details = {"from": _iso(before) or "", "until": until.isoformat()}
-        event = self._audit(principal, workspace, "workspace.auto_destroy_postponed", details, now)
+        moved_to = until(before)
+        record = rules.postponed(current, moved_to, principal.ref, now, activity)
+        details = {"from": _iso(before) or "", "until": moved_to.isoformat()}
+        event = self._audit(
+            principal.ref, *_ids(workspace), "workspace.auto_destroy_postponed", details, now
+        )
         self._store.put(record, previous_version=current.version, event=event)
-        return self.view(workspace, record)
-
-    def postpone_by(
-        self, principal: Principal, workspace_id: str, length: timedelta
-    ) -> dict[str, Any]:
-        """Postpone it ``length`` after the time it is due now."""
-        workspace = self._workspaces.by_id(principal, workspace_id)
-        due = self._armed(workspace).due_at(self._store.last_activity(workspace))
-        if due is None:
-            raise InvalidInput("nothing is due to be postponed: the workspace was destroyed", "/by")
-        if length <= timedelta(0):
-            raise InvalidInput("postpone by a positive length", "/by")
-        return self.postpone(principal, workspace_id, due + length)
+        return self._view(workspace, record, activity)
 
     def forget_workspace(self, workspace: Workspace, actor: str) -> None:
         """Disarm a deleted workspace's auto-destroy (its deletion, which checked who
@@ -178,14 +198,13 @@ class AutoDestroys:
         current = self._store.get(workspace_id)
         if current is None:
             return
-        event = AuditEvent(
-            id=self._ids.new(IdKind.AUDIT_EVENT),
-            organization_id=organization_id,
-            subject_id=workspace_id,
-            type="workspace.auto_destroy_cleared",
-            actor=actor,
-            at=self._clock.now(),
-            details={"why": "the workspace was deleted"},
+        event = self._audit(
+            actor,
+            organization_id,
+            workspace_id,
+            "workspace.auto_destroy_cleared",
+            {"why": "the workspace was deleted"},
+            self._clock.now(),
         )
         try:
             self._store.delete(workspace_id, previous_version=current.version, event=event)
@@ -196,8 +215,13 @@ class AutoDestroys:
     def view(self, workspace: Workspace, record: AutoDestroy | None) -> dict[str, Any]:
         if record is None:
             return {"workspace_id": workspace.id, "armed": False}
+        return self._view(workspace, record, self._activity(workspace, record))
+
+    def _view(
+        self, workspace: Workspace, record: AutoDestroy, activity: datetime | None
+    ) -> dict[str, Any]:
         settings = record.settings
-        due = record.due_at(self._store.last_activity(workspace))
+        due = record.due_at(activity)
         return {
             "workspace_id": workspace.id,
             "armed": True,
@@ -257,7 +281,7 @@ class AutoDestroys:
         step = rules.next_step(
             record,
             now,
-            last_activity=self._store.last_activity(workspace),
+            last_activity=self._activity(workspace, record),
             active_status=status,
             active_reason=reason,
         )
@@ -375,17 +399,11 @@ class AutoDestroys:
         comment = f"auto-apply of the auto-destroy set by {record.set_by}"
         try:
             self._runs.decide(self._principal(record), step.run_id, "approve", comment)
-        except (AlreadyDecided, PolicyOverrideRequired, Forbidden) as waiting:
-            # Approved already (and waiting for a second approver), or a soft-failed
-            # policy only a person may override: it waits for people.
+        except RunplaneError as refused:
+            # Approved already (and waiting for a second approver), a soft-failed policy
+            # only a person may override, or the run moved on: it is left to people.
             logger.info(
                 "auto-destroy approval left to people",
-                extra={"run_id": step.run_id, "why": type(waiting).__name__},
-            )
-            return "waiting"
-        except RunplaneError as refused:
-            logger.info(
-                "auto-destroy approval refused",
                 extra={"run_id": step.run_id, "why": refused.code},
             )
             return "waiting"
@@ -450,6 +468,12 @@ class AutoDestroys:
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _activity(self, workspace: Workspace, record: AutoDestroy) -> datetime | None:
+        """The workspace's last state change, read only when the setting counts it."""
+        if record.settings.destroy_after_inactivity is None:
+            return None
+        return self._store.last_activity(workspace)
+
     def _armed(self, workspace: Workspace) -> AutoDestroy:
         current = self._store.get(workspace.id)
         if current is None:
@@ -458,19 +482,21 @@ class AutoDestroys:
 
     def _audit(
         self,
-        principal: Principal,
-        workspace: Workspace,
+        actor: str,
+        organization_id: str,
+        workspace_id: str,
         event_type: str,
         details: dict[str, str],
-        now: datetime,
+        at: datetime,
     ) -> AuditEvent:
+        """The organization audit event of a change to the workspace's auto-destroy."""
         return AuditEvent(
             id=self._ids.new(IdKind.AUDIT_EVENT),
-            organization_id=workspace.organization_id,
-            subject_id=workspace.id,
+            organization_id=organization_id,
+            subject_id=workspace_id,
             type=event_type,
-            actor=principal.ref,
-            at=now,
+            actor=actor,
+            at=at,
             details=details,
         )
 
@@ -481,6 +507,10 @@ def _refuse_stale(workspace_id: str, stored: int, expected: int | None) -> None:
             f"the auto-destroy of workspace {workspace_id} is at version {stored}, not "
             f"{expected}; nothing was written: read it again"
         )
+
+
+def _ids(workspace: Workspace) -> tuple[str, str]:
+    return workspace.organization_id, workspace.id
 
 
 def _iso(value: datetime | None) -> str | None:
