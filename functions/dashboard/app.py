@@ -16,7 +16,16 @@ from typing import Any
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from functions.dashboard import actions, auto_destroy, cloud, drift, github, sign_in
+from functions.dashboard import (
+    actions,
+    assets,
+    auto_destroy,
+    cloud,
+    drift,
+    formatting,
+    github,
+    sign_in,
+)
 from functions.dashboard.web import (
     ID,
     Page,
@@ -60,17 +69,19 @@ BINDING_FIELDS = (
 )
 # A request refused on a run's page, or on any path under it, links back to that page.
 _RUN_PATH = re.compile(f"/ui/runs/{ID}")
-_STATIC = Path(__file__).resolve().parent / "static"
 
 
 @lru_cache(maxsize=1)
 def templates() -> Environment:
-    return Environment(
+    environment = Environment(
         loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    environment.filters.update(formatting.FILTERS)
+    environment.globals["asset_url"] = assets.asset_url
+    return environment
 
 
 def render(status: int, name: str, **context: Any) -> Page:
@@ -146,7 +157,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
     cloud = settings_view(ws.id, s.cloud_settings.get(session.principal, ws.id))
     return render(
         200,
-        "runs.html",
+        "workspace.html",
         session=session,
         workspace=ws,
         runs=runs,
@@ -238,20 +249,16 @@ def decide(request: Request, run_id: str, decision: str) -> Page:
     return redirect(f"/ui/runs/{run_id}")
 
 
-_STATIC_TYPES = {
-    "dashboard.js": "text/javascript",
-    "dashboard.css": "text/css",
-    # Linked from every page, so the browser never asks for /favicon.ico (not routed).
-    "favicon.svg": "image/svg+xml",
-}
-
-
 def static(file_name: str) -> Page:
-    path = _STATIC / file_name
-    kind = _STATIC_TYPES.get(file_name)
-    if kind is None or not path.is_file():
+    found = assets.asset(file_name)
+    if found is None:
         raise NotFound("page", file_name)
-    return reply(200, path.read_text(encoding="utf-8"), content_type=f"{kind}; charset=utf-8")
+    return reply(200, found.body, content_type=found.content_type)
+
+
+def favicon() -> Page:
+    """Browsers ask for /favicon.ico whatever a page links: the same icon, no sign-in."""
+    return static("favicon.svg")
 
 
 # -- routing ------------------------------------------------------------------------------
@@ -288,6 +295,7 @@ def build_app() -> PageResolver:
     app.get(CALLBACK_PATH)(with_request(sign_in_callback))
     app.post("/ui/logout")(with_request(logout))
     app.get("/ui/static/<file_name>")(static)
+    app.get("/favicon.ico")(favicon)
     app.get("/ui/workspaces/<workspace_id>")(with_request(workspace))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings")(with_session(cloud.put))
     app.post("/ui/workspaces/<workspace_id>/cloud-settings/clear")(with_session(cloud.clear))

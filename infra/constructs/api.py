@@ -411,6 +411,8 @@ class Api(Construct):
             # Terraform's run links, https://HOST/app/ORG/WORKSPACE/runs/RUN: the
             # dashboard redirects them to its run pages.
             (self.rest_api.root.resource_for_path("app").add_resource("{proxy+}"), "ANY"),
+            # Browsers ask for it on every page, whatever the page links.
+            (self.rest_api.root.add_resource("favicon.ico"), "GET"),
         ]
         for page, verb in pages:
             method = page.add_method(

@@ -181,8 +181,9 @@ def _fire_schedule(payload: dict[str, Any]) -> Any:
 
 
 def is_dashboard(path: str) -> bool:
-    """The dashboard's paths: its pages, and Terraform's run links under /app/."""
-    return path == "/" or path == "/ui" or path.startswith(("/ui/", "/app/"))
+    """The dashboard's paths: its pages, Terraform's run links under /app/, and the
+    icon browsers ask for."""
+    return path in ("/", "/ui", "/favicon.ico") or path.startswith(("/ui/", "/app/"))
 
 
 def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -1,0 +1,188 @@
+"""How the dashboard writes times, durations, people and statuses for a person.
+
+Jinja filters (registered in ``app.templates``). Each returns escaped markup or plain
+text; nothing here reads a store. Times are relative to the control plane's clock,
+with the exact UTC time in the ``title`` (shown on hover) and ``datetime`` attribute.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from markupsafe import Markup
+
+from runplane.wiring import services
+
+# A status's badge colour: what a reader should do about it, not which step it is.
+_TONES = {
+    "succeeded": "ok",
+    "applied": "ok",
+    "plan_complete": "ok",
+    "policy_passed": "ok",
+    "passed": "ok",
+    "completed": "ok",
+    "awaiting_approval": "wait",
+    "pending": "wait",
+    "soft_failed": "warn",
+    "advisory_failed": "warn",
+    "overridden": "warn",
+    "planning": "busy",
+    "applying": "busy",
+    "queued": "busy",
+    "dispatch_pending": "busy",
+    "policy_evaluating": "busy",
+    "running": "busy",
+    "plan_failed": "bad",
+    "policy_failed": "bad",
+    "apply_failed": "bad",
+    "hard_failed": "bad",
+    "failed": "bad",
+    "errored": "bad",
+    "needs_recovery": "alert",
+    "apply_interrupted": "alert",
+    "apply_start_uncertain": "alert",
+    "plan_credentials_required": "bad",
+    "rejected": "off",
+    "expired": "off",
+    "canceled": "off",
+    "discarded": "off",
+    "skipped": "off",
+}
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+def exact(value: Any) -> str:
+    """``2026-12-02 18:07:44 UTC``: to the second, in UTC."""
+    moment = _as_datetime(value)
+    if moment is None:
+        return ""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def span(seconds: float) -> str:
+    """A length of time as a person says it: ``45s``, ``3m 12s``, ``2h 5m``, ``6d 23h``."""
+    total = max(0, int(seconds))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """``just now``, ``5 minutes ago``, ``in 6 days``: the largest whole unit."""
+    delta = (moment - now).total_seconds()
+    ahead = delta > 0
+    seconds = abs(delta)
+    if seconds < 45:
+        return "just now" if not ahead else "in a few seconds"
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            words = f"{count} {unit}{'' if count == 1 else 's'}"
+            return f"in {words}" if ahead else f"{words} ago"
+    return "in 1 minute" if ahead else "1 minute ago"
+
+
+def when(value: Any, element_id: str | None = None) -> Markup:
+    """``<time datetime=… title=exact>5 minutes ago</time>``, or a dash for no time."""
+    moment = _as_datetime(value)
+    if moment is None:
+        return Markup('<span class="none">—</span>')
+    now = services().clock.now()
+    if moment.tzinfo is None or now.tzinfo is None:
+        moment, now = moment.replace(tzinfo=None), now.replace(tzinfo=None)
+    id_attribute = Markup(' id="{}"').format(element_id) if element_id else Markup("")
+    return Markup('<time datetime="{}" title="{}"{}>{}</time>').format(
+        moment.isoformat(), exact(moment), id_attribute, relative(moment, now)
+    )
+
+
+def duration(start: Any, end: Any = None) -> str:
+    """How long from ``start`` to ``end`` (or to now, while it lasts): ``1m 12s``."""
+    began = _as_datetime(start)
+    if began is None:
+        return ""
+    ended = _as_datetime(end) or services().clock.now()
+    if (began.tzinfo is None) != (ended.tzinfo is None):
+        began, ended = began.replace(tzinfo=None), ended.replace(tzinfo=None)
+    return span((ended - began).total_seconds())
+
+
+def seconds(value: Any) -> str:
+    """A number of seconds as a span (``duration`` from a count)."""
+    if isinstance(value, timedelta):
+        return span(value.total_seconds())
+    if isinstance(value, (int, float)):
+        return span(value)
+    return ""
+
+
+def person(ref: Any, me: str | None = None) -> Markup:
+    """Who a principal reference (``kind:id``) is, for a reader: ``you``, ``API token
+    tok-1``, ``GitHub``, ``Runplane (auto-destroy)``; the full reference on hover."""
+    if not isinstance(ref, str) or not ref:
+        return Markup('<span class="none">—</span>')
+    kind, _, rest = ref.partition(":")
+    if me is not None and ref == me:
+        shown = "you"
+    elif kind == "user":
+        shown = rest
+    elif kind == "token":
+        shown = f"API token {rest}"
+    elif kind == "system":
+        what = rest.partition(":")[0]
+        shown = f"Runplane ({what.replace('-', ' ')})" if what else "Runplane"
+    elif kind == "schedule":
+        shown = "a schedule"
+    elif kind == "source":
+        shown = "GitHub"
+    elif kind == "runner":
+        shown = "the runner"
+    else:
+        shown = ref
+    return Markup('<span class="person" title="{}">{}</span>').format(ref, shown)
+
+
+def tone(status: Any) -> str:
+    """The badge class of a status: ``ok``, ``wait``, ``warn``, ``busy``, ``bad``,
+    ``alert`` or ``off``."""
+    return _TONES.get(str(getattr(status, "value", status)), "off")
+
+
+def badge(status: Any, label: str | None = None) -> Markup:
+    """A status as a coloured badge with words (never colour alone)."""
+    value = str(getattr(status, "value", status) or "")
+    text = label if label is not None else value.replace("_", " ")
+    return Markup('<span class="badge badge-{}" data-status="{}">{}</span>').format(
+        tone(value), value, text
+    )
+
+
+FILTERS = {
+    "when": when,
+    "exact": exact,
+    "duration": duration,
+    "seconds": seconds,
+    "person": person,
+    "tone": tone,
+    "badge": badge,
+}
