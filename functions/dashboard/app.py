@@ -25,6 +25,7 @@ from functions.dashboard import (
     formatting,
     github,
     sign_in,
+    workspace_config,
 )
 from functions.dashboard.web import (
     ID,
@@ -175,6 +176,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
         # Shown as placeholders: an empty field is the default.
         default_session_seconds=DEFAULT_SESSION_SECONDS,
         azure_default_audience=AZURE_DEFAULT_AUDIENCE,
+        **workspace_config.context(session, ws),
     )
 
 
