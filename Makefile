@@ -47,6 +47,19 @@ browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update -qq >/dev/null && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# axe-core, the accessibility checker the browser tests inject into every page, from
+# the npm registry at a pinned version, checked against its published SHA-512.
+AXE_VERSION := 4.10.3
+AXE_SHA512 := Xm7bpRXnDSX2YE2YFfBk2FnF0ep6tmG7xPh8iHee8MIcrgq762Nkce856dYtJYLkuIoYZvGfTs/PbZhideTcEg==
+AXE := $(VENV)/axe/axe-$(AXE_VERSION).min.js
+$(AXE): $(STAMP)
+	rm -rf $(VENV)/axe.tmp && mkdir -p $(VENV)/axe.tmp $(VENV)/axe
+	cd $(VENV)/axe.tmp && npm pack --silent axe-core@$(AXE_VERSION) >/dev/null
+	test "$$(openssl dgst -sha512 -binary $(VENV)/axe.tmp/axe-core-$(AXE_VERSION).tgz | base64 -w0)" = "$(AXE_SHA512)"
+	tar -xzf $(VENV)/axe.tmp/axe-core-$(AXE_VERSION).tgz -C $(VENV)/axe.tmp package/axe.min.js
+	mv $(VENV)/axe.tmp/package/axe.min.js $@ && touch $@ && rm -rf $(VENV)/axe.tmp
+browser-deps: $(AXE)
+
 # bubblewrap, with which the embedded stack run as root gives each sandbox's engine its
 # own user, mount, PID and network namespaces (docs/security.md). Installed once, as
 # root; without root the stack runs unisolated and serves one organization.

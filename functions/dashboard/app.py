@@ -86,7 +86,9 @@ def templates() -> Environment:
 
 
 def render(status: int, name: str, **context: Any) -> Page:
-    return reply(status, templates().get_template(name).render(**context))
+    """The page ``name``, its times relative to the control plane's clock."""
+    page = templates().get_template(name).render(now=services().clock.now(), **context)
+    return reply(status, page)
 
 
 class Session:

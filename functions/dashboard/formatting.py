@@ -1,8 +1,9 @@
 """How the dashboard writes times, durations, people and statuses for a person.
 
 Jinja filters (registered in ``app.templates``). Each returns escaped markup or plain
-text; nothing here reads a store. Times are relative to the control plane's clock,
-with the exact UTC time in the ``title`` (shown on hover) and ``datetime`` attribute.
+text; nothing here reads a store. Times are relative to the page's ``now`` (the control
+plane's clock when ``app.render`` renders it), with the exact UTC time in the ``title``
+(shown on hover) and ``datetime`` attribute.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jinja2 import pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup
-
-from runplane.wiring import services
 
 # A status's badge colour: what a reader should do about it, not which step it is.
 _TONES = {
@@ -24,6 +25,9 @@ _TONES = {
     "completed": "ok",
     "awaiting_approval": "wait",
     "pending": "wait",
+    "waiting": "wait",
+    "waiting_second": "wait",
+    "approved": "ok",
     "soft_failed": "warn",
     "advisory_failed": "warn",
     "overridden": "warn",
@@ -102,12 +106,18 @@ def relative(moment: datetime, now: datetime) -> str:
     return "in 1 minute" if ahead else "1 minute ago"
 
 
-def when(value: Any, element_id: str | None = None) -> Markup:
+def _now(context: Context) -> datetime:
+    now = context.get("now")
+    return now if isinstance(now, datetime) else datetime.now(UTC)
+
+
+@pass_context
+def when(context: Context, value: Any, element_id: str | None = None) -> Markup:
     """``<time datetime=… title=exact>5 minutes ago</time>``, or a dash for no time."""
     moment = _as_datetime(value)
     if moment is None:
         return Markup('<span class="none">—</span>')
-    now = services().clock.now()
+    now = _now(context)
     if moment.tzinfo is None or now.tzinfo is None:
         moment, now = moment.replace(tzinfo=None), now.replace(tzinfo=None)
     id_attribute = Markup(' id="{}"').format(element_id) if element_id else Markup("")
@@ -116,15 +126,28 @@ def when(value: Any, element_id: str | None = None) -> Markup:
     )
 
 
-def duration(start: Any, end: Any = None) -> str:
+@pass_context
+def duration(context: Context, start: Any, end: Any = None) -> str:
     """How long from ``start`` to ``end`` (or to now, while it lasts): ``1m 12s``."""
     began = _as_datetime(start)
     if began is None:
         return ""
-    ended = _as_datetime(end) or services().clock.now()
+    ended = _as_datetime(end) or _now(context)
     if (began.tzinfo is None) != (ended.tzinfo is None):
         began, ended = began.replace(tzinfo=None), ended.replace(tzinfo=None)
     return span((ended - began).total_seconds())
+
+
+@pass_context
+def left(context: Context, until: Any) -> str:
+    """How long from now until ``until`` (``6d 23h``), nothing once it has passed."""
+    end = _as_datetime(until)
+    if end is None:
+        return ""
+    now = _now(context)
+    if (end.tzinfo is None) != (now.tzinfo is None):
+        end, now = end.replace(tzinfo=None), now.replace(tzinfo=None)
+    return span((end - now).total_seconds())
 
 
 def seconds(value: Any) -> str:
@@ -181,6 +204,7 @@ FILTERS = {
     "when": when,
     "exact": exact,
     "duration": duration,
+    "left": left,
     "seconds": seconds,
     "person": person,
     "tone": tone,

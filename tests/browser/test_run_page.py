@@ -34,7 +34,7 @@ def test_a_run_from_the_cli_is_followed_live_approved_in_the_page_and_applied(
     # When the page is left alone, it follows the run to its approval
     approve = page.locator("#approve-form button")
     expect(approve).to_be_enabled(timeout=RUN_TIMEOUT_MS)
-    expect(page.locator("#run-status")).to_have_text("awaiting_approval")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
     expect(page.locator("#plan-log pre")).to_contain_text("Plan: 1 to add")
     expect(page.locator("#approval-bar .countdown")).to_contain_text("left")
     shoot("awaiting-approval")
@@ -65,13 +65,12 @@ def test_an_expired_run_shows_the_expiry_and_a_disabled_approval_bar(
     # Then the page shows the expiry, and its decision buttons are disabled
     expect(page.locator("#run-label")).to_have_text("Expired", timeout=RUN_TIMEOUT_MS)
     expect(page.locator("#deadline-passed")).to_be_visible()
-    expect(page.locator("#approval-bar .countdown")).to_have_text("(deadline passed)")
     buttons = page.locator("#decision-closed button")
     expect(buttons).to_have_count(2)
     for index in range(2):
         expect(buttons.nth(index)).to_be_disabled()
     expires_at = local.client.review(run["id"])["approval"]["expires_at"]
-    expect(page.locator("#approval-deadline")).to_have_text(expires_at)
+    expect(page.locator("#approval-deadline")).to_have_attribute("datetime", expires_at)
     shoot("expired")
 
 
@@ -85,7 +84,9 @@ def test_an_apply_followed_live_then_canceled_is_recovered_through_the_page(
     sign_in(page, local)
     page.goto(f"/ui/runs/{run['id']}")
     local.client.decide(run["id"], "approve")
-    expect(page.locator("#run-status")).to_have_text("applying", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#run-status")).to_have_attribute(
+        "data-status", "applying", timeout=RUN_TIMEOUT_MS
+    )
 
     # When the engine writes to the apply log
     # Then the page shows it as it comes, without reloading
@@ -99,7 +100,7 @@ def test_an_apply_followed_live_then_canceled_is_recovered_through_the_page(
     page.click("#cancel-form button")
 
     # Then the run needs recovery, and the panel compares the state pointers
-    expect(page.locator("#run-status")).to_have_text("apply_interrupted")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "apply_interrupted")
     panel = page.locator("#recovery-panel")
     expect(panel).to_be_visible()
     expect(panel).to_contain_text("(unmoved)")

@@ -151,7 +151,7 @@ def test_approving_through_the_run_page_applies_the_run(local: Local) -> None:
     assert page.index('id="run-header"') < page.index('id="stage-timeline"')
     fields = form_fields(page, "approve-form")
     assert fields["plan_sha256"] == binding["plan_sha256"]
-    assert '<button type="submit">Approve</button>' in page
+    assert '<button type="submit" class="primary">Approve</button>' in page
     assert 'id="plan-log"' in page
 
     # When the approve form is sent, from this origin
@@ -169,7 +169,7 @@ def test_approving_through_the_run_page_applies_the_run(local: Local) -> None:
     assert done["status"] == "succeeded"
     assert done["approval"]["status"] == "approved"
     final = browser.get(f"{local.url}/ui/runs/{run['id']}", timeout=30).text
-    assert '<span class="label" id="run-label">Applied</span>' in final
+    assert 'id="run-label">Applied</span>' in final
     assert 'id="apply-log"' in final
     assert "Apply complete!" in final
     assert 'id="approve-form"' not in final
@@ -285,7 +285,7 @@ def test_a_run_past_its_approval_deadline_shows_the_expiry_and_no_decision(
     assert 'id="approve-form"' not in page
     closed = page[page.index('id="decision-closed"') :]
     assert closed.index('<button type="button" disabled>Approve</button>') < closed.index("</p>")
-    assert '<span class="label" id="run-label">Expired</span>' in page
+    assert 'id="run-label">Expired</span>' in page
 
 
 def failed_apply_holding_the_workspace(local: Local, tmp_path: Path, prefix: str) -> dict[str, Any]:

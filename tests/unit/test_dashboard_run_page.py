@@ -175,7 +175,7 @@ def test_a_run_needing_two_approvers_says_so_and_its_first_approver_cannot_appro
     # Then the bar says two are needed, who approved, and alice's approve is disabled
     assert text_of(page, "second-approval") == (
         "Needs two approvers : the workspace requires a second approver for destroy runs. "
-        "First approved by user:alice (you); another person must approve."
+        "First approved by you ; another person must approve."
     )
     approve = page[page.index('id="approve-form"') : page.index('id="reject-form"')]
     assert "disabled" in approve

@@ -4,6 +4,16 @@
   "use strict";
   var POLL_MS = 1500;
 
+  // As the server writes it (functions/dashboard/formatting.py, span): 6d 23h, 2h 5m, 3m 12s.
+  function span(total) {
+    var d = Math.floor(total / 86400), h = Math.floor((total % 86400) / 3600);
+    var m = Math.floor((total % 3600) / 60), s = total % 60;
+    if (d) { return h ? d + "d " + h + "h" : d + "d"; }
+    if (h) { return m ? h + "h " + m + "m" : h + "h"; }
+    if (m) { return s ? m + "m " + s + "s" : m + "m"; }
+    return s + "s";
+  }
+
   function tick() {
     document.querySelectorAll(".countdown[data-until]").forEach(function (el) {
       var left = Math.floor((Date.parse(el.dataset.until) - Date.now()) / 1000);
@@ -18,8 +28,7 @@
         }
         return;
       }
-      var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
-      el.textContent = "(" + h + "h " + m + "m " + s + "s left)";
+      el.textContent = "(" + span(left) + " left)";
     });
   }
   tick();
