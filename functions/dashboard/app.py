@@ -86,8 +86,11 @@ def templates() -> Environment:
 
 
 def render(status: int, name: str, **context: Any) -> Page:
-    """The page ``name``, its times relative to the control plane's clock."""
-    page = templates().get_template(name).render(now=services().clock.now(), **context)
+    """The page ``name``, a signed-in one's times relative to the control plane's clock
+    (a page without a session shows no times, and may be served by a function that has
+    no store to ask)."""
+    now = services().clock.now() if context.get("session") else None
+    page = templates().get_template(name).render(now=now, **context)
     return reply(status, page)
 
 
