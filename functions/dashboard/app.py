@@ -26,6 +26,7 @@ from functions.dashboard import (
     github,
     sign_in,
     workspace_config,
+    workspace_config_forms,
 )
 from functions.dashboard.web import (
     ID,
@@ -310,6 +311,7 @@ def build_app() -> PageResolver:
     app.post("/ui/workspaces/<workspace_id>/auto-destroy/postpone")(
         with_session(auto_destroy.postpone)
     )
+    _configuration_forms(app)
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
@@ -326,6 +328,21 @@ def build_app() -> PageResolver:
     app.exception_handler(RunplaneError)(error_page)
     app.not_found(no_such_page)
     return app
+
+
+def _configuration_forms(app: PageResolver) -> None:
+    """The workspace page's configuration forms (workspace_config_forms)."""
+    forms = workspace_config_forms
+    base = "/ui/workspaces/<workspace_id>"
+    app.post(f"{base}/variables")(with_session(forms.set_variable))
+    app.post(f"{base}/variables/delete")(with_session(forms.delete_variable))
+    app.post(f"{base}/schedules")(with_session(forms.create_schedule))
+    app.post(f"{base}/schedules/pause")(with_session(forms.pause_schedule))
+    app.post(f"{base}/schedules/delete")(with_session(forms.delete_schedule))
+    app.post(f"{base}/run-triggers")(with_session(forms.add_run_trigger))
+    app.post(f"{base}/run-triggers/remove")(with_session(forms.remove_run_trigger))
+    app.post(f"{base}/notifications")(with_session(forms.create_destination))
+    app.post(f"{base}/notifications/delete")(with_session(forms.delete_destination))
 
 
 def unauthenticated(_: Unauthenticated) -> Page:

@@ -164,3 +164,59 @@ def test_a_variable_changed_between_read_and_write_is_a_concurrent_change(
         tier.variables.set(admin, ws.id, "zone", "mine")
     # Then the other writer's value stands
     assert tier.variables.snapshot(ws) == {"zone": "theirs"}
+
+
+def _stored_sensitive(tier: Tier, admin: Principal, ws: Workspace) -> None:
+    """A sensitive variable ``token`` as a sealed put leaves it (no fake key service)."""
+    tier.variable_store.put(
+        org_id=ws.organization_id,
+        workspace_id=ws.id,
+        variable=WorkspaceVariable(
+            name="token",
+            sensitive=True,
+            description="old",
+            value=None,
+            updated_at=tier.clock.now(),
+            updated_by=admin.ref,
+        ),
+        size=6,
+        wrapped_key=b"wrapped",
+        sealed=b"sealed",
+        previous=None,
+        event_id="evt-1",
+    )
+
+
+def test_a_sensitive_variable_set_without_a_value_keeps_its_sealed_value(tier: Tier) -> None:
+    # Given a sensitive variable
+    admin, ws = _workspace(tier)
+    _stored_sensitive(tier, admin, ws)
+    # When it is set sensitive again with no value and a new description
+    tier.variables.set(admin, ws.id, "token", None, sensitive=True, description="new")
+    # Then its sealed value and size are the ones stored, under the new description
+    (stored,) = tier.variable_store.all_of(ws.id)
+    assert (stored.wrapped_key, stored.sealed, stored.size) == (b"wrapped", b"sealed", 6)
+    assert (stored.variable.description, stored.version) == ("new", 2)
+    assert tier.variable_store.audit[-1].type == "workspace.variable_set"
+
+
+@pytest.mark.parametrize(
+    ("name", "sensitive"),
+    [("token", False), ("zone", True), ("fresh", True)],
+)
+def test_a_value_is_kept_only_for_a_stored_sensitive_variable_set_sensitive(
+    tier: Tier, name: str, sensitive: bool
+) -> None:
+    # Given a sensitive variable and a plain one
+    admin, ws = _workspace(tier)
+    _stored_sensitive(tier, admin, ws)
+    tier.variables.set(admin, ws.id, "zone", "a")
+    before = copy.deepcopy(tier.variable_store.variables)
+    # When a set without a value names the plain one, an unknown one, or the sensitive
+    # one in the clear
+    with pytest.raises(InvalidInput) as refused:
+        tier.variables.set(admin, ws.id, name, None, sensitive=sensitive)
+    # Then it is refused on /value, writing nothing
+    assert refused.value.pointer == "/value"
+    assert "no stored sensitive value to keep" in refused.value.message
+    assert tier.variable_store.variables == before

@@ -16,7 +16,7 @@ from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
-from runplane.domain.errors import NotFound
+from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.variables import (
@@ -75,6 +75,16 @@ def pin(
     )
 
 
+def _kept_value(previous: StoredVariable | None, name: str, sensitive: bool) -> StoredVariable:
+    """The stored variable whose sealed value a set without a value keeps: only a
+    sensitive one, set sensitive again."""
+    if previous is None or not previous.variable.sensitive or not sensitive:
+        raise InvalidInput(
+            f"variable {name} has no stored sensitive value to keep: type its value", "/value"
+        )
+    return previous
+
+
 class WorkspaceVariables:
     def __init__(
         self,
@@ -99,40 +109,47 @@ class WorkspaceVariables:
         principal: Principal,
         workspace_id: str,
         name: str,
-        value: str,
+        value: str | None,
         *,
         sensitive: bool = False,
         description: str | None = None,
         category: VariableCategory = VariableCategory.TERRAFORM,
     ) -> tuple[WorkspaceVariable, bool]:
         """Create or replace the variable; True if it was created. A sensitive variable
-        stays sensitive: replacing it with a non-sensitive one needs a delete first."""
+        stays sensitive: replacing it with a non-sensitive one needs a delete first.
+        ``value`` None keeps a sensitive variable's stored value (its description
+        changes alone): a form that never shows the value can still edit the rest."""
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
-        size = check_workspace_variable(name, value, description, category)
+        size = check_workspace_variable(name, value or "", description, category)
         previous = self._store.find(workspace.id, name, category)
+        kept = _kept_value(previous, name, sensitive) if value is None else None
         variable = replacing(
             previous,
             name=name,
-            value=value,
+            value=value or "",
             sensitive=sensitive,
             description=description,
             category=category,
             at=self._clock.now(),
             by=principal.ref,
         )
-        sealed = (
-            seal(self._keys, _context(workspace.id, name, category), value.encode("utf-8"))
-            if sensitive
-            else None
-        )
+        if kept is not None:
+            # Sealed under the same workspace, name and category: it opens as before.
+            wrapped_key, ciphertext, size = kept.wrapped_key, kept.sealed, kept.size
+        elif sensitive:
+            raw = (value or "").encode("utf-8")
+            sealed = seal(self._keys, _context(workspace.id, name, category), raw)
+            wrapped_key, ciphertext = sealed.wrapped_key, sealed.ciphertext
+        else:
+            wrapped_key, ciphertext = None, None
         self._store.put(
             org_id=workspace.organization_id,
             workspace_id=workspace.id,
             variable=variable,
             size=size,
-            wrapped_key=sealed.wrapped_key if sealed else None,
-            sealed=sealed.ciphertext if sealed else None,
+            wrapped_key=wrapped_key,
+            sealed=ciphertext,
             previous=previous,
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
         )
