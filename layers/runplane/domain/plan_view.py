@@ -312,19 +312,21 @@ def _action(entry: Mapping[str, Any]) -> Action:
     return _action_of(actions)
 
 
+_SHAPES: Final = {
+    ("create",): Action.CREATE,
+    ("update",): Action.UPDATE,
+    ("delete",): Action.DESTROY,
+    ("read",): Action.READ,
+    ("no-op",): Action.NO_OP,
+    ("delete", "create"): Action.REPLACE,
+    ("create", "delete"): Action.REPLACE,
+}
+
+
 def _action_of(actions: object) -> Action:
     if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
         return Action.OTHER
-    shape = tuple(actions)
-    if len(shape) == 2 and set(shape) == {"create", "delete"}:
-        return Action.REPLACE
-    return {
-        ("create",): Action.CREATE,
-        ("update",): Action.UPDATE,
-        ("delete",): Action.DESTROY,
-        ("read",): Action.READ,
-        ("no-op",): Action.NO_OP,
-    }.get(shape, Action.OTHER)
+    return _SHAPES.get(tuple(actions), Action.OTHER)
 
 
 def _text(value: object, limit: int = MAX_NAME) -> str | None:
@@ -558,16 +560,22 @@ def _changed(before: Any, after: Any, raw_b: Any, raw_a: Any) -> bool:
         # Sensitive on a side: changed if the sensitivity did, or the hidden values.
         if _is_sensitive(before) != _is_sensitive(after):
             return True
-        return _canonical(raw_b) != _canonical(raw_a)
-    return _canonical(before) != _canonical(after)
+        return not _same(raw_b, raw_a)
+    return not _same(before, after)
 
 
 def _is_sensitive(side: Any) -> bool:
     return isinstance(side, Mark) and side.sensitive
 
 
-def _canonical(value: Any) -> str:
+def _same(one: Any, other: Any) -> bool:
     # Distinguishes true from 1 and 1 from 1.0, which Python's == does not.
+    if isinstance(one, dict | list) or isinstance(other, dict | list):
+        return _canonical(one) == _canonical(other)
+    return type(one) is type(other) and one == other
+
+
+def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
