@@ -24,6 +24,7 @@ from functions.dashboard import (
     drift,
     formatting,
     github,
+    plan,
     sign_in,
     workspace_config,
     workspace_config_forms,
@@ -228,6 +229,7 @@ def run_page(request: Request, run_id: str) -> Page:
         active=not RunStatus(review["status"]).is_terminal,
         logs=logs,
         signed_in_recently=_signed_in_recently(session.principal),
+        **plan.context(session.principal, review),
     )
 
 
@@ -317,6 +319,7 @@ def build_app() -> PageResolver:
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))
     app.post("/ui/runs/<run_id>/cancel")(with_session(actions.cancel))
     app.get("/ui/runs/<run_id>/logs/<phase>")(with_session(actions.live_log))
+    app.get("/ui/runs/<run_id>/plan")(with_session(plan.page))
     app.get("/app/<organization>/<workspace>/runs/<run_id>")(terraform_run_link)
     app.get(github.PAGE_PATH)(with_session(github.page))
     app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))

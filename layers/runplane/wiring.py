@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from runplane.services.logs import RunLogs
     from runplane.services.notifications import Notifications
     from runplane.services.orchestration import Orchestration
+    from runplane.services.plan_views import PlanViews
     from runplane.services.policy import Evaluator, Policies
     from runplane.services.recovery import Recoveries
     from runplane.services.remote_runs import RemoteRuns
@@ -507,6 +508,13 @@ class Services:
             cloud_settings=self.cloud_settings,
             variable_sets=self.variable_sets,
         )
+
+    @cached_property
+    def plan_views(self) -> PlanViews:
+        from runplane.services.plan_views import PlanViews
+
+        # The run review's permission rule (``Runs.get``), over the plan's document.
+        return PlanViews(self.runs, self.artifacts, self.units)
 
     @cached_property
     def workspace_variables(self) -> WorkspaceVariables:
