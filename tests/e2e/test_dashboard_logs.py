@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_the_live_endpoint_returns_styled_segments_and_ends_each_read_at_a_line(
     browser = signed_in(local)
 
     # When the page follows the log from the start, as it does, to its end
-    reads = []
+    reads: list[dict[str, Any]] = []
     offset = 0
     while not (reads and reads[-1]["at_end"]):
         read = browser.get(
