@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from functions.dashboard import run_logs
 from functions.dashboard.web import Page, Request, json_reply, redirect
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import InvalidInput, NotFound
@@ -67,7 +68,7 @@ def cancel(request: Request, session: Session, run_id: str) -> Page:
 
 def live_log(request: Request, session: Session, run_id: str, phase: str) -> Page:
     """The run's status and the next bytes of a phase's log from ``offset``: what the
-    page needs to follow an active run without reloading."""
+    page needs to follow an active run without reloading (``run_logs.followed``)."""
     s = services()
     run = s.runs.get(session.principal, run_id)
     raw = request.query.get("offset", "0")
@@ -75,20 +76,8 @@ def live_log(request: Request, session: Session, run_id: str, phase: str) -> Pag
         raise InvalidInput("offset is a byte position (0 or more)", "/offset")
     body: dict[str, Any] = {"status": run.status.value, "terminal": run.status.is_terminal}
     try:
-        read = s.logs.read(session.principal, run.id, Phase(phase), int(raw), LIVE_READ_BYTES)
+        read = run_logs.followed(session.principal, run.id, Phase(phase), int(raw), LIVE_READ_BYTES)
     except NotFound:
         # The phase has not started: nothing to show yet, ask again later.
         return json_reply(200, {**body, "started": False})
-    return json_reply(
-        200,
-        {
-            **body,
-            "started": True,
-            "text": read.data.decode("utf-8", "replace"),
-            "offset": read.offset,
-            "next_offset": read.next_offset,
-            "length": read.length,
-            "complete": read.complete,
-            "at_end": read.at_end,
-        },
-    )
+    return json_reply(200, {**body, "started": True, **read})

@@ -25,6 +25,7 @@ from functions.dashboard import (
     formatting,
     github,
     plan,
+    run_logs,
     sign_in,
     workspace_config,
     workspace_config_forms,
@@ -188,17 +189,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
 
 
 def _log(principal: Principal, run_id: str, phase: Phase) -> dict[str, Any] | None:
-    try:
-        read = services().logs.read(principal, run_id, phase)
-    except NotFound:
-        return None
-    return {
-        "text": read.data.decode("utf-8", "replace"),
-        "truncated": read.next_offset < read.length,
-        "complete": read.complete,
-        "next_offset": read.next_offset,
-        "at_end": read.at_end,
-    }
+    return run_logs.shown(principal, run_id, phase)
 
 
 def run_page(request: Request, run_id: str) -> Page:

@@ -285,7 +285,7 @@ def test_a_failed_plan_names_the_engines_errors_and_watch_streams_the_log(
 
     # Then the watch streamed the plan's log and exits 1
     assert code == 1
-    assert "$ terraform plan" in out or "plan -input=false" in out
+    assert "==> Planning\n" in out
     assert "Error: Reference to undeclared input variable" in out
 
     # And the review names the engine's error lines, not only "engine plan failed"

@@ -208,8 +208,12 @@ def test_show_json_of_a_missing_plan_raises(tmp_path: Path, env: dict[str, str])
     with pytest.raises(EngineCommandFailed) as failure:
         engine(work, env, log).show_json(work / "missing.tfplan")
 
+    # Then the log names the step and keeps the engine's own error, and the error names
+    # the step in words (the command line is the sandbox's)
     assert failure.value.exit_code == 1
-    assert "missing.tfplan" in log.text()
+    assert log.text().startswith("==> Reading the saved plan\n")
+    assert "Error: " in log.text()
+    assert str(failure.value) == "Reading the saved plan failed: the engine exited with 1"
 
 
 @linux_amd64
@@ -244,7 +248,7 @@ def test_a_tiny_cap_keeps_head_and_tail_of_a_real_run(tmp_path: Path, env: dict[
     assert log.truncated is True
     assert dropped > 0
     text = log.text()
-    assert text.startswith("$ terraform init -input=false -no-color\n")
+    assert text.startswith("==> Initializing the working directory\n")
     assert text.count("bytes truncated") == 1
     assert marker in text
     assert len(log.bytes()) == 256 + len(marker.encode())
@@ -444,7 +448,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path, ignores_sigterm
     assert time.monotonic() - started < 5
     assert timeout.value.timeout_seconds == 0.5
     assert "started" in log.text()
-    assert "[runner] engine command 'init -input=false -no-color'" in log.text()
+    assert "[runner] Initializing the working directory did not finish within 0.5 s" in log.text()
     assert wait_gone(int(pid_file.read_text()))
 
 

@@ -41,6 +41,26 @@
   var base = "/ui/runs/" + encodeURIComponent(header.dataset.run) + "/logs/";
   var shown = header.dataset.status;
 
+  // A read's styled segments ([classes, text], see run_logs.py) as text nodes and
+  // spans: textContent and className only, so nothing in a log is ever markup.
+  function append(pre, read) {
+    if (!Array.isArray(read.segments)) {
+      if (read.text) { pre.appendChild(document.createTextNode(read.text)); }
+      return;
+    }
+    read.segments.forEach(function (segment) {
+      var classes = String(segment[0]), text = String(segment[1]);
+      if (!classes) {
+        pre.appendChild(document.createTextNode(text));
+        return;
+      }
+      var span = document.createElement("span");
+      span.className = classes;
+      span.textContent = text;
+      pre.appendChild(span);
+    });
+  }
+
   function follow(pre) {
     var url = base + pre.dataset.phase + "?offset=" + encodeURIComponent(pre.dataset.offset);
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
@@ -52,7 +72,7 @@
         if (read.started) {
           var section = pre.closest("section");
           section.hidden = false;
-          if (read.text) { pre.appendChild(document.createTextNode(read.text)); }
+          append(pre, read);
           pre.dataset.offset = String(read.next_offset);
           section.querySelector(".live-note").textContent = read.complete ? "" : "(live)";
           if (read.at_end) { pre.dataset.done = "1"; }

@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from runplane.domain.log_view import STEP_PREFIX
+
 _BOX: Final = re.compile(r"^[│╷╵]\s?")
 _STARTS: Final = ("Error: ", "Warning: ")
 # A line that starts something other than the diagnostic's detail.
-_ENDS: Final = ("$ ", "[runner] ", "[... ")
+_ENDS: Final = (STEP_PREFIX, "[runner] ", "[... ")
 
 
 def engine_errors(log_text: str, limit: int) -> str:

@@ -7,6 +7,10 @@ recognise failures caused by missing cloud credentials (``engine_classify.py``).
 the standard library (and the pure domain rules for variable names and plan options) only:
 no network and no AWS code.
 
+The log names each step in words (``==> Planning``, :data:`STEP_PREFIX`), never the
+command line: its flags and file paths are the sandbox's, which the run's log (read by
+the dashboard, ``runplane run logs`` and Terraform's remote backend) has no use for.
+
 Every command runs in its own session (so in its own process group) with stdin closed.
 Output is read incrementally from the pipes and streamed into a :class:`BoundedLog`; the
 whole output is never buffered. A timeout sends SIGTERM to the group (the engine stops
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
+from runplane.domain.log_view import STEP_PREFIX
 from runplane.domain.run_options import NO_OPTIONS, RunOptions
 from runplane.runner.bounded_log import _READ_CHUNK, BoundedLog
 from runplane.runner.confinement import Confinement, Isolation
@@ -196,7 +201,7 @@ class Engine:
             args.append("-lock=false")
         if backend_config is not None:
             args.append(f"-backend-config={backend_config}")
-        return self._result(args)
+        return self._result(args, "Initializing the working directory")
 
     def plan(
         self,
@@ -221,7 +226,7 @@ class Engine:
         args.extend((options or NO_OPTIONS).engine_flags())
         if var_file is not None:
             args.append(f"-var-file={var_file}")
-        exit_code, duration = self._run(args)
+        exit_code, duration = self._run(args, step=_planning(options or NO_OPTIONS))
         has_changes = {0: False, 2: True}.get(exit_code)
         return EngineResult(exit_code, tuple(args), duration, has_changes)
 
@@ -235,9 +240,10 @@ class Engine:
         """
         args = ["show", "-json", "-no-color", str(plan)]
         capture = _Capture(self.max_json_bytes)
-        exit_code, _ = self._run(args, stdout=capture.write)
+        step = "Reading the saved plan"
+        exit_code, _ = self._run(args, step=step, stdout=capture.write)
         if exit_code != 0:
-            raise EngineCommandFailed(args, exit_code)
+            raise EngineCommandFailed(args, exit_code, step)
         try:
             document = json.loads(capture.data)
         except ValueError as error:
@@ -256,15 +262,15 @@ class Engine:
         if not lock:
             args.append("-lock=false")
         args.append(str(plan))
-        return self._result(args)
+        return self._result(args, "Applying the saved plan")
 
     def version(self) -> str:
         """The engine's version number, such as ``"1.0.3"`` (from ``version -json``)."""
         args = ["version", "-json"]
         capture = _Capture(_SMALL_OUTPUT)
-        exit_code, _ = self._run(args, stdout=capture.write)
+        exit_code, _ = self._run(args, step=None, stdout=capture.write)
         if exit_code != 0:
-            raise EngineCommandFailed(args, exit_code)
+            raise EngineCommandFailed(args, exit_code, "Reading the engine's version")
         text = capture.data.decode("utf-8", errors="replace")
         with contextlib.suppress(ValueError):
             document = json.loads(text)
@@ -280,25 +286,27 @@ class Engine:
     def _init_supports_lock(self) -> bool:
         if self._init_accepts_lock is None:
             capture = _Capture(_SMALL_OUTPUT)
-            self._run(["init", "-help"], stdout=capture.write, header=False)
+            self._run(["init", "-help"], step=None, stdout=capture.write)
             self._init_accepts_lock = b"-lock=" in capture.data
         return self._init_accepts_lock
 
-    def _result(self, args: list[str]) -> EngineResult:
-        exit_code, duration = self._run(args)
+    def _result(self, args: list[str], step: str) -> EngineResult:
+        exit_code, duration = self._run(args, step=step)
         return EngineResult(exit_code, tuple(args), duration)
 
     def _run(
         self,
         args: Sequence[str],
         *,
+        step: str | None,
         stdout: Callable[[bytes], None] | None = None,
-        header: bool = True,
     ) -> tuple[int, float]:
-        """Run one command; stdout to ``stdout`` (else the log), stderr to the log."""
+        """Run one command; stdout to ``stdout`` (else the log), stderr to the log.
+        ``step`` (the log's words for it) heads its output; a step the user need not
+        follow (the version, a help text) has none."""
         display = tuple(args)
-        if header:
-            self.log.write(f"$ {self.binary.name} {' '.join(display)}\n")
+        if step is not None:
+            self.log.write(f"{STEP_PREFIX}{step}\n")
         started = time.monotonic()
         deadline = started + self.timeout_seconds
         try:
@@ -319,7 +327,7 @@ class Engine:
         try:
             with process:
                 try:
-                    self._pump(process, stdout or self.log.write, deadline, display)
+                    self._pump(process, stdout or self.log.write, deadline, (display, step))
                 except BaseException:
                     self._kill(process)
                     raise
@@ -332,7 +340,7 @@ class Engine:
         process: subprocess.Popen[bytes],
         stdout: Callable[[bytes], None],
         deadline: float,
-        display: tuple[str, ...],
+        display: tuple[tuple[str, ...], str | None],
     ) -> None:
         sinks: dict[IO[bytes], Callable[[bytes], None]] = {}
         if process.stdout is not None:
@@ -369,9 +377,12 @@ class Engine:
         except subprocess.TimeoutExpired:
             self._time_out(process, display)
 
-    def _time_out(self, process: subprocess.Popen[bytes], display: tuple[str, ...]) -> None:
+    def _time_out(
+        self, process: subprocess.Popen[bytes], display: tuple[tuple[str, ...], str | None]
+    ) -> None:
         self._kill(process)
-        error = EngineTimeout(display, self.timeout_seconds)
+        command, step = display
+        error = EngineTimeout(command, self.timeout_seconds, step)
         self.log.write(f"\n[runner] {error}\n")
         raise error
 
@@ -389,6 +400,16 @@ class Engine:
             time.sleep(0.02)
         _signal_group(process, signal.SIGKILL)
         process.wait()
+
+
+def _planning(options: RunOptions) -> str:
+    """The plan step in words: its mode, which the user chose (targets and forced
+    replacements are listed by the engine's own plan output)."""
+    if options.destroy:
+        return "Planning to destroy"
+    if options.refresh_only:
+        return "Planning a refresh"
+    return "Planning"
 
 
 def _leader_exited(process: subprocess.Popen[bytes]) -> bool:

@@ -16,24 +16,24 @@ class EngineNotFound(EngineError):
 class EngineTimeout(EngineError):
     """A command ran past its timeout; its whole process group was killed."""
 
-    def __init__(self, command: Sequence[str], timeout_seconds: float) -> None:
+    def __init__(
+        self, command: Sequence[str], timeout_seconds: float, step: str | None = None
+    ) -> None:
         self.command = tuple(command)
         self.timeout_seconds = timeout_seconds
+        # Said in the step's words: the command line names the sandbox's paths.
         super().__init__(
-            f"engine command {' '.join(self.command)!r} did not finish within "
-            f"{timeout_seconds:g} s; its process group was killed"
+            f"{_named(step)} did not finish within {timeout_seconds:g} s; the engine was stopped"
         )
 
 
 class EngineCommandFailed(EngineError):
     """A command whose output is a value (``show -json``, ``version``) exited non-zero."""
 
-    def __init__(self, command: Sequence[str], exit_code: int) -> None:
+    def __init__(self, command: Sequence[str], exit_code: int, step: str | None = None) -> None:
         self.command = tuple(command)
         self.exit_code = exit_code
-        super().__init__(
-            f"engine command {' '.join(self.command)!r} exited with {exit_code}; see the log"
-        )
+        super().__init__(f"{_named(step)} failed: the engine exited with {exit_code}")
 
 
 class EngineOutputTooLarge(EngineError):
@@ -46,3 +46,8 @@ class EngineOutputTooLarge(EngineError):
 
 class EngineOutputInvalid(EngineError):
     """A command's output could not be understood (for example, not a JSON object)."""
+
+
+def _named(step: str | None) -> str:
+    """A step as a message's subject (the command line is kept out of messages)."""
+    return step or "The engine's command"

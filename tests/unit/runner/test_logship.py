@@ -208,7 +208,7 @@ def test_the_streamed_bytes_are_the_start_of_the_final_log(
 
 def test_engine_errors_name_each_error_with_its_detail() -> None:
     text = (
-        "$ terraform plan -input=false -no-color\n"
+        "==> Planning\n"
         "\n"
         "Error: Reference to undeclared input variable\n"
         "\n"
@@ -225,6 +225,9 @@ def test_engine_errors_name_each_error_with_its_detail() -> None:
         "│ \n"
         "│   on main.tf line 3\n"
         "╵\n"
+        # (the runner's next step ends the block)
+        "==> Reading the saved plan\n"
+        "Reading the saved plan failed: the engine exited with 1\n"
     )
     assert engine_errors(text, 2000) == (
         "Error: Reference to undeclared input variable\n"
