@@ -292,6 +292,7 @@ class InMemoryWorkspaces:
         approval_window_seconds: int | None = None,
         execution_mode: str | None = None,
         second_approval: SecondApprovalRule | None = None,
+        expected_settings_version: int | None = None,
     ) -> None:
         given = {
             "terraform_version": terraform_version,
@@ -305,7 +306,13 @@ class InMemoryWorkspaces:
         if not changes:
             return  # as the table: nothing to write, so nothing is checked
         current = self.get_workspace(workspace_id)
-        self.workspaces[workspace_id] = replace(current, **changes)  # type: ignore[arg-type]
+        if expected_settings_version not in (None, current.settings_version):
+            raise ConcurrentChange(f"the settings of workspace {workspace_id} changed")
+        self.workspaces[workspace_id] = replace(
+            current,
+            **changes,  # type: ignore[arg-type]
+            settings_version=current.settings_version + 1,
+        )
 
 
 _NO_PARTS: Mapping[str, RunPart] = MappingProxyType({})

@@ -29,6 +29,7 @@ from functions.dashboard import (
     sign_in,
     workspace_config,
     workspace_config_forms,
+    workspace_page,
 )
 from functions.dashboard.web import (
     ID,
@@ -154,22 +155,20 @@ def logout(request: Request) -> Page:
 
 def workspaces(request: Request) -> Page:
     session = Session(request)
-    listed = sorted(services().workspaces.list_own(session.principal), key=lambda w: w.name)
-    return render(200, "workspaces.html", session=session, workspaces=listed)
+    rows = services().workspace_overview.rows(session.principal)
+    return render(200, "workspaces.html", session=session, rows=rows)
 
 
 def workspace(request: Request, workspace_id: str) -> Page:
     session = Session(request)
     s = services()
     ws = s.workspaces.by_id(session.principal, workspace_id)
-    runs = s.runs.list(session.principal, ws.id)
     cloud = settings_view(ws.id, s.cloud_settings.get(session.principal, ws.id))
     return render(
         200,
         "workspace.html",
         session=session,
         workspace=ws,
-        runs=runs,
         cloud=cloud,
         # As the run API's workspace view has it: None until a schedule checked.
         drift=s.schedules.drift_of(ws.id),
@@ -185,6 +184,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
         default_session_seconds=DEFAULT_SESSION_SECONDS,
         azure_default_audience=AZURE_DEFAULT_AUDIENCE,
         **workspace_config.context(session, ws),
+        **workspace_page.context(session, request, ws),
     )
 
 
@@ -305,6 +305,15 @@ def build_app() -> PageResolver:
         with_session(auto_destroy.postpone)
     )
     _configuration_forms(app)
+    app.get("/ui/workspaces/<workspace_id>/state-versions/<state_version_id>/download")(
+        with_session(workspace_page.download_state)
+    )
+    app.post("/ui/workspaces/<workspace_id>/lock")(with_session(workspace_page.lock))
+    app.post("/ui/workspaces/<workspace_id>/unlock")(with_session(workspace_page.unlock))
+    app.post("/ui/workspaces/<workspace_id>/force-unlock")(
+        with_session(workspace_page.force_unlock)
+    )
+    app.post("/ui/workspaces/<workspace_id>/settings")(with_session(workspace_page.update_settings))
     app.get("/ui/runs/<run_id>")(with_request(run_page))
     app.post("/ui/runs/<run_id>/<decision>")(with_request(decide))
     app.post("/ui/runs/<run_id>/recover")(with_session(actions.recover))

@@ -27,6 +27,7 @@ NAME = "[A-Za-z0-9_-]{1,90}"
 PATH_PARAMETERS = {
     "workspace_id": ID,
     "run_id": ID,
+    "state_version_id": ID,
     "decision": "approve|reject",
     "phase": "plan|apply",
     "installation_id": "[0-9]{1,16}",

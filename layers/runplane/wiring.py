@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from runplane.services.web_sessions import WebSessions
     from runplane.services.workload_identity import WorkloadIdentity
     from runplane.services.workspace_deletion import WorkspaceCleanup, WorkspaceDeletion
+    from runplane.services.workspace_overview import WorkspaceOverview
     from runplane.services.workspaces import Workspaces
     from runplane.store.runs import RunRepository
 
@@ -360,6 +361,13 @@ class Services:
             locks=DynamoWorkspaceLocks(self.run_records),
             engine_reads=DynamoEngineStartReads(),
         )
+
+    @cached_property
+    def workspace_overview(self) -> WorkspaceOverview:
+        from runplane.services.workspace_overview import WorkspaceOverview
+        from runplane.store.workspace_overview import DynamoOverviewReads
+
+        return WorkspaceOverview(self.workspaces, DynamoOverviewReads())
 
     @cached_property
     def workspace_deletion(self) -> WorkspaceDeletion:

@@ -121,10 +121,30 @@ def test_settings_change_only_what_is_given(directory: WorkspaceDirectory) -> No
     directory.create_workspace(_workspace("ws-1", "network"))
     # When its description and approval window are set
     directory.update_settings("ws-1", description="core", approval_window_seconds=60)
-    # Then those two changed and nothing else did
+    # Then those two changed and nothing else did, the change counted once
     assert directory.get_workspace("ws-1") == replace(
-        _workspace("ws-1", "network"), description="core", approval_window_seconds=60
+        _workspace("ws-1", "network"),
+        description="core",
+        approval_window_seconds=60,
+        settings_version=1,
     )
+
+
+def test_a_settings_change_at_a_stale_version_is_refused_and_writes_nothing(
+    directory: WorkspaceDirectory,
+) -> None:
+    # Given a workspace whose settings changed once (version 1)
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    directory.update_settings("ws-1", description="core", expected_settings_version=0)
+    changed = directory.get_workspace("ws-1")
+    # When a change made from version 0 is written
+    with pytest.raises(ConcurrentChange):
+        directory.update_settings("ws-1", description="stale", expected_settings_version=0)
+    # Then nothing changed; at version 1 it is written
+    assert directory.get_workspace("ws-1") == changed
+    directory.update_settings("ws-1", description="next", expected_settings_version=1)
+    assert directory.get_workspace("ws-1").settings_version == 2
 
 
 def test_the_second_approval_rule_is_stored_whole_and_cleared(
@@ -140,7 +160,9 @@ def test_the_second_approval_rule_is_stored_whole_and_cleared(
     directory.update_settings("ws-1", second_approval=SecondApprovalRule())
     # Then it read back whole, and then as off, with nothing else changed
     assert set_rule == rule
-    assert directory.get_workspace("ws-1") == _workspace("ws-1", "network")
+    assert directory.get_workspace("ws-1") == replace(
+        _workspace("ws-1", "network"), settings_version=2
+    )
 
 
 def test_settings_of_an_unknown_workspace_are_not_found_and_write_nothing(

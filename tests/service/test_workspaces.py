@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from runplane.domain.errors import AlreadyExists, InvalidInput, NotFound
+from runplane.domain.errors import AlreadyExists, ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.tfe_runs import ExecutionMode
 from tests.service.conftest import Tier
 
@@ -91,3 +91,40 @@ def test_settings_updates_are_read_back(tier: Tier) -> None:
     )
     assert (updated.description, updated.approval_window_seconds) == ("core network", 3600)
     assert tier.workspaces.list_own(admin) == [updated]
+
+
+def test_a_settings_change_from_a_stale_form_is_refused_and_writes_nothing(tier: Tier) -> None:
+    # Given a workspace whose settings were changed once since a form showed version 0
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    ws = tier.workspaces.create(admin, "acme", "network")
+    changed = tier.workspaces.update(admin, ws, description="first", expected_settings_version=0)
+    assert changed.settings_version == 1
+    before = copy.deepcopy(tier.directory.workspaces)
+    # When the form that showed version 0 is sent
+    with pytest.raises(ConcurrentChange):
+        tier.workspaces.update(admin, changed, description="stale", expected_settings_version=0)
+    # Then nothing was written
+    assert tier.directory.workspaces == before
+
+
+@pytest.mark.parametrize(
+    ("change", "pointer"),
+    [
+        ({"description": "x" * 1001}, "/description"),
+        ({"terraform_version": "1" * 41}, "/terraform_version"),
+    ],
+)
+def test_a_too_long_description_or_engine_version_is_refused(
+    tier: Tier, change: dict[str, str], pointer: str
+) -> None:
+    # Given a workspace
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    ws = tier.workspaces.create(admin, "acme", "network")
+    before = copy.deepcopy(tier.directory.workspaces)
+    # When a too long value is sent, then it is refused naming the field, writing nothing
+    with pytest.raises(InvalidInput) as refused:
+        tier.workspaces.update(admin, ws, **change)  # type: ignore[arg-type]
+    assert refused.value.pointer == pointer
+    assert tier.directory.workspaces == before

@@ -79,6 +79,9 @@ class Workspace:
     # A pull request's preview: the bound workspace it was made from (set when it is
     # created, never changed), whose policy sets govern it too (docs/github.md).
     preview_of: str | None = None
+    # Counts the changes of the settings above (description to second approval): a
+    # form that showed version N changes them only while they are still at N.
+    settings_version: int = 0
 
     @property
     def locked(self) -> bool:

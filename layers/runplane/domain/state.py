@@ -63,8 +63,8 @@ def parse_json(raw: bytes) -> Any:
     return json.loads(raw, parse_constant=_refuse_constant)
 
 
-def check_state(raw: bytes, *, serial: int, lineage: str, pointer: str | None) -> None:
-    """A raw state document agrees with its declaration.
+def check_state(raw: bytes, *, serial: int, lineage: str, pointer: str | None) -> dict[str, Any]:
+    """A raw state document agrees with its declaration: the document, parsed.
 
     ``pointer`` names the request field that carried it (inline ``state``); for
     a body that IS the state (the upload URL) the pointer goes into the document.
@@ -98,6 +98,7 @@ def check_state(raw: bytes, *, serial: int, lineage: str, pointer: str | None) -
         raise StateRejected("the state's lineage must be a string", at("lineage"))
     if found_lineage != lineage:
         raise StateRejected("the state's lineage differs from the declared lineage", at("lineage"))
+    return state
 
 
 def check_json_state(raw: bytes) -> None:
@@ -143,6 +144,11 @@ def outputs_of(state: Any) -> list[Output]:
         for name, spec in sorted(found.items())
         if isinstance(spec, dict) and _OUTPUT_NAME.fullmatch(name)
     ]
+
+
+def masked(outputs: list[Output]) -> list[Output]:
+    """The outputs as a page may show them: a sensitive one's value withheld (None)."""
+    return [Output(out.name, None, out.type, True) if out.sensitive else out for out in outputs]
 
 
 def output_id(state_version_id: str, name: str) -> str:
@@ -201,6 +207,9 @@ class StateVersion:
     lock_id: str | None = None
     # When the JSON state of a still-pending version arrived (a claim on its upload).
     claimed_at: datetime | None = None
+    # How many resource instances it manages, counted when it was published (None:
+    # published before they were counted, or not yet).
+    resources: int | None = None
 
 
 @dataclass(frozen=True)

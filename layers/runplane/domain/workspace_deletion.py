@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import InvalidInput, StateRejected
@@ -80,6 +80,11 @@ def managed_resources(raw: bytes) -> int:
         state = parse_json(raw)
     except (ValueError, RecursionError):
         raise StateRejected("the workspace's current state is not valid JSON") from None
+    return managed_resources_of(state)
+
+
+def managed_resources_of(state: Any) -> int:
+    """``managed_resources`` of a parsed state document."""
     resources = state.get("resources") if isinstance(state, dict) else None
     count = 0
     for resource in resources if isinstance(resources, list) else ():

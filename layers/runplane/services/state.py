@@ -30,7 +30,7 @@ import binascii
 import hashlib
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from runplane.domain.state import (
     check_declaration,
     check_json_state,
     check_state,
+    masked,
     outputs_of,
     parse_json,
     parse_output_id,
@@ -75,7 +76,17 @@ UPLOAD_URL_LIFETIME = timedelta(minutes=5)
 UPLOAD_TOKEN_PREFIX = "rpu_"
 STATE_POINTER = "/data/attributes/state"
 
-__all__ = ["Output", "PendingUpload", "StateVersions"]
+__all__ = ["Output", "PendingUpload", "StateSummary", "StateVersions"]
+
+
+@dataclass(frozen=True)
+class StateSummary:
+    """A workspace's current state as a person reads it: the version, how many resource
+    instances it manages, and its outputs with every sensitive value withheld."""
+
+    version: StateVersion
+    resources: int
+    outputs: list[Output]
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,22 @@ class StateVersions:
     def outputs(self, principal: Principal, workspace_id: str) -> tuple[StateVersion, list[Output]]:
         version = self.current(principal, workspace_id)
         return version, self._outputs_of(principal, version)
+
+    def summary(self, principal: Principal, workspace_id: str) -> StateSummary | None:
+        """The workspace's current state summarized (None: it has no state yet), for
+        callers who may read state. Sensitive output values never leave here."""
+        from runplane.domain.workspace_deletion import managed_resources_of
+
+        try:
+            version = self.current(principal, workspace_id)
+        except NotFound:
+            # The workspace itself is checked first: only a missing state is None.
+            self._workspaces.by_id(principal, workspace_id)
+            return None
+        if version.status != FINALIZED:
+            return StateSummary(version, 0, [])
+        state = parse_json(self.download(principal, version.id))
+        return StateSummary(version, managed_resources_of(state), masked(outputs_of(state)))
 
     def version_outputs(
         self, principal: Principal, sv_id: str
@@ -355,8 +382,12 @@ class StateVersions:
             raise ArtifactTooLarge(self._max_bytes)
         if hashlib.md5(raw, usedforsecurity=False).hexdigest() != version.md5:
             raise StateRejected("the state's MD5 does not match the declared md5", pointer)
-        check_state(raw, serial=version.serial, lineage=version.lineage, pointer=pointer)
+        state = check_state(raw, serial=version.serial, lineage=version.lineage, pointer=pointer)
         from runplane.domain.artifacts import ArtifactKind
+        from runplane.domain.workspace_deletion import managed_resources_of
+
+        # Counted once here, so a listing of workspaces shows it without their states.
+        version = replace(version, resources=managed_resources_of(state))
 
         artifact = self._artifacts().put(version.organization_id, ArtifactKind.STATE, [raw])
         assert artifact.sha256 is not None

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from runplane.services.runner_authority import ApplyAuthority
 
 TAGS_POINTER = "/data/attributes/tag-names"
+# As the Cloud API's workspace attributes allow.
+MAX_DESCRIPTION = 1000
+MAX_ENGINE_VERSION = 40
 # How long a plan may wait for a decision (default seven days, set by deployment).
 MIN_APPROVAL_WINDOW = 1
 MAX_APPROVAL_WINDOW = 30 * 24 * 3600
@@ -244,8 +247,21 @@ class Workspaces:
         approval_window_seconds: int | None = None,
         execution_mode: ExecutionMode | None = None,
         second_approval: SecondApprovalRule | None = None,
+        expected_settings_version: int | None = None,
     ) -> Workspace:
+        """Change the settings given (None: unchanged). ``expected_settings_version``:
+        the version the caller showed; if they changed since, ``ConcurrentChange`` (409)
+        and nothing is written."""
         principal.require(Permission.WORKSPACE_UPDATE)
+        if description is not None and len(description) > MAX_DESCRIPTION:
+            raise InvalidInput(
+                f"the description is at most {MAX_DESCRIPTION} characters", "/description"
+            )
+        if terraform_version is not None and len(terraform_version) > MAX_ENGINE_VERSION:
+            raise InvalidInput(
+                f"the engine version is at most {MAX_ENGINE_VERSION} characters",
+                "/terraform_version",
+            )
         if tags is not None:
             tags = valid_tags(tags, TAGS_POINTER)
         if approval_window_seconds is not None and not (
@@ -263,6 +279,7 @@ class Workspaces:
             approval_window_seconds=approval_window_seconds,
             execution_mode=None if execution_mode is None else ExecutionMode(execution_mode).value,
             second_approval=second_approval,
+            expected_settings_version=expected_settings_version,
         )
         return self._directory.get_workspace(workspace.id)
 

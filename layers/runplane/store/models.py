@@ -183,6 +183,8 @@ class WorkspaceItem(TableItem):
     # Absent: "local" (clients run the engine; remote mode runs it here).
     execution_mode = UnicodeAttribute(null=True)
     tag_names: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, default=list)  # type: ignore[arg-type]
+    # How many times the settings changed (absent: never), for stale-form refusals.
+    settings_version = NumberAttribute(null=True)
     # FIFO queue of runs waiting for the reservation: seq numbers the next
     # waiter, length counts those still waiting.
     queue_seq = NumberAttribute(default=0)
@@ -385,6 +387,8 @@ class StateVersionItem(TableItem):
     provenance = JSONAttribute(null=True)
     # When the JSON state of a pending version arrived: a claim on that upload.
     claimed_at = UTCDateTimeAttribute(null=True)
+    # The resource instances it manages, counted when published (absent: not counted).
+    resources = NumberAttribute(null=True)
 
 
 class UploadTokenItem(TableItem):

@@ -64,6 +64,7 @@ def _item(version: StateVersion) -> StateVersionItem:
         created_by=version.created_by,
         predecessor_id=version.predecessor_id,
         provenance=dict(version.provenance or {}, lock_id=version.lock_id),
+        resources=version.resources,
     )
 
 
@@ -116,6 +117,7 @@ def to_version(item: StateVersionItem) -> StateVersion:
         provenance=provenance or None,
         lock_id=lock_id,
         claimed_at=item.claimed_at,
+        resources=None if item.resources is None else int(item.resources),
     )
 
 
@@ -336,6 +338,11 @@ def finalize(
                 StateVersionItem.predecessor_id.set(authority.predecessor_id)
                 if authority.predecessor_id
                 else StateVersionItem.predecessor_id.remove(),
+                *(
+                    []
+                    if version.resources is None
+                    else [StateVersionItem.resources.set(version.resources)]
+                ),
             ],
             condition=StateVersionItem.status == PENDING,
             on_refused=lambda current: Conflict(f"state version {version.id} is not pending"),

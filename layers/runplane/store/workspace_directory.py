@@ -50,6 +50,7 @@ class DynamoWorkspaceDirectory:
         approval_window_seconds: int | None = None,
         second_approval: SecondApprovalRule | None = None,
         execution_mode: str | None = None,
+        expected_settings_version: int | None = None,
     ) -> None:
         store.update_settings(
             workspace_id,
@@ -59,4 +60,5 @@ class DynamoWorkspaceDirectory:
             approval_window_seconds=approval_window_seconds,
             second_approval=second_approval,
             execution_mode=execution_mode,
+            expected_settings_version=expected_settings_version,
         ).commit()

@@ -134,7 +134,10 @@ def update_settings(
     approval_window_seconds: int | None = None,
     execution_mode: str | None = None,
     second_approval: SecondApprovalRule | None = None,
+    expected_settings_version: int | None = None,
 ) -> Transaction:
+    """Set the given settings and count the change; with ``expected_settings_version``,
+    only while the settings are still at that version (else ``ConcurrentChange``)."""
     actions: list[Action] = []
     if second_approval is not None:
         text = second_approval.to_text()
@@ -152,12 +155,28 @@ def update_settings(
         actions.append(WorkspaceItem.tag_names.set(list(tag_names)))
     if not actions:
         return Transaction()
-    return Transaction().update(
-        _ws(workspace_id),
-        actions,
-        condition=(WorkspaceItem.workspace_id == workspace_id)
-        & WorkspaceItem.deleted_at.does_not_exist(),
-        on_refused=lambda current: NotFound("workspace", workspace_id),
+    actions.append(WorkspaceItem.settings_version.add(1))
+    condition = (WorkspaceItem.workspace_id == workspace_id) & (
+        WorkspaceItem.deleted_at.does_not_exist()
+    )
+    if expected_settings_version is not None:
+        at_version = WorkspaceItem.settings_version == expected_settings_version
+        if expected_settings_version == 0:
+            at_version = at_version | WorkspaceItem.settings_version.does_not_exist()
+        condition = condition & at_version
+
+    def refused(current: Item | None) -> Exception:
+        if current is None or current.get("deleted_at") is not None:
+            return NotFound("workspace", workspace_id)
+        return stale_settings(workspace_id)
+
+    return Transaction().update(_ws(workspace_id), actions, condition=condition, on_refused=refused)
+
+
+def stale_settings(workspace_id: str) -> ConcurrentChange:
+    return ConcurrentChange(
+        f"the settings of workspace {workspace_id} changed since the form was shown; "
+        "nothing was changed: reload the page and make the change again"
     )
 
 
@@ -260,6 +279,7 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         execution_mode=item.execution_mode or "local",
         second_approval=SecondApprovalRule.from_text(item.second_approval),
         preview_of=item.preview_of,
+        settings_version=int(item.settings_version or 0),
     )
 
 

@@ -37,8 +37,10 @@ class WorkspaceDirectory(Protocol):
       ``AlreadyExists`` and writes nothing.
     - ``get_*`` raises ``NotFound``; ``find_*_id`` returns None for an unknown name.
     - ``list_workspaces`` is in name order.
-    - ``update_settings`` sets only the settings given; an unknown workspace raises
-      ``NotFound`` and writes nothing.
+    - ``update_settings`` sets only the settings given and adds one to the workspace's
+      ``settings_version`` (nothing given: nothing written); an unknown workspace raises
+      ``NotFound``, and settings no longer at ``expected_settings_version`` (when given)
+      raise ``ConcurrentChange``, and write nothing.
     - ``delete_workspace`` frees the workspace's name, marks it deleted by ``deleted_by``
       at ``event.at`` and records the audit ``event``, in one write, only while the
       workspace is as read: its fence and current state version unchanged, no writer,
@@ -76,6 +78,7 @@ class WorkspaceDirectory(Protocol):
         approval_window_seconds: int | None = None,
         execution_mode: str | None = None,
         second_approval: SecondApprovalRule | None = None,
+        expected_settings_version: int | None = None,
     ) -> None: ...
 
 
