@@ -68,9 +68,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     ledger = InMemoryRunLedger(clock, ids)
     drifts: dict[str, Drift] = {}
 
-    def move_in_memory(
-        run: Run, target: RunStatus, updates: dict[str, Any] | None = None
-    ) -> None:
+    def move_in_memory(run: Run, target: RunStatus, updates: dict[str, Any] | None = None) -> None:
         ledger.move(run, target, actor="user:ada", run_updates=updates)
 
     return Backend(

@@ -91,9 +91,7 @@ def test_each_category_is_listed_and_approvals_soonest_deadline_first(
     assert view["awaiting_approval"][0]["time_left"] == "4h 59m left"
     assert view["awaiting_approval"][0]["created_by"] == "user:ada"
     assert [e["run_id"] for e in view["needs_recovery"]] == ["run-stuck"]
-    assert [(e["run_id"], e["status"]) for e in view["failed"]] == [
-        ("run-failed", "plan_failed")
-    ]
+    assert [(e["run_id"], e["status"]) for e in view["failed"]] == [("run-failed", "plan_failed")]
     assert [e["workspace_name"] for e in view["drift"]] == ["e"]
     assert view["count"] == 5 == attention.count(admin)
 
