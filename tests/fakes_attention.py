@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from runplane.domain.attention import FAILED_STATUSES, Notice
+from runplane.domain.attention import FAILED_STATUSES, RECOVERABLE_STATUSES, Notice
 from runplane.domain.entities import Run
 from runplane.domain.parts import PlanEvidence
-from runplane.domain.recovery import RECOVERABLE_STATUSES
 from runplane.domain.run import RunStatus
 from runplane.domain.schedules import Drift
 from tests.fakes import InMemoryRuns

@@ -704,7 +704,7 @@ class Services:
     def attention(self) -> Attention:
         """The attention inbox (and the dashboard header's count)."""
         from runplane.services.attention import Attention
-        from runplane.store.attention import DynamoAttentionIndex
+        from runplane.store.attention_index import DynamoAttentionIndex
 
         return Attention(self.clock, self.workspaces, DynamoAttentionIndex())
 

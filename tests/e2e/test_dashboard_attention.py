@@ -87,7 +87,8 @@ def test_the_inbox_lists_an_organizations_own_approvals_on_the_page_api_and_cli(
     assert 'class="time-left">6d 23h left<' in text
     assert '<span class="count">1</span><span class="count-meaning"> item needs a person' in text
     # And nothing of the other organization
-    assert theirs["id"] not in text and "attn-theirs" not in text
+    assert theirs["id"] not in text
+    assert "attn-theirs" not in text
     # And every other page carries the same count in its header
     assert '<span class="count">1</span>' in admin.get(f"{local.url}/", timeout=30).text
 

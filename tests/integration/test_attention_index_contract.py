@@ -20,7 +20,7 @@ from runplane.domain.schedules import Drift
 from runplane.domain.transitions import MAIN_PATH
 from runplane.services.attention import AttentionIndex
 from runplane.store import run_parts, schedules
-from runplane.store.attention import DynamoAttentionIndex
+from runplane.store.attention_index import DynamoAttentionIndex
 from runplane.store.runs import RunRepository
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 from tests.fakes_attention import InMemoryAttentionIndex

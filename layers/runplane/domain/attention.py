@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from runplane.domain.entities import Workspace
-from runplane.domain.recovery import RECOVERABLE_STATUSES
-from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run import INTERVENTION_STATUSES, RunKind, RunStatus
 
 
 class Category(StrEnum):
@@ -24,6 +23,9 @@ class Category(StrEnum):
     DRIFT = "drift"
 
 
+# The endings recovery takes (``domain.recovery.RECOVERABLE_STATUSES``, named here so
+# that every move of a run, which writes the index, need not load recovery's rules).
+RECOVERABLE_STATUSES: frozenset[RunStatus] = INTERVENTION_STATUSES | {RunStatus.APPLY_FAILED}
 # A run that ended in one of these failed; it is listed for a while (below).
 FAILED_STATUSES: frozenset[RunStatus] = frozenset(
     {

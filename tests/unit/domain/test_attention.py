@@ -25,3 +25,11 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def test_time_left_is_said_in_the_two_largest_units(left: timedelta, said: str) -> None:
     # Given a deadline ``left`` from now; When it is said; Then it reads as a person would
     assert time_left(NOW + left, NOW) == said
+
+
+def test_the_inbox_names_the_same_recoverable_endings_as_recovery() -> None:
+    # Given the endings the inbox lists as needing recovery, and those recovery takes
+    from runplane.domain import attention, recovery
+
+    # Then they are the same
+    assert attention.RECOVERABLE_STATUSES == recovery.RECOVERABLE_STATUSES
