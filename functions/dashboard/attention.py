@@ -7,7 +7,7 @@ caller's own workspaces and holds every rule of what is listed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from functions.dashboard.web import Page, Request
 from runplane.domain.identity import Permission
@@ -31,10 +31,14 @@ def page(request: Request, session: Session) -> Page:
     )
 
 
-def header_count(session: Session | None) -> int | None:
+def header_count(session: Session | Any) -> int | None:
     """How many items wait for a person in the caller's inbox; None (no link) for a
     caller who may not read it. Costs two queries and one batch read per 100 of the
     caller's workspaces (docs/dashboard.md, "Attention")."""
-    if session is None or not session.principal.permissions >= _NEEDED:
+    # Pages rendered without a signed-in principal's permissions (a template rendered
+    # on its own, say) show no count rather than fail.
+    principal = getattr(session, "principal", None)
+    permissions: frozenset[Permission] = getattr(principal, "permissions", frozenset())
+    if principal is None or not permissions >= _NEEDED:
         return None
-    return services().attention.count(session.principal)
+    return services().attention.count(principal)
