@@ -67,6 +67,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/webhooks/github",
     ),
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
+    "attention": ("/api/v1/attention",),
     "runner": (
         "/api/v1/runner/sessions",
         "/api/v1/runner/downloads/<artifact_id>",

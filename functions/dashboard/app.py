@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from functions.dashboard import (
     actions,
     assets,
+    attention,
     auto_destroy,
     cloud,
     drift,
@@ -86,6 +87,7 @@ def templates() -> Environment:
     )
     environment.filters.update(formatting.FILTERS)
     environment.globals["asset_url"] = assets.asset_url
+    environment.globals["attention_count"] = attention.header_count
     return environment
 
 
@@ -322,6 +324,7 @@ def build_app() -> PageResolver:
     app.get("/ui/runs/<run_id>/plan")(with_session(plan.page))
     app.get("/app/<organization>/<workspace>/runs/<run_id>")(terraform_run_link)
     app.get(github.PAGE_PATH)(with_session(github.page))
+    app.get(attention.PAGE_PATH)(with_session(attention.page))
     app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))
     app.get(CONNECT_PATH)(with_request(github.callback))
     app.post(f"{github.PAGE_PATH}/installations/<installation_id>/release")(

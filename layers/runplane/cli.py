@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane import (
+    cli_attention,
     cli_auto_destroy,
     cli_cloud,
     cli_delete,
@@ -1067,6 +1068,7 @@ def parser() -> argparse.ArgumentParser:
         add(commands)
     cli_github.add_parser(commands, _add, _client)
     cli_variable_sets.add_parser(commands, _add, _client)
+    cli_attention.add_parser(commands, _add, _client)
     return root
 
 

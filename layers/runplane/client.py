@@ -476,6 +476,11 @@ class Client:
         )
         return result
 
+    def attention(self) -> dict[str, Any]:
+        """What waits for a person across the organization's workspaces."""
+        result: dict[str, Any] = self._call("GET", "/api/v1/attention")
+        return result
+
     def auto_destroy(self, workspace_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/auto-destroy"

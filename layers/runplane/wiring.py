@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from runplane.domain.ids import IdGenerator
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
+    from runplane.services.attention import Attention
     from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
@@ -714,6 +715,14 @@ class Services:
             # Its notices are outbox events, written with the records of them.
             self.run_events.announce,
         )
+
+    @cached_property
+    def attention(self) -> Attention:
+        """The attention inbox (and the dashboard header's count)."""
+        from runplane.services.attention import Attention
+        from runplane.store.attention_index import DynamoAttentionIndex
+
+        return Attention(self.clock, self.workspaces, DynamoAttentionIndex())
 
     @cached_property
     def workload_identity(self) -> WorkloadIdentity:

@@ -20,6 +20,7 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, Transitioned
 from runplane.store import audit
+from runplane.store.attention import attention_writes
 from runplane.store.models import (
     STAGE_PREFIX,
     RunItem,
@@ -187,7 +188,8 @@ class RunRepository:
         together with writes of its own (a capability redemption).
 
         The transaction holds the conditional status+version update, the stage
-        changes the transition table prescribes, the audit event, the
+        changes the transition table prescribes, the audit event, the attention
+        index's notice of the run (``store.attention``), the
         caller's ``extra_writes`` and the outbox events ``announce`` builds from
         the move (so an event exists exactly when its move committed). The
         version condition proves the snapshot (and so the facts the table's
@@ -242,6 +244,8 @@ class RunRepository:
             on_refused=rejected,
         )
         tx.extend(extra_writes)
+        deadline = updates.get("approval_expires_at", run.approval_expires_at)
+        tx.extend([attention_writes(run, target, now, deadline)])
         moved = Transitioned(run.id, run.status, target, version, row.event, now)
         if announce is not None:
             tx.extend(announce(moved))
