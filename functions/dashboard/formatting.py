@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jinja2 import pass_context
+from jinja2 import Undefined, pass_context
 from jinja2.runtime import Context
 from markupsafe import Markup
 
@@ -92,18 +92,21 @@ def span(seconds: float) -> str:
 
 
 def relative(moment: datetime, now: datetime) -> str:
-    """``just now``, ``5 minutes ago``, ``in 6 days``: the largest whole unit."""
+    """``just now``, ``5 minutes ago``, ``in 2 days``: rounded to the nearest unit, a
+    unit only once most of it has passed (47 hours is "2 days", 20 hours "20 hours")."""
     delta = (moment - now).total_seconds()
     ahead = delta > 0
     seconds = abs(delta)
     if seconds < 45:
-        return "just now" if not ahead else "in a few seconds"
-    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
-        if seconds >= size:
-            count = int(seconds // size)
-            words = f"{count} {unit}{'' if count == 1 else 's'}"
-            return f"in {words}" if ahead else f"{words} ago"
-    return "in 1 minute" if ahead else "1 minute ago"
+        return "in a few seconds" if ahead else "just now"
+    if seconds < 45 * 60:
+        count, unit = max(1, round(seconds / 60)), "minute"
+    elif seconds < 22 * 3600:
+        count, unit = max(1, round(seconds / 3600)), "hour"
+    else:
+        count, unit = max(1, round(seconds / 86_400)), "day"
+    words = f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"in {words}" if ahead else f"{words} ago"
 
 
 def _now(context: Context) -> datetime:
@@ -185,15 +188,22 @@ def person(ref: Any, me: str | None = None) -> Markup:
     return Markup('<span class="person" title="{}">{}</span>').format(ref, shown)
 
 
+def _status(status: Any) -> str:
+    """A status given as an enum member, its value, or nothing (a missing field)."""
+    if status is None or isinstance(status, Undefined):
+        return ""
+    return str(getattr(status, "value", status))
+
+
 def tone(status: Any) -> str:
     """The badge class of a status: ``ok``, ``wait``, ``warn``, ``busy``, ``bad``,
     ``alert`` or ``off``."""
-    return _TONES.get(str(getattr(status, "value", status)), "off")
+    return _TONES.get(_status(status), "off")
 
 
 def badge(status: Any, label: str | None = None) -> Markup:
     """A status as a coloured badge with words (never colour alone)."""
-    value = str(getattr(status, "value", status) or "")
+    value = _status(status)
     text = label if label is not None else value.replace("_", " ")
     return Markup('<span class="badge badge-{}" data-status="{}">{}</span>').format(
         tone(value), value, text

@@ -19,7 +19,6 @@ from runplane.domain.notifications import DestinationKind
 from runplane.domain.run_events import NOTIFIABLE
 from runplane.domain.schedules import ScheduleKind
 from runplane.domain.variables import VariableCategory
-from runplane.services.schedules import view as schedule_view
 from runplane.wiring import services
 
 if TYPE_CHECKING:
@@ -33,6 +32,9 @@ TRIGGER_RUN_KINDS = ("plan_and_apply", "plan_only")
 def context(session: Session, workspace: Workspace) -> dict[str, Any]:
     """What ``ws_config.html`` shows of ``workspace`` to ``session``'s caller."""
     principal = session.principal
+    # Loaded with the first workspace page, not with every dashboard cold start.
+    from runplane.services.schedules import view as schedule_view
+
     s = services()
     granted = principal.permissions
     may_edit = Permission.WORKSPACE_UPDATE in granted

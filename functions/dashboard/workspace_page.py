@@ -15,13 +15,13 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from functions.dashboard.web import Page, Request, redirect, reply
+from runplane.domain.entities import MAX_APPROVAL_WINDOW
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.identity import Forbidden, Permission
 from runplane.domain.paging import Page as Listing
 from runplane.domain.second_approval import MAX_DESTROYS_OVER, SecondApprovalRule
 from runplane.domain.state import Output, simple_type
 from runplane.domain.tfe_runs import ExecutionMode
-from runplane.services.workspaces import MAX_APPROVAL_WINDOW
 from runplane.wiring import services
 
 if TYPE_CHECKING:

@@ -45,6 +45,8 @@ class Site:
             "workspace": f"/ui/workspaces/{self.workspace_id}",
             "run-awaiting-approval": f"/ui/runs/{self.waiting_run}",
             "run-applied": f"/ui/runs/{self.applied_run}",
+            "plan": f"/ui/runs/{self.waiting_run}/plan",
+            "attention": "/ui/attention",
             "github": "/ui/github",
             "not-found": "/ui/runs/run-does-not-exist",
         }

@@ -43,6 +43,11 @@ def valid_tags(tags: tuple[str, ...], pointer: str | None = None) -> tuple[str, 
     return tuple(dict.fromkeys(tags))
 
 
+# How long a plan may wait for a decision (default seven days, set by deployment).
+MIN_APPROVAL_WINDOW = 1
+MAX_APPROVAL_WINDOW = 30 * 24 * 3600
+
+
 @dataclass(frozen=True)
 class Organization:
     id: str

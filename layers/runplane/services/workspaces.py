@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from runplane.domain.clock import Clock
-from runplane.domain.entities import LockHolder, Organization, Workspace, valid_name, valid_tags
+from runplane.domain.entities import (
+    MAX_APPROVAL_WINDOW,
+    MIN_APPROVAL_WINDOW,
+    LockHolder,
+    Organization,
+    Workspace,
+    valid_name,
+    valid_tags,
+)
 from runplane.domain.errors import (
     ConcurrentChange,
     InvalidInput,
@@ -40,9 +48,6 @@ TAGS_POINTER = "/data/attributes/tag-names"
 # As the Cloud API's workspace attributes allow.
 MAX_DESCRIPTION = 1000
 MAX_ENGINE_VERSION = 40
-# How long a plan may wait for a decision (default seven days, set by deployment).
-MIN_APPROVAL_WINDOW = 1
-MAX_APPROVAL_WINDOW = 30 * 24 * 3600
 _ATTEMPTS = 5
 K = TypeVar("K")
 V = TypeVar("V")
