@@ -168,7 +168,7 @@ def test_a_destroy_run_and_a_drifted_workspace_read_well_at_desktop_and_phone_wi
     postpone.click()
     later = (in_two_days + timedelta(days=1)).isoformat()
     expect(due.locator("time")).to_have_attribute("datetime", later)
-    expect(page.locator("#auto-destroy")).to_contain_text("Postponed to")
+    expect(page.locator("#auto-destroy-postponed")).to_contain_text("Postponed by you: now due")
     assert client.auto_destroy(ws)["postponed_by"].startswith("user:")
     # And no page logged an error
     assert errors == []
