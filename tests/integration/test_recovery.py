@@ -32,6 +32,7 @@ from runplane.services.state import PendingUpload
 from runplane.store import recovery as recovery_store
 from runplane.store import run_parts, state_versions
 from runplane.store import workspaces as workspace_store
+from runplane.store.attention import AttentionItem, attention_partition
 from runplane.store.audit import org_audit_partition
 from runplane.store.models import AuditEventItem, StateVersionItem, state_version_key
 from runplane.store.prefetch import IdentityMap
@@ -146,6 +147,9 @@ def test_verifying_the_unmoved_state_releases_the_workspace_and_keeps_the_run_as
     assert panel["status"] == "required"
     assert panel["state_moved"] is False
     assert panel["publications_since_apply"] == 0
+    # And its notice in the organization's attention index
+    notices = AttentionItem.query(attention_partition(arena.org.id))
+    assert f"RUN#{run_id}" in {notice.sk for notice in notices}
 
     # When an operator verifies the current state
     who = person(arena, "oncall")
@@ -165,6 +169,9 @@ def test_verifying_the_unmoved_state_releases_the_workspace_and_keeps_the_run_as
     assert run_parts.require(run_id, "apply").body["authorization"] == "revoked"
     # And both audit events were written with it
     assert {"run.recovered", "state.recovered"} <= set(audit_types(arena))
+    # And the run's notice has left the organization's attention index
+    notices = AttentionItem.query(attention_partition(arena.org.id))
+    assert f"RUN#{run_id}" not in {notice.sk for notice in notices}
     # And a person can now lock the workspace as usual
     arena.stack.workspaces.lock(who, ws_id, "terraform plan")
 

@@ -7,7 +7,7 @@ transaction, so a notice exists exactly when its move committed):
 
 - ``RUN#<run>``: a run awaiting approval (removed when it leaves that status) or ending in
   a recoverable status (kept: the inbox lists it while the run holds its workspace's
-  writer authority, which recovery releases);
+  writer authority, which recovery releases, and the completed recovery removes it);
 - ``FAILED#<workspace>``: the workspace's latest failed run, replaced by the next
   failure, removed when a later run of the workspace succeeds, and expired by TTL
   after the window the inbox shows failures for (plus a day; reads apply the window).

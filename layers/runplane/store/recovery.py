@@ -8,6 +8,7 @@ from typing import Any
 
 from runplane.domain.errors import ConcurrentChange
 from runplane.domain.recovery import Recovery, RecoveryState
+from runplane.store.attention import AttentionItem, attention_partition
 from runplane.store.models import RecoveryItem, recovery_key
 from runplane.store.transaction import Item, Transaction
 
@@ -115,16 +116,22 @@ def record_target(recovery: Recovery, artifact_id: str, now: datetime) -> Transa
 
 
 def complete(recovery: Recovery, body: Mapping[str, Any], now: datetime) -> Transaction:
-    """Prepared -> completed, by the holder of a lease that has not run out."""
-    return Transaction().update(
-        RecoveryItem(*recovery_key(recovery.run_id)),
-        [
-            RecoveryItem.state.set(RecoveryState.COMPLETED.value),
-            RecoveryItem.body.set(dict(body)),
-            RecoveryItem.updated_at.set(now),
-        ],
-        condition=_exactly(recovery)
-        & (RecoveryItem.holder == recovery.holder)
-        & (RecoveryItem.lease_expires_at > now),
-        on_refused=_moved(recovery.run_id),
+    """Prepared -> completed, by the holder of a lease that has not run out; the run's
+    notice leaves the attention index with it (it no longer needs a person)."""
+    notice = AttentionItem(attention_partition(recovery.organization_id), f"RUN#{recovery.run_id}")
+    return (
+        Transaction()
+        .delete(notice)
+        .update(
+            RecoveryItem(*recovery_key(recovery.run_id)),
+            [
+                RecoveryItem.state.set(RecoveryState.COMPLETED.value),
+                RecoveryItem.body.set(dict(body)),
+                RecoveryItem.updated_at.set(now),
+            ],
+            condition=_exactly(recovery)
+            & (RecoveryItem.holder == recovery.holder)
+            & (RecoveryItem.lease_expires_at > now),
+            on_refused=_moved(recovery.run_id),
+        )
     )
