@@ -67,6 +67,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/webhooks/github",
     ),
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
+    "plans": ("/api/v1/runs/<run_id>/plan",),
     "attention": ("/api/v1/attention",),
     "runner": (
         "/api/v1/runner/sessions",

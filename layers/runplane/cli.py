@@ -26,6 +26,7 @@ from runplane import (
     cli_cloud,
     cli_delete,
     cli_github,
+    cli_plan,
     cli_schedules,
     cli_variable_sets,
     cli_variables,
@@ -850,6 +851,7 @@ def _run_parser(commands: Any) -> None:
     listing = _add(run_commands, "list", "a workspace's runs, newest first", _run_list)
     listing.add_argument("--workspace", required=True, help="workspace name or ws- ID")
     _run_argument(_add(run_commands, "show", "the run review", _run_show))
+    cli_plan.add_parser(run_commands, _add, _client)
     logs = _add(run_commands, "logs", "print the log of a run's plan or apply", _run_logs)
     _run_argument(logs)
     logs.add_argument(

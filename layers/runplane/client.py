@@ -624,6 +624,13 @@ class Client:
         )
         return result
 
+    def run_plan(self, run_id: str, page: int = 1) -> dict[str, Any]:
+        """One page of the run's plan view (``GET /api/v1/runs/{id}/plan``)."""
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/runs/{_seg(run_id)}/plan?page={int(page)}"
+        )
+        return result
+
     def review(self, run_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/api/v1/runs/{_seg(run_id)}")
         return result
