@@ -1,14 +1,16 @@
 """What a workspace listing says needs a person's attention (pure rules).
 
 A workspace needs attention when its latest run waits for an approval, waits for an
-operator's recovery, or failed, or when the last check found drift. Each reason is
-named, never shown by colour alone.
+operator's recovery, or failed (however long ago: the list says how the workspace
+stands, where the attention inbox lists only the last 7 days' failures as news), or
+when the last check found drift. Each reason is named, never shown by colour alone.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from runplane.domain.attention import FAILED_STATUSES
 from runplane.domain.run import INTERVENTION_STATUSES, RunStatus
 
 
@@ -29,16 +31,6 @@ _LABELS = {
     Attention.FAILED: "failed",
     Attention.DRIFTED: "drifted",
 }
-
-# Outcomes a person should look at: the run ended without doing what it was for.
-FAILED_STATUSES = frozenset(
-    {
-        RunStatus.PLAN_FAILED,
-        RunStatus.POLICY_FAILED,
-        RunStatus.APPLY_FAILED,
-        RunStatus.PLAN_CREDENTIALS_REQUIRED,
-    }
-)
 
 
 def attention_of(
