@@ -89,6 +89,8 @@ def test_each_category_is_listed_and_approvals_soonest_deadline_first(
     # and the count is everything listed
     assert [e["run_id"] for e in view["awaiting_approval"]] == ["run-soon", "run-late"]
     assert view["awaiting_approval"][0]["time_left"] == "4h 59m left"
+    # And the one due within a day is flagged as expiring soon, the other not
+    assert [e["expiring_soon"] for e in view["awaiting_approval"]] == [True, False]
     assert view["awaiting_approval"][0]["created_by"] == "user:ada"
     assert [e["run_id"] for e in view["needs_recovery"]] == ["run-stuck"]
     assert [(e["run_id"], e["status"]) for e in view["failed"]] == [("run-failed", "plan_failed")]

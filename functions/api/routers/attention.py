@@ -31,6 +31,9 @@ class AttentionItem(oas.Doc):
     since: str | None = Field(default=None, description="When the run entered its status")
     deadline: str | None = Field(default=None, description="Awaiting approval: the deadline")
     time_left: str | None = Field(default=None, description="Awaiting approval: 2d 4h left")
+    expiring_soon: bool | None = Field(
+        default=None, description="Awaiting approval: the deadline is within 24 hours"
+    )
     plan_summary: dict[str, Any] | None = Field(
         default=None, description="Awaiting approval: the plan's counts"
     )

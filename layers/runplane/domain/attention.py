@@ -132,6 +132,16 @@ def _notice(entry: Entry) -> Notice:
     return entry.notice
 
 
+# An approval whose deadline is this close is flagged: it expires before most people's
+# next working day.
+EXPIRING_SOON = timedelta(hours=24)
+
+
+def expiring_soon(deadline: datetime, now: datetime) -> bool:
+    """Whether the decision must be taken within ``EXPIRING_SOON`` (and still can be)."""
+    return now < deadline <= now + EXPIRING_SOON
+
+
 def time_left(deadline: datetime, now: datetime) -> str:
     """A deadline as a person reads it: ``2d 4h left``, ``3h 5m left``, ``45m left``,
     ``under a minute left``, or ``deadline passed``."""

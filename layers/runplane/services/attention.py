@@ -89,6 +89,9 @@ class Attention:
                 shown["time_left"] = (
                     rules.time_left(notice.deadline, now) if notice.deadline else None
                 )
+                shown["expiring_soon"] = bool(
+                    notice.deadline and rules.expiring_soon(notice.deadline, now)
+                )
                 shown["plan_summary"] = summaries.get(notice.run_id)
             return shown
 
