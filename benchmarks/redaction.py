@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.runner.bounded_log import BoundedLog
-from runplane.runner.redaction import secret_needles
+from runplane.domain.redaction import secret_needles
 
 _SECRET_CHARS = string.ascii_letters + string.digits + "-_!$/+"
 _BASE64 = string.ascii_letters + string.digits + "+/"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from runplane.domain.plan_secrets import Hidden
 from runplane.domain.plan_values import SENSITIVE, Mark, Mismatch, marked
 
 PAGE_SIZE: Final = 100
@@ -602,6 +603,8 @@ def _replace_paths(value: object) -> frozenset[str]:
 
 
 def _shown(value: Any) -> Shown:
+    if isinstance(value, Hidden):
+        return Shown(SENSITIVE_TEXT, ValueKind.SENSITIVE)
     if isinstance(value, Mark):
         if value.sensitive:
             return Shown(SENSITIVE_TEXT, ValueKind.SENSITIVE)
@@ -630,6 +633,8 @@ def _pieces(value: Any) -> Iterator[str]:
     """Compact JSON text of an already marked value, lazily (a cut value stops early)."""
     if isinstance(value, Mark):
         yield SENSITIVE_TEXT if value.sensitive else f"({UNKNOWN_TEXT})"
+    elif isinstance(value, Hidden):
+        yield SENSITIVE_TEXT
     elif isinstance(value, dict):
         yield "{"
         for n, (key, item) in enumerate(value.items()):

@@ -1,7 +1,7 @@
 """The bounded, redacting engine log: what the runner keeps and ships of an engine's output.
 
 What is redacted of each secret (the run's sensitive variable values and the session's
-own credentials; :mod:`runplane.runner.redaction` lists the spellings; the run's other
+own credentials; :mod:`runplane.domain.redaction` lists the spellings; the run's other
 variable values are redacted only as written, the first item below):
 
 - Every non-empty secret, whatever its length, as written: its UTF-8 bytes raw; escaped
@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from runplane.domain.logs import LOG_CAP_BYTES
-from runplane.runner.redaction import (
+from runplane.domain.redaction import (
     MIN_SECRET_LINE,
     MIN_TRANSFORMED_SECRET,
     Needles,

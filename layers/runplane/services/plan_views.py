@@ -7,6 +7,7 @@ the run's workspace visible to the caller; another organization's run is not fou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -16,6 +17,7 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.errors import ArtifactCorrupt, InvalidInput, NotFound
 from runplane.domain.identity import Principal
 from runplane.domain.parts import PlanEvidence
+from runplane.domain.plan_secrets import Secrets, without_secrets
 from runplane.domain.plan_view import (
     MAX_PLAN_JSON_BYTES,
     PAGE_SIZE,
@@ -24,6 +26,7 @@ from runplane.domain.plan_view import (
     build_view,
     parse,
 )
+from runplane.domain.variable_precedence import read_document
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.runs import Runs
 from runplane.services.unit_of_work import UnitsOfWork
@@ -63,6 +66,7 @@ class PlanViews:
         run = self._runs.get(principal, run_id)
         with self._units() as uow:
             part = uow.parts.get(run.id, "plan")
+            run_input = uow.parts.get(run.id, "input")
         if part is None:
             if run.status.is_terminal:
                 return RunPlan(run.id, PlanState.NONE, message="This run ended without a plan.")
@@ -70,12 +74,38 @@ class PlanViews:
         evidence = PlanEvidence.from_body(part.body)
         try:
             document = self._document(run.organization_id, evidence.plan_json_artifact_id)
-            view = build_view(document, page, page_size)
+            secrets = self._secrets(run.organization_id, run_input.body if run_input else {})
+            view = build_view(without_secrets(document, secrets), page, page_size)
+        except RecursionError:
+            return RunPlan(
+                run.id,
+                PlanState.UNAVAILABLE,
+                message="The plan cannot be shown: the plan document is nested too deeply.",
+            )
         except PlanUnreadable as error:
             return RunPlan(
                 run.id, PlanState.UNAVAILABLE, message=f"The plan cannot be shown: {error}."
             )
         return RunPlan(run.id, PlanState.SHOWN, view)
+
+    def _secrets(self, organization_id: str, run_input: Mapping[str, Any]) -> Secrets:
+        """The run's sensitive values (Terraform and environment variables), to be taken
+        out of its plan; read only when the run has one (``PlanUnreadable`` if they
+        cannot be read: a plan is never shown unchecked)."""
+        entries = run_input.get("variables") or []
+        if not any(isinstance(v, Mapping) and v.get("sensitive") for v in entries):
+            return Secrets(())
+        artifact_id = run_input.get("variables_artifact_id")
+        try:
+            raw = self._artifacts.read(organization_id, str(artifact_id))
+            document = read_document(json.loads(raw))
+        except (NotFound, ArtifactCorrupt, ValueError) as error:
+            raise PlanUnreadable("the run's sensitive values cannot be checked") from error
+        names = set(run_input.get("sensitive_variable_names") or [])
+        return Secrets(
+            [value for name, value in document.terraform.items() if name in names]
+            + [value for name, value in document.env.items() if name in document.sensitive_env]
+        )
 
     def _document(self, organization_id: str, artifact_id: str) -> Mapping[str, Any]:
         """The plan's ``show -json`` document, parsed (``PlanUnreadable`` if it is missing,

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runplane.runner import redaction
+from runplane.domain import redaction
 from runplane.runner.bounded_log import MIN_TRANSFORMED_SECRET, BoundedLog
-from runplane.runner.redaction import fold, secret_needles
+from runplane.domain.redaction import fold, secret_needles
 
 MARK = "[redacted]"
 
