@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runplane.runner.bounded_log import BoundedLog
 from runplane.domain.redaction import secret_needles
+from runplane.runner.bounded_log import BoundedLog
 
 _SECRET_CHARS = string.ascii_letters + string.digits + "-_!$/+"
 _BASE64 = string.ascii_letters + string.digits + "+/"

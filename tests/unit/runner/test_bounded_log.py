@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runplane.domain import redaction
-from runplane.runner.bounded_log import MIN_TRANSFORMED_SECRET, BoundedLog
 from runplane.domain.redaction import fold, secret_needles
+from runplane.runner.bounded_log import MIN_TRANSFORMED_SECRET, BoundedLog
 
 MARK = "[redacted]"
 
