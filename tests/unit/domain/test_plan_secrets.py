@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from runplane.domain.plan_secrets import Secrets, without_secrets
-from runplane.domain.plan_view import build_view
+from runplane.domain.plan_view import Shown, ValueKind, build_view
 from tests.unit.domain.test_plan_view import everything, plan, resource, rows
 
 SECRET = "tok-7f3a9c0e5b"
@@ -49,7 +49,8 @@ def test_an_unmarked_secret_in_any_spelling_is_shown_as_sensitive(spelled: str) 
         "content": (None, "(sensitive)"),
         "name": (None, '"x"'),
     }
-    assert [o.diff.rows[0].after for o in view.outputs][0].text == "(sensitive)"
+    [leak] = view.outputs
+    assert leak.diff.rows[0].after == Shown("(sensitive)", ValueKind.SENSITIVE)
     for spelling in (SECRET, SECRET.upper(), base64.b64encode(SECRET.encode()).decode()):
         assert spelling not in text
 
