@@ -22,8 +22,8 @@ RUN_API = "functions.api.app.handler"
 CLOUD_API = "functions.cloud_api.handler.handler"
 AUTHORIZER = "functions.authorizer.handler.handler"
 DASHBOARD = "functions.dashboard.app.handler"
-# /, /ui/{proxy+} and /app/{proxy+} (Terraform's run links).
-DASHBOARD_METHODS = 3
+# /, /ui/{proxy+}, /app/{proxy+} (Terraform's run links) and /favicon.ico.
+DASHBOARD_METHODS = 4
 
 
 def cli_client(stack: Synthesized) -> tuple[str, dict[str, Any]]:
@@ -156,6 +156,7 @@ def test_the_dashboard_is_served_at_the_root_and_under_ui_and_app_with_its_own_s
     for method, path in (
         ("GET", "/"),
         ("GET", "/ui/workspaces/ws-x1"),
+        ("GET", "/favicon.ico"),
         ("GET", "/ui/login"),
         ("POST", "/ui/runs/run-x1/approve"),
         ("GET", "/app/org-x1/ws-x1/runs/run-x1"),
