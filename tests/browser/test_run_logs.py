@@ -30,6 +30,17 @@ _EVERY_CLASS = """pre => {
 }"""
 
 
+def merged(spans: list[list[str]]) -> list[tuple[str, str]]:
+    """Styled runs with neighbours of one style joined (reads may split a run in two)."""
+    runs: list[tuple[str, str]] = []
+    for classes, text in spans:
+        if runs and runs[-1][0] == classes:
+            runs[-1] = (classes, runs[-1][1] + text)
+        else:
+            runs.append((classes, text))
+    return runs
+
+
 def test_a_followed_log_reads_as_a_reload_renders_it_at_desktop_and_phone_widths(
     local: Local, page: Page, shoot: Shoot, tmp_path: Path
 ) -> None:
@@ -52,8 +63,10 @@ def test_a_followed_log_reads_as_a_reload_renders_it_at_desktop_and_phone_widths
     page.reload()
     reloaded = page.locator("#plan-log pre").evaluate(_SHOWN)
     assert followed[0] == reloaded[0]
-    assert [s for s in followed[1] if s[0] == "log-step"] == reloaded[1]
+    assert merged(followed[1]) == merged(reloaded[1])
     assert ["log-step", "==> Planning\n"] in reloaded[1]
+    # And the engine's planned change is coloured as the engine colours it
+    assert any(c == "ansi-fg-2" and "+ resource" in t for c, t in reloaded[1])
     assert "-no-color" not in reloaded[0]
     assert "/engine/" not in reloaded[0]
 

@@ -118,8 +118,42 @@ def test_the_runners_step_lines_are_marked() -> None:
 
     assert segments == [
         ("log-step", "==> Planning\n"),
-        ("", "No changes.\n"),
+        ("ansi-bold", "No changes.\n"),
         ("log-step", "==> Reading the saved plan\n"),
+    ]
+
+
+def test_an_unstyled_engine_line_is_coloured_by_what_it_says() -> None:
+    # Given a plan's log as the engine writes it without colour
+    log = (
+        "- Installing runplane/test v0.1.0...\n"
+        "  # test_thing.a will be created\n"
+        '  + resource "test_thing" "a" {\n'
+        '      ~ name = "a" -> "b"\n'
+        '-/+ resource "test_thing" "c" {\n'
+        '  - resource "test_thing" "d" {\n'
+        ' <= data "test_thing" "e" {\n'
+        "│ Error: Invalid reference\n"
+        "Warning: Deprecated\n"
+        "Plan: 1 to add, 1 to change, 1 to destroy.\n"
+        "\x1b[35m  + styled by the log itself\x1b[0m\n"
+    )
+
+    # Then each line has the colour the engine gives it: changes by their symbol when
+    # indented (init's "- Installing" is not a change), diagnostics and summaries bold,
+    # and a line with its own style keeps it
+    assert [render(line)[0][0] for line in log.splitlines(keepends=True)] == [
+        "",
+        "",
+        "ansi-fg-2",
+        "ansi-fg-3",
+        "ansi-fg-1",
+        "ansi-fg-1",
+        "ansi-fg-4",
+        "ansi-bold ansi-fg-1",
+        "ansi-bold ansi-fg-3",
+        "ansi-bold",
+        "ansi-fg-5",
     ]
 
 

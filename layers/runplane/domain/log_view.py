@@ -21,6 +21,12 @@ dashboard's view is shaped here, at display time:
   directory or configuration (``plan.bin``, ``.terraform/…``), the way the user knows
   the files.
 - **Steps.** The runner's step lines (``==> Planning``) get ``log-step``, to stand out.
+- **The engine's own colours, restored.** The engine runs without colour (its colour
+  codes would split a word-wrapped secret where the log's redaction looks for it), so a
+  line with no style of its own is coloured by what it says, as the engine would have:
+  a planned change by its symbol (indented ``+`` green, ``-``/``-/+`` red, ``~``
+  yellow, ``<=`` blue), ``Error:`` bold red, ``Warning:`` bold yellow, and the summaries
+  (``Plan:``, ``Apply complete!``, ``No changes.``, ``Changes to Outputs:``) bold.
 
 The result is text for ``textContent`` or autoescaping: nothing here is markup.
 Everything is a single left-to-right pass per line (linear in the log's size).
@@ -55,6 +61,26 @@ _SANDBOX_PATH: Final = re.compile(
     r"(?<![\w.:/~+@-])/(?:[\w.+@-]+/)*?(?:engine|runner)/(?:config/)?(?=[^\s/])"
 )
 _EXTENDED_COLOUR: Final = frozenset({"38", "48", "58"})
+# An engine line's colour by what it says (the classes of the ANSI colours it would use).
+# A diagnostic's lines carry the box the engine draws around it ("│ Error: ...").
+_BOX: Final = "│ "
+_CHANGE_SYMBOLS: Final = (
+    ("-/+ ", "ansi-fg-1"),
+    ("+/- ", "ansi-fg-1"),
+    ("<= ", "ansi-fg-4"),
+    ("+ ", "ansi-fg-2"),
+    ("- ", "ansi-fg-1"),
+    ("~ ", "ansi-fg-3"),
+)
+_HEADINGS: Final = (
+    ("Error: ", "ansi-bold ansi-fg-1"),
+    ("Warning: ", "ansi-bold ansi-fg-3"),
+    ("Plan: ", "ansi-bold"),
+    ("Apply complete!", "ansi-bold ansi-fg-2"),
+    ("Destroy complete!", "ansi-bold ansi-fg-2"),
+    ("No changes.", "ansi-bold"),
+    ("Changes to Outputs:", "ansi-bold"),
+)
 
 
 # A style: (bold, colour 0-15 or None). Plain tuples: a log has many thousands.
@@ -150,10 +176,29 @@ def _line(line: str) -> list[Segment]:
     if position < len(line):
         styled.append((_classes(style), line[position:]))
     step = bool(styled) and styled[0][1].startswith(STEP_PREFIX)
-    return [
-        (_with_step(classes) if step else classes, _SANDBOX_PATH.sub("", part))
-        for classes, part in styled
-    ]
+    if step:
+        return [(_with_step(classes), _SANDBOX_PATH.sub("", part)) for classes, part in styled]
+    if styled and all(not classes for classes, _ in styled):
+        colour = _engine_colour("".join(part for _, part in styled))
+        return [(colour, _SANDBOX_PATH.sub("", part)) for _, part in styled]
+    return [(classes, _SANDBOX_PATH.sub("", part)) for classes, part in styled]
+
+
+def _engine_colour(line: str) -> str:
+    """The classes the engine's colours would give an unstyled line ("" for none)."""
+    text = line.lstrip(" ")
+    indented = len(text) < len(line)
+    if text.startswith(_BOX):
+        text = text[len(_BOX) :]
+    for heading, classes in _HEADINGS:
+        if text.startswith(heading):
+            return classes
+    # Only an indented symbol is a planned change (`- Installing ...` is init's); the
+    # engine writes a replacement's three-character symbol from the line's start.
+    for symbol, classes in _CHANGE_SYMBOLS:
+        if text.startswith(symbol) and (indented or len(symbol) == 4):
+            return classes
+    return ""
 
 
 def _with_step(classes: str) -> str:
