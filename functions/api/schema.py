@@ -379,6 +379,9 @@ class Review(Doc):
     created_at: str
     updated_at: str
     created_by: str | None
+    created_by_display: str | None = Field(
+        default=None, description="Who created the run, in words (User alice)"
+    )
     workflow: Workflow
     stages: list[StageView]
     input: RunInput

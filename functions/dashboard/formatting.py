@@ -162,18 +162,20 @@ def seconds(value: Any) -> str:
     return ""
 
 
-def person(ref: Any, me: str | None = None) -> Markup:
-    """Who a principal reference (``kind:id``) is, for a reader: ``you``, ``API token
-    tok-1``, ``GitHub``, ``Runplane (auto-destroy)``; the full reference on hover."""
+def person(ref: Any, me: str | None = None, display: Any = None) -> Markup:
+    """Who a principal reference (``kind:id``) is, for a reader: ``you``, a user's name,
+    ``ci (API token)``, ``GitHub``, ``Runplane (auto destroy)``; the reference on hover.
+    ``display`` is the principal's own words when the record kept them (``User ci``)."""
     if not isinstance(ref, str) or not ref:
         return Markup('<span class="none">—</span>')
     kind, _, rest = ref.partition(":")
+    named = display.removeprefix("User ").strip() if isinstance(display, str) else ""
     if me is not None and ref == me:
         shown = "you"
     elif kind == "user":
-        shown = rest
+        shown = named or rest
     elif kind == "token":
-        shown = f"API token {rest}"
+        shown = f"{named} (API token)" if named else f"API token {rest}"
     elif kind == "system":
         what = rest.partition(":")[0]
         shown = f"Runplane ({what.replace('-', ' ')})" if what else "Runplane"
@@ -184,7 +186,7 @@ def person(ref: Any, me: str | None = None) -> Markup:
     elif kind == "runner":
         shown = "the runner"
     else:
-        shown = ref
+        shown = named or ref
     return Markup('<span class="person" title="{}">{}</span>').format(ref, shown)
 
 

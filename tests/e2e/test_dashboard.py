@@ -149,6 +149,9 @@ def test_approving_through_the_run_page_applies_the_run(local: Local) -> None:
     assert run["input"]["configuration_sha256"] in page
     assert run["approval"]["expires_at"] in page
     assert page.index('id="run-header"') < page.index('id="stage-timeline"')
+    # And names its creator by the token's name, the reference on hover
+    assert run["created_by_display"] == "User admin"
+    assert f'<span class="person" title="{run["created_by"]}">admin (API token)</span>' in page
     fields = form_fields(page, "approve-form")
     assert fields["plan_sha256"] == binding["plan_sha256"]
     assert '<button type="submit" class="primary">Approve</button>' in page

@@ -107,3 +107,19 @@ def test_a_status_badge_has_a_tone_by_meaning_and_says_it_in_words(status: str, 
     page = render("{{ s|badge }}", s=status)
     assert f'class="badge badge-{tone}"' in page
     assert f">{status.replace('_', ' ')}</span>" in page
+
+
+@pytest.mark.parametrize(
+    ("ref", "display", "shown"),
+    [
+        ("token:tok-1", "User ci", "ci (API token)"),
+        ("user:web-7", "User alice (dashboard)", "alice (dashboard)"),
+        ("user:me", "User me", "you"),
+        ("token:tok-1", None, "API token tok-1"),
+    ],
+)
+def test_a_principal_is_named_by_its_own_words_when_the_record_kept_them(
+    ref: str, display: str | None, shown: str
+) -> None:
+    page = render("{{ ref|person('user:me', display) }}", ref=ref, display=display)
+    assert page == f'<span class="person" title="{ref}">{shown}</span>'

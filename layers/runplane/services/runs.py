@@ -39,6 +39,7 @@ from runplane.domain.parts import (
     PlanEvidence,
     RunInput,
     RunPart,
+    optional_text,
 )
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus, dashboard_label
 from runplane.domain.run_options import NO_OPTIONS, RunOptions
@@ -324,6 +325,9 @@ class Runs:
             runner_release=self._runner_release,
         )
         snapshot = {
+            # Who created it, as a person reads it (the review names the creator by
+            # this, beside the reference): the principal's own words, bounded.
+            "created_by_display": principal.display[:200],
             "configuration_version_id": configuration_version_id,
             "configuration_artifact_id": configuration["artifact_id"],
             "configuration_sha256": configuration["sha256"],
@@ -617,6 +621,7 @@ def build_review(run: Run, reads: ReviewReads, now: datetime, uow: UnitOfWork) -
         "created_at": run.created_at.isoformat(),
         "updated_at": run.updated_at.isoformat(),
         "created_by": run.created_by,
+        "created_by_display": optional_text(snapshot.extra.get("created_by_display")),
         "workflow": {
             "execution_name": run.id,
             "definition_version": run.definition_version,
