@@ -19,6 +19,10 @@ AXE_DIRECTORY = Path(__file__).resolve().parents[2] / ".venv" / "axe"
 # WCAG 2.0, 2.1 and 2.2, levels A and AA, and axe's best practices.
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]
 BLOCKING = {"serious", "critical"}
+# The elements that reach past the screen's right edge: what a failure names.
+WIDER = """width => [...document.querySelectorAll("body *")]
+  .filter(e => e.getBoundingClientRect().right > width + 0.5)
+  .map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`)"""
 
 _RUN = """async tags => {
   const result = await axe.run(document, { runOnly: { type: "tag", values: tags } });

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.browser.axe import blocking
+from tests.browser.axe import WIDER, blocking
 from tests.browser.conftest import ARTIFACTS
 from tests.e2e.conftest import Local
 from tests.e2e.test_managed_runs import HELLO, new_workspace
@@ -21,10 +21,6 @@ from tests.e2e.test_run_options import configuration
 WIDTHS = {"desktop": 1280, "phone": 390}
 TARGET = 24
 
-# The elements that reach past the screen's right edge: what a failure names.
-_WIDER = """width => [...document.querySelectorAll("body *")]
-  .filter(e => e.getBoundingClientRect().right > width + 0.5)
-  .map(e => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`)"""
 # Every visible control a person presses: its text and box.
 _TARGETS = """() => [...document.querySelectorAll("button, summary, input[type=submit]")]
   .filter(e => e.getClientRects().length)
@@ -87,7 +83,7 @@ def _check(page: Page, width: int, shot: str) -> list[str]:
     for violation in blocking(page):
         findings.append(f"axe {violation['impact']} {violation['id']}: {violation['nodes']}")
     if page.evaluate("document.documentElement.scrollWidth") > width:
-        findings.append(f"wider than {width}px: {page.evaluate(_WIDER, width)}")
+        findings.append(f"wider than {width}px: {page.evaluate(WIDER, width)}")
     for text, height in page.evaluate(_TARGETS):
         if height < TARGET:
             findings.append(f"target {text!r} is {height}px tall")

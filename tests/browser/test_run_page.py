@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.axe import WIDER, blocking
 from tests.browser.conftest import RUN_TIMEOUT_MS, Shoot
 from tests.e2e.conftest import Local
 from tests.e2e.test_cancellation import SLOW_APPLY
@@ -105,6 +106,13 @@ def test_an_apply_followed_live_then_canceled_is_recovered_through_the_page(
     expect(panel).to_be_visible()
     expect(panel).to_contain_text("(unmoved)")
     shoot("recovery-required")
+    # And the page with its recovery form passes the accessibility check, on a phone too
+    assert blocking(page) == []
+    page.set_viewport_size({"width": 390, "height": 900})
+    assert blocking(page) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, page.evaluate(WIDER, 390)
+    shoot("recovery-required-phone")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     # When the operator picks an emergency import but sends no file
     page.check("input[name=resolution][value=import_emergency_state]")
