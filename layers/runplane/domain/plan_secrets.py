@@ -17,10 +17,11 @@ Pure: standard library only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from runplane.domain.redaction import Needles, fold, secret_needles
+from runplane.domain.redaction import secret_needles
 
 PLACEHOLDER: Final = "(sensitive)"
 # The fields of a change that name things: a secret in them is cut out, the rest kept.
@@ -37,42 +38,54 @@ class Hidden(str):
 
 
 class Secrets:
-    """The spellings of a run's sensitive values."""
+    """The spellings of a run's sensitive values, as two patterns: those matched as
+    written, and those matched whatever their case (and with a space also where the
+    text has a newline, as the log's redaction folds them). One search per string: a
+    plan holds many thousands of strings."""
 
     def __init__(self, values: Iterable[str]) -> None:
-        exact: set[bytes] = set()
-        folded: set[bytes] = set()
+        exact: set[str] = set()
+        folded: set[str] = set()
         for value in values:
             spellings = secret_needles(value)
-            exact |= spellings.exact
-            folded |= spellings.folded
-        self._needles = Needles(exact, folded) if exact or folded else None
+            exact |= {_text(needle) for needle in spellings.exact}
+            folded |= {_text(needle) for needle in spellings.folded}
+        exact -= {""}
+        folded -= {""}
+        self._patterns = [
+            pattern
+            for pattern in (_pattern(exact, 0), _pattern(folded, re.IGNORECASE))
+            if pattern is not None
+        ]
 
     def __bool__(self) -> bool:
-        return self._needles is not None
+        return bool(self._patterns)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where, in ``text``'s UTF-8 bytes, a secret is spelled."""
-        if self._needles is None:
-            return []
-        data = text.encode("utf-8", "surrogatepass")
-        return self._needles.spans(data, fold(data))
+    def found_in(self, text: str) -> bool:
+        return any(pattern.search(text) for pattern in self._patterns)
 
     def cut(self, text: str) -> str:
         """``text`` with each spelling of a secret replaced by the placeholder."""
-        found = self.spans(text)
-        if not found:
-            return text
-        data = text.encode("utf-8", "surrogatepass")
-        out, at = bytearray(), 0
-        for start, end in found:
-            if end <= at:
-                continue
-            out += data[at:start] if start > at else b""
-            out += PLACEHOLDER.encode()
-            at = max(at, end)
-        out += data[at:]
-        return out.decode("utf-8", "replace")
+        for pattern in self._patterns:
+            text = pattern.sub(PLACEHOLDER, text)
+        return text
+
+
+def _text(needle: bytes) -> str:
+    # The spellings are of text, so they decode; a byte that would not is kept apart
+    # (it then matches only where the same byte was decoded the same way).
+    return needle.decode("utf-8", "surrogateescape")
+
+
+def _pattern(needles: set[str], flags: int) -> re.Pattern[str] | None:
+    if not needles:
+        return None
+    # Longest first, so an alternation takes the whole of an overlapping spelling.
+    ordered = sorted(needles, key=len, reverse=True)
+    alternatives = [re.escape(needle) for needle in ordered]
+    if flags & re.IGNORECASE:
+        alternatives = [a.replace("\\ ", "[ \n]").replace("\\\n", "[ \n]") for a in alternatives]
+    return re.compile("|".join(alternatives), flags)
 
 
 def without_secrets(document: Any, secrets: Secrets) -> Any:
@@ -88,7 +101,7 @@ def _walk(value: Any, secrets: Secrets, *, naming: bool) -> Any:
     if isinstance(value, str):
         if naming:
             return secrets.cut(value)
-        return Hidden() if secrets.spans(value) else value
+        return Hidden() if secrets.found_in(value) else value
     if isinstance(value, dict):
         return {
             secrets.cut(key): _walk(item, secrets, naming=key in NAMING_FIELDS)
