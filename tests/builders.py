@@ -4,6 +4,8 @@ what happens to them next (transitions, the writer queue), not about how runs ar
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
@@ -41,3 +43,29 @@ def bare_run(
     )
     runs.create(run, actor=actor)
     return run
+
+
+def run_record(
+    run_id: str,
+    workspace_id: str,
+    organization_id: str,
+    kind: RunKind,
+    at: datetime,
+    *,
+    created_by: str = "user:ada",
+) -> Run:
+    """A ``dispatch_pending`` run as a store holds it, made at ``at`` (no store touched)."""
+    return Run(
+        id=run_id,
+        organization_id=organization_id,
+        workspace_id=workspace_id,
+        kind=kind,
+        status=RunStatus.DISPATCH_PENDING,
+        version=FIRST_VERSION,
+        created_at=at,
+        updated_at=at,
+        definition_version="def-1",
+        build_sha="abc",
+        created_by=created_by,
+        runner_release="r1",
+    )

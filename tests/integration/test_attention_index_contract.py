@@ -22,6 +22,7 @@ from runplane.services.attention import AttentionIndex
 from runplane.store import run_parts, schedules
 from runplane.store.attention_index import DynamoAttentionIndex
 from runplane.store.runs import RunRepository
+from tests.builders import run_record
 from tests.fakes import FakeClock, InMemoryRunLedger, SeededIds
 from tests.fakes_attention import InMemoryAttentionIndex
 
@@ -82,20 +83,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 def _run(run_id: str, workspace_id: str = "ws-1", org: str = "org-acme") -> Run:
-    return Run(
-        id=run_id,
-        organization_id=org,
-        workspace_id=workspace_id,
-        kind=RunKind.PLAN_AND_APPLY,
-        status=RunStatus.DISPATCH_PENDING,
-        version=1,
-        created_at=AT,
-        updated_at=AT,
-        definition_version="def-1",
-        build_sha="abc",
-        created_by="user:ada",
-        runner_release="r1",
-    )
+    return run_record(run_id, workspace_id, org, RunKind.PLAN_AND_APPLY, AT)
 
 
 def _walk(backend: Backend, run_id: str, path: tuple[RunStatus, ...]) -> None:

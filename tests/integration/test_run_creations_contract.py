@@ -48,6 +48,7 @@ from runplane.store.run_trigger_store import DynamoTriggerClaims
 from runplane.store.runs import RunRepository
 from runplane.store.schedule_store import DynamoScheduleStore
 from runplane.store.transaction import Transaction
+from tests.builders import run_record
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemorySchedules, SeededIds
 from tests.fakes_auto_destroy import InMemoryAutoDestroys
 from tests.fakes_creation import (
@@ -63,20 +64,7 @@ TEN = datetime(2026, 1, 1, 10, tzinfo=UTC)
 
 
 def _run(run_id: str = "run-1", workspace_id: str = "ws-1") -> Run:
-    return Run(
-        id=run_id,
-        organization_id=ORG,
-        workspace_id=workspace_id,
-        kind=RunKind.PLAN_ONLY,
-        status=RunStatus.DISPATCH_PENDING,
-        version=1,
-        created_at=AT,
-        updated_at=AT,
-        definition_version="def-1",
-        build_sha="abc",
-        created_by="user:ada",
-        runner_release="r1",
-    )
+    return run_record(run_id, workspace_id, ORG, RunKind.PLAN_ONLY, AT)
 
 
 def _schedule(schedule_id: str = "sch-1") -> Schedule:
