@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from functions.dashboard.app import templates
+from functions.dashboard.pages import templates
 from runplane.domain.plan_secrets import Secrets, without_secrets
 from runplane.domain.plan_view import PlanView, build_view, parse
 from runplane.services.plan_views import PlanState, RunPlan

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from functions.dashboard import run_logs
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, json_reply, redirect
 from runplane.domain.capabilities import Phase
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.wiring import services
 
 if TYPE_CHECKING:
-    from functions.dashboard.app import Session
     from runplane.domain.recovery import RecoveryRequest
 
 # A poll reads at most this much of a log; the page asks again from where it stopped.

@@ -10,11 +10,9 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from functions.dashboard import (
     actions,
@@ -23,7 +21,6 @@ from functions.dashboard import (
     auto_destroy,
     cloud,
     drift,
-    formatting,
     github,
     plan,
     run_logs,
@@ -32,6 +29,7 @@ from functions.dashboard import (
     workspace_config_forms,
     workspace_page,
 )
+from functions.dashboard.pages import Session, render
 from functions.dashboard.web import (
     ID,
     Page,
@@ -50,17 +48,13 @@ from runplane.domain.cloud_settings import (
     DEFAULT_SESSION_SECONDS,
     settings_view,
 )
-from runplane.domain.errors import CsrfRefused, NotFound, RunplaneError
+from runplane.domain.errors import NotFound, RunplaneError
 from runplane.domain.github_connect import CONNECT_PATH
 from runplane.domain.identity import STEP_UP_WINDOW, Permission, Principal, Unauthenticated
 from runplane.domain.run import RunStatus
 from runplane.domain.sign_in import CALLBACK_PATH
 from runplane.domain.web_session import (
-    SESSION_COOKIE,
     cleared_cookie,
-    csrf_matches,
-    csrf_token,
-    same_origin,
     session_cookie,
 )
 from runplane.wiring import services
@@ -75,48 +69,6 @@ BINDING_FIELDS = (
 )
 # A request refused on a run's page, or on any path under it, links back to that page.
 _RUN_PATH = re.compile(f"/ui/runs/{ID}")
-
-
-@lru_cache(maxsize=1)
-def templates() -> Environment:
-    environment = Environment(
-        loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    environment.filters.update(formatting.FILTERS)
-    environment.globals["asset_url"] = assets.asset_url
-    environment.globals["attention_count"] = attention.header_count
-    return environment
-
-
-def render(status: int, name: str, **context: Any) -> Page:
-    """The page ``name``, a signed-in one's times relative to the control plane's clock
-    (a page without a session shows no times, and may be served by a function that has
-    no store to ask)."""
-    now = services().clock.now() if context.get("session") else None
-    page = templates().get_template(name).render(now=now, **context)
-    return reply(status, page)
-
-
-class Session:
-    """The signed-in caller of one request."""
-
-    def __init__(self, request: Request) -> None:
-        self.secret = request.cookie(SESSION_COOKIE)
-        self.principal: Principal = services().web_sessions.authenticate(self.secret)
-        assert self.secret is not None
-        self.csrf = csrf_token(self.secret)
-
-    def check_post(self, request: Request, form: dict[str, str]) -> None:
-        assert self.secret is not None
-        if not same_origin(
-            request.headers.get("origin"), request.scheme, request.headers.get("host")
-        ):
-            raise CsrfRefused("the form was sent from another origin")
-        if not csrf_matches(self.secret, form.get("csrf")):
-            raise CsrfRefused("the form's CSRF token is missing or wrong: reload the page")
 
 
 # -- pages ---------------------------------------------------------------------------------

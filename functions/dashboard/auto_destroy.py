@@ -8,13 +8,10 @@ auto-destroy, no destroy run under way) and refuses before it writes anything.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, redirect
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 # What the page's one button postpones by: the notices come a day ahead.
 POSTPONE_BY = timedelta(hours=24)

@@ -11,8 +11,8 @@ repeats it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, redirect
 from runplane.domain.cloud_settings import (
     MAX_SESSION_SECONDS,
@@ -21,9 +21,6 @@ from runplane.domain.cloud_settings import (
 )
 from runplane.domain.errors import InvalidInput
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 # The form's text fields, each named as the setting it sets; empty unsets it.
 TEXT_SETTINGS = (

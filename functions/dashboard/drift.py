@@ -7,13 +7,9 @@ the remedy's name) and refuses before it writes anything.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, redirect
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 
 def remediate(request: Request, session: Session, workspace_id: str) -> Page:

@@ -1,8 +1,8 @@
 """How the dashboard writes times, durations, people and statuses for a person.
 
-Jinja filters (registered in ``app.templates``). Each returns escaped markup or plain
+Jinja filters (registered in ``pages.templates``). Each returns escaped markup or plain
 text; nothing here reads a store. Times are relative to the page's ``now`` (the control
-plane's clock when ``app.render`` renders it), with the exact UTC time in the ``title``
+plane's clock when ``pages.render`` renders it), with the exact UTC time in the ``title``
 (shown on hover) and ``datetime`` attribute.
 """
 

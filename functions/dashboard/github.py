@@ -10,8 +10,7 @@ connect flow that claims one (docs/github.md, "Connecting an installation").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from functions.dashboard.pages import Session, render, templates
 from functions.dashboard.web import Page, Request, redirect, reply
 from runplane.domain.errors import InvalidInput
 from runplane.domain.github_connect import (
@@ -22,15 +21,10 @@ from runplane.domain.github_connect import (
 from runplane.domain.identity import Permission
 from runplane.wiring import services
 
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
-
 PAGE_PATH = "/ui/github"
 
 
 def page(request: Request, session: Session) -> Page:
-    from functions.dashboard.app import render
-
     s = services()
     held = s.github_installations.list(session.principal)
     return render(
@@ -43,8 +37,6 @@ def page(request: Request, session: Session) -> Page:
 
 
 def connect(request: Request, session: Session) -> Page:
-    from functions.dashboard.app import templates
-
     form = request.form()
     session.check_post(request, form)
     typed = form.get("installation_id", "").strip()
@@ -68,8 +60,6 @@ def connect(request: Request, session: Session) -> Page:
 
 
 def callback(request: Request) -> Page:
-    from functions.dashboard.app import templates
-
     query = request.query
     flows = services().github_installations
     secret = request.cookie(CONNECT_COOKIE)

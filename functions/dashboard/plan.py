@@ -8,15 +8,13 @@ builds the view from the plan document the control plane holds, never from a log
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from functions.dashboard.pages import Session, render
 from functions.dashboard.web import Page, Request
 from runplane.domain.errors import InvalidInput
 from runplane.domain.identity import Principal
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 _PAGE_NUMBER_DIGITS = 6
 
@@ -29,8 +27,6 @@ def context(principal: Principal, review: dict[str, Any]) -> dict[str, Any]:
 
 
 def page(request: Request, session: Session, run_id: str) -> Page:
-    from functions.dashboard.app import render
-
     run_plan = services().plan_views.of(session.principal, run_id, _page_number(request))
     return render(
         200,

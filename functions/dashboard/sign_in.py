@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from functions.dashboard.pages import templates
 from functions.dashboard.web import Page, Request, redirect, reply
 from runplane.domain.sign_in import (
     PRE_SESSION_COOKIE,
@@ -57,8 +58,6 @@ def callback(request: Request, flow: HostedUiSignIn) -> Page:
     # hosted UI's site is not sent with the next request of that chain, so an HTTP
     # redirect to / would find no session and start the sign-in again. This page,
     # on our own site, moves the browser to / with the cookie.
-    from functions.dashboard.app import templates
-
     body = templates().get_template("signed_in.html").render(session=None)
     return reply(200, body, headers={"Refresh": "0; url=/"}, cookies=cookies)
 

@@ -10,8 +10,9 @@ principal, so what a section shows is what the API would answer that person. The
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from functions.dashboard.pages import Session
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import NotFound
 from runplane.domain.identity import Forbidden, Permission, Principal
@@ -20,9 +21,6 @@ from runplane.domain.run_events import NOTIFIABLE
 from runplane.domain.schedules import ScheduleKind
 from runplane.domain.variables import VariableCategory
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 T = TypeVar("T")
 # The run kinds a run trigger may queue, as the run API names them.

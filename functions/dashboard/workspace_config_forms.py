@@ -14,17 +14,14 @@ value field keeps the one stored (as the cloud settings form keeps the external 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, redirect
 from runplane.domain.errors import InvalidInput, NotFound
 from runplane.domain.run import RunKind
 from runplane.domain.run_events import NOTIFIABLE
 from runplane.domain.variables import VariableCategory, category_of
 from runplane.wiring import services
-
-if TYPE_CHECKING:
-    from functions.dashboard.app import Session
 
 # As the run API's bodies bound them (its schema checks these before the services do).
 MAX_DESTINATION_NAME = 100

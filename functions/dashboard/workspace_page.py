@@ -14,6 +14,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from functions.dashboard.pages import Session
 from functions.dashboard.web import Page, Request, redirect, reply
 from runplane.domain.entities import MAX_APPROVAL_WINDOW
 from runplane.domain.errors import InvalidInput, NotFound
@@ -25,7 +26,6 @@ from runplane.domain.tfe_runs import ExecutionMode
 from runplane.wiring import services
 
 if TYPE_CHECKING:
-    from functions.dashboard.app import Session
     from runplane.domain.entities import Workspace
 
 HISTORY_PAGE_SIZE = 20

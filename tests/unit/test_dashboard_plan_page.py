@@ -9,7 +9,7 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from functions.dashboard.app import templates
+from functions.dashboard.pages import templates
 from runplane.domain.plan_view import build_view
 from runplane.services.plan_views import PlanState, RunPlan
 from tests.unit.domain.test_plan_view import SECRET, plan, resource

@@ -8,7 +8,7 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
-from functions.dashboard.app import templates
+from functions.dashboard.pages import templates
 
 NO_OPTIONS = {"destroy": False, "refresh_only": False, "targets": [], "replacements": []}
 BINDING = {"plan_sha256": "ab" * 32}
