@@ -21,6 +21,7 @@ from runplane.domain.github import (
     PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
+from runplane.domain.path_filters import PathDecision
 from tests.fakes_access import InMemoryGitHubInstallations
 from tests.fakes_creation import InMemoryConfigurationVersions
 
@@ -194,11 +195,12 @@ class InMemoryGitHubSources:
         self,
         source_id: str,
         *,
-        archive_sha256: str,
-        archive_size: int,
+        archive_sha256: str | None,
+        archive_size: int | None,
         configurations: Sequence[FetchedConfiguration],
         targets: Sequence[IngestionTarget],
         now: datetime,
+        path_decisions: Sequence[PathDecision] = (),
     ) -> None:
         ids = [c.target.configuration_version_id for c in configurations]
         shared = {} if self.configuration_versions is None else self.configuration_versions.versions
@@ -232,6 +234,7 @@ class InMemoryGitHubSources:
             archive_size=archive_size,
             targets=tuple(targets),
             updated_at=now,
+            path_decisions=tuple(path_decisions),
         )
 
     def set_targets(

@@ -32,6 +32,8 @@ STATUS_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/statuses/([0-9a-f]{40})$")
 MEMBERSHIP_PATH = re.compile(r"^/user/memberships/orgs/([^/?]+)$")
 INSTALL_PATH = re.compile(r"^/apps/([^/]+)/installations/new$")
 REVOKE_PATH = re.compile(r"^/applications/([^/]+)/token$")
+PULL_FILES_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/pulls/(\d+)/files$")
+COMPARE_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/compare/([0-9a-f]{40})\.\.\.([0-9a-f]{40})$")
 # A browser's header naming who is signed in to the fake's web pages.
 USER_HEADER = "X-Fake-GitHub-User"
 # Which installation the fake's installation page makes (a test's choice).
@@ -94,6 +96,9 @@ class FakeGitHub:
     user_tokens: dict[str, str] = field(default_factory=dict)
     revoked: list[str] = field(default_factory=list)
     authorizations: int = 0
+    # The files pull requests change, and pushes' comparisons (base, head): path filters.
+    pull_request_files: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    comparisons: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
     def trust(self, app_id: str, public_key_pem: str) -> None:
         key = serialization.load_pem_public_key(public_key_pem.encode())
@@ -369,11 +374,43 @@ class _Handler(BaseHTTPRequestHandler):
                 self._reply(200, {"state": "active", "role": role})
         return True
 
+    def _changed_files(self, path: str, query: dict[str, str]) -> bool:
+        """GitHub's lists of changed files: a pull request's (paged) and a comparison's
+        (at most 300), as entries with ``filename``."""
+        github = self.github
+        pulled, compared = PULL_FILES_PATH.match(path), COMPARE_PATH.match(path)
+        if pulled is None and compared is None:
+            return False
+        if github.installation_of(self.headers.get("Authorization", "")) is None:
+            self._reply(401, {"message": "Bad credentials"})
+            return True
+        if pulled is not None:
+            repository = f"{pulled.group(1)}/{pulled.group(2)}".lower()
+            files = github.pull_request_files.get((repository, int(pulled.group(3))))
+            if files is None:
+                self._reply(404, {"message": "Not Found"})
+                return True
+            size = min(int(query.get("per_page", "30")), 100)
+            page = int(query.get("page", "1"))
+            listed = files[:3000][(page - 1) * size : page * size]
+            self._reply(200, [{"filename": name, "status": "modified"} for name in listed])
+            return True
+        assert compared is not None
+        repository = f"{compared.group(1)}/{compared.group(2)}".lower()
+        found = github.comparisons.get((repository, compared.group(3), compared.group(4)))
+        if found is None:
+            self._reply(404, {"message": "Not Found"})
+        else:
+            self._reply(200, {"files": [{"filename": name} for name in found[:300]]})
+        return True
+
     def do_GET(self) -> None:
         github = self.github
         split = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
         if self._web(split.path, query) or self._user_api(split.path, query):
+            return
+        if self._changed_files(split.path, query):
             return
         match = TARBALL_PATH.match(self.path)
         if match is None:

@@ -597,6 +597,54 @@ class GitHubBindingView(Doc):
     pull_request_auto_apply_destroy: bool = Field(
         description="A closed pull request's preview is destroyed without a person's approval"
     )
+    trigger_patterns: list[str] = Field(
+        description="Globs over repository paths: a change runs only if a changed file "
+        "matches one (or lies in the working directory); empty: every change runs"
+    )
+    ignore_patterns: list[str] = Field(
+        description="Globs over repository paths: changed files matching one never count"
+    )
+
+
+class PathFilterDecision(Doc):
+    """What a bound workspace's path filters made of a push or pull request."""
+
+    workspace_id: str
+    decision: Literal["triggered", "skipped"]
+    reason: str
+    files_considered: int
+    files_matched: int
+    fallback: Literal["truncated", "new_branch", "force_push", "unavailable"] | None = Field(
+        description="Why the changed files could not all be listed (the change then ran)"
+    )
+
+
+class GitHubIngestionTargetView(Doc):
+    workspace_id: str
+    bound_workspace_id: str
+    run_id: str | None
+    error: str | None
+
+
+class GitHubIngestionView(Doc):
+    """A source ingestion: the commit a webhook delivery named, the runs it made, and
+    what each bound workspace's path filters decided (docs/github.md)."""
+
+    id: str
+    delivery_id: str
+    event: str
+    action: str | None
+    repository: str
+    branch: str
+    ref: str
+    commit_sha: str
+    pull_request: int | None
+    status: Literal["pending", "ready", "failed"]
+    reason: str | None
+    created_at: str
+    updated_at: str
+    targets: list[GitHubIngestionTargetView]
+    path_filters: list[PathFilterDecision]
 
 
 class GitHubInstallationView(Doc):

@@ -237,6 +237,10 @@ def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
     if binding.get("pull_request_workspaces"):
         auto = "yes" if binding.get("pull_request_auto_apply_destroy") else "no"
         print(f"  auto-apply their destroy {auto}")
+    for pattern in binding.get("trigger_patterns") or []:
+        print(f"  trigger pattern    {pattern}")
+    for pattern in binding.get("ignore_patterns") or []:
+        print(f"  ignore pattern     {pattern}")
 
 
 def _workspace_github(args: argparse.Namespace) -> int:
@@ -260,6 +264,8 @@ def _workspace_github(args: argparse.Namespace) -> int:
         push_run_kind=args.push_run_kind,
         pull_request_workspaces=args.pull_request_workspaces == "yes",
         pull_request_auto_apply_destroy=args.pull_request_auto_apply_destroy == "yes",
+        trigger_patterns=args.trigger_pattern,
+        ignore_patterns=args.ignore_pattern,
     )
     _print_binding(bound, args.json)
     return 0
@@ -788,6 +794,21 @@ def _workspace_parser(commands: Any) -> None:
         choices=("yes", "no"),
         help="yes: a closed pull request's preview is destroyed without a person's "
         "approval (%(default)s)",
+    )
+    github.add_argument(
+        "--trigger-pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="repeatable: only changes touching a matching file (or the working directory) "
+        "run, e.g. 'modules/**/*.tf' (default: every change runs)",
+    )
+    github.add_argument(
+        "--ignore-pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="repeatable: changed files matching it never start a run, e.g. '**/*.md'",
     )
     github.add_argument("--unbind", action="store_true", help="remove the binding")
     cli_schedules.add_parser(workspace_commands, _add, _client)

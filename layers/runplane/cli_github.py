@@ -24,6 +24,26 @@ def _line(held: dict[str, Any]) -> str:
     )
 
 
+def _ingestion_line(found: dict[str, Any]) -> str:
+    what = (
+        found["event"]
+        if found["pull_request"] is None
+        else f"pull request #{found['pull_request']}"
+    )
+    return (
+        f"{found['id']}  {found['status']}  {what} {found['repository']}@"
+        f"{found['commit_sha'][:12]} ({found['branch']})"
+    )
+
+
+def _decision_line(decided: dict[str, Any]) -> str:
+    fallback = f", fallback {decided['fallback']}" if decided.get("fallback") else ""
+    return (
+        f"  {decided['workspace_id']}  {decided['decision']}: {decided['reason']} "
+        f"({decided['files_matched']} of {decided['files_considered']} files{fallback})"
+    )
+
+
 def add_parser(commands: Any, add: Add, connect: Connect) -> None:
     github = commands.add_parser(
         "github", help="GitHub App installations (connect them on the dashboard's GitHub page)"
@@ -48,6 +68,28 @@ def add_parser(commands: Any, add: Add, connect: Connect) -> None:
         print(json.dumps(released) if args.json else f"{args.installation_id} released")
         return 0
 
+    def ingestion(args: argparse.Namespace) -> int:
+        found = connect(args).github_ingestion(args.source_id)
+        if args.json:
+            print(json.dumps(found, indent=2, sort_keys=True))
+            return 0
+        print(_ingestion_line(found))
+        if found.get("reason"):
+            print(f"  {found['reason']}")
+        for target in found["targets"]:
+            made = target["run_id"] or f"no run ({target['error']})"
+            print(f"  {target['workspace_id']}  {made}")
+        for decided in found["path_filters"]:
+            print(_decision_line(decided))
+        return 0
+
+    shown = add(
+        github_commands,
+        "ingestion",
+        "what a delivery's source ingestion did: runs, and path filters' decisions",
+        ingestion,
+    )
+    shown.add_argument("source_id", help="the ingestion's ID (src-...), as the webhook answered")
     add(github_commands, "installations", "the installations this organization holds", listing)
     gone = add(
         github_commands, "release", "release an installation no workspace is bound with", release

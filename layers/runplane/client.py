@@ -309,6 +309,8 @@ class Client:
         push_run_kind: str = "plan_and_apply",
         pull_request_workspaces: bool = False,
         pull_request_auto_apply_destroy: bool = False,
+        trigger_patterns: list[str] | None = None,
+        ignore_patterns: list[str] | None = None,
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
             "PUT",
@@ -321,6 +323,8 @@ class Client:
                 "push_run_kind": push_run_kind,
                 "pull_request_workspaces": pull_request_workspaces,
                 "pull_request_auto_apply_destroy": pull_request_auto_apply_destroy,
+                "trigger_patterns": trigger_patterns or [],
+                "ignore_patterns": ignore_patterns or [],
             },
         )
         return result
@@ -340,6 +344,10 @@ class Client:
     def github_installations(self) -> list[dict[str, Any]]:
         found = self._call("GET", "/api/v1/github/installations")
         result: list[dict[str, Any]] = found["installations"]
+        return result
+
+    def github_ingestion(self, source_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/github/ingestions/{_seg(source_id)}")
         return result
 
     def release_github_installation(self, installation_id: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from runplane.domain.github import (
     SourceEvent,
 )
 from runplane.domain.github_connect import AuditNote, GitHubAccount, Installation
+from runplane.domain.path_filters import PathDecision
 from runplane.domain.run import RunKind
 from runplane.services.repositories.access import GitHubInstallationStore
 from runplane.services.repositories.github import GitHubSourceStore
@@ -448,3 +449,44 @@ def test_a_preview_is_recorded_once_and_moved_only_from_what_was_read(stores: St
         with pytest.raises(ConcurrentChange):
             stores.sources.record_preview(replace(stale, workspace_id="ws-p3"), stale)
     assert stores.sources.preview("ws-1", 7) == closed
+
+
+def test_a_bindings_path_filters_are_kept(stores: Stores) -> None:
+    # Given an installation org-a holds
+    _hold(stores, "org-a", 10)
+    # When a workspace is bound with path filters
+    filtered = replace(
+        _binding("ws-1"), trigger_patterns=("modules/**", "*.tf"), ignore_patterns=("**/*.md",)
+    )
+    stores.sources.bind(filtered, None, actor="user:ada", now=AT, release_note=stores.note())
+    # Then it reads back as written, patterns in order
+    assert stores.sources.binding("ws-1") == filtered
+    assert stores.sources.bound_to("acme/infra") == [filtered]
+
+
+def test_an_ingestion_every_filter_skipped_is_ready_with_its_decisions(stores: Stores) -> None:
+    # Given a pending push ingestion naming its previous head, forced
+    pending = replace(_ingestion("src-1"), before_sha="a" * 40, forced=True)
+    stores.sources.record_delivery(_delivery("d-1", "src-1"), received_at=AT, starts=pending)
+    decisions = (
+        PathDecision(
+            "ws-1", False, "none of the 2 changed files matches the trigger patterns", 2, 0
+        ),
+        PathDecision("ws-2", True, "GitHub listed only part", 300, 300, "truncated"),
+    )
+    # When it is recorded ready with no archive and no target, only decisions
+    stores.sources.record_fetched(
+        "src-1",
+        archive_sha256=None,
+        archive_size=None,
+        configurations=[],
+        targets=[],
+        now=AT,
+        path_decisions=decisions,
+    )
+    # Then it reads back ready, without archive, with its push details and decisions
+    source = stores.sources.ingestion("src-1")
+    assert source is not None
+    assert (source.status, source.archive_sha256, source.targets) == ("ready", None, ())
+    assert (source.before_sha, source.forced) == ("a" * 40, True)
+    assert source.path_decisions == decisions

@@ -25,14 +25,17 @@ from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import (
     Conflict,
     GitHubInstallationTaken,
+    GitHubUnavailable,
     InvalidInput,
     NotFound,
+    SourceRefused,
     WebhookReplayRefused,
     WebhookSignatureInvalid,
 )
 from runplane.domain.github import Binding
 from runplane.domain.github_connect import AuditNote, GitHubAccount, Installation
 from runplane.domain.identity import Forbidden, Permission, Principal, PrincipalKind
+from runplane.domain.path_filters import ChangedFiles
 from runplane.domain.run import RunKind
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github import GitHubConfig, GitHubSources
@@ -88,6 +91,22 @@ class ScriptedApp(GitHubApp):
         self.archives = archives
         self.tokens: list[int] = []
         self.statuses: list[Mapping[str, str]] = []
+        # The changed files it lists: by pull request, and by (base, head) compared.
+        self.pull_request_changes: dict[int, ChangedFiles] = {}
+        self.compared: dict[tuple[str, str], ChangedFiles] = {}
+        self.file_listings = 0
+
+    def pull_request_files(self, token: str, repository: str, number: int) -> ChangedFiles:
+        self.file_listings += 1
+        if number not in self.pull_request_changes:
+            raise GitHubUnavailable("GitHub answered 502")
+        return self.pull_request_changes[number]
+
+    def compare_files(self, token: str, repository: str, base: str, head: str) -> ChangedFiles:
+        self.file_listings += 1
+        if (base, head) not in self.compared:
+            raise SourceRefused("GitHub refused the comparison (404)")
+        return self.compared[(base, head)]
 
     def installation_token(self, installation_id: int, now: datetime) -> str:
         self.tokens.append(installation_id)

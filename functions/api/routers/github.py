@@ -13,6 +13,7 @@ from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
 from functions.isolation import current_event
 from runplane.domain.errors import NotFound
+from runplane.services.github_path_filters import ingestion_view
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -26,6 +27,9 @@ class GitHubBindingBody(BaseModel):
     push_run_kind: Literal["plan_and_apply", "plan_only"] = "plan_and_apply"
     pull_request_workspaces: StrictBool = False
     pull_request_auto_apply_destroy: StrictBool = False
+    # Checked by the service (syntax, count, length), which answers with a pointer.
+    trigger_patterns: list[str] = Field(default_factory=list, max_length=100)
+    ignore_patterns: list[str] = Field(default_factory=list, max_length=100)
 
 
 @router.put(
@@ -80,6 +84,16 @@ def release_github_installation(installation_id: str) -> Reply:
     services().github_installations.release(principal(), int(installation_id))
     released = oas.GitHubInstallationReleased(installation_id=int(installation_id), released=True)
     return json_reply(200, released)
+
+
+@router.get(
+    "/api/v1/github/ingestions/<source_id>",
+    responses=oas.responses(200, oas.GitHubIngestionView, *oas.READ),
+    security=oas.PEOPLE,
+)
+def get_source_ingestion(source_id: str) -> Reply:
+    found = services().github.ingestion(principal(), source_id)
+    return json_reply(200, oas.GitHubIngestionView.model_validate(ingestion_view(found)))
 
 
 @router.post("/webhooks/github", responses=oas.webhook_responses())

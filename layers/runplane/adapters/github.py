@@ -23,6 +23,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from runplane.domain.errors import GitHubUnavailable, SourceRefused
+from runplane.domain.path_filters import (
+    FALLBACK_TRUNCATED,
+    MAX_COMPARE_FILES,
+    MAX_PULL_REQUEST_FILES,
+    ChangedFiles,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +119,53 @@ class GitHubApp:
         path = f"/repos/{_repo(repository)}/statuses/{urllib.parse.quote(sha, safe='')}"
         self._json("POST", path, f"token {token}", dict(status))
 
+    def pull_request_files(self, token: str, repository: str, number: int) -> ChangedFiles:
+        """The files a pull request changes (``GET .../pulls/{n}/files``, 100 a page);
+        truncated when GitHub's cap of 3,000 is reached."""
+        paths: list[str] = []
+        pages = MAX_PULL_REQUEST_FILES // _FILES_PAGE
+        for page in range(1, pages + 1):
+            path = (
+                f"/repos/{_repo(repository)}/pulls/{int(number)}/files"
+                f"?per_page={_FILES_PAGE}&page={page}"
+            )
+            listed = self._get_list(path, token)
+            paths.extend(_file_paths(listed))
+            if len(listed) < _FILES_PAGE:
+                return ChangedFiles(tuple(paths))
+        return ChangedFiles(tuple(paths), FALLBACK_TRUNCATED)
+
+    def compare_files(self, token: str, repository: str, base: str, head: str) -> ChangedFiles:
+        """The files changed between two commits (``GET .../compare/{base}...{head}``);
+        truncated when GitHub's cap of 300 is reached."""
+        spec = f"{urllib.parse.quote(base, safe='')}...{urllib.parse.quote(head, safe='')}"
+        reply = self._json_get(f"/repos/{_repo(repository)}/compare/{spec}", token)
+        files = reply.get("files") if isinstance(reply, dict) else None
+        listed = files if isinstance(files, list) else []
+        fallback = FALLBACK_TRUNCATED if len(listed) >= MAX_COMPARE_FILES else None
+        return ChangedFiles(tuple(_file_paths(listed)), fallback)
+
     # -- internals --------------------------------------------------------------------------
+
+    def _json_get(self, path: str, token: str) -> Any:
+        """GitHub's JSON answer to a GET (at most 4 MiB), whatever its shape."""
+        request = self._request("GET", self._api + path, f"token {token}")
+        what = f"GET {path.split('?')[0]}"
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                raw = response.read(4 * 1024 * 1024)
+        except urllib.error.HTTPError as error:
+            raise github_failure(error, what) from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            raise GitHubUnavailable("GitHub answered with something other than JSON") from None
+
+    def _get_list(self, path: str, token: str) -> list[Any]:
+        listed = self._json_get(path, token)
+        return listed if isinstance(listed, list) else []
 
     def _request(
         self, method: str, url: str, authorization: str, body: bytes | None = None
@@ -160,6 +212,22 @@ def send_json(
     except ValueError:
         raise GitHubUnavailable("GitHub answered with something other than JSON") from None
     return parsed if isinstance(parsed, dict) else {}
+
+
+_FILES_PAGE = 100
+
+
+def _file_paths(listed: list[Any]) -> list[str]:
+    """The paths of GitHub's file entries; a rename counts its old name too."""
+    paths: list[str] = []
+    for entry in listed:
+        if not isinstance(entry, dict):
+            continue
+        for key in ("filename", "previous_filename"):
+            value = entry.get(key)
+            if isinstance(value, str) and value:
+                paths.append(value)
+    return paths
 
 
 def _repo(repository: str) -> str:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.domain.errors import Conflict, InvalidInput
+from runplane.domain.path_filters import PathDecision, PathFilters
 from runplane.domain.run import RunKind
 
 PROVIDER = "github"
@@ -62,6 +63,13 @@ class Binding:
     # The preview's destroy run, once its pull request closes, applies without a
     # person's approval.
     pull_request_auto_apply_destroy: bool = False
+    # Path filters (``domain.path_filters``): which changed files start a run.
+    trigger_patterns: tuple[str, ...] = ()
+    ignore_patterns: tuple[str, ...] = ()
+
+    @property
+    def path_filters(self) -> PathFilters:
+        return PathFilters(self.trigger_patterns, self.ignore_patterns)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +82,8 @@ class Binding:
             "push_run_kind": self.push_kind.value,
             "pull_request_workspaces": self.pull_request_workspaces,
             "pull_request_auto_apply_destroy": self.pull_request_auto_apply_destroy,
+            "trigger_patterns": list(self.trigger_patterns),
+            "ignore_patterns": list(self.ignore_patterns),
         }
 
 
@@ -202,6 +212,10 @@ class SourceEvent:
     commit_message: str | None = None
     pull_request_title: str | None = None
     pull_request_author: str | None = None
+    # A push's previous head (all zeros for a new branch) and whether it was forced:
+    # what the changed files are compared against, for path filters.
+    before_sha: str | None = None
+    forced: bool = False
 
     @property
     def ref(self) -> str:
@@ -294,6 +308,11 @@ class Ingestion:
     archive_size: int | None = None
     targets: tuple[IngestionTarget, ...] = ()
     reason: str | None = None
+    before_sha: str | None = None
+    forced: bool = False
+    # What each bound workspace's path filters made of the change (recorded when the
+    # ingestion is ready; a skipped workspace has no target).
+    path_decisions: tuple[PathDecision, ...] = ()
 
     @classmethod
     def pending(
@@ -325,11 +344,18 @@ class Ingestion:
             workflow_id=source_id,
             created_at=now,
             updated_at=now,
+            before_sha=event.before_sha,
+            forced=event.forced,
         )
 
     @property
     def speculative(self) -> bool:
         return self.event == "pull_request"
+
+    @property
+    def skipped(self) -> tuple[PathDecision, ...]:
+        """The bound workspaces whose path filters skipped this change."""
+        return tuple(d for d in self.path_decisions if not d.triggered)
 
 
 @dataclass(frozen=True)
@@ -411,6 +437,7 @@ def _push(payload: dict[str, Any], repository: str, installation: int) -> Source
         return Ignored("only pushes to branches start runs (not tags)")
     if not isinstance(sha, str) or not SHA.fullmatch(sha):
         return Ignored("the push names no commit")
+    before = payload.get("before")
     occurred = _time(_get(payload, "head_commit", "timestamp")) or _time(
         _get(payload, "repository", "pushed_at")
     )
@@ -424,6 +451,8 @@ def _push(payload: dict[str, Any], repository: str, installation: int) -> Source
         occurred_at=occurred,
         sender=_login(_get(payload, "sender", "login")),
         commit_message=_text(_get(payload, "head_commit", "message")),
+        before_sha=before if isinstance(before, str) and SHA.fullmatch(before) else None,
+        forced=payload.get("forced") is True,
     )
 
 

@@ -67,6 +67,7 @@ from runplane.domain.github import (
 from runplane.domain.github_connect import AuditNote
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind, derived_id
+from runplane.domain.path_filters import valid_patterns
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.run_events import ENDINGS, EventType, RunEvent
 from runplane.domain.tfe_runs import ExecutionMode
@@ -74,6 +75,7 @@ from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.auto_destroy import AutoDestroys
 from runplane.services.github_installations import GitHubInstallations
+from runplane.services.github_path_filters import path_decisions, post_skipped_statuses
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.runs import Runs
@@ -190,6 +192,8 @@ class GitHubSources:
         push_run_kind: str,
         pull_request_workspaces: bool = False,
         pull_request_auto_apply_destroy: bool = False,
+        trigger_patterns: list[str] | None = None,
+        ignore_patterns: list[str] | None = None,
     ) -> Binding:
         principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
@@ -205,6 +209,8 @@ class GitHubSources:
             pull_request_auto_apply_destroy=_flag(
                 pull_request_auto_apply_destroy, "/pull_request_auto_apply_destroy"
             ),
+            trigger_patterns=valid_patterns(trigger_patterns or [], "trigger_patterns"),
+            ignore_patterns=valid_patterns(ignore_patterns or [], "ignore_patterns"),
         )
         previous = self._store.binding(workspace.id)
         self._store.bind(
@@ -221,6 +227,15 @@ class GitHubSources:
         found = self._store.binding(workspace.id)
         if found is None or found.organization_id != workspace.organization_id:
             raise NotFound("GitHub binding of workspace", workspace_id)
+        return found
+
+    def ingestion(self, principal: Principal, source_id: str) -> Ingestion:
+        """A source ingestion of the principal's organization (what its delivery
+        started and what path filters decided); another's is ``NotFound``."""
+        principal.require(Permission.WORKSPACE_READ)
+        found = self._store.ingestion(source_id) if source_id.startswith("src-") else None
+        if found is None or not _visible(principal, found):
+            raise NotFound("source ingestion", source_id[:40])
         return found
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
@@ -468,9 +483,24 @@ class GitHubSources:
             raise NotFound("source ingestion", source_id)
         return source
 
-    def _ingest(self, source: Ingestion, targets: list[Binding]) -> dict[str, Any]:
+    def _ingest(self, source: Ingestion, bound: list[Binding]) -> dict[str, Any]:
         app = self._app()
         token = app.installation_token(int(source.installation_id), self._clock.now())
+        decisions = path_decisions(app, token, source, bound)
+        targets = [b for b, d in zip(bound, decisions, strict=True) if d.triggered]
+        if not targets:
+            # Every bound workspace's path filters skipped the change: nothing to fetch.
+            del token
+            self._store.record_fetched(
+                source.id,
+                archive_sha256=None,
+                archive_size=None,
+                configurations=[],
+                targets=[],
+                now=self._clock.now(),
+                path_decisions=decisions,
+            )
+            return {"source_id": source.id, "status": "ready", "targets": 0}
         limits = ArchiveLimits(max_total_bytes=self._config.archive_max_bytes)
         archives: dict[str, bytes] = {}
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as tarball:
@@ -528,6 +558,7 @@ class GitHubSources:
                 configurations=fetched,
                 targets=[f.target for f in fetched],
                 now=now,
+                path_decisions=decisions,
             )
         except BaseException:
             for artifact_id in stored:
@@ -674,6 +705,8 @@ class GitHubSources:
         if created and source.event == "pull_request":
             # With the targets just recorded, so each status names its run's workspace.
             self._post_statuses(replace(source, targets=tuple(targets)), created, "pending")
+        if source.skipped and source.event == "pull_request":
+            post_skipped_statuses(self._app(), self._clock.now(), source, self._config.review_url)
         return {"source_id": source_id, "runs": len(created)}
 
     def _create_run(self, source: Ingestion, binding: Binding, target: IngestionTarget) -> str:
@@ -772,6 +805,17 @@ def _status_description(state: str, status: RunStatus | None, *, preview: bool) 
     if status is RunStatus.AWAITING_APPROVAL:
         return "plan ready: awaiting approval"
     return "preview run queued" if status is None else f"preview run {status.value}"
+
+
+def _visible(principal: Principal, source: Ingestion) -> bool:
+    """An organization's member sees its ingestions; a principal confined to a workspace
+    only those that reached that workspace."""
+    reached = {t.workspace_id for t in source.targets}
+    reached |= {t.binding_workspace_id for t in source.targets}
+    reached |= {d.workspace_id for d in source.path_decisions}
+    if principal.workspace_id is None:
+        return principal.organization_id == source.organization_id
+    return any(principal.can_see_workspace(source.organization_id, w) for w in reached)
 
 
 def _flag(value: object, pointer: str) -> bool:

@@ -18,6 +18,7 @@ from runplane.domain.github import (
     PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
+from runplane.domain.path_filters import PathDecision
 from runplane.domain.run import RunKind
 from runplane.domain.source_provenance import ConfigurationOrigin, SourceIngestion, SourceTarget
 from runplane.store import configuration_versions, github_installations
@@ -54,6 +55,8 @@ def _binding(item: GitHubBindingItem) -> Binding:
         push_kind=RunKind(item.push_kind),
         pull_request_workspaces=bool(item.pull_request_workspaces),
         pull_request_auto_apply_destroy=bool(item.pull_request_auto_apply_destroy),
+        trigger_patterns=tuple(str(p) for p in item.trigger_patterns or []),
+        ignore_patterns=tuple(str(p) for p in item.ignore_patterns or []),
     )
 
 
@@ -83,6 +86,8 @@ def _item(key: tuple[str, str], binding: Binding, actor: str, now: datetime) -> 
         push_kind=binding.push_kind.value,
         pull_request_workspaces=binding.pull_request_workspaces,
         pull_request_auto_apply_destroy=binding.pull_request_auto_apply_destroy,
+        trigger_patterns=list(binding.trigger_patterns) or None,
+        ignore_patterns=list(binding.ignore_patterns) or None,
         updated_at=now,
         updated_by=actor,
     )
@@ -291,20 +296,29 @@ def _moved(source_id: str) -> Any:
 def mark_ready(
     source_id: str,
     *,
-    archive_sha256: str,
-    archive_size: int,
+    archive_sha256: str | None,
+    archive_size: int | None,
     targets: list[dict[str, Any]],
     now: datetime,
+    path_decisions: Sequence[PathDecision] = (),
 ) -> Transaction:
+    """Make a pending ingestion ready. Its archive is None when every bound workspace's
+    path filters skipped the change (nothing was downloaded)."""
+    actions: list[Any] = [
+        SourceIngestionItem.status.set("ready"),
+        SourceIngestionItem.targets.set(targets),
+        SourceIngestionItem.updated_at.set(now),
+    ]
+    if archive_sha256 is not None and archive_size is not None:
+        actions.append(SourceIngestionItem.archive_sha256.set(archive_sha256))
+        actions.append(SourceIngestionItem.archive_size.set(archive_size))
+    if path_decisions:
+        actions.append(
+            SourceIngestionItem.path_decisions.set([d.to_dict() for d in path_decisions])
+        )
     return Transaction().update(
         SourceIngestionItem(*source_key(source_id)),
-        [
-            SourceIngestionItem.status.set("ready"),
-            SourceIngestionItem.archive_sha256.set(archive_sha256),
-            SourceIngestionItem.archive_size.set(archive_size),
-            SourceIngestionItem.targets.set(targets),
-            SourceIngestionItem.updated_at.set(now),
-        ],
+        actions,
         condition=SourceIngestionItem.status == "pending",
         on_refused=_moved(source_id),
     )
@@ -387,6 +401,9 @@ def _to_ingestion(item: SourceIngestionItem) -> Ingestion:
         archive_size=None if item.archive_size is None else int(item.archive_size),
         targets=tuple(_target(record) for record in item.targets or []),
         reason=item.reason,
+        before_sha=item.before_sha,
+        forced=bool(item.forced),
+        path_decisions=tuple(PathDecision.from_dict(d) for d in item.path_decisions or []),
     )
 
 
@@ -414,6 +431,9 @@ def _ingestion_item(ingestion: Ingestion) -> SourceIngestionItem:
         archive_size=ingestion.archive_size,
         targets=[_target_record(target) for target in ingestion.targets],
         reason=ingestion.reason,
+        before_sha=ingestion.before_sha,
+        forced=ingestion.forced or None,
+        path_decisions=[d.to_dict() for d in ingestion.path_decisions] or None,
         created_at=ingestion.created_at,
         updated_at=ingestion.updated_at,
     )
@@ -544,11 +564,12 @@ class DynamoGitHubSources:
         self,
         source_id: str,
         *,
-        archive_sha256: str,
-        archive_size: int,
+        archive_sha256: str | None,
+        archive_size: int | None,
         configurations: Sequence[FetchedConfiguration],
         targets: Sequence[IngestionTarget],
         now: datetime,
+        path_decisions: Sequence[PathDecision] = (),
     ) -> None:
         write = Transaction()
         for fetched in configurations:
@@ -561,6 +582,7 @@ class DynamoGitHubSources:
                     archive_size=archive_size,
                     targets=[_target_record(target) for target in targets],
                     now=now,
+                    path_decisions=path_decisions,
                 )
             ]
         )

@@ -632,6 +632,9 @@ class GitHubBindingItem(TableItem):
     # Absent on bindings made before preview workspaces existed: false.
     pull_request_workspaces = BooleanAttribute(null=True)
     pull_request_auto_apply_destroy = BooleanAttribute(null=True)
+    # Path filters (absent on bindings made before they existed: none).
+    trigger_patterns = JSONAttribute(null=True)
+    ignore_patterns = JSONAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
     updated_by = UnicodeAttribute()
 
@@ -692,5 +695,10 @@ class SourceIngestionItem(TableItem):
     archive_size = NumberAttribute(null=True)
     targets = JSONAttribute(default=list)
     reason = UnicodeAttribute(null=True)
+    # A push's previous head and whether it was forced; what each bound workspace's
+    # path filters decided (``domain.path_filters.PathDecision``).
+    before_sha = UnicodeAttribute(null=True)
+    forced = BooleanAttribute(null=True)
+    path_decisions = JSONAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()

@@ -22,6 +22,7 @@ from runplane.domain.github import (
     PreviewWorkspace,
 )
 from runplane.domain.github_connect import AuditNote
+from runplane.domain.path_filters import PathDecision
 
 
 class GitHubSourceStore(Protocol):
@@ -65,9 +66,10 @@ class GitHubSourceStore(Protocol):
 
     - ``ingestion`` is one by ID, targets in the order recorded, or None.
     - ``record_fetched`` records each fetched configuration's version and makes the
-      ingestion ready with its archive and ``targets``, in one write, only while it is
-      pending (else ``Conflict``); a configuration version ID taken raises
-      ``ConcurrentChange``, and that refusal comes first.
+      ingestion ready with its archive (None when nothing was downloaded: every bound
+      workspace's path filters skipped the change), ``targets`` and ``path_decisions``,
+      in one write, only while it is pending (else ``Conflict``); a configuration
+      version ID taken raises ``ConcurrentChange``, and that refusal comes first.
     - ``set_targets`` replaces a ready ingestion's targets (else ``ConcurrentChange``).
     - ``mark_failed`` fails a pending ingestion with its reason, cut at 500 characters
       (else ``Conflict``).
@@ -109,11 +111,12 @@ class GitHubSourceStore(Protocol):
         self,
         source_id: str,
         *,
-        archive_sha256: str,
-        archive_size: int,
+        archive_sha256: str | None,
+        archive_size: int | None,
         configurations: Sequence[FetchedConfiguration],
         targets: Sequence[IngestionTarget],
         now: datetime,
+        path_decisions: Sequence[PathDecision] = (),
     ) -> None: ...
 
     def set_targets(
