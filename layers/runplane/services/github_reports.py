@@ -12,7 +12,8 @@ it may have posted being found again by its hidden marker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
@@ -156,7 +157,8 @@ class PullRequestReports:
                 self._store.claim_report(claim)
             except ConcurrentChange:
                 raise _busy("comment") from None
-            comment_id = app.create_comment(token, source.repository, source.pull_request, body)
+            with self._released_on_failure(claim):
+                comment_id = app.create_comment(token, source.repository, source.pull_request, body)
             self._store.update_report(replace(claim, github_id=comment_id), claim)
             return
         if found.github_id is None:
@@ -166,12 +168,15 @@ class PullRequestReports:
             taken = replace(taken, source_created_at=source.created_at)
             self._update(taken, found)
             marker = comment_marker(source.organization_id)
-            earlier = app.find_comment(token, source.repository, source.pull_request, marker)
-            if earlier is None:
-                comment_id = app.create_comment(token, source.repository, source.pull_request, body)
-            else:
-                comment_id = earlier
-                app.edit_comment(token, source.repository, comment_id, body)
+            with self._released_on_failure(taken):
+                earlier = app.find_comment(token, source.repository, source.pull_request, marker)
+                if earlier is None:
+                    comment_id = app.create_comment(
+                        token, source.repository, source.pull_request, body
+                    )
+                else:
+                    comment_id = earlier
+                    app.edit_comment(token, source.repository, comment_id, body)
             self._store.update_report(replace(taken, github_id=comment_id), taken)
             return
         if found.source_created_at is not None and found.source_created_at > source.created_at:
@@ -182,6 +187,19 @@ class PullRequestReports:
                 replace(found, source_id=source.id, source_created_at=source.created_at), found
             )
         app.edit_comment(token, source.repository, found.github_id, body)
+
+    @contextmanager
+    def _released_on_failure(self, claim: ReportRecord) -> Iterator[None]:
+        """A post GitHub failed leaves its claim stale at once, so the retry takes it over
+        (and, for a comment, finds by its marker one GitHub created all the same)."""
+        try:
+            yield
+        except RunplaneError:
+            with suppress(ConcurrentChange):
+                self._store.update_report(
+                    replace(claim, claimed_at=claim.claimed_at - STALE_CLAIM), claim
+                )
+            raise
 
     def _update(self, record: ReportRecord, previous: ReportRecord) -> None:
         try:
@@ -230,7 +248,8 @@ class PullRequestReports:
             "external_id": report.run_id or report.workspace_id,
             **check,
         }
-        check_id = app.create_check_run(token, source.repository, created)
+        with self._released_on_failure(claim):
+            check_id = app.create_check_run(token, source.repository, created)
         self._store.update_report(replace(claim, github_id=check_id), claim)
 
 
