@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from functools import partial
+from typing import Any
 
 from tests.e2e.conftest import Local
 from tests.e2e.test_dashboard_plan import CONFIGURATION
@@ -21,6 +23,21 @@ from tests.e2e.test_managed_runs import SECRET_VALUE
 from tests.github_fake import FakeGitHub
 
 NUMBER = 12
+
+
+def runs_beyond(local: Local, workspace_id: str, count: int) -> list[dict[str, Any]]:
+    """The workspace's runs, newest first, once there are more than ``count``."""
+    found = local.client.list_runs(workspace_id)
+    return found if len(found) > count else []
+
+
+def finished_comment(fake: FakeGitHub, repository: str, sha: str) -> list[dict[str, Any]]:
+    """The pull request's comments showing ``sha``'s plan finished."""
+    return [
+        c
+        for c in fake.reviews.comments_on(repository, NUMBER)
+        if f"`{sha[:12]}`" in c["body"] and "| succeeded |" in c["body"]
+    ]
 
 
 def test_one_comment_follows_three_pushes_and_never_shows_a_sensitive_value(
@@ -43,20 +60,11 @@ def test_one_comment_follows_three_pushes_and_never_shows_a_sensitive_value(
         status, body, _ = post_webhook(local, "pull_request", event)
         assert status == 202, body
         shas.append(sha)
-        runs = eventually(
-            lambda push=push: (lambda found: found if len(found) > push else [])(
-                local.client.list_runs(ws)
-            ),
-            what="the push's run",
-        )
+        runs = eventually(partial(runs_beyond, local, ws, push), what="the push's run")
         run = runs[0]  # the newest
         assert local.client.watch(run["id"], timeout=180)["status"] == "succeeded"
         eventually(
-            lambda sha=sha: [
-                c
-                for c in reviews.comments_on(repository, NUMBER)
-                if f"`{sha[:12]}`" in c["body"] and "| succeeded |" in c["body"]
-            ],
+            partial(finished_comment, fake_github, repository, sha),
             what="the comment showing the finished plan of the push",
         )
 
