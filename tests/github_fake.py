@@ -26,6 +26,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from tests.github_fake_reviews import ReviewApi
+
 TOKEN_PATH = re.compile(r"^/app/installations/(\d+)/access_tokens$")
 TARBALL_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/tarball/([0-9a-f]{40})$")
 STATUS_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/statuses/([0-9a-f]{40})$")
@@ -99,6 +101,7 @@ class FakeGitHub:
     # The files pull requests change, and pushes' comparisons (base, head): path filters.
     pull_request_files: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     comparisons: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    reviews: ReviewApi = field(default_factory=ReviewApi)
 
     def trust(self, app_id: str, public_key_pem: str) -> None:
         key = serialization.load_pem_public_key(public_key_pem.encode())
@@ -289,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
                 github.tokens[token] = int(match.group(1))
             self._reply(201, {"token": token, "expires_at": "2099-01-01T00:00:00Z"})
             return
+        if self._review(raw):
+            return
         if match := STATUS_PATH.match(self.path):
             if github.installation_of(auth) is None:
                 self._reply(401, {"message": "Bad credentials"})
@@ -302,6 +307,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(201, body)
             return
         self._reply(404, {"message": "Not Found"})
+
+    def _review(self, raw: bytes) -> bool:
+        """Comments and check runs (``github_fake_reviews``), for an installation token."""
+        answer = self.github.reviews.handle(self.command, self.path, raw)
+        if answer is None:
+            return False
+        if self.github.installation_of(self.headers.get("Authorization", "")) is None:
+            self._reply(401, {"message": "Bad credentials"})
+        else:
+            self._reply(*answer)
+        return True
+
+    def do_PATCH(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self._review(raw):
+            self._reply(404, {"message": "Not Found"})
 
     def do_DELETE(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -411,6 +433,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self._web(split.path, query) or self._user_api(split.path, query):
             return
         if self._changed_files(split.path, query):
+            return
+        if self._review(b""):
             return
         match = TARBALL_PATH.match(self.path)
         if match is None:

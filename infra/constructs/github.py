@@ -18,7 +18,9 @@ from functions.tasks.source_handlers import SOURCE_HANDLERS
 from infra.config import RunplaneConfig
 from infra.constructs.functions import (
     KEY_ACTIONS,
+    KEY_UNWRAP,
     OBJECT_ACTIONS,
+    OBJECT_READ,
     TABLE_READ,
     TABLE_WRITE,
     WORKFLOW_START,
@@ -54,9 +56,13 @@ SOURCE_ACCESS: dict[str, Access] = {
         github_secrets=(APP_KEY,),
         settings=_GITHUB_SETTINGS,
     ),
-    # Creates runs (and starts their workflows) and posts pending statuses.
+    # Creates runs (and starts their workflows) and posts pending statuses, the pull
+    # request's comment and check runs (read from the runs' plan documents).
     "CreateSourceRuns": Access(
         table=_STEP,
+        object_prefixes=(ARTIFACTS_PREFIX,),
+        object_actions=OBJECT_READ,
+        key=KEY_UNWRAP,
         workflow=WORKFLOW_START,
         github_secrets=(APP_KEY,),
         settings=(
@@ -70,8 +76,13 @@ SOURCE_ACCESS: dict[str, Access] = {
         ),
     ),
     "FailSource": Access(table=_STEP),
+    # Posts a run's commit status, and edits the pull request's comment and the run's
+    # check run (claimed and recorded in the table; read from the plan document).
     "ReportCommitStatus": Access(
-        table=TABLE_READ,
+        table=_STEP,
+        object_prefixes=(ARTIFACTS_PREFIX,),
+        object_actions=OBJECT_READ,
+        key=KEY_UNWRAP,
         github_secrets=(APP_KEY,),
         settings=(*_GITHUB_SETTINGS, "control_plane_url"),
     ),

@@ -620,7 +620,9 @@ class Services:
     @cached_property
     def github(self) -> GitHubSources:
         from runplane.services.github import GitHubConfig, GitHubSources
+        from runplane.services.github_reports import PullRequestReports
         from runplane.store.github import DynamoGitHubSources
+        from runplane.store.github_reports import DynamoGitHubReports
 
         settings = self.settings
         return GitHubSources(
@@ -645,6 +647,14 @@ class Services:
             self.github_installations,
             DynamoGitHubSources(),
             self.auto_destroys,
+            reports=PullRequestReports(
+                self.clock,
+                DynamoGitHubReports(),
+                self.runs,
+                self.workspaces,
+                self.plan_views,
+                settings.public_url or settings.control_plane_url,
+            ),
         )
 
     @cached_property

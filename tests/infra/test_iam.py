@@ -139,13 +139,19 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     | OBJECTS
     | DATA_KEYS
     | SECRET,
+    # Both post a pull request's comment and check runs, read from its runs' plan views.
     "functions.tasks.source_handlers.create_source_runs": BASE
     | READ
     | WRITE
     | {"states:StartExecution"}
-    | SECRET,
+    | SECRET
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
     "functions.tasks.source_handlers.fail_source": BASE | READ | WRITE,
-    "functions.tasks.source_handlers.report_commit_status": BASE | READ | SECRET,
+    "functions.tasks.source_handlers.report_commit_status": BASE
+    | READ
+    | WRITE
+    | SECRET
+    | {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"},
     # The outbox relay: stream records in, run events out.
     "functions.events.relay.handler": BASE | STREAM_READ | EVENTS | RELAY_FAILURES,
 }

@@ -1,4 +1,5 @@
-"""GitHub's REST API as a GitHub App: installation tokens, commit archives, commit statuses.
+"""GitHub's REST API as a GitHub App: installation tokens, commit archives, commit statuses,
+pull request comments and check runs.
 
 The App authenticates with a short RS256 JWT signed by its private key; an
 installation token is then exchanged for each task and lives only in that
@@ -145,6 +146,37 @@ class GitHubApp:
         fallback = FALLBACK_TRUNCATED if len(listed) >= MAX_COMPARE_FILES else None
         return ChangedFiles(tuple(_file_paths(listed)), fallback)
 
+    # -- pull request comments and check runs -------------------------------------------
+
+    def create_comment(self, token: str, repository: str, number: int, body: str) -> int:
+        path = f"/repos/{_repo(repository)}/issues/{int(number)}/comments"
+        return _id(self._json("POST", path, f"token {token}", {"body": body}))
+
+    def edit_comment(self, token: str, repository: str, comment_id: int, body: str) -> None:
+        path = f"/repos/{_repo(repository)}/issues/comments/{int(comment_id)}"
+        self._json("PATCH", path, f"token {token}", {"body": body})
+
+    def find_comment(self, token: str, repository: str, number: int, marker: str) -> int | None:
+        """The first comment (of the first 100) whose body starts with ``marker``."""
+        path = f"/repos/{_repo(repository)}/issues/{int(number)}/comments?per_page=100"
+        request = self._request("GET", self._api + path, f"token {token}")
+        raw = send_list(self._opener, request, self._timeout, f"GET {path.split('?')[0]}")
+        for comment in raw:
+            body = comment.get("body") if isinstance(comment, dict) else None
+            if isinstance(body, str) and body.startswith(marker):
+                return _id(comment)
+        return None
+
+    def create_check_run(self, token: str, repository: str, check: Mapping[str, Any]) -> int:
+        path = f"/repos/{_repo(repository)}/check-runs"
+        return _id(self._json("POST", path, f"token {token}", dict(check)))
+
+    def update_check_run(
+        self, token: str, repository: str, check_run_id: int, check: Mapping[str, Any]
+    ) -> None:
+        path = f"/repos/{_repo(repository)}/check-runs/{int(check_run_id)}"
+        self._json("PATCH", path, f"token {token}", dict(check))
+
     # -- internals --------------------------------------------------------------------------
 
     def _json_get(self, path: str, token: str) -> Any:
@@ -228,6 +260,34 @@ def _file_paths(listed: list[Any]) -> list[str]:
             if isinstance(value, str) and value:
                 paths.append(value)
     return paths
+
+
+def send_list(
+    opener: urllib.request.OpenerDirector,
+    request: urllib.request.Request,
+    timeout: float,
+    what: str,
+) -> list[Any]:
+    """GitHub's JSON array answer to ``request`` (at most 1 MiB; anything else reads as [])."""
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            raw = response.read(1024 * 1024)
+    except urllib.error.HTTPError as error:
+        raise github_failure(error, what) from None
+    except OSError as error:
+        raise GitHubUnavailable(f"GitHub is unreachable ({type(error).__name__})") from None
+    try:
+        parsed = json.loads(raw or b"[]")
+    except ValueError:
+        raise GitHubUnavailable("GitHub answered with something other than JSON") from None
+    return parsed if isinstance(parsed, list) else []
+
+
+def _id(reply: Mapping[str, Any]) -> int:
+    found = reply.get("id")
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise GitHubUnavailable("GitHub answered without the ID of what it created")
+    return found
 
 
 def _repo(repository: str) -> str:

@@ -76,6 +76,7 @@ from runplane.services.artifacts import ArtifactStore
 from runplane.services.auto_destroy import AutoDestroys
 from runplane.services.github_installations import GitHubInstallations
 from runplane.services.github_path_filters import path_decisions, post_skipped_statuses
+from runplane.services.github_reports import PullRequestReports
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.runs import Runs
@@ -162,7 +163,10 @@ class GitHubSources:
         store: GitHubSourceStore,
         auto_destroys: AutoDestroys,
         app: Callable[[str, str, str], GitHubApp] = GitHubApp,
+        reports: PullRequestReports | None = None,
     ) -> None:
+        # A pull request's comment and check runs, posted with its commit statuses.
+        self._reports = reports
         self._installations = installations
         # A closed pull request's preview is destroyed by arming its auto-destroy.
         self._auto_destroys = auto_destroys
@@ -704,7 +708,9 @@ class GitHubSources:
             self._store.set_targets(source_id, targets, self._clock.now())
         if created and source.event == "pull_request":
             # With the targets just recorded, so each status names its run's workspace.
-            self._post_statuses(replace(source, targets=tuple(targets)), created, "pending")
+            self._post_statuses(
+                replace(source, targets=tuple(targets)), created, "pending", reports_may_fail=True
+            )
         if source.skipped and source.event == "pull_request":
             post_skipped_statuses(self._app(), self._clock.now(), source, self._config.review_url)
         return {"source_id": source_id, "runs": len(created)}
@@ -772,6 +778,8 @@ class GitHubSources:
         run_ids: list[str],
         state: str,
         status: RunStatus | None = None,
+        *,
+        reports_may_fail: bool = False,
     ) -> None:
         app = self._app()
         token = app.installation_token(int(source.installation_id), self._clock.now())
@@ -792,6 +800,14 @@ class GitHubSources:
                     "target_url": f"{self._config.review_url.rstrip('/')}/api/v1/runs/{run_id}",
                 },
             )
+        if self._reports is not None:
+            try:
+                self._reports.publish(app, token, source, run_ids)
+            except RunplaneError:
+                # Creating runs is not held back by a comment: the runs' next reports
+                # bring it up to date. A run's own report is retried instead.
+                if not reports_may_fail:
+                    raise
         del token
 
 

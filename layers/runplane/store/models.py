@@ -611,6 +611,11 @@ def github_preview_key(parent_workspace_id: str, pull_request: int) -> tuple[str
     return f"WS#{parent_workspace_id}", f"GHPREVIEW#{pull_request}"
 
 
+def github_report_key(key: str) -> tuple[str, str]:
+    """A pull request's comment or a check run Runplane posted (``domain.pr_comments``)."""
+    return f"GHREPORT#{key}", "GHREPORT"
+
+
 def github_delivery_key(delivery_id: str) -> tuple[str, str]:
     return f"GHDELIVERY#{delivery_id}", "GHDELIVERY"
 
@@ -702,3 +707,14 @@ class SourceIngestionItem(TableItem):
     path_decisions = JSONAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     updated_at = UTCDateTimeAttribute()
+
+
+class GitHubReportItem(TableItem):
+    """A comment or check run posted on GitHub, claimed before it is posted so two
+    reporters never post two; ``github_id`` once GitHub answered."""
+
+    org_id = UnicodeAttribute()
+    claimed_at = UTCDateTimeAttribute()
+    github_id = NumberAttribute(null=True)
+    source_id = UnicodeAttribute(null=True)
+    source_created_at = UTCDateTimeAttribute(null=True)
