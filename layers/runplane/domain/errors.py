@@ -740,6 +740,19 @@ class WebhookSignatureInvalid(RunplaneError):
         )
 
 
+class WebhookTokenInvalid(RunplaneError):
+    """A GitLab webhook whose ``X-Gitlab-Token`` is no binding's token: nothing was written."""
+
+    code = "WEBHOOK_TOKEN_INVALID"
+    http_status = 401
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the X-Gitlab-Token header is not the webhook token of a bound workspace; "
+            "nothing was recorded"
+        )
+
+
 class WebhookReplayRefused(Conflict):
     """A delivery that is too old, or a delivery ID seen before with another body."""
 

@@ -644,6 +644,27 @@ class GitHubBindingItem(TableItem):
     updated_by = UnicodeAttribute()
 
 
+def gitlab_binding_key(workspace_id: str) -> tuple[str, str]:
+    return f"WS#{workspace_id}", "GITLAB"
+
+
+class GitLabBindingItem(TableItem):
+    """A workspace's GitLab binding: its project access token sealed (wrapped data key
+    and ciphertext), its webhook token only as the digest of the secret part."""
+
+    workspace_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    base_url = UnicodeAttribute()
+    project = UnicodeAttribute()
+    branch = UnicodeAttribute()
+    working_directory = UnicodeAttribute(default="")
+    push_kind = UnicodeAttribute()
+    access_token_wrapped_key = BinaryAttribute(legacy_encoding=False)
+    access_token_sealed = BinaryAttribute(legacy_encoding=False)
+    hook_secret_sha256 = UnicodeAttribute()
+    updated_at = UTCDateTimeAttribute()
+
+
 class GitHubPreviewItem(TableItem):
     """The preview workspace a bound workspace's pull request got (kept under the bound
     workspace, one per pull request), and when the pull request closed."""

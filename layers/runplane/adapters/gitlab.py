@@ -1,0 +1,70 @@
+"""GitLab's REST API (v4) with a project access token: commit archives and commit statuses.
+
+The token travels only in the ``PRIVATE-TOKEN`` header to the bound instance's own API;
+redirects are not followed (they could carry it elsewhere). It never reaches a log line,
+an error message or storage: errors name the request and GitLab's status code only.
+Failures worth retrying raise ``GitHubUnavailable``, the error the source workflow
+retries for every source provider.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import IO
+
+from runplane.adapters.github import Archive, NoRedirect, _stream
+from runplane.domain.errors import GitHubUnavailable, SourceRefused
+
+
+class GitLabProject:
+    """One project of one GitLab instance, read and annotated with one access token."""
+
+    def __init__(self, base_url: str, project: str, token: str, *, timeout: float = 20.0) -> None:
+        self._api = f"{base_url.rstrip('/')}/api/v4/projects/{urllib.parse.quote(project, safe='')}"
+        self._token = token
+        self._timeout = timeout
+        self._opener = urllib.request.build_opener(NoRedirect)
+
+    def __repr__(self) -> str:
+        return "GitLabProject(<token hidden>)"
+
+    def download_archive(self, sha: str, sink: IO[bytes], max_bytes: int) -> Archive:
+        """Stream the commit's ``tar.gz`` into ``sink``, hashing it; refused past ``max_bytes``."""
+        query = urllib.parse.urlencode({"sha": sha})
+        request = self._request("GET", f"{self._api}/repository/archive.tar.gz?{query}")
+        try:
+            response = self._opener.open(request, timeout=self._timeout)
+        except urllib.error.HTTPError as error:
+            raise _failure(error.code, f"the archive of commit {sha[:12]}") from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitLab is unreachable ({type(error).__name__})") from None
+        return _stream(response, sink, max_bytes)
+
+    def post_status(self, sha: str, status: Mapping[str, str]) -> None:
+        """``POST /projects/:id/statuses/:sha`` (state, name, description, target_url)."""
+        url = f"{self._api}/statuses/{urllib.parse.quote(sha, safe='')}"
+        request = self._request("POST", url, json.dumps(dict(status)).encode())
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                response.read(64 * 1024)
+        except urllib.error.HTTPError as error:
+            raise _failure(error.code, "the commit status") from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitLab is unreachable ({type(error).__name__})") from None
+
+    def _request(self, method: str, url: str, body: bytes | None = None) -> urllib.request.Request:
+        headers = {"PRIVATE-TOKEN": self._token, "User-Agent": "runplane"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+
+
+def _failure(code: int, what: str) -> Exception:
+    # The body may echo the request; only the status is reported.
+    if code in {429, 500, 502, 503, 504}:
+        return GitHubUnavailable(f"GitLab answered {code} for {what}; retrying later")
+    return SourceRefused(f"GitLab refused {what} ({code})")
