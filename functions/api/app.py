@@ -64,6 +64,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/workspaces/<workspace_id>/github",
         "/api/v1/github/installations",
         "/api/v1/github/installations/<installation_id>",
+        "/api/v1/github/ingestions/<source_id>",
         "/webhooks/github",
     ),
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
