@@ -11,7 +11,7 @@ from runplane.cli import main
 from runplane.client import ApiError
 from runplane.domain.policy import load_policy_set_dir
 from tests.e2e.conftest import Local, unique
-from tests.e2e.test_managed_runs import HELLO, config, new_workspace
+from tests.e2e.test_managed_runs import HELLO, SECRET_VALUE, config, new_workspace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 
@@ -215,3 +215,59 @@ def test_the_listing_shows_each_sets_input_shape(
     assert "scalr-tags  sha256:" in out
     assert "  input tfplan  not attached" in out
     assert "Rego v0" not in out
+
+
+# A configuration that unmarks its sensitive variable (nonsensitive) into an attribute.
+UNMARKED_SECRET = """
+terraform {
+  required_providers {
+    test = { source = "runplane/test", version = "0.1.0" }
+  }
+}
+variable "token" {
+  type      = string
+  sensitive = true
+}
+resource "test_thing" "leak" {
+  name    = "leak"
+  content = nonsensitive(var.token)
+}
+"""
+
+
+def test_a_policy_never_sees_a_secret_the_configuration_unmarked(
+    local: Local, tmp_path: Path
+) -> None:
+    client = local.client
+    ws = new_workspace(local, "policy-secret")
+    # Given an advisory policy that repeats every created resource's content in its message
+    source = (
+        "package runplane.echo\n\nimport rego.v1\n\n"
+        "deny := [m |\n\tsome rc in input.resource_changes\n"
+        '\t"create" in rc.actions\n'
+        '\tm := sprintf("%s holds %v", [rc.address, rc.after.content])\n]\n'
+    )
+    echo = client.publish_policy_set(
+        {
+            "name": unique("echo"),
+            "modules": [{"name": "echo.rego", "source": source}],
+            "policies": [
+                {"name": "echo", "enforcement": "advisory", "query": "data.runplane.echo.deny"}
+            ],
+        }
+    )
+    client.attach_policy_set(echo["name"], [ws])
+
+    # When a plan runs a configuration that passes the workspace's sensitive variable
+    # through nonsensitive() into the resource
+    client.set_variable(ws, "token", SECRET_VALUE, sensitive=True)
+    run = client.create_run(ws, config(tmp_path, UNMARKED_SECRET), kind="plan_only")
+    done = client.watch(run["id"], timeout=180)
+
+    # Then the policy judged the plan and saw the value only as sensitive: its message,
+    # the review and the plan view never hold the secret
+    assert done["status"] == "succeeded", done
+    [result] = done["policy"]["results"]
+    assert result["messages"] == ["test_thing.leak holds (sensitive)"]
+    assert SECRET_VALUE not in json.dumps(done)
+    assert SECRET_VALUE not in json.dumps(client.run_plan(run["id"]))

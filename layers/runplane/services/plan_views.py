@@ -7,7 +7,6 @@ the run's workspace visible to the caller; another organization's run is not fou
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,8 +25,8 @@ from runplane.domain.plan_view import (
     build_view,
     parse,
 )
-from runplane.domain.variable_precedence import read_document
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.run_secrets import sensitive_values
 from runplane.services.runs import Runs
 from runplane.services.unit_of_work import UnitsOfWork
 
@@ -89,23 +88,12 @@ class PlanViews:
         return RunPlan(run.id, PlanState.SHOWN, view)
 
     def _secrets(self, organization_id: str, run_input: Mapping[str, Any]) -> Secrets:
-        """The run's sensitive values (Terraform and environment variables), to be taken
-        out of its plan; read only when the run has one (``PlanUnreadable`` if they
-        cannot be read: a plan is never shown unchecked)."""
-        entries = run_input.get("variables") or []
-        if not any(isinstance(v, Mapping) and v.get("sensitive") for v in entries):
-            return Secrets(())
-        artifact_id = run_input.get("variables_artifact_id")
+        """The run's sensitive values, to be taken out of its plan (``PlanUnreadable`` if
+        they cannot be read: a plan is never shown unchecked)."""
         try:
-            raw = self._artifacts.read(organization_id, str(artifact_id))
-            document = read_document(json.loads(raw))
+            return sensitive_values(self._artifacts.read, organization_id, run_input)
         except (NotFound, ArtifactCorrupt, ValueError) as error:
             raise PlanUnreadable("the run's sensitive values cannot be checked") from error
-        names = set(run_input.get("sensitive_variable_names") or [])
-        return Secrets(
-            [value for name, value in document.terraform.items() if name in names]
-            + [value for name, value in document.env.items() if name in document.sensitive_env]
-        )
 
     def _document(self, organization_id: str, artifact_id: str) -> Mapping[str, Any]:
         """The plan's ``show -json`` document, parsed (``PlanUnreadable`` if it is missing,

@@ -39,6 +39,7 @@ from runplane.domain.parts import (
     RunPart,
     required_part,
 )
+from runplane.domain.plan_secrets import without_secrets
 from runplane.domain.policy import PolicySetContent, policy_set_from_document
 from runplane.domain.policy_input import PolicyInputs, check_input_roots
 from runplane.domain.policy_results import PolicyResult, overall
@@ -48,6 +49,7 @@ from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.domain.rego_v0 import compiled_source
 from runplane.domain.run import RunStatus
 from runplane.domain.run_options import NO_OPTIONS
+from runplane.services.run_secrets import sensitive_values
 from runplane.services.source_provenance import source_provenance
 
 if TYPE_CHECKING:
@@ -331,7 +333,12 @@ class Policies:
             origin=lambda: self.run_origin(run, input_part),
         )
         governing = (workspace.id, *filter(None, [workspace.preview_of]))
-        return PolicyInputs(json.loads(plan_json), meta, governing)
+        # A value the configuration unmarked (nonsensitive()) is still the run's secret:
+        # policies never see it, so no result or message can repeat it.
+        secrets = sensitive_values(
+            self._artifacts.read, run.organization_id, input_part.body if input_part else {}
+        )
+        return PolicyInputs(without_secrets(json.loads(plan_json), secrets), meta, governing)
 
     def run_origin(self, run: Run, snapshot: RunPart | None = None) -> RunOrigin:
         """The run's message, whether a drift schedule created it, and the commit it came
