@@ -281,7 +281,7 @@ def test_a_pull_request_runs_a_speculative_plan_and_reports_pending_then_success
     states = [s["state"] for s in fake_github.statuses_for(sha)]
     assert states == ["pending", "success"]
     assert reported[0]["context"] == f"runplane/{ws}"
-    assert reported[0]["target_url"].endswith(f"/api/v1/runs/{run['id']}")
+    assert reported[0]["target_url"].endswith(f"/ui/runs/{run['id']}")
 
 
 def test_refused_deliveries_write_nothing(local: Local) -> None:

@@ -786,7 +786,7 @@ def test_a_pull_request_gets_one_preview_workspace_with_a_run_of_its_head(scene:
     [status] = scene.app.statuses
     assert status["context"] == f"runplane/{preview_id}"
     assert status["description"] == "preview run queued"
-    assert status["target_url"].endswith(f"/api/v1/runs/{run_id}")
+    assert status["target_url"].endswith(f"/ui/runs/{run_id}")
 
     # When GitHub redelivers the event, and the workflow's steps are retried
     written = scene.written()

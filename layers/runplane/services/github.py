@@ -797,7 +797,7 @@ class GitHubSources:
                     "state": state,
                     "context": f"{STATUS_CONTEXT}/{shown}",
                     "description": description,
-                    "target_url": f"{self._config.review_url.rstrip('/')}/api/v1/runs/{run_id}",
+                    "target_url": f"{self._config.review_url.rstrip('/')}/ui/runs/{run_id}",
                 },
             )
         if self._reports is not None:
