@@ -673,6 +673,29 @@ class GitHubUnbound(Doc):
     bound: Literal[False]
 
 
+class GitLabBindingView(Doc):
+    """A workspace's GitLab project binding (its access token is never shown)."""
+
+    workspace_id: str
+    provider: Literal["gitlab"]
+    base_url: str = Field(description="The GitLab instance, e.g. https://gitlab.com")
+    project: str = Field(description="The project's numeric ID or full path")
+    branch: str
+    working_directory: str
+    push_run_kind: Literal["plan_and_apply", "plan_only"]
+
+
+class GitLabBound(GitLabBindingView):
+    webhook_token: str = Field(
+        description="The project webhook's secret token: shown once, only a digest is kept"
+    )
+
+
+class GitLabUnbound(Doc):
+    workspace_id: str
+    bound: Literal[False]
+
+
 class WebhookAck(Doc):
     """What a delivery did: accepted (a source ingestion started) or ignored, and why."""
 

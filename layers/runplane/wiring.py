@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.github_installations import GitHubInstallations
+    from runplane.services.gitlab import GitLabSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
@@ -655,6 +656,33 @@ class Services:
                 self.plan_views,
                 settings.public_url or settings.control_plane_url,
             ),
+        )
+
+    @cached_property
+    def gitlab(self) -> GitLabSources:
+        from runplane.services.gitlab import GitLabConfig, GitLabSources
+        from runplane.store.github import DynamoGitHubSources
+        from runplane.store.gitlab import DynamoGitLabBindings
+
+        settings = self.settings
+        return GitLabSources(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle,
+            self.artifacts,
+            self.source_workflow,
+            self.keys,
+            GitLabConfig(
+                delivery_window=timedelta(seconds=settings.gitlab_delivery_window_seconds),
+                webhook_max_bytes=settings.gitlab_webhook_max_bytes,
+                archive_max_bytes=settings.gitlab_archive_max_bytes,
+                review_url=settings.public_url or settings.control_plane_url,
+                allow_http=settings.gitlab_allow_http,
+            ),
+            DynamoGitLabBindings(),
+            DynamoGitHubSources(),
         )
 
     @cached_property
