@@ -347,9 +347,9 @@ class SourceProvenance(Doc):
     """Where a run's configuration came from (docs/github.md): identifiers and digests
     of persisted records only."""
 
-    provider: Literal["github"]
+    provider: Literal["github", "gitlab"]
     repository: str
-    event: Literal["push", "pull_request"]
+    event: Literal["push", "pull_request", "merge_request"]
     ref: str
     branch: str
     pull_request: int | None
