@@ -660,8 +660,10 @@ class Services:
 
     @cached_property
     def gitlab(self) -> GitLabSources:
+        from runplane.services.github_reports import PullRequestReports
         from runplane.services.gitlab import GitLabConfig, GitLabSources
         from runplane.store.github import DynamoGitHubSources
+        from runplane.store.github_reports import DynamoGitHubReports
         from runplane.store.gitlab import DynamoGitLabBindings
 
         settings = self.settings
@@ -683,6 +685,15 @@ class Services:
             ),
             DynamoGitLabBindings(),
             DynamoGitHubSources(),
+            # The merge request note: GitHub's plan comment, in the same report records.
+            reports=PullRequestReports(
+                self.clock,
+                DynamoGitHubReports(),
+                self.runs,
+                self.workspaces,
+                self.plan_views,
+                settings.public_url or settings.control_plane_url,
+            ),
         )
 
     @cached_property

@@ -252,6 +252,18 @@ def test_a_merge_request_plans_speculatively_with_pending_then_success(
     assert [s["state"] for s in reported] == ["pending", "success"]
     assert {s["name"] for s in reported} == {f"runplane/{ws}"}
     assert reported[-1]["target_url"].endswith(f"/api/v1/runs/{run['id']}")
+    # And the merge request has one note, created with the run and edited as it ended
+    notes = eventually(
+        lambda: [b for b in fake_gitlab.notes_of(held, 7).values() if "| succeeded |" in b],
+        what="the note showing the finished run",
+    )
+    assert len(fake_gitlab.notes_of(held, 7)) == 1
+    writes = [w[0] for w in fake_gitlab.note_writes if w[1] == held.path]
+    assert writes[0] == "create"
+    assert set(writes[1:]) == {"edit"}
+    assert "merge request &#33;7" in notes[0]
+    assert f"/ui/runs/{run['id']}" in notes[0]
+    assert held.token not in notes[0]
 
 
 def test_every_refused_delivery_writes_nothing(
