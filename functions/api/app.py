@@ -67,6 +67,10 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/github/ingestions/<source_id>",
         "/webhooks/github",
     ),
+    "gitlab": (
+        "/api/v1/workspaces/<workspace_id>/gitlab",
+        "/webhooks/gitlab",
+    ),
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
     "plans": ("/api/v1/runs/<run_id>/plan",),
     "attention": ("/api/v1/attention",),

@@ -9,6 +9,8 @@ PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/api/v1/runner/sessions"),
     # GitHub signs its deliveries (X-Hub-Signature-256); the route verifies them.
     ("POST", "/webhooks/github"),
+    # GitLab sends each binding's secret token (X-Gitlab-Token); the route checks it.
+    ("POST", "/webhooks/gitlab"),
     # The OpenID Connect issuer's discovery document and keys: public by the
     # protocol (clouds fetch them anonymously); they hold public keys and URLs only.
     ("GET", "/.well-known/openid-configuration"),

@@ -347,9 +347,9 @@ class SourceProvenance(Doc):
     """Where a run's configuration came from (docs/github.md): identifiers and digests
     of persisted records only."""
 
-    provider: Literal["github"]
+    provider: Literal["github", "gitlab"]
     repository: str
-    event: Literal["push", "pull_request"]
+    event: Literal["push", "pull_request", "merge_request"]
     ref: str
     branch: str
     pull_request: int | None
@@ -669,6 +669,29 @@ class GitHubInstallationReleased(Doc):
 
 
 class GitHubUnbound(Doc):
+    workspace_id: str
+    bound: Literal[False]
+
+
+class GitLabBindingView(Doc):
+    """A workspace's GitLab project binding (its access token is never shown)."""
+
+    workspace_id: str
+    provider: Literal["gitlab"]
+    base_url: str = Field(description="The GitLab instance, e.g. https://gitlab.com")
+    project: str = Field(description="The project's numeric ID or full path")
+    branch: str
+    working_directory: str
+    push_run_kind: Literal["plan_and_apply", "plan_only"]
+
+
+class GitLabBound(GitLabBindingView):
+    webhook_token: str = Field(
+        description="The project webhook's secret token: shown once, only a digest is kept"
+    )
+
+
+class GitLabUnbound(Doc):
     workspace_id: str
     bound: Literal[False]
 

@@ -130,6 +130,13 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "the handler verifies the HMAC of the exact body before recording anything.",
     ),
     PublicRoute(
+        "POST",
+        "/webhooks/gitlab",
+        RUN_API,
+        "GitLab sends each bound workspace's webhook secret token (X-Gitlab-Token); the "
+        "handler compares its digest in constant time before recording anything.",
+    ),
+    PublicRoute(
         "GET",
         "/.well-known/openid-configuration",
         RUN_API,

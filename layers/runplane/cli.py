@@ -26,6 +26,7 @@ from runplane import (
     cli_cloud,
     cli_delete,
     cli_github,
+    cli_gitlab,
     cli_plan,
     cli_schedules,
     cli_variable_sets,
@@ -813,6 +814,7 @@ def _workspace_parser(commands: Any) -> None:
     github.add_argument("--unbind", action="store_true", help="remove the binding")
     cli_schedules.add_parser(workspace_commands, _add, _client)
     cli_variables.add_parser(workspace_commands, _add, _client)
+    cli_gitlab.add_workspace_parser(workspace_commands, _add, _client)
     cli_cloud.add_parser(workspace_commands, _add, _client)
     cli_auto_destroy.add_parser(workspace_commands, _add, _client)
     cli_delete.add_parser(workspace_commands, _add, _client)

@@ -341,6 +341,25 @@ class Client:
         )
         return result
 
+    def bind_gitlab(self, workspace_id: str, binding: dict[str, Any]) -> dict[str, Any]:
+        """Bind to a GitLab project; the answer carries the webhook token, once."""
+        result: dict[str, Any] = self._call(
+            "PUT", f"/api/v1/workspaces/{_seg(workspace_id)}/gitlab", binding
+        )
+        return result
+
+    def gitlab_binding(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/gitlab"
+        )
+        return result
+
+    def unbind_gitlab(self, workspace_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/gitlab"
+        )
+        return result
+
     def github_installations(self) -> list[dict[str, Any]]:
         found = self._call("GET", "/api/v1/github/installations")
         result: list[dict[str, Any]] = found["installations"]

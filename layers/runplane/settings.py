@@ -92,6 +92,12 @@ class Settings(BaseModel):
     github_delivery_window_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     github_webhook_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=10 * 1024 * 1024)
     github_archive_max_bytes: int = Field(default=100_000_000, ge=1024, le=100_000_000)
+    # GitLab sources (docs/gitlab.md): the same limits as GitHub's; http instance URLs
+    # only on loopback and only where this is set (the embedded stack's test servers).
+    gitlab_delivery_window_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+    gitlab_webhook_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=10 * 1024 * 1024)
+    gitlab_archive_max_bytes: int = Field(default=100_000_000, ge=1024, le=100_000_000)
+    gitlab_allow_http: bool = False
     # Where a commit status links to (the run review); unset: the control-plane URL.
     public_url: str | None = None
     # Workspace schedules: the EventBridge Scheduler group, the fire-schedule Lambda

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.github_installations import GitHubInstallations
+    from runplane.services.gitlab import GitLabSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
     from runplane.services.lifecycle import RunLifecycle
@@ -647,6 +648,44 @@ class Services:
             self.github_installations,
             DynamoGitHubSources(),
             self.auto_destroys,
+            reports=PullRequestReports(
+                self.clock,
+                DynamoGitHubReports(),
+                self.runs,
+                self.workspaces,
+                self.plan_views,
+                settings.public_url or settings.control_plane_url,
+            ),
+        )
+
+    @cached_property
+    def gitlab(self) -> GitLabSources:
+        from runplane.services.github_reports import PullRequestReports
+        from runplane.services.gitlab import GitLabConfig, GitLabSources
+        from runplane.store.github import DynamoGitHubSources
+        from runplane.store.github_reports import DynamoGitHubReports
+        from runplane.store.gitlab import DynamoGitLabBindings
+
+        settings = self.settings
+        return GitLabSources(
+            self.clock,
+            self.ids,
+            self.workspaces,
+            self.runs,
+            self.lifecycle,
+            self.artifacts,
+            self.source_workflow,
+            self.keys,
+            GitLabConfig(
+                delivery_window=timedelta(seconds=settings.gitlab_delivery_window_seconds),
+                webhook_max_bytes=settings.gitlab_webhook_max_bytes,
+                archive_max_bytes=settings.gitlab_archive_max_bytes,
+                review_url=settings.public_url or settings.control_plane_url,
+                allow_http=settings.gitlab_allow_http,
+            ),
+            DynamoGitLabBindings(),
+            DynamoGitHubSources(),
+            # The merge request note: GitHub's plan comment, in the same report records.
             reports=PullRequestReports(
                 self.clock,
                 DynamoGitHubReports(),

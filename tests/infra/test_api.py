@@ -135,6 +135,7 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         ("GET", "/api/v1/openapi.json"),
         ("POST", "/api/v1/runner/sessions"),
         ("POST", "/webhooks/github"),
+        ("POST", "/webhooks/gitlab"),
         ("GET", "/.well-known/openid-configuration"),
         ("GET", "/.well-known/jwks.json"),
     }

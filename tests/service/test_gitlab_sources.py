@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import IO, Any
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from runplane.adapters.github import Archive
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import (
+    GitHubUnavailable,
     InvalidBody,
     InvalidInput,
     NotFound,
@@ -27,14 +29,16 @@ from runplane.domain.errors import (
 )
 from runplane.domain.run import RunKind
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.github_reports import PullRequestReports
 from runplane.services.gitlab import GitLabConfig, GitLabSources
-from runplane.wiring import run_lifecycle
 from tests.fakes import InMemoryArtifactRecords, InMemoryObjects, LocalDataKeys, RecordingWorkflow
 from tests.fakes_access import InMemoryGitHubInstallations
 from tests.fakes_github import InMemoryGitHubSources
+from tests.fakes_github_reports import InMemoryGitHubReports
 from tests.fakes_gitlab import InMemoryGitLabBindings
 from tests.github_fake import tarball
 from tests.service.conftest import Tier
+from tests.service.test_github_reports import OnePlan
 
 SHA = "c" * 40
 ACCESS_TOKEN = "glpat-project-access-token-123"
@@ -72,6 +76,34 @@ class ScriptedProject:
 
     def post_status(self, sha: str, status: Mapping[str, str]) -> None:
         self.statuses.append(dict(status))
+
+    notes: dict[int, tuple[int, str]] = field(default_factory=dict)
+    note_edits: int = 0
+    # A note request then fails with this error (GitLab down, or refusing).
+    notes_fail_with: Exception | None = None
+
+    def create_note(self, merge_request: int, body: str) -> int:
+        self._note_outage()
+        note_id = len(self.notes) + 1
+        self.notes[note_id] = (merge_request, body)
+        return note_id
+
+    def edit_note(self, merge_request: int, note_id: int, body: str) -> None:
+        self._note_outage()
+        assert self.notes[note_id][0] == merge_request
+        self.notes[note_id] = (merge_request, body)
+        self.note_edits += 1
+
+    def find_note(self, merge_request: int, marker: str) -> int | None:
+        self._note_outage()
+        found = [
+            i for i, (mr, b) in self.notes.items() if mr == merge_request and b.startswith(marker)
+        ]
+        return found[0] if found else None
+
+    def _note_outage(self) -> None:
+        if self.notes_fail_with is not None:
+            raise self.notes_fail_with
 
 
 @dataclass
@@ -134,7 +166,9 @@ class Scene:
             "commits": [{"id": SHA, "message": "Add a bucket", "timestamp": at.isoformat()}],
         }
 
-    def merge_request(self, action: str = "open", source_project_id: int = 42) -> dict[str, Any]:
+    def merge_request(
+        self, action: str = "open", source_project_id: int = 42, sha: str = SHA
+    ) -> dict[str, Any]:
         return {
             "object_kind": "merge_request",
             "user": {"username": "bob"},
@@ -146,7 +180,9 @@ class Scene:
                 "target_branch": "main",
                 "source_project_id": source_project_id,
                 "updated_at": self.tier.clock.current.strftime("%Y-%m-%d %H:%M:%S UTC"),
-                "last_commit": {"id": SHA},
+                "last_commit": {"id": sha},
+                # An update with new commits names the commit it replaced.
+                "oldrev": SHA if sha != SHA else None,
             },
         }
 
@@ -175,25 +211,31 @@ def scene(tier: Tier) -> Scene:
         project.opened_with.append((base_url, project_ref, token))
         return project
 
+    artifacts = ArtifactStore(
+        tier.clock, tier.ids, InMemoryObjects(), LocalDataKeys(), records=InMemoryArtifactRecords()
+    )
     sources = GitLabSources(
         tier.clock,
         tier.ids,
         tier.workspaces,
         tier.runs,
-        run_lifecycle(tier.clock, tier.ids),
-        ArtifactStore(
-            tier.clock,
-            tier.ids,
-            InMemoryObjects(),
-            LocalDataKeys(),
-            records=InMemoryArtifactRecords(),
-        ),
+        # Where a report reads its run: the tier's ledger (the runs were created there).
+        SimpleNamespace(runs=SimpleNamespace(get=tier.run_reader.get_run)),  # type: ignore[arg-type]
+        artifacts,
         workflow,
         LocalDataKeys(),
         CONFIG,
         bindings,
         store,
         project=opened,
+        reports=PullRequestReports(
+            tier.clock,
+            InMemoryGitHubReports(),
+            tier.runs,
+            tier.workspaces,
+            OnePlan(tier.runs, artifacts, tier.new_unit),
+            "https://runplane.example",
+        ),
     )
     return Scene(tier, bindings, store, workflow, project, sources)
 
@@ -383,3 +425,50 @@ def test_every_refusal_writes_nothing(scene: Scene) -> None:
         scene.deliver(ours.id, "Push Hook", scene.push(age=timedelta(hours=2)))
     # Then nothing was written by any of them
     assert scene.written() == before
+
+
+# -- the merge request note ---------------------------------------------------------------
+
+
+def test_one_note_is_created_then_edited_in_place_across_three_pushes(scene: Scene) -> None:
+    # Given a bound workspace and a merge request opened against main
+    org = scene.tier.tenancy.create_organization("acme")
+    workspace = scene.bound(org, "network")
+    scene.flow(workspace.id, "Merge Request Hook", scene.merge_request())
+    # When two more commits are pushed to it
+    for sha in ("d" * 40, "e" * 40):
+        scene.project.archives[sha] = scene.project.archives[SHA]
+        scene.tier.clock.advance(timedelta(seconds=5))
+        scene.flow(workspace.id, "Merge Request Hook", scene.merge_request("update", sha=sha))
+    # Then the merge request has one note, edited on each push, about the last commit
+    [(merge_request, body)] = scene.project.notes.values()
+    assert merge_request == 7
+    assert scene.project.note_edits == 2
+    assert body.startswith("<!-- runplane:pull-request-summary ")
+    assert "`eeeeeeeeeeee`" in body
+    assert "merge request &#33;7" in body
+    assert "| network | dispatch&#95;pending | +1 ~0 -0 |" in body
+    assert "aws&#95;s3&#95;bucket.logs (create)" in body
+    runs = scene.tier.run_reader.runs_of_workspace(workspace.id)
+    assert len(runs) == 3
+    assert any(f"https://runplane.example/ui/runs/{run.id}" in body for run in runs)
+    assert ACCESS_TOKEN not in body
+
+
+def test_a_note_gitlab_fails_never_holds_back_the_run(scene: Scene) -> None:
+    # Given GitLab's notes API is down
+    org = scene.tier.tenancy.create_organization("acme")
+    workspace = scene.bound(org, "network")
+    scene.project.notes_fail_with = GitHubUnavailable("GitLab answered 502; retrying later")
+    # When a merge request is opened
+    scene.flow(workspace.id, "Merge Request Hook", scene.merge_request())
+    # Then its run and pending status exist all the same, without a note
+    [run] = scene.tier.run_reader.runs_of_workspace(workspace.id)
+    assert [s["state"] for s in scene.project.statuses] == ["pending"]
+    assert scene.project.notes == {}
+    # And the run's own report is retried (the step raises), then posts the note
+    with pytest.raises(GitHubUnavailable):
+        scene.sources.report_status(run.id)
+    scene.project.notes_fail_with = None
+    assert scene.sources.report_status(run.id)["reported"] is True
+    assert len(scene.project.notes) == 1

@@ -1,4 +1,5 @@
-"""GitLab's REST API (v4) with a project access token: commit archives and commit statuses.
+"""GitLab's REST API (v4) with a project access token: commit archives, commit statuses
+and merge request notes.
 
 The token travels only in the ``PRIVATE-TOKEN`` header to the bound instance's own API;
 redirects are not followed (they could carry it elsewhere). It never reaches a log line,
@@ -14,7 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from typing import IO
+from typing import IO, Any
 
 from runplane.adapters.github import Archive, NoRedirect, _stream
 from runplane.domain.errors import GitHubUnavailable, SourceRefused
@@ -56,11 +57,52 @@ class GitLabProject:
         except OSError as error:
             raise GitHubUnavailable(f"GitLab is unreachable ({type(error).__name__})") from None
 
+    def create_note(self, merge_request: int, body: str) -> int:
+        """``POST /projects/:id/merge_requests/:iid/notes``: the new note's ID."""
+        created = self._json("POST", f"{self._notes(merge_request)}", {"body": body})
+        return _note_id(created)
+
+    def edit_note(self, merge_request: int, note_id: int, body: str) -> None:
+        self._json("PUT", f"{self._notes(merge_request)}/{int(note_id)}", {"body": body})
+
+    def find_note(self, merge_request: int, marker: str) -> int | None:
+        """The first note (of the first 100) whose body starts with ``marker``."""
+        listed = self._json("GET", f"{self._notes(merge_request)}?per_page=100&sort=asc", None)
+        for note in listed if isinstance(listed, list) else []:
+            if isinstance(note, dict) and str(note.get("body", "")).startswith(marker):
+                return _note_id(note)
+        return None
+
+    def _notes(self, merge_request: int) -> str:
+        return f"{self._api}/merge_requests/{int(merge_request)}/notes"
+
+    def _json(self, method: str, url: str, body: Mapping[str, str] | None) -> Any:
+        data = None if body is None else json.dumps(dict(body)).encode()
+        request = self._request(method, url, data)
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                raw = response.read(4 * 1024 * 1024)
+        except urllib.error.HTTPError as error:
+            raise _failure(error.code, "the merge request note") from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitLab is unreachable ({type(error).__name__})") from None
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            raise GitHubUnavailable("GitLab answered a note request with no JSON") from None
+
     def _request(self, method: str, url: str, body: bytes | None = None) -> urllib.request.Request:
         headers = {"PRIVATE-TOKEN": self._token, "User-Agent": "runplane"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         return urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+
+
+def _note_id(note: Any) -> int:
+    found = note.get("id") if isinstance(note, dict) else None
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise GitHubUnavailable("GitLab answered a note request without a note ID")
+    return found
 
 
 def _failure(code: int, what: str) -> Exception:

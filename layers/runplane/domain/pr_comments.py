@@ -91,6 +91,8 @@ class PullRequestSummary:
     pull_request: int
     commit_sha: str
     workspaces: tuple[WorkspaceReport, ...] = field(default_factory=tuple)
+    # How the review is named before its number (escaped): GitLab's are "merge request !".
+    review_noun: str = "pull request &#35;"
 
 
 def counts_text(counts: tuple[int, int, int] | None) -> str:
@@ -106,7 +108,7 @@ def _header(summary: PullRequestSummary) -> list[str]:
         "### Runplane plans",
         "",
         f"Commit `{summary.commit_sha[:12]}` of {escaped(summary.repository)} "
-        f"pull request &#35;{summary.pull_request}.",
+        f"{summary.review_noun}{summary.pull_request}.",
         "",
         "| Workspace | Status | Changes | Policies | Run |",
         "| --- | --- | --- | --- | --- |",

@@ -391,6 +391,8 @@ class EmbeddedStack:
             notification_refused_ports=(moto_port, port),
             notification_retry_base_seconds=self._notification_retry_base,
             single_organization=not self.isolates_tenants,
+            # GitLab instances on loopback (a local or test server) may be plain http.
+            gitlab_allow_http=True,
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(

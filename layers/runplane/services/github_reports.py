@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from runplane.adapters.github import GitHubApp
 from runplane.domain.clock import Clock
@@ -65,6 +65,17 @@ def reader(source: Ingestion, workspace_id: str) -> Principal:
     )
 
 
+class CommentThread(Protocol):
+    """Where the comment is posted: the GitHub App (with an installation token), or any
+    provider's equivalent that holds its own credential (then ``token`` is unused)."""
+
+    def create_comment(self, token: str, repository: str, number: int, body: str) -> int: ...
+
+    def edit_comment(self, token: str, repository: str, comment_id: int, body: str) -> None: ...
+
+    def find_comment(self, token: str, repository: str, number: int, marker: str) -> int | None: ...
+
+
 class PullRequestReports:
     def __init__(
         self,
@@ -99,6 +110,18 @@ class PullRequestReports:
         worth_retrying = [f for f in failures if isinstance(f, GitHubUnavailable)]
         if worth_retrying:
             raise worth_retrying[0]
+
+    def publish_comment(
+        self, thread: CommentThread, source: Ingestion, review_noun: str | None = None
+    ) -> None:
+        """Only the comment, for a provider without check runs (GitLab's merge request
+        note): created once, then edited in place, like the pull request comment."""
+        if source.pull_request is None:
+            return
+        summary = self.summary(source)
+        if review_noun is not None:
+            summary = replace(summary, review_noun=review_noun)
+        self._comment(thread, "", source, summary)
 
     # -- what is shown ----------------------------------------------------------------------
 
@@ -142,7 +165,7 @@ class PullRequestReports:
     # -- the comment ------------------------------------------------------------------------
 
     def _comment(
-        self, app: GitHubApp, token: str, source: Ingestion, summary: PullRequestSummary
+        self, app: CommentThread, token: str, source: Ingestion, summary: PullRequestSummary
     ) -> None:
         assert source.pull_request is not None
         key = comment_key(source.organization_id, source.repository, source.pull_request)

@@ -5,7 +5,7 @@ records the delivery (with its pending ingestion, in one conditional write, in t
 source records GitHub uses) and starts the source workflow with the ingestion's ID. The
 steps open the binding's sealed project access token in memory only, download the
 commit's archive, record the configuration version, create the run, and post commit
-statuses for merge requests.
+statuses and the plan note for merge requests.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
     GitHubNotConfigured,
+    GitHubUnavailable,
     InvalidBody,
     InvalidInput,
     NotFound,
@@ -72,6 +73,7 @@ from runplane.domain.run import RunKind, RunStatus
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github import SOURCE_PERMISSIONS, STATUS_CONTEXT, WebhookReply
+from runplane.services.github_reports import PullRequestReports
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.repositories.gitlab import GitLabBindingStore
@@ -109,6 +111,30 @@ class ProjectClient(Protocol):
 
     def post_status(self, sha: str, status: Mapping[str, str]) -> None: ...
 
+    def create_note(self, merge_request: int, body: str) -> int: ...
+
+    def edit_note(self, merge_request: int, note_id: int, body: str) -> None: ...
+
+    def find_note(self, merge_request: int, marker: str) -> int | None: ...
+
+
+class MergeRequestThread:
+    """One merge request's notes as the plan comment's thread (``CommentThread``): the
+    project client holds its own token, so the thread's ``token`` is unused."""
+
+    def __init__(self, client: ProjectClient, merge_request: int) -> None:
+        self._client = client
+        self._merge_request = merge_request
+
+    def create_comment(self, token: str, repository: str, number: int, body: str) -> int:
+        return self._client.create_note(self._merge_request, body)
+
+    def edit_comment(self, token: str, repository: str, comment_id: int, body: str) -> None:
+        self._client.edit_note(self._merge_request, comment_id, body)
+
+    def find_comment(self, token: str, repository: str, number: int, marker: str) -> int | None:
+        return self._client.find_note(self._merge_request, marker)
+
 
 def gitlab_source_principal(source_id: str, binding: GitLabBinding) -> Principal:
     """What a GitLab ingestion acts as: create and read runs of its bound workspace."""
@@ -141,6 +167,7 @@ class GitLabSources:
         bindings: GitLabBindingStore,
         sources: GitHubSourceStore,
         project: Callable[[str, str, str], ProjectClient] = GitLabProject,
+        reports: PullRequestReports | None = None,
     ) -> None:
         self._clock = clock
         self._ids = ids
@@ -154,6 +181,7 @@ class GitLabSources:
         self._bindings = bindings
         self._sources = sources
         self._project = project
+        self._reports = reports
 
     # -- bindings ---------------------------------------------------------------------------
 
@@ -429,8 +457,10 @@ class GitLabSources:
                     created.append(run_id)
             self._sources.set_targets(source_id, targets, self._clock.now())
         if created and binding is not None and source.pull_request is not None:
+            # Read again: the note lists the runs just recorded on the ingestion.
+            source = self._ingestion(source_id)
             for run_id in created:
-                self._post_status(binding, source, run_id, None)
+                self._post_status(binding, source, run_id, None, notes_may_fail=True)
         return {"source_id": source_id, "runs": len(created)}
 
     def _create_run(
@@ -487,14 +517,21 @@ class GitLabSources:
         return source if source.organization_id == run.organization_id else None
 
     def _post_status(
-        self, binding: GitLabBinding, source: Ingestion, run_id: str, ended: str | None
+        self,
+        binding: GitLabBinding,
+        source: Ingestion,
+        run_id: str,
+        ended: str | None,
+        *,
+        notes_may_fail: bool = False,
     ) -> str:
         state = gitlab_state(ended)
         description = {
             "pending": "plan queued",
             "success": "plan completed",
         }.get(state, f"run ended {ended}")
-        self._client(binding).post_status(
+        client = self._client(binding)
+        client.post_status(
             source.commit_sha,
             {
                 "state": state,
@@ -503,6 +540,15 @@ class GitLabSources:
                 "target_url": f"{self._config.review_url.rstrip('/')}/api/v1/runs/{run_id}",
             },
         )
-        # The merge request note (the plan comment) is posted here by the comment
-        # renderer once it exists, from the same binding and source.
+        if self._reports is not None and source.pull_request is not None:
+            thread = MergeRequestThread(client, source.pull_request)
+            try:
+                self._reports.publish_comment(thread, source, "merge request &#33;")
+            except RunplaneError as failure:
+                # The message names what failed and GitLab's status code, never the token.
+                logger.warning("merge request note not posted", extra={"error": failure.message})
+                # Creating a run is not held back by its note (the run's end posts it
+                # again); at the run's end a temporary failure retries the step.
+                if not notes_may_fail and isinstance(failure, GitHubUnavailable):
+                    raise
         return state

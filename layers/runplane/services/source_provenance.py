@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from runplane.domain.entities import Run
 from runplane.domain.errors import NotFound
 from runplane.domain.github import PROVIDER
+from runplane.domain.gitlab import PROVIDER as GITLAB
+from runplane.domain.gitlab import workspace_of_delivery
 
 if TYPE_CHECKING:
     from runplane.services.repositories import ArtifactRecords
@@ -43,7 +45,8 @@ def source_provenance(
     if artifact.organization_id != run.organization_id:
         return None
     return {
-        "provider": PROVIDER,
+        # A GitLab delivery's ID names its workspace (gitlab:<workspace>:<event UUID>).
+        "provider": GITLAB if workspace_of_delivery(source.delivery_id) else PROVIDER,
         "repository": source.repository,
         "event": source.event,
         "ref": source.ref,
