@@ -683,6 +683,13 @@ class GitLabBindingView(Doc):
     branch: str
     working_directory: str
     push_run_kind: Literal["plan_and_apply", "plan_only"]
+    trigger_patterns: list[str] = Field(
+        description="Globs over repository paths: a change runs only if a changed file "
+        "matches one (or lies in the working directory); empty: every change runs"
+    )
+    ignore_patterns: list[str] = Field(
+        description="Globs over repository paths: changed files matching one never count"
+    )
 
 
 class GitLabBound(GitLabBindingView):

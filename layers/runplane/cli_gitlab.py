@@ -36,6 +36,10 @@ def _print_binding(binding: dict[str, Any], as_json: bool) -> None:
     print(f"  branch             {binding['branch']}")
     print(f"  working directory  {binding['working_directory'] or '.'}")
     print(f"  push run kind      {binding['push_run_kind']}")
+    for pattern in binding.get("trigger_patterns") or []:
+        print(f"  trigger pattern    {pattern}")
+    for pattern in binding.get("ignore_patterns") or []:
+        print(f"  ignore pattern     {pattern}")
     if binding.get("webhook_token"):
         print(f"  webhook token      {binding['webhook_token']}")
         print("  (shown once: set it as the project webhook's secret token now)")
@@ -63,6 +67,8 @@ def add_workspace_parser(commands: Any, add: Add, connect: Connect) -> None:
                 "working_directory": args.working_directory,
                 "push_run_kind": args.push_run_kind,
                 "access_token": _read_access_token(),
+                "trigger_patterns": args.trigger_pattern,
+                "ignore_patterns": args.ignore_pattern,
             },
         )
         _print_binding(bound, args.json)
@@ -95,5 +101,20 @@ def add_workspace_parser(commands: Any, add: Add, connect: Connect) -> None:
         default="plan_and_apply",
         choices=("plan_and_apply", "plan_only"),
         help="what a push runs (%(default)s); merge requests run speculative plans",
+    )
+    gitlab.add_argument(
+        "--trigger-pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="repeatable: only changes touching a matching file (or the working directory) "
+        "run, e.g. 'modules/**/*.tf' (default: every change runs)",
+    )
+    gitlab.add_argument(
+        "--ignore-pattern",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="repeatable: changed files matching it never start a run, e.g. '**/*.md'",
     )
     gitlab.add_argument("--unbind", action="store_true", help="remove the binding")

@@ -25,6 +25,9 @@ class GitLabBindingBody(BaseModel):
     push_run_kind: Literal["plan_and_apply", "plan_only"] = "plan_and_apply"
     # Checked (and sealed) by the service; never echoed back.
     access_token: str = Field(min_length=1, max_length=500)
+    # Checked by the service (syntax, count, length), which answers with a pointer.
+    trigger_patterns: list[str] = Field(default_factory=list, max_length=100)
+    ignore_patterns: list[str] = Field(default_factory=list, max_length=100)
 
 
 @router.put(

@@ -1,5 +1,5 @@
-"""GitLab's REST API (v4) with a project access token: commit archives, commit statuses
-and merge request notes.
+"""GitLab's REST API (v4) with a project access token: commit archives, commit statuses,
+merge request notes and the files a push or merge request changed.
 
 The token travels only in the ``PRIVATE-TOKEN`` header to the bound instance's own API;
 redirects are not followed (they could carry it elsewhere). It never reaches a log line,
@@ -19,6 +19,14 @@ from typing import IO, Any
 
 from runplane.adapters.github import Archive, NoRedirect, _stream
 from runplane.domain.errors import GitHubUnavailable, SourceRefused
+from runplane.domain.path_filters import FALLBACK_TRUNCATED, ChangedFiles
+
+# A merge request's diffs are paged: at most this many files are read (as many as GitHub
+# lists), then the list counts as truncated. A comparison lists at most the instance's
+# ``diff_max_files`` (1,000 by default): a list that long may have been cut.
+MAX_MERGE_REQUEST_FILES = 3000
+MAX_COMPARE_FILES = 1000
+_PER_PAGE = 100
 
 
 class GitLabProject:
@@ -73,6 +81,66 @@ class GitLabProject:
                 return _note_id(note)
         return None
 
+    def merge_request_files(self, merge_request: int) -> ChangedFiles:
+        """``GET /projects/:id/merge_requests/:iid/diffs``, page by page; an instance
+        without that endpoint (before GitLab 15.7) answers 404, and ``/changes`` is read
+        instead (its ``overflow`` says when GitLab cut the list)."""
+        base = f"{self._api}/merge_requests/{int(merge_request)}"
+        paths: list[str] = []
+        page: str | None = "1"
+        while page and len(paths) < MAX_MERGE_REQUEST_FILES:
+            url = f"{base}/diffs?{urllib.parse.urlencode({'page': page, 'per_page': _PER_PAGE})}"
+            listed, next_page = self._listing(url, "the merge request's changed files")
+            if listed is None:
+                return self._merge_request_changes(base)
+            if not isinstance(listed, list):
+                raise GitHubUnavailable("GitLab answered a merge request's diffs with no list")
+            paths.extend(_diff_paths(listed))
+            page = next_page
+        return _changed(paths, FALLBACK_TRUNCATED if page else None)
+
+    def _merge_request_changes(self, base: str) -> ChangedFiles:
+        changes, _ = self._listing(f"{base}/changes", "the merge request's changes")
+        if not isinstance(changes, dict) or not isinstance(changes.get("changes"), list):
+            raise SourceRefused("GitLab did not list the merge request's changes")
+        overflow = changes.get("overflow") is True
+        return _changed(_diff_paths(changes["changes"]), FALLBACK_TRUNCATED if overflow else None)
+
+    def compare_files(self, before: str, after: str) -> ChangedFiles:
+        """``GET /projects/:id/repository/compare?from=&to=&straight=true``: the files
+        that differ between the branch's previous head and its new one, compared
+        directly (not from their merge base), so a force push is compared right too."""
+        query = urllib.parse.urlencode({"from": before, "to": after, "straight": "true"})
+        compared, _ = self._listing(f"{self._api}/repository/compare?{query}", "the comparison")
+        diffs = compared.get("diffs") if isinstance(compared, dict) else None
+        if not isinstance(compared, dict) or not isinstance(diffs, list):
+            raise SourceRefused("GitLab did not compare the push's commits")
+        cut = (
+            compared.get("compare_timeout") is True
+            or compared.get("overflow") is True
+            or len(diffs) >= MAX_COMPARE_FILES
+        )
+        return _changed(_diff_paths(diffs), FALLBACK_TRUNCATED if cut else None)
+
+    def _listing(self, url: str, what: str) -> tuple[Any, str | None]:
+        """A JSON answer and its ``X-Next-Page``; None for a 404 (no such endpoint)."""
+        request = self._request("GET", url)
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                raw = response.read(16 * 1024 * 1024)
+                next_page = (response.headers.get("X-Next-Page") or "").strip()
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None, None
+            raise _failure(error.code, what) from None
+        except OSError as error:
+            raise GitHubUnavailable(f"GitLab is unreachable ({type(error).__name__})") from None
+        try:
+            listed = json.loads(raw or b"null")
+        except ValueError:
+            raise GitHubUnavailable(f"GitLab answered {what} with no JSON") from None
+        return listed, next_page if next_page.isdigit() else None
+
     def _notes(self, merge_request: int) -> str:
         return f"{self._api}/merge_requests/{int(merge_request)}/notes"
 
@@ -96,6 +164,21 @@ class GitLabProject:
         if body is not None:
             headers["Content-Type"] = "application/json"
         return urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
+
+
+def _diff_paths(diffs: Any) -> list[str]:
+    """Both names of each diff (a rename changes two paths)."""
+    paths: list[str] = []
+    for diff in diffs if isinstance(diffs, list) else []:
+        if isinstance(diff, dict):
+            paths.extend(
+                p for p in (diff.get("old_path"), diff.get("new_path")) if isinstance(p, str) and p
+            )
+    return paths
+
+
+def _changed(paths: list[str], fallback: str | None) -> ChangedFiles:
+    return ChangedFiles(tuple(dict.fromkeys(paths)), fallback)
 
 
 def _note_id(note: Any) -> int:

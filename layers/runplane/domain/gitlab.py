@@ -27,6 +27,7 @@ from runplane.domain.github import (
     Ignored,
     SourceEvent,
 )
+from runplane.domain.path_filters import PathFilters
 from runplane.domain.run import RunKind
 
 PROVIDER = "gitlab"
@@ -68,9 +69,16 @@ class GitLabBinding:
     access_token_wrapped_key: bytes
     access_token_sealed: bytes
     hook_secret_sha256: str
+    # Path filters (``domain.path_filters``), as for GitHub bindings.
+    trigger_patterns: tuple[str, ...] = ()
+    ignore_patterns: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"GitLabBinding({self.workspace_id}, {self.base_url}, {self.project})"
+
+    @property
+    def path_filters(self) -> PathFilters:
+        return PathFilters(self.trigger_patterns, self.ignore_patterns)
 
     @property
     def host(self) -> str:
@@ -85,6 +93,8 @@ class GitLabBinding:
             "branch": self.branch,
             "working_directory": self.working_directory,
             "push_run_kind": self.push_kind.value,
+            "trigger_patterns": list(self.trigger_patterns),
+            "ignore_patterns": list(self.ignore_patterns),
         }
 
     def project_matches(self, project_id: Any, project_path: Any) -> bool:
@@ -275,6 +285,7 @@ def _push(payload: dict[str, Any], repository: str) -> SourceEvent | Ignored:
     head = None
     if isinstance(commits, list):
         head = next((c for c in commits if isinstance(c, dict) and c.get("id") == sha), None)
+    before = payload.get("before")
     return SourceEvent(
         event="push",
         action=None,
@@ -285,6 +296,8 @@ def _push(payload: dict[str, Any], repository: str) -> SourceEvent | Ignored:
         occurred_at=gitlab_time(_get(head, "timestamp")),
         sender=_username(payload.get("user_username")),
         commit_message=_text(_get(head, "message")),
+        # The previous head, for the path filters' comparison (all zeros: a new branch).
+        before_sha=before if isinstance(before, str) and SHA.fullmatch(before) else None,
     )
 
 

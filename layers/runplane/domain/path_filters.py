@@ -42,11 +42,12 @@ FALLBACK_TRUNCATED = "truncated"
 FALLBACK_NEW_BRANCH = "new_branch"
 FALLBACK_FORCE_PUSH = "force_push"
 FALLBACK_UNAVAILABLE = "unavailable"
+# ``{provider}``: the source that lists the changed files (GitHub, GitLab).
 _FALLBACK_WORDS = {
-    FALLBACK_TRUNCATED: "GitHub listed only part of the changed files",
+    FALLBACK_TRUNCATED: "{provider} listed only part of the changed files",
     FALLBACK_NEW_BRANCH: "a new branch's first push has no previous commit to compare with",
     FALLBACK_FORCE_PUSH: "a force push rewrote the branch's history",
-    FALLBACK_UNAVAILABLE: "GitHub did not list the changed files",
+    FALLBACK_UNAVAILABLE: "{provider} did not list the changed files",
 }
 
 
@@ -215,7 +216,11 @@ def _any(patterns: Iterable[str], path: str) -> bool:
 
 
 def decide(
-    workspace_id: str, filters: PathFilters, working_directory: str, changed: ChangedFiles | None
+    workspace_id: str,
+    filters: PathFilters,
+    working_directory: str,
+    changed: ChangedFiles | None,
+    provider: str = "GitHub",
 ) -> PathDecision:
     """Whether a change runs a binding's workspace. ``changed`` is None when the binding
     has no filters (the files were not needed). With trigger patterns, a non-root
@@ -224,7 +229,8 @@ def decide(
         return PathDecision(workspace_id, True, "the binding has no path filters", 0, 0)
     considered = len(changed.paths)
     if changed.fallback is not None:
-        words = _FALLBACK_WORDS.get(changed.fallback, changed.fallback)
+        template = _FALLBACK_WORDS.get(changed.fallback, changed.fallback)
+        words = template.replace("{provider}", provider)
         return PathDecision(
             workspace_id,
             True,

@@ -69,11 +69,13 @@ from runplane.domain.gitlab import (
 )
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind, derived_id
+from runplane.domain.path_filters import ChangedFiles, valid_patterns
 from runplane.domain.run import RunKind, RunStatus
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github import SOURCE_PERMISSIONS, STATUS_CONTEXT, WebhookReply
 from runplane.services.github_reports import PullRequestReports
+from runplane.services.gitlab_path_filters import path_decision, skipped_status
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.repositories.gitlab import GitLabBindingStore
@@ -116,6 +118,10 @@ class ProjectClient(Protocol):
     def edit_note(self, merge_request: int, note_id: int, body: str) -> None: ...
 
     def find_note(self, merge_request: int, marker: str) -> int | None: ...
+
+    def merge_request_files(self, merge_request: int) -> ChangedFiles: ...
+
+    def compare_files(self, before: str, after: str) -> ChangedFiles: ...
 
 
 class MergeRequestThread:
@@ -196,6 +202,8 @@ class GitLabSources:
         working_directory: str,
         push_run_kind: str,
         access_token: str,
+        trigger_patterns: list[str] | None = None,
+        ignore_patterns: list[str] | None = None,
     ) -> BoundProject:
         """Bind (or rebind, replacing the whole binding and its webhook token)."""
         principal.require(Permission.WORKSPACE_UPDATE)
@@ -207,6 +215,10 @@ class GitLabSources:
             valid_working_directory(working_directory),
             valid_push_kind(push_run_kind),
             valid_access_token(access_token),
+        )
+        filters = (
+            valid_patterns(trigger_patterns or [], "trigger_patterns"),
+            valid_patterns(ignore_patterns or [], "ignore_patterns"),
         )
         sealed = seal(
             self._keys,
@@ -225,6 +237,8 @@ class GitLabSources:
             access_token_wrapped_key=sealed.wrapped_key,
             access_token_sealed=sealed.ciphertext,
             hook_secret_sha256=digest,
+            trigger_patterns=filters[0],
+            ignore_patterns=filters[1],
         )
         self._bindings.put(binding, self._bindings.binding(workspace.id))
         return BoundProject(binding, token)
@@ -395,9 +409,23 @@ class GitLabSources:
         return source
 
     def _ingest(self, source: Ingestion, binding: GitLabBinding) -> dict[str, Any]:
+        client = self._client(binding)
+        decision = path_decision(client, source, binding)
+        if not decision.triggered:
+            # The binding's path filters skipped the change: nothing to fetch.
+            self._sources.record_fetched(
+                source.id,
+                archive_sha256=None,
+                archive_size=None,
+                configurations=[],
+                targets=[],
+                now=self._clock.now(),
+                path_decisions=[decision],
+            )
+            return {"source_id": source.id, "status": "ready", "targets": 0}
         limits = ArchiveLimits(max_total_bytes=self._config.archive_max_bytes)
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as tarball:
-            archive = self._client(binding).download_archive(
+            archive = client.download_archive(
                 source.commit_sha, tarball, self._config.archive_max_bytes
             )
             packed = working_directory_archive(tarball, binding.working_directory, limits)
@@ -427,6 +455,7 @@ class GitLabSources:
                 configurations=[fetched],
                 targets=[target],
                 now=self._clock.now(),
+                path_decisions=[decision],
             )
         except BaseException:
             self._artifacts.discard(artifact.id)
@@ -461,6 +490,12 @@ class GitLabSources:
             source = self._ingestion(source_id)
             for run_id in created:
                 self._post_status(binding, source, run_id, None, notes_may_fail=True)
+        if source.skipped and binding is not None and source.pull_request is not None:
+            client = self._client(binding)
+            for decision in source.skipped:
+                client.post_status(
+                    source.commit_sha, skipped_status(decision, source, self._config.review_url)
+                )
         return {"source_id": source_id, "runs": len(created)}
 
     def _create_run(

@@ -23,6 +23,8 @@ def _binding(item: GitLabBindingItem) -> GitLabBinding:
         access_token_wrapped_key=bytes(item.access_token_wrapped_key),
         access_token_sealed=bytes(item.access_token_sealed),
         hook_secret_sha256=item.hook_secret_sha256,
+        trigger_patterns=tuple(str(p) for p in item.trigger_patterns or []),
+        ignore_patterns=tuple(str(p) for p in item.ignore_patterns or []),
     )
 
 
@@ -58,6 +60,8 @@ class DynamoGitLabBindings:
             access_token_wrapped_key=binding.access_token_wrapped_key,
             access_token_sealed=binding.access_token_sealed,
             hook_secret_sha256=binding.hook_secret_sha256,
+            trigger_patterns=list(binding.trigger_patterns) or None,
+            ignore_patterns=list(binding.ignore_patterns) or None,
             updated_at=datetime.now(UTC),
         )
         condition = (

@@ -662,6 +662,9 @@ class GitLabBindingItem(TableItem):
     access_token_wrapped_key = BinaryAttribute(legacy_encoding=False)
     access_token_sealed = BinaryAttribute(legacy_encoding=False)
     hook_secret_sha256 = UnicodeAttribute()
+    # Path filters (absent on bindings made before they existed: none).
+    trigger_patterns = JSONAttribute(null=True)
+    ignore_patterns = JSONAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
 
 
