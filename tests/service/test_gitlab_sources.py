@@ -23,10 +23,12 @@ from runplane.domain.errors import (
     InvalidBody,
     InvalidInput,
     NotFound,
+    SourceRefused,
     WebhookReplayRefused,
     WebhookTokenInvalid,
     WebhookTooLarge,
 )
+from runplane.domain.path_filters import ChangedFiles
 from runplane.domain.run import RunKind
 from runplane.services.artifacts import ArtifactStore
 from runplane.services.github_reports import PullRequestReports
@@ -68,8 +70,24 @@ class ScriptedProject:
     archives: dict[str, bytes]
     statuses: list[Mapping[str, str]] = field(default_factory=list)
     opened_with: list[tuple[str, str, str]] = field(default_factory=list)
+    downloads: list[str] = field(default_factory=list)
+    # What GitLab lists as changed, by merge request and by (before, after); anything
+    # else is refused, as GitLab would refuse it.
+    merge_request_changes: dict[int, ChangedFiles] = field(default_factory=dict)
+    compared: dict[tuple[str, str], ChangedFiles] = field(default_factory=dict)
+
+    def merge_request_files(self, merge_request: int) -> ChangedFiles:
+        if merge_request not in self.merge_request_changes:
+            raise SourceRefused("GitLab refused the merge request's changed files (403)")
+        return self.merge_request_changes[merge_request]
+
+    def compare_files(self, before: str, after: str) -> ChangedFiles:
+        if (before, after) not in self.compared:
+            raise GitHubUnavailable("GitLab answered 503 for the comparison; retrying later")
+        return self.compared[(before, after)]
 
     def download_archive(self, sha: str, sink: IO[bytes], max_bytes: int) -> Archive:
+        self.downloads.append(sha)
         data = self.archives[sha]
         sink.write(data)
         return Archive(hashlib.sha256(data).hexdigest(), len(data))
@@ -200,6 +218,11 @@ class Scene:
 
 @pytest.fixture
 def scene(tier: Tier) -> Scene:
+    return gitlab_scene(tier)
+
+
+def gitlab_scene(tier: Tier) -> Scene:
+    """Bindings, source records and a scripted project over the tier's services."""
     store = InMemoryGitHubSources(InMemoryGitHubInstallations(), tier.configurations)
     bindings = InMemoryGitLabBindings()
     workflow = StartedWorkflow()
@@ -258,6 +281,8 @@ def test_a_binding_seals_its_access_token_and_shows_its_webhook_token_once(scene
         "branch": "main",
         "working_directory": "",
         "push_run_kind": "plan_and_apply",
+        "trigger_patterns": [],
+        "ignore_patterns": [],
     }
     # And the stored binding holds neither the access token nor the webhook token
     stored = repr(scene.bindings.bindings[workspace.id].__dict__)
