@@ -1,5 +1,6 @@
 """A fake GitLab (REST API v4) served over real HTTP on 127.0.0.1: commit archives,
-commit statuses and merge request notes, each answered only with the project's access
+commit statuses, merge request notes, a merge request's diffs (paged, with
+``X-Next-Page``) and a comparison of two commits, each answered only with the project's access
 token in ``PRIVATE-TOKEN`` (a wrong or missing token is 401, as on GitLab). Projects are
 addressed by numeric ID or by URL-encoded path, like GitLab's own."""
 
@@ -20,6 +21,8 @@ ARCHIVE_PATH = re.compile(PROJECT + r"/repository/archive\.tar\.gz$")
 STATUS_PATH = re.compile(PROJECT + r"/statuses/([0-9a-f]{40})$")
 NOTES_PATH = re.compile(PROJECT + r"/merge_requests/(\d+)/notes$")
 NOTE_PATH = re.compile(PROJECT + r"/merge_requests/(\d+)/notes/(\d+)$")
+DIFFS_PATH = re.compile(PROJECT + r"/merge_requests/(\d+)/diffs$")
+COMPARE_PATH = re.compile(PROJECT + r"/repository/compare$")
 
 
 @dataclass
@@ -28,6 +31,9 @@ class Project:
     path: str
     token: str
     archives: dict[str, bytes] = field(default_factory=dict)
+    # The files a merge request changed (by iid), and what differs between two commits.
+    merge_request_files: dict[int, list[str]] = field(default_factory=dict)
+    compared_files: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -39,6 +45,8 @@ class FakeGitLab:
     notes: dict[tuple[str, int], dict[int, str]] = field(default_factory=dict)
     note_writes: list[tuple[str, str, int, int]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    # Which changed-file listings were asked for: (kind, project path, iid or from..to).
+    files_asked: list[tuple[str, str, str]] = field(default_factory=list)
     # Every PRIVATE-TOKEN header received (a test checks none leaks elsewhere).
     tokens_seen: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -154,6 +162,24 @@ class _Handler(BaseHTTPRequestHandler):
                 gitlab.downloads.append((project.path, sha))
             self._reply(200, archive, "application/gzip")
             return
+        if match := DIFFS_PATH.match(parts.path):
+            if (project := self._project(match)) is None:
+                return
+            self._diffs(project, int(match.group(2)), parse_qs(parts.query))
+            return
+        if match := COMPARE_PATH.match(parts.path):
+            if (project := self._project(match)) is None:
+                return
+            query = parse_qs(parts.query)
+            key = (query.get("from", [""])[0], query.get("to", [""])[0])
+            with gitlab.lock:
+                gitlab.files_asked.append(("compare", project.path, f"{key[0]}..{key[1]}"))
+                files = project.compared_files.get(key)
+            if files is None:
+                self._reply(404, {"message": "404 Not Found"})
+                return
+            self._reply(200, {"diffs": [_diff(f) for f in files], "compare_timeout": False})
+            return
         if match := NOTES_PATH.match(parts.path):
             if (project := self._project(match)) is None:
                 return
@@ -161,6 +187,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, [{"id": i, "body": b} for i, b in sorted(held.items())])
             return
         self._reply(404, {"message": "404 Not Found"})
+
+    def _diffs(self, project: Project, iid: int, query: dict[str, list[str]]) -> None:
+        """One page of the merge request's diffs; ``X-Next-Page`` is empty on the last."""
+        gitlab = self.gitlab
+        with gitlab.lock:
+            gitlab.files_asked.append(("diffs", project.path, str(iid)))
+            files = project.merge_request_files.get(iid)
+        if files is None:
+            self._reply(404, {"message": "404 Not found"})
+            return
+        page = int(query.get("page", ["1"])[0])
+        per_page = int(query.get("per_page", ["20"])[0])
+        shown = files[(page - 1) * per_page : page * per_page]
+        more = page * per_page < len(files)
+        data = json.dumps([_diff(f) for f in shown]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Next-Page", str(page + 1) if more else "")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:
         parts = urlsplit(self.path)
@@ -199,3 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, {"id": note_id})
             return
         self._reply(404, {"message": "404 Not Found"})
+
+
+def _diff(path: str) -> dict[str, Any]:
+    return {"old_path": path, "new_path": path, "new_file": False, "diff": "@@ -1 +1 @@\n"}
