@@ -63,9 +63,7 @@ def path_decision(
     has path filters."""
     filters = binding.path_filters
     changed = changed_files(client, source) if filters.active else None
-    return decide(
-        binding.workspace_id, filters, binding.working_directory, changed, PROVIDER_NAME
-    )
+    return decide(binding.workspace_id, filters, binding.working_directory, changed, PROVIDER_NAME)
 
 
 def skipped_status(decision: PathDecision, source: Ingestion, review_url: str) -> dict[str, str]:
