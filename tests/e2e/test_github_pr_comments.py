@@ -85,3 +85,39 @@ def test_one_comment_follows_three_pushes_and_never_shows_a_sensitive_value(
         assert "test&#95;thing.db" in check["output"]["summary"]
     # And nothing sent to GitHub's comments or checks holds the sensitive value
     assert SECRET_VALUE not in json.dumps(reviews.sent)
+
+
+def test_a_comment_too_long_for_github_is_cut_with_a_link_to_the_run_page(
+    local: Local, fake_github: FakeGitHub
+) -> None:
+    # Given a workspace bound to the repository, and a pull request whose plan creates
+    # 520 resources with long addresses (well beyond GitHub's 65,536 characters)
+    repository = f"acme/long-{uuid.uuid4().hex[:6]}"
+    ws = bound_workspace(local, repository, "main", "", "plan_only")
+    name = "a_resource_whose_name_is_long_enough_" + "x" * 160
+    configuration = (
+        'terraform {\n  required_providers {\n    test = { source = "runplane/test", '
+        'version = "0.1.0" }\n  }\n}\n'
+        f'resource "test_thing" "{name}" {{\n  count = 520\n  name  = "n${{count.index}}"\n}}\n'
+    )
+    sha = sha_of(f"{repository}-long")
+    fake_github.add_commit(repository, sha, {"main.tf": configuration})
+    event = pull_request(repository, sha, NUMBER)
+    event["action"] = "opened"
+
+    # When the pull request is opened and its plan made
+    status, body, _ = post_webhook(local, "pull_request", event)
+    assert status == 202, body
+    [run] = eventually(partial(runs_beyond, local, ws, 0), what="the pull request's run")
+    assert local.client.watch(run["id"], timeout=300)["status"] == "succeeded"
+    [comment] = eventually(
+        partial(finished_comment, fake_github, repository, sha), what="the finished comment"
+    )
+
+    # Then the comment GitHub received fits its limit, says it was cut, links to the run
+    # page, and still shows the workspace's row with its counts
+    text = comment["body"]
+    assert len(text) <= 65_536
+    assert "truncated" in text
+    assert f"/ui/runs/{run['id']}" in text
+    assert "+520 ~0 -0" in text
