@@ -101,7 +101,13 @@ def _trigger_candidates(
 
 
 def _binding(principal: Principal, workspace: Workspace) -> dict[str, Any] | None:
+    """The workspace's source binding, GitHub's or GitLab's (never its secrets: the
+    views name none); GitLab's is read only for a workspace GitHub is not bound to."""
     try:
         return services().github.binding(principal, workspace.id).to_dict()
+    except NotFound:
+        pass
+    try:
+        return services().gitlab.binding(principal, workspace.id).to_dict()
     except NotFound:
         return None

@@ -192,6 +192,12 @@ def test_a_push_runs_the_bound_workspace_once_and_no_token_appears_anywhere(
     for shown in ("GitLab", held.path.lower(), "push to", sha[:12], event_uuid):
         assert shown in header, shown
     assert held.token not in page.text
+    # And the workspace page's source section names the project and its instance
+    overview = signed_in(local).get(f"{local.url}/ui/workspaces/{ws}", timeout=30)
+    bound = overview.text.split('id="source-binding"', 1)[1].split("</dl>", 1)[0]
+    assert "GitLab project" in bound
+    assert held.path.lower() in bound
+    assert held.token not in overview.text
 
     # When the same delivery arrives again: the first outcome, nothing more
     before = webhook_footprint(local, ws)
