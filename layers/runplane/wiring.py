@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from runplane.services.event_relay import EventRelay
     from runplane.services.github import GitHubSources
     from runplane.services.github_installations import GitHubInstallations
+    from runplane.services.github_reports import PullRequestReports
     from runplane.services.gitlab import GitLabSources
     from runplane.services.identity import Identity
     from runplane.services.launch_controls import LaunchControls
@@ -621,9 +622,7 @@ class Services:
     @cached_property
     def github(self) -> GitHubSources:
         from runplane.services.github import GitHubConfig, GitHubSources
-        from runplane.services.github_reports import PullRequestReports
         from runplane.store.github import DynamoGitHubSources
-        from runplane.store.github_reports import DynamoGitHubReports
 
         settings = self.settings
         return GitHubSources(
@@ -648,22 +647,29 @@ class Services:
             self.github_installations,
             DynamoGitHubSources(),
             self.auto_destroys,
-            reports=PullRequestReports(
-                self.clock,
-                DynamoGitHubReports(),
-                self.runs,
-                self.workspaces,
-                self.plan_views,
-                settings.public_url or settings.control_plane_url,
-            ),
+            reports=self.pull_request_reports,
+        )
+
+    @cached_property
+    def pull_request_reports(self) -> PullRequestReports:
+        """Pull requests' comments and check runs, and merge requests' notes."""
+        from runplane.services.github_reports import PullRequestReports
+        from runplane.store.github_reports import DynamoGitHubReports
+
+        settings = self.settings
+        return PullRequestReports(
+            self.clock,
+            DynamoGitHubReports(),
+            self.runs,
+            self.workspaces,
+            self.plan_views,
+            settings.public_url or settings.control_plane_url,
         )
 
     @cached_property
     def gitlab(self) -> GitLabSources:
-        from runplane.services.github_reports import PullRequestReports
         from runplane.services.gitlab import GitLabConfig, GitLabSources
         from runplane.store.github import DynamoGitHubSources
-        from runplane.store.github_reports import DynamoGitHubReports
         from runplane.store.gitlab import DynamoGitLabBindings
 
         settings = self.settings
@@ -686,14 +692,7 @@ class Services:
             DynamoGitLabBindings(),
             DynamoGitHubSources(),
             # The merge request note: GitHub's plan comment, in the same report records.
-            reports=PullRequestReports(
-                self.clock,
-                DynamoGitHubReports(),
-                self.runs,
-                self.workspaces,
-                self.plan_views,
-                settings.public_url or settings.control_plane_url,
-            ),
+            reports=self.pull_request_reports,
         )
 
     @cached_property

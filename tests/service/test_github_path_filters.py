@@ -7,6 +7,7 @@ tests/unit/domain/test_path_filters.py; GitHub's real API shape is end to end
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -23,9 +24,11 @@ BEFORE = "a" * 40
 
 
 @pytest.fixture
-def scene(scene_fixture: Scene) -> Scene:  # noqa: F811
-    """The GitHub sources scene of tests/service/test_github_sources.py."""
-    return scene_fixture
+def scene(scene_fixture: Scene) -> Iterator[Scene]:  # noqa: F811
+    """The GitHub sources scene of tests/service/test_github_sources.py. Its organization
+    is forgotten with it: a later scene may be given the same id()."""
+    yield scene_fixture
+    _ORGS.pop(id(scene_fixture), None)
 
 
 def _bind(

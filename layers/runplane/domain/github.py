@@ -377,7 +377,8 @@ class Ignored:
     reason: str
 
 
-def _get(payload: Any, *path: str) -> Any:
+def payload_at(payload: Any, *path: str) -> Any:
+    """The value at ``path`` in a webhook payload, or None where its shape differs."""
     for key in path:
         if not isinstance(payload, dict):
             return None
@@ -389,7 +390,8 @@ def _login(value: Any) -> str | None:
     return value if isinstance(value, str) and LOGIN.fullmatch(value) else None
 
 
-def _text(value: Any) -> str | None:
+def payload_text(value: Any) -> str | None:
+    """A payload's string, bounded; None for anything else."""
     return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
@@ -417,8 +419,8 @@ def parse_event(event: str, payload: Any) -> SourceEvent | Ignored:
         return Ignored(f"event {event!r} does not start runs")
     if not isinstance(payload, dict):
         return Ignored("the payload is not a JSON object")
-    repository = _get(payload, "repository", "full_name")
-    installation = _get(payload, "installation", "id")
+    repository = payload_at(payload, "repository", "full_name")
+    installation = payload_at(payload, "installation", "id")
     if not isinstance(repository, str) or not REPOSITORY.fullmatch(repository):
         return Ignored("the payload names no repository")
     if not isinstance(installation, int) or isinstance(installation, bool):
@@ -438,8 +440,8 @@ def _push(payload: dict[str, Any], repository: str, installation: int) -> Source
     if not isinstance(sha, str) or not SHA.fullmatch(sha):
         return Ignored("the push names no commit")
     before = payload.get("before")
-    occurred = _time(_get(payload, "head_commit", "timestamp")) or _time(
-        _get(payload, "repository", "pushed_at")
+    occurred = _time(payload_at(payload, "head_commit", "timestamp")) or _time(
+        payload_at(payload, "repository", "pushed_at")
     )
     return SourceEvent(
         event="push",
@@ -449,8 +451,8 @@ def _push(payload: dict[str, Any], repository: str, installation: int) -> Source
         commit_sha=sha,
         installation_id=installation,
         occurred_at=occurred,
-        sender=_login(_get(payload, "sender", "login")),
-        commit_message=_text(_get(payload, "head_commit", "message")),
+        sender=_login(payload_at(payload, "sender", "login")),
+        commit_message=payload_text(payload_at(payload, "head_commit", "message")),
         before_sha=before if isinstance(before, str) and SHA.fullmatch(before) else None,
         forced=payload.get("forced") is True,
     )
@@ -462,14 +464,14 @@ def _pull_request(
     action = payload.get("action")
     if action not in PLANNED_PR_ACTIONS and action != CLOSED_PR_ACTION:
         return Ignored(f"pull_request action {action!r} carries no new code to plan")
-    base = _get(payload, "pull_request", "base", "ref")
-    sha = _get(payload, "pull_request", "head", "sha")
-    number = _get(payload, "pull_request", "number")
+    base = payload_at(payload, "pull_request", "base", "ref")
+    sha = payload_at(payload, "pull_request", "head", "sha")
+    number = payload_at(payload, "pull_request", "number")
     if not isinstance(base, str) or not isinstance(sha, str) or not SHA.fullmatch(sha):
         return Ignored("the pull request names no base branch or head commit")
     if not isinstance(number, int) or isinstance(number, bool):
         return Ignored("the pull request has no number")
-    head_repository = _get(payload, "pull_request", "head", "repo", "full_name")
+    head_repository = payload_at(payload, "pull_request", "head", "repo", "full_name")
     if not isinstance(head_repository, str) or head_repository.lower() != repository:
         # A fork's code would plan (and, in a preview workspace, apply) with this
         # organization's variables and credentials: only the repository's own branches.
@@ -486,11 +488,11 @@ def _pull_request(
         branch=base,
         commit_sha=sha,
         installation_id=installation,
-        occurred_at=_time(_get(payload, "pull_request", "updated_at")),
+        occurred_at=_time(payload_at(payload, "pull_request", "updated_at")),
         pull_request=number,
-        sender=_login(_get(payload, "sender", "login")),
-        pull_request_title=_text(_get(payload, "pull_request", "title")),
-        pull_request_author=_login(_get(payload, "pull_request", "user", "login")),
+        sender=_login(payload_at(payload, "sender", "login")),
+        pull_request_title=payload_text(payload_at(payload, "pull_request", "title")),
+        pull_request_author=_login(payload_at(payload, "pull_request", "user", "login")),
     )
 
 

@@ -22,10 +22,11 @@ from typing import Any
 
 from runplane.domain.errors import InvalidInput
 from runplane.domain.github import (
-    MAX_TEXT,
     SHA,
     Ignored,
     SourceEvent,
+    payload_at,
+    payload_text,
 )
 from runplane.domain.path_filters import PathFilters
 from runplane.domain.run import RunKind
@@ -218,20 +219,8 @@ def workspace_of_delivery(recorded_delivery_id: str) -> str | None:
 # -- events -----------------------------------------------------------------------------
 
 
-def _get(payload: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(payload, dict):
-            return None
-        payload = payload.get(key)
-    return payload
-
-
 def _username(value: Any) -> str | None:
     return value if isinstance(value, str) and USERNAME.fullmatch(value) else None
-
-
-def _text(value: Any) -> str | None:
-    return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
 def gitlab_time(value: Any) -> datetime | None:
@@ -256,8 +245,8 @@ def parse_event(event: str, payload: Any, binding: GitLabBinding) -> SourceEvent
         return Ignored(f"event {event[:100]!r} does not start runs")
     if not isinstance(payload, dict):
         return Ignored("the payload is not a JSON object")
-    project_id = _get(payload, "project", "id")
-    path = _get(payload, "project", "path_with_namespace")
+    project_id = payload_at(payload, "project", "id")
+    path = payload_at(payload, "project", "path_with_namespace")
     if not isinstance(path, str) or not PROJECT_PATH.fullmatch(path):
         return Ignored("the payload names no project")
     if not binding.project_matches(project_id, path):
@@ -293,9 +282,9 @@ def _push(payload: dict[str, Any], repository: str) -> SourceEvent | Ignored:
         branch=ref.removeprefix("refs/heads/"),
         commit_sha=sha,
         installation_id=0,
-        occurred_at=gitlab_time(_get(head, "timestamp")),
+        occurred_at=gitlab_time(payload_at(head, "timestamp")),
         sender=_username(payload.get("user_username")),
-        commit_message=_text(_get(head, "message")),
+        commit_message=payload_text(payload_at(head, "message")),
         # The previous head, for the path filters' comparison (all zeros: a new branch).
         before_sha=before if isinstance(before, str) and SHA.fullmatch(before) else None,
     )
@@ -322,7 +311,7 @@ def _merge_request(
             "variables"
         )
     base = attributes.get("target_branch")
-    sha = _get(attributes, "last_commit", "id")
+    sha = payload_at(attributes, "last_commit", "id")
     if not isinstance(base, str) or not isinstance(sha, str) or not SHA.fullmatch(sha):
         return Ignored("the merge request names no target branch or head commit")
     return SourceEvent(
@@ -334,8 +323,8 @@ def _merge_request(
         installation_id=0,
         occurred_at=gitlab_time(attributes.get("updated_at")),
         pull_request=iid,
-        sender=_username(_get(payload, "user", "username")),
-        pull_request_title=_text(attributes.get("title")),
+        sender=_username(payload_at(payload, "user", "username")),
+        pull_request_title=payload_text(attributes.get("title")),
         pull_request_author=None,
     )
 

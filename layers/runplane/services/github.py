@@ -14,7 +14,7 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -80,6 +80,13 @@ from runplane.services.github_reports import PullRequestReports
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.runs import Runs
+from runplane.services.source_ingestions import (
+    WebhookReply,
+    adopt_run,
+    fail_ingestion,
+    repeat_delivery,
+    start_ingestion,
+)
 from runplane.services.workspaces import Workspaces
 
 logger = logging.getLogger("runplane.github")
@@ -111,12 +118,6 @@ class GitHubConfig:
     webhook_max_bytes: int
     archive_max_bytes: int
     review_url: str
-
-
-@dataclass(frozen=True)
-class WebhookReply:
-    status: int
-    body: dict[str, Any] = field(default_factory=dict)
 
 
 def source_principal(
@@ -428,21 +429,10 @@ class GitHubSources:
         }
 
     def _repeat(self, recorded: Delivery, digest: str) -> WebhookReply:
-        if recorded.body_sha256 != digest:
-            raise WebhookReplayRefused(
-                "this delivery ID was received before with a different body; nothing was recorded"
-            )
-        if recorded.source_id is not None:
-            source = self._store.ingestion(recorded.source_id)
-            if source is not None and source.status == "pending":
-                # The first attempt may have recorded it without starting its workflow.
-                self._start(recorded.source_id)
-        return WebhookReply(recorded.status_code, {**recorded.outcome, "duplicate": True})
+        return repeat_delivery(self._store, recorded, digest, self._start)
 
     def _start(self, source_id: str) -> None:
-        if self._workflow is None:
-            raise GitHubNotConfigured("no source workflow is configured for this deployment")
-        self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
+        start_ingestion(self._workflow, source_id)
 
     def _targets(self, parsed: SourceEvent | Ingestion) -> list[Binding]:
         """The bindings an event reaches: same repository, branch and installation, of the
@@ -735,24 +725,13 @@ class GitHubSources:
                 run_id=run_id,
             ).id
         except RunAlreadyExists:
-            run = self._lifecycle.runs.get(run_id)
-            if run.created_by != f"{PrincipalKind.SOURCE}:{source.id}" or (
-                run.workspace_id != workspace_id
-            ):
+            adopted = adopt_run(self._lifecycle, self._runs, run_id, source.id, workspace_id)
+            if adopted is None:
                 raise
-            # The crashed try may have stopped before starting the run's workflow. The
-            # execution is named by the run ID: Step Functions starts it at most once.
-            if run.status is RunStatus.DISPATCH_PENDING:
-                self._runs.start_workflow(run)
-            return run.id
+            return adopted
 
     def fail(self, source_id: str, error: str) -> dict[str, Any]:
-        source = self._store.ingestion(source_id)
-        if source is not None and source.status == "pending":
-            self._store.mark_failed(
-                source_id, f"ingestion failed: {error[:100]}", self._clock.now()
-            )
-        return {"source_id": source_id, "status": "failed"}
+        return fail_ingestion(self._store, self._clock.now(), source_id, error)
 
     def report_status(self, run_id: str) -> dict[str, Any]:
         """Post the commit status of a pull request's run (pending, success or failure)."""

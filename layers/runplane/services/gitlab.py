@@ -27,7 +27,6 @@ from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
-    GitHubNotConfigured,
     GitHubUnavailable,
     InvalidBody,
     InvalidInput,
@@ -70,16 +69,23 @@ from runplane.domain.gitlab import (
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind, derived_id
 from runplane.domain.path_filters import ChangedFiles, valid_patterns
-from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run import RunKind
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
-from runplane.services.github import SOURCE_PERMISSIONS, STATUS_CONTEXT, WebhookReply
+from runplane.services.github import SOURCE_PERMISSIONS, STATUS_CONTEXT
 from runplane.services.github_reports import PullRequestReports
 from runplane.services.gitlab_path_filters import path_decision, skipped_status
 from runplane.services.lifecycle import RunLifecycle
 from runplane.services.repositories.github import GitHubSourceStore
 from runplane.services.repositories.gitlab import GitLabBindingStore
 from runplane.services.runs import Runs
+from runplane.services.source_ingestions import (
+    WebhookReply,
+    adopt_run,
+    fail_ingestion,
+    repeat_delivery,
+    start_ingestion,
+)
 from runplane.services.workspaces import Workspaces
 
 logger = logging.getLogger("runplane.gitlab")
@@ -345,20 +351,10 @@ class GitLabSources:
         return WebhookReply(status, outcome)
 
     def _repeat(self, recorded: Delivery, digest: str) -> WebhookReply:
-        if recorded.body_sha256 != digest:
-            raise WebhookReplayRefused(
-                "this delivery was received before with a different body; nothing was recorded"
-            )
-        if recorded.source_id is not None:
-            source = self._sources.ingestion(recorded.source_id)
-            if source is not None and source.status == "pending":
-                self._start(recorded.source_id)
-        return WebhookReply(recorded.status_code, {**recorded.outcome, "duplicate": True})
+        return repeat_delivery(self._sources, recorded, digest, self._start)
 
     def _start(self, source_id: str) -> None:
-        if self._workflow is None:
-            raise GitHubNotConfigured("no source workflow is configured for this deployment")
-        self._workflow.start_named(source_id, {"action": "ingest", "source_id": source_id})
+        start_ingestion(self._workflow, source_id)
 
     # -- the source workflow ----------------------------------------------------------------
 
@@ -517,20 +513,13 @@ class GitLabSources:
                 run_id=run_id,
             ).id
         except RunAlreadyExists:
-            run = self._lifecycle.runs.get(run_id)
-            if run.created_by != f"{PrincipalKind.SOURCE}:{source.id}":
+            adopted = adopt_run(self._lifecycle, self._runs, run_id, source.id, target.workspace_id)
+            if adopted is None:
                 raise
-            if run.status is RunStatus.DISPATCH_PENDING:
-                self._runs.start_workflow(run)
-            return run.id
+            return adopted
 
     def fail(self, source_id: str, error: str) -> dict[str, Any]:
-        source = self._sources.ingestion(source_id)
-        if source is not None and source.status == "pending":
-            self._sources.mark_failed(
-                source_id, f"ingestion failed: {error[:100]}", self._clock.now()
-            )
-        return {"source_id": source_id, "status": "failed"}
+        return fail_ingestion(self._sources, self._clock.now(), source_id, error)
 
     def report_status(self, run_id: str) -> dict[str, Any]:
         """Post the commit status of a merge request's run (pending, success or failed)."""
