@@ -23,6 +23,8 @@ from tests.e2e.test_managed_runs import SECRET_VALUE
 from tests.github_fake import FakeGitHub
 
 NUMBER = 12
+# Another pull request's number: the other test counts every comment POST to its own.
+LONG_NUMBER = 13
 
 
 def runs_beyond(local: Local, workspace_id: str, count: int) -> list[dict[str, Any]]:
@@ -31,11 +33,13 @@ def runs_beyond(local: Local, workspace_id: str, count: int) -> list[dict[str, A
     return found if len(found) > count else []
 
 
-def finished_comment(fake: FakeGitHub, repository: str, sha: str) -> list[dict[str, Any]]:
+def finished_comment(
+    fake: FakeGitHub, repository: str, sha: str, number: int = NUMBER
+) -> list[dict[str, Any]]:
     """The pull request's comments showing ``sha``'s plan finished."""
     return [
         c
-        for c in fake.reviews.comments_on(repository, NUMBER)
+        for c in fake.reviews.comments_on(repository, number)
         if f"`{sha[:12]}`" in c["body"] and "| succeeded |" in c["body"]
     ]
 
@@ -102,7 +106,7 @@ def test_a_comment_too_long_for_github_is_cut_with_a_link_to_the_run_page(
     )
     sha = sha_of(f"{repository}-long")
     fake_github.add_commit(repository, sha, {"main.tf": configuration})
-    event = pull_request(repository, sha, NUMBER)
+    event = pull_request(repository, sha, LONG_NUMBER)
     event["action"] = "opened"
 
     # When the pull request is opened and its plan made
@@ -111,7 +115,8 @@ def test_a_comment_too_long_for_github_is_cut_with_a_link_to_the_run_page(
     [run] = eventually(partial(runs_beyond, local, ws, 0), what="the pull request's run")
     assert local.client.watch(run["id"], timeout=300)["status"] == "succeeded"
     [comment] = eventually(
-        partial(finished_comment, fake_github, repository, sha), what="the finished comment"
+        partial(finished_comment, fake_github, repository, sha, LONG_NUMBER),
+        what="the finished comment",
     )
 
     # Then the comment GitHub received fits its limit, says it was cut, links to the run
