@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
-from runplane.services.principals import decode_principal
+from runplane.services.principals import decode_principal, source_address
 
 Reply = Response[str]
 
@@ -33,7 +33,10 @@ def json_reply(status: int, body: Any) -> Reply:
 
 def principal() -> Principal:
     """The caller the authorizer established for this request."""
-    return decode_principal(current_event().request_context.raw_event.get("authorizer"))
+    event = current_event()
+    return decode_principal(
+        event.request_context.raw_event.get("authorizer"), source_address(event.raw_event)
+    )
 
 
 def query_int(name: str) -> int | None:

@@ -18,7 +18,7 @@ from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.domain.paging import Page
-from runplane.services.principals import decode_principal
+from runplane.services.principals import decode_principal, source_address
 from runplane.wiring import services
 
 Reply = Response[str]
@@ -34,7 +34,10 @@ def document(data: Any, status: int = 200, **top: Any) -> Reply:
 
 
 def principal() -> Principal:
-    return decode_principal(current_event().request_context.raw_event.get("authorizer"))
+    event = current_event()
+    return decode_principal(
+        event.request_context.raw_event.get("authorizer"), source_address(event.raw_event)
+    )
 
 
 def query(name: str) -> str | None:

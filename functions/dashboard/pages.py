@@ -3,6 +3,7 @@ signed-in caller of a request, and the attention count in every page's header.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,10 @@ class Session:
 
     def __init__(self, request: Request) -> None:
         self.secret = request.cookie(SESSION_COOKIE)
-        self.principal: Principal = services().web_sessions.authenticate(self.secret)
+        self.principal: Principal = replace(
+            services().web_sessions.authenticate(self.secret),
+            source_address=request.source_address,
+        )
         assert self.secret is not None
         self.csrf = csrf_token(self.secret)
 

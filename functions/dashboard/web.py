@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from functions.isolation import IsolatedRestResolver, current_event
 from runplane.domain.errors import InvalidBody, NotFound, TooLarge
+from runplane.services.principals import source_address
 
 Page = Response[str]
 ID = "[A-Za-z0-9-]{1,64}"
@@ -96,6 +97,8 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes = field(repr=False)
+    # Where the request came from, as API Gateway saw it (for the audit trail).
+    source_address: str | None = None
 
     @classmethod
     def of(cls, event: dict[str, Any]) -> Request:
@@ -107,6 +110,7 @@ class Request:
             query=dict(event.get("queryStringParameters") or {}),
             headers={k.lower(): str(v) for k, v in (event.get("headers") or {}).items()},
             body=body,
+            source_address=source_address(event),
         )
 
     @property

@@ -121,6 +121,15 @@ class Principal:
     sandbox_id: str | None = None
     phase: str | None = None
     inputs: tuple[str, ...] = ()
+    # The person behind a user principal, by a name they cannot change (Cognito's
+    # username): the same through a bearer token and a dashboard session.
+    user: str | None = None
+    # The identity provider's groups of a user (team mappings read them).
+    groups: tuple[str, ...] = ()
+    # The team an API token acts for (its permissions are the team's, read per request).
+    team_id: str | None = None
+    # The network address the request came from, for the audit trail.
+    source_address: str | None = None
 
     @property
     def ref(self) -> str:

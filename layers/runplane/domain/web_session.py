@@ -35,6 +35,9 @@ class Grant:
     # When the person authenticated at the identity provider (hosted-UI sign-in);
     # None for a login code and its session, whose sign-in is their creation.
     auth_time: datetime | None = None
+    # The identity provider's groups at sign-in (team mappings read them; a change
+    # takes effect at the next sign-in).
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -275,7 +275,9 @@ def _remember(facts: dict[str, str], key: str, value: str) -> None:
 
 
 def user_name(claims: VerifiedClaims) -> str:
-    return claims.username or claims.email or claims.subject
+    """Who a person is, by a name they cannot change: Cognito's username (never the
+    email, which a user pool may let its users edit), else the subject."""
+    return claims.username or claims.subject
 
 
 def user_principal(claims: VerifiedClaims) -> Principal:
@@ -292,4 +294,6 @@ def user_principal(claims: VerifiedClaims) -> Principal:
         permissions=permissions_for_roles(list(claims.groups)),
         display=f"User {user_name(claims)}",
         auth_time=claims.auth_time,
+        user=user_name(claims),
+        groups=claims.groups,
     )

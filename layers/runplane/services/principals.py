@@ -29,12 +29,18 @@ def encode_principal(principal: Principal) -> dict[str, str]:
         "sandbox_id": principal.sandbox_id,
         "phase": principal.phase,
         "inputs": list(principal.inputs),
+        "user": principal.user,
+        "groups": list(principal.groups),
+        "team_id": principal.team_id,
     }
     return {"principal": json.dumps(body, sort_keys=True)}
 
 
-def decode_principal(context: Mapping[str, Any] | None) -> Principal:
-    """The principal an authorizer put in ``requestContext.authorizer``; none is 401."""
+def decode_principal(
+    context: Mapping[str, Any] | None, source_address: str | None = None
+) -> Principal:
+    """The principal an authorizer put in ``requestContext.authorizer``; none is 401.
+    ``source_address`` is the request's, as API Gateway saw it."""
     if not context or "principal" not in context:
         raise Unauthenticated()
     body = json.loads(context["principal"])
@@ -52,4 +58,15 @@ def decode_principal(context: Mapping[str, Any] | None) -> Principal:
         sandbox_id=body.get("sandbox_id"),
         phase=body.get("phase"),
         inputs=tuple(body.get("inputs") or ()),
+        user=body.get("user"),
+        groups=tuple(body.get("groups") or ()),
+        team_id=body.get("team_id"),
+        source_address=source_address,
     )
+
+
+def source_address(event: Mapping[str, Any]) -> str | None:
+    """The address an API Gateway proxy event came from (absent in a direct invocation)."""
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    address = identity.get("sourceIp")
+    return address if isinstance(address, str) and address else None

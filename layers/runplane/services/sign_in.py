@@ -120,6 +120,7 @@ class HostedUiSignIn:
             user_name(claims),
             principal.permissions,
             auth_time=auth_time,
+            groups=principal.groups,
         )
 
     def signed_out_location(self) -> str:

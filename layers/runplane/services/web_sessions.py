@@ -76,6 +76,7 @@ class WebSessions:
         permissions: Iterable[Permission],
         *,
         auth_time: datetime,
+        groups: Iterable[str] = (),
     ) -> SignedIn:
         """A session for someone the identity provider authenticated at ``auth_time``
         (hosted-UI sign-in); step-up rules read that time, not the session's start."""
@@ -90,6 +91,7 @@ class WebSessions:
                 now,
                 now + SESSION_LIFETIME,
                 auth_time=auth_time,
+                groups=tuple(groups),
             ),
         )
         self._store.put_session(handle_hash(secret), session)
@@ -109,6 +111,8 @@ class WebSessions:
             permissions=grant.permissions,
             display=f"User {grant.name} (dashboard)",
             auth_time=grant.auth_time or grant.created_at,
+            user=grant.name,
+            groups=grant.groups,
         )
 
     def sign_out(self, secret: str) -> None:

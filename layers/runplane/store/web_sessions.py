@@ -30,6 +30,7 @@ class WebSessionItem(TableItem):
     # When the person authenticated at the identity provider (hosted-UI sign-in);
     # absent for login-link sessions, whose sign-in is their creation.
     auth_time = UTCDateTimeAttribute(null=True)
+    groups: ListAttribute[str] = ListAttribute(of=UnicodeAttribute, null=True)  # type: ignore[arg-type]
 
 
 def login_code_key(code_hash: str) -> tuple[str, str]:
@@ -68,6 +69,7 @@ def _grant(item: LoginCodeItem | WebSessionItem) -> Grant:
         created_at=item.created_at,
         valid_until=item.valid_until,
         auth_time=item.auth_time if isinstance(item, WebSessionItem) else None,
+        groups=tuple(item.groups or ()) if isinstance(item, WebSessionItem) else (),
     )
 
 
@@ -109,6 +111,7 @@ def _session_item(secret_hash: str, session: WebSession) -> WebSessionItem:
         created_at=grant.created_at,
         valid_until=grant.valid_until,
         auth_time=grant.auth_time,
+        groups=list(grant.groups) or None,
         expires_at=grant.valid_until,
     )
 
