@@ -155,6 +155,10 @@ class SecondApprovalView(Doc):
     destroys_over: int | None = Field(
         description="Plans destroying more than this many resources need two; null: none"
     )
+    separation_of_duties: bool = Field(
+        description="The run's creator may not approve it (anyone with the permission may "
+        "reject it)"
+    )
 
 
 class WorkspaceUpdated(Doc):

@@ -87,7 +87,7 @@ def workspace(
 ) -> dict[str, Any]:
     """``auto_destroy``: the workspace's auto-destroy view (``AutoDestroys.view``), if
     the caller read it."""
-    can = principal.permissions.__contains__
+    can = principal.permissions_in(ws.id).__contains__
     armed = auto_destroy if auto_destroy and auto_destroy.get("armed") else {}
     remote = ws.execution_mode == ExecutionMode.REMOTE and runs_remotely(principal)
     relationships: dict[str, Any] = {

@@ -50,7 +50,7 @@ def configuration_version(cv: ConfigurationView, upload_url: str | None = None) 
 
 def run(view: RemoteRun, principal: Principal) -> dict[str, Any]:
     r, facts = view.run, view.facts
-    can = principal.permissions.__contains__
+    can = principal.permissions_in(r.workspace_id).__contains__
     attributes: dict[str, Any] = {
         "status": tfe_status(facts).value,
         "has-changes": view.has_changes,

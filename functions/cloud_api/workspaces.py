@@ -168,7 +168,9 @@ def _auto_destroy_change(
     named = attributes.model_fields_set & {"auto_destroy_at", "auto_destroy_activity_duration"}
     if not named:
         return None
-    who.require(Permission.WORKSPACE_UPDATE)
+    if ws is not None:
+        # A workspace being created is its creator's to set up (workspace:create).
+        who.require(Permission.WORKSPACE_UPDATE, ws.id)
     auto_destroys = services().auto_destroys
     current = {} if ws is None else auto_destroys.of(ws)
     at = attributes.auto_destroy_at if "auto_destroy_at" in named else current.get("destroy_at")

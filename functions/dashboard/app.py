@@ -118,6 +118,7 @@ def workspace(request: Request, workspace_id: str) -> Page:
     s = services()
     ws = s.workspaces.by_id(session.principal, workspace_id)
     cloud = settings_view(ws.id, s.cloud_settings.get(session.principal, ws.id))
+    granted = session.principal.permissions_in(ws.id)
     return render(
         200,
         "workspace.html",
@@ -127,13 +128,13 @@ def workspace(request: Request, workspace_id: str) -> Page:
         # As the run API's workspace view has it: None until a schedule checked.
         drift=s.schedules.drift_of(ws.id),
         auto_destroy=s.auto_destroys.of(ws),
-        may_postpone=Permission.WORKSPACE_UPDATE in session.principal.permissions,
+        may_postpone=Permission.WORKSPACE_UPDATE in granted,
         # The remediation buttons only for those who may create runs: the service
         # refuses anyone else anyway.
-        may_remediate=Permission.RUN_CREATE in session.principal.permissions,
+        may_remediate=Permission.RUN_CREATE in granted,
         # The form only for those who may change the settings: the service refuses
         # anyone else anyway.
-        may_manage_cloud=Permission.CREDENTIALS_MANAGE in session.principal.permissions,
+        may_manage_cloud=Permission.CREDENTIALS_MANAGE in granted,
         # Shown as placeholders: an empty field is the default.
         default_session_seconds=DEFAULT_SESSION_SECONDS,
         azure_default_audience=AZURE_DEFAULT_AUDIENCE,
@@ -158,6 +159,7 @@ def run_page(request: Request, run_id: str) -> Page:
         datetime.fromisoformat(expires_at) <= s.clock.now()
     )
     logs = {phase.value: _log(session.principal, run_id, phase) for phase in Phase}
+    granted = session.principal.permissions_in(ws.id)
     return render(
         200,
         "run.html",
@@ -168,8 +170,8 @@ def run_page(request: Request, run_id: str) -> Page:
         binding=approval.get("binding") or {},
         can_decide=open_for_decision and not deadline_passed,
         # Only the buttons the user may press: the services refuse the rest anyway.
-        may_decide=Permission.RUN_APPROVE in session.principal.permissions,
-        may_cancel=Permission.RUN_CANCEL in session.principal.permissions,
+        may_decide=Permission.RUN_APPROVE in granted,
+        may_cancel=Permission.RUN_CANCEL in granted,
         deadline_passed=deadline_passed,
         active=not RunStatus(review["status"]).is_terminal,
         logs=logs,

@@ -32,7 +32,7 @@ def page(request: Request, session: Session) -> Page:
         "github.html",
         session=session,
         installations=held,
-        may_connect=Permission.GITHUB_CONNECT in session.principal.permissions,
+        may_connect=session.principal.may(Permission.GITHUB_CONNECT),
     )
 
 

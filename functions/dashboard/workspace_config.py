@@ -34,8 +34,9 @@ def context(session: Session, workspace: Workspace) -> dict[str, Any]:
     from runplane.services.schedules import view as schedule_view
 
     s = services()
-    granted = principal.permissions
+    granted = principal.permissions_in(workspace.id)
     may_edit = Permission.WORKSPACE_UPDATE in granted
+    may_edit_variables = Permission.VARIABLES_MANAGE in granted
     triggers = s.run_triggers.show(principal, workspace.id)
     now = s.clock.now()
     return {
@@ -54,6 +55,7 @@ def context(session: Session, workspace: Workspace) -> dict[str, Any]:
             "destinations": s.notifications.list_for(principal, workspace.id),
             "binding": _binding(principal, workspace),
             "may_edit": may_edit,
+            "may_edit_variables": may_edit_variables,
             # A schedule creates runs: the service asks for both permissions.
             "may_schedule": may_edit and Permission.RUN_CREATE in granted,
             "categories": [c.value for c in VariableCategory],

@@ -53,7 +53,7 @@ def shown_value(output: Output) -> str:
 def context(session: Session, request: Request, workspace: Workspace) -> dict[str, Any]:
     """What ``workspace.html`` shows of the workspace's state, lock and settings."""
     s = services()
-    permissions = session.principal.permissions
+    permissions = session.principal.permissions_in(workspace.id)
     may_read_state = Permission.STATE_READ in permissions
     summary = history = None
     if may_read_state:

@@ -165,6 +165,8 @@ def _print_workspace(ws: dict[str, Any], as_json: bool) -> None:
     print(f"  current state    {ws.get('current_state_version_id') or '-'}")
     print(f"  drift            {cli_schedules.drift_line(ws.get('drift'))}")
     print(f"  second approver  {_second_approver(ws.get('second_approval') or {})}")
+    separated = (ws.get("second_approval") or {}).get("separation_of_duties")
+    print(f"  creator approves {'no (separation of duties)' if separated else 'yes'}")
 
 
 def _second_approver(rule: dict[str, Any]) -> str:
@@ -186,11 +188,15 @@ def _workspace_show(args: argparse.Namespace) -> int:
 
 
 def _workspace_update(args: argparse.Namespace) -> int:
-    rule_given = args.second_approver_for_destroy is not None or args.second_approver_over
+    rule_given = (
+        args.second_approver_for_destroy is not None
+        or args.second_approver_over
+        or args.separation_of_duties is not None
+    )
     if args.approval_window is None and args.tag is None and not args.clear_tags and not rule_given:
         raise CliError(
             "nothing to update: pass --approval-window, --tag, --clear-tags, "
-            "--second-approver-for-destroy or --second-approver-over"
+            "--second-approver-for-destroy, --second-approver-over or --separation-of-duties"
         )
     if args.tag is not None and args.clear_tags:
         raise CliError("--tag and --clear-tags contradict each other: pass one")
@@ -210,6 +216,8 @@ def _workspace_update(args: argparse.Namespace) -> int:
             rule["destroy_runs"] = args.second_approver_for_destroy == "yes"
         if args.second_approver_over:
             rule["destroys_over"] = over
+        if args.separation_of_duties is not None:
+            rule["separation_of_duties"] = args.separation_of_duties == "yes"
         fields["second_approval"] = rule
     client.update_workspace(workspace_id, **fields)  # one write: both or neither
     _print_workspace(client.workspace(workspace_id), args.json)
@@ -757,6 +765,11 @@ def _workspace_parser(commands: Any) -> None:
         "--second-approver-over",
         metavar="N|none",
         help="plans destroying more than N resources need a second approver; none: no count",
+    )
+    update.add_argument(
+        "--separation-of-duties",
+        choices=["yes", "no"],
+        help="yes: a run's creator may not approve it (docs/teams.md)",
     )
     github = _add(
         workspace_commands,

@@ -24,6 +24,7 @@ class WorkspaceCreate(BaseModel):
 class SecondApprovalBody(BaseModel):
     destroy_runs: StrictBool = False
     destroys_over: StrictInt | None = Field(default=None, ge=0, le=MAX_DESTROYS_OVER)
+    separation_of_duties: StrictBool = False
 
 
 class WorkspaceUpdate(BaseModel):

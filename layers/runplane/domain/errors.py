@@ -916,3 +916,17 @@ class VariableSetLimit(InvalidInput):
     (docs/runs.md, "Variable sets"); nothing was written."""
 
     code = "VARIABLE_SET_LIMIT"
+
+
+class SeparationOfDuties(RunplaneError):
+    """The workspace separates duties: whoever created a run may not approve it."""
+
+    code = "SEPARATION_OF_DUTIES"
+    http_status = 403
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id} was created by you, and its workspace requires another person "
+            "to approve it"
+        )
+        self.run_id = run_id

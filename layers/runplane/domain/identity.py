@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Protocol
 
 from runplane.domain.errors import RunplaneError
 
@@ -21,7 +22,10 @@ class Permission(StrEnum):
     STATE_READ = "state:read"
     STATE_WRITE = "state:write"
     RUN_READ = "run:read"
+    # Queue runs of any kind (plans that may be applied, destroys).
     RUN_CREATE = "run:create"
+    # Queue speculative (plan-only) runs.
+    RUN_PLAN = "run:plan"
     RUN_APPROVE = "run:approve"
     RUN_CANCEL = "run:cancel"
     RUN_RECOVER = "run:recover"
@@ -32,6 +36,10 @@ class Permission(StrEnum):
     # Create, change and delete organization variable sets and apply them to workspaces.
     VARIABLE_SETS_MANAGE = "variable-sets:manage"
     TOKEN_MANAGE = "token:manage"
+    # Create and delete teams, change their members and their access.
+    TEAMS_MANAGE = "teams:manage"
+    # Set and delete a workspace's variables.
+    VARIABLES_MANAGE = "variables:manage"
     # Connect (claim) and release GitHub App installations for the organization.
     GITHUB_CONNECT = "github:connect"
     # Tenant launch switch and suspension of the caller's own organization.
@@ -50,7 +58,9 @@ _DEVELOPER = _READER | {
     P.WORKSPACE_LOCK,
     P.STATE_WRITE,
     P.RUN_CREATE,
+    P.RUN_PLAN,
     P.RUN_CANCEL,
+    P.VARIABLES_MANAGE,
 }
 _OPERATOR = _DEVELOPER | {
     P.RUN_APPROVE,
@@ -71,7 +81,7 @@ ROLES: dict[str, frozenset[Permission]] = {
 RUNNER_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.STATE_READ, P.STATE_WRITE})
 
 # What a schedule may do when it fires, within its own workspace only.
-SCHEDULE_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.RUN_READ, P.RUN_CREATE})
+SCHEDULE_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.RUN_READ, P.RUN_CREATE, P.RUN_PLAN})
 
 # Recovery needs a recent sign-in, not only the permission.
 STEP_UP_WINDOW = timedelta(minutes=15)
@@ -106,6 +116,15 @@ class Forbidden(RunplaneError):
         self.permission = permission
 
 
+class TeamGrants(Protocol):
+    """What a caller's teams give them, read when first asked (once per request): across
+    the organization, and on one workspace."""
+
+    def organization_permissions(self) -> frozenset[Permission]: ...
+
+    def workspace_permissions(self, workspace_id: str) -> frozenset[Permission]: ...
+
+
 @dataclass(frozen=True)
 class Principal:
     kind: PrincipalKind
@@ -130,19 +149,50 @@ class Principal:
     team_id: str | None = None
     # The network address the request came from, for the audit trail.
     source_address: str | None = None
+    # What the caller's teams give them (people and tokens only; None: no teams read).
+    teams: TeamGrants | None = field(default=None, compare=False, repr=False)
 
     @property
     def ref(self) -> str:
         return f"{self.kind}:{self.id}"
 
-    def require(self, permission: Permission) -> None:
-        if permission not in self.permissions:
+    def may(self, permission: Permission, workspace_id: str | None = None) -> bool:
+        """Whether the caller holds ``permission`` across the organization (a role), or
+        through a team: on ``workspace_id`` when named, else across the organization."""
+        if permission in self.permissions:
+            return True
+        if self.teams is None:
+            return False
+        if workspace_id is not None:
+            return permission in self.teams.workspace_permissions(workspace_id)
+        return permission in self.teams.organization_permissions()
+
+    def permissions_in(self, workspace_id: str | None = None) -> frozenset[Permission]:
+        """Everything the caller holds on ``workspace_id`` (or across the organization):
+        what pages and documents show as allowed."""
+        if self.teams is None:
+            return self.permissions
+        granted = self.permissions | self.teams.organization_permissions()
+        if workspace_id is not None:
+            granted |= self.teams.workspace_permissions(workspace_id)
+        return granted
+
+    def require(self, permission: Permission, workspace_id: str | None = None) -> None:
+        """``may``, or ``Forbidden`` naming the permission."""
+        if not self.may(permission, workspace_id):
             raise Forbidden(permission)
 
     def can_see_workspace(self, organization_id: str, workspace_id: str) -> bool:
+        """The caller's organization, within its confinement (a runner's, a schedule's
+        workspace), and readable by its role or a team: a workspace it may not read is
+        reported exactly like a missing one."""
         if organization_id != self.organization_id:
             return False
-        return self.workspace_id is None or self.workspace_id == workspace_id
+        if self.workspace_id is not None and self.workspace_id != workspace_id:
+            return False
+        if self.teams is None:
+            return True
+        return self.may(Permission.WORKSPACE_READ, workspace_id)
 
 
 @dataclass(frozen=True)

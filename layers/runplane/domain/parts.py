@@ -368,6 +368,9 @@ class ApprovalBody:
     approvals_required: int = 1
     second_approval_reason: str | None = None
     first_approval: Mapping[str, str] | None = None
+    # Separation of duties, as the workspace had it when the approval was created: the
+    # run's creator may not approve it.
+    separation_of_duties: bool = False
 
     @classmethod
     def from_body(cls, body: Mapping[str, object]) -> ApprovalBody:
@@ -386,12 +389,15 @@ class ApprovalBody:
             first_approval=(
                 {str(k): str(v) for k, v in first.items()} if isinstance(first, Mapping) else None
             ),
+            separation_of_duties=body.get("separation_of_duties") is True,
         )
 
     def to_body(self) -> dict[str, object]:
         body: dict[str, object] = {"expires_at": self.expires_at, "binding": self.binding.to_body()}
         if self.approvals_required != 1:
             body["approvals_required"] = self.approvals_required
+        if self.separation_of_duties:
+            body["separation_of_duties"] = True
         return body | _present(
             decision=self.decision,
             decided_by=self.decided_by,

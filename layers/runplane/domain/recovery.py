@@ -182,9 +182,9 @@ def check_request(request: RecoveryRequest) -> None:
         )
 
 
-def require_recovery_rights(principal: Principal, now: datetime) -> None:
-    principal.require(Permission.RUN_RECOVER)
-    principal.require(Permission.STATE_RECOVER)
+def require_recovery_rights(principal: Principal, workspace_id: str, now: datetime) -> None:
+    principal.require(Permission.RUN_RECOVER, workspace_id)
+    principal.require(Permission.STATE_RECOVER, workspace_id)
     if principal.auth_time is None or now - principal.auth_time > STEP_UP_WINDOW:
         raise StepUpRequired()
 

@@ -27,10 +27,16 @@ class SecondApprovalRule:
 
     destroy_runs: bool = False
     destroys_over: int | None = None
+    # Separation of duties: the run's creator may not approve it (anyone may reject).
+    separation_of_duties: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.destroy_runs, bool):
             raise InvalidInput("destroy_runs is true or false", "/second_approval/destroy_runs")
+        if not isinstance(self.separation_of_duties, bool):
+            raise InvalidInput(
+                "separation_of_duties is true or false", "/second_approval/separation_of_duties"
+            )
         over = self.destroys_over
         whole = isinstance(over, int) and not isinstance(over, bool)
         if over is not None and not (whole and 0 <= over <= MAX_DESTROYS_OVER):
@@ -61,7 +67,11 @@ class SecondApprovalRule:
         return None
 
     def to_body(self) -> dict[str, Any]:
-        return {"destroy_runs": self.destroy_runs, "destroys_over": self.destroys_over}
+        return {
+            "destroy_runs": self.destroy_runs,
+            "destroys_over": self.destroys_over,
+            "separation_of_duties": self.separation_of_duties,
+        }
 
     def to_text(self) -> str | None:
         """As stored on the workspace (None: the rule is off)."""
@@ -77,4 +87,8 @@ class SecondApprovalRule:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> SecondApprovalRule:
         over = body.get("destroys_over")
-        return cls(destroy_runs=body.get("destroy_runs") is True, destroys_over=over)
+        return cls(
+            destroy_runs=body.get("destroy_runs") is True,
+            destroys_over=over,
+            separation_of_duties=body.get("separation_of_duties") is True,
+        )

@@ -46,8 +46,12 @@ class Attention:
     def inbox(self, principal: Principal) -> rules.Inbox:
         """What waits for a person in the workspaces the caller may see (runs need
         ``run:read`` too; the workspaces ``workspace:read``)."""
-        principal.require(Permission.RUN_READ)
-        visible = self._workspaces.list_own(principal)
+        principal.require(Permission.ORGANIZATION_READ)
+        visible = [
+            w
+            for w in self._workspaces.list_own(principal)
+            if principal.may(Permission.RUN_READ, w.id)
+        ]
         return rules.inbox(
             self._index.notices(principal.organization_id),
             visible,

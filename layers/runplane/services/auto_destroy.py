@@ -95,8 +95,8 @@ class AutoDestroys:
     ) -> dict[str, Any]:
         """Arm (or re-arm) the workspace's auto-destroy: the new settings count from now,
         with no postponement and no failures behind them."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         now = self._clock.now()
         settings = settings.checked(now)
         current = self._store.get(workspace.id)
@@ -135,8 +135,8 @@ class AutoDestroys:
 
     def clear(self, principal: Principal, workspace_id: str) -> dict[str, Any]:
         """Disarm it. A destroy run already started is an ordinary run from then on."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         current = self._armed(workspace)
         event = self._audit(
             principal.ref, *_ids(workspace), "workspace.auto_destroy_cleared", {}, self._clock.now()
@@ -172,8 +172,8 @@ class AutoDestroys:
         until: Callable[[datetime | None], datetime],
     ) -> dict[str, Any]:
         """Postpone to ``until(the time it is due now)``, from one read of each."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         current = self._armed(workspace)
         if current.active_run_id is not None:
             raise AutoDestroyUnderway(workspace.id, current.active_run_id)

@@ -72,8 +72,8 @@ class WorkspaceCloudSettings:
         """Replace the settings whole with ``change``; with ``expected_version``, only
         while they are still at that version (0: none yet), else ``ConcurrentChange``.
         A change that changes nothing writes nothing."""
-        principal.require(Permission.CREDENTIALS_MANAGE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.CREDENTIALS_MANAGE, workspace.id)
         current = self._current(workspace, expected_version)
         before = current.settings if current is not None else CloudSettings()
         settings = check_cloud_settings(
@@ -104,8 +104,8 @@ class WorkspaceCloudSettings:
     ) -> StoredCloudSettings | None:
         """Remove every setting (a write of no settings at the next version); nothing is
         written when there are none."""
-        principal.require(Permission.CREDENTIALS_MANAGE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.CREDENTIALS_MANAGE, workspace.id)
         current = self._current(workspace, expected_version)
         if current is None or current.settings.empty:
             return current

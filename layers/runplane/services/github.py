@@ -200,8 +200,8 @@ class GitHubSources:
         trigger_patterns: list[str] | None = None,
         ignore_patterns: list[str] | None = None,
     ) -> Binding:
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         binding = Binding(
             workspace_id=workspace.id,
             organization_id=workspace.organization_id,
@@ -237,15 +237,14 @@ class GitHubSources:
     def ingestion(self, principal: Principal, source_id: str) -> Ingestion:
         """A source ingestion of the principal's organization (what its delivery
         started and what path filters decided); another's is ``NotFound``."""
-        principal.require(Permission.WORKSPACE_READ)
         found = self._store.ingestion(source_id) if source_id.startswith("src-") else None
         if found is None or not _visible(principal, found):
             raise NotFound("source ingestion", source_id[:40])
         return found
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
-        principal.require(Permission.WORKSPACE_UPDATE)
         bound = self.binding(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, bound.workspace_id)
         self._store.unbind(
             bound, now=self._clock.now(), release_note=self._release_note(bound, principal.ref)
         )
@@ -808,7 +807,7 @@ def _visible(principal: Principal, source: Ingestion) -> bool:
     reached = {t.workspace_id for t in source.targets}
     reached |= {t.binding_workspace_id for t in source.targets}
     reached |= {d.workspace_id for d in source.path_decisions}
-    if principal.workspace_id is None:
+    if principal.workspace_id is None and principal.may(Permission.WORKSPACE_READ):
         return principal.organization_id == source.organization_id
     return any(principal.can_see_workspace(source.organization_id, w) for w in reached)
 

@@ -212,8 +212,8 @@ class GitLabSources:
         ignore_patterns: list[str] | None = None,
     ) -> BoundProject:
         """Bind (or rebind, replacing the whole binding and its webhook token)."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         valid_url = valid_base_url(base_url, allow_http=self._config.allow_http)
         valid = (
             valid_project(project),
@@ -257,8 +257,9 @@ class GitLabSources:
         return found
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
-        principal.require(Permission.WORKSPACE_UPDATE)
-        self._bindings.delete(self.binding(principal, workspace_id))
+        bound = self.binding(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, bound.workspace_id)
+        self._bindings.delete(bound)
 
     # -- the webhook ------------------------------------------------------------------------
 

@@ -153,8 +153,8 @@ class Notifications:
         url: str,
         events: list[str],
     ) -> CreatedDestination:
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         try:
             destination_kind = rules.DestinationKind(kind)
         except ValueError:
@@ -190,13 +190,13 @@ class Notifications:
         return CreatedDestination(view(destination), secret)
 
     def list_for(self, principal: Principal, workspace_id: str) -> list[dict[str, Any]]:
-        principal.require(Permission.WORKSPACE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_READ, workspace.id)
         return [view(d) for d in self._store.destinations(workspace.id)]
 
     def delete(self, principal: Principal, workspace_id: str, destination_id: str) -> None:
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         self._store.delete_destination(workspace.id, destination_id)
 
     def forget_workspace(self, workspace: Workspace, actor: str) -> None:
@@ -211,16 +211,16 @@ class Notifications:
     def deliveries(
         self, principal: Principal, workspace_id: str, destination_id: str
     ) -> list[dict[str, Any]]:
-        principal.require(Permission.WORKSPACE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_READ, workspace.id)
         self._store.get_destination(workspace.id, destination_id)
         return [delivery_view(d) for d in self._store.deliveries(destination_id)[:100]]
 
     def test(self, principal: Principal, workspace_id: str, destination_id: str) -> dict[str, Any]:
         """Send one signed test event now and say only whether it was delivered: a
         status code, an error or a timing would make this a port scanner."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         destination = self._store.get_destination(workspace.id, destination_id)
         now = self._clock.now()
         event = RunEvent(

@@ -459,7 +459,7 @@ class Policies:
 
     def override(self, principal: Principal, run: Run, reason: str) -> None:
         """Override a soft-mandatory failure, with a reason, bound into the approval."""
-        principal.require(Permission.POLICY_OVERRIDE)
+        principal.require(Permission.POLICY_OVERRIDE, run.workspace_id)
         reason = reason.strip()
         if not reason:
             raise InvalidInput("an override needs a reason", "/reason")

@@ -98,9 +98,9 @@ class Recoveries:
         """Prepare, copy and complete the recovery of ``run_id``; an exact replay resumes
         wherever the last submission stopped and a completed one returns its result."""
         now = self._clock.now()
-        require_recovery_rights(principal, now)
-        check_request(request)
         run = self._visible_run(principal, run_id)
+        require_recovery_rights(principal, run.workspace_id, now)
+        check_request(request)
         with self._units() as uow:
             recovery = uow.recoveries.get(run.id)
         if recovery is not None and recovery.state is RecoveryState.COMPLETED:
@@ -412,7 +412,6 @@ class Recoveries:
     # -- rules that read the database -------------------------------------------------------
 
     def _visible_run(self, principal: Principal, run_id: str) -> Run:
-        principal.require(Permission.RUN_READ)
         try:
             with self._units() as uow:
                 run = uow.runs.get(run_id)
@@ -420,6 +419,7 @@ class Recoveries:
             raise NotFound("run", run_id) from None
         if not principal.can_see_workspace(run.organization_id, run.workspace_id):
             raise NotFound("run", run_id)
+        principal.require(Permission.RUN_READ, run.workspace_id)
         return run
 
     def _eligible(self, uow: UnitOfWork, run: Run) -> Workspace:

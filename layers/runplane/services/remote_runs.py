@@ -39,7 +39,7 @@ from runplane.domain.run import RunKind, Stage, StageStatus
 from runplane.domain.run_options import NO_OPTIONS, RunOptions, check_run_options
 from runplane.domain.tfe_runs import ExecutionMode, RunFacts, may_wait, waits_behind
 from runplane.services.logs import RunLogs
-from runplane.services.runs import Runs
+from runplane.services.runs import Runs, require_run_creation
 from runplane.services.workspaces import Workspaces
 
 if TYPE_CHECKING:
@@ -179,8 +179,8 @@ class RemoteRuns:
     def new_configuration_version(
         self, principal: Principal, workspace_id: str, *, speculative: bool, auto_queue: bool
     ) -> ConfigurationView:
-        principal.require(Permission.RUN_CREATE)
         workspace = self._remote_workspace(principal, workspace_id)
+        require_run_creation(principal, workspace.id, may_apply=not speculative)
         if auto_queue:
             raise InvalidInput(
                 "runs are not queued on upload: create the run with POST /api/v2/runs",
@@ -206,8 +206,9 @@ class RemoteRuns:
         return ConfigurationView(cv_id, workspace.id, "pending", speculative, now, None, token)
 
     def configuration_version(self, principal: Principal, cv_id: str) -> ConfigurationView:
-        principal.require(Permission.RUN_READ)
-        return _configuration_view(self._runs.configuration_version(principal, cv_id))
+        version = self._runs.configuration_version(principal, cv_id)
+        principal.require(Permission.RUN_READ, version.workspace_id)
+        return _configuration_view(version)
 
     def upload(self, token: str, archive: bytes) -> None:
         """The archive PUT to a configuration version's upload URL: once, while it is
@@ -230,7 +231,6 @@ class RemoteRuns:
         """A managed run of an uploaded configuration version: speculative if the
         version is, else plan-and-apply (or plan-only if asked). A denied launch is
         refused by ``Runs.create`` before anything is written."""
-        principal.require(Permission.RUN_CREATE)
         options = asked.check()
         self._remote_workspace(principal, workspace_id)
         configuration = self.configuration_version(principal, cv_id)

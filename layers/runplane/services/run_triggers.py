@@ -113,8 +113,8 @@ class RunTriggers:
     ) -> dict[str, Any]:
         """Add ``source_id`` as a source of ``workspace_id`` (both in the caller's
         organization). Refused, writing nothing: itself, past 20 sources, or a cycle."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         dependent = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, dependent.id)
         try:
             source = self._workspaces.by_id(principal, source_id)
         except NotFound:
@@ -146,8 +146,8 @@ class RunTriggers:
         return self.show(principal, dependent.id)
 
     def remove(self, principal: Principal, workspace_id: str, source_id: str) -> dict[str, Any]:
-        principal.require(Permission.WORKSPACE_UPDATE)
         dependent = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, dependent.id)
         current = self._store.get(dependent.id)
         if source_id not in current.sources:
             raise NotFound("run trigger source", source_id)

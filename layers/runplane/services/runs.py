@@ -23,6 +23,7 @@ from runplane.domain.errors import (
     InvalidInput,
     NotFound,
     PolicyOverrideRequired,
+    SeparationOfDuties,
     TransitionRejected,
 )
 from runplane.domain.identity import Permission, Principal
@@ -162,8 +163,8 @@ class Runs:
     def new_configuration_upload(
         self, principal: Principal, workspace_id: str
     ) -> ConfigurationUpload:
-        principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        require_run_creation(principal, workspace.id, may_apply=False)
         upload = self._artifacts.new_inbox_upload(workspace.organization_id)
         cv_id = self._ids.new(IdKind.CONFIGURATION_VERSION)
         self._configurations.create(
@@ -181,8 +182,8 @@ class Runs:
 
     def finalize_configuration(self, principal: Principal, cv_id: str) -> dict[str, Any]:
         """Stream the uploaded archive into an encrypted artifact (413 past 100 MB)."""
-        principal.require(Permission.RUN_CREATE)
         version = self.configuration_version(principal, cv_id)
+        require_run_creation(principal, version.workspace_id, may_apply=False)
         if version.status != "pending":
             raise Conflict(f"configuration version {cv_id} was already uploaded")
         # The artifact and the version naming it are one write: if another finalize won,
@@ -264,7 +265,6 @@ class Runs:
         run, or nothing is, and each refusal is raised as its record's typed error;
         ``run_id`` is the ID the caller generated for the run, if it did; ``options``
         (destroy, refresh-only, targets, replacements) are pinned with the inputs."""
-        principal.require(Permission.RUN_CREATE)
         options = options.for_kind(kind)
         # The workspace, the configuration and the launch controls, in one read.
         with self._creations.reading_ahead(
@@ -274,6 +274,7 @@ class Runs:
             principal.organization_id,
         ):
             workspace = self._workspaces.by_id(principal, workspace_id)
+            require_run_creation(principal, workspace.id, may_apply=kind.may_apply)
             # Checked before anything is written: a denied launch leaves no trace.
             self._launch_controls.check(workspace.organization_id, self._runner_release)
             configuration = self.configuration(principal, configuration_version_id)
@@ -379,7 +380,6 @@ class Runs:
         self._workflow.start(run)
 
     def get(self, principal: Principal, run_id: str) -> Run:
-        principal.require(Permission.RUN_READ)
         try:
             run = self._reader.get_run(run_id)
         except NotFound:
@@ -389,7 +389,6 @@ class Runs:
     @staticmethod
     def _visible(principal: Principal, run_id: str, uow: UnitOfWork) -> Run:
         """``get``, read through ``uow``."""
-        principal.require(Permission.RUN_READ)
         try:
             run = uow.runs.get(run_id)
         except NotFound:
@@ -401,7 +400,6 @@ class Runs:
         principal: Principal, run_id: str, names: list[str], uow: UnitOfWork
     ) -> tuple[Run, dict[str, RunPart | None]]:
         """``get``, with the named parts of the run read in the same request."""
-        principal.require(Permission.RUN_READ)
         try:
             run, parts = uow.runs.with_parts(run_id, names)
         except NotFound:
@@ -410,8 +408,8 @@ class Runs:
 
     def list(self, principal: Principal, workspace_id: str) -> list[Run]:
         """The workspace's runs, newest first."""
-        principal.require(Permission.RUN_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.RUN_READ, workspace.id)
         return self._reader.runs_of_workspace(workspace.id)
 
     def page(
@@ -446,14 +444,16 @@ class Runs:
         The decision is one unit of work: the approval's change from waiting and, for
         an approval, the policy evidence unchanged, or, for a rejection, the run's move
         (with the writer reservation's release), written together or not at all."""
-        principal.require(Permission.RUN_APPROVE)
         if decision not in {"approve", "reject"}:
             raise InvalidInput("decision must be approve or reject", "/decision")
         with self._units() as uow:
             # The run, its approval and the policy evidence an approval binds, in one read.
             run, parts = self._visible_with(principal, run_id, ["approval", "policy"], uow)
+            principal.require(Permission.RUN_APPROVE, run.workspace_id)
             now = self._clock.now()
             approval = _decidable(run, parts["approval"], now, binding)
+            if decision == "approve":
+                _check_separation(principal, run, approval)
             state, body = approval_after(
                 run.id, approval.state, approval.body, decision, principal.ref, now, comment
             )
@@ -524,10 +524,10 @@ class Runs:
         queue read through it, and the cancel signal, the waiting approval's change,
         the open attempts' closes and the run's move written together or not at all.
         """
-        principal.require(Permission.RUN_CANCEL)
         for _ in range(CANCEL_ATTEMPTS):
             with self._units() as uow:
                 run = self._visible(principal, run_id, uow)
+                principal.require(Permission.RUN_CANCEL, run.workspace_id)
                 if run.status.is_terminal:
                     break
                 try:
@@ -735,10 +735,29 @@ def variable_sources(snapshot: RunInput) -> list[dict[str, Any]]:
 
 
 def _seen_by(principal: Principal, run: Run) -> Run:
-    """``run`` if ``principal`` may see its workspace; otherwise it is not found."""
+    """``run`` if ``principal`` may see its workspace (otherwise it is not found) and read
+    its runs."""
     if not principal.can_see_workspace(run.organization_id, run.workspace_id):
         raise NotFound("run", run.id)
+    principal.require(Permission.RUN_READ, run.workspace_id)
     return run
+
+
+def _check_separation(principal: Principal, run: Run, approval: RunPart) -> None:
+    """With separation of duties (fixed when the approval was created, as the two-person
+    rule), the run's creator may not approve it; anyone may reject it."""
+    if ApprovalBody.from_body(approval.body).separation_of_duties and (
+        run.created_by == principal.ref
+    ):
+        raise SeparationOfDuties(run.id)
+
+
+def require_run_creation(principal: Principal, workspace_id: str, *, may_apply: bool) -> None:
+    """Queueing a run that may change infrastructure needs ``run:create``; a
+    speculative plan also ``run:plan`` (the plan level)."""
+    if not may_apply and principal.may(Permission.RUN_PLAN, workspace_id):
+        return
+    principal.require(Permission.RUN_CREATE, workspace_id)
 
 
 def _failure(parts: Mapping[str, RunPart]) -> dict[str, str] | None:

@@ -77,9 +77,9 @@ class Schedules:
     def create(
         self, principal: Principal, workspace_id: str, expression: str, kind: str
     ) -> Schedule:
-        principal.require(Permission.WORKSPACE_UPDATE)
-        principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
+        principal.require(Permission.RUN_CREATE, workspace.id)
         parsed = rules.parse(expression)
         try:
             schedule_kind = rules.ScheduleKind(kind)
@@ -118,13 +118,13 @@ class Schedules:
         return schedule
 
     def get(self, principal: Principal, schedule_id: str) -> Schedule:
-        principal.require(Permission.WORKSPACE_READ)
         try:
             schedule = self._store.get(schedule_id)
         except NotFound:
             raise NotFound("schedule", schedule_id) from None
         if not principal.can_see_workspace(schedule.organization_id, schedule.workspace_id):
             raise NotFound("schedule", schedule_id)
+        principal.require(Permission.WORKSPACE_READ, schedule.workspace_id)
         return schedule
 
     def of_workspace(self, principal: Principal, workspace_id: str) -> list[Schedule]:
@@ -135,8 +135,8 @@ class Schedules:
         return self._store.fires(self.get(principal, schedule_id).id)
 
     def set_paused(self, principal: Principal, schedule_id: str, paused: bool) -> Schedule:
-        principal.require(Permission.WORKSPACE_UPDATE)
         schedule = self.get(principal, schedule_id)
+        principal.require(Permission.WORKSPACE_UPDATE, schedule.workspace_id)
         state = rules.ScheduleState.PAUSED if paused else rules.ScheduleState.ACTIVE
         self._registry.put(
             schedule.id, schedule.workspace_id, schedule.aws_expression, enabled=not paused
@@ -145,8 +145,8 @@ class Schedules:
         return self._store.get(schedule.id)
 
     def delete(self, principal: Principal, schedule_id: str) -> None:
-        principal.require(Permission.WORKSPACE_UPDATE)
         schedule = self.get(principal, schedule_id)
+        principal.require(Permission.WORKSPACE_UPDATE, schedule.workspace_id)
         # Unregistered first: once the record is gone, nothing fires it again.
         self._registry.delete(schedule.id)
         self._store.delete(schedule.id)
@@ -170,8 +170,8 @@ class Schedules:
         plans and applies the configuration, ``accept`` applies a refresh-only plan.
         Either is an ordinary run of the latest configuration, with approval; refused
         (``NoDrift``, nothing written) unless the last check found drift."""
-        principal.require(Permission.RUN_CREATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.RUN_CREATE, workspace.id)
         try:
             chosen = rules.Remedy(remedy)
         except ValueError:

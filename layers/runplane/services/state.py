@@ -123,31 +123,33 @@ class StateVersions:
     # -- reads --------------------------------------------------------------------------
 
     def current(self, principal: Principal, workspace_id: str) -> StateVersion:
-        principal.require(Permission.STATE_READ)
         if principal.kind is PrincipalKind.RUNNER:
+            principal.require(Permission.STATE_READ)
             # A runner sees only its own run's workspace, as of the version its run
             # pinned: the workspace item has nothing more to say (and is not read).
             if workspace_id != principal.workspace_id:
                 raise NotFound("workspace", workspace_id)
             current = self._reader.pinned(principal)
         else:
-            current = self._workspaces.by_id(principal, workspace_id).current_state_version_id
+            workspace = self._workspaces.by_id(principal, workspace_id)
+            principal.require(Permission.STATE_READ, workspace.id)
+            current = workspace.current_state_version_id
         if current is None:
             raise NotFound("current state version of workspace", workspace_id)
         return self._reader.get(current)
 
     def get(self, principal: Principal, sv_id: str) -> StateVersion:
-        principal.require(Permission.STATE_READ)
         version = self._reader.get(sv_id)
         if not principal.can_see_workspace(version.organization_id, version.workspace_id):
             raise NotFound("state version", sv_id)
+        principal.require(Permission.STATE_READ, version.workspace_id)
         if principal.kind is PrincipalKind.RUNNER and not self._runner_may_read(principal, version):
             raise NotFound("state version", sv_id)
         return version
 
     def history(self, principal: Principal, workspace_id: str) -> list[StateVersion]:
-        principal.require(Permission.STATE_READ)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.STATE_READ, workspace.id)
         versions = self._reader.list_for_workspace(workspace.id)
         if principal.kind is PrincipalKind.RUNNER:
             return [v for v in versions if self._runner_may_read(principal, v)]
@@ -236,9 +238,9 @@ class StateVersions:
         force: bool = False,
     ) -> StateVersion | PendingUpload:
         """Publish a state version inline, or open single-purpose upload URLs for it."""
-        principal.require(Permission.STATE_WRITE)
         check_declaration(serial, md5, lineage)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.STATE_WRITE, workspace.id)
         authority = self._authority(principal, workspace)
         current = self._current_of(workspace)
         if current is not None and current.serial == serial and current.md5 == md5:

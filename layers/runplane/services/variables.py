@@ -119,8 +119,8 @@ class WorkspaceVariables:
         stays sensitive: replacing it with a non-sensitive one needs a delete first.
         ``value`` None keeps a sensitive variable's stored value (its description
         changes alone): a form that never shows the value can still edit the rest."""
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.VARIABLES_MANAGE, workspace.id)
         size = check_workspace_variable(name, value or "", description, category)
         previous = self._store.find(workspace.id, name, category)
         kept = _kept_value(previous, name, sensitive) if value is None else None
@@ -162,8 +162,8 @@ class WorkspaceVariables:
         name: str,
         category: VariableCategory = VariableCategory.TERRAFORM,
     ) -> None:
-        principal.require(Permission.WORKSPACE_UPDATE)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.VARIABLES_MANAGE, workspace.id)
         previous = self._store.find(workspace.id, name, category)
         if previous is None:
             raise NotFound(variable_kind(category), name)

@@ -219,6 +219,7 @@ class WorkflowSteps(WorkflowService):
                         destroy=options.destroy, destroys=destroys
                     ),
                     second_approval_reason=rule.why(destroy=options.destroy, destroys=destroys),
+                    separation_of_duties=rule.separation_of_duties,
                 )
                 uow.parts.put(
                     run.id, "approval", state=ApprovalState.WAITING, body=body.to_body(), now=now

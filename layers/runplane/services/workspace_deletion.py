@@ -83,9 +83,9 @@ class WorkspaceDeletion:
         self, principal: Principal, workspace_id: str, *, force: bool, reason: str | None
     ) -> DeletedWorkspace:
         """Delete the workspace, or refuse writing nothing (see the module)."""
-        principal.require(Permission.WORKSPACE_DELETE)
         reason = valid_reason(force, reason)
         workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_DELETE, workspace.id)
         why = busy_because(workspace, self._runs.runs_of_workspace(workspace.id))
         if why is not None:
             raise WorkspaceBusy(workspace.id, why)

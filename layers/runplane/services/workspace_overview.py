@@ -56,12 +56,14 @@ class WorkspaceOverview:
         may read runs, resource counts only for those who may read state."""
         listed = self._workspaces.list_own(principal)
         ids = [w.id for w in listed]
-        runs = self._reads.latest_runs(ids) if Permission.RUN_READ in principal.permissions else {}
+        runs = self._reads.latest_runs([i for i in ids if principal.may(Permission.RUN_READ, i)])
         drifted = self._reads.drifted(ids)
-        current = [w.current_state_version_id for w in listed if w.current_state_version_id]
-        counts = (
-            self._reads.resources(current) if Permission.STATE_READ in principal.permissions else {}
-        )
+        current = [
+            w.current_state_version_id
+            for w in listed
+            if w.current_state_version_id and principal.may(Permission.STATE_READ, w.id)
+        ]
+        counts = self._reads.resources(current) if current else {}
         return [
             _row(w, runs.get(w.id), counts.get(w.current_state_version_id or ""), w.id in drifted)
             for w in listed

@@ -125,13 +125,15 @@ class Workspaces:
         return name
 
     def by_id(self, principal: Principal, workspace_id: str) -> Workspace:
-        principal.require(Permission.WORKSPACE_READ)
+        """The workspace, if the caller may read it (else not found, as another
+        organization's)."""
         try:
             workspace = self._directory.get_workspace(workspace_id)
         except NotFound:
             raise NotFound("workspace", workspace_id) from None
         if not principal.can_see_workspace(workspace.organization_id, workspace.id):
             raise NotFound("workspace", workspace_id)
+        principal.require(Permission.WORKSPACE_READ, workspace.id)
         return workspace
 
     def writer_of(self, workspace_id: str) -> str | None:
@@ -175,12 +177,12 @@ class Workspaces:
 
     def list_own(self, principal: Principal) -> list[Workspace]:
         """Every workspace of the caller's own organization it may see, by name."""
-        principal.require(Permission.WORKSPACE_READ)
         return sorted(
             (
                 w
                 for w in self._directory.list_workspaces(principal.organization_id)
                 if principal.can_see_workspace(w.organization_id, w.id)
+                and principal.may(Permission.WORKSPACE_READ, w.id)
             ),
             key=lambda w: w.name,
         )
@@ -195,7 +197,6 @@ class Workspaces:
         page: int = 1,
         size: int = 20,
     ) -> Page[Workspace]:
-        principal.require(Permission.WORKSPACE_READ)
         org = self.organization(principal, org_name)
         found = [
             w
@@ -203,6 +204,7 @@ class Workspaces:
             if (not search or search.lower() in w.name.lower())
             and set(tags) <= set(w.tag_names)
             and principal.can_see_workspace(w.organization_id, w.id)
+            and principal.may(Permission.WORKSPACE_READ, w.id)
         ]
         return Page.of(found, page, size)
 
@@ -257,7 +259,7 @@ class Workspaces:
         """Change the settings given (None: unchanged). ``expected_settings_version``:
         the version the caller showed; if they changed since, ``ConcurrentChange`` (409)
         and nothing is written."""
-        principal.require(Permission.WORKSPACE_UPDATE)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
         if description is not None and len(description) > MAX_DESCRIPTION:
             raise InvalidInput(
                 f"the description is at most {MAX_DESCRIPTION} characters", "/description"
@@ -291,14 +293,13 @@ class Workspaces:
     # -- locking --------------------------------------------------------------------------
 
     def lock(self, principal: Principal, workspace_id: str, reason: str | None) -> Workspace:
-        principal.require(Permission.WORKSPACE_READ)
         workspace = self.by_id(principal, workspace_id)
         if principal.kind is PrincipalKind.RUNNER:
             # The workflow locked the workspace for this run's apply attempt; the
             # engine's own lock call only confirms that this session holds it.
             self.apply_authority(principal, workspace)
             return workspace
-        principal.require(Permission.WORKSPACE_LOCK)
+        principal.require(Permission.WORKSPACE_LOCK, workspace.id)
         holder = LockHolder(principal.ref, principal.display)
         for _ in range(_ATTEMPTS):
             if workspace.writer_run_id is not None:
@@ -331,7 +332,7 @@ class Workspaces:
             # apply's result, never by the engine.
             self.apply_authority(principal, workspace)
             return workspace
-        principal.require(Permission.WORKSPACE_LOCK)
+        principal.require(Permission.WORKSPACE_LOCK, workspace.id)
         if workspace.lock_id is None:
             raise WorkspaceNotLocked(workspace.id)
         if workspace.lock_holder != principal.ref:
@@ -343,7 +344,7 @@ class Workspaces:
 
     def force_unlock(self, principal: Principal, workspace_id: str) -> Workspace:
         workspace = self.by_id(principal, workspace_id)
-        principal.require(Permission.WORKSPACE_FORCE_UNLOCK)
+        principal.require(Permission.WORKSPACE_FORCE_UNLOCK, workspace.id)
         if workspace.lock_id is None:
             raise WorkspaceNotLocked(workspace.id)
         if workspace.lock_run_id is not None:

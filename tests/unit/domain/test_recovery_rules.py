@@ -132,13 +132,13 @@ def person(signed_in: timedelta | None, permissions: frozenset[Permission]) -> P
 
 def test_step_up_is_a_sign_in_within_15_minutes_and_both_permissions() -> None:
     both = frozenset({Permission.RUN_RECOVER, Permission.STATE_RECOVER})
-    require_recovery_rights(person(timedelta(minutes=15), both), NOW)
+    require_recovery_rights(person(timedelta(minutes=15), both), "ws-1", NOW)
     for late in (timedelta(minutes=15, seconds=1), None):
         with pytest.raises(StepUpRequired):
-            require_recovery_rights(person(late, both), NOW)
+            require_recovery_rights(person(late, both), "ws-1", NOW)
     for missing in both:
         with pytest.raises(Forbidden):
-            require_recovery_rights(person(timedelta(0), both - {missing}), NOW)
+            require_recovery_rights(person(timedelta(0), both - {missing}), "ws-1", NOW)
 
 
 def test_a_request_checks_itself_before_anything_is_read() -> None:
