@@ -60,6 +60,15 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/policy-sets/<name>/attachments",
         "/api/v1/launch-controls/<scope>",
     ),
+    "teams": (
+        "/api/v1/teams",
+        "/api/v1/teams/<team_id>",
+        "/api/v1/teams/<team_id>/members/<user>",
+        "/api/v1/teams/<team_id>/tokens",
+        "/api/v1/teams/<team_id>/access",
+        "/api/v1/workspaces/<workspace_id>/team-access",
+        "/api/v1/workspaces/<workspace_id>/team-access/<team_id>",
+    ),
     "github": (
         "/api/v1/workspaces/<workspace_id>/github",
         "/api/v1/github/installations",

@@ -16,6 +16,7 @@ from functions.isolation import current_event
 from runplane.domain.errors import InvalidInput, RunplaneError
 from runplane.domain.identity import Principal
 from runplane.services.principals import decode_principal, source_address
+from runplane.wiring import services
 
 Reply = Response[str]
 
@@ -34,9 +35,10 @@ def json_reply(status: int, body: Any) -> Reply:
 def principal() -> Principal:
     """The caller the authorizer established for this request."""
     event = current_event()
-    return decode_principal(
+    caller = decode_principal(
         event.request_context.raw_event.get("authorizer"), source_address(event.raw_event)
     )
+    return services().with_teams(caller)
 
 
 def query_int(name: str) -> int | None:

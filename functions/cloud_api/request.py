@@ -35,9 +35,10 @@ def document(data: Any, status: int = 200, **top: Any) -> Reply:
 
 def principal() -> Principal:
     event = current_event()
-    return decode_principal(
+    caller = decode_principal(
         event.request_context.raw_event.get("authorizer"), source_address(event.raw_event)
     )
+    return services().with_teams(caller)
 
 
 def query(name: str) -> str | None:

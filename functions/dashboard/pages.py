@@ -50,9 +50,11 @@ class Session:
 
     def __init__(self, request: Request) -> None:
         self.secret = request.cookie(SESSION_COOKIE)
-        self.principal: Principal = replace(
-            services().web_sessions.authenticate(self.secret),
-            source_address=request.source_address,
+        self.principal: Principal = services().with_teams(
+            replace(
+                services().web_sessions.authenticate(self.secret),
+                source_address=request.source_address,
+            )
         )
         assert self.secret is not None
         self.csrf = csrf_token(self.secret)

@@ -29,6 +29,7 @@ from runplane import (
     cli_gitlab,
     cli_plan,
     cli_schedules,
+    cli_teams,
     cli_variable_sets,
     cli_variables,
 )
@@ -1106,6 +1107,7 @@ def parser() -> argparse.ArgumentParser:
         add(commands)
     cli_github.add_parser(commands, _add, _client)
     cli_variable_sets.add_parser(commands, _add, _client)
+    cli_teams.add_parser(commands, _add, _client)
     cli_attention.add_parser(commands, _add, _client)
     return root
 

@@ -406,6 +406,78 @@ class Client:
         )
         return result
 
+    # -- teams (docs/teams.md) -----------------------------------------------------------------
+
+    def team_id(self, name_or_id: str) -> str:
+        """A team's ID from its name (or the ID as given); an unknown name is a 404."""
+        if name_or_id.startswith("team-"):
+            return name_or_id
+        for found in self.list_teams():
+            if found["name"] == name_or_id:
+                return str(found["id"])
+        raise ApiError(404, {"code": "NOT_FOUND", "message": f"team {name_or_id} was not found"})
+
+    def list_teams(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", "/api/v1/teams")["teams"]
+        return result
+
+    def team(self, team_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/api/v1/teams/{_seg(team_id)}")
+        return result
+
+    def create_team(self, name: str, **fields: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/api/v1/teams", {"name": name, **fields})
+        return result
+
+    def update_team(self, team_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PATCH", f"/api/v1/teams/{_seg(team_id)}", dict(changes)
+        )
+        return result
+
+    def delete_team(self, team_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/api/v1/teams/{_seg(team_id)}")
+        return result
+
+    def team_member(self, team_id: str, user: str, *, add: bool) -> dict[str, Any]:
+        path = f"/api/v1/teams/{_seg(team_id)}/members/{_seg(user)}"
+        result: dict[str, Any] = self._call("PUT" if add else "DELETE", path)
+        return result
+
+    def create_team_token(self, team_id: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "POST", f"/api/v1/teams/{_seg(team_id)}/tokens", {"name": name}
+        )
+        return result
+
+    def team_access(self, team_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call("GET", f"/api/v1/teams/{_seg(team_id)}/access")[
+            "access"
+        ]
+        return result
+
+    def workspace_team_access(self, workspace_id: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/api/v1/workspaces/{_seg(workspace_id)}/team-access"
+        )["access"]
+        return result
+
+    def set_team_access(
+        self, workspace_id: str, team_id: str, level: str | None, capabilities: list[str]
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "PUT",
+            f"/api/v1/workspaces/{_seg(workspace_id)}/team-access/{_seg(team_id)}",
+            {"level": level, "capabilities": capabilities},
+        )
+        return result
+
+    def remove_team_access(self, workspace_id: str, team_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "DELETE", f"/api/v1/workspaces/{_seg(workspace_id)}/team-access/{_seg(team_id)}"
+        )
+        return result
+
     # -- variable sets (docs/runs.md, "Variable sets") -----------------------------------------
 
     def variable_set_id(self, name_or_id: str) -> str:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from runplane.adapters.secrets import Secrets
     from runplane.adapters.workflow import Workflow
     from runplane.domain.clock import Clock
+    from runplane.domain.identity import Principal
     from runplane.domain.ids import IdGenerator
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         RunReader,
         WorkspaceDirectory,
     )
+    from runplane.services.repositories.access import TeamStore
     from runplane.services.run_credentials import RunCredentials
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from runplane.services.schedules import Schedules
     from runplane.services.sign_in import HostedUiSignIn
     from runplane.services.state import StateVersions
+    from runplane.services.teams import Teams
     from runplane.services.tenancy import Tenancy
     from runplane.services.unit_of_work import UnitOfWork
     from runplane.services.variable_sets import VariableSets
@@ -380,7 +383,13 @@ class Services:
 
         def cleanups() -> tuple[WorkspaceCleanup, ...]:
             # What acts on a workspace, built only once a deletion committed.
-            return (self.schedules, self.auto_destroys, self.github, self.notifications)
+            return (
+                self.schedules,
+                self.auto_destroys,
+                self.github,
+                self.notifications,
+                self.teams,
+            )
 
         return WorkspaceDeletion(
             self.clock,
@@ -815,6 +824,24 @@ class Services:
             self.cloud_settings.external_id,
             phase_limit=timedelta(seconds=self.settings.runner_phase_seconds),
         )
+
+    @cached_property
+    def team_store(self) -> TeamStore:
+        from runplane.store.teams import DynamoTeams
+
+        return DynamoTeams()
+
+    @cached_property
+    def teams(self) -> Teams:
+        from runplane.services.teams import Teams
+
+        return Teams(self.clock, self.ids, self.team_store, self.workspaces, lambda: self.identity)
+
+    def with_teams(self, principal: Principal) -> Principal:
+        """The caller of one request, with what its teams grant read when first asked."""
+        from runplane.services.teams import with_teams
+
+        return with_teams(self.team_store, principal)
 
     @cached_property
     def web_sessions(self) -> WebSessions:

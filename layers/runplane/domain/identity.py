@@ -163,9 +163,12 @@ class Principal:
             return True
         if self.teams is None:
             return False
-        if workspace_id is not None:
-            return permission in self.teams.workspace_permissions(workspace_id)
-        return permission in self.teams.organization_permissions()
+        # A team's organization access (owners, manage-workspaces) holds on every workspace.
+        if permission in self.teams.organization_permissions():
+            return True
+        return workspace_id is not None and (
+            permission in self.teams.workspace_permissions(workspace_id)
+        )
 
     def permissions_in(self, workspace_id: str | None = None) -> frozenset[Permission]:
         """Everything the caller holds on ``workspace_id`` (or across the organization):
@@ -207,6 +210,8 @@ class ApiTokenRecord:
     created_at: datetime
     created_by: str
     revoked: bool
+    # A team token acts as its team: its permissions are the team's, read per request.
+    team_id: str | None = None
 
 
 def permissions_for_roles(roles: list[str] | tuple[str, ...]) -> frozenset[Permission]:

@@ -36,6 +36,7 @@ class IdKind(StrEnum):
     # A workload identity token's ``jti`` (docs/credentials.md).
     WORKLOAD_IDENTITY_TOKEN = "wit"
     VARIABLE_SET = "varset"
+    TEAM = "team"
 
 
 # 26 characters of lowercase base32 carry 128 bits (the last 2 bits are zero).

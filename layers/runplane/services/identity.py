@@ -87,8 +87,10 @@ class Identity:
         permissions: Iterable[Permission],
         *,
         created_by: str,
+        team_id: str | None = None,
     ) -> IssuedToken:
-        """A new organization token; its secret is returned here and never again."""
+        """A new organization token; its secret is returned here and never again. A team
+        token (``team_id``) holds no permission of its own: its team's, per request."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         record = ApiTokenRecord(
             id=self._ids.new(IdKind.API_TOKEN),
@@ -98,6 +100,7 @@ class Identity:
             created_at=self._clock.now(),
             created_by=created_by,
             revoked=False,
+            team_id=team_id,
         )
         self._tokens.put_token(handle_hash(token), record)
         return IssuedToken(record, token)
@@ -154,6 +157,7 @@ class Identity:
             display=f"User {record.name}",
             # A token's creation is its sign-in: only a fresh token counts as a step-up.
             auth_time=record.created_at,
+            team_id=record.team_id,
         )
 
     def _runner_principal(self, secret: str, route: str) -> tuple[Principal, ReadAhead]:

@@ -34,6 +34,7 @@ def _item(token_hash: str, record: ApiTokenRecord) -> ApiTokenItem:
         permissions=sorted(p.value for p in record.permissions),
         created_at=record.created_at,
         created_by=record.created_by,
+        team_id=record.team_id,
     )
 
 
@@ -47,6 +48,7 @@ def _record(item: ApiTokenItem) -> ApiTokenRecord:
         created_at=item.created_at,
         created_by=item.created_by,
         revoked=item.revoked_at is not None,
+        team_id=item.team_id,
     )
 
 

@@ -361,6 +361,8 @@ class ApiTokenItem(TableItem):
     created_at = UTCDateTimeAttribute()
     created_by = UnicodeAttribute()
     revoked_at = UTCDateTimeAttribute(null=True)
+    # A team token's team (domain/teams.py).
+    team_id = UnicodeAttribute(null=True)
 
 
 class StateVersionItem(TableItem):

@@ -17,10 +17,12 @@ from datetime import datetime
 from typing import Protocol
 
 from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord, RunnerSession
+from runplane.domain.entities import AuditEvent
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.identity import ApiTokenRecord
 from runplane.domain.read_ahead import Read, ReadAhead
 from runplane.domain.runner_reads import CapabilityRead, SessionRead
+from runplane.domain.teams import Team, TeamAccess
 from runplane.domain.web_session import Grant, WebSession
 
 
@@ -218,3 +220,46 @@ class EngineStartReads(ServesReadAhead, Protocol):
     once, none after a write (the request's identity map)."""
 
     def read_ahead(self, run_id: str, workspace_id: str) -> ReadAhead: ...
+
+
+class TeamStore(Protocol):
+    """An organization's teams and their workspace access (``store/teams.py``).
+
+    - ``teams`` lists the organization's teams by name; ``team`` reads one, or raises
+      ``NotFound`` (another organization's included).
+    - ``access_of`` lists a team's workspace grants; ``access_to`` the grants of the
+      named teams on one workspace.
+    - ``create`` writes a new team with its event, refusing a taken name
+      (``TeamNameTaken``) or one past the organization's limit (``InvalidInput``).
+    - ``update`` replaces ``current`` with ``updated`` while the team is still at
+      ``current``'s version (else ``ConcurrentChange``, or ``NotFound`` once deleted).
+    - ``delete`` removes it (same condition) and then its grants.
+    - ``set_access`` replaces a team's grant on a workspace while the team exists
+      (else ``NotFound``); ``remove_access`` deletes one (``NotFound`` if absent).
+    - ``forget_workspace`` removes every grant on a deleted workspace.
+    Every write that is refused writes nothing, its event included.
+    """
+
+    def teams(self, org_id: str) -> list[Team]: ...
+
+    def team(self, org_id: str, team_id: str) -> Team: ...
+
+    def access_of(self, org_id: str, team_id: str) -> list[TeamAccess]: ...
+
+    def access_to(
+        self, org_id: str, team_ids: list[str], workspace_id: str
+    ) -> list[TeamAccess]: ...
+
+    def create(self, team: Team, event: AuditEvent) -> None: ...
+
+    def update(self, current: Team, updated: Team, event: AuditEvent) -> None: ...
+
+    def delete(self, current: Team, event: AuditEvent) -> None: ...
+
+    def set_access(self, org_id: str, access: TeamAccess, event: AuditEvent) -> None: ...
+
+    def remove_access(
+        self, org_id: str, team_id: str, workspace_id: str, event: AuditEvent
+    ) -> None: ...
+
+    def forget_workspace(self, org_id: str, workspace_id: str) -> None: ...
