@@ -179,7 +179,9 @@ def settings_change(form: dict[str, str]) -> dict[str, Any]:
         "approval_window_seconds": window,
         "tags": tags,
         "second_approval": SecondApprovalRule(
-            destroy_runs=form.get("destroy_runs") == "yes", destroys_over=over
+            destroy_runs=form.get("destroy_runs") == "yes",
+            destroys_over=over,
+            separation_of_duties=form.get("separation_of_duties") == "yes",
         ),
     }
 

@@ -206,7 +206,7 @@ def test_workspace_update_refuses_bad_windows_and_changes_nothing(
     assert nothing[0] == 3
     assert one_error_line(nothing[2]) == (
         "error: nothing to update: pass --approval-window, --tag, --clear-tags, "
-        "--second-approver-for-destroy or --second-approver-over"
+        "--second-approver-for-destroy, --second-approver-over or --separation-of-duties"
     )
     assert too_long[0] == 2
     assert "(HTTP 422 INVALID_INPUT)" in one_error_line(too_long[2])

@@ -280,7 +280,11 @@ def test_the_settings_form_changes_the_settings_and_refuses_invalid_or_stale_one
     assert after["terraform_version"] == "1.0.3"
     assert after["approval_window_seconds"] == 3600
     assert after["tags"] == ["team:payments", "prod"]
-    assert after["second_approval"] == {"destroy_runs": True, "destroys_over": 5}
+    assert after["second_approval"] == {
+        "destroy_runs": True,
+        "destroys_over": 5,
+        "separation_of_duties": False,
+    }
     page = page_of(admin, local, ws)
     assert "payments &lt;core&gt;" in page
     assert form_fields(page, "settings-form")["expected_settings_version"] == "1"

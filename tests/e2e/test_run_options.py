@@ -128,7 +128,11 @@ def test_targeted_replace_and_destroy_runs_through_the_cli(
         capsys, "workspace", "update", ws_id, "--second-approver-for-destroy", "yes",
         *connect(local),
     )  # fmt: skip
-    assert rule["second_approval"] == {"destroy_runs": True, "destroys_over": None}
+    assert rule["second_approval"] == {
+        "destroy_runs": True,
+        "destroys_over": None,
+        "separation_of_duties": False,
+    }
     run = cli_json(
         capsys, "run", "create", "--workspace", ws_id, "--dir", str(same), "--destroy",
         *connect(local),

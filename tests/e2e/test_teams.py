@@ -62,7 +62,8 @@ def test_a_team_grants_a_person_exactly_its_workspaces_and_a_change_applies_next
     name, admin, client = org
     net, app = client.create_workspace("net")["id"], client.create_workspace("app")["id"]
     bea = _person(local, name, "bea")
-    assert _get(local, bea, "/api/v1/workspaces").json()["workspaces"] == []
+    refused = _get(local, bea, "/api/v1/workspaces")
+    assert (refused.status_code, refused.json()["code"]) == (403, "FORBIDDEN")
     # When the admin creates a team with bea in it, with read on net, through the CLI
     team = _cli(capsys, local, admin, name, "team", "create", "net-readers", "--member", "bea")
     assert isinstance(team, dict)
@@ -84,13 +85,13 @@ def test_a_team_grants_a_person_exactly_its_workspaces_and_a_change_applies_next
     assert [w["id"] for w in listed] == [net]
     assert _get(local, bea, f"/api/v1/workspaces/{app}").status_code == 404
     # And reading does not allow writing: a variable is refused 403, nothing written
-    refused = requests.put(
+    writing = requests.put(
         f"{local.url}/api/v1/workspaces/{net}/variables/region",
         json={"value": "eu"},
         headers={"Authorization": f"Bearer {bea}"},
         timeout=30,
     )
-    assert (refused.status_code, refused.json()["code"]) == (403, "FORBIDDEN")
+    assert (writing.status_code, writing.json()["code"]) == (403, "FORBIDDEN")
     assert client.list_variables(net) == []
     # When she is removed from the team, the same token's next request sees nothing
     _cli(capsys, local, admin, name, "team", "remove-member", "net-readers", "bea")

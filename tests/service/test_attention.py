@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from runplane.domain.entities import Run, Workspace
-from runplane.domain.identity import Permission, Principal
+from runplane.domain.identity import Forbidden, Permission, Principal
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.schedules import Drift
 from runplane.domain.transitions import MAIN_PATH
@@ -154,7 +154,7 @@ def test_another_organizations_items_and_a_workspace_out_of_sight_are_absent(
     assert attention.view(confined)["count"] == 0
 
 
-def test_a_reader_of_runs_sees_the_inbox_and_a_caller_without_run_read_sees_it_empty(
+def test_a_reader_of_runs_sees_the_inbox_and_a_caller_without_run_read_is_refused(
     tier: Tier, attention: Attention
 ) -> None:
     # Given an approval, a reader with run:read, and bob who may read workspaces only
@@ -164,6 +164,7 @@ def test_a_reader_of_runs_sees_the_inbox_and_a_caller_without_run_read_sees_it_e
     bob = reader_beside(admin)
     reader = replace(bob, permissions=bob.permissions | {Permission.RUN_READ})
     # When each reads it
-    # Then the reader sees the approval and bob nothing (no workspace's runs are his to read)
+    # Then the reader sees the approval and bob is refused
     assert attention.count(reader) == 1
-    assert attention.view(bob)["count"] == 0
+    with pytest.raises(Forbidden):
+        attention.view(bob)

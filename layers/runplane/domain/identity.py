@@ -77,6 +77,9 @@ ROLES: dict[str, frozenset[Permission]] = {
     "admin": frozenset(Permission) - {P.PLATFORM_OPERATE},
 }
 
+# A role with any of these sees every workspace of its organization.
+_SEES_WORKSPACES = frozenset({P.WORKSPACE_READ, P.RUN_READ, P.STATE_READ})
+
 # What a runner session may do, within its own run's workspace only.
 RUNNER_PERMISSIONS = frozenset({P.WORKSPACE_READ, P.STATE_READ, P.STATE_WRITE})
 
@@ -124,6 +127,10 @@ class TeamGrants(Protocol):
 
     def workspace_permissions(self, workspace_id: str) -> frozenset[Permission]: ...
 
+    def anywhere(self) -> frozenset[Permission]:
+        """What the teams grant across the organization or on at least one workspace."""
+        ...
+
 
 @dataclass(frozen=True)
 class Principal:
@@ -170,6 +177,17 @@ class Principal:
             permission in self.teams.workspace_permissions(workspace_id)
         )
 
+    def may_somewhere(self, permission: Permission) -> bool:
+        """Whether the caller holds ``permission`` on at least one workspace (what a
+        listing across workspaces asks before it filters)."""
+        if permission in self.permissions:
+            return True
+        return self.teams is not None and permission in self.teams.anywhere()
+
+    def require_somewhere(self, permission: Permission) -> None:
+        if not self.may_somewhere(permission):
+            raise Forbidden(permission)
+
     def permissions_in(self, workspace_id: str | None = None) -> frozenset[Permission]:
         """Everything the caller holds on ``workspace_id`` (or across the organization):
         what pages and documents show as allowed."""
@@ -193,7 +211,8 @@ class Principal:
             return False
         if self.workspace_id is not None and self.workspace_id != workspace_id:
             return False
-        if self.teams is None:
+        # A role holds on every workspace: what it allows there is checked action by action.
+        if self.teams is None or self.permissions & _SEES_WORKSPACES:
             return True
         return self.may(Permission.WORKSPACE_READ, workspace_id)
 

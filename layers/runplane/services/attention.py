@@ -46,7 +46,7 @@ class Attention:
     def inbox(self, principal: Principal) -> rules.Inbox:
         """What waits for a person in the workspaces the caller may see (runs need
         ``run:read`` too; the workspaces ``workspace:read``)."""
-        principal.require(Permission.ORGANIZATION_READ)
+        principal.require_somewhere(Permission.RUN_READ)
         visible = [
             w
             for w in self._workspaces.list_own(principal)

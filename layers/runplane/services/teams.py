@@ -68,6 +68,15 @@ class MemberGrants:
         return granted
 
     def workspace_permissions(self, workspace_id: str) -> frozenset[Permission]:
+        return self._workspaces().get(workspace_id, frozenset())
+
+    def anywhere(self) -> frozenset[Permission]:
+        granted = self.organization_permissions()
+        for held in self._workspaces().values():
+            granted |= held
+        return granted
+
+    def _workspaces(self) -> dict[str, frozenset[Permission]]:
         teams = self.teams()
         with self._lock:
             if self._by_workspace is None:
@@ -77,7 +86,7 @@ class MemberGrants:
                         held = by_workspace.get(access.workspace_id, frozenset())
                         by_workspace[access.workspace_id] = held | access.permissions
                 self._by_workspace = by_workspace
-            return self._by_workspace.get(workspace_id, frozenset())
+            return self._by_workspace
 
 
 def with_teams(store: TeamStore, principal: Principal) -> Principal:

@@ -176,7 +176,9 @@ class Workspaces:
         self._workspace_ids.pop((workspace.organization_id, workspace.name), None)
 
     def list_own(self, principal: Principal) -> list[Workspace]:
-        """Every workspace of the caller's own organization it may see, by name."""
+        """Every workspace of the caller's own organization it may see, by name (refused
+        to a caller who may read none)."""
+        principal.require_somewhere(Permission.WORKSPACE_READ)
         return sorted(
             (
                 w
@@ -197,6 +199,7 @@ class Workspaces:
         page: int = 1,
         size: int = 20,
     ) -> Page[Workspace]:
+        principal.require_somewhere(Permission.WORKSPACE_READ)
         org = self.organization(principal, org_name)
         found = [
             w
