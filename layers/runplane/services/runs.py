@@ -25,6 +25,7 @@ from runplane.domain.errors import (
     PolicyOverrideRequired,
     TransitionRejected,
 )
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page
@@ -477,6 +478,17 @@ class Runs:
                     uow.parts.change(run.id, "policy", expected_state=policy.state, now=now)
             else:
                 uow.runs.move(run, RunStatus.REJECTED, actor=principal.ref, reason="rejected")
+            uow.audit.security(
+                AuditRecord.of(
+                    principal,
+                    AuditAction.RUN_APPROVED if decision == "approve" else AuditAction.RUN_REJECTED,
+                    "run",
+                    run.id,
+                    at=now,
+                    id=self._ids.new(IdKind.AUDIT_EVENT),
+                    details={"workspace_id": run.workspace_id, "approval": state.value},
+                )
+            )
             try:
                 moved = uow.commit()
             except (AlreadyDecided, ConcurrentChange, TransitionRejected):

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
+from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
@@ -274,6 +275,9 @@ class DynamoArtifacts:
 class DynamoAudit:
     def __init__(self, writes: list[Transaction]) -> None:
         self._writes = writes
+
+    def security(self, record: AuditRecord) -> None:
+        self._writes.append(audit.security_record(record))
 
     def record(
         self,

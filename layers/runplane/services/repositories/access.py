@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord, RunnerSession
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.identity import ApiTokenRecord
@@ -34,13 +35,19 @@ class ApiTokenStore(Protocol):
     - ``revoke_token`` marks the organization's token revoked; a token ID unknown to the
       organization (another organization's included) raises ``NotFound`` and writes
       nothing.
+    - ``audit``, when given, is the security record written with the change (in the same
+      transaction: a refused change writes neither).
     """
 
-    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None: ...
+    def put_token(
+        self, token_hash: str, record: ApiTokenRecord, audit: AuditRecord | None = None
+    ) -> None: ...
 
     def token(self, token_hash: str) -> ApiTokenRecord | None: ...
 
-    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None: ...
+    def revoke_token(
+        self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None
+    ) -> None: ...
 
 
 class RunnerSessionStore(Protocol):
