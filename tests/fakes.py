@@ -23,13 +23,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from runplane.adapters.envelope import Read
-from runplane.domain.audit import AuditRecord
 from runplane.adapters.keys import DataKey, DataKeys, KeyUnavailable
 from runplane.adapters.launchers import LaunchRequest
 from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectStore, StoredObject
 from runplane.adapters.workflow import Workflow
 from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
+from runplane.domain.audit import AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import AuditEvent, Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (

@@ -219,6 +219,7 @@ class InMemoryWebSessions:
     def __init__(self) -> None:
         self.login_codes: dict[str, StoredLoginCode] = {}
         self.sessions: dict[str, WebSession] = {}
+        self.security_trail: list[AuditRecord] = []
 
     def put_login_code(self, code_hash: str, grant: Grant, created_by: str) -> None:
         if code_hash in self.login_codes:
@@ -229,16 +230,28 @@ class InMemoryWebSessions:
         stored = self.login_codes.get(code_hash)
         return None if stored is None else stored.grant
 
-    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None:
+    def redeem(
+        self,
+        code_hash: str,
+        secret_hash: str,
+        session: WebSession,
+        audit: AuditRecord | None = None,
+    ) -> None:
         if code_hash not in self.login_codes:
             raise LoginLinkRefused()
         self._refuse_taken_session(secret_hash)
         del self.login_codes[code_hash]
         self.sessions[secret_hash] = session
+        if audit is not None:
+            self.security_trail.append(audit)
 
-    def put_session(self, secret_hash: str, session: WebSession) -> None:
+    def put_session(
+        self, secret_hash: str, session: WebSession, audit: AuditRecord | None = None
+    ) -> None:
         self._refuse_taken_session(secret_hash)
         self.sessions[secret_hash] = session
+        if audit is not None:
+            self.security_trail.append(audit)
 
     def session(self, secret_hash: str) -> WebSession | None:
         return self.sessions.get(secret_hash)

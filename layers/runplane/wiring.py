@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.attention import Attention
+    from runplane.services.audit import AuditTrail
     from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
@@ -819,9 +820,17 @@ class Services:
     @cached_property
     def web_sessions(self) -> WebSessions:
         from runplane.services.web_sessions import WebSessions
+        from runplane.store.security_records import DynamoSecurityTrail
         from runplane.store.web_sessions import DynamoWebSessions
 
-        return WebSessions(self.clock, self.ids, DynamoWebSessions())
+        return WebSessions(self.clock, self.ids, DynamoWebSessions(), DynamoSecurityTrail())
+
+    @cached_property
+    def audit(self) -> AuditTrail:
+        from runplane.services.audit import AuditTrail
+        from runplane.store.security_records import DynamoSecurityTrail
+
+        return AuditTrail(self.clock, self.ids, DynamoSecurityTrail())
 
     # -- run events (triggers, notifications) ------------------------------------------------
 

@@ -143,6 +143,38 @@ def _check_details(details: Mapping[str, str]) -> None:
             raise UnsafeAuditDetail(f"audit detail {key!r} is longer than a note")
 
 
+def sign_in_record(
+    record_id: str,
+    organization_id: str,
+    user: str,
+    method: str,
+    at: datetime,
+    source_address: str | None,
+    *,
+    session_id: str,
+    outcome: AuditOutcome = AuditOutcome.SUCCEEDED,
+    reason: str | None = None,
+) -> AuditRecord:
+    """A sign-in's record: the person, the method (``hosted_ui``, ``login_link``) and the
+    session it opened (by its public ID; never its secret)."""
+    details = {"method": method, "user": user[:200]}
+    if reason:
+        details["reason"] = reason
+    return AuditRecord(
+        id=record_id,
+        organization_id=organization_id,
+        at=at,
+        action=AuditAction.SIGNED_IN,
+        actor=f"user:{session_id}" if session_id else f"user:{user[:200]}",
+        actor_display=f"User {user[:200]} (dashboard)",
+        source_address=source_address,
+        object_kind="session",
+        object_id=session_id or "-",
+        outcome=outcome,
+        details=details,
+    )
+
+
 @dataclass(frozen=True)
 class AuditQuery:
     """Which records a reader asks for: a half-open time range [since, until), an

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -28,7 +29,6 @@ from runplane.domain.errors import (
     NotFound,
     PolicyBindingRefused,
 )
-from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdKind, derived_id
 from runplane.domain.parts import (

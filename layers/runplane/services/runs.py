@@ -11,6 +11,7 @@ from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.approval_decisions import approval_after
 from runplane.domain.artifacts import Artifact, ArtifactKind
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.cloud_settings import CredentialDecisions, PinnedCredentials
 from runplane.domain.creation import FIRST_VERSION, CallerRecord, ConfigurationVersion
@@ -25,7 +26,6 @@ from runplane.domain.errors import (
     PolicyOverrideRequired,
     TransitionRejected,
 )
-from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.paging import Page

@@ -16,19 +16,19 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.cloud_settings import (
     CloudSettings,
     SealedExternalId,
     StoredCloudSettings,
 )
-from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import AuditEvent
 from runplane.domain.errors import ConcurrentChange
 from runplane.store import audit
-from runplane.store.audit import security_record
 from runplane.store.models import TableItem, cloud_settings_key
 from runplane.store.prefetch import IdentityMap
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Item, Transaction
 
 

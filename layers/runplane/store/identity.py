@@ -9,9 +9,9 @@ from datetime import datetime
 
 from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import NotFound
-from runplane.store.audit import security_record
 from runplane.domain.identity import ApiTokenRecord, Permission
 from runplane.store.models import ApiTokenItem, api_token_key
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Transaction
 
 

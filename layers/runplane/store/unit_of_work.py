@@ -57,6 +57,7 @@ from runplane.store.models import workspace_key
 from runplane.store.prefetch import IdentityMap
 from runplane.store.request_reads import REQUEST
 from runplane.store.runs import RunRepository, expect_status
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 
@@ -277,7 +278,7 @@ class DynamoAudit:
         self._writes = writes
 
     def security(self, record: AuditRecord) -> None:
-        self._writes.append(audit.security_record(record))
+        self._writes.append(security_record(record))
 
     def record(
         self,

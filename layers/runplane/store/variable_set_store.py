@@ -8,8 +8,9 @@ from runplane.domain.audit import AuditRecord
 from runplane.domain.variable_sets import VariableSet, WorkspaceSets
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import variable_sets as store
-from runplane.store.audit import security_record
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
+from runplane.store.transaction import Transaction
 
 
 class DynamoVariableSetStore:

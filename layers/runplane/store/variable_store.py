@@ -7,8 +7,8 @@ from datetime import datetime
 from runplane.domain.audit import AuditRecord
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import workspace_variables as store
-from runplane.store.audit import security_record
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
 
 
 class DynamoVariableStore:

@@ -115,9 +115,17 @@ class WebSessionStore(Protocol):
 
     def login_code(self, code_hash: str) -> Grant | None: ...
 
-    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None: ...
+    def redeem(
+        self,
+        code_hash: str,
+        secret_hash: str,
+        session: WebSession,
+        audit: AuditRecord | None = None,
+    ) -> None: ...
 
-    def put_session(self, secret_hash: str, session: WebSession) -> None: ...
+    def put_session(
+        self, secret_hash: str, session: WebSession, audit: AuditRecord | None = None
+    ) -> None: ...
 
     def session(self, secret_hash: str) -> WebSession | None: ...
 

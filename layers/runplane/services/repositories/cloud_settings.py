@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runplane.domain.cloud_settings import StoredCloudSettings
 from runplane.domain.audit import AuditRecord
+from runplane.domain.cloud_settings import StoredCloudSettings
 from runplane.domain.entities import AuditEvent
 
 
