@@ -22,6 +22,7 @@ from typing import Any
 
 from runplane import (
     cli_attention,
+    cli_audit,
     cli_auto_destroy,
     cli_cloud,
     cli_delete,
@@ -1094,6 +1095,7 @@ def parser() -> argparse.ArgumentParser:
     cli_github.add_parser(commands, _add, _client)
     cli_variable_sets.add_parser(commands, _add, _client)
     cli_attention.add_parser(commands, _add, _client)
+    cli_audit.add_parser(commands, _add, _client)
     return root
 
 

@@ -649,6 +649,7 @@ class Services:
             DynamoGitHubSources(),
             self.auto_destroys,
             reports=self.pull_request_reports,
+            refusals=self.audit,
         )
 
     @cached_property
@@ -694,6 +695,7 @@ class Services:
             DynamoGitHubSources(),
             # The merge request note: GitHub's plan comment, in the same report records.
             reports=self.pull_request_reports,
+            refusals=self.audit,
         )
 
     @cached_property
