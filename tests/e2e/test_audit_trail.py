@@ -57,7 +57,8 @@ def test_each_listed_event_writes_exactly_one_record_and_nothing_secret(local: L
         "variable_set.deleted",
     ]
     org_ids = {r["organization_id"] for r in records}
-    assert len(org_ids) == 1 and DEPLOYMENT_TRAIL not in org_ids
+    assert len(org_ids) == 1
+    assert DEPLOYMENT_TRAIL not in org_ids
     assert all(r["outcome"] == "succeeded" for r in records)
     assert all(r["source_address"] == "127.0.0.1" for r in records)
     assert all(r["actor"].startswith("token:") for r in records)
@@ -96,7 +97,8 @@ def test_a_refused_webhook_writes_one_refused_record_and_nothing_else(local: Loc
     mine = [r for r in page.records if r.details.get("delivery_id") == delivery]
     assert len(mine) == 1
     record = mine[0]
-    assert record.action == "webhook.refused" and record.outcome == "refused"
+    assert record.action == "webhook.refused"
+    assert record.outcome == "refused"
     assert record.source_address == "127.0.0.1"
     assert SECRET_VALUE not in json.dumps(record.to_dict())
 
