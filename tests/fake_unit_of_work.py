@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
+from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import ApplyLock, Handoff, Run, Waiter, Workspace
 from runplane.domain.errors import (
     ConcurrentChange,
@@ -230,12 +231,17 @@ class InMemoryRecoveries:
 
     held: dict[str, Recovery] = field(default_factory=dict)
     org_audit: list[AuditedChange] = field(default_factory=list)
+    # The security trail records committed with them (``domain.audit``).
+    security_trail: list[AuditRecord] = field(default_factory=list)
 
-    def saved(self) -> tuple[dict[str, Recovery], list[AuditedChange]]:
-        return dict(self.held), list(self.org_audit)
+    def saved(self) -> tuple[dict[str, Recovery], list[AuditedChange], list[AuditRecord]]:
+        return dict(self.held), list(self.org_audit), list(self.security_trail)
 
-    def restore(self, saved: tuple[dict[str, Recovery], list[AuditedChange]]) -> None:
+    def restore(
+        self, saved: tuple[dict[str, Recovery], list[AuditedChange], list[AuditRecord]]
+    ) -> None:
         self.held, self.org_audit = dict(saved[0]), list(saved[1])
+        self.security_trail = list(saved[2])
 
 
 @dataclass(frozen=True)
@@ -612,6 +618,12 @@ class InMemoryAudit:
     def __init__(self, recoveries: InMemoryRecoveries, intents: list[_Intent]) -> None:
         self._recoveries = recoveries
         self._intents = intents
+
+    def security(self, record: AuditRecord) -> None:
+        def append() -> None:
+            self._recoveries.security_trail.append(record)
+
+        self._intents.append(_Effect(("security", record.id), append))
 
     def record(
         self,

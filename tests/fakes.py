@@ -29,6 +29,7 @@ from runplane.adapters.object_store import ObjectChanged, ObjectMissing, ObjectS
 from runplane.adapters.workflow import Workflow
 from runplane.domain import transitions
 from runplane.domain.artifacts import Artifact, ArtifactKind, ArtifactRecord, ArtifactStatus
+from runplane.domain.audit import AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import AuditEvent, Organization, Run, RunStage, Workspace
 from runplane.domain.errors import (
@@ -389,6 +390,7 @@ class InMemoryVariables:
     def __init__(self) -> None:
         self.variables: dict[str, dict[tuple[VariableCategory, str], StoredVariable]] = {}
         self.audit: list[AuditedChange] = []
+        self.security_trail: list[AuditRecord] = []
         # As the table's tally item: absent until the workspace's first put, when its
         # limits are not checked (a single value is within them by the domain's check).
         self._tallied: set[str] = set()
@@ -419,6 +421,7 @@ class InMemoryVariables:
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         name, key = variable.name, (variable.category, variable.name)
         held = self.variables.get(workspace_id, {})
@@ -447,6 +450,8 @@ class InMemoryVariables:
         )
         self.variables.setdefault(workspace_id, {})[key] = stored
         self._tallied.add(workspace_id)
+        if audit is not None:
+            self.security_trail.append(audit)
         self.audit.append(
             AuditedChange(
                 event_id,
@@ -466,6 +471,7 @@ class InMemoryVariables:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         name, key = previous.variable.name, (previous.variable.category, previous.variable.name)
         held = self.variables.get(workspace_id, {})
@@ -473,6 +479,8 @@ class InMemoryVariables:
         if current is None or current.version != previous.version:
             raise ConcurrentChange(f"variable {name} changed meanwhile; nothing was written")
         del held[key]
+        if audit is not None:
+            self.security_trail.append(audit)
         self.audit.append(
             AuditedChange(
                 event_id,

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.capabilities import (
     AlreadyRedeemed,
     Binding,
@@ -48,19 +49,28 @@ class InMemoryApiTokens:
 
     def __init__(self) -> None:
         self.tokens: dict[str, ApiTokenRecord] = {}
+        self.security_trail: list[AuditRecord] = []
 
-    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None:
+    def put_token(
+        self, token_hash: str, record: ApiTokenRecord, audit: AuditRecord | None = None
+    ) -> None:
         if token_hash in self.tokens:
             raise ConcurrentChange("the token changed concurrently; nothing was written")
         self.tokens[token_hash] = record
+        if audit is not None:
+            self.security_trail.append(audit)
 
     def token(self, token_hash: str) -> ApiTokenRecord | None:
         return self.tokens.get(token_hash)
 
-    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None:
+    def revoke_token(
+        self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None
+    ) -> None:
         for token_hash, record in self.tokens.items():
             if record.id == token_id and record.organization_id == org_id:
                 self.tokens[token_hash] = replace(record, revoked=True)
+                if audit is not None:
+                    self.security_trail.append(audit)
                 return
         raise NotFound("token", token_id)
 
@@ -209,6 +219,7 @@ class InMemoryWebSessions:
     def __init__(self) -> None:
         self.login_codes: dict[str, StoredLoginCode] = {}
         self.sessions: dict[str, WebSession] = {}
+        self.security_trail: list[AuditRecord] = []
 
     def put_login_code(self, code_hash: str, grant: Grant, created_by: str) -> None:
         if code_hash in self.login_codes:
@@ -219,16 +230,28 @@ class InMemoryWebSessions:
         stored = self.login_codes.get(code_hash)
         return None if stored is None else stored.grant
 
-    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None:
+    def redeem(
+        self,
+        code_hash: str,
+        secret_hash: str,
+        session: WebSession,
+        audit: AuditRecord | None = None,
+    ) -> None:
         if code_hash not in self.login_codes:
             raise LoginLinkRefused()
         self._refuse_taken_session(secret_hash)
         del self.login_codes[code_hash]
         self.sessions[secret_hash] = session
+        if audit is not None:
+            self.security_trail.append(audit)
 
-    def put_session(self, secret_hash: str, session: WebSession) -> None:
+    def put_session(
+        self, secret_hash: str, session: WebSession, audit: AuditRecord | None = None
+    ) -> None:
         self._refuse_taken_session(secret_hash)
         self.sessions[secret_hash] = session
+        if audit is not None:
+            self.security_trail.append(audit)
 
     def session(self, secret_hash: str) -> WebSession | None:
         return self.sessions.get(secret_hash)

@@ -4,6 +4,7 @@ with the audit events each write recorded."""
 
 from __future__ import annotations
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.cloud_settings import StoredCloudSettings
 from runplane.domain.entities import AuditEvent
 from runplane.domain.errors import ConcurrentChange
@@ -13,6 +14,7 @@ class InMemoryCloudSettings:
     def __init__(self) -> None:
         self.settings: dict[str, StoredCloudSettings] = {}
         self.audit: list[AuditEvent] = []
+        self.security_trail: list[AuditRecord] = []
 
     def get(self, workspace_id: str) -> StoredCloudSettings | None:
         return self.settings.get(workspace_id)
@@ -24,6 +26,7 @@ class InMemoryCloudSettings:
         org_id: str,
         previous_version: int,
         event: AuditEvent,
+        audit: AuditRecord | None = None,
     ) -> None:
         current = self.settings.get(stored.workspace_id)
         if (current.version if current is not None else 0) != previous_version:
@@ -36,3 +39,5 @@ class InMemoryCloudSettings:
             raise ConcurrentChange(f"audit event {event.id} exists")
         self.settings[stored.workspace_id] = stored
         self.audit.append(event)
+        if audit is not None:
+            self.security_trail.append(audit)

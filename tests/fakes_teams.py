@@ -3,7 +3,7 @@ the table's by tests/integration/test_team_store_contract.py."""
 
 from __future__ import annotations
 
-from runplane.domain.entities import AuditEvent
+from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.teams import MAX_TEAMS_PER_ORGANIZATION, Team, TeamAccess, TeamNameTaken
 
@@ -12,7 +12,7 @@ class InMemoryTeams:
     def __init__(self) -> None:
         self.by_id: dict[tuple[str, str], Team] = {}
         self.access: dict[tuple[str, str, str], TeamAccess] = {}
-        self.events: list[AuditEvent] = []
+        self.events: list[AuditRecord] = []
         # Reads made, to count what a request costs.
         self.reads = 0
 
@@ -34,7 +34,7 @@ class InMemoryTeams:
         found = [self.access.get((org_id, t, workspace_id)) for t in team_ids]
         return sorted((a for a in found if a is not None), key=lambda a: a.team_id)
 
-    def create(self, team: Team, event: AuditEvent) -> None:
+    def create(self, team: Team, event: AuditRecord) -> None:
         org = team.organization_id
         if any(t.name == team.name for t in self.teams(org)):
             raise TeamNameTaken(team.name)
@@ -43,7 +43,7 @@ class InMemoryTeams:
         self.by_id[(org, team.id)] = team
         self.events.append(event)
 
-    def update(self, current: Team, updated: Team, event: AuditEvent) -> None:
+    def update(self, current: Team, updated: Team, event: AuditRecord) -> None:
         key = (current.organization_id, current.id)
         held = self.by_id.get(key)
         if held is None:
@@ -57,7 +57,7 @@ class InMemoryTeams:
         self.by_id[key] = updated
         self.events.append(event)
 
-    def delete(self, current: Team, event: AuditEvent) -> None:
+    def delete(self, current: Team, event: AuditRecord) -> None:
         key = (current.organization_id, current.id)
         held = self.by_id.get(key)
         if held is None:
@@ -69,14 +69,14 @@ class InMemoryTeams:
         for access_key in [k for k in self.access if k[:2] == key]:
             del self.access[access_key]
 
-    def set_access(self, org_id: str, access: TeamAccess, event: AuditEvent) -> None:
+    def set_access(self, org_id: str, access: TeamAccess, event: AuditRecord) -> None:
         if (org_id, access.team_id) not in self.by_id:
             raise NotFound("team", access.team_id)
         self.access[(org_id, access.team_id, access.workspace_id)] = access
         self.events.append(event)
 
     def remove_access(
-        self, org_id: str, team_id: str, workspace_id: str, event: AuditEvent
+        self, org_id: str, team_id: str, workspace_id: str, event: AuditRecord
     ) -> None:
         if self.access.pop((org_id, team_id, workspace_id), None) is None:
             raise NotFound("team access to workspace", workspace_id)

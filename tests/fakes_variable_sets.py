@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import (
     AlreadyExists,
     ConcurrentChange,
@@ -36,6 +37,7 @@ class InMemoryVariableSets:
     applied: dict[tuple[str, str], WorkspaceSets] = field(default_factory=dict)
     variables_of: dict[str, dict[Key, StoredVariable]] = field(default_factory=dict)
     audit: list[AuditedChange] = field(default_factory=list)
+    security_trail: list[AuditRecord] = field(default_factory=list)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -79,7 +81,10 @@ class InMemoryVariableSets:
         type_: str,
         details: dict[str, str],
         actor: str,
+        audit: AuditRecord | None = None,
     ) -> None:
+        if audit is not None:
+            self.security_trail.append(audit)
         self.audit.append(
             AuditedChange(
                 event_id,
@@ -101,7 +106,9 @@ class InMemoryVariableSets:
             )
         return stored
 
-    def create(self, variable_set: VariableSet, *, event_id: str) -> None:
+    def create(
+        self, variable_set: VariableSet, *, event_id: str, audit: AuditRecord | None = None
+    ) -> None:
         org_id = variable_set.organization_id
         if (org_id, variable_set.name) in self.names:
             raise AlreadyExists(
@@ -126,9 +133,17 @@ class InMemoryVariableSets:
             "variable_set.created",
             {"global": str(variable_set.global_).lower()},
             variable_set.created_by,
+            audit=audit,
         )
 
-    def update(self, current: VariableSet, updated: VariableSet, *, event_id: str) -> None:
+    def update(
+        self,
+        current: VariableSet,
+        updated: VariableSet,
+        *,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None:
         org_id = current.organization_id
         stored = self._head(current)
         renamed = updated.name != current.name
@@ -146,14 +161,24 @@ class InMemoryVariableSets:
         details = {"global": str(updated.global_).lower()}
         if renamed:
             details["previous_name"] = current.name
-        self._record(updated, event_id, "variable_set.updated", details, updated.updated_by)
+        self._record(
+            updated, event_id, "variable_set.updated", details, updated.updated_by, audit=audit
+        )
 
-    def delete(self, current: VariableSet, *, actor: str, now: datetime, event_id: str) -> None:
+    def delete(
+        self,
+        current: VariableSet,
+        *,
+        actor: str,
+        now: datetime,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None:
         self._head(current)
         del self.sets[current.id]
         del self.names[(current.organization_id, current.name)]
         self.variables_of.pop(current.id, None)
-        self._record(current, event_id, "variable_set.deleted", {}, actor)
+        self._record(current, event_id, "variable_set.deleted", {}, actor, audit=audit)
 
     # -- where it applies -----------------------------------------------------------------
 
@@ -168,6 +193,7 @@ class InMemoryVariableSets:
         now: datetime,
         event_id: str,
         type_: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         org_id, workspace_id = current.organization_id, applied.workspace_id
         stored = self._head(current)
@@ -186,7 +212,7 @@ class InMemoryVariableSets:
         self.applied[(org_id, workspace_id)] = WorkspaceSets(
             workspace_id, set_ids, applied.version + 1
         )
-        self._record(current, event_id, type_, {"workspace_id": workspace_id}, actor)
+        self._record(current, event_id, type_, {"workspace_id": workspace_id}, actor, audit=audit)
 
     def apply(
         self,
@@ -197,6 +223,7 @@ class InMemoryVariableSets:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         workspace_id = applied.workspace_id
         self._apply_record(
@@ -208,6 +235,7 @@ class InMemoryVariableSets:
             now=now,
             event_id=event_id,
             type_="variable_set.applied",
+            audit=audit,
         )
 
     def unapply(
@@ -219,6 +247,7 @@ class InMemoryVariableSets:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         workspace_id = applied.workspace_id
         self._apply_record(
@@ -230,6 +259,7 @@ class InMemoryVariableSets:
             now=now,
             event_id=event_id,
             type_="variable_set.unapplied",
+            audit=audit,
         )
 
     # -- its variables ----------------------------------------------------------------------
@@ -244,6 +274,7 @@ class InMemoryVariableSets:
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         key = (variable.category, variable.name)
         held = self.variables_of.get(current.id, {})
@@ -284,6 +315,7 @@ class InMemoryVariableSets:
             "variable_set.variable_set",
             _details(variable),
             variable.updated_by,
+            audit=audit,
         )
 
     def delete_variable(
@@ -294,6 +326,7 @@ class InMemoryVariableSets:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         variable = previous.variable
         key = (variable.category, variable.name)
@@ -310,7 +343,14 @@ class InMemoryVariableSets:
         self.sets[current.id] = replace(
             stored, variables=stored.variables - 1, bytes=stored.bytes - previous.size
         )
-        self._record(current, event_id, "variable_set.variable_deleted", _details(variable), actor)
+        self._record(
+            current,
+            event_id,
+            "variable_set.variable_deleted",
+            _details(variable),
+            actor,
+            audit=audit,
+        )
 
 
 def _details(variable: WorkspaceVariable) -> dict[str, str]:

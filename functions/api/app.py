@@ -83,6 +83,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
     "logs": ("/api/v1/runs/<run_id>/logs/<phase>",),
     "plans": ("/api/v1/runs/<run_id>/plan",),
     "attention": ("/api/v1/attention",),
+    "audit": ("/api/v1/audit",),
     "runner": (
         "/api/v1/runner/sessions",
         "/api/v1/runner/downloads/<artifact_id>",

@@ -92,7 +92,9 @@ def sign_in_callback(request: Request) -> Page:
 
 
 def login(request: Request) -> Page:
-    signed_in = services().web_sessions.sign_in(request.query.get("code", ""))
+    signed_in = services().web_sessions.sign_in(
+        request.query.get("code", ""), request.source_address
+    )
     max_age = int((signed_in.valid_until - services().clock.now()).total_seconds())
     cookie = session_cookie(signed_in.secret, secure=request.scheme == "https", max_age=max_age)
     return redirect("/", cookies=[cookie])

@@ -47,6 +47,7 @@ def callback(request: Request, flow: HostedUiSignIn) -> Page:
         query.get("state"),
         query.get("code"),
         query.get("error"),
+        request.source_address,
     )
     secure = request.scheme == "https"
     max_age = int((signed_in.valid_until - services().clock.now()).total_seconds())

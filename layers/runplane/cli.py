@@ -22,6 +22,7 @@ from typing import Any
 
 from runplane import (
     cli_attention,
+    cli_audit,
     cli_auto_destroy,
     cli_cloud,
     cli_delete,
@@ -1109,6 +1110,7 @@ def parser() -> argparse.ArgumentParser:
     cli_variable_sets.add_parser(commands, _add, _client)
     cli_teams.add_parser(commands, _add, _client)
     cli_attention.add_parser(commands, _add, _client)
+    cli_audit.add_parser(commands, _add, _client)
     return root
 
 

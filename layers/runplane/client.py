@@ -575,6 +575,23 @@ class Client:
         )
         return result
 
+    def audit(
+        self,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        action: str | None = None,
+        cursor: str | None = None,
+        size: int = 100,
+    ) -> dict[str, Any]:
+        """One page of the organization's security audit trail, oldest first."""
+        query = {"since": since, "until": until, "action": action, "page[cursor]": cursor}
+        query_string = urllib.parse.urlencode(
+            {"page[size]": size, **{k: v for k, v in query.items() if v is not None}}
+        )
+        result: dict[str, Any] = self._call("GET", f"/api/v1/audit?{query_string}")
+        return result
+
     def attention(self) -> dict[str, Any]:
         """What waits for a person across the organization's workspaces."""
         result: dict[str, Any] = self._call("GET", "/api/v1/attention")

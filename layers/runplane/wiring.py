@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from runplane.domain.read_ahead import ReadAhead
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.attention import Attention
+    from runplane.services.audit import AuditTrail
     from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
@@ -657,6 +658,7 @@ class Services:
             DynamoGitHubSources(),
             self.auto_destroys,
             reports=self.pull_request_reports,
+            refusals=self.audit,
         )
 
     @cached_property
@@ -702,6 +704,7 @@ class Services:
             DynamoGitHubSources(),
             # The merge request note: GitHub's plan comment, in the same report records.
             reports=self.pull_request_reports,
+            refusals=self.audit,
         )
 
     @cached_property
@@ -846,9 +849,17 @@ class Services:
     @cached_property
     def web_sessions(self) -> WebSessions:
         from runplane.services.web_sessions import WebSessions
+        from runplane.store.security_records import DynamoSecurityTrail
         from runplane.store.web_sessions import DynamoWebSessions
 
-        return WebSessions(self.clock, self.ids, DynamoWebSessions())
+        return WebSessions(self.clock, self.ids, DynamoWebSessions(), DynamoSecurityTrail())
+
+    @cached_property
+    def audit(self) -> AuditTrail:
+        from runplane.services.audit import AuditTrail
+        from runplane.store.security_records import DynamoSecurityTrail
+
+        return AuditTrail(self.clock, self.ids, DynamoSecurityTrail())
 
     # -- run events (triggers, notifications) ------------------------------------------------
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runplane.domain.entities import AuditEvent
+from runplane.domain.audit import AuditAction, AuditOutcome, AuditQuery, AuditRecord
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.teams import AccessLevel, Capability, Team, TeamAccess, TeamNameTaken
 from runplane.services.repositories.access import TeamStore
-from runplane.store import audit
+from runplane.store.security_records import trail_page
 from runplane.store.teams import DynamoTeams
 from tests.fakes_teams import InMemoryTeams
 
@@ -45,8 +45,21 @@ def _team(team_id: str = "team-1", name: str = "ops", org: str = "org-acme") -> 
 _events = iter(range(1_000_000))
 
 
-def _event(org: str = "org-acme", type_: str = "team.created") -> AuditEvent:
-    return AuditEvent(f"evt-{next(_events)}", org, "team-1", type_, "user:ada", AT, {})
+def _event(
+    org: str = "org-acme", action: AuditAction = AuditAction.TEAM_CREATED, team_id: str = "team-1"
+) -> AuditRecord:
+    return AuditRecord(
+        id=f"evt-{next(_events)}",
+        organization_id=org,
+        at=AT,
+        action=action,
+        actor="user:ada",
+        actor_display="ada",
+        source_address="127.0.0.1",
+        object_kind="team",
+        object_id=team_id,
+        outcome=AuditOutcome.SUCCEEDED,
+    )
 
 
 def _access(team_id: str, workspace_id: str, level: AccessLevel | None) -> TeamAccess:
@@ -76,7 +89,7 @@ def test_an_update_wins_only_at_the_version_it_read(store: TeamStore) -> None:
     store.create(_team(), _event())
     renamed = replace(_team(), name="platform", version=2)
     # When it is renamed at version 1, a second change from version 1 loses
-    store.update(_team(), renamed, _event(type_="team.updated"))
+    store.update(_team(), renamed, _event(action=AuditAction.TEAM_UPDATED))
     with pytest.raises(ConcurrentChange):
         store.update(_team(), replace(_team(), owners=True, version=2), _event())
     assert store.team("org-acme", "team-1") == renamed
@@ -116,7 +129,7 @@ def test_access_is_set_replaced_and_removed_while_the_team_exists(store: TeamSto
 def test_a_deleted_team_takes_its_access_and_frees_its_name(store: TeamStore) -> None:
     store.create(_team(), _event())
     store.set_access("org-acme", _access("team-1", "ws-1", AccessLevel.READ), _event())
-    store.delete(_team(), _event(type_="team.deleted"))
+    store.delete(_team(), _event(action=AuditAction.TEAM_DELETED))
     assert store.teams("org-acme") == []
     assert store.access_of("org-acme", "team-1") == []
     with pytest.raises(NotFound):
@@ -130,9 +143,7 @@ def test_the_table_writes_each_change_with_its_audit_event(stack: object) -> Non
     # When a team is created and a refused creation is tried
     teams.create(_team(), _event())
     with pytest.raises(TeamNameTaken):
-        teams.create(
-            _team("team-2"), AuditEvent("evt-refused", "org-acme", "x", "team.created", "a", AT, {})
-        )
+        teams.create(_team("team-2"), _event(team_id="team-2"))
     # Then exactly the committed change's event is in the organization's trail
-    kinds = [(e.type, e.subject_id) for e in audit.organization_trail("org-acme")]
-    assert kinds == [("team.created", "team-1")]
+    trail = trail_page("org-acme", AuditQuery()).records
+    assert [(r.action, r.object_id) for r in trail] == [(AuditAction.TEAM_CREATED, "team-1")]

@@ -94,7 +94,7 @@ class InMemoryBackend:
         t.clock.current = self.start
         t.directory.workspaces = dict(self.created)
         self.versions.versions.clear()
-        self.recoveries.restore(({}, []))
+        self.recoveries.restore(({}, [], []))
         self.submitted.clear()
 
     def create(self, run: Run) -> None:

@@ -14,6 +14,7 @@ from functions.api.edge import Reply, json_reply, principal
 from functions.isolation import current_event
 from runplane.domain.errors import NotFound
 from runplane.services.github_path_filters import ingestion_view
+from runplane.services.principals import source_address
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -109,5 +110,7 @@ def github_webhook(
     event = current_event()
     raw = event.get("body") or ""
     body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8")
-    reply = services().github.receive(dict(event.get("headers") or {}), body)
+    reply = services().github.receive(
+        dict(event.get("headers") or {}), body, source_address(event.raw_event)
+    )
     return json_reply(reply.status, reply.body)

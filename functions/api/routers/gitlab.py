@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from functions.api import schema as oas
 from functions.api.edge import Reply, json_reply, principal
 from functions.isolation import current_event
+from runplane.services.principals import source_address
 from runplane.wiring import services
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -72,5 +73,7 @@ def gitlab_webhook(
     event = current_event()
     raw = event.get("body") or ""
     body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8")
-    reply = services().gitlab.receive(dict(event.get("headers") or {}), body)
+    reply = services().gitlab.receive(
+        dict(event.get("headers") or {}), body, source_address(event.raw_event)
+    )
     return json_reply(reply.status, reply.body)

@@ -46,6 +46,8 @@ class Permission(StrEnum):
     LAUNCH_CONTROL = "launch:control"
     # Change a workspace's cloud settings: which roles and audiences its runs may use.
     CREDENTIALS_MANAGE = "credentials:manage"
+    # Read the organization's security audit trail (the admin role only).
+    AUDIT_READ = "audit:read"
     # Platform-wide controls: granted to deployment operators only, by no role.
     PLATFORM_OPERATE = "platform:operate"
 

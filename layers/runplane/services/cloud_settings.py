@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.cloud_settings import (
     CloudSettings,
@@ -155,8 +156,24 @@ class WorkspaceCloudSettings:
             at=now,
             details=_details(settings, changed, stored.version),
         )
+        record = AuditRecord.of(
+            principal,
+            AuditAction.CLOUD_SETTINGS_CLEARED
+            if event_type == CLEARED_EVENT
+            else AuditAction.CLOUD_SETTINGS_SET,
+            "workspace",
+            workspace.id,
+            at=now,
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            # Which settings changed, not their values (the external ID least of all).
+            details={"changed": ",".join(changed)[:200], "version": str(stored.version)},
+        )
         self._store.put(
-            stored, org_id=workspace.organization_id, previous_version=previous, event=event
+            stored,
+            org_id=workspace.organization_id,
+            previous_version=previous,
+            event=event,
+            audit=record,
         )
         return stored
 

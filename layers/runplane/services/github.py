@@ -73,6 +73,7 @@ from runplane.domain.run_events import ENDINGS, EventType, RunEvent
 from runplane.domain.tfe_runs import ExecutionMode
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.audit import AuditTrail
 from runplane.services.auto_destroy import AutoDestroys
 from runplane.services.github_installations import GitHubInstallations
 from runplane.services.github_path_filters import path_decisions, post_skipped_statuses
@@ -165,7 +166,10 @@ class GitHubSources:
         auto_destroys: AutoDestroys,
         app: Callable[[str, str, str], GitHubApp] = GitHubApp,
         reports: PullRequestReports | None = None,
+        refusals: AuditTrail | None = None,
     ) -> None:
+        # Where a refused delivery is recorded (the security audit trail).
+        self._refusals = refusals
         # A pull request's comment and check runs, posted with its commit statuses.
         self._reports = reports
         self._installations = installations
@@ -279,8 +283,30 @@ class GitHubSources:
 
     # -- the webhook ------------------------------------------------------------------------
 
-    def receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
-        """Verify, deduplicate and record one delivery; start its source workflow."""
+    def receive(
+        self, headers: Mapping[str, str], body: bytes, source_address: str | None = None
+    ) -> WebhookReply:
+        """Verify, deduplicate and record one delivery; start its source workflow. A
+        refused delivery writes one refused audit record and nothing else: under the
+        deployment's trail, as a GitHub delivery names no organization we can trust
+        before its payload is read."""
+        try:
+            return self._receive(headers, body)
+        except RunplaneError as refused:
+            if self._refusals is not None and 400 <= refused.http_status < 500:
+                delivery = {k.lower(): v for k, v in headers.items()}.get("x-github-delivery")
+                self._refusals.webhook_refused(
+                    "github",
+                    refused.code,
+                    organization_id=None,
+                    object_kind="webhook",
+                    object_id="github",
+                    delivery_id=delivery if delivery and DELIVERY_ID.fullmatch(delivery) else None,
+                    source_address=source_address,
+                )
+            raise
+
+    def _receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
         config = self._config
         if len(body) > config.webhook_max_bytes:
             raise WebhookTooLarge(

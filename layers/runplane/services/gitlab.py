@@ -72,6 +72,7 @@ from runplane.domain.path_filters import ChangedFiles, valid_patterns
 from runplane.domain.run import RunKind
 from runplane.runner.archive import ArchiveLimits
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.audit import AuditTrail
 from runplane.services.github import SOURCE_PERMISSIONS, STATUS_CONTEXT
 from runplane.services.github_reports import PullRequestReports
 from runplane.services.gitlab_path_filters import path_decision, skipped_status
@@ -180,7 +181,10 @@ class GitLabSources:
         sources: GitHubSourceStore,
         project: Callable[[str, str, str], ProjectClient] = GitLabProject,
         reports: PullRequestReports | None = None,
+        refusals: AuditTrail | None = None,
     ) -> None:
+        # Where a refused delivery is recorded (the security audit trail).
+        self._refusals = refusals
         self._clock = clock
         self._ids = ids
         self._workspaces = workspaces
@@ -263,8 +267,39 @@ class GitLabSources:
 
     # -- the webhook ------------------------------------------------------------------------
 
-    def receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
-        """Verify, deduplicate and record one delivery; start its source workflow."""
+    def receive(
+        self, headers: Mapping[str, str], body: bytes, source_address: str | None = None
+    ) -> WebhookReply:
+        """Verify, deduplicate and record one delivery; start its source workflow. A
+        refused delivery writes one refused audit record and nothing else: under the
+        organization of the workspace its token names (when that workspace is bound),
+        else under the deployment's trail."""
+        try:
+            return self._receive(headers, body)
+        except RunplaneError as refused:
+            if self._refusals is not None and 400 <= refused.http_status < 500:
+                self._record_refusal(refused, headers, source_address)
+            raise
+
+    def _record_refusal(
+        self, refused: RunplaneError, headers: Mapping[str, str], source_address: str | None
+    ) -> None:
+        assert self._refusals is not None
+        lowered = {k.lower(): v for k, v in headers.items()}
+        named = hook_token_workspace(lowered.get("x-gitlab-token"))
+        binding = None if named is None else self._bindings.binding(named[0])
+        event_uuid = lowered.get("x-gitlab-event-uuid", "")
+        self._refusals.webhook_refused(
+            "gitlab",
+            refused.code,
+            organization_id=binding.organization_id if binding else None,
+            object_kind="workspace" if binding else "webhook",
+            object_id=binding.workspace_id if binding else "gitlab",
+            delivery_id=event_uuid if EVENT_UUID.fullmatch(event_uuid) else None,
+            source_address=source_address,
+        )
+
+    def _receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
         config = self._config
         if len(body) > config.webhook_max_bytes:
             raise WebhookTooLarge(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.capabilities import SESSION_PREFIX, Binding, Phase, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
@@ -88,9 +89,13 @@ class Identity:
         *,
         created_by: str,
         team_id: str | None = None,
+        recorded_for: Principal | None = None,
+        recorded_as: AuditAction = AuditAction.TOKEN_CREATED,
     ) -> IssuedToken:
         """A new organization token; its secret is returned here and never again. A team
-        token (``team_id``) holds no permission of its own: its team's, per request."""
+        token (``team_id``) holds no permission of its own: its team's, per request. With
+        ``recorded_for``, the security trail records its creation in the same write (as
+        ``recorded_as``), naming the token's ID and name, never its secret."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         record = ApiTokenRecord(
             id=self._ids.new(IdKind.API_TOKEN),
@@ -102,7 +107,18 @@ class Identity:
             revoked=False,
             team_id=team_id,
         )
-        self._tokens.put_token(handle_hash(token), record)
+        audit = None
+        if recorded_for is not None:
+            audit = AuditRecord.of(
+                recorded_for,
+                recorded_as,
+                "token",
+                record.id,
+                at=record.created_at,
+                id=self._ids.new(IdKind.AUDIT_EVENT),
+                details={"name": name, "permissions": str(len(record.permissions))},
+            )
+        self._tokens.put_token(handle_hash(token), record, audit)
         return IssuedToken(record, token)
 
     def create_token(self, principal: Principal, name: str, role: str) -> IssuedToken:
@@ -115,12 +131,25 @@ class Identity:
         if missing:
             raise Forbidden(sorted(missing)[0])
         return self.issue_token(
-            principal.organization_id, name, ROLES[role], created_by=principal.ref
+            principal.organization_id,
+            name,
+            ROLES[role],
+            created_by=principal.ref,
+            recorded_for=principal,
         )
 
     def revoke_token(self, principal: Principal, token_id: str) -> None:
         principal.require(Permission.TOKEN_MANAGE)
-        self._tokens.revoke_token(principal.organization_id, token_id, self._clock.now())
+        now = self._clock.now()
+        revoked = AuditRecord.of(
+            principal,
+            AuditAction.TOKEN_REVOKED,
+            "token",
+            token_id,
+            at=now,
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+        )
+        self._tokens.revoke_token(principal.organization_id, token_id, now, revoked)
 
     # -- authentication -------------------------------------------------------------------
 

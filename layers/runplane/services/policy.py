@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactKind
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run
 from runplane.domain.errors import (
@@ -29,6 +30,7 @@ from runplane.domain.errors import (
     PolicyBindingRefused,
 )
 from runplane.domain.identity import Permission, Principal
+from runplane.domain.ids import IdKind, derived_id
 from runplane.domain.parts import (
     ApprovalBody,
     ApprovalState,
@@ -515,6 +517,19 @@ class Policies:
             body=bound.to_body(),
             now=now,
             on_refused=lambda current: stale,
+        )
+        # One override per run (the check leaves soft-failed once): its record's ID is
+        # derived, so a retried commit cannot record it twice.
+        uow.audit.security(
+            AuditRecord.of(
+                principal,
+                AuditAction.POLICY_OVERRIDDEN,
+                "run",
+                run.id,
+                at=now,
+                id=derived_id(IdKind.AUDIT_EVENT, run.id, AuditAction.POLICY_OVERRIDDEN),
+                details={"workspace_id": run.workspace_id, "reason": reason[:200]},
+            )
         )
         uow.commit()
 

@@ -31,6 +31,7 @@ from typing import Any
 from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import ArtifactCorrupt, ConcurrentChange, NotFound
@@ -394,6 +395,21 @@ class Recoveries:
                 "takeovers": str(len(record.takeovers)),
             },
         )
+        for action, kind, object_id in (
+            (AuditAction.RUN_RECOVERED, "run", run.id),
+            (AuditAction.STATE_RECOVERED, "workspace", run.workspace_id),
+        ):
+            uow.audit.security(
+                AuditRecord.of(
+                    principal,
+                    action,
+                    kind,
+                    object_id,
+                    at=now,
+                    id=self._ids.new(IdKind.AUDIT_EVENT),
+                    details={**common, "state_version": str(result["state_version_id"] or "")},
+                )
+            )
         uow.audit.record(
             organization_id=run.organization_id,
             subject_id=run.workspace_id,

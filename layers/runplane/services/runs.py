@@ -11,6 +11,7 @@ from runplane.adapters.launchers import Launcher
 from runplane.adapters.workflow import Workflow
 from runplane.domain.approval_decisions import approval_after
 from runplane.domain.artifacts import Artifact, ArtifactKind
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.cloud_settings import CredentialDecisions, PinnedCredentials
 from runplane.domain.creation import FIRST_VERSION, CallerRecord, ConfigurationVersion
@@ -477,6 +478,17 @@ class Runs:
                     uow.parts.change(run.id, "policy", expected_state=policy.state, now=now)
             else:
                 uow.runs.move(run, RunStatus.REJECTED, actor=principal.ref, reason="rejected")
+            uow.audit.security(
+                AuditRecord.of(
+                    principal,
+                    AuditAction.RUN_APPROVED if decision == "approve" else AuditAction.RUN_REJECTED,
+                    "run",
+                    run.id,
+                    at=now,
+                    id=self._ids.new(IdKind.AUDIT_EVENT),
+                    details={"workspace_id": run.workspace_id, "approval": state.value},
+                )
+            )
             try:
                 moved = uow.commit()
             except (AlreadyDecided, ConcurrentChange, TransitionRejected):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from runplane.adapters.hosted_ui import HostedUi
-from runplane.adapters.jwt import JwtRejected, JwtVerifier
+from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import NotFound, SignInRefused, SignInUnavailable
@@ -31,7 +31,7 @@ from runplane.domain.sign_in import (
     signed_out_uri,
 )
 from runplane.domain.web_session import new_secret
-from runplane.services.identity import user_name, user_principal
+from runplane.services.identity import ORGANIZATION_CLAIM, user_name, user_principal
 from runplane.services.repositories.access import PreSessionStore
 from runplane.services.web_sessions import SignedIn, WebSessions
 
@@ -75,7 +75,12 @@ class HostedUiSignIn:
         return Started(secret, location, valid_until)
 
     def finish(
-        self, secret: str | None, state: str | None, code: str | None, error: str | None
+        self,
+        secret: str | None,
+        state: str | None,
+        code: str | None,
+        error: str | None,
+        source_address: str | None = None,
     ) -> SignedIn:
         if not secret:
             raise SignInRefused(
@@ -104,7 +109,11 @@ class HostedUiSignIn:
         except JwtRejected as rejected:
             reason = _AUDIENCE if rejected.reason == _AUDIENCE else "invalid_id_token"
             raise SignInRefused(reason, rejected.message) from None
-        auth_time = check_id_token(claims.claims, nonce=binding.nonce, now=now)
+        try:
+            auth_time = check_id_token(claims.claims, nonce=binding.nonce, now=now)
+        except SignInRefused as refused:
+            self._record_refusal(claims, refused.reason, source_address)
+            raise
         try:
             principal = user_principal(claims)
         except Unauthenticated:
@@ -121,7 +130,18 @@ class HostedUiSignIn:
             principal.permissions,
             auth_time=auth_time,
             groups=principal.groups,
+            source_address=source_address,
         )
+
+    def _record_refusal(
+        self, claims: VerifiedClaims, reason: str, source_address: str | None
+    ) -> None:
+        # A verified token names its organization: the refusal goes on that trail.
+        organization_id = claims.claims.get(ORGANIZATION_CLAIM)
+        if isinstance(organization_id, str) and self._organization_exists(organization_id):
+            self._web_sessions.refused(
+                organization_id, user_name(claims), "hosted_ui", reason, source_address
+            )
 
     def signed_out_location(self) -> str:
         ui = self._hosted_ui

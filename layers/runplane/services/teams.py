@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
-from runplane.domain.entities import AuditEvent, Workspace
+from runplane.domain.entities import Workspace
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
@@ -162,7 +163,9 @@ class Teams:
             created_at=self._clock.now(),
             created_by=principal.ref,
         )
-        self._store.create(team, self._event(principal, team, "team.created", team_details(team)))
+        self._store.create(
+            team, self._event(principal, team, AuditAction.TEAM_CREATED, team_details(team))
+        )
         return team
 
     def update(
@@ -197,19 +200,21 @@ class Teams:
         if updated == replace(current, version=updated.version):
             return current
         self._store.update(
-            current, updated, self._event(principal, current, "team.updated", team_details(updated))
+            current,
+            updated,
+            self._event(principal, current, AuditAction.TEAM_UPDATED, team_details(updated)),
         )
         return updated
 
     def delete(self, principal: Principal, team_id: str) -> None:
         principal.require(Permission.TEAMS_MANAGE)
         current = self._store.team(principal.organization_id, _team_id(team_id))
-        self._store.delete(current, self._event(principal, current, "team.deleted", {}))
+        self._store.delete(current, self._event(principal, current, AuditAction.TEAM_DELETED, {}))
 
     def add_member(self, principal: Principal, team_id: str, user: str) -> Team:
         person = member_name(user)
         return self._change_members(
-            principal, team_id, lambda held: held | {person}, "team.member_added", person
+            principal, team_id, lambda held: held | {person}, AuditAction.TEAM_MEMBER_ADDED, person
         )
 
     def remove_member(self, principal: Principal, team_id: str, user: str) -> Team:
@@ -220,14 +225,16 @@ class Teams:
                 raise NotFound("member of team", person)
             return held - {person}
 
-        return self._change_members(principal, team_id, without, "team.member_removed", person)
+        return self._change_members(
+            principal, team_id, without, AuditAction.TEAM_MEMBER_REMOVED, person
+        )
 
     def _change_members(
         self,
         principal: Principal,
         team_id: str,
         change: Callable[[frozenset[str]], frozenset[str]],
-        event_type: str,
+        event_type: AuditAction,
         person: str,
     ) -> Team:
         principal.require(Permission.TEAMS_MANAGE)
@@ -256,7 +263,13 @@ class Teams:
         if not isinstance(name, str) or not 1 <= len(name) <= 100:
             raise InvalidInput("a token's name is 1-100 characters", "/name")
         return self._identity().issue_token(
-            team.organization_id, name, (), created_by=principal.ref, team_id=team.id
+            team.organization_id,
+            name,
+            (),
+            created_by=principal.ref,
+            team_id=team.id,
+            recorded_for=principal,
+            recorded_as=AuditAction.TEAM_TOKEN_CREATED,
         )
 
     # -- workspace access -------------------------------------------------------------------
@@ -292,7 +305,7 @@ class Teams:
         self._store.set_access(
             workspace.organization_id,
             access,
-            self._event(principal, team, "team.access_set", details),
+            self._event(principal, team, AuditAction.TEAM_ACCESS_SET, details),
         )
         return access
 
@@ -304,7 +317,9 @@ class Teams:
             workspace.organization_id,
             team.id,
             workspace.id,
-            self._event(principal, team, "team.access_removed", {"workspace_id": workspace.id}),
+            self._event(
+                principal, team, AuditAction.TEAM_ACCESS_REMOVED, {"workspace_id": workspace.id}
+            ),
         )
 
     def forget_workspace(self, workspace: Workspace, actor: str) -> None:
@@ -312,16 +327,18 @@ class Teams:
         self._store.forget_workspace(workspace.organization_id, workspace.id)
 
     def _event(
-        self, principal: Principal, team: Team, type_: str, details: dict[str, str]
-    ) -> AuditEvent:
-        return AuditEvent(
-            id=self._ids.new(IdKind.AUDIT_EVENT),
-            organization_id=team.organization_id,
-            subject_id=team.id,
-            type=type_,
-            actor=principal.ref,
+        self, principal: Principal, team: Team, action: AuditAction, details: dict[str, str]
+    ) -> AuditRecord:
+        """The security record of a change to ``team`` (its organization is the team's,
+        which is always the caller's)."""
+        return AuditRecord.of(
+            principal,
+            action,
+            "team",
+            team.id,
             at=self._clock.now(),
-            details={"team_id": team.id, "team": team.name, **details},
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            details={"team": team.name, **details},
         )
 
 

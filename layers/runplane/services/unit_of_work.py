@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import ArtifactRecord
+from runplane.domain.audit import AuditRecord
 from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord
 from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP as KEEP
@@ -274,7 +275,10 @@ class ArtifactIntents(Protocol):
 
 
 class AuditIntents(Protocol):
-    """Organization audit events: ``record`` intends one, written once at commit."""
+    """Organization audit events: ``record`` intends one, written once at commit;
+    ``security`` intends a security trail record (``domain.audit``), the same way."""
+
+    def security(self, record: AuditRecord) -> None: ...
 
     def record(
         self,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import seal
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import NotFound, VariableSetLimit
@@ -136,7 +137,11 @@ class VariableSets:
             updated_at=now,
             updated_by=principal.ref,
         )
-        self._store.create(created, event_id=self._ids.new(IdKind.AUDIT_EVENT))
+        self._store.create(
+            created,
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(principal, created.id, {"change": "created", "name": name}),
+        )
         return created
 
     def update(
@@ -166,7 +171,12 @@ class VariableSets:
             updated_at=self._clock.now(),
             updated_by=principal.ref,
         )
-        self._store.update(current, updated, event_id=self._ids.new(IdKind.AUDIT_EVENT))
+        self._store.update(
+            current,
+            updated,
+            event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(principal, current.id, {"change": "updated", "name": updated.name}),
+        )
         return updated
 
     def delete(self, principal: Principal, set_id: str) -> None:
@@ -179,6 +189,12 @@ class VariableSets:
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal,
+                current.id,
+                {"name": current.name},
+                action=AuditAction.VARIABLE_SET_DELETED,
+            ),
         )
 
     # -- its variables ----------------------------------------------------------------------
@@ -223,6 +239,11 @@ class VariableSets:
             sealed=sealed.ciphertext if sealed else None,
             previous=previous,
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal,
+                current.id,
+                {"change": "variable_written", "key": name, "category": category.value},
+            ),
         )
         return variable, previous is None
 
@@ -240,6 +261,11 @@ class VariableSets:
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal,
+                current.id,
+                {"change": "variable_deleted", "key": name, "category": category.value},
+            ),
         )
 
     # -- where it applies -----------------------------------------------------------------
@@ -265,6 +291,9 @@ class VariableSets:
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal, current.id, {"change": "applied", "workspace_id": workspace.id}
+            ),
         )
         return self._store.get(principal.organization_id, current.id)
 
@@ -283,8 +312,30 @@ class VariableSets:
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal, current.id, {"change": "unapplied", "workspace_id": workspace.id}
+            ),
         )
         return self._store.get(principal.organization_id, current.id)
+
+    def _record(
+        self,
+        principal: Principal,
+        set_id: str,
+        details: dict[str, str],
+        *,
+        action: AuditAction = AuditAction.VARIABLE_SET_CHANGED,
+    ) -> AuditRecord:
+        # Names, keys and categories only: never a value.
+        return AuditRecord.of(
+            principal,
+            action,
+            "variable_set",
+            set_id,
+            at=self._clock.now(),
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            details=details,
+        )
 
     def _workspace(self, principal: Principal, workspace_id: str) -> Workspace:
         workspace = self._workspaces.by_id(principal, workspace_id)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from runplane.adapters.keys import DataKeys
 from runplane.adapters.sealed import Sealed, seal, unseal
+from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
 from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, NotFound
@@ -152,6 +153,7 @@ class WorkspaceVariables:
             sealed=ciphertext,
             previous=previous,
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(principal, AuditAction.VARIABLE_SET, workspace.id, variable),
         )
         return variable, previous is None
 
@@ -174,6 +176,31 @@ class WorkspaceVariables:
             actor=principal.ref,
             now=self._clock.now(),
             event_id=self._ids.new(IdKind.AUDIT_EVENT),
+            audit=self._record(
+                principal, AuditAction.VARIABLE_DELETED, workspace.id, previous.variable
+            ),
+        )
+
+    def _record(
+        self,
+        principal: Principal,
+        action: AuditAction,
+        workspace_id: str,
+        variable: WorkspaceVariable,
+    ) -> AuditRecord:
+        # The key and category, never the value (sensitive or not).
+        return AuditRecord.of(
+            principal,
+            action,
+            "workspace",
+            workspace_id,
+            at=self._clock.now(),
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            details={
+                "key": variable.name,
+                "category": variable.category.value,
+                "sensitive": str(variable.sensitive).lower(),
+            },
         )
 
     def snapshot(self, workspace: Workspace) -> dict[str, str]:

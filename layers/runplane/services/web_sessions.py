@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
+from runplane.domain.audit import AuditOutcome, sign_in_record
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import LoginLinkRefused
@@ -20,6 +22,9 @@ from runplane.domain.web_session import (
 )
 from runplane.services.repositories.access import WebSessionStore
 
+if TYPE_CHECKING:
+    from runplane.services.repositories.audit import SecurityTrailStore
+
 
 @dataclass(frozen=True)
 class SignedIn:
@@ -28,10 +33,18 @@ class SignedIn:
 
 
 class WebSessions:
-    def __init__(self, clock: Clock, ids: IdGenerator, store: WebSessionStore) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        ids: IdGenerator,
+        store: WebSessionStore,
+        trail: SecurityTrailStore | None = None,
+    ) -> None:
         self._clock = clock
         self._ids = ids
         self._store = store
+        # Where a refused sign-in of a known organization is recorded.
+        self._trail = trail
 
     def issue_login_code(
         self,
@@ -48,12 +61,16 @@ class WebSessions:
         self._store.put_login_code(handle_hash(code), grant, created_by)
         return code
 
-    def sign_in(self, code: str) -> SignedIn:
+    def sign_in(self, code: str, source_address: str | None = None) -> SignedIn:
         """Consume ``code`` (once, before it expires) and open a session."""
         now = self._clock.now()
         code_hash = handle_hash(code)
         grant = self._store.login_code(code_hash)
-        if grant is None or grant.valid_until <= now:
+        if grant is None:
+            raise LoginLinkRefused()
+        if grant.valid_until <= now:
+            # An expired code still names its organization: the refusal is recorded.
+            self.refused(grant.organization_id, grant.name, "login_link", "expired", source_address)
             raise LoginLinkRefused()
         secret = new_secret()
         session = WebSession(
@@ -66,7 +83,16 @@ class WebSessions:
                 now + SESSION_LIFETIME,
             ),
         )
-        self._store.redeem(code_hash, handle_hash(secret), session)
+        record = sign_in_record(
+            self._ids.new(IdKind.AUDIT_EVENT),
+            grant.organization_id,
+            grant.name,
+            "login_link",
+            now,
+            source_address,
+            session_id=session.id,
+        )
+        self._store.redeem(code_hash, handle_hash(secret), session, record)
         return SignedIn(secret, session.grant.valid_until)
 
     def open(
@@ -77,6 +103,7 @@ class WebSessions:
         *,
         auth_time: datetime,
         groups: Iterable[str] = (),
+        source_address: str | None = None,
     ) -> SignedIn:
         """A session for someone the identity provider authenticated at ``auth_time``
         (hosted-UI sign-in); step-up rules read that time, not the session's start."""
@@ -94,8 +121,42 @@ class WebSessions:
                 groups=tuple(groups),
             ),
         )
-        self._store.put_session(handle_hash(secret), session)
+        record = sign_in_record(
+            self._ids.new(IdKind.AUDIT_EVENT),
+            organization_id,
+            name,
+            "hosted_ui",
+            now,
+            source_address,
+            session_id=session.id,
+        )
+        self._store.put_session(handle_hash(secret), session, record)
         return SignedIn(secret, session.grant.valid_until)
+
+    def refused(
+        self,
+        organization_id: str,
+        name: str,
+        method: str,
+        reason: str,
+        source_address: str | None,
+    ) -> None:
+        """Record a sign-in refused for a person of a known organization."""
+        if self._trail is None:
+            return
+        self._trail.append(
+            sign_in_record(
+                self._ids.new(IdKind.AUDIT_EVENT),
+                organization_id,
+                name,
+                method,
+                self._clock.now(),
+                source_address,
+                session_id="",
+                outcome=AuditOutcome.REFUSED,
+                reason=reason,
+            )
+        )
 
     def authenticate(self, secret: str | None) -> Principal:
         if not secret:

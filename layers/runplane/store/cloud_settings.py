@@ -16,6 +16,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.cloud_settings import (
     CloudSettings,
     SealedExternalId,
@@ -27,6 +28,7 @@ from runplane.store import audit
 from runplane.store.models import TableItem, cloud_settings_key
 from runplane.store.prefetch import IdentityMap
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Item, Transaction
 
 
@@ -149,6 +151,15 @@ class DynamoCloudSettingsStore:
         return get(workspace_id, reads=self._scope.reads())
 
     def put(
-        self, stored: StoredCloudSettings, *, org_id: str, previous_version: int, event: AuditEvent
+        self,
+        stored: StoredCloudSettings,
+        *,
+        org_id: str,
+        previous_version: int,
+        event: AuditEvent,
+        audit: AuditRecord | None = None,
     ) -> None:
-        put(stored, org_id=org_id, previous_version=previous_version, event=event).commit()
+        write = put(stored, org_id=org_id, previous_version=previous_version, event=event)
+        if audit is not None:
+            write.extend([security_record(audit)])
+        write.commit()

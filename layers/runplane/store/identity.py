@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import NotFound
 from runplane.domain.identity import ApiTokenRecord, Permission
 from runplane.store.models import ApiTokenItem, api_token_key
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Transaction
 
 
@@ -63,14 +65,19 @@ def list_tokens(org_id: str) -> list[ApiTokenRecord]:
     return [_record(item) for item in ApiTokenItem.gsi1.query(tokens_partition(org_id))]
 
 
-def revoke_token(org_id: str, token_id: str, now: datetime) -> None:
+def revoke_token(
+    org_id: str, token_id: str, now: datetime, record: AuditRecord | None = None
+) -> None:
     for item in ApiTokenItem.gsi1.query(tokens_partition(org_id), ApiTokenItem.gsi1sk == token_id):
-        Transaction().update(
+        revoke = Transaction().update(
             ApiTokenItem(item.pk, item.sk),
             [ApiTokenItem.revoked_at.set(now)],
             condition=ApiTokenItem.org_id == org_id,
             on_refused=lambda current: NotFound("token", token_id),
-        ).commit()
+        )
+        if record is not None:
+            revoke.extend([security_record(record)])
+        revoke.commit()
         return
     raise NotFound("token", token_id)
 
@@ -78,11 +85,18 @@ def revoke_token(org_id: str, token_id: str, now: datetime) -> None:
 class DynamoApiTokens:
     """``ApiTokenStore`` on the table."""
 
-    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None:
-        put_token(token_hash, record).commit()
+    def put_token(
+        self, token_hash: str, record: ApiTokenRecord, audit: AuditRecord | None = None
+    ) -> None:
+        put = put_token(token_hash, record)
+        if audit is not None:
+            put.extend([security_record(audit)])
+        put.commit()
 
     def token(self, token_hash: str) -> ApiTokenRecord | None:
         return get_token(token_hash)
 
-    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None:
-        revoke_token(org_id, token_id, now)
+    def revoke_token(
+        self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None
+    ) -> None:
+        revoke_token(org_id, token_id, now, audit)

@@ -259,6 +259,38 @@ class AuditEventItem(TableItem):
     details: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
 
 
+def security_record_key(org_id: str, at_and_id: str) -> tuple[str, str]:
+    """A security audit record: its organization's trail, in time order."""
+    return f"AUDITLOG#{org_id}", at_and_id
+
+
+class SecurityRecordItem(TableItem):
+    """One record of the security audit trail (``domain.audit.AuditRecord``): put once,
+    never updated. GSI1 holds every organization's records of one day, for the export."""
+
+    gsi1: Gsi1[SecurityRecordItem] = Gsi1()
+    gsi1pk = UnicodeAttribute(attr_name=GSI1.partition_key)
+    gsi1sk = UnicodeAttribute(attr_name=GSI1.sort_key)
+    record_id = UnicodeAttribute()
+    org_id = UnicodeAttribute()
+    at = UTCDateTimeAttribute()
+    action = UnicodeAttribute()
+    actor = UnicodeAttribute()
+    actor_display = UnicodeAttribute()
+    source_address = UnicodeAttribute(null=True)
+    object_kind = UnicodeAttribute()
+    object_id = UnicodeAttribute()
+    outcome = UnicodeAttribute()
+    details: MapAttribute[str, Any] = MapAttribute(default=dict)  # type: ignore[no-untyped-call]
+
+
+class AuditExportWatermarkItem(TableItem):
+    """How far the audit export has written: the GSI1 sort key of the last exported
+    record, advanced only from the value an exporter read (a conditional write)."""
+
+    exported_through = UnicodeAttribute()
+
+
 def artifact_key(artifact_id: str) -> tuple[str, str]:
     return f"ART#{artifact_id}", "ART"
 

@@ -25,7 +25,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
 )
 
-from runplane.domain.entities import AuditEvent
+from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.teams import (
     MAX_TEAMS_PER_ORGANIZATION,
@@ -35,8 +35,8 @@ from runplane.domain.teams import (
     TeamAccess,
     TeamNameTaken,
 )
-from runplane.store import audit
 from runplane.store.models import NameClaimItem, TableItem
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Item, Transaction
 
 TEAM_PREFIX = "TEAM#"
@@ -192,7 +192,7 @@ def _gone_or_stale(team: Team, current: Item | None) -> Exception:
     return NotFound("team", team.id) if current is None else _stale(team)
 
 
-def create(team: Team, event: AuditEvent) -> Transaction:
+def create(team: Team, event: AuditRecord) -> Transaction:
     org = team.organization_id
     tally = TeamTallyItem(*tally_key(org))
 
@@ -215,11 +215,11 @@ def create(team: Team, event: AuditEvent) -> Transaction:
             | (TeamTallyItem.teams < MAX_TEAMS_PER_ORGANIZATION),
             on_refused=too_many,
         )
-        .extend([audit.recorded(event)])
+        .extend([security_record(event)])
     )
 
 
-def update(current: Team, updated: Team, event: AuditEvent) -> Transaction:
+def update(current: Team, updated: Team, event: AuditRecord) -> Transaction:
     """``updated`` (its version one past ``current``'s) in place of ``current``, if the
     team is still at that version; a new name claims it and frees the old one."""
     org = current.organization_id
@@ -233,10 +233,10 @@ def update(current: Team, updated: Team, event: AuditEvent) -> Transaction:
             NameClaimItem(*name_key(org, updated.name), owner_id=current.id),
             on_refused=lambda held: TeamNameTaken(updated.name),
         ).delete(NameClaimItem(*name_key(org, current.name)))
-    return write.extend([audit.recorded(event)])
+    return write.extend([security_record(event)])
 
 
-def delete(current: Team, event: AuditEvent) -> Transaction:
+def delete(current: Team, event: AuditRecord) -> Transaction:
     org = current.organization_id
     return (
         Transaction()
@@ -247,11 +247,11 @@ def delete(current: Team, event: AuditEvent) -> Transaction:
         )
         .delete(NameClaimItem(*name_key(org, current.name)))
         .update(TeamTallyItem(*tally_key(org)), [TeamTallyItem.teams.add(-1)])
-        .extend([audit.recorded(event)])
+        .extend([security_record(event)])
     )
 
 
-def set_access(org_id: str, access: TeamAccess, event: AuditEvent) -> Transaction:
+def set_access(org_id: str, access: TeamAccess, event: AuditRecord) -> Transaction:
     """The team's access to the workspace, replacing what it had, while the team exists."""
     return (
         Transaction()
@@ -262,11 +262,11 @@ def set_access(org_id: str, access: TeamAccess, event: AuditEvent) -> Transactio
             on_refused=lambda held: NotFound("team", access.team_id),
         )
         .put(_access_item(org_id, access))
-        .extend([audit.recorded(event)])
+        .extend([security_record(event)])
     )
 
 
-def remove_access(org_id: str, team_id: str, workspace_id: str, event: AuditEvent) -> Transaction:
+def remove_access(org_id: str, team_id: str, workspace_id: str, event: AuditRecord) -> Transaction:
     return (
         Transaction()
         .delete(
@@ -274,7 +274,7 @@ def remove_access(org_id: str, team_id: str, workspace_id: str, event: AuditEven
             condition=TeamAccessItem.pk.exists(),
             on_refused=lambda held: NotFound("team access to workspace", workspace_id),
         )
-        .extend([audit.recorded(event)])
+        .extend([security_record(event)])
     )
 
 
@@ -305,21 +305,21 @@ class DynamoTeams:
     def access_to(self, org_id: str, team_ids: list[str], workspace_id: str) -> list[TeamAccess]:
         return access_to(org_id, team_ids, workspace_id)
 
-    def create(self, team: Team, event: AuditEvent) -> None:
+    def create(self, team: Team, event: AuditRecord) -> None:
         create(team, event).commit()
 
-    def update(self, current: Team, updated: Team, event: AuditEvent) -> None:
+    def update(self, current: Team, updated: Team, event: AuditRecord) -> None:
         update(current, updated, event).commit()
 
-    def delete(self, current: Team, event: AuditEvent) -> None:
+    def delete(self, current: Team, event: AuditRecord) -> None:
         delete(current, event).commit()
         forget_access(current.organization_id, current.id)
 
-    def set_access(self, org_id: str, access: TeamAccess, event: AuditEvent) -> None:
+    def set_access(self, org_id: str, access: TeamAccess, event: AuditRecord) -> None:
         set_access(org_id, access, event).commit()
 
     def remove_access(
-        self, org_id: str, team_id: str, workspace_id: str, event: AuditEvent
+        self, org_id: str, team_id: str, workspace_id: str, event: AuditRecord
     ) -> None:
         remove_access(org_id, team_id, workspace_id, event).commit()
 

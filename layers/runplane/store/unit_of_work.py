@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from runplane.domain import transitions
 from runplane.domain.artifacts import ArtifactRecord
+from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import ApplyLock, Run, Waiter, Workspace
 from runplane.domain.intents import KEEP, Keep, MovedRun, Refused
 from runplane.domain.parts import AttemptState, RunPart
@@ -56,6 +57,7 @@ from runplane.store.models import workspace_key
 from runplane.store.prefetch import IdentityMap
 from runplane.store.request_reads import REQUEST
 from runplane.store.runs import RunRepository, expect_status
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Item, OnRefused, Transaction
 
 
@@ -274,6 +276,9 @@ class DynamoArtifacts:
 class DynamoAudit:
     def __init__(self, writes: list[Transaction]) -> None:
         self._writes = writes
+
+    def security(self, record: AuditRecord) -> None:
+        self._writes.append(security_record(record))
 
     def record(
         self,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.variable_sets import VariableSet, WorkspaceSets
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import variable_sets as store
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
+from runplane.store.transaction import Transaction
 
 
 class DynamoVariableSetStore:
@@ -24,14 +27,33 @@ class DynamoVariableSetStore:
     def find_id(self, org_id: str, name: str) -> str | None:
         return store.find_id(org_id, name)
 
-    def create(self, variable_set: VariableSet, *, event_id: str) -> None:
-        store.create(variable_set, event_id=event_id).commit()
+    def create(
+        self, variable_set: VariableSet, *, event_id: str, audit: AuditRecord | None = None
+    ) -> None:
+        store.create(variable_set, event_id=event_id).extend(_recorded(audit)).commit()
 
-    def update(self, current: VariableSet, updated: VariableSet, *, event_id: str) -> None:
-        store.update(current, updated, event_id=event_id).commit()
+    def update(
+        self,
+        current: VariableSet,
+        updated: VariableSet,
+        *,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None:
+        store.update(current, updated, event_id=event_id).extend(_recorded(audit)).commit()
 
-    def delete(self, current: VariableSet, *, actor: str, now: datetime, event_id: str) -> None:
-        store.delete(current, actor=actor, now=now, event_id=event_id).commit()
+    def delete(
+        self,
+        current: VariableSet,
+        *,
+        actor: str,
+        now: datetime,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None:
+        store.delete(current, actor=actor, now=now, event_id=event_id).extend(
+            _recorded(audit)
+        ).commit()
         # Once the head is gone no read reaches them and no put can add one.
         store.delete_variables(current.id)
 
@@ -47,8 +69,11 @@ class DynamoVariableSetStore:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
-        store.apply(current, applied, keep, actor=actor, now=now, event_id=event_id).commit()
+        store.apply(current, applied, keep, actor=actor, now=now, event_id=event_id).extend(
+            _recorded(audit)
+        ).commit()
 
     def unapply(
         self,
@@ -59,8 +84,11 @@ class DynamoVariableSetStore:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
-        store.unapply(current, applied, keep, actor=actor, now=now, event_id=event_id).commit()
+        store.unapply(current, applied, keep, actor=actor, now=now, event_id=event_id).extend(
+            _recorded(audit)
+        ).commit()
 
     def variables(self, set_id: str) -> list[StoredVariable]:
         return store.variables(set_id)
@@ -80,6 +108,7 @@ class DynamoVariableSetStore:
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         store.put_variable(
             current,
@@ -89,7 +118,7 @@ class DynamoVariableSetStore:
             sealed=sealed,
             previous=previous,
             event_id=event_id,
-        ).commit()
+        ).extend(_recorded(audit)).commit()
 
     def delete_variable(
         self,
@@ -99,7 +128,12 @@ class DynamoVariableSetStore:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
         store.delete_variable(
             current, previous=previous, actor=actor, now=now, event_id=event_id
-        ).commit()
+        ).extend(_recorded(audit)).commit()
+
+
+def _recorded(audit: AuditRecord | None) -> list[Transaction]:
+    return [] if audit is None else [security_record(audit)]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 from runplane.store import workspace_variables as store
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
 
 
 class DynamoVariableStore:
@@ -36,8 +38,9 @@ class DynamoVariableStore:
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
-        store.put(
+        write = store.put(
             org_id=org_id,
             workspace_id=workspace_id,
             variable=variable,
@@ -46,7 +49,10 @@ class DynamoVariableStore:
             sealed=sealed,
             previous=previous,
             event_id=event_id,
-        ).commit()
+        )
+        if audit is not None:
+            write.extend([security_record(audit)])
+        write.commit()
 
     def delete(
         self,
@@ -57,12 +63,16 @@ class DynamoVariableStore:
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None:
-        store.delete(
+        write = store.delete(
             org_id=org_id,
             workspace_id=workspace_id,
             previous=previous,
             actor=actor,
             now=now,
             event_id=event_id,
-        ).commit()
+        )
+        if audit is not None:
+            write.extend([security_record(audit)])
+        write.commit()

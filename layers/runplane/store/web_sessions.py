@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pynamodb.attributes import ListAttribute, UnicodeAttribute, UTCDateTimeAttribute
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import LoginLinkRefused
 from runplane.domain.identity import Permission
 from runplane.domain.web_session import Grant, WebSession
 from runplane.store.models import TableItem
+from runplane.store.security_records import security_record
 from runplane.store.transaction import Transaction
 
 
@@ -142,14 +144,26 @@ class DynamoWebSessions:
     def login_code(self, code_hash: str) -> Grant | None:
         return get_login_code(code_hash)
 
-    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None:
-        redeem(code_hash, secret_hash, session).commit()
+    def redeem(
+        self,
+        code_hash: str,
+        secret_hash: str,
+        session: WebSession,
+        audit: AuditRecord | None = None,
+    ) -> None:
+        redeem(code_hash, secret_hash, session).extend(_recorded(audit)).commit()
 
-    def put_session(self, secret_hash: str, session: WebSession) -> None:
-        put_session(secret_hash, session).commit()
+    def put_session(
+        self, secret_hash: str, session: WebSession, audit: AuditRecord | None = None
+    ) -> None:
+        put_session(secret_hash, session).extend(_recorded(audit)).commit()
 
     def session(self, secret_hash: str) -> WebSession | None:
         return get_session(secret_hash)
 
     def delete_session(self, secret_hash: str) -> None:
         delete_session(secret_hash)
+
+
+def _recorded(audit: AuditRecord | None) -> list[Transaction]:
+    return [] if audit is None else [security_record(audit)]

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from runplane.domain.artifacts import Artifact, ArtifactRecord
+from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import AuditEvent, Organization, Run, RunStage, Workspace
 from runplane.domain.identity import Principal
 from runplane.domain.notifications import Delivery, Destination, SlotLease
@@ -141,6 +142,7 @@ class VariableStore(Protocol):
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
     def delete(
@@ -152,6 +154,7 @@ class VariableStore(Protocol):
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
 

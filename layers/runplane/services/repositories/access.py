@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.capabilities import Binding, CapabilityKind, CapabilityRecord, RunnerSession
-from runplane.domain.entities import AuditEvent
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.identity import ApiTokenRecord
 from runplane.domain.read_ahead import Read, ReadAhead
@@ -36,13 +36,19 @@ class ApiTokenStore(Protocol):
     - ``revoke_token`` marks the organization's token revoked; a token ID unknown to the
       organization (another organization's included) raises ``NotFound`` and writes
       nothing.
+    - ``audit``, when given, is the security record written with the change (in the same
+      transaction: a refused change writes neither).
     """
 
-    def put_token(self, token_hash: str, record: ApiTokenRecord) -> None: ...
+    def put_token(
+        self, token_hash: str, record: ApiTokenRecord, audit: AuditRecord | None = None
+    ) -> None: ...
 
     def token(self, token_hash: str) -> ApiTokenRecord | None: ...
 
-    def revoke_token(self, org_id: str, token_id: str, now: datetime) -> None: ...
+    def revoke_token(
+        self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None
+    ) -> None: ...
 
 
 class RunnerSessionStore(Protocol):
@@ -110,9 +116,17 @@ class WebSessionStore(Protocol):
 
     def login_code(self, code_hash: str) -> Grant | None: ...
 
-    def redeem(self, code_hash: str, secret_hash: str, session: WebSession) -> None: ...
+    def redeem(
+        self,
+        code_hash: str,
+        secret_hash: str,
+        session: WebSession,
+        audit: AuditRecord | None = None,
+    ) -> None: ...
 
-    def put_session(self, secret_hash: str, session: WebSession) -> None: ...
+    def put_session(
+        self, secret_hash: str, session: WebSession, audit: AuditRecord | None = None
+    ) -> None: ...
 
     def session(self, secret_hash: str) -> WebSession | None: ...
 
@@ -250,16 +264,16 @@ class TeamStore(Protocol):
         self, org_id: str, team_ids: list[str], workspace_id: str
     ) -> list[TeamAccess]: ...
 
-    def create(self, team: Team, event: AuditEvent) -> None: ...
+    def create(self, team: Team, event: AuditRecord) -> None: ...
 
-    def update(self, current: Team, updated: Team, event: AuditEvent) -> None: ...
+    def update(self, current: Team, updated: Team, event: AuditRecord) -> None: ...
 
-    def delete(self, current: Team, event: AuditEvent) -> None: ...
+    def delete(self, current: Team, event: AuditRecord) -> None: ...
 
-    def set_access(self, org_id: str, access: TeamAccess, event: AuditEvent) -> None: ...
+    def set_access(self, org_id: str, access: TeamAccess, event: AuditRecord) -> None: ...
 
     def remove_access(
-        self, org_id: str, team_id: str, workspace_id: str, event: AuditEvent
+        self, org_id: str, team_id: str, workspace_id: str, event: AuditRecord
     ) -> None: ...
 
     def forget_workspace(self, org_id: str, workspace_id: str) -> None: ...

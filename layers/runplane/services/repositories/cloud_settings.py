@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.cloud_settings import StoredCloudSettings
 from runplane.domain.entities import AuditEvent
 
@@ -29,4 +30,5 @@ class CloudSettingsStore(Protocol):
         org_id: str,
         previous_version: int,
         event: AuditEvent,
+        audit: AuditRecord | None = None,
     ) -> None: ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.variable_sets import VariableSet, WorkspaceSets
 from runplane.domain.variables import StoredVariable, VariableCategory, WorkspaceVariable
 
@@ -53,11 +54,28 @@ class VariableSetStore(Protocol):
 
     def find_id(self, org_id: str, name: str) -> str | None: ...
 
-    def create(self, variable_set: VariableSet, *, event_id: str) -> None: ...
+    def create(
+        self, variable_set: VariableSet, *, event_id: str, audit: AuditRecord | None = None
+    ) -> None: ...
 
-    def update(self, current: VariableSet, updated: VariableSet, *, event_id: str) -> None: ...
+    def update(
+        self,
+        current: VariableSet,
+        updated: VariableSet,
+        *,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None: ...
 
-    def delete(self, current: VariableSet, *, actor: str, now: datetime, event_id: str) -> None: ...
+    def delete(
+        self,
+        current: VariableSet,
+        *,
+        actor: str,
+        now: datetime,
+        event_id: str,
+        audit: AuditRecord | None = None,
+    ) -> None: ...
 
     def workspace_sets(self, org_id: str, workspace_id: str) -> WorkspaceSets: ...
 
@@ -70,6 +88,7 @@ class VariableSetStore(Protocol):
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
     def unapply(
@@ -81,6 +100,7 @@ class VariableSetStore(Protocol):
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
     def variables(self, set_id: str) -> list[StoredVariable]: ...
@@ -99,6 +119,7 @@ class VariableSetStore(Protocol):
         sealed: bytes | None,
         previous: StoredVariable | None,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
     def delete_variable(
@@ -109,4 +130,5 @@ class VariableSetStore(Protocol):
         actor: str,
         now: datetime,
         event_id: str,
+        audit: AuditRecord | None = None,
     ) -> None: ...
