@@ -56,8 +56,10 @@ class Settings(BaseModel):
     # bound to one organization, with its group -> role map, as JSON
     # ({"<provider>": {"organization": "<id>", "roles": {"<group>": "<role>"}}}).
     sso_providers: str | None = None
-    # CLI sign-in (runplane login): the public app client and the loopback ports its
-    # callback URLs name (http://127.0.0.1:<port>/callback), comma-separated.
+    # CLI sign-in (runplane login): the hosted UI, the public app client and the
+    # loopback ports its callback URLs name (http://127.0.0.1:<port>/callback),
+    # comma-separated. GET /api/v1/sign-in/config tells the CLI these.
+    cli_sign_in_domain: str | None = None
     cli_sign_in_client_id: str | None = None
     cli_sign_in_ports: str | None = None
     # Orchestration.
@@ -204,8 +206,13 @@ class Settings(BaseModel):
             raise ValueError(f"sso_providers or cli_sign_in_ports: {error}") from None
         if not all(1024 <= p <= 65535 for p in ports):
             raise ValueError("cli_sign_in_ports are ports from 1024 to 65535")
-        if self.cli_sign_in_client_id and not (self.sign_in_domain and ports):
-            raise ValueError("CLI sign-in needs sign_in_domain and cli_sign_in_ports")
+        cli = (self.cli_sign_in_domain, self.cli_sign_in_client_id, ports)
+        if any(cli) and not all(cli):
+            raise ValueError(
+                "cli_sign_in_domain, cli_sign_in_client_id and cli_sign_in_ports go together"
+            )
+        if self.cli_sign_in_domain and not _secure_url(self.cli_sign_in_domain):
+            raise ValueError("cli_sign_in_domain must be an https URL (http only on loopback)")
         return self
 
     @property
