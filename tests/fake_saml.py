@@ -135,7 +135,7 @@ class FakeSamlProvider:
         """A base64 SAMLResponse for ``subject`` answering ``request_id``."""
         import base64
 
-        from signxml import XMLSigner
+        from signxml.signer import XMLSigner
 
         user = self.users[subject]
         now = datetime.now(UTC)

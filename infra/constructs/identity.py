@@ -74,7 +74,7 @@ class Identity(Construct):
         self.dashboard_client: cognito.UserPoolClient | None = None
         self.hosted_ui: cognito.UserPoolDomain | None = None
         self.client_secret: secretsmanager.Secret | None = None
-        self.providers: list[cognito.UserPoolIdentityProviderBase] = []
+        self.providers: list[cognito.IUserPoolIdentityProvider] = []
         if not config.uses_cognito:
             assert config.jwt_issuer
             assert config.jwt_audience
@@ -148,7 +148,9 @@ class Identity(Construct):
             supported_identity_providers=self._supported_providers(),
             prevent_user_existence_errors=True,
             enable_token_revocation=True,
-            **self._token_validity(),
+            id_token_validity=TOKEN_VALIDITY,
+            access_token_validity=TOKEN_VALIDITY,
+            refresh_token_validity=self._refresh_validity,
             read_attributes=self._readable(),
             write_attributes=self._writable(),
         )
@@ -194,7 +196,9 @@ class Identity(Construct):
             supported_identity_providers=self._supported_providers(),
             prevent_user_existence_errors=True,
             enable_token_revocation=True,
-            **self._token_validity(),
+            id_token_validity=TOKEN_VALIDITY,
+            access_token_validity=TOKEN_VALIDITY,
+            refresh_token_validity=self._refresh_validity,
             read_attributes=self._readable(),
             write_attributes=self._writable(),
         )
@@ -292,7 +296,7 @@ class Identity(Construct):
 
     def _federated(
         self, pool: cognito.UserPool, provider: IdentityProvider
-    ) -> cognito.UserPoolIdentityProviderBase:
+    ) -> cognito.IUserPoolIdentityProvider:
         profile = {
             PROFILE_ATTRIBUTES[key]: cognito.ProviderAttribute.other(name)
             for key, name in provider.attributes.items()
@@ -348,13 +352,10 @@ class Identity(Construct):
         for provider in self.providers:
             client.node.add_dependency(provider)
 
-    def _token_validity(self) -> dict[str, Duration]:
-        """ID and access tokens live an hour; refresh tokens as configured."""
-        return {
-            "id_token_validity": TOKEN_VALIDITY,
-            "access_token_validity": TOKEN_VALIDITY,
-            "refresh_token_validity": Duration.minutes(self.config.sign_in_refresh_minutes),
-        }
+    @property
+    def _refresh_validity(self) -> Duration:
+        """ID and access tokens live an hour (TOKEN_VALIDITY); refresh tokens as configured."""
+        return Duration.minutes(self.config.sign_in_refresh_minutes)
 
     @staticmethod
     def _readable() -> cognito.ClientAttributes:

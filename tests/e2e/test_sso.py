@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 import requests
@@ -297,7 +298,7 @@ def test_a_replayed_saml_response_signs_nobody_in(sso: Sso) -> None:
         sso.broker.acs_url,
         data={
             "SAMLResponse": captured["SAMLResponse"],
-            "RelayState": requests.utils.unquote(relay[1]),
+            "RelayState": unquote(relay[1]),
         },
         timeout=30,
     )

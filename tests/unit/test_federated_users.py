@@ -26,6 +26,9 @@ FEDERATION = federation_from_json(
 
 
 def claims(subject: str, groups: tuple[str, ...] = (), **extra: Any) -> Any:
+    """A verified token of ``subject``; ``extra`` claims by keyword (``custom__x`` is
+    ``custom:x``)."""
+    extra = {k.replace("__", ":"): v for k, v in extra.items()}
     token = ISSUER.issue(subject=subject, now=NOW, groups=groups, extra=extra)
     return ISSUER.verifier().verify(token, NOW)
 
@@ -39,7 +42,8 @@ def test_a_federated_person_belongs_to_the_providers_organization_whatever_attri
     verified = claims(
         "Okta_u1",
         identities=identities("Okta"),
-        **{"custom:organization": "org-b", "custom:groups": '["platform-admins","dev"]'},
+        custom__organization="org-b",
+        custom__groups='["platform-admins","dev"]',
     )
     # When it is mapped
     principal = user_principal(verified, FEDERATION)
@@ -52,7 +56,7 @@ def test_a_federated_person_belongs_to_the_providers_organization_whatever_attri
 
 def test_an_idp_group_named_like_a_role_grants_nothing_unmapped() -> None:
     verified = claims(
-        "Corp SAML_u2", identities=identities("Corp SAML"), **{"custom:groups": "[admin, ops]"}
+        "Corp SAML_u2", identities=identities("Corp SAML"), custom__groups="[admin, ops]"
     )
     principal = user_principal(verified, FEDERATION)
     assert principal.organization_id == "org-b"
@@ -62,24 +66,20 @@ def test_an_idp_group_named_like_a_role_grants_nothing_unmapped() -> None:
 
 
 def test_cognito_groups_and_idp_groups_are_both_kept() -> None:
-    verified = claims(
-        "Okta_u3", ("reader",), identities=identities("Okta"), **{"custom:groups": "dev"}
-    )
+    verified = claims("Okta_u3", ("reader",), identities=identities("Okta"), custom__groups="dev")
     principal = user_principal(verified, FEDERATION)
     assert principal.groups == ("reader", "dev")
     assert principal.permissions == ROLES["reader"]
 
 
 def test_a_provider_the_deployment_did_not_bind_signs_nobody_in() -> None:
-    verified = claims(
-        "Rogue_u4", identities=identities("Rogue"), **{"custom:organization": "org-a"}
-    )
+    verified = claims("Rogue_u4", identities=identities("Rogue"), custom__organization="org-a")
     with pytest.raises(Unauthenticated):
         user_principal(verified, FEDERATION)
 
 
 def test_a_user_of_the_pool_keeps_the_organization_attribute() -> None:
-    verified = claims("alice", ("developer",), **{"custom:organization": "org-b"})
+    verified = claims("alice", ("developer",), custom__organization="org-b")
     principal = user_principal(verified, FEDERATION)
     assert principal.organization_id == "org-b"
     assert principal.permissions == ROLES["developer"]

@@ -86,7 +86,8 @@ def verify_response(
 ) -> SamlIdentity:
     """The identity a base64 SAMLResponse asserts, or ``SamlRefused``."""
     from lxml import etree
-    from signxml import InvalidInput, InvalidSignature, XMLVerifier
+    from signxml.exceptions import InvalidInput, InvalidSignature
+    from signxml.verifier import XMLVerifier
 
     if len(encoded) > MAX_RESPONSE_BYTES:
         raise SamlRefused("too_large")

@@ -98,5 +98,5 @@ def test_linked_providers_of_two_organizations_name_none() -> None:
     ],
 )
 def test_malformed_bindings_are_refused(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sso_providers"):
         federation_from_json(text)
