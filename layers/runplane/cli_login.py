@@ -74,7 +74,11 @@ def add_parser(commands: Any, add: Add, default_credentials: Path) -> None:
         _logout,
         connected=False,
     )
-    logout.add_argument("--credentials", default=str(default_credentials))
+    logout.add_argument(
+        "--credentials",
+        default=str(default_credentials),
+        help="the credentials file to delete (default: %(default)s)",
+    )
 
 
 def _login(args: argparse.Namespace) -> int:
