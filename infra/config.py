@@ -7,12 +7,19 @@ here, so a typo fails the synth instead of deploying something unexpected.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from aws_cdk import aws_logs as logs
+
+from infra.identity_providers import (
+    IdentityProvider,
+    IdentityProviderError,
+    parse_identity_providers,
+)
 
 # The engine the sandbox image pins: version and the SHA-256 of the release zip per
 # architecture, from that release's tofu_<version>_SHA256SUMS.
@@ -138,6 +145,24 @@ class RunplaneConfig:
     # they signed have expired (comma-separated).
     oidc_signing_key_generation: int = 1
     oidc_published_key_arns: str = ""
+    # Single sign-on (docs/sso.md): external OIDC or SAML identity providers, each bound
+    # to one organization (a JSON list; infra/identity_providers.py reads it).
+    identity_providers: str = ""
+    # The loopback ports `runplane login` may listen on: the CLI app client's callback
+    # URLs are http://127.0.0.1:<port>/callback for each (comma-separated).
+    cli_sign_in_ports: str = "47800,47801,47802"
+    # How long a user-pool refresh token lives: Cognito does not ask the external
+    # provider again when one is used, so this bounds how long a person removed there
+    # keeps refreshing (docs/sso.md, "Deprovisioning").
+    sign_in_refresh_minutes: int = 60
+
+    @property
+    def sso_providers(self) -> tuple[IdentityProvider, ...]:
+        return parse_identity_providers(self.identity_providers)
+
+    @property
+    def cli_ports(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.cli_sign_in_ports.split(",") if p.strip())
 
     @property
     def published_key_arns(self) -> tuple[str, ...]:
@@ -189,6 +214,7 @@ class RunplaneConfig:
         return config
 
     def validate(self) -> None:
+        self._validate_sign_in()
         _check(
             _NAME.fullmatch(self.environment_name) is not None,
             "environmentName",
@@ -303,6 +329,29 @@ class RunplaneConfig:
             "must be a commit SHA",
         )
 
+    def _validate_sign_in(self) -> None:
+        try:
+            providers = self.sso_providers
+        except IdentityProviderError as error:
+            raise ConfigError(f"context identityProviders {error}") from None
+        _check(
+            not providers or self.uses_cognito,
+            "identityProviders",
+            "need the Cognito user pool (not jwtIssuer)",
+        )
+        _check(
+            re.fullmatch(r"[0-9]{4,5}(,[0-9]{4,5}){0,4}", self.cli_sign_in_ports) is not None
+            and all(1024 <= p <= 65535 for p in self.cli_ports)
+            and len(set(self.cli_ports)) == len(self.cli_ports),
+            "cliSignInPorts",
+            "must be one to five distinct ports from 1024 to 65535, comma-separated",
+        )
+        _check(
+            60 <= self.sign_in_refresh_minutes <= 24 * 60,
+            "signInRefreshMinutes",
+            "must be from 60 (Cognito's minimum) to 1440",
+        )
+
 
 def _context_key(name: str) -> str:
     head, *rest = name.split("_")
@@ -330,6 +379,9 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"context {key} must be a whole number, not {value!r}") from None
+    if name == "identity_providers" and isinstance(value, list):
+        # cdk.json holds the list itself; the command line, its JSON text.
+        return json.dumps(value)
     if not isinstance(value, str):
         raise ConfigError(f"context {key} must be a string, not {value!r}")
     return value

@@ -100,6 +100,10 @@ class RunplaneStack(Stack):
         # The run API serves the issuer's documents and, through the runner's endpoints,
         # redeems the run credentials that need a token: it publishes and signs.
         run_api = self.api.functions[RUN_API]
+        # Single sign-on (docs/sso.md): the CLI's sign-in settings and the providers'
+        # organizations for the authorizer, which maps people from their tokens.
+        self.identity.add_cli_sign_in(run_api.function)
+        self.identity.add_federation(self.api.authorizer_function.function)
         self.oidc = OidcIssuer(
             self,
             "OidcIssuer",

@@ -111,6 +111,8 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/schedules/<schedule_id>",
         "/api/v1/schedules/<schedule_id>/actions/pause",
     ),
+    # How the CLI signs in through the hosted UI (docs/sso.md).
+    "sign_in": ("/api/v1/sign-in/config",),
     # Runplane as an OpenID Connect issuer (docs/credentials.md).
     "oidc": (
         "/.well-known/openid-configuration",

@@ -6,6 +6,8 @@ from __future__ import annotations
 # bootstrap handle in the body instead of a session.
 PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/api/v1/openapi.json"),
+    # What the CLI needs to sign in (docs/sso.md): endpoints and a public client ID.
+    ("GET", "/api/v1/sign-in/config"),
     ("POST", "/api/v1/runner/sessions"),
     # GitHub signs its deliveries (X-Hub-Signature-256); the route verifies them.
     ("POST", "/webhooks/github"),

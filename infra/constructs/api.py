@@ -116,6 +116,13 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
         "The OpenAPI description documents the run API and holds no data of any organization.",
     ),
     PublicRoute(
+        "GET",
+        "/api/v1/sign-in/config",
+        RUN_API,
+        "The CLI reads how to sign in before it holds a credential: the hosted UI's URLs, "
+        "the public CLI app client's ID and its loopback callbacks; nothing secret.",
+    ),
+    PublicRoute(
         "POST",
         "/api/v1/runner/sessions",
         RUN_API,

@@ -11,13 +11,23 @@ The dashboard signs people in through the pool's hosted UI
 allowed only the authorization code grant, redirecting only to the dashboard's
 callback; its secret is copied into Secrets Manager at deploy time and only the
 dashboard function may read it.
+
+Single sign-on (``identityProviders``, docs/sso.md): each external OIDC or SAML
+provider becomes a federated identity provider of the pool, listed by the app
+clients. Its people's organization is the one the deployment bound it to (the
+``sso_providers`` setting, read with Cognito's ``identities`` claim); attribute
+mappings fill profile attributes and ``custom:groups`` only, and no client may
+write ``custom:organization``. No client may ask for the
+``aws.cognito.signin.user.admin`` scope, so nobody can rewrite their own
+``custom:groups`` between sign-ins. ``runplane login`` signs in through the CLI
+app client (public, authorization code with PKCE) to a loopback callback.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CustomResource, Duration, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -28,6 +38,13 @@ from constructs import Construct
 from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.nag import acknowledge
+from infra.identity_providers import (
+    GROUPS,
+    PROFILE_ATTRIBUTES,
+    IdentityProvider,
+    sso_providers_setting,
+)
+from runplane.domain.federation import GROUPS_CLAIM
 from runplane.domain.identity import ROLES
 from runplane.services.identity import ORGANIZATION_CLAIM
 
@@ -38,6 +55,12 @@ SECRET_COPIER = Path(__file__).resolve().parents[1] / "custom_resources" / "clie
 CALLBACK_PATH = "/ui/oauth2/callback"
 SIGNED_OUT_PATH = "/ui/sign-in"
 ORGANIZATION_ATTRIBUTE = ORGANIZATION_CLAIM.removeprefix("custom:")
+GROUPS_ATTRIBUTE = GROUPS_CLAIM.removeprefix("custom:")
+# The CLI's loopback callback (runplane.cli_login).
+CLI_CALLBACK = "http://127.0.0.1:{port}/callback"
+# Cognito's limit for a custom string attribute; room for a few dozen group names.
+GROUPS_MAX_LENGTH = 2048
+TOKEN_VALIDITY = Duration.hours(1)
 
 
 class Identity(Construct):
@@ -51,6 +74,7 @@ class Identity(Construct):
         self.dashboard_client: cognito.UserPoolClient | None = None
         self.hosted_ui: cognito.UserPoolDomain | None = None
         self.client_secret: secretsmanager.Secret | None = None
+        self.providers: list[cognito.IUserPoolIdentityProvider] = []
         if not config.uses_cognito:
             assert config.jwt_issuer
             assert config.jwt_audience
@@ -72,7 +96,11 @@ class Identity(Construct):
                 email=cognito.StandardAttribute(required=True, mutable=True)
             ),
             custom_attributes={
-                ORGANIZATION_ATTRIBUTE: cognito.StringAttribute(min_len=1, max_len=64, mutable=True)
+                ORGANIZATION_ATTRIBUTE: cognito.StringAttribute(
+                    min_len=1, max_len=64, mutable=True
+                ),
+                # The external provider's groups, rewritten at each federated sign-in.
+                GROUPS_ATTRIBUTE: cognito.StringAttribute(max_len=GROUPS_MAX_LENGTH, mutable=True),
             },
             password_policy=cognito.PasswordPolicy(
                 min_length=14,
@@ -98,21 +126,36 @@ class Identity(Construct):
                 group_name=role,
                 description=f"Runplane role {role}",
             )
-        # Users may edit their profile but never the organization they belong to.
-        writable = cognito.ClientAttributes().with_standard_attributes(email=True)
+        self.user_pool = pool
+        self.providers = [self._federated(pool, provider) for provider in config.sso_providers]
         client = pool.add_client(
             "Cli",
             user_pool_client_name=f"{config.prefix}-cli",
             generate_secret=False,
             auth_flows=cognito.AuthFlow(user_srp=True, user_password=True),
+            # runplane login: the code grant with PKCE (a public client) to a loopback
+            # listener on one of a few fixed ports (Cognito matches callbacks exactly).
+            o_auth=cognito.OAuthSettings(
+                flows=cognito.OAuthFlows(authorization_code_grant=True),
+                scopes=[
+                    cognito.OAuthScope.OPENID,
+                    cognito.OAuthScope.EMAIL,
+                    cognito.OAuthScope.PROFILE,
+                ],
+                callback_urls=[CLI_CALLBACK.format(port=port) for port in config.cli_ports],
+                logout_urls=[CLI_CALLBACK.format(port=port) for port in config.cli_ports],
+            ),
+            supported_identity_providers=self._supported_providers(),
             prevent_user_existence_errors=True,
             enable_token_revocation=True,
-            id_token_validity=Duration.hours(1),
-            access_token_validity=Duration.hours(1),
-            refresh_token_validity=Duration.days(1),
-            write_attributes=writable,
+            id_token_validity=TOKEN_VALIDITY,
+            access_token_validity=TOKEN_VALIDITY,
+            refresh_token_validity=self._refresh_validity,
+            read_attributes=self._readable(),
+            write_attributes=self._writable(),
         )
-        self.user_pool, self.client = pool, client
+        self._after_providers(client)
+        self.client = client
         stack = Stack.of(self)
         self.issuer = f"https://cognito-idp.{stack.region}.{stack.url_suffix}/{pool.user_pool_id}"
         self.audience = client.user_pool_client_id
@@ -150,17 +193,16 @@ class Identity(Construct):
                 callback_urls=[f"{url}{CALLBACK_PATH}"],
                 logout_urls=[f"{url}{SIGNED_OUT_PATH}"],
             ),
-            supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
+            supported_identity_providers=self._supported_providers(),
             prevent_user_existence_errors=True,
             enable_token_revocation=True,
-            id_token_validity=Duration.hours(1),
-            access_token_validity=Duration.hours(1),
-            refresh_token_validity=Duration.days(1),
-            read_attributes=cognito.ClientAttributes()
-            .with_standard_attributes(email=True, preferred_username=True)
-            .with_custom_attributes(ORGANIZATION_ATTRIBUTE),
-            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
+            id_token_validity=TOKEN_VALIDITY,
+            access_token_validity=TOKEN_VALIDITY,
+            refresh_token_validity=self._refresh_validity,
+            read_attributes=self._readable(),
+            write_attributes=self._writable(),
         )
+        self._after_providers(client)
         secret = secretsmanager.Secret(
             self,
             "DashboardClientSecret",
@@ -221,10 +263,122 @@ class Identity(Construct):
             "sign_in_redirect_uri": f"{url}{CALLBACK_PATH}",
             "jwt_issuer": self.issuer,
             "jwt_jwks": self.jwks,
+            "sso_providers": self.sso_providers_setting,
         }
         for name, value in settings.items():
             dashboard.add_environment(f"RUNPLANE_{name.upper()}", value)
         self.dashboard_client, self.client_secret = client, secret
+
+    @property
+    def sso_providers_setting(self) -> str:
+        """The provider -> organization bindings every function that maps a person reads."""
+        return sso_providers_setting(self.config.sso_providers)
+
+    def add_cli_sign_in(self, run_api: lambda_.Function) -> None:
+        """What ``GET /api/v1/sign-in/config`` tells the CLI: the hosted UI, the CLI app
+        client and its loopback ports (no-op without the user pool's hosted UI)."""
+        if self.hosted_ui is None or self.client is None:
+            return
+        settings = {
+            "cli_sign_in_domain": self.hosted_ui.base_url(),
+            "cli_sign_in_client_id": self.client.user_pool_client_id,
+            "cli_sign_in_ports": ",".join(str(p) for p in self.config.cli_ports),
+        }
+        for name, value in settings.items():
+            run_api.add_environment(f"RUNPLANE_{name.upper()}", value)
+
+    def add_federation(self, *functions: lambda_.Function) -> None:
+        """Give the functions that map people (the authorizer) the provider bindings."""
+        if not self.providers:
+            return
+        for function in functions:
+            function.add_environment("RUNPLANE_SSO_PROVIDERS", self.sso_providers_setting)
+
+    def _federated(
+        self, pool: cognito.UserPool, provider: IdentityProvider
+    ) -> cognito.IUserPoolIdentityProvider:
+        profile = {
+            PROFILE_ATTRIBUTES[key]: cognito.ProviderAttribute.other(name)
+            for key, name in provider.attributes.items()
+            if key in PROFILE_ATTRIBUTES
+        }
+        custom = {}
+        if GROUPS in provider.attributes:
+            custom[GROUPS_CLAIM] = cognito.ProviderAttribute.other(provider.attributes[GROUPS])
+        # Only profile attributes and the groups attribute: never the organization.
+        mapping = cognito.AttributeMapping(**profile, custom=custom or None)
+        construct_id = "Idp" + "".join(c for c in provider.name.title() if c.isalnum())
+        if provider.kind == "oidc":
+            return cognito.UserPoolIdentityProviderOidc(
+                self,
+                construct_id,
+                user_pool=pool,
+                name=provider.name,
+                issuer_url=provider.issuer,
+                client_id=provider.client_id,
+                # A dynamic reference: CloudFormation reads the secret at deploy time,
+                # the template holds only its name.
+                client_secret=SecretValue.secrets_manager(
+                    provider.client_secret_name
+                ).unsafe_unwrap(),
+                scopes=list(provider.scopes),
+                attribute_request_method=cognito.OidcAttributeRequestMethod.GET,
+                attribute_mapping=mapping,
+            )
+        metadata = (
+            cognito.UserPoolIdentityProviderSamlMetadata.url(provider.metadata_url)
+            if provider.metadata_url
+            else cognito.UserPoolIdentityProviderSamlMetadata.file(
+                Path(provider.metadata_file).read_text(encoding="utf-8")
+            )
+        )
+        return cognito.UserPoolIdentityProviderSaml(
+            self,
+            construct_id,
+            user_pool=pool,
+            name=provider.name,
+            metadata=metadata,
+            idp_signout=provider.idp_signout,
+            attribute_mapping=mapping,
+        )
+
+    def _supported_providers(self) -> list[cognito.UserPoolClientIdentityProvider]:
+        return [cognito.UserPoolClientIdentityProvider.COGNITO] + [
+            cognito.UserPoolClientIdentityProvider.custom(p.provider_name) for p in self.providers
+        ]
+
+    def _after_providers(self, client: cognito.UserPoolClient) -> None:
+        # A client may list a provider only once it exists.
+        for provider in self.providers:
+            client.node.add_dependency(provider)
+
+    @property
+    def _refresh_validity(self) -> Duration:
+        """ID and access tokens live an hour (TOKEN_VALIDITY); refresh tokens as configured."""
+        return Duration.minutes(self.config.sign_in_refresh_minutes)
+
+    @staticmethod
+    def _readable() -> cognito.ClientAttributes:
+        return (
+            cognito.ClientAttributes()
+            .with_standard_attributes(email=True, preferred_username=True)
+            .with_custom_attributes(ORGANIZATION_ATTRIBUTE, GROUPS_ATTRIBUTE)
+        )
+
+    def _writable(self) -> cognito.ClientAttributes:
+        """Users may edit their e-mail; Cognito writes the attributes a provider maps
+        through the client, so those must be writable too. Never the organization."""
+        mapped = {
+            PROFILE_ATTRIBUTES[key]
+            for provider in self.config.sso_providers
+            for key in provider.attributes
+            if key in PROFILE_ATTRIBUTES
+        }
+        standard = {name: True for name in mapped | {"email"}}
+        writable = cognito.ClientAttributes().with_standard_attributes(**standard)
+        if any(GROUPS in p.attributes for p in self.config.sso_providers):
+            writable = writable.with_custom_attributes(GROUPS_ATTRIBUTE)
+        return writable
 
     def _inline_function(
         self, name: str, source: Path, description: str, role_description: str

@@ -25,9 +25,11 @@ from runplane import (
     cli_audit,
     cli_auto_destroy,
     cli_cloud,
+    cli_credentials,
     cli_delete,
     cli_github,
     cli_gitlab,
+    cli_login,
     cli_plan,
     cli_schedules,
     cli_teams,
@@ -111,7 +113,9 @@ def _client(args: argparse.Namespace) -> Client:
         raise CliError(f"{origin} {url!r} is not an http(s) URL such as http://127.0.0.1:8700")
     token = str(args.token or saved["token"])
     organization = str(args.organization or saved.get("organization") or "default")
-    return Client(Connection(url, token, organization))
+    # A sign-in (runplane login) renews its token; it is refused if others can read it.
+    refresh = None if args.token else cli_credentials.refresher(path, saved)
+    return Client(Connection(url, token, organization, refresh=refresh))
 
 
 def _print_json(value: Any) -> None:
@@ -1111,6 +1115,7 @@ def parser() -> argparse.ArgumentParser:
     cli_teams.add_parser(commands, _add, _client)
     cli_attention.add_parser(commands, _add, _client)
     cli_audit.add_parser(commands, _add, _client)
+    cli_login.add_parser(commands, _add, DEFAULT_CREDENTIALS)
     return root
 
 

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -70,6 +70,9 @@ class Connection:
     url: str
     token: str
     organization: str = "default"
+    # A signed-in person's credential (runplane login) renews its token with this
+    # when the API answers 401 (runplane.cli_credentials); an API token has none.
+    refresh: Callable[[], str] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_file(cls, path: Path) -> Connection:
@@ -152,6 +155,7 @@ def _seg(value: str) -> str:
 class Client:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+        self._bearer = connection.token
 
     def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         raw = self._request(method, path, body)
@@ -163,11 +167,23 @@ class Client:
     def _exchange(
         self, method: str, path: str, body: Mapping[str, Any] | None = None
     ) -> tuple[bytes, Mapping[str, str]]:
+        try:
+            return self._send(method, path, body)
+        except ApiError as error:
+            # An expired sign-in is renewed once, then the call is made again.
+            if error.status != 401 or self.connection.refresh is None:
+                raise
+            self._bearer = self.connection.refresh()
+        return self._send(method, path, body)
+
+    def _send(
+        self, method: str, path: str, body: Mapping[str, Any] | None
+    ) -> tuple[bytes, Mapping[str, str]]:
         data = json.dumps(dict(body)).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - the configured control plane
             f"{self.connection.url}{path}", data=data, method=method
         )
-        request.add_header("Authorization", f"Bearer {self.connection.token}")
+        request.add_header("Authorization", f"Bearer {self._bearer}")
         request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310

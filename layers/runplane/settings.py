@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, PrivateAttr, SecretStr, model_validator
 
 from runplane.domain.errors import NotConfigured
+from runplane.domain.federation import Federation, federation_from_json
 
 _PREFIX = "RUNPLANE_"
 # The resources a deployment must name: their defaults are the embedded stack's.
@@ -51,6 +52,16 @@ class Settings(BaseModel):
     sign_in_client_secret_arn: str | None = None  # Secrets Manager secret (deployments)
     sign_in_client_secret: SecretStr | None = None  # the value itself (embedded stack, tests)
     sign_in_redirect_uri: str | None = None  # <dashboard>/ui/oauth2/callback
+    # Single sign-on (docs/sso.md): each external identity provider's Cognito name,
+    # bound to one organization, with its group -> role map, as JSON
+    # ({"<provider>": {"organization": "<id>", "roles": {"<group>": "<role>"}}}).
+    sso_providers: str | None = None
+    # CLI sign-in (runplane login): the hosted UI, the public app client and the
+    # loopback ports its callback URLs name (http://127.0.0.1:<port>/callback),
+    # comma-separated. GET /api/v1/sign-in/config tells the CLI these.
+    cli_sign_in_domain: str | None = None
+    cli_sign_in_client_id: str | None = None
+    cli_sign_in_ports: str | None = None
     # Orchestration.
     state_machine_arn: str = "arn:aws:states:us-east-1:000000000000:stateMachine:runplane-run"
     control_plane_url: str = "http://127.0.0.1:8700"
@@ -176,6 +187,32 @@ class Settings(BaseModel):
         for name in ("sign_in_domain", "sign_in_redirect_uri", "jwt_issuer"):
             if not _secure_url(getattr(self, name)):
                 raise ValueError(f"{name} must be an https URL (http only on loopback)")
+        return self
+
+    @property
+    def federation(self) -> Federation:
+        return federation_from_json(self.sso_providers)
+
+    @property
+    def cli_sign_in_port_numbers(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in (self.cli_sign_in_ports or "").split(",") if p.strip())
+
+    @model_validator(mode="after")
+    def _sso_well_formed(self) -> Settings:
+        try:
+            self.federation  # noqa: B018 - parsed for its errors
+            ports = self.cli_sign_in_port_numbers
+        except ValueError as error:
+            raise ValueError(f"sso_providers or cli_sign_in_ports: {error}") from None
+        if not all(1024 <= p <= 65535 for p in ports):
+            raise ValueError("cli_sign_in_ports are ports from 1024 to 65535")
+        cli = (self.cli_sign_in_domain, self.cli_sign_in_client_id, ports)
+        if any(cli) and not all(cli):
+            raise ValueError(
+                "cli_sign_in_domain, cli_sign_in_client_id and cli_sign_in_ports go together"
+            )
+        if self.cli_sign_in_domain and not _secure_url(self.cli_sign_in_domain):
+            raise ValueError("cli_sign_in_domain must be an https URL (http only on loopback)")
         return self
 
     @property

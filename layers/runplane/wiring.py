@@ -348,6 +348,7 @@ class Services:
             lambda: self.sessions,
             self._identity_runs,
             verifier,
+            federation=self.settings.federation,
         )
 
     def _identity_runs(self) -> RunReader:
@@ -1024,7 +1025,13 @@ class Services:
         )
         exists = organization_exists(self.workspaces.organization_name)
         return HostedUiSignIn(
-            self.clock, DynamoPreSessions(), self.web_sessions, hosted_ui, keys, exists
+            self.clock,
+            DynamoPreSessions(),
+            self.web_sessions,
+            hosted_ui,
+            keys,
+            exists,
+            federation=settings.federation,
         )
 
 

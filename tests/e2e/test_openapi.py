@@ -30,10 +30,11 @@ from schemathesis.specs.openapi.checks import (
 from tests.e2e.conftest import Local, unique
 
 EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 6}
-UNCONSTRAINED = frozenset({"/webhooks/github", "/webhooks/gitlab"})
+UNCONSTRAINED = frozenset({"/webhooks/github", "/webhooks/gitlab", "/api/v1/sign-in/config"})
 """Routes whose document constrains nothing a request could break: the webhook checks
 its signature before its headers, so it declares them without constraints (no
-request breaks its document; its refusals are fuzzed with valid-shaped requests)."""
+request breaks its document; its refusals are fuzzed with valid-shaped requests); the
+CLI's sign-in configuration takes no input at all."""
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -76,7 +77,13 @@ def test_the_document_declares_models_errors_and_security(local: Local) -> None:
             error = operation["responses"]["422"]["content"]["application/json"]["schema"]
             assert error == {"$ref": "#/components/schemas/ErrorBody"}, where
             # Public routes carry their own proof (a bootstrap handle, a signature).
-            if path not in {"/api/v1/runner/sessions", "/webhooks/github", "/webhooks/gitlab"}:
+            # The CLI's sign-in configuration is read before any credential exists.
+            if path not in {
+                "/api/v1/runner/sessions",
+                "/webhooks/github",
+                "/webhooks/gitlab",
+                "/api/v1/sign-in/config",
+            }:
                 assert {"401", "403"} <= statuses, where
                 assert operation["security"], where
     creates = document["paths"]["/api/v1/workspaces"]["post"]["responses"]

@@ -138,6 +138,8 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         ("POST", "/webhooks/gitlab"),
         ("GET", "/.well-known/openid-configuration"),
         ("GET", "/.well-known/jwks.json"),
+        # How the CLI signs in (docs/sso.md): endpoints and a public client ID.
+        ("GET", "/api/v1/sign-in/config"),
     }
     # And the gateway has no unauthenticated method beyond those
     unauthenticated = [

@@ -214,3 +214,19 @@ def test_an_id_token_for_another_sign_in_or_of_an_unknown_organization_opens_not
     assert scene.hosted_ui.exchanged == ["code-1", "code-2"]
     assert scene.pre_sessions.pre_sessions == {}
     assert scene.web_session_store.sessions == {}
+
+
+def test_a_session_ends_no_later_than_the_id_token_it_was_opened_with(scene: Scene) -> None:
+    # Given a sign-in whose ID token expires in an hour (shorter than a dashboard session)
+    started = scene.sign_in.start()
+    token = scene.id_token_for(started.secret)
+    scene.answer("code-1", token)
+    expires = scene.issuer.verifier().verify(token, scene.clock.now()).expires_at
+    # When it finishes
+    signed_in = scene.sign_in.finish(
+        started.secret, Binding.of(started.secret).state, "code-1", None
+    )
+    # Then the session is valid until the token's expiry, not longer
+    assert signed_in.valid_until == expires
+    (session,) = scene.web_session_store.sessions.values()
+    assert session.grant.valid_until == expires

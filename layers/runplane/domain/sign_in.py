@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from runplane.domain.errors import SignInRefused
+from runplane.domain.errors import RunplaneError, SignInRefused
 
 # Long enough to type a password and a one-time code, short enough to be useless later.
 PRE_SESSION_LIFETIME = timedelta(minutes=10)
@@ -129,3 +129,50 @@ def pre_session_cookie(secret: str, *, secure: bool, max_age: int) -> str:
 
 def cleared_pre_session_cookie(*, secure: bool) -> str:
     return pre_session_cookie("", secure=secure, max_age=0)
+
+
+# -- CLI sign-in (runplane login, docs/sso.md) ---------------------------------------------
+
+CLI_CALLBACK_PATH = "/callback"
+
+
+class CliSignInNotConfigured(RunplaneError):
+    """The deployment has no hosted UI for the CLI: people use API tokens."""
+
+    code = "CLI_SIGN_IN_NOT_CONFIGURED"
+    http_status = 404
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this deployment has no single sign-on for the CLI; use an API token (--token)"
+        )
+
+
+@dataclass(frozen=True)
+class CliSignIn:
+    """What the CLI needs to sign in through the hosted UI: nothing secret."""
+
+    domain: str
+    client_id: str
+    ports: tuple[int, ...]
+
+    @property
+    def authorize_endpoint(self) -> str:
+        return f"{self.domain.rstrip('/')}/oauth2/authorize"
+
+    @property
+    def token_endpoint(self) -> str:
+        return f"{self.domain.rstrip('/')}/oauth2/token"
+
+    @property
+    def logout_endpoint(self) -> str:
+        return f"{self.domain.rstrip('/')}/logout"
+
+    def redirect_uri(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}{CLI_CALLBACK_PATH}"
+
+
+def cli_sign_in(domain: str | None, client_id: str | None, ports: tuple[int, ...]) -> CliSignIn:
+    if not domain or not client_id or not ports:
+        raise CliSignInNotConfigured()
+    return CliSignIn(domain.rstrip("/"), client_id, ports)

@@ -23,6 +23,13 @@ from runplane.domain.errors import (
     SessionAttemptEnded,
     SessionRefused,
 )
+from runplane.domain.federation import (
+    GROUPS_CLAIM,
+    NO_FEDERATION,
+    Federation,
+    NotFederated,
+    idp_groups,
+)
 from runplane.domain.identity import (
     ROLES,
     RUNNER_PERMISSIONS,
@@ -66,8 +73,11 @@ class Identity:
         sessions: Callable[[], RunnerSessions],
         runs: Callable[[], RunReader],
         verifier: JwtVerifier | None = None,
+        *,
+        federation: Federation = NO_FEDERATION,
     ) -> None:
         self._clock = clock
+        self._federation = federation
         self._ids = ids
         self._tokens = tokens
         self._sessions = sessions
@@ -292,7 +302,7 @@ class Identity:
             claims = self._verifier.verify(token, self._clock.now())
         except JwtRejected:
             raise Unauthenticated() from None
-        return user_principal(claims)
+        return user_principal(claims, self._federation)
 
 
 # The runner routes whose first reads an apply session's authentication brings.
@@ -313,20 +323,39 @@ def user_name(claims: VerifiedClaims) -> str:
     return claims.username or claims.subject
 
 
-def user_principal(claims: VerifiedClaims) -> Principal:
-    """The principal of a verified user token: the organization its
-    ``custom:organization`` claim names, the permissions of its ``cognito:groups``.
-    API bearer tokens and dashboard sign-in map people through this one function."""
-    organization_id = claims.claims.get(ORGANIZATION_CLAIM)
-    if not isinstance(organization_id, str):
+def user_principal(claims: VerifiedClaims, federation: Federation = NO_FEDERATION) -> Principal:
+    """The principal of a verified user token. API bearer tokens and dashboard sign-in
+    map people through this one function.
+
+    A person of the user pool itself belongs to the organization its
+    ``custom:organization`` claim names. A person who signed in through an external
+    identity provider (Cognito's ``identities`` claim names it) belongs to the
+    organization the deployment bound that provider to, whatever any attribute says.
+    Permissions are those of the roles named in ``cognito:groups`` and, for a
+    federated person, of the roles the provider's groups are mapped to; ``groups``
+    holds both kinds of group (team mappings read them)."""
+    try:
+        provider = federation.provider_of(claims.claims)
+    except NotFederated as refused:
+        raise Unauthenticated(str(refused)) from None
+    roles = list(claims.groups)
+    groups = list(claims.groups)
+    if provider is None:
+        organization_id = claims.claims.get(ORGANIZATION_CLAIM)
+    else:
+        organization_id = provider.organization_id
+        from_provider = idp_groups(claims.claims.get(GROUPS_CLAIM))
+        groups += from_provider
+        roles += provider.roles_of(from_provider)
+    if not isinstance(organization_id, str) or not organization_id:
         raise Unauthenticated("the token names no organization")
     return Principal(
         kind=PrincipalKind.USER,
         id=claims.subject,
         organization_id=organization_id,
-        permissions=permissions_for_roles(list(claims.groups)),
+        permissions=permissions_for_roles(roles),
         display=f"User {user_name(claims)}",
         auth_time=claims.auth_time,
         user=user_name(claims),
-        groups=claims.groups,
+        groups=tuple(dict.fromkeys(groups)),
     )

@@ -21,6 +21,7 @@ from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.capabilities import handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import NotFound, SignInRefused, SignInUnavailable
+from runplane.domain.federation import NO_FEDERATION, Federation
 from runplane.domain.identity import Unauthenticated
 from runplane.domain.sign_in import (
     PRE_SESSION_LIFETIME,
@@ -57,7 +58,10 @@ class HostedUiSignIn:
         hosted_ui: HostedUi,
         verifier: Callable[[], JwtVerifier],
         organization_exists: Callable[[str], bool],
+        *,
+        federation: Federation = NO_FEDERATION,
     ) -> None:
+        self._federation = federation
         self._clock = clock
         self._pre_sessions = pre_sessions
         self._web_sessions = web_sessions
@@ -115,7 +119,7 @@ class HostedUiSignIn:
             self._record_refusal(claims, refused.reason, source_address)
             raise
         try:
-            principal = user_principal(claims)
+            principal = user_principal(claims, self._federation)
         except Unauthenticated:
             raise SignInRefused(
                 "unknown_user", "your account belongs to no Runplane organization"
@@ -131,6 +135,9 @@ class HostedUiSignIn:
             auth_time=auth_time,
             groups=principal.groups,
             source_address=source_address,
+            # Not beyond the ID token: a person the provider no longer signs in loses
+            # the dashboard within a token lifetime (docs/sso.md, "Deprovisioning").
+            until=claims.expires_at,
         )
 
     def _record_refusal(

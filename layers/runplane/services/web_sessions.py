@@ -104,10 +104,15 @@ class WebSessions:
         auth_time: datetime,
         groups: Iterable[str] = (),
         source_address: str | None = None,
+        until: datetime | None = None,
     ) -> SignedIn:
         """A session for someone the identity provider authenticated at ``auth_time``
-        (hosted-UI sign-in); step-up rules read that time, not the session's start."""
+        (hosted-UI sign-in); step-up rules read that time, not the session's start.
+        ``until`` caps its validity (the ID token's expiry)."""
         now = self._clock.now()
+        valid_until = (
+            now + SESSION_LIFETIME if until is None else min(until, now + SESSION_LIFETIME)
+        )
         secret = new_secret()
         session = WebSession(
             self._ids.new(IdKind.WEB_SESSION),
@@ -116,7 +121,7 @@ class WebSessions:
                 name,
                 frozenset(permissions),
                 now,
-                now + SESSION_LIFETIME,
+                valid_until,
                 auth_time=auth_time,
                 groups=tuple(groups),
             ),
