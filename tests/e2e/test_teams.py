@@ -16,6 +16,7 @@ from runplane.cli import main
 from runplane.client import ApiError, Client, Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO
+from tests.integration.dynamodb_requests import DynamoDBRequests
 
 
 @pytest.fixture
@@ -229,3 +230,32 @@ def test_a_bearer_token_past_its_lifetime_is_refused(
         extra={"custom:organization": services.workspaces.organization_id_of(name)},
     )
     assert _get(local, expired, "/api/v1/workspaces").status_code == 401
+
+
+def test_teams_cost_a_role_holder_nothing_and_a_member_one_query_per_team(
+    local: Local, org: tuple[str, str, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workspace, an admin token (a role) and bea, a member of two teams with access
+    name, admin, client = org
+    net = client.create_workspace("net")["id"]
+    for team_name in ("readers", "writers"):
+        team = client.create_team(team_name, members=["bea"])
+        client.set_team_access(net, team["id"], "read", [])
+    bea = _person(local, name, "bea")
+
+    def reads(token: str) -> list[str]:
+        # Once to warm what a process remembers (organization names), then counted.
+        assert _get(local, token, f"/api/v1/workspaces/{net}").status_code == 200
+        counted = DynamoDBRequests(monkeypatch)
+        assert _get(local, token, f"/api/v1/workspaces/{net}").status_code == 200
+        operations = list(counted.operations)
+        monkeypatch.undo()
+        return operations
+
+    # When each reads the workspace
+    by_role, by_team = reads(admin), reads(bea)
+    # Then the role holder's request reads no team, and bea's reads the teams once and
+    # each of her two teams' access once, on top of the same reads (an API token is
+    # looked up by one GetItem, a person's signed token by none)
+    print(f"DynamoDB requests: role {by_role}, two teams {by_team}")
+    assert by_team.count("Query") - by_role.count("Query") == 3, (by_role, by_team)
