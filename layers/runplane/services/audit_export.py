@@ -89,6 +89,4 @@ class AuditExporter:
             self._sink.put(exported.key, exported.body)
         # Losing here means another exporter finished the same batch (same bytes).
         finished = self._store.advance(claimed, ExportMark(claimed.pending))
-        return ExportResult(
-            len(batch), len(objects), claimed.pending, lost_race=not finished
-        )
+        return ExportResult(len(batch), len(objects), claimed.pending, lost_race=not finished)
