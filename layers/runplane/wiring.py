@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from runplane.services.attention import Attention
     from runplane.services.audit import AuditTrail
     from runplane.services.audit_export import AuditExporter
-    from runplane.services.repositories.audit import AuditSink
     from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
@@ -64,6 +63,7 @@ if TYPE_CHECKING:
         WorkspaceDirectory,
     )
     from runplane.services.repositories.access import TeamStore
+    from runplane.services.repositories.audit import AuditSink
     from runplane.services.run_credentials import RunCredentials
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers

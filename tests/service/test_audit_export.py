@@ -126,7 +126,7 @@ def test_a_batch_interrupted_after_its_claim_is_rewritten_with_the_same_bytes(
             super().put(key, body)
 
     failing = FailingSink()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="unreachable"):
         world.exporter(failing).export()
     assert world.store.mark().pending is not None
 
@@ -158,7 +158,8 @@ def test_an_exporter_that_loses_the_race_writes_nothing(world: World) -> None:
     result = world.exporter().export()
 
     # Then it lost, and wrote no object; the winner wrote each record once
-    assert result.lost_race and result.records == 0
+    assert result.lost_race
+    assert result.records == 0
     assert world.sink.objects == {}
     assert Counter(line["id"] for line in other_sink.lines()) == Counter(
         r.id for r in world.trail.records

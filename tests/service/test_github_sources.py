@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import IO, Any
 
@@ -45,9 +45,9 @@ from runplane.services.github_installations import ConnectConfig, GitHubInstalla
 from runplane.wiring import run_lifecycle
 from tests.fakes import InMemoryArtifactRecords, InMemoryObjects, LocalDataKeys, RecordingWorkflow
 from tests.fakes_access import InMemoryGitHubInstallations, InMemoryWebSessions
+from tests.fakes_audit import InMemorySecurityTrail
 from tests.fakes_github import InMemoryGitHubSources
 from tests.github_fake import tarball
-from tests.fakes_audit import InMemorySecurityTrail
 from tests.service.conftest import Tier
 
 WEBHOOK_SECRET = "webhook-secret"
@@ -134,8 +134,9 @@ class Scene:
     workflow: StartedWorkflow
     app: ScriptedApp
     sources: GitHubSources
-    trail: InMemorySecurityTrail
     deliveries: int = 0
+    # The refused deliveries' records (the fixture's sources record into it).
+    trail: InMemorySecurityTrail = field(default_factory=InMemorySecurityTrail)
 
     def organization(self, name: str, installation_id: int) -> Organization:
         """An organization holding one installation."""
@@ -302,7 +303,7 @@ def scene(tier: Tier) -> Scene:
         app=lambda *args: app,
         refusals=AuditTrail(tier.clock, tier.ids, trail),
     )
-    return Scene(tier, installations, store, workflow, app, sources, trail)
+    return Scene(tier, installations, store, workflow, app, sources, trail=trail)
 
 
 # -- bindings ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -305,7 +306,7 @@ class Workspaces:
         return self._directory.get_workspace(workspace.id)
 
     def _settings_record(
-        self, principal: Principal, workspace: Workspace, given: dict[str, object]
+        self, principal: Principal, workspace: Workspace, given: Mapping[str, object]
     ) -> AuditRecord | None:
         """The ``workspace.settings_changed`` record of a change that changes something."""
         details = settings_change_details(workspace, given)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 from runplane.domain.audit import AuditRecord
@@ -85,10 +86,8 @@ def revoke_token(
         )
         if record is not None:
             revoke.extend([security_record(record)])
-        try:
+        with contextlib.suppress(_AlreadyRevoked):
             revoke.commit()
-        except _AlreadyRevoked:
-            pass
         return
     raise NotFound("token", token_id)
 

@@ -8,6 +8,8 @@ import base64
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from pynamodb.expressions.condition import Condition
+
 from runplane.domain.audit import AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord
 from runplane.domain.audit_export import ExportMark, export_position, position_at, trail_time
 from runplane.domain.errors import ConcurrentChange, InvalidInput
@@ -178,6 +180,7 @@ def advance_mark(previous: ExportMark, new: ExportMark) -> bool:
     item = AuditExportWatermarkItem(
         *_WATERMARK_KEY, exported_through=new.through, pending=new.pending
     )
+    condition: Condition
     if not previous.through:
         condition = AuditExportWatermarkItem.pk.does_not_exist()
     else:
