@@ -77,6 +77,10 @@ _RETENTION_DAYS: dict[int, logs.RetentionDays] = {
 }
 
 
+# A hundred years: beyond it, keep forever (0) says what is meant.
+MAX_AUDIT_RETENTION_DAYS = 36500
+
+
 class ConfigError(ValueError):
     """A context value is missing, malformed or out of range."""
 
@@ -106,6 +110,9 @@ class RunplaneConfig:
     engine_sha256: str = ""
     # CloudWatch Logs retention for every log group, and the access-log bucket's expiry.
     log_retention_days: int = 90
+    # How long the audit trail's export (audit/ of the artifact bucket) is kept, in
+    # days; 0 keeps it forever (docs/audit.md, "Retention").
+    audit_retention_days: int = 0
     # The table refuses DeleteTable while this is on.
     table_deletion_protection: bool = True
     # Keep the table, bucket and key when the stack is deleted.
@@ -269,6 +276,11 @@ class RunplaneConfig:
             self.log_retention_days in _RETENTION_DAYS,
             "logRetentionDays",
             f"must be one of {sorted(_RETENTION_DAYS)}",
+        )
+        _check(
+            0 <= self.audit_retention_days <= MAX_AUDIT_RETENTION_DAYS,
+            "auditRetentionDays",
+            f"must be 0 (keep forever) or a number of days up to {MAX_AUDIT_RETENTION_DAYS}",
         )
         _check(
             1 <= self.nat_gateways <= 3,

@@ -12,6 +12,7 @@ from constructs import Construct
 from infra.config import RunplaneConfig
 from infra.constructs import assets
 from infra.constructs.api import DASHBOARD, RUN_API, Api
+from infra.constructs.audit_export import AuditExport
 from infra.constructs.events import EventQueue, EventRelay, EventWorker
 from infra.constructs.functions import Platform
 from infra.constructs.github import (
@@ -129,6 +130,7 @@ class RunplaneStack(Stack):
             events=self.events,
             table=self.storage.table,
         )
+        self.audit_export = AuditExport(self, "AuditExport", platform=self.platform)
         functions = [
             *self.api.functions.values(),
             self.api.authorizer_function,
@@ -138,6 +140,7 @@ class RunplaneStack(Stack):
             self.event_relay.function,
             *self.sources.by_name.values(),
             self.schedules.fire,
+            self.audit_export.function,
         ]
         self.observability = Observability(
             self,

@@ -218,6 +218,8 @@ class InMemoryWorkspaces:
         # kept, as the table keeps their items, but never read back.
         self.deleted: dict[str, tuple[Workspace, str, datetime]] = {}
         self.audit: list[AuditEvent] = []
+        # Security records written with a settings change (domain.audit).
+        self.security_records: list[AuditRecord] = []
         self._org_names: dict[str, str] = {}
         self._workspace_names: dict[tuple[str, str], str] = {}
 
@@ -294,6 +296,7 @@ class InMemoryWorkspaces:
         execution_mode: str | None = None,
         second_approval: SecondApprovalRule | None = None,
         expected_settings_version: int | None = None,
+        audit: AuditRecord | None = None,
     ) -> None:
         given = {
             "terraform_version": terraform_version,
@@ -314,6 +317,8 @@ class InMemoryWorkspaces:
             **changes,  # type: ignore[arg-type]
             settings_version=current.settings_version + 1,
         )
+        if audit is not None:
+            self.security_records.append(audit)
 
 
 _NO_PARTS: Mapping[str, RunPart] = MappingProxyType({})

@@ -68,6 +68,8 @@ class InMemoryApiTokens:
     ) -> None:
         for token_hash, record in self.tokens.items():
             if record.id == token_id and record.organization_id == org_id:
+                if record.revoked:
+                    return  # as the table: revoked once, nothing written again
                 self.tokens[token_hash] = replace(record, revoked=True)
                 if audit is not None:
                     self.security_trail.append(audit)

@@ -117,6 +117,12 @@ class Settings(BaseModel):
     scheduler_target_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:runplane-fire"
     scheduler_role_arn: str = "arn:aws:iam::000000000000:role/runplane-scheduler"
 
+    # The audit export (docs/audit.md, "Export"): records older than the settle margin
+    # are written under audit/ of the artifact bucket, or under this directory (the
+    # embedded stack's data directory).
+    audit_export_directory: str | None = None
+    audit_export_settle_seconds: int = Field(default=900, ge=60, le=3600)
+
     # Run events (docs/notifications.md): the SQS queue in AWS; unset, an in-process
     # queue (the embedded stack). http destinations only where nothing leaves the host.
     event_queue_url: str | None = None

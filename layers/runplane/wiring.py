@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from runplane.services.artifacts import ArtifactStore, SandboxTransfers
     from runplane.services.attention import Attention
     from runplane.services.audit import AuditTrail
+    from runplane.services.audit_export import AuditExporter
     from runplane.services.auto_destroy import AutoDestroys
     from runplane.services.capabilities import Capabilities, RunnerSessions
     from runplane.services.cloud_settings import WorkspaceCloudSettings
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
         WorkspaceDirectory,
     )
     from runplane.services.repositories.access import TeamStore
+    from runplane.services.repositories.audit import AuditSink
     from runplane.services.run_credentials import RunCredentials
     from runplane.services.run_events import EventWorker, RunEvents
     from runplane.services.run_triggers import RunTriggers
@@ -861,6 +863,25 @@ class Services:
         from runplane.store.security_records import DynamoSecurityTrail
 
         return AuditTrail(self.clock, self.ids, DynamoSecurityTrail())
+
+    @cached_property
+    def audit_export(self) -> AuditExporter:
+        from pathlib import Path
+
+        from runplane.adapters.audit_sinks import BucketAuditSink, DirectoryAuditSink
+        from runplane.services.audit_export import AuditExporter
+        from runplane.store.security_records import DynamoAuditExport
+
+        directory = self.settings.audit_export_directory
+        sink: AuditSink = (
+            DirectoryAuditSink(Path(directory)) if directory else BucketAuditSink(self.objects)
+        )
+        return AuditExporter(
+            self.clock,
+            DynamoAuditExport(),
+            sink,
+            settle_seconds=self.settings.audit_export_settle_seconds,
+        )
 
     # -- run events (triggers, notifications) ------------------------------------------------
 

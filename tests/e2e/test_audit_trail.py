@@ -140,3 +140,46 @@ def test_the_trail_pages_by_time_range(local: Local) -> None:
     # And the range ending there holds only the first (until is exclusive)
     earlier = _records(admin, until=everything[1]["at"])
     assert [r["id"] for r in earlier] == [everything[0]["id"]]
+
+
+def test_a_settings_change_is_recorded_and_every_record_is_exported_once(local: Local) -> None:
+    # Given two organizations, each changing something recorded
+    first_name, first_token = local.other_organization(unique("export-a"))
+    second_name, second_token = local.other_organization(unique("export-b"))
+    first = Client(Connection(local.url, first_token, first_name))
+    second = Client(Connection(local.url, second_token, second_name))
+    workspace = first.create_workspace(unique("ws"))
+    first.update_workspace(
+        workspace["id"],
+        second_approval={"destroy_runs": True, "separation_of_duties": True},
+    )
+    made = second.create_token(unique("ci"), "reader")
+
+    # Then the settings change wrote one record naming what changed
+    (changed,) = _records(first, action="workspace.settings_changed")
+    assert changed["object"] == {"kind": "workspace", "id": workspace["id"]}
+    assert changed["details"]["changed"] == "second_approval"
+    assert changed["details"]["separation_of_duties"] == "true"
+    assert changed["source_address"] == "127.0.0.1"
+
+    # When the export runs with everything written so far settled
+    assert local.stack.services is not None
+    exporter = local.stack.services.audit_export
+    settled = datetime.now(UTC) + timedelta(seconds=1)
+    while exporter.export(settled_before=settled).records:
+        pass
+
+    # Then each organization's records are in its own files, each line once
+    root = local.stack.data_dir / "audit"
+    for org_records in (_records(first), _records(second)):
+        org_id = org_records[0]["organization_id"]
+        lines = [
+            json.loads(line)
+            for path in sorted((root / org_id).rglob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        assert [line["id"] for line in lines] == [r["id"] for r in org_records]
+        assert all(line["organization_id"] == org_id for line in lines)
+    # And no token is in any file
+    everything = "".join(p.read_text() for p in root.rglob("*.jsonl"))
+    assert made["token"] not in everything

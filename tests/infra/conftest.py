@@ -33,6 +33,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "sandboxMemoryMiB": "8192",
     "sandboxArchitecture": "arm64",
     "logRetentionDays": "30",
+    "auditRetentionDays": "2555",
     "tableDeletionProtection": "false",
     "retainData": "false",
     # A rotation under way: the second signing key signs, the first is still published.

@@ -90,6 +90,11 @@ EXPECTED_ACTIONS: dict[str, set[str]] = {
     # A schedule fire creates a plan-only run (no variables) and starts its workflow; the
     # auto-destroy sweep also approves opted-in destroy runs (its notices are outbox items).
     "functions.scheduler.handler.fire": BASE | READ | WRITE | RESUME | {"states:StartExecution"},
+    # The audit export reads each day's records from the index, reads and moves its
+    # watermark, learns the table's creation (the first export's start) and puts objects.
+    "functions.audit_export.handler.export": BASE
+    | {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DescribeTable"}
+    | {"s3:PutObject"},
     # Remote operations create, decide and cancel managed runs as the run API does.
     "functions.cloud_api.handler.handler": BASE | READ | WRITE | OBJECTS | DATA_KEYS | RUN_CONTROL,
     # Sessions and decisions; logs read from artifacts; a decision resumes the approval wait;

@@ -55,7 +55,7 @@ def test_undelivered_run_failure_notifications_raise_an_alarm(stack: Synthesized
     (rule,) = [
         props
         for props in stack.of_type("AWS::Events::Rule").values()
-        if props["EventPattern"].get("source") == ["aws.states"]
+        if props.get("EventPattern", {}).get("source") == ["aws.states"]
     ]
     (target,) = rule["Targets"]
     assert ref(target["DeadLetterConfig"]["Arn"]) == queue

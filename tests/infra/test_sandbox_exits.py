@@ -14,7 +14,7 @@ def _rule(stack: Synthesized) -> dict[str, Any]:
     (rule,) = [
         props
         for props in stack.of_type("AWS::Events::Rule").values()
-        if props["EventPattern"].get("source") == ["aws.ecs"]
+        if props.get("EventPattern", {}).get("source") == ["aws.ecs"]
     ]
     return rule
 

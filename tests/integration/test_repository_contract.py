@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from runplane.domain.audit import AuditAction, AuditOutcome, AuditQuery, AuditRecord
 from runplane.domain.entities import AuditEvent, Organization, Workspace
 from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
 from runplane.domain.second_approval import SecondApprovalRule
 from runplane.services.repositories import WorkspaceDirectory
 from runplane.store import audit
+from runplane.store.security_records import trail_page
 from runplane.store.workspace_directory import DynamoWorkspaceDirectory
 from tests.fakes import InMemoryWorkspaces
 
@@ -248,3 +250,46 @@ def test_a_deletion_of_a_workspace_changed_since_it_was_read_writes_nothing(
     assert directory.find_workspace_id(ACME.id, "network") == "ws-1"
     assert [w.id for w in directory.list_workspaces(ACME.id)] == ["ws-1"]
     assert _trail(directory) == []
+
+
+def _settings_record(directory: WorkspaceDirectory) -> list[str]:
+    """The IDs of settings records the directory holds (the table's trail, or the fake's)."""
+    if isinstance(directory, InMemoryWorkspaces):
+        return [r.id for r in directory.security_records]
+    return [r.id for r in trail_page(ACME.id, AuditQuery(size=100)).records]
+
+
+def test_a_settings_record_commits_with_its_change_or_not_at_all(
+    directory: WorkspaceDirectory,
+) -> None:
+    # Given a workspace at settings version 0
+    directory.create_organization(ACME)
+    directory.create_workspace(_workspace("ws-1", "network"))
+    record = AuditRecord(
+        id="evt-settings-1",
+        organization_id=ACME.id,
+        at=datetime(2026, 1, 2, tzinfo=UTC),
+        action=AuditAction.WORKSPACE_SETTINGS_CHANGED,
+        actor="user:ada",
+        actor_display="User ada",
+        source_address="127.0.0.1",
+        object_kind="workspace",
+        object_id="ws-1",
+        outcome=AuditOutcome.SUCCEEDED,
+        details={"changed": "second_approval"},
+    )
+    # When a change is refused (a stale version) / Then its record is not written
+    directory.update_settings("ws-1", description="a", expected_settings_version=0)
+    with pytest.raises(ConcurrentChange):
+        directory.update_settings(
+            "ws-1", description="b", expected_settings_version=0, audit=record
+        )
+    assert _settings_record(directory) == []
+    # And when it commits, its one record does too
+    directory.update_settings(
+        "ws-1",
+        second_approval=SecondApprovalRule(separation_of_duties=True),
+        expected_settings_version=1,
+        audit=record,
+    )
+    assert _settings_record(directory) == ["evt-settings-1"]

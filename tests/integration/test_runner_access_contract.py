@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from runplane.domain.audit import AuditAction, AuditOutcome, AuditQuery, AuditRecord
 from runplane.domain.capabilities import (
     AlreadyRedeemed,
     Binding,
@@ -36,6 +37,7 @@ from runplane.store import capabilities as capabilities_on_table
 from runplane.store import run_parts
 from runplane.store.capabilities import DynamoRunnerSessions
 from runplane.store.identity import DynamoApiTokens
+from runplane.store.security_records import trail_page
 from tests.fakes_access import InMemoryApiTokens, InMemoryRunnerSessions
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -91,6 +93,36 @@ def test_a_token_is_revoked_only_by_its_organization(tokens: ApiTokenStore) -> N
     # And its own organization's revocation reads back revoked
     tokens.revoke_token("org-acme", "tok-1", AT)
     assert tokens.token("hash-1") == replace(_token(), revoked=True)
+
+
+def test_revoking_a_revoked_token_writes_no_second_record(tokens: ApiTokenStore) -> None:
+    # Given a token revoked once, with its record
+    tokens.put_token("hash-1", _token())
+    tokens.revoke_token("org-acme", "tok-1", AT, _revoked("evt-first"))
+    # When it is revoked again, with another record
+    tokens.revoke_token("org-acme", "tok-1", AT + timedelta(minutes=1), _revoked("evt-again"))
+    # Then it stays revoked and only the first record was written
+    assert tokens.token("hash-1") == replace(_token(), revoked=True)
+    if isinstance(tokens, InMemoryApiTokens):
+        written = [r.id for r in tokens.security_trail]
+    else:
+        written = [r.id for r in trail_page("org-acme", AuditQuery(size=100)).records]
+    assert written == ["evt-first"]
+
+
+def _revoked(record_id: str) -> AuditRecord:
+    return AuditRecord(
+        id=record_id,
+        organization_id="org-acme",
+        at=AT,
+        action=AuditAction.TOKEN_REVOKED,
+        actor="user:ada",
+        actor_display="User ada",
+        source_address="127.0.0.1",
+        object_kind="token",
+        object_id="tok-1",
+        outcome=AuditOutcome.SUCCEEDED,
+    )
 
 
 # -- capabilities and runner sessions --------------------------------------------------------

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import IO, Any
 
@@ -21,6 +21,7 @@ import pytest
 
 from runplane.adapters.github import Archive, GitHubApp
 from runplane.adapters.secrets import Secrets
+from runplane.domain.audit import DEPLOYMENT_TRAIL
 from runplane.domain.entities import Organization, Workspace
 from runplane.domain.errors import (
     Conflict,
@@ -38,11 +39,13 @@ from runplane.domain.identity import Forbidden, Permission, Principal, Principal
 from runplane.domain.path_filters import ChangedFiles
 from runplane.domain.run import RunKind
 from runplane.services.artifacts import ArtifactStore
+from runplane.services.audit import AuditTrail
 from runplane.services.github import GitHubConfig, GitHubSources
 from runplane.services.github_installations import ConnectConfig, GitHubInstallations
 from runplane.wiring import run_lifecycle
 from tests.fakes import InMemoryArtifactRecords, InMemoryObjects, LocalDataKeys, RecordingWorkflow
 from tests.fakes_access import InMemoryGitHubInstallations, InMemoryWebSessions
+from tests.fakes_audit import InMemorySecurityTrail
 from tests.fakes_github import InMemoryGitHubSources
 from tests.github_fake import tarball
 from tests.service.conftest import Tier
@@ -132,6 +135,8 @@ class Scene:
     app: ScriptedApp
     sources: GitHubSources
     deliveries: int = 0
+    # The refused deliveries' records (the fixture's sources record into it).
+    trail: InMemorySecurityTrail = field(default_factory=InMemorySecurityTrail)
 
     def organization(self, name: str, installation_id: int) -> Organization:
         """An organization holding one installation."""
@@ -258,6 +263,7 @@ def _note(tag: str) -> AuditNote:
 @pytest.fixture
 def scene(tier: Tier) -> Scene:
     installations = InMemoryGitHubInstallations()
+    trail = InMemorySecurityTrail()
     store = InMemoryGitHubSources(installations, tier.configurations)
     workflow = StartedWorkflow()
     app = ScriptedApp({})
@@ -295,8 +301,9 @@ def scene(tier: Tier) -> Scene:
         store,
         tier.auto_destroys,
         app=lambda *args: app,
+        refusals=AuditTrail(tier.clock, tier.ids, trail),
     )
-    return Scene(tier, installations, store, workflow, app, sources)
+    return Scene(tier, installations, store, workflow, app, sources, trail=trail)
 
 
 # -- bindings ----------------------------------------------------------------------------------
@@ -540,6 +547,33 @@ def test_refused_deliveries_write_nothing(scene: Scene) -> None:
     # Then nothing was recorded or started
     assert scene.written() == before
     assert scene.workflow.named == []
+
+
+def test_a_refusal_is_recorded_under_the_organization_only_once_the_signature_verifies(
+    scene: Scene,
+) -> None:
+    # Given acme holding installation 10, and installation 99 held by no one
+    org = scene.organization("acme", 10)
+    # When a verified delivery for 10 is refused (too old), one for 99 too, and an
+    # unverified one naming 10 is refused
+    with pytest.raises(WebhookReplayRefused):
+        scene.deliver("push", scene.push(10, age=timedelta(hours=2)), delivery="d-old")
+    with pytest.raises(WebhookReplayRefused):
+        scene.deliver("push", scene.push(99, age=timedelta(hours=2)), delivery="d-unclaimed")
+    with pytest.raises(WebhookSignatureInvalid):
+        scene.deliver("push", scene.push(10), delivery="d-forged", secret="wrong")
+    # Then each wrote one refused record: the verified one naming a claimed
+    # installation under its organization, the others on the deployment's trail
+    where = {r.details["delivery_id"]: r.organization_id for r in scene.trail.records}
+    assert where == {
+        "d-old": org.id,
+        "d-unclaimed": DEPLOYMENT_TRAIL,
+        "d-forged": DEPLOYMENT_TRAIL,
+    }
+    assert {r.details["reason"] for r in scene.trail.records} == {
+        WebhookReplayRefused.code,
+        WebhookSignatureInvalid.code,
+    }
 
 
 def test_a_delivery_from_another_organizations_installation_reaches_none_of_its_workspaces(

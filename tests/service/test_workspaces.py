@@ -6,7 +6,9 @@ import copy
 
 import pytest
 
+from runplane.domain.audit import AuditAction
 from runplane.domain.errors import AlreadyExists, ConcurrentChange, InvalidInput, NotFound
+from runplane.domain.second_approval import SecondApprovalRule
 from runplane.domain.tfe_runs import ExecutionMode
 from tests.service.conftest import Tier
 
@@ -106,6 +108,40 @@ def test_a_settings_change_from_a_stale_form_is_refused_and_writes_nothing(tier:
         tier.workspaces.update(admin, changed, description="stale", expected_settings_version=0)
     # Then nothing was written
     assert tier.directory.workspaces == before
+
+
+def test_a_settings_change_writes_one_record_naming_what_changed(tier: Tier) -> None:
+    # Given a workspace with a description
+    org = tier.tenancy.create_organization("acme")
+    admin = tier.admin(org)
+    ws = tier.workspaces.create(admin, "acme", "network", description="core")
+
+    # When separation of duties is turned on, the same description sent again
+    rule = SecondApprovalRule(destroy_runs=True, separation_of_duties=True)
+    tier.workspaces.update(admin, ws, description="core", second_approval=rule)
+
+    # Then one record names only the rule, with its new values
+    (record,) = tier.directory.security_records
+    assert record.action is AuditAction.WORKSPACE_SETTINGS_CHANGED
+    assert (record.organization_id, record.object_kind, record.object_id) == (
+        org.id,
+        "workspace",
+        ws.id,
+    )
+    assert record.actor == admin.ref
+    assert dict(record.details) == {
+        "changed": "second_approval",
+        "destroy_runs": "true",
+        "destroys_over": "-",
+        "separation_of_duties": "true",
+    }
+
+    # And a change that changes nothing, or is refused, writes no record
+    current = tier.workspaces.by_id(admin, ws.id)
+    tier.workspaces.update(admin, current, second_approval=rule)
+    with pytest.raises(ConcurrentChange):
+        tier.workspaces.update(admin, ws, description="stale", expected_settings_version=0)
+    assert len(tier.directory.security_records) == 1
 
 
 @pytest.mark.parametrize(

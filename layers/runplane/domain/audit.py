@@ -192,3 +192,34 @@ class AuditPage:
     records: list[AuditRecord]
     # Opaque: pass it back as ``page[cursor]`` for the next page; None: the last page.
     next_cursor: str | None
+
+
+# Settings whose new values a record may show: they decide who may do what, and none
+# is secret. A description, tags or an engine version are named, not shown.
+_SHOWN_SETTINGS = ("approval_window_seconds", "execution_mode")
+
+
+def settings_change_details(before: Any, changes: Mapping[str, Any]) -> dict[str, str]:
+    """What a workspace settings change changed, from the workspace as the caller read
+    it (``before``) and the settings given: ``changed`` names them (comma-separated);
+    approval rules and the execution mode show their new values. Empty: nothing
+    differs."""
+    changed = sorted(
+        name
+        for name, value in changes.items()
+        if value is not None and getattr(before, name, None) != value
+    )
+    if not changed:
+        return {}
+    details = {"changed": ",".join(changed)}
+    for name in changed:
+        if name in _SHOWN_SETTINGS:
+            details[name] = str(changes[name])
+        if name == "second_approval":
+            rule = changes[name]
+            details["destroy_runs"] = str(rule.destroy_runs).lower()
+            details["destroys_over"] = (
+                "-" if rule.destroys_over is None else str(rule.destroys_over)
+            )
+            details["separation_of_duties"] = str(rule.separation_of_duties).lower()
+    return details

@@ -173,8 +173,17 @@ class LocalGitHubApp:
         )
 
 
+# The audit export's step, registered beside the sweep (in AWS: its own rule and Lambda,
+# infra/constructs/audit_export.py).
+AUDIT_EXPORT_SCHEDULE = {"export": "audit"}
+
+
 def _fire_schedule(payload: dict[str, Any]) -> Any:
     """What EventBridge Scheduler's Lambda target receives, delivered in-process."""
+    if payload == AUDIT_EXPORT_SCHEDULE:
+        from functions.audit_export.handler import export
+
+        return export({}, None)
     from functions.scheduler.handler import fire
 
     return fire(payload, None)
@@ -393,6 +402,8 @@ class EmbeddedStack:
             single_organization=not self.isolates_tenants,
             # GitLab instances on loopback (a local or test server) may be plain http.
             gitlab_allow_http=True,
+            # The audit export writes JSON lines under <data_dir>/audit/ (docs/audit.md).
+            audit_export_directory=str(self.data_dir),
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
@@ -444,6 +455,9 @@ class EmbeddedStack:
         # The deployment's own schedule, as CDK creates it (infra/constructs/scheduler.py).
         self.services.schedule_registry.put_own(
             "auto-destroy-sweep", auto_destroy.SWEEP_RATE, {"sweep": auto_destroy.SWEEP}
+        )
+        self.services.schedule_registry.put_own(
+            "audit-export", "rate(10 minutes)", AUDIT_EXPORT_SCHEDULE
         )
         self.scheduler = LocalScheduler(
             self.services.schedule_registry,

@@ -287,10 +287,13 @@ class GitHubSources:
         self, headers: Mapping[str, str], body: bytes, source_address: str | None = None
     ) -> WebhookReply:
         """Verify, deduplicate and record one delivery; start its source workflow. A
-        refused delivery writes one refused audit record and nothing else: under the
-        deployment's trail, as a GitHub delivery names no organization we can trust
-        before its payload is read."""
+        refused delivery writes one refused audit record and nothing else: before its
+        signature verifies, under the deployment's trail (nothing in it can be trusted);
+        after, under the organization that claimed its installation, if one did."""
+        verified = False
         try:
+            self._verify(headers, body)
+            verified = True
             return self._receive(headers, body)
         except RunplaneError as refused:
             if self._refusals is not None and 400 <= refused.http_status < 500:
@@ -298,7 +301,7 @@ class GitHubSources:
                 self._refusals.webhook_refused(
                     "github",
                     refused.code,
-                    organization_id=None,
+                    organization_id=self._claimed_by(body) if verified else None,
                     object_kind="webhook",
                     object_id="github",
                     delivery_id=delivery if delivery and DELIVERY_ID.fullmatch(delivery) else None,
@@ -306,7 +309,7 @@ class GitHubSources:
                 )
             raise
 
-    def _receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
+    def _verify(self, headers: Mapping[str, str], body: bytes) -> None:
         config = self._config
         if len(body) > config.webhook_max_bytes:
             raise WebhookTooLarge(
@@ -317,6 +320,20 @@ class GitHubSources:
         secret = self._secrets.read(config.webhook_secret_arn, "GitHub webhook secret")
         if not signature_matches(secret.encode(), body, lowered.get("x-hub-signature-256")):
             raise WebhookSignatureInvalid()
+
+    def _claimed_by(self, body: bytes) -> str | None:
+        """The organization holding the installation a verified delivery names, if any."""
+        try:
+            installation = json.loads(body).get("installation", {}).get("id")
+        except (ValueError, RecursionError, AttributeError):
+            return None
+        if not isinstance(installation, int) or isinstance(installation, bool):
+            return None
+        return self._installations.holder_of(installation)
+
+    def _receive(self, headers: Mapping[str, str], body: bytes) -> WebhookReply:
+        """A delivery whose signature verified."""
+        lowered = {k.lower(): v for k, v in headers.items()}
         delivery_id = lowered.get("x-github-delivery", "")
         event = lowered.get("x-github-event", "")
         if not DELIVERY_ID.fullmatch(delivery_id):

@@ -7,9 +7,11 @@ else can lock, and the refusal says which run holds it and what to do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from runplane.domain.audit import AuditAction, AuditRecord, settings_change_details
 from runplane.domain.clock import Clock
 from runplane.domain.entities import (
     MAX_APPROVAL_WINDOW,
@@ -281,17 +283,44 @@ class Workspaces:
                 f"the approval window is {MIN_APPROVAL_WINDOW} s to {MAX_APPROVAL_WINDOW} s",
                 "/approval_window_seconds",
             )
+        mode = None if execution_mode is None else ExecutionMode(execution_mode).value
+        given = {
+            "terraform_version": terraform_version,
+            "description": description,
+            "tag_names": tags,
+            "approval_window_seconds": approval_window_seconds,
+            "execution_mode": mode,
+            "second_approval": second_approval,
+        }
         self._directory.update_settings(
             workspace.id,
             terraform_version=terraform_version,
             description=description,
             tag_names=tags,
             approval_window_seconds=approval_window_seconds,
-            execution_mode=None if execution_mode is None else ExecutionMode(execution_mode).value,
+            execution_mode=mode,
             second_approval=second_approval,
             expected_settings_version=expected_settings_version,
+            audit=self._settings_record(principal, workspace, given),
         )
         return self._directory.get_workspace(workspace.id)
+
+    def _settings_record(
+        self, principal: Principal, workspace: Workspace, given: Mapping[str, object]
+    ) -> AuditRecord | None:
+        """The ``workspace.settings_changed`` record of a change that changes something."""
+        details = settings_change_details(workspace, given)
+        if not details:
+            return None
+        return AuditRecord.of(
+            principal,
+            AuditAction.WORKSPACE_SETTINGS_CHANGED,
+            "workspace",
+            workspace.id,
+            at=self._clock.now(),
+            id=self._ids.new(IdKind.AUDIT_EVENT),
+            details=details,
+        )
 
     # -- locking --------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 from runplane.domain.audit import AuditRecord
@@ -68,18 +69,31 @@ def list_tokens(org_id: str) -> list[ApiTokenRecord]:
 def revoke_token(
     org_id: str, token_id: str, now: datetime, record: AuditRecord | None = None
 ) -> None:
+    """Revoke the token once: revoking it again changes nothing and writes no record
+    (its first revocation's time and record stand)."""
+
+    def refused(current: dict[str, object] | None) -> Exception:
+        if current is not None and current.get("org_id") == org_id:
+            return _AlreadyRevoked()
+        return NotFound("token", token_id)
+
     for item in ApiTokenItem.gsi1.query(tokens_partition(org_id), ApiTokenItem.gsi1sk == token_id):
         revoke = Transaction().update(
             ApiTokenItem(item.pk, item.sk),
             [ApiTokenItem.revoked_at.set(now)],
-            condition=ApiTokenItem.org_id == org_id,
-            on_refused=lambda current: NotFound("token", token_id),
+            condition=(ApiTokenItem.org_id == org_id) & ApiTokenItem.revoked_at.does_not_exist(),
+            on_refused=refused,
         )
         if record is not None:
             revoke.extend([security_record(record)])
-        revoke.commit()
+        with contextlib.suppress(_AlreadyRevoked):
+            revoke.commit()
         return
     raise NotFound("token", token_id)
+
+
+class _AlreadyRevoked(Exception):
+    """The token was revoked before: nothing to write."""
 
 
 class DynamoApiTokens:

@@ -286,9 +286,11 @@ class SecurityRecordItem(TableItem):
 
 class AuditExportWatermarkItem(TableItem):
     """How far the audit export has written: the GSI1 sort key of the last exported
-    record, advanced only from the value an exporter read (a conditional write)."""
+    record, and the end of the batch claimed but not yet finished; replaced only from
+    the values an exporter read (a conditional write)."""
 
     exported_through = UnicodeAttribute()
+    pending = UnicodeAttribute(null=True)
 
 
 def artifact_key(artifact_id: str) -> tuple[str, str]:

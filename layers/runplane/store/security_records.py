@@ -8,7 +8,10 @@ import base64
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from pynamodb.expressions.condition import Condition
+
 from runplane.domain.audit import AuditAction, AuditOutcome, AuditPage, AuditQuery, AuditRecord
+from runplane.domain.audit_export import ExportMark, export_position, position_at, trail_time
 from runplane.domain.errors import ConcurrentChange, InvalidInput
 from runplane.store.models import (
     AuditExportWatermarkItem,
@@ -21,11 +24,6 @@ from runplane.store.transaction import Transaction
 def _as_dict(details: Any) -> dict[str, Any]:
     # A raw MapAttribute reads back as an attribute container, a fresh one as a dict.
     return details.as_dict() if hasattr(details, "as_dict") else dict(details)
-
-
-def trail_time(at: datetime) -> str:
-    """A sort key prefix that orders as time does (one fixed width, UTC)."""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _export_partition(day: date) -> str:
@@ -41,7 +39,7 @@ def security_record(record: AuditRecord) -> Transaction:
         key[0],
         key[1],
         gsi1pk=_export_partition(record.at.astimezone(UTC).date()),
-        gsi1sk=f"{sort}#{record.organization_id}",
+        gsi1sk=export_position(record),
         record_id=record.id,
         org_id=record.organization_id,
         at=record.at,
@@ -128,44 +126,69 @@ def trail_page(org_id: str, query: AuditQuery) -> AuditPage:
 # -- the export's reads and watermark ------------------------------------------------------
 
 
-def exported_through() -> str:
-    """The GSI1 sort key of the last exported record ("" before the first export)."""
+def export_mark() -> ExportMark:
+    """The export's watermark (an empty mark before the first export)."""
     try:
-        return AuditExportWatermarkItem.get(*_WATERMARK_KEY, consistent_read=True).exported_through
+        item = AuditExportWatermarkItem.get(*_WATERMARK_KEY, consistent_read=True)
     except AuditExportWatermarkItem.DoesNotExist:
-        return ""
+        return ExportMark()
+    return ExportMark(item.exported_through, item.pending)
 
 
-def records_to_export(after: str, settled_before: datetime, limit: int) -> list[AuditRecord]:
-    """Up to ``limit`` records after the watermark ``after`` and written before
-    ``settled_before``, in the trail's order (all organizations)."""
-    start = date.fromisoformat(after[:10]) if after else _FIRST_EXPORT_DAY
-    end = settled_before.astimezone(UTC).date()
-    high = trail_time(settled_before)
+def trail_start() -> datetime:
+    """No record is older than the table: the first export walks from its creation."""
+    created = SecurityRecordItem.describe_table()["CreationDateTime"]
+    if isinstance(created, datetime):
+        return created.astimezone(UTC)
+    return datetime.fromtimestamp(float(created), UTC)
+
+
+def _walk(after: str, before: str, limit: int) -> list[AuditRecord]:
+    """Up to ``limit`` records with ``after < position < before``, in position order,
+    one index partition (day) after another."""
+    day = date.fromisoformat(after[:10])
+    last = date.fromisoformat(before[:10])
     found: list[AuditRecord] = []
-    day = start
-    while day <= end and len(found) < limit:
+    while day <= last and len(found) < limit:
         for item in SecurityRecordItem.gsi1.query(
             _export_partition(day),
-            SecurityRecordItem.gsi1sk > after if after else None,
+            SecurityRecordItem.gsi1sk > after,
             limit=limit - len(found),
         ):
-            if item.gsi1sk >= high:
+            if item.gsi1sk >= before:
                 break
             found.append(to_record(item))
         day += timedelta(days=1)
     return found
 
 
-def advance_watermark(previous: str, through: str) -> bool:
-    """Move the watermark from ``previous`` to ``through``; False when another exporter
+def records_to_export(after: str, settled_before: datetime, limit: int) -> list[AuditRecord]:
+    """Up to ``limit`` records after the position ``after`` and written before
+    ``settled_before``, in position order (every organization's)."""
+    return _walk(after, position_at(settled_before), limit)
+
+
+def records_through(after: str, through: str) -> list[AuditRecord]:
+    """Every record after ``after`` up to ``through`` included (a claimed batch)."""
+    # Positions end with the organization: "<through>\x00" is the first one past it.
+    return _walk(after, through + "\x00", _MAX_BATCH)
+
+
+def advance_mark(previous: ExportMark, new: ExportMark) -> bool:
+    """Replace the watermark ``previous`` with ``new``; False when another exporter
     moved it first (nothing is written then)."""
-    item = AuditExportWatermarkItem(*_WATERMARK_KEY, exported_through=through)
-    condition = (
-        AuditExportWatermarkItem.pk.does_not_exist()
-        if not previous
-        else AuditExportWatermarkItem.exported_through == previous
+    item = AuditExportWatermarkItem(
+        *_WATERMARK_KEY, exported_through=new.through, pending=new.pending
     )
+    condition: Condition
+    if not previous.through:
+        condition = AuditExportWatermarkItem.pk.does_not_exist()
+    else:
+        condition = AuditExportWatermarkItem.exported_through == previous.through
+        if previous.pending is None:
+            condition &= AuditExportWatermarkItem.pending.does_not_exist()
+        else:
+            condition &= AuditExportWatermarkItem.pending == previous.pending
     try:
         Transaction().put(item, condition=condition).commit()
     except ConcurrentChange:
@@ -173,13 +196,28 @@ def advance_watermark(previous: str, through: str) -> bool:
     return True
 
 
-def export_sort_key(record: AuditRecord) -> str:
-    return f"{trail_time(record.at)}#{record.id}#{record.organization_id}"
-
-
 _WATERMARK_KEY = ("AUDITEXPORT", "WATERMARK")
-# The export's first run starts its walk here (no record is older than the feature).
-_FIRST_EXPORT_DAY = date(2026, 1, 1)
+# A claimed batch is at most this many records (the exporter's own limit is lower).
+_MAX_BATCH = 10_000
+
+
+class DynamoAuditExport:
+    """``services.repositories.audit.AuditExportStore`` on the table."""
+
+    def mark(self) -> ExportMark:
+        return export_mark()
+
+    def trail_start(self) -> datetime:
+        return trail_start()
+
+    def records_after(self, after: str, settled_before: datetime, limit: int) -> list[AuditRecord]:
+        return records_to_export(after, settled_before, limit)
+
+    def records_through(self, after: str, through: str) -> list[AuditRecord]:
+        return records_through(after, through)
+
+    def advance(self, previous: ExportMark, new: ExportMark) -> bool:
+        return advance_mark(previous, new)
 
 
 class DynamoSecurityTrail:

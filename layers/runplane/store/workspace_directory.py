@@ -5,10 +5,12 @@ read ahead."""
 
 from __future__ import annotations
 
+from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import AuditEvent, Organization, Workspace
 from runplane.domain.second_approval import SecondApprovalRule
 from runplane.store import workspaces as store
 from runplane.store.request_reads import REQUEST, RequestScope
+from runplane.store.security_records import security_record
 
 
 class DynamoWorkspaceDirectory:
@@ -51,8 +53,9 @@ class DynamoWorkspaceDirectory:
         second_approval: SecondApprovalRule | None = None,
         execution_mode: str | None = None,
         expected_settings_version: int | None = None,
+        audit: AuditRecord | None = None,
     ) -> None:
-        store.update_settings(
+        write = store.update_settings(
             workspace_id,
             terraform_version=terraform_version,
             description=description,
@@ -61,4 +64,8 @@ class DynamoWorkspaceDirectory:
             second_approval=second_approval,
             execution_mode=execution_mode,
             expected_settings_version=expected_settings_version,
-        ).commit()
+        )
+        if audit is not None and write:
+            # The record commits with the change, or neither does.
+            write.extend([security_record(audit)])
+        write.commit()

@@ -80,6 +80,7 @@ class WorkspaceDirectory(Protocol):
         execution_mode: str | None = None,
         second_approval: SecondApprovalRule | None = None,
         expected_settings_version: int | None = None,
+        audit: AuditRecord | None = None,
     ) -> None: ...
 
 
