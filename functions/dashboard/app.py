@@ -25,6 +25,7 @@ from functions.dashboard import (
     plan,
     run_logs,
     sign_in,
+    teams_page,
     workspace_config,
     workspace_config_forms,
     workspace_page,
@@ -279,6 +280,17 @@ def build_app() -> PageResolver:
     app.get("/ui/runs/<run_id>/logs/<phase>")(with_session(actions.live_log))
     app.get("/ui/runs/<run_id>/plan")(with_session(plan.page))
     app.get("/app/<organization>/<workspace>/runs/<run_id>")(terraform_run_link)
+    app.get(teams_page.PAGE_PATH)(with_session(teams_page.page))
+    app.post(teams_page.PAGE_PATH)(with_session(teams_page.create))
+    app.post(f"{teams_page.PAGE_PATH}/<team_id>/delete")(with_session(teams_page.delete))
+    app.post(f"{teams_page.PAGE_PATH}/<team_id>/members")(with_session(teams_page.add_member))
+    app.post(f"{teams_page.PAGE_PATH}/<team_id>/members/remove")(
+        with_session(teams_page.remove_member)
+    )
+    app.post(f"{teams_page.PAGE_PATH}/<team_id>/access")(with_session(teams_page.set_access))
+    app.post(f"{teams_page.PAGE_PATH}/<team_id>/access/remove")(
+        with_session(teams_page.remove_access)
+    )
     app.get(github.PAGE_PATH)(with_session(github.page))
     app.get(attention.PAGE_PATH)(with_session(attention.page))
     app.post(f"{github.PAGE_PATH}/connect")(with_session(github.connect))

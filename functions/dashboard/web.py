@@ -28,6 +28,7 @@ NAME = "[A-Za-z0-9_-]{1,90}"
 PATH_PARAMETERS = {
     "workspace_id": ID,
     "run_id": ID,
+    "team_id": ID,
     "state_version_id": ID,
     "decision": "approve|reject",
     "phase": "plan|apply",

@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, Page
 
 from tests.browser.axe import WIDER, blocking
 from tests.browser.conftest import ARTIFACTS
-from tests.e2e.conftest import Local
+from tests.e2e.conftest import Local, unique
 from tests.e2e.test_managed_runs import HELLO, new_workspace
 from tests.e2e.test_run_options import configuration
 
@@ -43,6 +43,7 @@ class Site:
             "run-applied": f"/ui/runs/{self.applied_run}",
             "plan": f"/ui/runs/{self.waiting_run}/plan",
             "attention": "/ui/attention",
+            "teams": "/ui/teams",
             "github": "/ui/github",
             "not-found": "/ui/runs/run-does-not-exist",
         }
@@ -61,6 +62,9 @@ def site(local: Local, tmp_path: Path) -> Site:
     waiting = client.create_run(ws, configuration(tmp_path, "alpha", "beta"))
     waited = client.watch(waiting["id"], until=["awaiting_approval"], timeout=180)
     assert waited["status"] == "awaiting_approval"
+    # A team with members, a mapped group and access, so the teams page shows them.
+    team = client.create_team(unique("a11y"), members=["bea", "cy"], groups=["platform"])
+    client.set_team_access(ws, team["id"], "write", ["recover"])
     return Site(ws, applied["id"], waiting["id"])
 
 

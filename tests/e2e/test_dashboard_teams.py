@@ -24,7 +24,9 @@ def _session(local: Local, org_id: str, user: str, *, admin: bool) -> requests.S
     return browser
 
 
-def _post(local: Local, browser: requests.Session, path: str, data: dict[str, str]) -> requests.Response:
+def _post(
+    local: Local, browser: requests.Session, path: str, data: dict[str, str]
+) -> requests.Response:
     csrf = form_fields(browser.get(f"{local.url}/", timeout=30).text, "logout-form")["csrf"]
     return browser.post(
         f"{local.url}{path}",
@@ -48,7 +50,12 @@ def test_an_admin_manages_teams_from_the_page_and_a_member_follows_at_the_next_p
     admin = _session(local, org_id, "ada", admin=True)
     bea = _session(local, org_id, "bea", admin=False)
     # When the admin creates a team with bea, and gives it write on net, from the page
-    created = _post(local, admin, "/ui/teams", {"name": "net-ops", "members": "bea", "org_access_manage-policies": "yes"})
+    created = _post(
+        local,
+        admin,
+        "/ui/teams",
+        {"name": "net-ops", "members": "bea", "org_access_manage-policies": "yes"},
+    )
     assert (created.status_code, created.headers["Location"]) == (303, "/ui/teams")
     team = client.list_teams()[0]
     assert (team["name"], team["members"], team["organization_access"]) == (
@@ -56,7 +63,12 @@ def test_an_admin_manages_teams_from_the_page_and_a_member_follows_at_the_next_p
         ["bea"],
         ["manage-policies"],
     )
-    granted = _post(local, admin, f"/ui/teams/{team['id']}/access", {"workspace_id": net, "level": "write", "capability_recover": "yes"})
+    granted = _post(
+        local,
+        admin,
+        f"/ui/teams/{team['id']}/access",
+        {"workspace_id": net, "level": "write", "capability_recover": "yes"},
+    )
     assert granted.status_code == 303
     # Then the page lists the team, its member and its access
     page = admin.get(f"{local.url}/ui/teams", timeout=30).text
@@ -86,6 +98,12 @@ def test_an_admin_manages_teams_from_the_page_and_a_member_follows_at_the_next_p
     assert removed.status_code == 303
     assert bea.get(f"{local.url}/ui/workspaces/{net}", timeout=30).status_code == 404
     # And a form without its CSRF token is refused
-    no_csrf = admin.post(f"{local.url}/ui/teams", data={"name": "x"}, headers={"Origin": local.url}, allow_redirects=False, timeout=30)
+    no_csrf = admin.post(
+        f"{local.url}/ui/teams",
+        data={"name": "x"},
+        headers={"Origin": local.url},
+        allow_redirects=False,
+        timeout=30,
+    )
     assert no_csrf.status_code == 403
     assert [t["name"] for t in client.list_teams()] == ["net-ops"]

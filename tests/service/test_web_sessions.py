@@ -49,7 +49,8 @@ def test_a_login_code_opens_one_session_of_its_grant(
     assert (who.organization_id, who.permissions) == ("org-acme", READER)
     assert who.display == "User ana (dashboard)"
     (session,) = store.sessions.values()
-    assert who.id == session.id
+    # (named as the person, so a bearer token and a session are one principal)
+    assert (who.id, who.user, who.ref) == ("ana", "ana", "user:ana")
     assert who.auth_time == session.grant.created_at
     assert signed_in.valid_until == session.grant.created_at + SESSION_LIFETIME
     # And the code is spent: nothing secret is a key

@@ -351,7 +351,9 @@ def user_principal(claims: VerifiedClaims, federation: Federation = NO_FEDERATIO
         raise Unauthenticated("the token names no organization")
     return Principal(
         kind=PrincipalKind.USER,
-        id=claims.subject,
+        # The person, as a dashboard session names them too: the same ``user:`` ref
+        # whichever way they call (separation of duties and two-person rules compare it).
+        id=user_name(claims),
         organization_id=organization_id,
         permissions=permissions_for_roles(roles),
         display=f"User {user_name(claims)}",

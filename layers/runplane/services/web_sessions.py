@@ -172,7 +172,7 @@ class WebSessions:
         grant = session.grant
         return Principal(
             kind=PrincipalKind.USER,
-            id=session.id,
+            id=grant.name,
             organization_id=grant.organization_id,
             permissions=grant.permissions,
             display=f"User {grant.name} (dashboard)",
