@@ -79,7 +79,12 @@ def test_one_comment_follows_three_pushes_and_never_shows_a_sensitive_value(
     assert "+3 ~0 -0" in body
     assert "test&#95;thing.extra2" in body
     assert f"/ui/runs/{run['id']}" in body
-    posts = [(m, p) for m, p, _ in reviews.sent if p.endswith(f"/issues/{NUMBER}/comments")]
+    # (the fake serves every test: only this repository's pull request counts)
+    posts = [
+        (m, p)
+        for m, p, _ in reviews.sent
+        if p.endswith(f"/repos/{repository}/issues/{NUMBER}/comments")
+    ]
     assert [m for m, _ in posts] == ["POST"]
     # And each commit a check run of the workspace, completed with the plan's summary
     for sha in shas:
