@@ -61,6 +61,9 @@ class Probe:
     body: dict[str, Any] | None = None
     changes: tuple[str, ...] = ()
     restore: str | None = None
+    # An allowed probe may be answered 404 naming this: past the permission check, what
+    # the probe acts on is absent (an upload never made, an auto-destroy never set).
+    absent: str = ""
     # Why an allowed probe leaves no lasting effect.
     note: str = ""
 
@@ -131,7 +134,8 @@ API: dict[tuple[str, str], Rule] = {
         P.RUN_PLAN, probe=Probe(note="a pending configuration version, never uploaded")
     ),
     ("POST", "/api/v1/configuration-versions/<cv_id>/actions/finalize"): ws(
-        P.RUN_PLAN, probe=Probe(path=_PENDING_CV, note="nothing was uploaded: refused after")
+        P.RUN_PLAN,
+        probe=Probe(path=_PENDING_CV, absent="upload", note="nothing was uploaded: refused after"),
     ),
     # -- variables
     ("GET", "/api/v1/workspaces/<workspace_id>/variables"): ws(P.WORKSPACE_READ),
@@ -188,33 +192,35 @@ API: dict[tuple[str, str], Rule] = {
     ("PUT", "/api/v1/workspaces/<workspace_id>/cloud-settings"): ws(
         P.CREDENTIALS_MANAGE,
         probe=Probe(
-            body={"expected_version": 999},
+            body={"aws_session_duration": 1},
             changes=("cloud_settings",),
-            note="a stale expected version: 409 after the check",
+            note="a session shorter than AWS allows: 422 after the check",
         ),
     ),
     ("DELETE", "/api/v1/workspaces/<workspace_id>/cloud-settings"): ws(
         P.CREDENTIALS_MANAGE,
-        probe=Probe(changes=("cloud_settings",), note="no settings to clear"),
+        probe=Probe(changes=("cloud_settings",), note="no settings to clear: idempotent"),
     ),
     # -- auto-destroy
     ("GET", "/api/v1/workspaces/<workspace_id>/auto-destroy"): ws(P.WORKSPACE_READ),
     ("PUT", "/api/v1/workspaces/<workspace_id>/auto-destroy"): ws(
         P.WORKSPACE_UPDATE,
         probe=Probe(
-            body={"after_seconds": 1},
+            body={"destroy_after_inactivity": "1m"},
             changes=("auto_destroy",),
             note="a period below the minimum: 422 after the check",
         ),
     ),
     ("DELETE", "/api/v1/workspaces/<workspace_id>/auto-destroy"): ws(
-        P.WORKSPACE_UPDATE, probe=Probe(changes=("auto_destroy",), note="nothing to clear")
+        P.WORKSPACE_UPDATE,
+        probe=Probe(changes=("auto_destroy",), absent="auto-destroy of workspace", note="none set"),
     ),
     ("POST", "/api/v1/workspaces/<workspace_id>/auto-destroy/actions/postpone"): ws(
         P.WORKSPACE_UPDATE,
         probe=Probe(
-            body={"until": "2000-01-01T00:00:00Z"},
+            body={"by": "1h"},
             changes=("auto_destroy",),
+            absent="auto-destroy of workspace",
             note="nothing scheduled to postpone",
         ),
     ),
@@ -231,11 +237,11 @@ API: dict[tuple[str, str], Rule] = {
     ("GET", "/api/v1/runs/<run_id>"): ws(P.RUN_READ, probe=Probe(path=_RUN)),
     ("POST", "/api/v1/runs/<run_id>/actions/approve"): ws(
         P.RUN_APPROVE,
-        probe=Probe(path=_RUN, changes=("run",), note="the run was decided: 409 after"),
+        probe=Probe(path=_RUN, body={}, changes=("run",), note="the run was decided: 409"),
     ),
     ("POST", "/api/v1/runs/<run_id>/actions/reject"): ws(
         P.RUN_APPROVE,
-        probe=Probe(path=_RUN, changes=("run",), note="the run was decided: 409 after"),
+        probe=Probe(path=_RUN, body={}, changes=("run",), note="the run was decided: 409"),
     ),
     ("POST", "/api/v1/runs/<run_id>/actions/cancel"): ws(
         P.RUN_CANCEL, probe=Probe(path=_RUN, changes=("run",), note="the run has ended: 409")
@@ -253,7 +259,11 @@ API: dict[tuple[str, str], Rule] = {
         P.RUN_RECOVER,
         probe=Probe(
             path=_RUN,
-            body={"resolution": "mark_failed", "reason": "probe"},
+            body={
+                "resolution": "current_state_verified",
+                "reason": "probe",
+                "current_state_version_id": None,
+            },
             changes=("run",),
             note="the run needs no recovery: refused after the check",
         ),
@@ -269,7 +279,10 @@ API: dict[tuple[str, str], Rule] = {
     ("DELETE", "/api/v1/tokens/<token_id>"): org(
         P.TOKEN_MANAGE, probe=Probe(path={"token_id": "missing_token"})
     ),
-    ("POST", "/api/v1/policy-sets"): org(P.POLICY_MANAGE, probe=Probe(body={"name": "probe"})),
+    ("POST", "/api/v1/policy-sets"): org(
+        P.POLICY_MANAGE,
+        probe=Probe(body={"name": "probe", "modules": [{"x": "y"}], "policies": [{"x": "y"}]}),
+    ),
     ("GET", "/api/v1/policy-sets"): org(P.ORGANIZATION_READ),
     ("GET", "/api/v1/policy-sets/<name>"): org(P.ORGANIZATION_READ, probe=None),
     ("PUT", "/api/v1/policy-sets/<name>/attachments"): org(
@@ -279,7 +292,8 @@ API: dict[tuple[str, str], Rule] = {
         P.ORGANIZATION_READ, probe=Probe(path={"scope": "organization"})
     ),
     ("PUT", "/api/v1/launch-controls/<scope>"): org(
-        P.LAUNCH_CONTROL, probe=Probe(path={"scope": "organization"}, body={"enabled": True})
+        P.LAUNCH_CONTROL,
+        probe=Probe(path={"scope": "organization"}, body={"launches_enabled": True}),
     ),
     ("GET", "/api/v1/audit"): org(P.AUDIT_READ),
     # -- teams
@@ -314,7 +328,7 @@ API: dict[tuple[str, str], Rule] = {
     ("PUT", "/api/v1/workspaces/<workspace_id>/github"): ws(
         P.WORKSPACE_UPDATE,
         probe=Probe(
-            body={"installation_id": 1, "repository": "probe/probe"},
+            body={"installation_id": 1, "repository": "probe/probe", "branch": "main"},
             changes=("github",),
             note="an installation the organization never connected: refused after",
         ),
@@ -336,9 +350,9 @@ API: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/workspaces/<workspace_id>/run-triggers"): ws(
         P.WORKSPACE_UPDATE,
         probe=Probe(
-            body={"source_workspace_id": "{source_workspace}"},
+            body={"source_workspace_id": "{workspace_id}"},
             changes=("run_triggers",),
-            restore="run_trigger",
+            note="the workspace as its own source: 422 after the check",
         ),
     ),
     ("DELETE", "/api/v1/workspaces/<workspace_id>/run-triggers/<source_id>"): ws(
@@ -378,7 +392,7 @@ API: dict[tuple[str, str], Rule] = {
     ("POST", "/api/v1/workspaces/<workspace_id>/drift/actions/remediate"): ws(
         P.RUN_CREATE,
         probe=Probe(
-            body={"remedy": "apply"},
+            body={"remedy": "reconcile"},
             changes=("runs",),
             note="no drift was detected: refused after the check",
         ),
@@ -387,7 +401,7 @@ API: dict[tuple[str, str], Rule] = {
         P.WORKSPACE_UPDATE,
         P.RUN_CREATE,
         probe=Probe(
-            body={"expression": "cron(0 3 * * ? *)", "kind": "plan_only"},
+            body={"expression": "0 3 * * *", "kind": "plan_only"},
             changes=("schedules",),
             restore="schedules",
         ),
@@ -424,7 +438,9 @@ API: dict[tuple[str, str], Rule] = {
 }
 
 _WS = {"ws_id": "workspace_id"}
-_BY_NAME = {"org": "organization", "name": "workspace"}
+# Well formed, refused after the permission check (a workspace is never renamed): 422.
+_RENAME = {"data": {"type": "workspaces", "attributes": {"name": "renamed"}}}
+_BY_NAME = {"org": "org_name", "name": "workspace"}
 
 CLOUD_API: dict[tuple[str, str], Rule] = {
     ("GET", "/.well-known/terraform.json"): PUBLIC,
@@ -437,21 +453,21 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
     # The caller's own organization only.
     ("GET", "/api/v2/organizations"): SIGNED_IN,
     ("GET", "/api/v2/organizations/<org>"): org(
-        P.ORGANIZATION_READ, probe=Probe(path={"org": "organization"})
+        P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
     ),
     ("GET", "/api/v2/organizations/<org>/entitlement-set"): org(
-        P.ORGANIZATION_READ, probe=Probe(path={"org": "organization"})
+        P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
     ),
     ("GET", "/api/v2/organizations/<org>/runs/queue"): org(
-        P.ORGANIZATION_READ, probe=Probe(path={"org": "organization"})
+        P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
     ),
     ("GET", "/api/v2/organizations/<org>/workspaces"): Rule(
-        Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe(path={"org": "organization"})
+        Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe(path={"org": "org_name"})
     ),
     ("POST", "/api/v2/organizations/<org>/workspaces"): org(
         P.WORKSPACE_CREATE,
         probe=Probe(
-            path={"org": "organization"},
+            path={"org": "org_name"},
             body={"data": {"type": "workspaces", "attributes": {"name": "probe-{grant}"}}},
         ),
     ),
@@ -462,7 +478,7 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
         P.WORKSPACE_UPDATE,
         probe=Probe(
             path=_BY_NAME,
-            body={"data": {"type": "workspaces", "attributes": {"execution-mode": "bogus"}}},
+            body=_RENAME,
             changes=("workspace",),
         ),
     ),
@@ -475,7 +491,7 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
         P.WORKSPACE_UPDATE,
         probe=Probe(
             path=_WS,
-            body={"data": {"type": "workspaces", "attributes": {"execution-mode": "bogus"}}},
+            body=_RENAME,
             changes=("workspace",),
         ),
     ),
@@ -506,7 +522,12 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
         P.STATE_WRITE,
         probe=Probe(
             path=_WS,
-            body={"data": {"type": "state-versions", "attributes": {"serial": 1, "md5": "x"}}},
+            body={
+                "data": {
+                    "type": "state-versions",
+                    "attributes": {"serial": 1, "md5": "0" * 32, "lineage": "probe"},
+                }
+            },
             changes=("state",),
             note="not locked by the caller: refused after the check",
         ),
@@ -524,7 +545,7 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
         P.STATE_READ, probe=Probe(path={"sv_id": "state_version"})
     ),
     ("GET", "/api/v2/state-versions/<sv_id>/json-download"): ws(
-        P.STATE_READ, probe=Probe(path={"sv_id": "state_version"})
+        P.STATE_READ, probe=Probe(path={"sv_id": "state_version"}, absent="JSON state")
     ),
     ("POST", "/api/v2/workspaces/<ws_id>/configuration-versions"): ws(
         P.RUN_PLAN,
@@ -588,13 +609,15 @@ DASHBOARD: dict[tuple[str, str], Rule] = {
         probe=Probe(body={"expected_version": "999"}, changes=("cloud_settings",)),
     ),
     ("POST", f"{_UI_WS}/cloud-settings/clear"): ws(
-        P.CREDENTIALS_MANAGE, probe=Probe(changes=("cloud_settings",))
+        P.CREDENTIALS_MANAGE,
+        probe=Probe(body={"expected_version": "999"}, changes=("cloud_settings",)),
     ),
     ("POST", f"{_UI_WS}/drift/remediate"): ws(
-        P.RUN_CREATE, probe=Probe(body={"remedy": "apply"}, changes=("runs",))
+        P.RUN_CREATE, probe=Probe(body={"remedy": "reconcile"}, changes=("runs",))
     ),
     ("POST", f"{_UI_WS}/auto-destroy/postpone"): ws(
-        P.WORKSPACE_UPDATE, probe=Probe(changes=("auto_destroy",))
+        P.WORKSPACE_UPDATE,
+        probe=Probe(changes=("auto_destroy",), absent="auto-destroy of workspace"),
     ),
     ("POST", f"{_UI_WS}/variables"): ws(
         P.VARIABLES_MANAGE,
@@ -616,7 +639,7 @@ DASHBOARD: dict[tuple[str, str], Rule] = {
         P.WORKSPACE_UPDATE,
         P.RUN_CREATE,
         probe=Probe(
-            body={"expression": "cron(0 3 * * ? *)", "kind": "plan_only"},
+            body={"expression": "0 3 * * *", "kind": "plan_only"},
             changes=("schedules",),
             restore="schedules",
         ),
@@ -638,9 +661,8 @@ DASHBOARD: dict[tuple[str, str], Rule] = {
     ("POST", f"{_UI_WS}/run-triggers"): ws(
         P.WORKSPACE_UPDATE,
         probe=Probe(
-            body={"source_workspace_id": "{source_workspace}", "run_kind": "plan_only"},
+            body={"source_workspace_id": "{workspace_id}", "run_kind": "plan_only"},
             changes=("run_triggers",),
-            restore="run_trigger",
         ),
     ),
     ("POST", f"{_UI_WS}/run-triggers/remove"): ws(
@@ -679,7 +701,11 @@ DASHBOARD: dict[tuple[str, str], Rule] = {
     ),
     ("POST", f"{_UI_WS}/settings"): ws(
         P.WORKSPACE_UPDATE,
-        probe=Probe(body={"approval_window_seconds": "1"}, changes=("workspace",)),
+        probe=Probe(
+            body={"expected_settings_version": "999", "execution_mode": "local"},
+            changes=("workspace",),
+            note="a stale settings version: 409 after the check",
+        ),
     ),
     ("GET", "/ui/runs/<run_id>"): ws(P.RUN_READ, probe=Probe(path=_RUN)),
     ("POST", "/ui/runs/<run_id>/<decision>"): ws(
@@ -688,7 +714,9 @@ DASHBOARD: dict[tuple[str, str], Rule] = {
     ("POST", "/ui/runs/<run_id>/recover"): ws(
         P.RUN_RECOVER,
         probe=Probe(
-            path=_RUN, body={"resolution": "mark_failed", "reason": "probe"}, changes=("run",)
+            path=_RUN,
+            body={"resolution": "current_state_verified", "reason": "probe"},
+            changes=("run",),
         ),
     ),
     ("POST", "/ui/runs/<run_id>/cancel"): ws(
