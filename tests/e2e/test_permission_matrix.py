@@ -9,7 +9,9 @@ request of both their bearer token and their dashboard session."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 
+from functions.route_groups import route_pattern
 from runplane.client import Client, Connection
 from runplane.domain.identity import Permission
 from runplane.domain.teams import (
@@ -450,3 +453,60 @@ def test_a_member_removed_mid_session_is_refused_at_the_next_request(world: Worl
     # And adding mover back restores access at the next request again
     admin.team_member(team["id"], "mover", add=True)
     assert reads() == (200, 200)
+
+
+# -- what the pages offer ------------------------------------------------------------------
+
+_FORM_ACTION = re.compile(r'<form[^>]*\saction="([^"]+)"')
+# Forms the workspace page shows whenever the person may use them, whatever its state
+# (adding a trigger source needs a candidate the person can see; unlocking, a lock).
+ALWAYS_OFFERED = (
+    "/ui/workspaces/<workspace_id>/variables",
+    "/ui/workspaces/<workspace_id>/schedules",
+    "/ui/workspaces/<workspace_id>/notifications",
+    "/ui/workspaces/<workspace_id>/settings",
+    "/ui/workspaces/<workspace_id>/lock",
+    "/ui/workspaces/<workspace_id>/cloud-settings",
+)
+
+
+def _offered(page: str) -> set[str]:
+    """The dashboard route templates the page's forms post to."""
+    templates = [t for (method, t) in TABLES[Surface.DASHBOARD] if method == "POST"]
+    offered = set()
+    for action in _FORM_ACTION.findall(page):
+        path = html.unescape(action).split("?")[0].split("#")[0]
+        matching = [t for t in templates if route_pattern(t).match(path)]
+        assert matching, f"a form posts to {path}, which no dashboard rule names"
+        # The most specific template (a literal segment beats a parameter).
+        offered.add(min(matching, key=lambda t: t.count("<")))
+    return offered
+
+
+def test_the_pages_offer_exactly_the_forms_each_grant_may_use(world: World) -> None:
+    ws, run = world.objects["workspace_id"], world.objects["run_id"]
+    findings = []
+    for grant in GRANTS:
+        person = world.people[grant.label]
+        for page_path in (f"/ui/workspaces/{ws}", f"/ui/runs/{run}"):
+            # Given the page as the person sees it
+            page = person.browser.get(f"{world.url}{page_path}", timeout=30)
+            if Permission.WORKSPACE_READ not in grant.on_workspace:
+                assert page.status_code == 404, (grant.label, page_path)
+                continue
+            assert page.status_code == 200, (grant.label, page_path, page.text[:300])
+            offered = _offered(page.text)
+            # And its header links the inbox for anyone who may read runs somewhere
+            if ('href="/ui/attention"' in page.text) != (Permission.RUN_READ in grant.on_workspace):
+                findings.append(f"{page_path}: the inbox link is wrong for {grant.label}")
+            # Then every form on it is one the grant may use
+            for template in offered - {"/ui/logout"}:
+                if not grant.expected(TABLES[Surface.DASHBOARD][("POST", template)])[0]:
+                    findings.append(f"{page_path} offers {template} to {grant.label}")
+            # And the workspace page hides none that the grant may use
+            if page_path.startswith("/ui/workspaces/"):
+                for template in ALWAYS_OFFERED:
+                    rule = TABLES[Surface.DASHBOARD][("POST", template)]
+                    if grant.expected(rule)[0] and template not in offered:
+                        findings.append(f"{page_path} hides {template} from {grant.label}")
+    assert findings == [], "\n".join(findings)
