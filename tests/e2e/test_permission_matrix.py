@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -239,11 +240,19 @@ def _path(template: str, probe: Probe, world: World) -> str:
     return "/".join(parts)
 
 
+def _filled(value: Any, world: World, grant: str) -> Any:
+    """``value`` with the placeholders of every text in it filled."""
+    if isinstance(value, str):
+        return _fill(value, world, grant)
+    if isinstance(value, dict):
+        return {k: _filled(v, world, grant) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, world, grant) for v in value]
+    return value
+
+
 def _body(probe: Probe, world: World, grant: str) -> dict[str, Any] | None:
-    """The probe's body, its text placeholders filled (a nested JSON:API body as is)."""
-    if probe.body is None:
-        return None
-    return {k: _fill(v, world, grant) if isinstance(v, str) else v for k, v in probe.body.items()}
+    return None if probe.body is None else dict(_filled(probe.body, world, grant))
 
 
 def send(
@@ -256,6 +265,8 @@ def send(
     grant: str = "probe",
 ) -> requests.Response:
     path = _path(template, probe, world)
+    if probe.query:
+        path += "?" + urlencode(_filled(probe.query, world, grant))
     body = _body(probe, world, grant)
     if surface in SURFACE_OF_BEARER:
         headers = {"Authorization": f"Bearer {person.bearer}"}
@@ -308,6 +319,7 @@ def _fingerprint(world: World, names: tuple[str, ...]) -> dict[str, Any]:
         "team": lambda: _read(world, f"/api/v1/teams/{world.objects['team_id']}"),
         "team_access": lambda: _read(world, f"/api/v1/workspaces/{ws}/team-access"),
         "github": lambda: _read(world, f"/api/v1/workspaces/{ws}/github"),
+        "gitlab": lambda: _read(world, f"/api/v1/workspaces/{ws}/gitlab"),
         "schedules": lambda: _read(world, f"/api/v1/workspaces/{ws}/schedules"),
         "run_triggers": lambda: _read(world, f"/api/v1/workspaces/{ws}/run-triggers"),
         "notifications": lambda: _read(world, f"/api/v1/workspaces/{ws}/notifications"),
