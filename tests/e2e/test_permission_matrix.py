@@ -522,3 +522,55 @@ def test_the_pages_offer_exactly_the_forms_each_grant_may_use(world: World) -> N
                     if grant.expected(rule)[0] and template not in offered:
                         findings.append(f"{page_path} hides {template} from {grant.label}")
     assert findings == [], "\n".join(findings)
+
+
+# Well-formed bodies of the runner's routes, so that what refuses them is the caller.
+_RUNNER_BODIES: dict[str, dict[str, Any]] = {
+    "/api/v1/runner/sessions": {
+        "bootstrap": "not-a-bootstrap-secret",
+        "run_id": "run-x",
+        "attempt_id": "att-x",
+        "phase": "plan",
+        "sandbox_id": "sbx-x",
+    },
+    "/api/v1/runner/uploads": {"kind": "plan"},
+    "/api/v1/runner/uploads/register": {
+        "uploads": [{"ticket": "t", "size": 0, "sha256": "0" * 64, "artifact_id": "art-x"}]
+    },
+    "/api/v1/runner/uploads/<artifact_id>/register": {
+        "ticket": "t",
+        "size": 0,
+        "sha256": "0" * 64,
+    },
+    "/api/v1/runner/apply-start": {"handle": "not-a-handle", "request": {}},
+    "/api/v1/runner/credentials": {"handle": "not-a-handle"},
+    "/api/v1/runner/log-chunks": {"sequence": 0, "offset": 0, "data": "aGk="},
+}
+# The runner's report is read by the contract's own reader before anything else: a
+# report that is not one is refused as such (422) to any caller.
+_REPORT_READ_FIRST = "/api/v1/runner/result"
+
+
+def test_runner_routes_refuse_people_and_organization_tokens(world: World) -> None:
+    # Given a person with admin on the workspace and the organization's admin token
+    callers = {"person": world.people["admin"].bearer, "admin token": world.admin_token}
+    found = []
+    for surface in SURFACE_OF_BEARER:
+        for (method, template), rule in TABLES[surface].items():
+            if rule.scope is not Scope.RUNNER:
+                continue
+            concrete = template.replace("<", "").replace(">", "")
+            refused = {401, 403, 422} if template == _REPORT_READ_FIRST else {401, 403}
+            # When either calls a route only a run's runner session may call
+            for caller, token in callers.items():
+                answer = requests.request(
+                    method,
+                    f"{world.url}{concrete}",
+                    json=_RUNNER_BODIES.get(template, {}) if method == "POST" else None,
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=30,
+                )
+                # Then it is refused as unauthenticated or forbidden, never served
+                if answer.status_code not in refused:
+                    found.append(f"{caller} {method} {template}: {answer.status_code}")
+    assert found == [], "\n".join(found)
