@@ -129,7 +129,7 @@ def _signed_in(local: Local, org_id: str, user: str) -> tuple[requests.Session, 
     assert answer.status_code == 303, answer.text
     # The token every form of the session carries (a person who sees no workspace gets
     # no page with a form to read it from).
-    return browser, csrf_token(browser.cookies[SESSION_COOKIE])
+    return browser, csrf_token(str(browser.cookies[SESSION_COOKIE]))
 
 
 def _new_destination(world: World) -> str:
@@ -422,7 +422,7 @@ def test_another_organizations_admin_finds_no_workspace_route(world: World) -> N
     )
     browser = requests.Session()
     browser.get(f"{local.url}/ui/login?code={code}", allow_redirects=False, timeout=30)
-    csrf = csrf_token(browser.cookies[SESSION_COOKIE])
+    csrf = csrf_token(str(browser.cookies[SESSION_COOKIE]))
     outsider = Person(other_token, browser, csrf)
     before = _fingerprint(world, ("workspace", "variables", "runs", "schedules", "run"))
     # When it calls every workspace route of the first organization

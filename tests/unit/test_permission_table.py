@@ -4,6 +4,7 @@ one, fails here before the walk ever runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,11 @@ from runplane.domain.identity import ROLES, Permission
 from runplane.domain.teams import WORKSPACE_SCOPED
 from tests.permission_rules import TABLES, Scope, Surface
 
-BUILDERS = {Surface.API: run_api, Surface.CLOUD_API: cloud_api, Surface.DASHBOARD: dashboard}
+BUILDERS: dict[Surface, Callable[[], Any]] = {
+    Surface.API: run_api,
+    Surface.CLOUD_API: cloud_api,
+    Surface.DASHBOARD: dashboard,
+}
 
 
 def registered(app: Any) -> set[tuple[str, str]]:
