@@ -631,8 +631,9 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
 _UI_WS = "/ui/workspaces/<workspace_id>"
 
 DASHBOARD: dict[tuple[str, str], Rule] = {
-    ("GET", "/"): SIGNED_IN,
-    ("GET", "/ui"): Rule(Scope.SIGNED_IN, (), Probe()),
+    # The workspace list, as the run API's: refused to a person who may read none.
+    ("GET", "/"): Rule(Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe()),
+    ("GET", "/ui"): Rule(Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe()),
     ("GET", "/ui/login"): PUBLIC,
     ("GET", "/ui/sign-in"): PUBLIC,
     ("GET", "/ui/oauth2/callback"): PUBLIC,
