@@ -471,17 +471,16 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
     ("PUT", "/_configuration/<token>"): PUBLIC,
     ("GET", "/_logs/<run_id>/<phase>/<expires>/<grant>"): PUBLIC,
     ("GET", "/api/v2/account/details"): SIGNED_IN,
-    # The caller's own organization only.
-    ("GET", "/api/v2/organizations"): SIGNED_IN,
+    # The caller's own organization, to a caller who may read it.
+    ("GET", "/api/v2/organizations"): org(P.ORGANIZATION_READ),
     ("GET", "/api/v2/organizations/<org>"): org(
         P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
     ),
-    ("GET", "/api/v2/organizations/<org>/entitlement-set"): org(
-        P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
-    ),
-    ("GET", "/api/v2/organizations/<org>/runs/queue"): org(
-        P.ORGANIZATION_READ, probe=Probe(path={"org": "org_name"})
-    ),
+    # What a native client, and the engine in a run's sandbox (a runner session, which
+    # holds no organization:read), reads at init: the same for every caller of the
+    # organization (the deployment's features; a run queue that is always empty).
+    ("GET", "/api/v2/organizations/<org>/entitlement-set"): SIGNED_IN,
+    ("GET", "/api/v2/organizations/<org>/runs/queue"): SIGNED_IN,
     ("GET", "/api/v2/organizations/<org>/workspaces"): Rule(
         Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe(path={"org": "org_name"})
     ),

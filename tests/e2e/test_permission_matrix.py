@@ -43,11 +43,12 @@ SURFACE_OF_BEARER = {Surface.API, Surface.CLOUD_API}
 @dataclass(frozen=True)
 class Grant:
     """A person in a team holding exactly ``level`` and ``capabilities`` on the
-    workspace (nothing at all for neither)."""
+    workspace (nothing at all for neither), or in no team at all."""
 
     label: str
     level: AccessLevel | None
     capabilities: frozenset[Capability]
+    in_a_team: bool = True
 
     @property
     def on_workspace(self) -> frozenset[Permission]:
@@ -56,7 +57,7 @@ class Grant:
     @property
     def across_organization(self) -> frozenset[Permission]:
         # A team without organization access: membership alone.
-        return MEMBER_PERMISSIONS
+        return MEMBER_PERMISSIONS if self.in_a_team else frozenset()
 
     def expected(self, rule: Rule) -> tuple[bool, int | None]:
         """Whether the rule allows this grant, and if not, the answer it gets."""
@@ -72,6 +73,7 @@ class Grant:
 
 
 GRANTS = [
+    Grant("no-team", None, frozenset(), in_a_team=False),
     Grant("none", None, frozenset()),
     *(Grant(level.value, level, frozenset()) for level in AccessLevel),
     *(Grant(capability.value, None, frozenset({capability})) for capability in Capability),
@@ -206,6 +208,10 @@ def world(embedded: Local) -> World:
     world.objects["team_id"] = probe_team["id"]
     for grant in GRANTS:
         user = f"user-{grant.label}"
+        if not grant.in_a_team:
+            browser, csrf = _signed_in(local, org_id, user)
+            world.people[grant.label] = Person(_bearer(local, org_id, user), browser, csrf)
+            continue
         team = admin.create_team(f"grant-{grant.label}", members=[user])
         if grant.level is not None or grant.capabilities:
             admin.set_team_access(
@@ -522,6 +528,28 @@ def test_the_pages_offer_exactly_the_forms_each_grant_may_use(world: World) -> N
                     if grant.expected(rule)[0] and template not in offered:
                         findings.append(f"{page_path} hides {template} from {grant.label}")
     assert findings == [], "\n".join(findings)
+
+
+def test_signed_in_routes_serve_any_caller_of_the_organization_and_nobody_else(
+    world: World,
+) -> None:
+    # Given a person of the organization in no team, and a request with no credential
+    found = []
+    for surface in SURFACE_OF_BEARER:
+        for (method, template), rule in TABLES[surface].items():
+            if rule.scope is not Scope.SIGNED_IN:
+                continue
+            probe = Probe(path={"org": "org_name"})
+            # When each calls a route any signed-in caller may call
+            answer = send(world, surface, method, template, probe, world.people["no-team"])
+            url = f"{world.url}{_path(template, probe, world)}"
+            anonymous = requests.request(method, url, timeout=30)
+            # Then the person is served and the anonymous request is not
+            if answer.status_code in NOT_ALLOWED:
+                found.append(f"{method} {template}: {answer.status_code} to a member")
+            if anonymous.status_code != 401:
+                found.append(f"{method} {template}: {anonymous.status_code} without credentials")
+    assert found == [], "\n".join(found)
 
 
 # Well-formed bodies of the runner's routes, so that what refuses them is the caller.
