@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -85,6 +85,14 @@ class Person:
     bearer: str
     browser: requests.Session
     csrf: str
+    # A token of the person's team (acting as the team), if they are in one.
+    team_token: str | None = None
+
+    def as_team_token(self) -> Person | None:
+        """The same grant through the team's own token (the APIs only)."""
+        if self.team_token is None:
+            return None
+        return Person(self.team_token, self.browser, self.csrf)
 
 
 @dataclass
@@ -221,7 +229,10 @@ def world(embedded: Local) -> World:
                 sorted(c.value for c in grant.capabilities),
             )
         browser, csrf = _signed_in(local, org_id, user)
-        world.people[grant.label] = Person(_bearer(local, org_id, user), browser, csrf)
+        issued = admin.create_team_token(team["id"], "walk")
+        world.people[grant.label] = Person(
+            _bearer(local, org_id, user), browser, csrf, str(issued["token"])
+        )
     return world
 
 
@@ -378,6 +389,19 @@ WALKED = [
 ]
 
 
+def _callers(
+    grants: list[Grant], world: World, surface: Surface
+) -> Iterator[tuple[Grant, Person, str]]:
+    """Each grant's callers on ``surface``: the person (a bearer token of theirs, or their
+    dashboard session), and for the APIs the team's own token too."""
+    for grant in grants:
+        person = world.people[grant.label]
+        yield grant, person, "person"
+        token = person.as_team_token()
+        if surface in SURFACE_OF_BEARER and token is not None:
+            yield grant, token, "team token"
+
+
 def test_every_route_answers_each_level_and_capability_as_its_rule_says(world: World) -> None:
     findings: list[str] = []
     for surface, method, template, rule in WALKED:
@@ -387,15 +411,13 @@ def test_every_route_answers_each_level_and_capability_as_its_rule_says(world: W
         allowed = [g for g in GRANTS if g.expected(rule)[0]]
         # Given what the route could change, when every refused grant calls it
         before = _fingerprint(world, probe.changes)
-        for grant in refused:
-            answer = send(
-                world, surface, method, template, probe, world.people[grant.label], grant.label
-            )
+        for grant, caller, how in _callers(refused, world, surface):
+            answer = send(world, surface, method, template, probe, caller, grant.label)
             # Then each is refused as its grant says
             wanted = grant.expected(rule)[1]
             if answer.status_code != wanted:
                 findings.append(
-                    f"{surface} {method} {template} as {grant.label}: "
+                    f"{surface} {method} {template} as {grant.label} ({how}): "
                     f"{answer.status_code} (wanted {wanted}) {answer.text[:160]}"
                 )
         # And nothing was written
@@ -403,13 +425,11 @@ def test_every_route_answers_each_level_and_capability_as_its_rule_says(world: W
         if after != before:
             findings.append(f"{surface} {method} {template}: a refused probe wrote {after}")
         # When every allowed grant calls it, none is refused
-        for grant in allowed:
-            answer = send(
-                world, surface, method, template, probe, world.people[grant.label], grant.label
-            )
+        for grant, caller, how in _callers(allowed, world, surface):
+            answer = send(world, surface, method, template, probe, caller, grant.label)
             if answer.status_code in NOT_ALLOWED and not _absent(answer, probe):
                 findings.append(
-                    f"{surface} {method} {template} as {grant.label}: "
+                    f"{surface} {method} {template} as {grant.label} ({how}): "
                     f"{answer.status_code} (allowed) {answer.text[:160]}"
                 )
             _restore(world, probe.restore)
