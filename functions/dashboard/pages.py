@@ -75,9 +75,11 @@ def header_count(session: Session | Any) -> int | None:
     caller's workspaces (docs/dashboard.md, "Attention")."""
     # Pages rendered without a signed-in principal's permissions (a template rendered
     # on its own, say) show no count rather than fail.
-    principal: Principal | None = getattr(session, "principal", None)
+    principal = getattr(session, "principal", None)
     # A role, or a team grant on some workspace (the service's own test): a person whose
     # access comes from teams only holds no role permissions at all.
-    if principal is None or not all(principal.may_somewhere(p) for p in _INBOX_NEEDS):
+    if not isinstance(principal, Principal) or not all(
+        principal.may_somewhere(p) for p in _INBOX_NEEDS
+    ):
         return None
     return services().attention.count(principal)
