@@ -113,7 +113,7 @@ API: dict[tuple[str, str], Rule] = {
     ("POST", "/webhooks/gitlab"): PUBLIC,
     # -- workspaces
     ("POST", "/api/v1/workspaces"): org(
-        P.WORKSPACE_CREATE, probe=Probe(body={"name": "probe-{grant}"})
+        P.WORKSPACE_CREATE, probe=Probe(body={"name": "probe-{grant}"}, changes=("workspaces",))
     ),
     ("GET", "/api/v1/workspaces"): Rule(Scope.SOMEWHERE, (P.WORKSPACE_READ,), Probe()),
     ("GET", "/api/v1/workspaces/<workspace_id>"): ws(P.WORKSPACE_READ),
@@ -169,14 +169,18 @@ API: dict[tuple[str, str], Rule] = {
     ),
     # -- variable sets (organization-wide; applying one names a workspace)
     ("POST", "/api/v1/variable-sets"): org(
-        P.VARIABLE_SETS_MANAGE, probe=Probe(body={"name": "probe-{grant}"})
+        P.VARIABLE_SETS_MANAGE,
+        probe=Probe(body={"name": "probe-{grant}"}, changes=("variable_sets",)),
     ),
     ("GET", "/api/v1/variable-sets"): org(P.ORGANIZATION_READ),
     ("GET", "/api/v1/variable-sets/<set_id>"): org(P.ORGANIZATION_READ),
     ("PATCH", "/api/v1/variable-sets/<set_id>"): org(
-        P.VARIABLE_SETS_MANAGE, probe=Probe(body={"description": "{grant}"})
+        P.VARIABLE_SETS_MANAGE,
+        probe=Probe(body={"description": "{grant}"}, changes=("variable_set",)),
     ),
-    ("DELETE", "/api/v1/variable-sets/<set_id>"): org(P.VARIABLE_SETS_MANAGE),
+    ("DELETE", "/api/v1/variable-sets/<set_id>"): org(
+        P.VARIABLE_SETS_MANAGE, probe=Probe(changes=("variable_sets",))
+    ),
     ("PUT", "/api/v1/variable-sets/<set_id>/variables/<category>/<name>"): org(
         P.VARIABLE_SETS_MANAGE, probe=Probe(path={"name": "variable"}, body={"value": "{grant}"})
     ),
@@ -301,7 +305,9 @@ API: dict[tuple[str, str], Rule] = {
     ),
     ("GET", "/api/v1/audit"): org(P.AUDIT_READ),
     # -- teams
-    ("POST", "/api/v1/teams"): org(P.TEAMS_MANAGE, probe=Probe(body={"name": "probe-{grant}"})),
+    ("POST", "/api/v1/teams"): org(
+        P.TEAMS_MANAGE, probe=Probe(body={"name": "probe-{grant}"}, changes=("teams",))
+    ),
     ("GET", "/api/v1/teams"): org(P.ORGANIZATION_READ),
     ("GET", "/api/v1/teams/<team_id>"): org(P.ORGANIZATION_READ),
     ("PATCH", "/api/v1/teams/<team_id>"): org(
@@ -489,6 +495,7 @@ CLOUD_API: dict[tuple[str, str], Rule] = {
         probe=Probe(
             path={"org": "org_name"},
             body={"data": {"type": "workspaces", "attributes": {"name": "probe-{grant}"}}},
+            changes=("workspaces",),
         ),
     ),
     ("GET", "/api/v2/organizations/<org>/workspaces/<name>"): ws(
