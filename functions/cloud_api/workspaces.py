@@ -137,8 +137,11 @@ def _update(who: Principal, ws_id: str) -> Reply:
     from functions.cloud_api.body_models import WorkspaceBody
 
     attributes = body(WorkspaceBody).data.attributes
-    mode = _execution_mode(attributes.execution_mode)
     ws = services().workspaces.by_id(who, ws_id)
+    # A caller who may not change the workspace learns nothing from how its body would
+    # have been judged: refused first (the service checks again, as for every caller).
+    who.require(Permission.WORKSPACE_UPDATE, ws.id)
+    mode = _execution_mode(attributes.execution_mode)
     # Checked before anything is written: a refused auto-destroy changes nothing.
     arm = _auto_destroy_change(who, ws, attributes)
     if attributes.name and attributes.name != ws.name:

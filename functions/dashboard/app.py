@@ -112,6 +112,9 @@ def logout(request: Request) -> Page:
 
 def workspaces(request: Request) -> Page:
     session = Session(request)
+    if not session.principal.may_somewhere(Permission.WORKSPACE_READ):
+        # Signed in, but no team or role gives a workspace yet: say so, not a 403.
+        return render(200, "workspaces.html", session=session, rows=[], no_access=True)
     rows = services().workspace_overview.rows(session.principal)
     return render(200, "workspaces.html", session=session, rows=rows)
 

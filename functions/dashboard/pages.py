@@ -76,7 +76,10 @@ def header_count(session: Session | Any) -> int | None:
     # Pages rendered without a signed-in principal's permissions (a template rendered
     # on its own, say) show no count rather than fail.
     principal = getattr(session, "principal", None)
-    permissions: frozenset[Permission] = getattr(principal, "permissions", frozenset())
-    if principal is None or not permissions >= _INBOX_NEEDS:
+    # A role, or a team grant on some workspace (the service's own test): a person whose
+    # access comes from teams only holds no role permissions at all.
+    if not isinstance(principal, Principal) or not all(
+        principal.may_somewhere(p) for p in _INBOX_NEEDS
+    ):
         return None
     return services().attention.count(principal)

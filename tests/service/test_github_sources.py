@@ -427,6 +427,23 @@ def test_only_an_updater_of_the_organization_binds_sees_or_unbinds(scene: Scene)
     assert scene.written() == before
 
 
+def test_a_reader_unbinding_an_unbound_workspace_is_refused_not_told_it_is_unbound(
+    scene: Scene,
+) -> None:
+    # Given a workspace with no binding, and a reader of it
+    org = scene.organization("acme", 10)
+    workspace = scene.tier.tenancy.create_workspace(org.id, "network")
+    reader = Principal(
+        PrincipalKind.USER, "rita", org.id, frozenset({Permission.WORKSPACE_READ}), "rita"
+    )
+    # When the reader unbinds it, then the permission is what refuses (403), as when bound
+    with pytest.raises(Forbidden):
+        scene.sources.unbind(reader, workspace.id)
+    # And an admin is told there is no binding
+    with pytest.raises(NotFound):
+        scene.sources.unbind(scene.tier.admin(org), workspace.id)
+
+
 def test_a_binding_changed_meanwhile_is_not_overwritten(scene: Scene) -> None:
     # Given a bound workspace, whose binding another admin moves to another branch
     # between this bind's read and its write

@@ -247,8 +247,11 @@ class GitHubSources:
         return found
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
-        bound = self.binding(principal, workspace_id)
-        principal.require(Permission.WORKSPACE_UPDATE, bound.workspace_id)
+        # The permission before the binding is looked for: a caller who may not change
+        # the workspace is refused the same whether it is bound or not.
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
+        bound = self.binding(principal, workspace.id)
         self._store.unbind(
             bound, now=self._clock.now(), release_note=self._release_note(bound, principal.ref)
         )

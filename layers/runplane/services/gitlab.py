@@ -261,8 +261,10 @@ class GitLabSources:
         return found
 
     def unbind(self, principal: Principal, workspace_id: str) -> None:
-        bound = self.binding(principal, workspace_id)
-        principal.require(Permission.WORKSPACE_UPDATE, bound.workspace_id)
+        # The permission before the binding is looked for, as for GitHub.
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        principal.require(Permission.WORKSPACE_UPDATE, workspace.id)
+        bound = self.binding(principal, workspace.id)
         self._bindings.delete(bound)
 
     # -- the webhook ------------------------------------------------------------------------

@@ -179,8 +179,10 @@ class RemoteRuns:
     def new_configuration_version(
         self, principal: Principal, workspace_id: str, *, speculative: bool, auto_queue: bool
     ) -> ConfigurationView:
-        workspace = self._remote_workspace(principal, workspace_id)
+        workspace = self._workspaces.by_id(principal, workspace_id)
+        # The permission first: a caller who may not run here learns nothing more.
         require_run_creation(principal, workspace.id, may_apply=not speculative)
+        self._remote_only(workspace)
         if auto_queue:
             raise InvalidInput(
                 "runs are not queued on upload: create the run with POST /api/v2/runs",
@@ -231,15 +233,18 @@ class RemoteRuns:
         """A managed run of an uploaded configuration version: speculative if the
         version is, else plan-and-apply (or plan-only if asked). A denied launch is
         refused by ``Runs.create`` before anything is written."""
-        options = asked.check()
-        self._remote_workspace(principal, workspace_id)
+        workspace = self._workspaces.by_id(principal, workspace_id)
         configuration = self.configuration_version(principal, cv_id)
-        if configuration.workspace_id != workspace_id:
+        if configuration.workspace_id != workspace.id:
             raise NotFound("configuration version", cv_id)
         if configuration.speculative:
             kind = RunKind.SPECULATIVE
         else:
             kind = RunKind.PLAN_ONLY if asked.plan_only else RunKind.PLAN_AND_APPLY
+        # The permission before the workspace's mode and the run's options are judged.
+        require_run_creation(principal, workspace.id, may_apply=kind.may_apply)
+        self._remote_only(workspace)
+        options = asked.check()
         run = self._runs.create(
             principal,
             workspace_id,
@@ -395,14 +400,13 @@ class RemoteRuns:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _remote_workspace(self, principal: Principal, workspace_id: str) -> Workspace:
-        workspace = self._workspaces.by_id(principal, workspace_id)
+    @staticmethod
+    def _remote_only(workspace: Workspace) -> None:
         if workspace.execution_mode != ExecutionMode.REMOTE:
             raise Conflict(
                 f"workspace {workspace.name} runs plans and applies on the client (execution "
                 "mode 'local'); set its execution-mode to 'remote' to run them here"
             )
-        return workspace
 
 
 def _log_context(run: Run, phase: Phase, expires: int) -> dict[str, str]:
