@@ -18,7 +18,7 @@ import requests
 
 from runplane.client import Client, Connection
 from runplane.domain.capabilities import handle_hash
-from runplane.domain.identity import Permission
+from runplane.domain.identity import ROLES, Permission
 from runplane.domain.web_session import Grant, new_secret
 from runplane.store import web_sessions as web_store
 from tests.e2e.conftest import Local, unique
@@ -123,6 +123,7 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
 
     team("create", "platform")
     team_id = admin.team_id("platform")
+    team("update", "platform", "--group", "platform-engineers")
     team("add-member", "platform", "bea")
     team("grant", "platform", "--workspace", reviewed_ws, "--level", "write")
     team_token_out = team("token", "platform", "--name", "pipeline", "--json")
@@ -130,6 +131,13 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
     team("remove-member", "platform", "bea")
     team("revoke", "platform", "--workspace", reviewed_ws)
     team("delete", "platform")
+    # (a reader's attempt is refused before the service changes anything: not recorded)
+    reader = services.identity.issue_token(org_id, "reader", ROLES["reader"], created_by="tests")
+    exit_code, _, err = cli(
+        capsys, "team", "create", "readers", *connect(local, reader.token, name)
+    )
+    assert exit_code != 0
+    assert "teams:manage" in err
 
     # And the cloud settings of a workspace are set (with an external ID) and cleared
     settings_url = f"{local.url}/api/v1/workspaces/{reviewed_ws}/cloud-settings"
@@ -176,6 +184,7 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
         [
             "session.signed_in",
             "team.created",
+            "team.updated",
             "team.member_added",
             "team.access_set",
             "team.token_created",
@@ -208,6 +217,7 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
     assert {r["actor"] for r in by_admin} == {admin_ref}
     for action in (
         "team.created",
+        "team.updated",
         "team.member_added",
         "team.access_set",
         "team.member_removed",
@@ -216,6 +226,7 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
     ):
         assert one(records, action)["object"] == {"kind": "team", "id": team_id}, action
     assert one(records, "team.member_added")["details"]["user"] == "bea"
+    assert one(records, "team.updated")["details"]["groups"] == "platform-engineers"
     assert one(records, "team.access_set")["details"]["level"] == "write"
     made_token = one(records, "team.token_created")
     assert made_token["object"] == {"kind": "token", "id": team_token["id"]}
@@ -242,6 +253,7 @@ def test_each_security_event_writes_exactly_one_record_with_every_field(
     for secret in (
         admin_token,
         team_token["token"],
+        reader.token,
         code,
         session_secret,
         EXTERNAL_ID,
