@@ -156,7 +156,8 @@ def sign_in_record(
     reason: str | None = None,
 ) -> AuditRecord:
     """A sign-in's record: the person, the method (``hosted_ui``, ``login_link``) and the
-    session it opened (by its public ID; never its secret)."""
+    session it opened (by its public ID; never its secret). The actor is the person as
+    every later record of the session names them (``user:<name>``), not the session."""
     details = {"method": method, "user": user[:200]}
     if reason:
         details["reason"] = reason
@@ -165,7 +166,7 @@ def sign_in_record(
         organization_id=organization_id,
         at=at,
         action=AuditAction.SIGNED_IN,
-        actor=f"user:{session_id}" if session_id else f"user:{user[:200]}",
+        actor=f"user:{user[:200]}",
         actor_display=f"User {user[:200]} (dashboard)",
         source_address=source_address,
         object_kind="session",

@@ -126,7 +126,12 @@ class Identity:
                 record.id,
                 at=record.created_at,
                 id=self._ids.new(IdKind.AUDIT_EVENT),
-                details={"name": name, "permissions": str(len(record.permissions))},
+                details={
+                    "name": name,
+                    "permissions": str(len(record.permissions)),
+                    # A team token's record names the team it acts for.
+                    **({"team_id": team_id} if team_id else {}),
+                },
             )
         self._tokens.put_token(handle_hash(token), record, audit)
         return IssuedToken(record, token)
