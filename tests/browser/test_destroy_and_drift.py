@@ -90,7 +90,8 @@ def test_a_destroy_run_and_a_drifted_workspace_read_well_at_desktop_and_phone_wi
     changed = configuration(tmp_path, "a", "b", name="changed", contents={"a": "v2"})
     client.upload_configuration(ws, changed)
     schedule = client.create_schedule(ws, "0 3 * * *")
-    found = _fire(local, datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30))
+    fire_at = datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30)
+    found = _fire(local, fire_at, ws)
     client.delete_schedule(schedule["id"])
     assert client.watch(found, timeout=180)["plan"]["has_changes"] is True
     # And a destroy run of it awaiting approval

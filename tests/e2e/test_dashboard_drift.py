@@ -38,7 +38,7 @@ def drifted_workspace(local: Local) -> tuple[str, str]:
     client.upload_configuration(ws, HELLO)
     schedule = client.create_schedule(ws, "0 3 * * *")
     at = datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30)
-    found = _fire(local, at)
+    found = _fire(local, at, ws)
     client.delete_schedule(schedule["id"])
     done = client.watch(found, timeout=120)
     assert (done["status"], done["plan"]["has_changes"]) == ("succeeded", True), done

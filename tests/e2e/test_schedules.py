@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runplane.store.run_reader import DynamoRunReader
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cli import Capture, cli, cli_json, connect
 
@@ -23,12 +24,20 @@ def _changed_hello(tmp_path: Path) -> Path:
     return directory
 
 
-def _fire(local: Local, at: datetime) -> str:
-    """Step the scheduler to ``at``; the one run the due fire created."""
+def _fire(local: Local, at: datetime, workspace_id: str) -> str:
+    """Step the scheduler to ``at``; the one run the due fire created in the workspace
+    (the stack is shared: other tests' schedules may be due at the same time)."""
     scheduler = local.stack.scheduler
     assert scheduler is not None
+    assert local.stack.services is not None
+    runs = DynamoRunReader(local.stack.services.run_records)
     fired = scheduler.fire_due(at)
-    created = [result for result in fired if result.get("outcome") == "created"]
+    created = [
+        result
+        for result in fired
+        if result.get("outcome") == "created"
+        and runs.get_run(str(result["run_id"])).workspace_id == workspace_id
+    ]
     assert len(created) == 1, fired
     return str(created[0]["run_id"])
 
@@ -48,7 +57,7 @@ def test_a_scheduled_plan_records_drift_and_a_remediation_clears_it(
     first_fire = datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30)
 
     # When the schedule fires with nothing changed
-    quiet = client.watch(_fire(local, first_fire), timeout=120)
+    quiet = client.watch(_fire(local, first_fire, ws), timeout=120)
 
     # Then a plan-only run planned no changes, and the workspace shows no drift
     assert (quiet["kind"], quiet["status"], quiet["plan"]["has_changes"]) == (
@@ -61,7 +70,7 @@ def test_a_scheduled_plan_records_drift_and_a_remediation_clears_it(
 
     # When the configuration changes behind the last apply and the schedule fires again
     client.upload_configuration(ws, _changed_hello(tmp_path))
-    drifted = client.watch(_fire(local, first_fire + timedelta(days=1)), timeout=120)
+    drifted = client.watch(_fire(local, first_fire + timedelta(days=1), ws), timeout=120)
 
     # Then the real plan has changes, and drift is on the workspace and the run review
     assert (drifted["status"], drifted["plan"]["has_changes"]) == ("succeeded", True)
@@ -154,7 +163,7 @@ def test_a_refresh_only_schedule_runs_the_engine_with_refresh_only(local: Local)
 
     # When it fires
     at = datetime.fromisoformat(schedule["next_fire_at"]) + timedelta(seconds=30)
-    done = client.watch(_fire(local, at), timeout=120)
+    done = client.watch(_fire(local, at, ws), timeout=120)
 
     # Then the real engine planned -refresh-only: the run is refresh_only, the runner
     # reported the drifted count, nothing drifted, and the workspace shows no drift
