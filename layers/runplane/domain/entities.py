@@ -22,6 +22,13 @@ _TAG = re.compile(r"[a-z0-9_:-]{1,255}")
 MAX_TAGS = 50
 
 
+def valid_flag(value: object, pointer: str) -> bool:
+    """A JSON boolean, or ``InvalidInput`` naming the field (a string "true" is not one)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{pointer.lstrip('/')} must be true or false", pointer)
+    return value
+
+
 def valid_name(kind: str, name: str, pointer: str | None = None) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise InvalidInput(

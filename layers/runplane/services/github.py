@@ -25,7 +25,7 @@ from runplane.adapters.workflow import Workflow
 from runplane.domain.artifacts import ArtifactKind
 from runplane.domain.auto_destroy import AutoDestroySettings
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Run, Workspace
+from runplane.domain.entities import Run, Workspace, valid_flag
 from runplane.domain.errors import (
     AlreadyExists,
     ConcurrentChange,
@@ -36,7 +36,6 @@ from runplane.domain.errors import (
     RunAlreadyExists,
     RunplaneError,
     SourceRefused,
-    WebhookReplayRefused,
     WebhookSignatureInvalid,
     WebhookTooLarge,
 )
@@ -85,6 +84,7 @@ from runplane.services.source_ingestions import (
     WebhookReply,
     adopt_run,
     fail_ingestion,
+    refuse_stale,
     repeat_delivery,
     start_ingestion,
 )
@@ -214,8 +214,8 @@ class GitHubSources:
             working_directory=valid_working_directory(working_directory),
             installation_id=valid_installation_id(installation_id),
             push_kind=valid_push_kind(push_run_kind),
-            pull_request_workspaces=_flag(pull_request_workspaces, "/pull_request_workspaces"),
-            pull_request_auto_apply_destroy=_flag(
+            pull_request_workspaces=valid_flag(pull_request_workspaces, "/pull_request_workspaces"),
+            pull_request_auto_apply_destroy=valid_flag(
                 pull_request_auto_apply_destroy, "/pull_request_auto_apply_destroy"
             ),
             trigger_patterns=valid_patterns(trigger_patterns or [], "trigger_patterns"),
@@ -354,7 +354,9 @@ class GitHubSources:
         parsed = parse_event(event, payload)
         if isinstance(parsed, Ignored):
             return self._record(delivery_id, event, digest, 200, parsed.reason, None)
-        self._refuse_stale(delivery_id, parsed)
+        refuse_stale(
+            delivery_id, parsed.occurred_at, self._clock.now(), self._config.delivery_window
+        )
         if parsed.closes:
             return self._close(delivery_id, event, digest, parsed)
         targets = self._targets(parsed)
@@ -362,18 +364,6 @@ class GitHubSources:
             reason = f"no workspace is bound to {parsed.repository} branch {parsed.branch}"
             return self._record(delivery_id, event, digest, 200, reason, None)
         return self._record(delivery_id, event, digest, 202, None, parsed, targets[0])
-
-    def _refuse_stale(self, delivery_id: str, parsed: SourceEvent) -> None:
-        occurred = parsed.occurred_at
-        if occurred is None:
-            raise WebhookReplayRefused(
-                f"delivery {delivery_id} carries no event time; it cannot be checked for replay"
-            )
-        if self._clock.now() - occurred > self._config.delivery_window:
-            raise WebhookReplayRefused(
-                f"delivery {delivery_id} is for an event older than "
-                f"{int(self._config.delivery_window.total_seconds())} s; nothing was recorded"
-            )
 
     def _record(
         self,
@@ -856,12 +846,6 @@ def _visible(principal: Principal, source: Ingestion) -> bool:
     if principal.workspace_id is None and principal.may(Permission.WORKSPACE_READ):
         return principal.organization_id == source.organization_id
     return any(principal.can_see_workspace(source.organization_id, w) for w in reached)
-
-
-def _flag(value: object, pointer: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{pointer.lstrip('/')} must be true or false", pointer)
-    return value
 
 
 class RunsById(Protocol):

@@ -34,7 +34,6 @@ from runplane.domain.errors import (
     RunAlreadyExists,
     RunplaneError,
     SourceRefused,
-    WebhookReplayRefused,
     WebhookTokenInvalid,
     WebhookTooLarge,
 )
@@ -84,6 +83,7 @@ from runplane.services.source_ingestions import (
     WebhookReply,
     adopt_run,
     fail_ingestion,
+    refuse_stale,
     repeat_delivery,
     start_ingestion,
 )
@@ -328,7 +328,9 @@ class GitLabSources:
         parsed = parse_event(event, payload, binding)
         if isinstance(parsed, Ignored):
             return self._record(recorded_id, event, digest, 200, parsed.reason, None, binding)
-        self._refuse_stale(recorded_id, parsed)
+        refuse_stale(
+            recorded_id, parsed.occurred_at, self._clock.now(), self._config.delivery_window
+        )
         if parsed.branch != binding.branch:
             reason = f"the bound branch is {binding.branch}, not {parsed.branch[:255]}"
             return self._record(recorded_id, event, digest, 200, reason, None, binding)
@@ -345,18 +347,6 @@ class GitLabSources:
         if not hook_secret_matches(binding.hook_secret_sha256, named[1]):
             raise WebhookTokenInvalid()
         return binding
-
-    def _refuse_stale(self, recorded_id: str, parsed: SourceEvent) -> None:
-        occurred = parsed.occurred_at
-        if occurred is None:
-            raise WebhookReplayRefused(
-                f"delivery {recorded_id} carries no event time; it cannot be checked for replay"
-            )
-        if self._clock.now() - occurred > self._config.delivery_window:
-            raise WebhookReplayRefused(
-                f"delivery {recorded_id} is for an event older than "
-                f"{int(self._config.delivery_window.total_seconds())} s; nothing was recorded"
-            )
 
     def _record(
         self,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from runplane.adapters.workflow import Workflow
@@ -24,6 +24,22 @@ from runplane.services.runs import Runs
 class WebhookReply:
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+
+
+def refuse_stale(
+    delivery_id: str, occurred_at: datetime | None, now: datetime, window: timedelta
+) -> None:
+    """A delivery must say when its event happened, within ``window`` of ``now``: an
+    older one may be a replay (``WebhookReplayRefused``, nothing recorded)."""
+    if occurred_at is None:
+        raise WebhookReplayRefused(
+            f"delivery {delivery_id} carries no event time; it cannot be checked for replay"
+        )
+    if now - occurred_at > window:
+        raise WebhookReplayRefused(
+            f"delivery {delivery_id} is for an event older than "
+            f"{int(window.total_seconds())} s; nothing was recorded"
+        )
 
 
 def start_ingestion(workflow: Workflow | None, source_id: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Workspace
+from runplane.domain.entities import Workspace, valid_flag
 from runplane.domain.errors import ConcurrentChange, InvalidInput, NotFound
 from runplane.domain.identity import Permission, Principal, PrincipalKind
 from runplane.domain.ids import IdGenerator, IdKind
@@ -158,7 +158,7 @@ class Teams:
             members=people,
             groups=group_names(groups),
             organization_access=organization_access(organization_access_names),
-            owners=_flag(owners, "/owners"),
+            owners=valid_flag(owners, "/owners"),
             version=1,
             created_at=self._clock.now(),
             created_by=principal.ref,
@@ -194,7 +194,7 @@ class Teams:
                 if organization_access_names is None
                 else organization_access(organization_access_names)
             ),
-            owners=current.owners if owners is None else _flag(owners, "/owners"),
+            owners=current.owners if owners is None else valid_flag(owners, "/owners"),
             version=current.version + 1,
         )
         if updated == replace(current, version=updated.version):
@@ -362,9 +362,3 @@ def _members(members: Iterable[str]) -> frozenset[str]:
     if len(people) > MAX_MEMBERS_PER_TEAM:
         raise InvalidInput(f"a team has at most {MAX_MEMBERS_PER_TEAM} members", "/members")
     return frozenset(member_name(p, f"/members/{i}") for i, p in enumerate(people))
-
-
-def _flag(value: object, pointer: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInput("a flag is true or false", pointer)
-    return value
