@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,8 @@ def _cost(counts: Counter[str], transitions: float, lambdas: float) -> dict[str,
 
 # DynamoDB requests by call site: "store function <- first caller outside store/".
 CALL_SITES: Counter[str] = Counter()
+# Seconds spent in those requests (client side: the SDK, moto and the wait for its lock).
+SITE_SECONDS: defaultdict[str, float] = defaultdict(float)
 # The run's own DynamoDB requests by operation: every request but the client's
 # (its reviews and the benchmark's status reads), told apart by the caller's stack.
 RUN_REQUESTS: Counter[str] = Counter()
@@ -128,15 +130,49 @@ def _site() -> str:
     return f"{inner or '?'} <- {outer or '?'}"
 
 
+# Every counted request of the runs: (start, seconds, "operation site", keys).
+TRACE: list[tuple[float, float, str, str]] = []
+
+
+def _keys(params: Any) -> str:
+    """The item keys a request names (for --trace): partition and sort key values."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "PK" in value and isinstance(value["PK"], dict):
+                sk = value.get("SK", {})
+                found.append(f"{value['PK'].get('S', '')}|{sk.get('S', '') if sk else ''}")
+                return
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(params)
+    if not found and "ExpressionAttributeValues" in params:
+        found = [str(v.get("S", "")) for v in params["ExpressionAttributeValues"].values()][:2]
+    return " ".join(found)
+
+
 def _count_call_sites() -> None:
     original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009
 
     def counted(self: Any, operation: str, params: Any) -> Any:
-        if self.meta.service_model.service_name == "dynamodb" and not _client_read():
+        if self.meta.service_model.service_name != "dynamodb" or _client_read():
+            return original(self, operation, params)
+        site = f"{operation} {_site()}"
+        started = time.perf_counter()
+        try:
+            return original(self, operation, params)
+        finally:
+            spent = time.perf_counter() - started
             with _SITES_LOCK:
-                CALL_SITES[f"{operation} {_site()}"] += 1
+                CALL_SITES[site] += 1
+                SITE_SECONDS[site] += spent
                 RUN_REQUESTS[operation] += 1
-        return original(self, operation, params)
+                TRACE.append((started, spent, site, _keys(params)))
 
     setattr(botocore.client.BaseClient, "_make_api_call", counted)  # noqa: B010
 
@@ -145,6 +181,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sites", type=int, default=40, help="call sites to list (0: none)")
+    parser.add_argument(
+        "--trace", action="store_true", help="list the last run's requests in order, with keys"
+    )
     args = parser.parse_args()
     _count_call_sites()
     TIMELINE.install()
@@ -163,11 +202,15 @@ def main() -> None:
             # One warm-up run, not measured: first executions parse the ASL.
             _one_run(client, workspace, "warmup", stack)
             CALL_SITES.clear()
+            SITE_SECONDS.clear()
             TIMELINE.calls.clear()
             sampler = Sampler()
             sampler.start()
             try:
-                rows = [_one_run(client, workspace, f"v{i}", stack) for i in range(args.runs)]
+                rows = []
+                for i in range(args.runs):
+                    TRACE.clear()
+                    rows.append(_one_run(client, workspace, f"v{i}", stack))
             finally:
                 sampler.stop()
         finally:
@@ -229,9 +272,15 @@ def main() -> None:
     for route, n in TIMELINE.calls.most_common():
         print(f"{n / len(rows):>7.1f}  {route}")
     if args.sites:
-        print(f"DynamoDB requests per run by call site (top {args.sites}):")
+        print(f"DynamoDB requests per run by call site, with their time (top {args.sites}):")
         for site, n in CALL_SITES.most_common(args.sites):
-            print(f"{n / len(rows):>7.1f}  {site}")
+            ms = 1000 * SITE_SECONDS[site] / len(rows)
+            print(f"{n / len(rows):>7.1f} {ms:>7.1f} ms  {site}")
+    if args.trace and TRACE:
+        print("the last run's DynamoDB requests in order (ms from the first, ms spent):")
+        first = TRACE[0][0]
+        for started, spent, site, keys in sorted(TRACE):
+            print(f"{1000 * (started - first):>8.1f} {1000 * spent:>6.1f}  {site}  [{keys}]")
     print(json.dumps(summary))
 
 

@@ -5,7 +5,7 @@ still waited on, nothing is written."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -133,3 +133,37 @@ def test_tasks_of_another_cluster_or_never_recorded_are_ignored(exits: Exits) ->
     assert other.why == "the task is not of the sandbox cluster"
     assert unknown.why == "no sandbox was recorded for the task"
     assert written(exits.tier) == before
+
+
+@pytest.mark.parametrize("reported", ["process", "task"])
+def test_a_runner_that_exits_after_its_report_was_taken_costs_no_read(
+    tier: Tier, reported: str
+) -> None:
+    # Given a sandbox whose runner exits with a status it gives only once its final
+    # report was accepted (here its attempt is still open: as if it had lied)
+    opened: list[InMemoryUnitOfWork] = []
+
+    def units() -> InMemoryUnitOfWork:
+        opened.append(
+            InMemoryUnitOfWork(
+                tier.run_reader, tier.writer_queue, tier.sandboxes, directory=tier.directory
+            )
+        )
+        return opened[-1]
+
+    refs = InMemorySandboxRefs()
+    exits = Exits(tier, SandboxExits(tier.steps, tier.workflow, units, refs, cluster=CLUSTER), refs)
+    notice = in_sandbox(exits, RunStatus.PLANNING, Phase.PLAN)
+    opened.clear()
+    # When its stop is noticed
+    if reported == "process":
+        noticed = exits.service.stopped(replace(notice, reported=True))
+    else:
+        noticed = exits.service.task_stopped(StoppedTask(TASK, CLUSTER, "exited", reported=True))
+    # Then it is acknowledged without reading anything, and the run is left as it was:
+    # the heartbeat window, not this notice, would end a run whose runner lied
+    assert noticed.outcome == "ignored"
+    assert noticed.why == "the runner's final report was accepted"
+    assert opened == []
+    assert tier.run_reader.get_run("run-1").status is RunStatus.PLANNING
+    assert tier.workflow.failed == []

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.domain.capabilities import Phase
-from runplane.domain.sandbox_exits import SandboxExit, process_exit
+from runplane.domain.sandbox_exits import SandboxExit, process_exit, process_reported
 
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
@@ -267,6 +267,7 @@ class LocalProcessLauncher:
                     sandbox_id=sandbox_id,
                     reference=reference,
                     detail=process_exit(returncode),
+                    reported=process_reported(returncode),
                 )
             )
         except Exception as error:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from runplane.domain.entities import Run
+from runplane.domain.identity import PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 
 S = RunStatus
@@ -93,6 +94,10 @@ class RunEvent:
     at: datetime
     reason: str | None = None
     details: Mapping[str, str] = field(default_factory=dict)
+    # Whether a repository's source (a push, a pull request) created the run: what the
+    # commit status and pull request hooks need to know before they read the run. None
+    # when unknown (an event queued before the field existed): read the run.
+    created_by_source: bool | None = None
 
     @property
     def of_run(self) -> str:
@@ -113,6 +118,7 @@ class RunEvent:
             "at": self.at.isoformat(),
             "reason": self.reason,
             "details": dict(self.details),
+            "created_by_source": self.created_by_source,
         }
 
     @classmethod
@@ -128,7 +134,17 @@ class RunEvent:
             at=datetime.fromisoformat(str(body["at"])),
             reason=body.get("reason"),
             details={str(k): str(v) for k, v in (body.get("details") or {}).items()},
+            created_by_source=_optional_flag(body.get("created_by_source")),
         )
+
+
+def _optional_flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def created_by_source(run: Run) -> bool:
+    """Whether a repository's source created ``run`` (its creator ``source:<ingestion>``)."""
+    return (run.created_by or "").startswith(f"{PrincipalKind.SOURCE.value}:")
 
 
 def move_event_id(run_id: str, version: int) -> str:
@@ -169,4 +185,5 @@ def move_event(
         at=at,
         reason=reason,
         details=details,
+        created_by_source=created_by_source(run),
     )

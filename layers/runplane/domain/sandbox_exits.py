@@ -35,6 +35,12 @@ WAITING_STATUSES: Mapping[Phase, frozenset[RunStatus]] = MappingProxyType(
     }
 )
 
+# The runner's exit statuses after the control plane accepted its phase's final report
+# (0: the phase succeeded, 1: it failed; docs/runner-contract.md). Any other status, a
+# signal, or a task stopped from outside may have left the attempt open. The engine
+# runs as another user and cannot choose the runner's status; a runner that lied could
+# only delay its run's end to the heartbeat window, never end it wrongly.
+REPORTED_EXIT_CODES: frozenset[int] = frozenset({0, 1})
 # What a status reason (200 characters) keeps of how a sandbox stopped.
 _DETAIL_CHARACTERS = 150
 # An ECS task ARN: arn:<partition>:ecs:<region>:<account>:task/[<cluster>/]<id> (the
@@ -68,6 +74,9 @@ class SandboxExit:
     sandbox_id: str
     reference: str
     detail: str
+    # The runner exited with a status it gives only after its final report was
+    # accepted: that report closed the attempt, so the notice need not read it.
+    reported: bool = False
 
     @property
     def reason(self) -> str:
@@ -101,6 +110,11 @@ def stale(
     return None
 
 
+def process_reported(returncode: int) -> bool:
+    """Whether a local runner process ended after its final report was accepted."""
+    return returncode in REPORTED_EXIT_CODES
+
+
 def process_exit(returncode: int) -> str:
     """How a local runner process ended, from its return code (negative: a signal)."""
     if returncode < 0:
@@ -124,6 +138,7 @@ class StoppedTask:
     task_arn: str
     cluster_arn: str
     detail: str
+    reported: bool = False
 
 
 def stopped_task(event: Mapping[str, Any]) -> StoppedTask | None:
@@ -141,7 +156,19 @@ def stopped_task(event: Mapping[str, Any]) -> StoppedTask | None:
     task_arn, cluster_arn = detail.get("taskArn"), detail.get("clusterArn")
     if not isinstance(task_arn, str) or not isinstance(cluster_arn, str):
         return None
-    return StoppedTask(task_arn, cluster_arn, _how_the_task_stopped(detail))
+    return StoppedTask(
+        task_arn, cluster_arn, _how_the_task_stopped(detail), _runner_reported(detail)
+    )
+
+
+def _runner_reported(detail: Mapping[str, Any]) -> bool:
+    """Whether the task's one container (the runner) exited with a reported status."""
+    containers = detail.get("containers")
+    if not isinstance(containers, list) or len(containers) != 1:
+        return False
+    container = containers[0]
+    code = container.get("exitCode") if isinstance(container, Mapping) else None
+    return isinstance(code, int) and not isinstance(code, bool) and code in REPORTED_EXIT_CODES
 
 
 def _how_the_task_stopped(detail: Mapping[str, Any]) -> str:

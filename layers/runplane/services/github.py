@@ -880,6 +880,8 @@ def commit_status_reports(
                 return
         else:
             return
+        if event.created_by_source is False:
+            return  # no repository's run: nothing to report, nothing to read
         try:
             run = runs.get(event.of_run)
         except NotFound:

@@ -13,6 +13,8 @@ heartbeat timeout; its failure step finds the run ended and ends quietly.
 
 A notice for an attempt that reported (a runner exiting normally), that anything
 else closed, or that is not the run's current one is acknowledged and writes nothing.
+A runner's exit status says whether its final report was accepted
+(``REPORTED_EXIT_CODES``): such a notice is acknowledged without a read.
 The workflow's heartbeat window stays as the backstop for a sandbox that hangs
 without stopping, and for a notice that never arrives.
 """
@@ -72,6 +74,8 @@ class SandboxExits:
 
     def stopped(self, notice: SandboxExit) -> Noticed:
         """The sandbox ``notice`` names stopped: end its run if it still waits on it."""
+        if notice.reported:
+            return self._ignored(notice, "the runner's final report was accepted")
         for _ in range(MAX_READS):
             name = attempt_part(notice.phase)
             try:
@@ -109,6 +113,8 @@ class SandboxExits:
         """An ECS task stopped: the notice for the attempt its launch was recorded for."""
         if self._cluster is None or task.cluster_arn != self._cluster:
             return Noticed("ignored", why="the task is not of the sandbox cluster")
+        if task.reported:
+            return Noticed("ignored", why="the runner's final report was accepted")
         launched = self._refs.find(task.task_arn)
         if launched is None:
             return Noticed("ignored", why="no sandbox was recorded for the task")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
 from runplane.domain import notifications as rules
 from runplane.domain import run_triggers as trigger_rules
 from runplane.domain.errors import InvalidInput, RunTriggerRefused
-from runplane.domain.run import RunStatus
-from runplane.domain.run_events import EventType, event_for_move
+from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.run_events import EventType, RunEvent, event_for_move, move_event
 from runplane.domain.run_triggers import MAX_SOURCES, check_new_source, find_cycle
+from tests.builders import run_record
 
 S = RunStatus
 
@@ -92,3 +96,27 @@ def test_refused_trigger_launches_back_off_within_the_queues_delay_limit() -> No
     # Then they double from a minute, and none exceeds what SQS can delay (15 minutes)
     assert delays == [60, 120, 240, 480]
     assert trigger_rules.launch_retry_delay(10, 60) == 900
+
+
+def test_a_moves_event_says_whether_a_repositorys_source_created_the_run() -> None:
+    # Given a run a push created and one a person created, both policy_passed
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = [
+        replace(
+            run_record("run-1", "ws-1", "org-1", RunKind.PLAN_AND_APPLY, at, created_by=who),
+            status=RunStatus.POLICY_PASSED,
+        )
+        for who in ("source:ing-1", "user:ada")
+    ]
+    # When each awaits approval
+    events = [move_event(run, RunStatus.AWAITING_APPROVAL, 4, at) for run in runs]
+    # Then each event says so, through its queue message too
+    assert [e.created_by_source for e in events if e] == [True, False]
+    assert [RunEvent.from_message(e.to_message()).created_by_source for e in events if e] == [
+        True,
+        False,
+    ]
+    # And a message queued before the field existed says it does not know
+    assert events[0] is not None
+    old = {k: v for k, v in events[0].to_message().items() if k != "created_by_source"}
+    assert RunEvent.from_message(old).created_by_source is None

@@ -14,6 +14,7 @@ from runplane.domain.sandbox_exits import (
     SandboxExit,
     is_task_reference,
     process_exit,
+    process_reported,
     stale,
     stopped_task,
 )
@@ -178,3 +179,36 @@ def test_a_task_that_says_nothing_of_its_stop_still_is_one() -> None:
     # Then it is noticed all the same
     assert task is not None
     assert task.detail == "the ECS task stopped: no reason given"
+
+
+@pytest.mark.parametrize(
+    ("containers", "reported"),
+    [
+        ([{"name": "runner", "exitCode": 0}], True),
+        ([{"name": "runner", "exitCode": 1}], True),
+        ([{"name": "runner", "exitCode": 2}], False),
+        ([{"name": "runner", "exitCode": 143}], False),
+        ([{"name": "runner"}], False),
+        ([{"name": "runner", "exitCode": True}], False),
+        ([{"name": "runner", "exitCode": 0}, {"name": "other", "exitCode": 0}], False),
+        ("0", False),
+    ],
+)
+def test_a_task_is_reported_only_when_its_one_runner_exited_after_its_report(
+    containers: Any, reported: bool
+) -> None:
+    # Given a stopped task whose containers exited so
+    task = stopped_task(ecs_event(containers=containers))
+    # Then it counts as reported only for the runner's statuses after an accepted report
+    assert task is not None
+    assert task.reported is reported
+
+
+def test_a_process_is_reported_only_for_the_runners_statuses_after_its_report() -> None:
+    assert [process_reported(code) for code in (0, 1, 2, -9, 137)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
