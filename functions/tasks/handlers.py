@@ -35,7 +35,13 @@ def start_runner(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @observed
 def evaluate_policy(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return services().orchestration.evaluate_policy(event["run_id"])
+    plan = event.get("plan")
+    plan_json = plan.get("plan_json_artifact_id") if isinstance(plan, dict) else None
+    return services().orchestration.evaluate_policy(
+        event["run_id"],
+        RunScope.of(event),
+        plan_json_artifact_id=plan_json if isinstance(plan_json, str) else None,
+    )
 
 
 @observed

@@ -27,23 +27,41 @@ def test_the_policy_step_reads_its_run_and_parts_together(
 ) -> None:
     # Given a run whose plan was reported, with no policy set attached
     _, run_id = plan_complete(arena, "policy-step-reads")
+    plan_json = run_parts.require(run_id, "plan").body["plan_json_artifact_id"]
     requests = DynamoDBRequests(monkeypatch)
 
-    # When the policy step runs
-    outcome = arena.orchestration.evaluate_policy(run_id)
+    # When the policy step runs, given the run's scope and the plan JSON's ID (as the
+    # workflow gives them: the plan step's output names the JSON)
+    outcome = arena.orchestration.evaluate_policy(
+        run_id, arena.scope_of(run_id), plan_json_artifact_id=plan_json
+    )
     sent = list(requests.operations)
 
     # Then the run passed policy, bound to its input and recorded
     assert outcome == {"next": "approval"}
     assert arena.stack.lifecycle.runs.get(run_id).status.value == "policy_passed"
     assert run_parts.require(run_id, "policy").state == "passed"
-    # And it read the run with its plan, policy and apply parts in one request; after
-    # its first move, the run again (a cancel in between must stop it) with the plan
-    # JSON's artifact record and the workspace in one more; then the attached policy
-    # sets: nothing twice
-    assert reads(sent) == ["BatchGetItem", "BatchGetItem", "Query"]
-    # And wrote its two moves and the bind
-    assert sent.count("TransactWriteItems") == 3
+    # And it read the run with its parts, its workspace and the plan JSON's record in
+    # one request, then the attached policy sets: nothing twice
+    assert reads(sent) == ["BatchGetItem", "Query"]
+    # And wrote twice: the move to evaluating with the bind, then the results with the
+    # move on (a cancel between them refuses the second)
+    assert sent.count("TransactWriteItems") == 2
+
+
+def test_the_policy_step_without_the_workflows_hints_reads_what_it_needs(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run whose plan was reported (an execution started before the plan step's
+    # output named the plan JSON)
+    _, run_id = plan_complete(arena, "policy-step-no-hints")
+    requests = DynamoDBRequests(monkeypatch)
+    # When the policy step runs with the run's ID alone
+    outcome = arena.orchestration.evaluate_policy(run_id)
+    # Then it passes all the same, reading what it needs as it goes
+    assert outcome == {"next": "approval"}
+    assert run_parts.require(run_id, "policy").state == "passed"
+    assert requests.operations.count("TransactWriteItems") == 2
 
 
 def test_the_approval_steps_read_their_run_and_parts_together(

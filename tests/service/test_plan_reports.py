@@ -146,9 +146,12 @@ def test_a_plan_result_commits_its_evidence_and_wakes_the_workflow(desk: Desk) -
     assert parts["attempt#plan"].state == AttemptState.SUCCEEDED
     assert desk.tier.sandboxes.active["org#org-acme"] == 0
     assert desk.tier.sandboxes.sessions["session-plan"] is not None
-    # And the uploads are recorded, the workflow's wait resumed; the writer stays
+    # And the uploads are recorded, the workflow's wait resumed with the outcome and the
+    # plan JSON's ID (public IDs only: the workflow's state carries it); the writer stays
     assert sorted(desk.records.records) == ["art-json", "art-log", "art-plan"]
-    assert desk.tier.workflow.resumed == [("tok-plan", {"outcome": "plan_complete"})]
+    assert desk.tier.workflow.resumed == [
+        ("tok-plan", {"outcome": "plan_complete", "plan_json_artifact_id": "art-json"})
+    ]
     assert desk.tier.writer_queue.holders["ws-1"] == run.id
 
 

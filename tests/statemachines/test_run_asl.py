@@ -38,6 +38,9 @@ PAYLOAD_KEYS = {
     "phase",
     "token.$",
     "error.$",
+    # The plan step's output, as the plan's result resumed it: its outcome and the plan
+    # JSON's artifact ID, both public (services/runner_reports.py; its service test).
+    "plan.$",
 }
 RUNNER_HANDLER = "StartRunner"
 RUNNER_AUTHORITY_SECONDS = 4 * 60 * 60

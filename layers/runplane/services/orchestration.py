@@ -102,8 +102,16 @@ class Orchestration:
     ) -> dict[str, Any]:
         return self.start.start_runner(run_id, phase, token, scope)
 
-    def evaluate_policy(self, run_id: str) -> dict[str, Any]:
-        return self.steps.evaluate_policy(run_id)
+    def evaluate_policy(
+        self,
+        run_id: str,
+        scope: RunScope | None = None,
+        *,
+        plan_json_artifact_id: str | None = None,
+    ) -> dict[str, Any]:
+        return self.steps.evaluate_policy(
+            run_id, scope, plan_json_artifact_id=plan_json_artifact_id
+        )
 
     def finish_plan(self, run_id: str) -> dict[str, Any]:
         return self.steps.finish_plan(run_id)

@@ -115,7 +115,11 @@ class RunnerReports(WorkflowService):
         # A plan that failed releases the writer (handed to the run next in line).
         hand_off(self._workflow, moved.handoff if moved else None)
         if attempt.token:
-            self._workflow.resume(attempt.token, {"outcome": target.value})
+            # The plan JSON's ID (public) lets the policy step read its record with the run.
+            output = {"outcome": target.value}
+            if target is S.PLAN_COMPLETE and isinstance(report, Planned):
+                output["plan_json_artifact_id"] = report.plan_json_artifact_id
+            self._workflow.resume(attempt.token, output)
         return target.value
 
     def _plan_result(

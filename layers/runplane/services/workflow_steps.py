@@ -9,6 +9,7 @@ DynamoDB commit is that move).
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -74,37 +75,74 @@ class WorkflowSteps(WorkflowService):
             self._workflow.resume(token, {"held": True})
         return {"held": reservation.held, "position": reservation.position}
 
-    def evaluate_policy(self, run_id: str) -> dict[str, Any]:
+    def evaluate_policy(
+        self,
+        run_id: str,
+        scope: RunScope | None = None,
+        *,
+        plan_json_artifact_id: str | None = None,
+    ) -> dict[str, Any]:
         """Bind the reserved policy check to the sanitized plan's digest, evaluate the
         attached policy sets, and record the results as the run moves on.
+
+        The run starts evaluating in the write that binds its check: a cancel that
+        commits before it refuses it, one after it refuses the results' write. With the
+        run's ``scope`` and its plan JSON's ID (the plan step's output), the run, its
+        parts, its workspace and that JSON's record are one read.
 
         A retry re-derives the same input (sanitization is deterministic); a bound
         digest that no longer matches fails closed.
         """
-        run, parts = self._active_with(run_id, ["plan", "policy", "apply", "input"])
-        plan = required_part(parts, run.id, "plan")
-        if run.status is S.PLAN_COMPLETE:
-            self._lifecycle.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
-            # Read again: a cancel that commits now must stop the evaluation's writes.
-            # (The parts read with it stay as they were: each write below is
-            # conditioned on the state it read.) What evaluating reads first, the plan
-            # JSON's record and the workspace, comes in the same request.
-            with self._reads_ahead(
+        names = ["plan", "policy", "apply", "input"]
+        ahead: AbstractContextManager[None] = nullcontext()
+        if scope is not None:
+            ahead = self._reads_ahead(
                 run_id,
-                (),
-                workspace_id=run.workspace_id,
-                artifact_ids=[PlanEvidence.from_body(plan.body).plan_json_artifact_id],
-            ):
-                run = self._lifecycle.runs.get(run_id)
+                names,
+                workspace_id=scope.workspace_id,
+                artifact_ids=[plan_json_artifact_id] if plan_json_artifact_id else (),
+            )
+        with ahead:
+            run, parts = self._active_with(run_id, names)
+            plan = required_part(parts, run.id, "plan")
+            if run.status is S.PLAN_COMPLETE:
+                policy_inputs: PolicyInputs | None = self._policies.policy_inputs(
+                    run, plan, parts["input"]
+                )
+                assert policy_inputs is not None
+                run, parts = self._start_evaluating(run, parts, plan, policy_inputs)
+            else:
                 policy_inputs = self._evaluating(run, plan, parts["input"])
-        else:
-            policy_inputs = self._evaluating(run, plan, parts["input"])
         if policy_inputs is not None:
             moved = self._record_policy(run, parts, plan, policy_inputs)
             self._hand_off(moved)
             run = moved.run
         apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
         return {"next": "approval" if apply_next else "finish"}
+
+    def _start_evaluating(
+        self,
+        run: Run,
+        parts: dict[str, RunPart | None],
+        plan: RunPart,
+        policy_inputs: PolicyInputs,
+    ) -> tuple[Run, dict[str, RunPart | None]]:
+        """Move ``run`` to ``policy_evaluating`` with its check bound to the input's
+        digest, in one write; the run and parts as they then read."""
+        check = required_part(parts, run.id, "policy")
+        with self._units() as uow:
+            if check.state == RESERVED:
+                check = Policies.bind(
+                    uow.parts,
+                    run,
+                    check,
+                    policy_inputs.digest("runplane"),
+                    self._clock.now(),
+                    plan,
+                )
+            uow.runs.move(run, S.POLICY_EVALUATING, actor=WORKFLOW)
+            moved = committed_move(uow.commit())
+        return moved.run, {**parts, "policy": check}
 
     def _record_policy(
         self,
