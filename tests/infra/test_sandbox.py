@@ -159,7 +159,9 @@ def test_the_dockerfile_pins_the_engine_by_version_and_checksum() -> None:
     assert args["TOFU_SHA256_ARM64"] == ENGINE_SHA256["arm64"]
     # The download is checked before it is unpacked
     assert text.index("sha256sum -c") < text.index("zipfile.ZipFile")
-    assert re.search(r'^ENTRYPOINT \["python", "-m", "runplane.runner"\]$', text, re.MULTILINE)
+    assert re.search(
+        r'^ENTRYPOINT \["/usr/bin/python3.11", "-m", "runplane.runner"\]$', text, re.MULTILINE
+    )
 
 
 def _dockerfile_instructions() -> str:
@@ -193,10 +195,42 @@ def test_the_image_separates_the_runner_from_the_engine() -> None:
     assert "chown 0:0 /work" in text
     assert "chmod 0711 /work" in text
     assert "chmod 1777 /tmp" in text
-    # kill(1) is installed (slim images have none) and no setuid program is left
-    assert re.search(r'apt-get install -y --no-install-recommends "procps=', text)
+    # No setuid program is left (the runner kills the engine user's processes itself)
     assert "rm -rf /var/lib/apt/lists/*" in text
     assert "-perm /6000 -exec chmod a-s" in text
+
+
+def _stages() -> list[tuple[str, str]]:
+    """Each build stage's FROM line and its instructions."""
+    parts = re.split(r"^(FROM .+)$", _dockerfile_instructions(), flags=re.MULTILINE)
+    return list(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_the_final_image_has_no_compiler_package_manager_or_pip() -> None:
+    stages = dict(_stages())
+    system = next(body for line, body in stages.items() if line.endswith(" AS system"))
+    final_from, final = _stages()[-1]
+    # Given the final stage, built on the system stage
+    assert final_from == "FROM system"
+    # Then it runs nothing: only copies of the build stages' results
+    assert not re.search(r"^RUN ", final, flags=re.MULTILINE)
+    # And the system stage installs Python and certificates, and no build tool
+    installed = re.search(r"--no-install-recommends ([^&]+)&&", system)
+    assert installed is not None
+    assert installed.group(1).split() == [
+        "python3.11-minimal",
+        "libpython3.11-stdlib",
+        "ca-certificates",
+    ]
+    assert not re.search(r"\b(gcc|g\+\+|make|build-essential|python3-pip|procps)\b", system)
+    assert "pip install" not in system
+    # And it removes the package manager and checks no pip or kill(1) is left
+    assert "rm -rf /usr/bin/apt* /usr/bin/dpkg*" in system
+    assert "test ! -e /usr/bin/pip3 && test ! -e /usr/bin/kill" in system
+    # And every module ships compiled, for the read-only root filesystem
+    compiled = next(body for line, body in stages.items() if line.endswith(" AS compiled"))
+    assert "compileall" in compiled
+    assert "/opt/runplane" in compiled
 
 
 def test_the_image_is_built_with_the_configured_engine(stack: Synthesized) -> None:

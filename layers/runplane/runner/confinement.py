@@ -42,6 +42,7 @@ import socket
 import stat
 import struct
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +76,6 @@ _SYSTEM_FILES = (
     "/etc/localtime",
 )
 _SWEEP_TIMEOUT = 10
-_SYSTEM_BIN = "/usr/bin:/bin"
 
 
 class Isolation(enum.Enum):
@@ -254,24 +254,13 @@ class Confinement:
 
 def kill_every_process_of(user: EngineUser) -> None:
     """SIGKILL every process of ``user``: kill(-1) sent as that user reaches exactly its
-    processes, wherever they were reparented. Sent by the system's ``kill`` run as the
-    user (nothing of the runner's own, such as its Python, need be reachable by it), or
-    else by a child of the runner's that becomes the user first."""
-    program = shutil.which("kill", path=_SYSTEM_BIN)
-    if program is not None:
-        subprocess.run(  # noqa: S603 - the system's kill, fixed arguments
-            [program, "-9", "-1"],
-            user=user.uid,
-            group=user.gid,
-            extra_groups=[],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={},
-            timeout=_SWEEP_TIMEOUT,
-            check=False,
-        )
-        return
+    processes, wherever they were reparented.
+
+    Sent by a forked child of the runner's that becomes the user first, so the image
+    needs no kill(1) (procps). The child makes only system calls before it exits, and
+    the change of user clears its dumpable flag: the user's processes can neither trace
+    it nor read its memory. They can still stop it (it is theirs to signal), so it gets
+    the sweep's time limit and is killed by the runner past it."""
     child = os.fork()
     if child == 0:  # only system calls until _exit: safe in a threaded parent
         try:
@@ -281,7 +270,22 @@ def kill_every_process_of(user: EngineUser) -> None:
             os.kill(-1, signal.SIGKILL)
         finally:
             os._exit(0)
-    os.waitpid(child, 0)
+    _reap_within(child, _SWEEP_TIMEOUT)
+
+
+def _reap_within(child: int, seconds: float) -> None:
+    """Wait for ``child``; past ``seconds`` kill it and raise ``TimeoutExpired``, as a
+    timed-out ``subprocess.run`` would."""
+    deadline = time.monotonic() + seconds
+    while True:
+        reaped, _ = os.waitpid(child, os.WNOHANG)
+        if reaped == child:
+            return
+        if time.monotonic() >= deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            raise subprocess.TimeoutExpired(["kill", "-9", "-1"], seconds)
+        time.sleep(0.005)
 
 
 def _ancestors(paths: Iterable[Path]) -> list[Path]:

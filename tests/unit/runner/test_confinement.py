@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -19,6 +20,7 @@ from runplane.runner.confinement import (
     ConfinementError,
     EngineUser,
     Isolation,
+    _reap_within,
     read_engine_file,
 )
 
@@ -190,3 +192,14 @@ def test_with_namespaces_the_engine_reaches_this_machines_network_only_when_give
             confinement.close()
     # Then it reached it only when the launch gave it this machine's network
     assert output.strip() == ("open" if reachable else "closed")
+
+
+def test_a_sweep_stopped_by_the_engine_users_processes_is_killed_and_reported() -> None:
+    # Given a sweeping child that the engine user's processes stopped (they may signal it)
+    child = subprocess.Popen(["sleep", "300"])  # noqa: S607 - a test process
+    os.kill(child.pid, signal.SIGSTOP)
+    # When the runner waits for it past a time limit
+    with pytest.raises(subprocess.TimeoutExpired):
+        _reap_within(child.pid, 0.2)
+    # Then the child is gone (killed and reaped), not left for the run to hang on
+    assert not Path(f"/proc/{child.pid}").exists()
