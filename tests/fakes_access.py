@@ -38,7 +38,7 @@ from runplane.domain.errors import (
 from runplane.domain.github_connect import AuditNote, ConnectFlow, Installation
 from runplane.domain.identity import ApiTokenRecord
 from runplane.domain.parts import OPEN_ATTEMPT, RunPart
-from runplane.domain.read_ahead import Read, ReadAhead, ReadKind, Recorded
+from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead, ReadKind, Recorded
 from runplane.domain.runner_reads import CapabilityRead, SessionRead
 from runplane.domain.state import StateVersion
 from runplane.domain.web_session import Grant, WebSession
@@ -59,6 +59,12 @@ class InMemoryApiTokens:
         self.tokens[token_hash] = record
         if audit is not None:
             self.security_trail.append(audit)
+
+    def token_read(
+        self, token_hash: str, also: Sequence[Read]
+    ) -> tuple[ApiTokenRecord | None, ReadAhead]:
+        # Nothing is read ahead here: the services read each item when they need it.
+        return self.token(token_hash), NOTHING_READ
 
     def token(self, token_hash: str) -> ApiTokenRecord | None:
         return self.tokens.get(token_hash)

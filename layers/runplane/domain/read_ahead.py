@@ -29,6 +29,7 @@ class ReadKind(StrEnum):
     STATE_VERSION = "state_version"
     ARTIFACT = "artifact"
     DRIFT = "drift"
+    CONFIGURATION_VERSION = "configuration_version"
 
 
 @dataclass(frozen=True, order=True)
@@ -64,6 +65,10 @@ class Read:
     def drift(cls, workspace_id: str) -> Read:
         """A workspace's drift record."""
         return cls(ReadKind.DRIFT, workspace_id)
+
+    @classmethod
+    def configuration_version(cls, cv_id: str) -> Read:
+        return cls(ReadKind.CONFIGURATION_VERSION, cv_id)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ object is reported exactly like a missing one.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable
@@ -182,15 +183,23 @@ class Identity:
             raise Unauthenticated()
         credential = authorization.removeprefix("Bearer ").strip()
         if credential.startswith(TOKEN_PREFIX):
-            return self._token_principal(credential), NOTHING_READ
+            return self._token_principal(credential, token_call_reads(route))
         if credential.startswith(SESSION_PREFIX):
             return self._runner_principal(credential, route)
         if credential.count(".") == 2 and self._verifier is not None:
             return self._user_principal(credential), NOTHING_READ
         raise Unauthenticated()
 
-    def _token_principal(self, token: str) -> Principal:
-        record = self._tokens.token(handle_hash(token))
+    def _token_principal(
+        self, token: str, also: list[Read] | None = None
+    ) -> tuple[Principal, ReadAhead]:
+        """The token's principal; with ``also``, what the call reads next comes in the
+        same consistent request as the token (read on every call: a revoked token is
+        refused at once)."""
+        if also:
+            record, ahead = self._tokens.token_read(handle_hash(token), also)
+        else:
+            record, ahead = self._tokens.token(handle_hash(token)), NOTHING_READ
         if record is None or record.revoked:
             raise Unauthenticated()
         return Principal(
@@ -202,7 +211,7 @@ class Identity:
             # A token's creation is its sign-in: only a fresh token counts as a step-up.
             auth_time=record.created_at,
             team_id=record.team_id,
-        )
+        ), ahead
 
     def _runner_principal(self, secret: str, route: str) -> tuple[Principal, ReadAhead]:
         # The session and its attempt are read on every call (one request), so a
@@ -312,6 +321,35 @@ class Identity:
 
 # The runner routes whose first reads an apply session's authentication brings.
 _APPLY_START = "POST /api/v1/runner/apply-start"
+# A person's calls whose first reads the path names: read with their token.
+_CALL_FIRST_READS = (
+    (re.compile(r"POST /api/v1/workspaces/(ws-[a-z0-9]{1,40})/configuration-versions"), "ws"),
+    (re.compile(r"POST /api/v1/configuration-versions/(cv-[a-z0-9]{1,40})/actions/finalize"), "cv"),
+    (
+        re.compile(r"POST /api/v1/runs/(run-[a-z0-9]{1,40})/actions/(?:approve|reject)"),
+        "decision",
+    ),
+)
+
+
+def token_call_reads(route: str) -> list[Read]:
+    """What a person's call ``route`` (``"<METHOD> <path>"``) reads first: its workspace,
+    its configuration version, or the run it decides with the approval and policy check
+    the decision reads. Only chooses what to read ahead: the call checks all it is
+    served, permissions first."""
+    for pattern, kind in _CALL_FIRST_READS:
+        matched = pattern.fullmatch(route)
+        if matched is None:
+            continue
+        found = matched.group(1)
+        if kind == "ws":
+            return [Read.workspace(found)]
+        if kind == "cv":
+            return [Read.configuration_version(found)]
+        return [Read.run(found), Read.run_part(found, "approval"), Read.run_part(found, "policy")]
+    return []
+
+
 _RESULT = "POST /api/v1/runner/result"
 
 

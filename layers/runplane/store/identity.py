@@ -6,12 +6,16 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from datetime import datetime
 
 from runplane.domain.audit import AuditRecord
 from runplane.domain.errors import NotFound
 from runplane.domain.identity import ApiTokenRecord, Permission
+from runplane.domain.read_ahead import Read, ReadAhead
+from runplane.store import batch, prefetch
 from runplane.store.models import ApiTokenItem, api_token_key
+from runplane.store.prefetch import IdentityMap
 from runplane.store.security_records import security_record
 from runplane.store.transaction import Transaction
 
@@ -109,6 +113,15 @@ class DynamoApiTokens:
 
     def token(self, token_hash: str) -> ApiTokenRecord | None:
         return get_token(token_hash)
+
+    def token_read(
+        self, token_hash: str, also: Sequence[Read]
+    ) -> tuple[ApiTokenRecord | None, ReadAhead]:
+        key = api_token_key(token_hash)
+        found = batch.get_many([key, *map(prefetch.key_of, also)], reads=IdentityMap())
+        raw = found.pop(key, None)
+        record = _record(ApiTokenItem.from_raw_data(raw)) if raw else None
+        return record, prefetch.read_ahead(also, found)
 
     def revoke_token(
         self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None

@@ -30,6 +30,7 @@ from typing import Any
 from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead, ReadKind
 from runplane.store.models import (
     artifact_key,
+    configuration_version_key,
     drift_key,
     run_key,
     run_part_key,
@@ -105,6 +106,8 @@ def key_of(read: Read) -> Key:
             return artifact_key(read.id)
         case ReadKind.DRIFT:
             return drift_key(read.id)
+        case ReadKind.CONFIGURATION_VERSION:
+            return configuration_version_key(read.id)
 
 
 def read_ahead(asked: Sequence[Read], found: Mapping[Key, RawItem]) -> ReadAhead:

@@ -46,6 +46,13 @@ class ApiTokenStore(Protocol):
 
     def token(self, token_hash: str) -> ApiTokenRecord | None: ...
 
+    def token_read(
+        self, token_hash: str, also: Sequence[Read]
+    ) -> tuple[ApiTokenRecord | None, ReadAhead]:
+        """``token``, with ``also`` (what the call reads next) in the same consistent
+        request, found or absent."""
+        ...
+
     def revoke_token(
         self, org_id: str, token_id: str, now: datetime, audit: AuditRecord | None = None
     ) -> None: ...
