@@ -12,6 +12,13 @@ API itself, as the same principal, with the same authentication. The items that
 authentication read are served to each sub-request (every one is a read, so all of
 them see that one consistent snapshot). A state larger than ``MAX_BUNDLED_STATE`` is
 left out; the engine downloads it itself.
+
+An apply's engine also locks its workspace before it applies and unlocks it after it
+uploads its state. For a runner session both only check the apply authority the session
+holds (the run took the lock before its sandbox started, and releases it when it commits
+the result), so they are answered here too, as they answer now: the relay answers the
+engine's lock and unlock from them, once each. A refusal is left out: the engine's own
+call then meets it.
 """
 
 from __future__ import annotations
@@ -35,10 +42,13 @@ API = "/api/v2/"
 # A bundle travels in one Lambda response (at most 6 MB, base64 adding a third).
 MAX_BUNDLED_STATE = 1024 * 1024
 _BUNDLED_STATUSES = frozenset({200, 204, 404})
+# An apply's lock and unlock, answered only when they confirm the session's authority.
+_APPLY_CONFIRMATIONS = ("lock", "unlock")
 
 
 @dataclass(frozen=True)
 class _Answer:
+    method: str
     route: str
     status: int
     headers: list[list[str]]
@@ -46,6 +56,7 @@ class _Answer:
 
     def to_wire(self) -> dict[str, Any]:
         return {
+            "method": self.method,
             "path": self.route,
             "status": self.status,
             "headers": self.headers,
@@ -81,6 +92,12 @@ def first_reads() -> Reply:
     if who.phase == "plan":
         answers.append(_resolved(outer, authorizer, f"workspaces/{workspace.id}/vars"))
     kept = [answer.to_wire() for answer in answers if answer.status in _BUNDLED_STATUSES]
+    if who.phase == "apply":
+        for action in _APPLY_CONFIRMATIONS:
+            route = f"workspaces/{workspace.id}/actions/{action}"
+            confirmed = _resolved(outer, authorizer, route, method="POST")
+            if confirmed.status == 200:
+                kept.append(confirmed.to_wire())
     return json_reply(200, {"answers": kept}, content_type="application/json")
 
 
@@ -88,9 +105,11 @@ def _segment(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> _Answer:
-    """``GET /api/v2/<route>`` as the Cloud API answers ``outer``'s caller, authorized
-    as ``authorizer`` says."""
+def _resolved(
+    outer: dict[str, Any], authorizer: dict[str, Any], route: str, *, method: str = "GET"
+) -> _Answer:
+    """``<method> /api/v2/<route>`` (with no body) as the Cloud API answers ``outer``'s
+    caller, authorized as ``authorizer`` says."""
     from functions.cloud_api.app import resolve
 
     context = dict(outer.get("requestContext") or {})
@@ -99,7 +118,7 @@ def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> 
     path = f"{API}{route}"
     event = {
         **outer,
-        "httpMethod": "GET",
+        "httpMethod": method,
         "path": path,
         "pathParameters": {"proxy": route},
         "queryStringParameters": None,
@@ -108,7 +127,7 @@ def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> 
         "isBase64Encoded": False,
         "requestContext": {
             **context,
-            "httpMethod": "GET",
+            "httpMethod": method,
             "path": f"{stage_prefix}{path}",
             "authorizer": authorizer,
         },
@@ -120,4 +139,4 @@ def _resolved(outer: dict[str, Any], authorizer: dict[str, Any], route: str) -> 
     headers = [[key, value] for key, values in multi.items() for value in values] or [
         [key, value] for key, value in (response.get("headers") or {}).items()
     ]
-    return _Answer(route, int(response["statusCode"]), headers, raw)
+    return _Answer(method, route, int(response["statusCode"]), headers, raw)

@@ -1,6 +1,6 @@
 """``GET /api/v2/runner/first-reads`` over real HTTP: the reads a phase's engine starts
-with, each answered as its own route answers the same session, and nothing for anyone
-but a runner session."""
+with (and an apply's lock and unlock, when they confirm its authority), each answered as
+its own route answers the same session, and nothing for anyone but a runner session."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ from functions.cloud_api import first_reads
 from runplane.client import Client, Connection
 from tests.e2e.conftest import Local, unique
 from tests.e2e.test_cloud_api_http import call, lock, publish, raw_state, unlock
-from tests.e2e.test_managed_runs import HELLO, new_workspace
+from tests.e2e.test_forged_reports_http import Captured, session_start
+from tests.e2e.test_managed_runs import HELLO, new_workspace, writer_of
 from tests.e2e.test_runner_authority_http import apply_session
 
 LINEAGE = "f1a50000-0000-4000-8000-000000000001"
 
 
-def answers_of(local: Local, token: str) -> dict[str, dict[str, Any]]:
+def answers_of(local: Local, token: str, method: str = "GET") -> dict[str, dict[str, Any]]:
+    """The first reads' answers to ``method`` calls, by path."""
     response = call(local, "GET", "/api/v2/runner/first-reads", token=token)
     assert response.status_code == 200, response.text
-    return {answer["path"]: answer for answer in response.json()["answers"]}
+    answers = response.json()["answers"]
+    return {answer["path"]: answer for answer in answers if answer["method"] == method}
 
 
 def session_on_state(local: Local, prefix: str) -> tuple[str, dict[str, Any], str]:
@@ -131,3 +134,61 @@ def test_a_state_over_the_bound_is_left_for_the_engine_to_download(
     download = f"state-versions/{published['id']}/download"
     assert download not in answers
     assert call(local, "GET", f"/api/v2/{download}", token=token).status_code == 200
+
+
+def applying_session(local: Local, monkeypatch: pytest.MonkeyPatch, prefix: str) -> tuple[str, str]:
+    """A workspace and the session of its run's apply, started as the runner starts it
+    (the sandbox played by this test): the run applying under the workspace's lock."""
+    ws = new_workspace(local, prefix)
+    run = local.client.create_run(ws, HELLO)
+    local.client.watch(run["id"], until=["awaiting_approval"], timeout=120)
+    plan_sha256 = local.client.review(run["id"])["plan"]["plan_sha256"]
+    launcher = local.stack.launcher
+    assert launcher is not None
+    taken = Captured()
+    monkeypatch.setattr(launcher, "launch", taken.launch)
+    local.client.decide(run["id"], "approve")
+    launch = taken.next("apply", run["id"])
+    token = str(session_start(local, launch)["token"])
+    start = {"handle": launch.apply_start, "request": {"plan_sha256": plan_sha256}}
+    started = call(local, "POST", "/api/v1/runner/apply-start", token=token, json=start)
+    assert started.status_code == 200, started.text
+    assert writer_of(ws)[0] == run["id"]
+    return ws, token
+
+
+def test_an_applys_first_reads_carry_its_lock_and_unlock_as_their_routes_answer(
+    local: Local, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run applying under its workspace's lock, and its apply session
+    ws, token = applying_session(local, monkeypatch, "first-reads-lock")
+
+    # When the session asks for its first reads
+    confirmations = answers_of(local, token, method="POST")
+
+    # Then they carry the lock and unlock of its own workspace, and nothing else to POST
+    lock_path, unlock_path = (f"workspaces/{ws}/actions/{action}" for action in ("lock", "unlock"))
+    assert sorted(confirmations) == [lock_path, unlock_path]
+    # And each is what its route answers the same session (status and body: a JSON:API
+    # workspace document naming the run's lock), which changed nothing
+    for path, answer in confirmations.items():
+        direct = call(local, "POST", f"/api/v2/{path}", token=token, json={})
+        assert (answer["status"], direct.status_code) == (200, 200), direct.text
+        assert base64.b64decode(answer["body"]) == direct.content, path
+        document = json.loads(direct.content)["data"]
+        assert (document["type"], document["id"]) == ("workspaces", ws)
+        assert document["attributes"]["locked"] is True
+    assert writer_of(ws)[0] is not None
+
+
+def test_a_session_without_apply_authority_gets_no_lock_or_unlock(local: Local) -> None:
+    # Given an apply session of a run that is not applying (awaiting approval)
+    ws, _, token = session_on_state(local, "first-reads-no-lock")
+
+    # When it asks for its first reads
+    confirmations = answers_of(local, token, method="POST")
+
+    # Then they carry no lock or unlock: its engine's own calls meet the refusal
+    assert confirmations == {}
+    refused = call(local, "POST", f"/api/v2/workspaces/{ws}/actions/lock", token=token, json={})
+    assert refused.status_code == 409, refused.text

@@ -1,7 +1,7 @@
 """What a sandbox calls in a full run with the real engine: the engine reaches the Cloud
-API through the runner's relay, which asks for the reads a phase starts with in one call
-and answers each repeated read from it until the engine writes, and the runner registers
-a phase's uploads with its result."""
+API through the runner's relay, which asks for the reads a phase starts with (and an
+apply's lock and unlock) in one call and answers each repeated read from it until the
+engine writes, and the runner registers a phase's uploads with its result."""
 
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ def test_each_phase_has_its_first_reads_from_one_call_until_it_writes(
     apply_calls = sandbox_calls - plan_calls
     assert apply_calls[first_reads] == 1
     assert not [call for call in starts if apply_calls[call]]
-    # and kept its state across its lock, which the run held already
-    assert apply_calls[f"POST /api/v2/workspaces/{ws}/actions/lock"] == 1
+    # and its lock and unlock, which only confirm the lock the run held already, came
+    # with them: neither went up on its own, and only its state upload did
+    assert apply_calls[f"POST /api/v2/workspaces/{ws}/actions/lock"] == 0
+    assert apply_calls[f"POST /api/v2/workspaces/{ws}/actions/unlock"] == 0
     assert apply_calls[f"POST /api/v2/workspaces/{ws}/state-versions"] == 1
+    assert not [call for call in sandbox_calls if "/actions/" in call]

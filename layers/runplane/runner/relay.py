@@ -26,6 +26,16 @@ and that call but its own: a lock the control plane grants keeps the copies of t
 current state version and its download (the workspace's own answer, which names the
 lock, is forgotten as after any write); one it refuses forgets everything.
 
+In such a phase the engine's lock and unlock calls change nothing at all: the control
+plane answers them by checking the session's apply authority. The first reads then
+carry those answers too, for the run's own workspace, and only when they confirm it; the
+relay answers the engine's first lock and first unlock of exactly those paths from them,
+once each, as the writes they stand for (the kept reads are forgotten as the call would
+have them forgotten). Any other write, a second lock, or a lock the first reads did not
+confirm goes up as before. What guards the apply is not these calls: the apply's start,
+redeemed before the engine ran, the fence on the state upload, and the check of the
+result are all made by the control plane.
+
 The Cloud API names its own URLs absolutely (a state version's download URL); a reply
 naming the upstream API is rewritten to name the relay, so those reads come back here.
 
@@ -69,6 +79,9 @@ REPEATABLE_READS = re.compile(
 FIRST_READS_ROUTE = "runner/first-reads"
 # What a lock the phase already holds leaves as it was (``EngineRelay(lock_held=True)``).
 _LOCK_CALL = re.compile(r"workspaces/[^/?]+/actions/lock")
+# The writes of such a phase the first reads may answer (``EngineRelay(lock_held=True)``):
+# each only confirms the lock the run holds.
+_CONFIRMING_WRITES = re.compile(r"workspaces/[^/?]+/actions/(?:lock|unlock)")
 _PING = re.compile(r"ping")
 _STATE_READS = re.compile(r"workspaces/[^/?]+/current-state-version|state-versions/[^/?]+/download")
 # One answer above this size is relayed but not kept; all kept answers stay under the total.
@@ -144,6 +157,8 @@ class EngineRelay:
         self._kept: dict[tuple[str, str], _Answer] = {}
         self._kept_bytes = 0
         self._lock_held = lock_held
+        # The first reads' answers to the phase's lock and unlock, each used once.
+        self._confirmations: dict[tuple[str, str], _Answer] = {}
         # Asked once, by the first read it answers; the engine's reads wait for it.
         self._first_reads_due = first_reads
         self._first_reads_lock = threading.Lock()
@@ -202,19 +217,7 @@ class EngineRelay:
         self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
     ) -> _Answer:
         if method != "GET":
-            confirming = self._lock_held and method == "POST" and self._is(path, _LOCK_CALL)
-            with self._lock:
-                self._generation += 1
-                self._forget(keep=_STATE_READS if confirming else None)
-            try:
-                answer = self._forward(method, path, headers, body)
-                if confirming and answer.status != 200:
-                    with self._lock:
-                        self._forget()
-                return answer
-            finally:
-                with self._lock:
-                    self._generation += 1
+            return self._write(method, path, headers, body)
         if not self._repeatable(path):
             return self._forward(method, path, headers, body)
         key = (path, _authorization(headers))
@@ -233,6 +236,31 @@ class EngineRelay:
                     self._kept[key] = answer
                     self._kept_bytes += len(answer.body)
         return answer
+
+    def _write(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> _Answer:
+        """Relay a write, forgetting the kept reads it may change; a lock or unlock the
+        first reads confirmed is answered from them instead, once."""
+        confirming = self._lock_held and method == "POST" and self._is(path, _LOCK_CALL)
+        with self._lock:
+            self._generation += 1
+            self._forget(keep=_STATE_READS if confirming else None)
+            key = (path, _authorization(headers))
+            confirmed = self._confirmations.pop(key, None) if method == "POST" else None
+            if confirmed is not None:
+                self._generation += 1
+                self.answered_from_memory += 1
+                return confirmed
+        try:
+            answer = self._forward(method, path, headers, body)
+            if confirming and answer.status != 200:
+                with self._lock:
+                    self._forget()
+            return answer
+        finally:
+            with self._lock:
+                self._generation += 1
 
     def _read_first(self, headers: list[tuple[str, str]]) -> None:
         """Keep the Cloud API's answers to the phase's first reads, asked once with the
@@ -254,10 +282,14 @@ class EngineRelay:
             with self._lock:
                 if generation != self._generation:
                     return
-                for route, kept in read:
+                for method, route, kept in read:
                     key = (route, authorization)
-                    if (
-                        self._repeatable(route)
+                    if method == "POST":
+                        if self._confirms(route, kept):
+                            self._confirmations[key] = kept
+                    elif (
+                        method == "GET"
+                        and self._repeatable(route)
                         and key not in self._kept
                         and kept.status in _KEPT_STATUSES
                         and self._room_for(len(kept.body))
@@ -265,12 +297,25 @@ class EngineRelay:
                         self._kept[key] = kept
                         self._kept_bytes += len(kept.body)
 
-    def _first_read(self, entry: dict[str, Any]) -> tuple[str, _Answer]:
-        """One answer of the first reads: the path it answers, and the answer as relayed."""
+    def _first_read(self, entry: dict[str, Any]) -> tuple[str, str, _Answer]:
+        """One answer of the first reads: the method and path it answers (a read unless
+        it says otherwise), and the answer as relayed."""
         headers = [(str(k), str(v)) for k, v in entry["headers"] if k.lower() not in _HOP_BY_HOP]
         body = self._named_here(headers, base64.b64decode(entry["body"], validate=True))
-        return f"{self._prefix}/api/v2/{entry['path']}", _Answer(
-            int(entry["status"]), headers, body
+        return (
+            str(entry.get("method", "GET")),
+            f"{self._prefix}/api/v2/{entry['path']}",
+            _Answer(int(entry["status"]), headers, body),
+        )
+
+    def _confirms(self, route: str, answer: _Answer) -> bool:
+        """Whether ``answer`` may stand for the engine's POST to ``route``: a lock or
+        unlock of a phase whose run holds the lock, that the control plane confirmed."""
+        return (
+            self._lock_held
+            and answer.status == 200
+            and self._is(route, _CONFIRMING_WRITES)
+            and len(answer.body) <= MAX_KEPT_ANSWER
         )
 
     def _repeatable(self, path: str) -> bool:

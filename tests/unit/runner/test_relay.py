@@ -530,3 +530,184 @@ def test_first_reads_refused_or_garbled_leave_the_engine_reading_one_by_one(
     assert [status for status, _, _ in answers] == [200] * 4
     assert upstream.count("GET", FIRST_READS) == 1
     assert upstream.count("GET", ENTITLEMENTS) == upstream.count("GET", WORKSPACE) == 1
+
+
+UNLOCK = "/stage/api/v2/workspaces/ws-1/actions/unlock"
+FORCE_UNLOCK = "/stage/api/v2/workspaces/ws-1/actions/force-unlock"
+OTHER_LOCK = "/stage/api/v2/workspaces/ws-2/actions/lock"
+STATE_UPLOAD = "/stage/api/v2/workspaces/ws-1/state-versions"
+LOCKED = b'{"data": {"id": "ws-1", "type": "workspaces", "attributes": {"locked": true}}}'
+
+
+def confirmation(path: str, status: int = 200, payload: bytes = LOCKED) -> dict[str, Any]:
+    """A first reads' answer to the engine's POST to ``path``."""
+    return {**first_read(path, status, payload, "application/vnd.api+json"), "method": "POST"}
+
+
+@pytest.fixture
+def applying(upstream: Upstream) -> Iterator[EngineRelay]:
+    """The relay of an apply (its run holds the workspace's lock) that asks for the
+    phase's first reads at once, as the runner starts it."""
+    started = EngineRelay(upstream.base, lock_held=True, first_reads=True, **AUTH).start()
+    yield started
+    started.stop()
+
+
+def test_an_applys_lock_and_unlock_are_answered_once_each_from_the_first_reads(
+    upstream: Upstream, applying: EngineRelay
+) -> None:
+    # Given first reads that carry the workspace, its state version, and the control
+    # plane's answers to the run's lock and unlock of that workspace
+    upstream.replies[FIRST_READS] = document(
+        {
+            "answers": [
+                first_read(WORKSPACE, 200, b'{"data": {"id": "ws-1"}}', "application/json"),
+                first_read(CURRENT, 200, b'{"data": {"id": "sv-1"}}', "application/json"),
+                confirmation(LOCK),
+                confirmation(UNLOCK),
+            ]
+        }
+    )
+    upstream.replies[LOCK] = document({"data": {"attributes": {"locked": "asked"}}})
+    upstream.replies[UNLOCK] = document({"data": {"attributes": {"locked": "asked"}}})
+    upstream.replies[STATE_UPLOAD] = document({"data": {"id": "sv-2"}})
+
+    # When the engine reads them, locks, reads its state, uploads, unlocks, and then
+    # locks and unlocks once more
+    call(applying, "GET", WORKSPACE)
+    locked = call(applying, "POST", LOCK, b'{"data": {"attributes": {"reason": "x"}}}')
+    call(applying, "GET", CURRENT)
+    call(applying, "POST", STATE_UPLOAD, b"{}")
+    unlocked = call(applying, "POST", UNLOCK, b"")
+    again = [call(applying, "POST", path, b"") for path in (LOCK, UNLOCK)]
+
+    # Then the first lock and unlock were the control plane's confirmations, a valid
+    # JSON:API workspace document each, and neither went up
+    for status, headers, data in (locked, unlocked):
+        assert status == 200
+        assert headers["Content-Type"] == "application/vnd.api+json"
+        assert json.loads(data)["data"]["type"] == "workspaces"
+    # And the state read after the lock was still the one the first reads carried
+    assert upstream.count("GET", CURRENT) == 0
+    # And the upload, and the second lock and unlock, went up: each answer is used once
+    assert [(m, p) for m, p, _, _ in upstream.seen] == [
+        ("GET", FIRST_READS),
+        ("POST", STATE_UPLOAD),
+        ("POST", LOCK),
+        ("POST", UNLOCK),
+    ]
+    assert [json.loads(data)["data"]["attributes"]["locked"] for _, _, data in again] == [
+        "asked",
+        "asked",
+    ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [OTHER_LOCK, FORCE_UNLOCK, LOCK + "?force=true", "/stage/api/v2/workspaces/ws-1/actions/lock/"],
+)
+def test_a_write_the_first_reads_did_not_answer_goes_up(
+    upstream: Upstream, applying: EngineRelay, path: str
+) -> None:
+    # Given first reads confirming the run's lock and unlock of its own workspace
+    upstream.replies[FIRST_READS] = document(
+        {"answers": [confirmation(LOCK), confirmation(UNLOCK)]}
+    )
+    upstream.replies[path.split("?", 1)[0]] = document({"data": {"id": "forwarded"}})
+    call(applying, "GET", WORKSPACE)
+
+    # When the engine POSTs to another workspace's lock, a force-unlock, or a lock path
+    # that is not exactly the confirmed one
+    status, _, data = call(applying, "POST", path, b"{}")
+
+    # Then it reached the control plane, which answered it
+    assert upstream.count("POST", path) == 1
+    assert (status, json.loads(data)) == (200, {"data": {"id": "forwarded"}})
+
+
+@pytest.mark.parametrize("status", [403, 409])
+def test_a_refused_confirmation_is_not_kept_and_the_engine_meets_the_refusal(
+    upstream: Upstream, applying: EngineRelay, status: int
+) -> None:
+    # Given first reads whose lock and unlock answers are refusals (the session lost
+    # its apply authority), and a control plane that refuses them again
+    refusal = b'{"errors": [{"status": "409", "title": "run not applying"}]}'
+    upstream.replies[FIRST_READS] = document(
+        {"answers": [confirmation(LOCK, status, refusal), confirmation(UNLOCK, status, refusal)]}
+    )
+    upstream.replies[LOCK] = (status, "application/vnd.api+json", refusal)
+    upstream.replies[UNLOCK] = (status, "application/vnd.api+json", refusal)
+    call(applying, "GET", WORKSPACE)
+
+    # When the engine locks and unlocks
+    answers = [call(applying, "POST", path, b"{}") for path in (LOCK, UNLOCK)]
+
+    # Then both went up and the engine got the control plane's own refusal
+    assert upstream.count("POST", LOCK) == upstream.count("POST", UNLOCK) == 1
+    assert [(code, data) for code, _, data in answers] == [(status, refusal)] * 2
+
+
+def test_first_reads_answer_no_other_write(upstream: Upstream, applying: EngineRelay) -> None:
+    # Given first reads that claim to answer a state upload, and a lock as a read
+    upstream.replies[FIRST_READS] = document(
+        {
+            "answers": [
+                confirmation(STATE_UPLOAD),
+                {**confirmation(LOCK), "method": "GET"},
+                {**confirmation(UNLOCK), "method": "PUT"},
+            ]
+        }
+    )
+    for path in (STATE_UPLOAD, LOCK, UNLOCK):
+        upstream.replies[path] = document({"data": {"id": "forwarded"}})
+    call(applying, "GET", WORKSPACE)
+
+    # When the engine uploads, locks and unlocks
+    for path in (STATE_UPLOAD, LOCK, UNLOCK):
+        call(applying, "POST", path, b"{}")
+
+    # Then each reached the control plane
+    assert [upstream.count("POST", path) for path in (STATE_UPLOAD, LOCK, UNLOCK)] == [1, 1, 1]
+
+
+def test_a_phase_that_holds_no_lock_sends_its_lock_and_unlock(
+    upstream: Upstream, reading_first: EngineRelay
+) -> None:
+    # Given a plan's relay (its run holds no lock) whose first reads carry lock and
+    # unlock answers anyway
+    upstream.replies[FIRST_READS] = document(
+        {"answers": [confirmation(LOCK), confirmation(UNLOCK)]}
+    )
+    upstream.replies[LOCK] = document({"data": {"id": "forwarded"}})
+    upstream.replies[UNLOCK] = document({"data": {"id": "forwarded"}})
+    call(reading_first, "GET", WORKSPACE)
+
+    # When its engine locks and unlocks
+    answers = [call(reading_first, "POST", path, b"{}") for path in (LOCK, UNLOCK)]
+
+    # Then both went up, as they always have
+    assert upstream.count("POST", LOCK) == upstream.count("POST", UNLOCK) == 1
+    assert all(json.loads(data) == {"data": {"id": "forwarded"}} for _, _, data in answers)
+
+
+def test_a_renewed_session_sends_its_own_lock(upstream: Upstream) -> None:
+    # Given an apply's relay whose first reads, asked with one session, confirm the lock
+    sessions = ["rps_one"]
+    relay = EngineRelay(
+        upstream.base,
+        local_secret=LOCAL_SECRET,
+        authorization=lambda: sessions[-1],
+        lock_held=True,
+        first_reads=True,
+    ).start()
+    upstream.replies[FIRST_READS] = document({"answers": [confirmation(LOCK)]})
+    upstream.replies[LOCK] = document({"data": {"id": "forwarded"}})
+    try:
+        call(relay, "GET", WORKSPACE)
+        # When the runner renews the session before the engine locks
+        sessions.append("rps_two")
+        call(relay, "POST", LOCK, b"{}")
+    finally:
+        relay.stop()
+    # Then the lock went up with the renewed session
+    assert [h["Authorization"] for m, _, h, _ in upstream.seen if m == "POST"] == ["Bearer rps_two"]
