@@ -78,7 +78,7 @@ def _request(n: int) -> LaunchRequest:
 def _ticket_of(ecs: Any, task_arn: str) -> str:
     (task,) = ecs.describe_tasks(cluster=CLUSTER, tasks=[task_arn])["tasks"]
     (container,) = task["overrides"]["containerOverrides"]
-    return {e["name"]: e["value"] for e in container["environment"]}["RUNPLANE_STANDBY_TICKET"]
+    return str({e["name"]: e["value"] for e in container["environment"]}["RUNPLANE_STANDBY_TICKET"])
 
 
 def test_a_phase_runs_on_a_standby_task_and_the_claim_returns_its_environment_once(

@@ -53,7 +53,7 @@ def request(n: int = 1) -> LaunchRequest:
     )
 
 
-def test_a_launch_starts_on_a_waiting_standby_which_claims_exactly_the_launch_environment():
+def test_a_launch_starts_on_a_waiting_standby_which_claims_exactly_the_launch_environment() -> None:
     # Given a pool of one standby, started and waiting
     given = Pool()
     assert given.pool.top_up()["started"] == 1
@@ -84,7 +84,7 @@ def test_a_launch_starts_on_a_waiting_standby_which_claims_exactly_the_launch_en
     )
 
 
-def test_a_second_claim_is_refused_and_writes_nothing():
+def test_a_second_claim_is_refused_and_writes_nothing() -> None:
     given = Pool()
     given.pool.top_up()
     (task,) = given.tasks.standbys
@@ -99,7 +99,7 @@ def test_a_second_claim_is_refused_and_writes_nothing():
     assert given.store.items == before
 
 
-def test_two_launches_never_get_the_same_standby_the_second_starts_its_own_task():
+def test_two_launches_never_get_the_same_standby_the_second_starts_its_own_task() -> None:
     # Given one waiting standby
     given = Pool(size=1)
     given.pool.top_up()
@@ -115,7 +115,7 @@ def test_two_launches_never_get_the_same_standby_the_second_starts_its_own_task(
     assert [r.sandbox_id for r in given.tasks.launched] == ["sbx-2"]
 
 
-def test_with_no_standby_waiting_the_launch_starts_its_task_as_always():
+def test_with_no_standby_waiting_the_launch_starts_its_task_as_always() -> None:
     given = Pool(size=0)
     reference = given.pool.launch(request())
     assert reference == "sandbox-1"
@@ -123,7 +123,7 @@ def test_with_no_standby_waiting_the_launch_starts_its_task_as_always():
     assert given.tasks.standbys == {}
 
 
-def test_a_standby_whose_task_is_not_known_yet_is_not_assigned():
+def test_a_standby_whose_task_is_not_known_yet_is_not_assigned() -> None:
     # Given a standby whose record is written but whose task has not started
     given = Pool()
     given.pool.top_up()
@@ -136,7 +136,7 @@ def test_a_standby_whose_task_is_not_known_yet_is_not_assigned():
     assert given.pool.launch(request()) == "sandbox-1"
 
 
-def test_a_standby_at_the_end_of_its_wait_is_not_assigned_and_its_ticket_is_refused_after():
+def test_a_standby_at_the_end_of_its_wait_is_not_assigned_and_its_ticket_is_refused_after() -> None:
     given = Pool()
     given.pool.top_up()
     (task,) = given.tasks.standbys
@@ -153,7 +153,7 @@ def test_a_standby_at_the_end_of_its_wait_is_not_assigned_and_its_ticket_is_refu
     assert given.store.items == before
 
 
-def test_a_claim_after_the_claim_window_is_refused_and_writes_nothing():
+def test_a_claim_after_the_claim_window_is_refused_and_writes_nothing() -> None:
     given = Pool()
     given.pool.top_up()
     (task,) = given.tasks.standbys
@@ -166,7 +166,7 @@ def test_a_claim_after_the_claim_window_is_refused_and_writes_nothing():
     assert given.store.items == before
 
 
-def test_a_wrong_or_malformed_ticket_is_refused():
+def test_a_wrong_or_malformed_ticket_is_refused() -> None:
     given = Pool()
     given.pool.top_up()
     (task,) = given.tasks.standbys
@@ -176,7 +176,7 @@ def test_a_wrong_or_malformed_ticket_is_refused():
             given.claims.claim(presented)
 
 
-def test_canceling_a_run_on_a_standby_stops_the_standbys_task():
+def test_canceling_a_run_on_a_standby_stops_the_standbys_task() -> None:
     given = Pool()
     given.pool.top_up()
     reference = given.pool.launch(request())
@@ -185,7 +185,7 @@ def test_canceling_a_run_on_a_standby_stops_the_standbys_task():
     assert given.tasks.stopped == [reference]
 
 
-def test_the_top_up_replaces_standbys_that_crashed_or_ended_their_wait():
+def test_the_top_up_replaces_standbys_that_crashed_or_ended_their_wait() -> None:
     # Given a pool of two, one of whose tasks crashed
     given = Pool(size=2)
     given.pool.top_up()
