@@ -101,6 +101,11 @@ class RunplaneConfig:
     # the backstop for one that hangs without stopping (docs/deploy.md says why 900).
     runner_phase_seconds: int = 4 * 3600
     runner_heartbeat_seconds: int = 900
+    # The standby pool (docs/standby.md): runner tasks kept waiting for a phase, so a
+    # run starts on a task already running (0: none, every phase starts its own task),
+    # and how long each waits before it exits and is replaced.
+    runner_standby: int = 0
+    runner_standby_seconds: int = 3600
     # The Fargate sandbox that runs plans and applies.
     sandbox_cpu: int = 1024
     sandbox_memory_mib: int = 4096
@@ -241,6 +246,16 @@ class RunplaneConfig:
             6 <= self.runner_heartbeat_seconds < self.runner_phase_seconds,
             "runnerHeartbeatSeconds",
             "must be at least 6 seconds and shorter than runnerPhaseSeconds",
+        )
+        _check(
+            0 <= self.runner_standby <= 100,
+            "runnerStandby",
+            "must be between 0 (no standby pool) and 100 standby runners",
+        )
+        _check(
+            300 <= self.runner_standby_seconds <= 4 * 3600,
+            "runnerStandbySeconds",
+            "must be between 300 seconds and 4 hours",
         )
         memory = _FARGATE_MEMORY.get(self.sandbox_cpu)
         _check(memory is not None, "sandboxCpu", f"must be one of {sorted(_FARGATE_MEMORY)}")

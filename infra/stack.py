@@ -27,6 +27,7 @@ from infra.constructs.orchestration import Orchestration, definition_version, st
 from infra.constructs.sandbox import Sandbox
 from infra.constructs.sandbox_exits import SandboxExits
 from infra.constructs.scheduler import Schedules
+from infra.constructs.standby import StandbyPool
 from infra.constructs.storage import Storage
 from infra.constructs.task_functions import TaskFunctions
 
@@ -115,6 +116,14 @@ class RunplaneStack(Stack):
         )
         self.tasks = TaskFunctions(self, "Tasks", platform=self.platform)
         self.sandbox_exits = SandboxExits(self, "SandboxExits", platform=self.platform)
+        # The standby pool (docs/standby.md): nothing of it unless runnerStandby > 0.
+        self.standby = (
+            StandbyPool(
+                self, "Standby", platform=self.platform, launch=self.tasks.by_name["StartRunner"]
+            )
+            if config.runner_standby
+            else None
+        )
         self.orchestration = Orchestration(self, "Orchestration", config=config, tasks=self.tasks)
         self.sources = SourceWorkflow(self, "Sources", config=config, platform=self.platform)
         self.schedules = Schedules(
@@ -136,6 +145,7 @@ class RunplaneStack(Stack):
             self.api.authorizer_function,
             *self.tasks.by_name.values(),
             self.sandbox_exits.function,
+            *([self.standby.top_up] if self.standby else []),
             self.event_worker.function,
             self.event_relay.function,
             *self.sources.by_name.values(),

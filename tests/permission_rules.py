@@ -452,6 +452,8 @@ API: dict[tuple[str, str], Rule] = {
     ),
     # -- the runner's session routes
     ("POST", "/api/v1/runner/sessions"): RUNNER,
+    # A standby runner's claim: its single-use ticket, not a session (docs/standby.md).
+    ("POST", "/api/v1/runner/standby/claim"): RUNNER,
     ("POST", "/api/v1/runner/downloads/<artifact_id>"): RUNNER,
     ("POST", "/api/v1/runner/uploads"): RUNNER,
     ("POST", "/api/v1/runner/uploads/register"): RUNNER,

@@ -96,6 +96,7 @@ ROUTERS: dict[str, tuple[str, ...]] = {
         "/api/v1/runner/heartbeat",
         "/api/v1/runner/log-chunks",
         "/api/v1/runner/result",
+        "/api/v1/runner/standby/claim",
     ),
     "events": (
         "/api/v1/workspaces/<workspace_id>/run-triggers",

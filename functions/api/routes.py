@@ -9,6 +9,8 @@ PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (
     # What the CLI needs to sign in (docs/sso.md): endpoints and a public client ID.
     ("GET", "/api/v1/sign-in/config"),
     ("POST", "/api/v1/runner/sessions"),
+    # A standby runner polls with its single-use ticket in the body (docs/standby.md).
+    ("POST", "/api/v1/runner/standby/claim"),
     # GitHub signs its deliveries (X-Hub-Signature-256); the route verifies them.
     ("POST", "/webhooks/github"),
     # GitLab sends each binding's secret token (X-Gitlab-Token); the route checks it.

@@ -22,3 +22,12 @@ def stopped(event: dict[str, Any], context: Any) -> dict[str, str]:
     if task is None:
         return {"outcome": "ignored", "why": "not a stopped ECS task"}
     return services().sandbox_exits.task_stopped(task).as_dict()
+
+
+@observed
+def top_up(event: dict[str, Any], context: Any) -> dict[str, int]:
+    """The standby pool's schedule (docs/standby.md): clear what ended, refill."""
+    pool = services().standby_pool
+    if pool is None:
+        return {"cleared": 0, "live": 0, "started": 0}
+    return pool.top_up()

@@ -131,6 +131,13 @@ PUBLIC_ROUTES: tuple[PublicRoute, ...] = (
     ),
     PublicRoute(
         "POST",
+        "/api/v1/runner/standby/claim",
+        RUN_API,
+        "A standby runner (docs/standby.md) presents its single-use ticket in the body; "
+        "without a standby pool no ticket exists and every claim is refused.",
+    ),
+    PublicRoute(
+        "POST",
         "/webhooks/github",
         RUN_API,
         "GitHub signs each delivery with the App's webhook secret (X-Hub-Signature-256); "

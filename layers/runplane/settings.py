@@ -86,6 +86,11 @@ class Settings(BaseModel):
     ecs_task_definition: str | None = None
     ecs_subnets: str | None = None  # comma-separated
     ecs_security_groups: str | None = None  # comma-separated
+    # The standby pool (docs/standby.md): runners kept waiting for a phase (0: none),
+    # how long each waits for one, and how often it asks.
+    runner_standby: int = Field(default=0, ge=0, le=100)
+    runner_standby_seconds: int = Field(default=3600, ge=300, le=4 * 3600)
+    runner_standby_poll_seconds: int = Field(default=2, ge=1, le=30)
     # GitHub sources: the source workflow, the App (its private key and the webhook
     # secret live in Secrets Manager; only their ARNs are settings) and the limits.
     source_state_machine_arn: str | None = None

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runplane.adapters.clock import SystemClock
 from runplane.adapters.ids import RandomIds
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from runplane.services.sandbox_exits import SandboxExits
     from runplane.services.schedules import Schedules
     from runplane.services.sign_in import HostedUiSignIn
+    from runplane.services.standby import StandbyClaims, StandbyPool
     from runplane.services.state import StateVersions
     from runplane.services.teams import Teams
     from runplane.services.tenancy import Tenancy
@@ -250,7 +251,41 @@ class Services:
 
     @cached_property
     def launcher(self) -> Launcher:
+        return self.standby_pool or self._sandboxes
+
+    @cached_property
+    def _sandboxes(self) -> Launcher:
         return self._launcher or launcher_for(self.settings)
+
+    @cached_property
+    def standby_pool(self) -> StandbyPool | None:
+        """The pool of standby runners over the sandboxes' launcher (docs/standby.md);
+        None when the deployment keeps none."""
+        settings = self.settings
+        if not settings.runner_standby:
+            return None
+        from runplane.services.standby import StandbyPool, StandbyTasks
+        from runplane.store.standby import DynamoStandbys
+
+        if not hasattr(self._sandboxes, "start_standby"):
+            raise ValueError("this launcher cannot start standby runners")
+        return StandbyPool(
+            self.clock,
+            DynamoStandbys(),
+            cast("StandbyTasks", self._sandboxes),
+            self.keys,
+            size=settings.runner_standby,
+            wait=timedelta(seconds=settings.runner_standby_seconds),
+            poll_seconds=settings.runner_standby_poll_seconds,
+            control_plane_url=settings.control_plane_url,
+        )
+
+    @cached_property
+    def standby_claims(self) -> StandbyClaims:
+        from runplane.services.standby import StandbyClaims
+        from runplane.store.standby import DynamoStandbys
+
+        return StandbyClaims(self.clock, DynamoStandbys(), self.keys)
 
     # -- services -------------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "approvalWindowSeconds": "86400",
     "runnerPhaseSeconds": "7200",
     "runnerHeartbeatSeconds": "300",
+    # A standby pool of two runners (docs/standby.md).
+    "runnerStandby": "2",
     "sandboxCpu": "2048",
     "sandboxMemoryMiB": "8192",
     "sandboxArchitecture": "arm64",

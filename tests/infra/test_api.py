@@ -134,6 +134,7 @@ def test_only_discovery_ping_upload_urls_and_runner_bootstrap_are_public(
         ("GET", "/_logs/<run_id>/<phase>/<expires>/<grant>"),
         ("GET", "/api/v1/openapi.json"),
         ("POST", "/api/v1/runner/sessions"),
+        ("POST", "/api/v1/runner/standby/claim"),
         ("POST", "/webhooks/github"),
         ("POST", "/webhooks/gitlab"),
         ("GET", "/.well-known/openid-configuration"),

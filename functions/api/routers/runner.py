@@ -368,3 +368,29 @@ def runner_credentials(body: CredentialsRedeem) -> Reply:
     issued = services().run_credentials.issue(principal(), body.handle)
     reply = {"credentials": issued.to_wire(), "issued": issued.identities()}
     return json_reply(200, CredentialsIssued.model_validate(reply))
+
+
+class StandbyClaim(BaseModel):
+    # rsb_<standby ID>.<43 base64url characters>
+    ticket: str = Field(min_length=10, max_length=200)
+
+
+class StandbyAssigned(RunnerDoc):
+    """The phase a standby runner was assigned: exactly the environment a launch
+    passes a task started for it (docs/runner-contract.md), once (secret)."""
+
+    environment: dict[str, str]
+
+
+@router.post(
+    "/api/v1/runner/standby/claim",
+    responses={
+        **oas.responses(200, StandbyAssigned, 401, 503),
+        204: {"description": "Nothing assigned yet: ask again"},
+    },
+)
+def runner_standby_claim(body: StandbyClaim) -> Reply:
+    assigned = services().standby_claims.claim(body.ticket)
+    if assigned is None:
+        return Reply(status_code=204, body="")
+    return json_reply(200, StandbyAssigned(environment=assigned))

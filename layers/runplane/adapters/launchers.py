@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -520,15 +520,35 @@ class EcsFargateLauncher:
         self._container = container
 
     def launch(self, request: LaunchRequest) -> str:
-        env: list[dict[str, str]] = [
-            {"name": k, "value": v} for k, v in runner_environment(request).items()
-        ]
+        return self._run_task(runner_environment(request), request.sandbox_id)
+
+    def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str:
+        """A standby runner's task (services/standby.py): the same task definition,
+        started with its ticket and nothing of any run."""
+        return self._run_task(environment, standby_id)
+
+    def ended(self, references: Sequence[str]) -> set[str]:
+        """Which of these tasks stopped, or are unknown to ECS (DescribeTasks, 100 a call)."""
+        ended: set[str] = set()
+        for first in range(0, len(references), 100):
+            batch = list(references[first : first + 100])
+            described = self._ecs.describe_tasks(cluster=self._cluster, tasks=batch)
+            running = {
+                str(task["taskArn"])
+                for task in described.get("tasks") or []
+                if task.get("lastStatus") != "STOPPED"
+            }
+            ended.update(reference for reference in batch if reference not in running)
+        return ended
+
+    def _run_task(self, environment: Mapping[str, str], sandbox_id: str) -> str:
+        env: list[dict[str, str]] = [{"name": k, "value": v} for k, v in environment.items()]
         overrides: Any = {"containerOverrides": [{"name": self._container, "environment": env}]}
         started = self._ecs.run_task(
             cluster=self._cluster,
             taskDefinition=self._task_definition,
             launchType="FARGATE",
-            startedBy=request.sandbox_id[:36],
+            startedBy=sandbox_id[:36],
             networkConfiguration={
                 "awsvpcConfiguration": {
                     "subnets": self._subnets,
@@ -537,7 +557,7 @@ class EcsFargateLauncher:
                 }
             },
             overrides=overrides,
-            tags=[{"key": "runplane:sandbox", "value": request.sandbox_id}],
+            tags=[{"key": "runplane:sandbox", "value": sandbox_id}],
         )
         tasks = started.get("tasks") or []
         if not tasks:
