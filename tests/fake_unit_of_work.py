@@ -422,6 +422,15 @@ class InMemoryWriter:
     def waiter_token(self, run: Run) -> str | None:
         return self._queue.waiter_token(run)
 
+    def take_free_reservation(self, workspace_id: str, run_id: str, now: datetime) -> None:
+        def take() -> None:
+            current = self.workspace(workspace_id)
+            if current.writer_run_id is not None or current.queue_length:
+                raise ConcurrentChange(f"workspace {workspace_id} writer changed")
+            self._queue.holders[workspace_id] = run_id
+
+        self._intents.append(_Effect(("workspace", workspace_id), take))
+
     def oldest_waiter(self, workspace_id: str) -> Waiter | None:
         waiting = self._queue.waiting.get(workspace_id, [])
         if not waiting:

@@ -16,7 +16,7 @@ from runplane.wiring import services
 
 @observed
 def queue_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return services().orchestration.queue(event["run_id"])
+    return services().orchestration.queue(event["run_id"], RunScope.of(event))
 
 
 @observed

@@ -145,6 +145,7 @@ def test_a_committed_move_is_announced_exactly_once_though_its_process_sent_noth
                 "at": moved.transition.at.isoformat(),
                 "reason": "not needed",
                 "details": {"from_status": "dispatch_pending"},
+                "created_by_source": False,
             },
         }
     ]

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from runplane.domain.run import RunKind
 from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import Controls
 from runplane.store import run_parts
+from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import (
     Arena,
     awaiting_approval,
@@ -174,3 +177,48 @@ def test_a_decision_reads_its_run_approval_and_policy_together(
     assert sent[0] == "BatchGetItem"
     if decision == "approve":
         assert sent == ["BatchGetItem", "TransactWriteItems"]
+
+
+def test_the_queue_step_takes_a_free_writer_in_its_moves_write(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a created plan_and_apply run in a workspace nobody writes to
+    ws_id, run_id = created(arena, "queue-takes-writer")
+    requests = DynamoDBRequests(monkeypatch)
+    # When the workflow queues it, given its scope
+    queued = arena.orchestration.queue(run_id, arena.scope_of(run_id))
+    sent = list(requests.operations)
+    # Then it holds the writer and skips the wait for it: one read (the run and its
+    # workspace), one write (the move with the reservation)
+    assert queued["needs_writer"] is False
+    assert arena.stack.lifecycle.runs.get(run_id).status.value == "queued"
+    assert workspace_store.get_workspace(ws_id, reads=IdentityMap()).writer_run_id == run_id
+    assert sent == ["BatchGetItem", "TransactWriteItems"]
+    # And a retry of the step (its answer lost) still says it holds it
+    assert arena.orchestration.queue(run_id, arena.scope_of(run_id))["needs_writer"] is False
+
+
+def test_the_queue_step_leaves_a_held_writer_to_the_wait(arena: Arena) -> None:
+    # Given a workspace whose writer another run holds, and a second run created there
+    ws_id, first = created(arena, "queue-writer-held")
+    arena.orchestration.queue(first, arena.scope_of(first))
+    _, second = created(arena, "queue-writer-held", workspace_id=ws_id)
+    # When the workflow queues the second run
+    queued = arena.orchestration.queue(second, arena.scope_of(second))
+    # Then it waits for the writer as before: still the first run's, nobody queued yet
+    assert queued["needs_writer"] is True
+    workspace = workspace_store.get_workspace(ws_id, reads=IdentityMap())
+    assert (workspace.writer_run_id, workspace.queue_length) == (first, 0)
+    # And its wait queues it behind the holder
+    waited = arena.orchestration.wait_for_writer(second, "token-2", arena.scope_of(second))
+    assert waited == {"held": False, "position": 1}
+
+
+def test_a_speculative_run_is_queued_without_the_writer(arena: Arena) -> None:
+    # Given a created speculative run
+    ws_id, run_id = created(arena, "queue-speculative", kind=RunKind.SPECULATIVE)
+    # When the workflow queues it
+    queued = arena.orchestration.queue(run_id, arena.scope_of(run_id))
+    # Then it neither needs nor takes the writer
+    assert queued["needs_writer"] is False
+    assert workspace_store.get_workspace(ws_id, reads=IdentityMap()).writer_run_id is None

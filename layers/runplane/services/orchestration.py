@@ -89,8 +89,8 @@ class Orchestration:
 
     # -- workflow steps ----------------------------------------------------------------------
 
-    def queue(self, run_id: str) -> dict[str, Any]:
-        return self.steps.queue(run_id)
+    def queue(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
+        return self.steps.queue(run_id, scope)
 
     def wait_for_writer(
         self, run_id: str, token: str, scope: RunScope | None = None

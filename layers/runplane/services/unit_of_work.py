@@ -188,6 +188,9 @@ class WriterQueue(Protocol):
       waits, which needs the queue to still be empty; ``new_state`` (ID, serial,
       lineage) becomes current if given. At commit another holder raises ``NotWriter``,
       anything else moved ``ConcurrentChange``.
+    - ``take_free_reservation`` intends ``run_id``'s taking the reservation of
+      ``workspace_id`` as nobody holds it and nobody waits for it, at commit
+      (``ConcurrentChange`` otherwise, or if the workspace was deleted meanwhile).
     - ``take_apply_lock`` intends ``lock`` (a run's apply lock with the next fence) on
       its workspace, only if its run holds the writer reservation (``NotWriter``), the
       workspace is unlocked (``WorkspaceAlreadyLocked``) and its fence is still
@@ -208,6 +211,8 @@ class WriterQueue(Protocol):
         now: datetime,
         new_state: tuple[str, int, str] | None = None,
     ) -> None: ...
+
+    def take_free_reservation(self, workspace_id: str, run_id: str, now: datetime) -> None: ...
 
     def take_apply_lock(self, lock: ApplyLock, now: datetime) -> None: ...
 

@@ -54,12 +54,31 @@ from runplane.services.writer import hand_off
 class WorkflowSteps(WorkflowService):
     """The workflow tasks that do not start or hear from a runner."""
 
-    def queue(self, run_id: str) -> dict[str, Any]:
-        run = self._active(run_id)
-        if run.status is S.DISPATCH_PENDING:
-            self._lifecycle.move(run, S.QUEUED, actor=WORKFLOW)
+    def queue(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
+        """Queue the run. With its ``scope``, the run and its workspace are one read, and
+        a run that needs the writer reservation takes it in the same write when nobody
+        holds it or waits for it: the workflow then skips its wait for the writer."""
+        with self._reading_ahead(run_id, scope, workspace=True), self._units() as uow:
+            run, _ = self._active_in(uow, run_id, [])
+            needs_writer = run.kind.needs_writer_reservation
+            if needs_writer and scope is not None:
+                workspace = uow.writer.workspace(run.workspace_id)
+                if workspace.writer_run_id == run.id:
+                    needs_writer = False  # taken by this step's earlier try
+                elif (
+                    run.status is S.DISPATCH_PENDING
+                    and workspace.writer_run_id is None
+                    and workspace.queue_length == 0
+                ):
+                    # Conditioned at commit on the workspace as read here: taken by
+                    # another run meanwhile, the step is retried and queues.
+                    uow.writer.take_free_reservation(workspace.id, run.id, self._clock.now())
+                    needs_writer = False
+            if run.status is S.DISPATCH_PENDING:
+                uow.runs.move(run, S.QUEUED, actor=WORKFLOW)
+                uow.commit()
         return {
-            "needs_writer": run.kind.needs_writer_reservation,
+            "needs_writer": needs_writer,
             "runner_timeout_seconds": int(self._timing.runner_phase.total_seconds()),
             "runner_heartbeat_seconds": int(self._timing.runner_heartbeat.total_seconds()),
         }

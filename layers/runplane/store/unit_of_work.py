@@ -206,6 +206,9 @@ class DynamoWriterQueue:
     def oldest_waiter(self, workspace_id: str) -> Waiter | None:
         return writer_queue.oldest_waiter(workspace_id)
 
+    def take_free_reservation(self, workspace_id: str, run_id: str, now: datetime) -> None:
+        self._writes.append(writer_queue.take_free_reservation(workspace_id, run_id, now))
+
     def recover(
         self,
         observed: Workspace,
