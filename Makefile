@@ -25,7 +25,7 @@ test: $(STAMP) engine browser-deps sandbox-deps
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser"
+	$(BIN)/python -m pytest -q -m "not e2e and not infra and not browser and not iam"
 
 # The service tier alone: services over in-memory repositories and the in-memory unit of
 # work, no moto, with the 10,000 seeded interleavings (under 20 s on two idle cores; with

@@ -18,7 +18,7 @@ os.environ.update(
 )
 
 
-TIERS = ("unit", "service", "integration", "e2e", "infra", "statemachines", "browser")
+TIERS = ("unit", "service", "integration", "e2e", "infra", "statemachines", "browser", "iam")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -38,6 +38,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 SHARED_WORKER = {
     "tests/infra/": "infra",
     "tests/browser/": "browser",
+    "tests/iam/": "iam",
     "tests/unit/runner/test_plan_options.py::": "plan_options",
     "tests/unit/test_plan_file.py::": "plan_file",
     "tests/unit/runner/test_plan_config.py::": "plan_config",
@@ -88,7 +89,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for tier in TIERS:
             if tier in parts:
                 item.add_marker(getattr(pytest.mark, tier))
-                if tier in ("infra", "browser"):
+                if tier in ("infra", "browser", "iam"):
                     item.add_marker(pytest.mark.xdist_group(tier))
                 break
 

@@ -931,10 +931,15 @@ class Services:
             # Only the relay and the worker are given the queue; any other function
             # that tried to send would otherwise queue in its own memory and lose it.
             raise NotConfigured("event_queue_url")
+        from runplane.adapters.acting_function import as_function
         from runplane.adapters.event_queue import InProcessQueue
 
+        # It stands for the run-event queue and its worker function.
         return InProcessQueue(
-            lambda message: self.event_worker.handle(message),
+            as_function(
+                "functions.events.handler.handler",
+                lambda message: self.event_worker.handle(message),
+            ),
             per_organization=self.settings.notification_organization_slots,
             per_destination=self.settings.notification_destination_slots,
         )

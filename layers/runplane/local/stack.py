@@ -27,6 +27,7 @@ from typing import Any
 import boto3
 
 from runplane.adapters import aws
+from runplane.adapters.acting_function import acting_as, as_function
 from runplane.adapters.jwt import LocalIssuer
 from runplane.adapters.launchers import LocalProcessLauncher, sandbox_isolation
 from runplane.adapters.role_sessions import RoleSessions
@@ -183,10 +184,12 @@ def _fire_schedule(payload: dict[str, Any]) -> Any:
     if payload == AUDIT_EXPORT_SCHEDULE:
         from functions.audit_export.handler import export
 
-        return export({}, None)
+        with acting_as("functions.audit_export.handler.export"):
+            return export({}, None)
     from functions.scheduler.handler import fire
 
-    return fire(payload, None)
+    with acting_as("functions.scheduler.handler.fire"):
+        return fire(payload, None)
 
 
 def is_dashboard(path: str) -> bool:
@@ -202,16 +205,19 @@ def _api(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_dashboard(path):
         from functions.dashboard.app import handler as dashboard
 
-        return dashboard(event, context)
+        with acting_as("functions.dashboard.app.handler"):
+            return dashboard(event, context)
     from functions.api.routes import OWN_PATHS
 
     if path.startswith("/api/v1/") or path.startswith("/webhooks/") or path in OWN_PATHS:
         from functions.api.app import handler as run_api
 
-        return run_api(event, context)
+        with acting_as("functions.api.app.handler"):
+            return run_api(event, context)
     from functions.cloud_api.handler import handler as cloud_api
 
-    return cloud_api(event, context)
+    with acting_as("functions.cloud_api.handler.handler"):
+        return cloud_api(event, context)
 
 
 def _is_public(method: str, path: str) -> bool:
@@ -370,8 +376,14 @@ class EmbeddedStack:
         for served in (endpoint, f"http://localhost:{moto_port}"):
             moto_inprocess.serve_in_process(served, self._moto._server.app)
         _configure_moto(endpoint)
-        enable_step_functions({_function_name(name): fn for name, fn in task_handlers().items()})
-        self._server = GatewayServer(Gateway(_api, authorizer, _is_public), self._host, self._port)
+        enable_step_functions(
+            {
+                _function_name(name): as_function(f"{fn.__module__}.{fn.__name__}", fn)
+                for name, fn in task_handlers().items()
+            }
+        )
+        authorize = as_function("functions.authorizer.handler.handler", authorizer)
+        self._server = GatewayServer(Gateway(_api, authorize, _is_public), self._host, self._port)
         self._server.start()
         host, port = self._server.address
         url = f"http://{host}:{port}"
@@ -485,7 +497,8 @@ class EmbeddedStack:
 
     def _sandbox_stopped(self, notice: SandboxExit) -> None:
         assert self.services is not None
-        self.services.sandbox_exits.stopped(notice)
+        with acting_as("functions.sandboxes.handler.stopped"):
+            self.services.sandbox_exits.stopped(notice)
 
     def activate(self) -> None:
         """Point this process's handlers at this stack (again, if something else moved them)."""

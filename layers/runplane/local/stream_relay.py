@@ -20,7 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane.adapters.acting_function import acting_as
+
 logger = logging.getLogger("runplane.local.stream_relay")
+RELAY_FUNCTION = "functions.events.relay.handler"
 
 Record = Mapping[str, Any]
 Relay = Callable[[Sequence[Record]], str | None]
@@ -95,6 +98,12 @@ class StreamRelay:
     # -- internals ---------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        # It stands for the relay function's event source mapping, which reads the
+        # stream with that function's role.
+        with acting_as(RELAY_FUNCTION):
+            self._poll()
+
+    def _poll(self) -> None:
         wait = self._min_poll
         while True:
             woken = self._woken.wait(wait)
