@@ -360,10 +360,11 @@ class InMemoryRuns:
             raise NotFound("run", run_id)
         return self.runs[run_id]
 
-    def runs_of_workspace(self, workspace_id: str) -> list[Run]:
+    def runs_of_workspace(self, workspace_id: str, limit: int | None = None) -> list[Run]:
         found = [r for r in self.runs.values() if r.workspace_id == workspace_id]
         # The table's order: "<created_at ISO>#<run ID>", read backwards.
-        return sorted(found, key=lambda r: (r.created_at.isoformat(), r.id), reverse=True)
+        ordered = sorted(found, key=lambda r: (r.created_at.isoformat(), r.id), reverse=True)
+        return ordered if limit is None else ordered[:limit]
 
     def stages(self, run_id: str) -> dict[Stage, RunStage]:
         return dict(self._stages.get(run_id, {}))

@@ -65,10 +65,12 @@ def context(session: Session, request: Request, workspace: Workspace) -> dict[st
             may_read_state = False
     runs = latest_run = None
     if Permission.RUN_READ in permissions:
-        # Newest first: the first is the latest run, whichever page is shown.
-        all_runs = s.runs.list(session.principal, workspace.id)
-        runs = Listing.of(all_runs, page_number(request, "runs"), RUNS_PAGE_SIZE)
-        latest_run = all_runs[0] if all_runs else None
+        # Newest first: the first is the latest run, whichever page is shown. Only the
+        # runs up to the page shown and one more are read (that one tells a next page).
+        shown = page_number(request, "runs")
+        newest = s.runs.list(session.principal, workspace.id, shown * RUNS_PAGE_SIZE + 1)
+        runs = Listing.of(newest, shown, RUNS_PAGE_SIZE)
+        latest_run = newest[0] if newest else None
     return {
         "state": summary,
         "history": history,

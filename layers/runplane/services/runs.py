@@ -77,6 +77,8 @@ if TYPE_CHECKING:
 
 # A cancellation retries when the run moves under it, until the run has ended.
 CANCEL_ATTEMPTS = 3
+# A run listing shows a workspace's newest runs, this many unless asked for fewer.
+LISTED_RUNS = 100
 
 
 @dataclass(frozen=True)
@@ -407,18 +409,22 @@ class Runs:
             raise NotFound("run", run_id) from None
         return _seen_by(principal, run), parts
 
-    def list(self, principal: Principal, workspace_id: str) -> list[Run]:
-        """The workspace's runs, newest first."""
+    def list(self, principal: Principal, workspace_id: str, limit: int = LISTED_RUNS) -> list[Run]:
+        """The workspace's newest ``limit`` runs, newest first: a workspace's history
+        grows without bound, and a listing reads only what it returns."""
         workspace = self._workspaces.by_id(principal, workspace_id)
         principal.require(Permission.RUN_READ, workspace.id)
-        return self._reader.runs_of_workspace(workspace.id)
+        return self._reader.runs_of_workspace(workspace.id, limit=limit)
 
     def page(
         self, principal: Principal, workspace_id: str, number: int = 1, size: int = 20
     ) -> Page[Run]:
         """Page ``number`` of the workspace's runs, newest first (``InvalidInput`` for a
-        page number below 1 or a size outside 1 to 100)."""
-        return Page.of(self.list(principal, workspace_id), number, size)
+        page number below 1 or a size outside 1 to 100). The runs up to this page and
+        one more are read, not the workspace's whole history: ``total`` counts those, so
+        a page with runs after it says there is at least one more page."""
+        Page.of([], number, size)  # refuses a bad page before anything is read
+        return Page.of(self.list(principal, workspace_id, number * size + 1), number, size)
 
     def review(self, principal: Principal, run_id: str) -> dict[str, Any]:
         return self.review_of(self.get(principal, run_id))

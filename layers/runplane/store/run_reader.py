@@ -17,9 +17,12 @@ class DynamoRunReader:
     def get_run(self, run_id: str) -> Run:
         return self._runs.get(run_id)
 
-    def runs_of_workspace(self, workspace_id: str) -> list[Run]:
-        # The index sorts by "<created_at>#<run ID>": read backwards, newest first.
-        items = RunItem.gsi1.query(runs_partition(workspace_id), scan_index_forward=False)
+    def runs_of_workspace(self, workspace_id: str, limit: int | None = None) -> list[Run]:
+        # The index sorts by "<created_at>#<run ID>": read backwards, newest first, and
+        # stop at ``limit`` (its requests read no more than that).
+        items = RunItem.gsi1.query(
+            runs_partition(workspace_id), scan_index_forward=False, limit=limit
+        )
         return [to_run(item) for item in items]
 
     def stages(self, run_id: str) -> dict[Stage, RunStage]:

@@ -91,14 +91,15 @@ class RunReader(Protocol):
 
     - ``get_run`` raises ``NotFound`` for an unknown run.
     - ``runs_of_workspace`` is newest first (creation time, then ID, both descending);
-      another workspace's runs are never in it.
+      another workspace's runs are never in it; with ``limit``, only the newest
+      ``limit`` are read (a listing reads what it shows, never the workspace's history).
     - ``stages`` holds the stages recorded for the run (all four from its creation).
     - ``parts`` holds the run's parts by name; empty for an unknown run.
     """
 
     def get_run(self, run_id: str) -> Run: ...
 
-    def runs_of_workspace(self, workspace_id: str) -> list[Run]: ...
+    def runs_of_workspace(self, workspace_id: str, limit: int | None = None) -> list[Run]: ...
 
     def stages(self, run_id: str) -> dict[Stage, RunStage]: ...
 
