@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from runplane.domain.entities import LockHolder, Run, Workspace
 from runplane.domain.errors import (
@@ -105,6 +106,13 @@ class InMemoryStatePublication:
         self._versions.versions[version.id] = version
         self._move_pointer(workspace, version)
         self._record(version, event_id, version.created_at)
+
+    def publish_write(self, version: StateVersion, authority: Authority, **kw: Any) -> object:
+        # The fakes' registrations take a write as a callable that makes it.
+        return lambda: self.publish(version, authority, **kw)
+
+    def finalize_write(self, version: StateVersion, authority: Authority, **kw: Any) -> object:
+        return lambda: self.finalize(version, authority, **kw)
 
     def finalize(
         self,

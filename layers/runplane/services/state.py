@@ -66,6 +66,7 @@ from runplane.domain.state import (
 from runplane.services.workspaces import Workspaces
 
 if TYPE_CHECKING:
+    from runplane.domain.artifacts import Artifact
     from runplane.services.artifacts import ArtifactStore
     from runplane.services.repositories import StateVersionReader
     from runplane.services.repositories.state import StatePublication
@@ -391,8 +392,6 @@ class StateVersions:
         # Counted once here, so a listing of workspaces shows it without their states.
         version = replace(version, resources=managed_resources_of(state))
 
-        artifact = self._artifacts().put(version.organization_id, ArtifactKind.STATE, [raw])
-        assert artifact.sha256 is not None
         now = self._clock.now()
         event_id = self._ids.new(IdKind.AUDIT_EVENT)
         # A run's write commits only while the run applies and its attempt is open.
@@ -401,20 +400,26 @@ class StateVersions:
             from runplane.services import runner_authority
 
             guard = runner_authority.still_applying(authority.run_id)
-        try:
+        published: list[StateVersion] = []
+
+        def publication(artifact: Artifact) -> object:
+            """The publication's write, committed with the state artifact's record: a
+            refused publication stores neither."""
+            assert artifact.sha256 is not None
             if token_hash is None:
-                published = StateVersion(
-                    **{
-                        **version.__dict__,
-                        "status": FINALIZED,
-                        "artifact_id": artifact.id,
-                        "sha256": artifact.sha256,
-                        "size": len(raw),
-                    }
+                published.append(
+                    replace(
+                        version,
+                        status=FINALIZED,
+                        artifact_id=artifact.id,
+                        sha256=artifact.sha256,
+                        size=len(raw),
+                    )
                 )
-                self._publication.publish(published, authority, event_id=event_id, guard=guard)
-                return published
-            self._publication.finalize(
+                return self._publication.publish_write(
+                    published[0], authority, event_id=event_id, guard=guard
+                )
+            return self._publication.finalize_write(
                 version,
                 authority,
                 token_hash=token_hash,
@@ -425,10 +430,9 @@ class StateVersions:
                 now=now,
                 guard=guard,
             )
-        except BaseException:
-            self._artifacts().discard(artifact.id)
-            raise
-        return self._reader.get(version.id)
+
+        self._artifacts().put(version.organization_id, ArtifactKind.STATE, [raw], publication)
+        return published[0] if published else self._reader.get(version.id)
 
     def _attach_json(self, version: StateVersion, token_hash: str, body: bytes) -> StateVersion:
         if len(body) > self._max_bytes:

@@ -41,7 +41,17 @@ class DynamoStatePublication:
         event_id: str,
         guard: ApplyGuard | None,
     ) -> None:
-        _guarded(guard).extend([store.publish(version, authority, event_id)]).commit()
+        self.publish_write(version, authority, event_id=event_id, guard=guard).commit()
+
+    def publish_write(
+        self,
+        version: StateVersion,
+        authority: Authority,
+        *,
+        event_id: str,
+        guard: ApplyGuard | None,
+    ) -> Transaction:
+        return _guarded(guard).extend([store.publish(version, authority, event_id)])
 
     def finalize(
         self,
@@ -56,7 +66,32 @@ class DynamoStatePublication:
         now: datetime,
         guard: ApplyGuard | None,
     ) -> None:
-        _guarded(guard).extend(
+        self.finalize_write(
+            version,
+            authority,
+            token_hash=token_hash,
+            artifact_id=artifact_id,
+            sha256=sha256,
+            size=size,
+            event_id=event_id,
+            now=now,
+            guard=guard,
+        ).commit()
+
+    def finalize_write(
+        self,
+        version: StateVersion,
+        authority: Authority,
+        *,
+        token_hash: str,
+        artifact_id: str,
+        sha256: str,
+        size: int,
+        event_id: str,
+        now: datetime,
+        guard: ApplyGuard | None,
+    ) -> Transaction:
+        return _guarded(guard).extend(
             [
                 store.use_upload_token(token_hash, now),
                 store.finalize(
@@ -69,7 +104,7 @@ class DynamoStatePublication:
                     now=now,
                 ),
             ]
-        ).commit()
+        )
 
     def attach_json(self, sv_id: str, *, token_hash: str, artifact_id: str, now: datetime) -> None:
         store.use_upload_token(token_hash, now).extend(

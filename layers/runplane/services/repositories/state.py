@@ -41,6 +41,8 @@ class StatePublication(Protocol):
       at ``now``), finalizes the pending version with its artifact (``Conflict`` if it
       is not pending any more; its predecessor becomes the authority's) and moves the
       pointer to it, all checked in that order after the guard.
+    - ``publish_write`` and ``finalize_write`` are those writes uncommitted: for an
+      artifact's registration to commit with (``Artifacts.put``'s ``together``).
     - ``attach_json`` uses the JSON upload's token (refused as for ``finalize``) and
       names the version's JSON artifact (``Conflict`` if it has one); a pending version
       is claimed at ``now`` by it, unless it was claimed before.
@@ -79,6 +81,29 @@ class StatePublication(Protocol):
         now: datetime,
         guard: ApplyGuard | None,
     ) -> None: ...
+
+    def publish_write(
+        self,
+        version: StateVersion,
+        authority: Authority,
+        *,
+        event_id: str,
+        guard: ApplyGuard | None,
+    ) -> object: ...
+
+    def finalize_write(
+        self,
+        version: StateVersion,
+        authority: Authority,
+        *,
+        token_hash: str,
+        artifact_id: str,
+        sha256: str,
+        size: int,
+        event_id: str,
+        now: datetime,
+        guard: ApplyGuard | None,
+    ) -> object: ...
 
     def attach_json(
         self, sv_id: str, *, token_hash: str, artifact_id: str, now: datetime
