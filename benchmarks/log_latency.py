@@ -83,7 +83,12 @@ def main() -> None:
         raise SystemExit("run `make engine` first")
 
     with tempfile.TemporaryDirectory(prefix="runplane-bench-") as data:
-        wrapper = _wrapper(Path(data), engine, args.lines, args.period)
+        # The engine runs as the sandbox's own user, which sees its binary's directory
+        # (read-only): the wrapper gets a directory of its own that user may enter.
+        Path(data).chmod(0o755)
+        directory = Path(data) / "engine"
+        directory.mkdir(mode=0o755)
+        wrapper = _wrapper(directory, engine, args.lines, args.period)
         stack = EmbeddedStack(Path(data) / "stack", port=0, engine=str(wrapper))
         credentials = stack.start()
         try:

@@ -58,6 +58,11 @@ class Pacing:
     after ``gather`` whenever the last send was."""
     batch_bytes: int = 32 * 1024
     """Send before the interval has passed once this much is waiting."""
+    first_send: float = 1.0
+    """How long after the phase starts its first chunk may go (sooner if ``batch_bytes``
+    wait). A phase that ends within it streams nothing: its final log, stored as it
+    ends, holds every line about as soon as streaming would have (a reader polls
+    every half second), and the phase saves a runner call and a write."""
     first_backoff: float = 0.5
     max_backoff: float = 5.0
     drain_seconds: float = 10.0
@@ -164,10 +169,11 @@ class LogShipper:
     # -- the sender thread ----------------------------------------------------------------
 
     def _loop(self) -> None:
+        opening = self._clock() + self._pacing.first_send
         last_send = float("-inf")
         backoff = self._pacing.first_backoff
         while True:
-            chunk = self._next_chunk(last_send)
+            chunk = self._next_chunk(last_send, opening)
             if chunk is None:
                 return
             sequence, offset, data = chunk
@@ -189,7 +195,7 @@ class LogShipper:
                 self._in_flight = None
                 self._offset = offset + len(data)
 
-    def _next_chunk(self, last_send: float) -> tuple[int, int, bytes] | None:
+    def _next_chunk(self, last_send: float, opening: float) -> tuple[int, int, bytes] | None:
         """The chunk to send now (the unacknowledged one first); None to stop."""
         with self._wake:
             while True:
@@ -201,14 +207,17 @@ class LogShipper:
                 if waiting == 0 and self._closing:
                     self._stopped = True
                     return None
+                now = self._clock()
                 due = send_delay(
                     self._pacing,
                     waiting=waiting,
                     since=self._since,
                     last_send=last_send,
-                    now=self._clock(),
+                    now=now,
                     quiet=self._quiet,
                 )
+                if last_send == float("-inf") and waiting < self._pacing.batch_bytes:
+                    due = max(due, opening - now)
                 if waiting and (self._closing or due <= 0):
                     data = bytes(self._buffer[: self._chunk_bytes])
                     del self._buffer[: len(data)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -290,3 +291,25 @@ def test_a_busy_log_is_sent_every_interval_or_once_a_batch_is_full() -> None:
     # a batch's worth is waiting
     assert busy(100) == pytest.approx(1.5)
     assert busy(pacing.batch_bytes) == 0.0
+
+
+def test_a_phase_streams_nothing_before_its_first_send_is_due() -> None:
+    # Given a shipper whose phase started just now, and one whose first send is due at once
+    waiting, prompt = FakeControlPlane(), FakeControlPlane()
+    held = LogShipper(waiting.send, pacing=Pacing(gather=0.0, first_send=60.0))
+    sent = LogShipper(prompt.send, pacing=Pacing(gather=0.0, first_send=0.0))
+    for shipper in (held, sent):
+        shipper.start()
+        # When the engine prints its first line
+        shipper.feed(b"Initializing the backend...\n")
+    # Then the second sends it, while the first holds it for its phase's final log
+    deadline = time.monotonic() + 10
+    while not prompt.sends and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert prompt.text == b"Initializing the backend...\n"
+    assert waiting.sends == []
+    # And a phase that ended meanwhile (its final log stored) never streamed it
+    held.abandon()
+    held.close()
+    sent.close()
+    assert waiting.sends == []
