@@ -247,7 +247,9 @@ class InMemoryWorkspaces:
             raise ConcurrentChange(f"workspace {workspace.id} changed concurrently")
         self._workspace_names[claim] = workspace.id
         # As the table stores it: a new workspace starts at fence 0 with an empty queue.
-        self.workspaces[workspace.id] = replace(workspace, fence=0, queue_length=0)
+        self.workspaces[workspace.id] = replace(
+            workspace, fence=0, queue_length=0, destination_count=0, dependent_count=0
+        )
 
     def get_workspace(self, workspace_id: str) -> Workspace:
         if workspace_id not in self.workspaces:

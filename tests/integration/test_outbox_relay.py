@@ -146,6 +146,8 @@ def test_a_committed_move_is_announced_exactly_once_though_its_process_sent_noth
                 "reason": "not needed",
                 "details": {"from_status": "dispatch_pending"},
                 "created_by_source": False,
+                # The move read no workspace: its consumers look for subscribers.
+                "subscribers": None,
             },
         }
     ]

@@ -35,6 +35,9 @@ def _workspace(workspace_id: str, name: str, org_id: str = ACME.id) -> Workspace
         lock_run_id=None,
         queue_length=0,
         tag_names=("net",),
+        # Counted from its creation: none of either yet.
+        destination_count=0,
+        dependent_count=0,
     )
 
 

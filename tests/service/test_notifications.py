@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +28,7 @@ from runplane.domain.identity import Forbidden, Principal
 from runplane.domain.ids import IdKind
 from runplane.domain.notifications import Destination
 from runplane.domain.run import RunKind, RunStatus
-from runplane.domain.run_events import EventType, RunEvent
+from runplane.domain.run_events import EventType, RunEvent, Subscribers
 from runplane.services.notifications import Notifications
 from tests.fakes import InMemoryNotifications
 from tests.service.conftest import Tier
@@ -321,3 +321,23 @@ def test_a_claimed_attempt_waits_for_its_lease_then_is_taken_over(
         (1, "lost"),
         (2, "failed"),
     ]
+
+
+def test_an_event_whose_workspace_had_no_destination_looks_for_none(
+    tier: Tier, notifications: Notifications, store: InMemoryNotifications, queue: ListQueue
+) -> None:
+    # Given a destination added after the run moved, its move's event saying the
+    # workspace had no destination then
+    _, ws = _workspace(tier)
+    _stored(tier, store, ws, ("applied",))
+    event = replace(
+        _event(tier, ws), subscribers=Subscribers(notifications=False, dependents=False)
+    )
+    # When the event is handled
+    notifications.on_event(event)
+    # Then nothing is delivered for it: a destination hears of moves after its creation
+    assert store.deliveries_by_key == {}
+    assert queue.sent == []
+    # And an event that says the workspace had one is delivered
+    notifications.on_event(replace(event, subscribers=Subscribers(True, False)))
+    assert len(store.deliveries_by_key) == 1

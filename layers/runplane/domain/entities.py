@@ -94,6 +94,11 @@ class Workspace:
     # Counts the changes of the settings above (description to second approval): a
     # form that showed version N changes them only while they are still at N.
     settings_version: int = 0
+    # How many notification destinations it has, and how many workspaces its applies
+    # trigger: counted in the write of each change since the workspace was created
+    # (None: a workspace made before they were counted). A run's events carry them.
+    destination_count: int | None = None
+    dependent_count: int | None = None
 
     @property
     def locked(self) -> bool:

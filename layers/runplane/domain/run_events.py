@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.identity import PrincipalKind
 from runplane.domain.run import RunKind, RunStatus
 
@@ -77,6 +77,25 @@ def event_for_move(source: RunStatus, target: RunStatus) -> EventType | None:
 
 
 @dataclass(frozen=True)
+class Subscribers:
+    """What a run's workspace had when the run moved: notification destinations, and
+    workspaces its applies trigger. Consumers look for neither when it had none."""
+
+    notifications: bool
+    dependents: bool
+
+    @classmethod
+    def of(cls, workspace: Workspace | None) -> Subscribers | None:
+        """The workspace's, if it counts them (None: look, as for an older workspace)."""
+        if workspace is None:
+            return None
+        destinations, dependents = workspace.destination_count, workspace.dependent_count
+        if destinations is None or dependents is None:
+            return None
+        return cls(destinations > 0, dependents > 0)
+
+
+@dataclass(frozen=True)
 class RunEvent:
     """One event of one run. ``id`` is deterministic (run and version), so publishing
     the same move twice yields the same event and every consumer dedupes on it.
@@ -98,6 +117,8 @@ class RunEvent:
     # commit status and pull request hooks need to know before they read the run. None
     # when unknown (an event queued before the field existed): read the run.
     created_by_source: bool | None = None
+    # The run's workspace's subscribers as the move read them; None when unknown.
+    subscribers: Subscribers | None = None
 
     @property
     def of_run(self) -> str:
@@ -119,6 +140,12 @@ class RunEvent:
             "reason": self.reason,
             "details": dict(self.details),
             "created_by_source": self.created_by_source,
+            "subscribers": None
+            if self.subscribers is None
+            else {
+                "notifications": self.subscribers.notifications,
+                "dependents": self.subscribers.dependents,
+            },
         }
 
     @classmethod
@@ -135,7 +162,17 @@ class RunEvent:
             reason=body.get("reason"),
             details={str(k): str(v) for k, v in (body.get("details") or {}).items()},
             created_by_source=_optional_flag(body.get("created_by_source")),
+            subscribers=_subscribers(body.get("subscribers")),
         )
+
+
+def _subscribers(value: Any) -> Subscribers | None:
+    if not isinstance(value, Mapping):
+        return None
+    notifications, dependents = value.get("notifications"), value.get("dependents")
+    if isinstance(notifications, bool) and isinstance(dependents, bool):
+        return Subscribers(notifications, dependents)
+    return None
 
 
 def _optional_flag(value: Any) -> bool | None:
@@ -165,9 +202,11 @@ def move_event(
     *,
     reason: str | None = None,
     approval_expires_at: datetime | None = None,
+    workspace: Workspace | None = None,
 ) -> RunEvent | None:
     """The event of ``run``'s move (its snapshot before it) to ``target``, producing
-    ``version`` at ``at``; None for a move inside the active path."""
+    ``version`` at ``at``; None for a move inside the active path. ``workspace``: the
+    run's workspace as the move read it (its subscribers go with the event)."""
     kind = event_for_move(run.status, target)
     if kind is None:
         return None
@@ -186,4 +225,7 @@ def move_event(
         reason=reason,
         details=details,
         created_by_source=created_by_source(run),
+        subscribers=Subscribers.of(
+            workspace if workspace is not None and workspace.id == run.workspace_id else None
+        ),
     )

@@ -244,6 +244,8 @@ class Notifications:
         """Record and queue one delivery per destination that subscribes to ``event``."""
         if event.type not in NOTIFIABLE:
             return
+        if event.subscribers is not None and not event.subscribers.notifications:
+            return  # the workspace had no destination when the run moved: nothing to read
         for destination in self._store.destinations(event.workspace_id):
             if destination.organization_id != event.organization_id:
                 continue  # never across organizations, whatever the keys say

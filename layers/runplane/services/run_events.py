@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from runplane.adapters.event_queue import MAX_DELAY_SECONDS, EventQueue
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import NotFound
 from runplane.domain.run import RunStatus
 from runplane.domain.run_events import EventType, RunEvent, move_event
@@ -66,11 +66,19 @@ class RunEvents:
         *,
         reason: str | None = None,
         approval_expires_at: datetime | None = None,
+        workspace: Workspace | None = None,
     ) -> list[Any]:
         """The outbox write of the event of ``run``'s move (its snapshot before it) to
-        ``target``, producing ``version`` at ``at``; none for a move inside the active path."""
+        ``target``, producing ``version`` at ``at``; none for a move inside the active path.
+        ``workspace``: the run's workspace as the move read it, if it did."""
         event = move_event(
-            run, target, version, at, reason=reason, approval_expires_at=approval_expires_at
+            run,
+            target,
+            version,
+            at,
+            reason=reason,
+            approval_expires_at=approval_expires_at,
+            workspace=workspace,
         )
         return [] if event is None else [self.announce(event)]
 

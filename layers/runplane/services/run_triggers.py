@@ -169,6 +169,8 @@ class RunTriggers:
         """An applied run queues one run in each dependent workspace."""
         if event.type is not EventType.APPLIED:
             return
+        if event.subscribers is not None and not event.subscribers.dependents:
+            return  # no workspace followed this one's applies when it applied
         for dependent_id in self._store.dependents(event.workspace_id):
             self.queue_dependent(event, dependent_id)
 

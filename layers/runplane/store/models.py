@@ -189,6 +189,12 @@ class WorkspaceItem(TableItem):
     # waiter, length counts those still waiting.
     queue_seq = NumberAttribute(default=0)
     queue_length = NumberAttribute(default=0)
+    # Notification destinations and dependent workspaces (run triggers from it), each
+    # count changed in the write of each change; 0 at creation. Absent on a workspace
+    # made before they were counted: a change then counts up from UNCOUNTED, which
+    # reads as not counted (``store.workspaces.counted``).
+    destination_count = NumberAttribute(null=True)
+    dependent_count = NumberAttribute(null=True)
     # A deleted workspace's item stays for its history (runs, state versions and audit
     # name it), out of its organization's listing, and reads as not found.
     # A pull request's preview: the bound workspace it was made from (never updated).

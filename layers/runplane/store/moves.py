@@ -109,9 +109,12 @@ class DynamoMover:
         check(run.status, target, run.facts)
         extra = list(extra_writes)
         served = self._scope.reads() if reads is None else reads
+        given = workspace
         for _ in range(MAX_ATTEMPTS):
             release = self._release_on_entry(run, target, state_published, lock, workspace, served)
             workspace = None
+            # The workspace as read for this move (its event carries its subscribers).
+            read = release.workspace if release and release.workspace else given
             writes = [*extra, release.writes] if release else list(extra)
             writes.extend(self._close_apply_record(run, target, reason, extra, served))
             try:
@@ -124,7 +127,13 @@ class DynamoMover:
                         reason=reason,
                         run_updates=run_updates,
                         announce=announcer(
-                            self._events(), run, target, reason, run_updates, also_announce
+                            self._events(),
+                            run,
+                            target,
+                            reason,
+                            run_updates,
+                            also_announce,
+                            workspace=read,
                         ),
                     )
                 else:

@@ -25,8 +25,9 @@ from pynamodb.attributes import (
 
 from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.notifications import Delivery, Destination
-from runplane.store.models import TableItem, workspace_key
+from runplane.store.models import TableItem, WorkspaceItem, workspace_key
 from runplane.store.transaction import Item, Transaction
+from runplane.store.workspaces import count_change
 
 DESTINATION_PREFIX = "NOTIFY#"
 DELIVERY_PREFIX = "DELIVERY#"
@@ -157,7 +158,12 @@ def _delivery_item(delivery: Delivery) -> DeliveryItem:
 
 
 def put_destination(destination: Destination) -> Transaction:
-    return Transaction().put_new(_destination_item(destination))
+    """The destination, counted on its workspace in the same write."""
+    return (
+        Transaction()
+        .put_new(_destination_item(destination))
+        .extend([count_change(WorkspaceItem.destination_count, destination.workspace_id, 1)])
+    )
 
 
 def get_destination(workspace_id: str, destination_id: str) -> Destination:
@@ -187,7 +193,7 @@ def delete_destination(workspace_id: str, destination_id: str) -> None:
         DestinationItem(*destination_key(workspace_id, destination_id)),
         condition=DestinationItem.pk.exists(),
         on_refused=refused,
-    ).commit()
+    ).extend([count_change(WorkspaceItem.destination_count, workspace_id, -1)]).commit()
 
 
 def new_delivery(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.run import RunStatus, Transitioned
 from runplane.domain.run_events import RunEvent
 from runplane.store import run_parts
@@ -27,6 +27,7 @@ class Announcer(Protocol):
         *,
         reason: str | None = None,
         approval_expires_at: datetime | None = None,
+        workspace: Workspace | None = None,
     ) -> list[Transaction]: ...
 
     def announce(self, event: RunEvent) -> Transaction: ...
@@ -39,6 +40,7 @@ def announcer(
     reason: str | None,
     run_updates: Mapping[str, Any] | None,
     also: Callable[[Transitioned], Iterable[RunEvent]] | None,
+    workspace: Workspace | None = None,
 ) -> Announce | None:
     """The outbox writes of a move of ``run`` to ``target``: its own event and those
     ``also`` makes of it, built from the move (its version and time). None without
@@ -49,7 +51,13 @@ def announcer(
 
     def announce(moved: Transitioned) -> list[Transaction]:
         writes = events.status_moved(
-            run, target, moved.version, moved.at, reason=reason, approval_expires_at=expires_at
+            run,
+            target,
+            moved.version,
+            moved.at,
+            reason=reason,
+            approval_expires_at=expires_at,
+            workspace=workspace,
         )
         writes += [events.announce(event) for event in (also(moved) if also else ())]
         return writes

@@ -28,11 +28,15 @@ class DynamoRunTriggerStore:
         now: datetime,
         unchanged: Sequence[Triggers] = (),
     ) -> None:
-        sources = current.sources if source_id in current.sources else (*current.sources, source_id)
+        known = source_id in current.sources
+        sources = current.sources if known else (*current.sources, source_id)
+        # A source listed already is linked already (the list and its links change
+        # together, at the version read): only a new one is linked, and counted.
+        link = [] if known else [store.link(source_id, current.workspace_id, org_id)]
         Transaction().extend(
             [
                 store.replace(current, org_id, sources, run_kind, now),
-                store.link(source_id, current.workspace_id, org_id),
+                *link,
                 *(store.unchanged(t) for t in unchanged),
             ]
         ).commit()
@@ -41,11 +45,11 @@ class DynamoRunTriggerStore:
         self, current: Triggers, source_id: str, *, org_id: str, now: datetime
     ) -> None:
         sources = tuple(s for s in current.sources if s != source_id)
+        unlink = (
+            [store.unlink(source_id, current.workspace_id)] if source_id in current.sources else []
+        )
         Transaction().extend(
-            [
-                store.replace(current, org_id, sources, current.run_kind, now),
-                store.unlink(source_id, current.workspace_id),
-            ]
+            [store.replace(current, org_id, sources, current.run_kind, now), *unlink]
         ).commit()
 
 

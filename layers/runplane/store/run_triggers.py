@@ -24,8 +24,9 @@ from runplane.domain.errors import AlreadyTriggered, ConcurrentChange
 from runplane.domain.run import RunKind
 from runplane.domain.run_triggers import Triggered, Triggers
 from runplane.store import audit
-from runplane.store.models import TableItem, org_event_key, run_key, workspace_key
+from runplane.store.models import TableItem, WorkspaceItem, org_event_key, run_key, workspace_key
 from runplane.store.transaction import Item, Transaction
+from runplane.store.workspaces import count_change
 
 TRIGGERS_SK = "TRIGGERS"
 DEPENDENT_PREFIX = "DEPENDENT#"
@@ -141,18 +142,31 @@ def replace(
 
 
 def link(source_id: str, dependent_id: str, org_id: str) -> Transaction:
-    return Transaction().put(
-        DependentLinkItem(
-            *dependent_key(source_id, dependent_id),
-            source_workspace_id=source_id,
-            dependent_workspace_id=dependent_id,
-            org_id=org_id,
+    """A new link, counted on its source in the same write (a trigger list changes only
+    at the version read, so each link is made and removed once)."""
+    return (
+        Transaction()
+        .put_new(
+            DependentLinkItem(
+                *dependent_key(source_id, dependent_id),
+                source_workspace_id=source_id,
+                dependent_workspace_id=dependent_id,
+                org_id=org_id,
+            )
         )
+        .extend([count_change(WorkspaceItem.dependent_count, source_id, 1)])
     )
 
 
 def unlink(source_id: str, dependent_id: str) -> Transaction:
-    return Transaction().delete(DependentLinkItem(*dependent_key(source_id, dependent_id)))
+    return (
+        Transaction()
+        .delete(
+            DependentLinkItem(*dependent_key(source_id, dependent_id)),
+            condition=DependentLinkItem.pk.exists(),
+        )
+        .extend([count_change(WorkspaceItem.dependent_count, source_id, -1)])
+    )
 
 
 def dependents(source_id: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pynamodb.attributes import NumberAttribute
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -99,6 +100,8 @@ def create_workspace(workspace: Workspace) -> Transaction:
                 fence=0,
                 queue_seq=0,
                 queue_length=0,
+                destination_count=0,
+                dependent_count=0,
                 terraform_version=workspace.terraform_version,
                 description=workspace.description,
                 tag_names=list(workspace.tag_names),
@@ -280,7 +283,27 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         second_approval=SecondApprovalRule.from_text(item.second_approval),
         preview_of=item.preview_of,
         settings_version=int(item.settings_version or 0),
+        destination_count=counted(item.destination_count),
+        dependent_count=counted(item.dependent_count),
     )
+
+
+# What a count starts from on a workspace made before it was counted: far above any
+# true count, so such a workspace always reads as not counted.
+UNCOUNTED = 1_000_000_000
+
+
+def counted(value: float | None) -> int | None:
+    """A workspace's count as stored; None when it was never counted."""
+    if value is None or value >= UNCOUNTED // 2:
+        return None
+    return max(int(value), 0)
+
+
+def count_change(attribute: NumberAttribute, workspace_id: str, by: int) -> Transaction:
+    """The write moving one of a workspace's counts by ``by`` (in the change's own
+    transaction)."""
+    return Transaction().update(_ws(workspace_id), [attribute.set((attribute | UNCOUNTED) + by)])
 
 
 def _ws(workspace_id: str) -> WorkspaceItem:

@@ -33,6 +33,8 @@ class Release:
 
     writes: Transaction
     handoff: Handoff | None
+    # The workspace as the release read it (its move's event carries its subscribers).
+    workspace: Workspace | None = None
 
 
 class DynamoWriterAuthority:
@@ -125,7 +127,7 @@ class DynamoWriterAuthority:
             )
         if workspace.writer_run_id != run_id:
             mine = writer_queue.waiter_of(workspace_id, run_id) if workspace.queue_length else None
-            return Release(writer_queue.remove_waiter(mine), None) if mine else None
+            return Release(writer_queue.remove_waiter(mine), None, workspace) if mine else None
         if lock is None and workspace.lock_run_id == run_id and workspace.lock_id is not None:
             lock = ApplyLock(workspace_id, workspace.lock_id, workspace.fence, run_id)
         oldest: Waiter | None = (
@@ -135,7 +137,7 @@ class DynamoWriterAuthority:
             workspace_id, run_id, oldest, self._clock.now(), lock
         )
         handoff = Handoff(workspace_id, oldest.run_id, oldest.token) if oldest else None
-        return Release(writes, handoff)
+        return Release(writes, handoff, workspace)
 
     def release(
         self, workspace_id: str, run_id: str, lock: ApplyLock | None = None

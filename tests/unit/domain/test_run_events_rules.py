@@ -9,9 +9,16 @@ import pytest
 
 from runplane.domain import notifications as rules
 from runplane.domain import run_triggers as trigger_rules
+from runplane.domain.entities import Workspace
 from runplane.domain.errors import InvalidInput, RunTriggerRefused
 from runplane.domain.run import RunKind, RunStatus
-from runplane.domain.run_events import EventType, RunEvent, event_for_move, move_event
+from runplane.domain.run_events import (
+    EventType,
+    RunEvent,
+    Subscribers,
+    event_for_move,
+    move_event,
+)
 from runplane.domain.run_triggers import MAX_SOURCES, check_new_source, find_cycle
 from tests.builders import run_record
 
@@ -120,3 +127,39 @@ def test_a_moves_event_says_whether_a_repositorys_source_created_the_run() -> No
     assert events[0] is not None
     old = {k: v for k, v in events[0].to_message().items() if k != "created_by_source"}
     assert RunEvent.from_message(old).created_by_source is None
+
+
+def test_a_moves_event_carries_its_workspaces_subscribers_when_it_counts_them() -> None:
+    # Given a run moving to awaiting_approval, and its workspace as the move read it
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    run = replace(
+        run_record("run-1", "ws-1", "org-1", RunKind.PLAN_AND_APPLY, at),
+        status=RunStatus.POLICY_PASSED,
+    )
+    counted = Workspace(
+        id="ws-1",
+        organization_id="org-1",
+        name="network",
+        created_at=at,
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+        destination_count=2,
+        dependent_count=0,
+    )
+
+    def subscribers(workspace: Workspace | None) -> Subscribers | None:
+        event = move_event(run, RunStatus.AWAITING_APPROVAL, 4, at, workspace=workspace)
+        assert event is not None
+        # (and the queue's message says the same)
+        assert RunEvent.from_message(event.to_message()).subscribers == event.subscribers
+        return event.subscribers
+
+    # Then a counted workspace's event says what it has
+    assert subscribers(counted) == Subscribers(notifications=True, dependents=False)
+    # And an uncounted one's, another workspace's, or no workspace's says nothing
+    assert subscribers(replace(counted, dependent_count=None)) is None
+    assert subscribers(replace(counted, id="ws-2")) is None
+    assert subscribers(None) is None
