@@ -15,7 +15,7 @@ class CountingSecretsManager:
     def __init__(self) -> None:
         self.reads: list[str] = []
 
-    def get_secret_value(self, SecretId: str) -> dict[str, Any]:  # noqa: N803 - boto's name
+    def get_secret_value(self, SecretId: str) -> dict[str, Any]:
         self.reads.append(SecretId)
         return {"SecretString": "s3cret"}
 
