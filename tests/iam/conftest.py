@@ -181,6 +181,9 @@ def enforced(embedded: Local, template: dict[str, Any]) -> Iterator[Enforced]:  
             credentials[role.logical_id] = Credentials(
                 c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"]
             )
+        # A user holds at most two keys: the earlier module's key goes.
+        for earlier in iam.list_access_keys(UserName=HARNESS)["AccessKeyMetadata"]:
+            iam.delete_access_key(UserName=HARNESS, AccessKeyId=earlier["AccessKeyId"])
         key = iam.create_access_key(UserName=HARNESS)["AccessKey"]
         credentials[HARNESS] = Credentials(key["AccessKeyId"], key["SecretAccessKey"])
     policies: dict[str, list[dict[str, Any]]] = {r.logical_id: r.documents for r in roles.values()}
