@@ -519,14 +519,18 @@ class EmbeddedStack:
             self._top_up_scheduled = True
         _top_up_standbys()
 
-    def use_standby_pool(self, size: int) -> None:
-        """Keep ``size`` standby runners in the AWS-style pool from now on (0: none), on
-        a running stack: its services are built again with the setting, as a
-        deployment's functions are after ``runnerStandby`` changes, and the previous
-        pool's waiting standbys are retired (a run already assigned one goes on)."""
+    def use_standby_pool(self, size: int, *, poll_seconds: int | None = None) -> None:
+        """Keep ``size`` standby runners in the AWS-style pool from now on (0: none),
+        each claiming every ``poll_seconds``, on a running stack: its services are
+        built again with the settings, as a deployment's functions are after
+        ``runnerStandby`` changes, and the previous pool's waiting standbys are
+        retired (a run already assigned one goes on)."""
         assert self.services is not None
         previous = self.services
-        settings = previous.settings.model_copy(update={"runner_standby": size})
+        changed: dict[str, int] = {"runner_standby": size}
+        if poll_seconds is not None:
+            changed["runner_standby_poll_seconds"] = poll_seconds
+        settings = Settings.model_validate({**previous.settings.model_dump(), **changed})
         self.services = self._build_services(settings)
         # One run-event queue per stack: deliveries already queued go on in it.
         self.services.event_queue = previous.event_queue
