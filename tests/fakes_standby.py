@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from runplane.adapters.launchers import LaunchRequest
 from runplane.domain.standby import SealedEnvironment, Standby, StandbyStatus
 from tests.fakes import RecordingLauncher
 
@@ -88,11 +89,16 @@ class RecordingStandbyTasks(RecordingLauncher):
         super().__init__()
         self.standbys: dict[str, dict[str, str]] = {}
         self.crashed: set[str] = set()
+        # The sandbox each standby was assigned, by its reference.
+        self.assignments: dict[str, str] = {}
 
     def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str:
         reference = f"standby-task-{len(self.standbys) + 1}"
         self.standbys[reference] = dict(environment)
         return reference
+
+    def assigned(self, reference: str, request: LaunchRequest) -> None:
+        self.assignments[reference] = request.sandbox_id
 
     def ended(self, references: Sequence[str]) -> set[str]:
         return {r for r in references if r in self.crashed or r in self.stopped}

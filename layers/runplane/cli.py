@@ -66,6 +66,7 @@ def _local_up(args: argparse.Namespace) -> int:
         port=args.port,
         engine=engine,
         sandbox_network=args.sandbox_network,
+        runner_standby=args.runner_standby,
     )
     credentials = stack.start()
     stopped = threading.Event()
@@ -732,6 +733,15 @@ def _local_parser(commands: Any) -> None:
         action="store_true",
         help="give sandboxes this machine's network (to download providers or reach "
         "clouds); they can then reach the stack too, so it serves one organization",
+    )
+    up.add_argument(
+        "--runner-standby",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N runners of the AWS-style standby pool waiting, each claiming its "
+        "phase over HTTP (docs/standby.md); 0, the default, keeps the launcher's own "
+        "standby runner",
     )
     up.add_argument(
         "--engine",

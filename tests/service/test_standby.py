@@ -73,6 +73,8 @@ def test_a_launch_starts_on_a_waiting_standby_which_claims_exactly_the_launch_en
     # Then it runs on the standby's task, no task was started for it
     assert reference == task
     assert given.tasks.launched == []
+    # (and the launcher was told which sandbox that task now is)
+    assert given.tasks.assignments == {task: "sbx-1"}
     # And one replacement was started
     assert len(given.tasks.standbys) == 2
     # And the standby's claim returns the environment a launch would have passed

@@ -277,3 +277,61 @@ def test_a_notice_that_fails_still_leaves_nothing_of_the_sandbox(
     assert told.arrived.wait(timeout=60)
     launcher.stop_all()
     assert not workdir.exists()
+
+
+def _pool_variables(control_plane: str, wait_seconds: int) -> dict[str, str]:
+    return {
+        "RUNPLANE_STANDBY_TICKET": "rsb_sby-local.ticket-secret-value",
+        "RUNPLANE_CONTROL_PLANE_URL": control_plane,
+        "RUNPLANE_STANDBY_SECONDS": str(wait_seconds),
+        "RUNPLANE_STANDBY_POLL_SECONDS": "1",
+    }
+
+
+def test_a_pool_standby_never_assigned_ends_with_its_wait_and_tells_nothing(
+    tmp_path: Path,
+) -> None:
+    # Given a pool standby whose control plane never answers, waiting one second
+    told = Told()
+    launcher = LocalProcessLauncher(work_root=tmp_path, on_exit=told)
+    reference = launcher.start_standby("sby-local", _pool_variables(UNREACHABLE, 1))
+    assert launcher.pool_standbys == [reference]
+
+    # When its wait ends
+    assert _process(launcher, reference).wait(timeout=60) == 0
+
+    # Then the launcher reports it ended (as it does a reference it never had)
+    assert launcher.ended([reference, "pid:999999999"]) == {reference, "pid:999999999"}
+    launcher.stop_all()
+    # And nothing was told of a standby that ran no phase
+    assert told.exits == []
+    # And its directory is gone; its log says it ended unassigned, without its ticket
+    workdir = launcher.sandboxes[reference]
+    assert not workdir.exists()
+    log = _log_of(workdir)
+    assert "standby ended with no run assigned" in log
+    assert "ticket-secret-value" not in log
+
+
+def test_a_pool_standby_killed_after_its_assignment_is_told_as_that_sandbox(
+    tmp_path: Path, silent_control_plane: str
+) -> None:
+    # Given a pool standby, polling, that the pool assigned to an attempt
+    told = Told()
+    launcher = LocalProcessLauncher(work_root=tmp_path, on_exit=told)
+    reference = launcher.start_standby("sby-local", _pool_variables(silent_control_plane, 300))
+    assert launcher.ended([reference]) == set()
+    launcher.assigned(reference, _request("sbx-pooled"))
+
+    # When its whole process group is killed
+    os.killpg(_process(launcher, reference).pid, signal.SIGKILL)
+
+    # Then its end is told by what the pool assigned it
+    assert told.arrived.wait(timeout=60)
+    launcher.stop_all()
+    [notice] = told.exits
+    assert (notice.sandbox_id, notice.attempt_id, notice.reference) == (
+        "sbx-pooled",
+        "att-standby",
+        reference,
+    )

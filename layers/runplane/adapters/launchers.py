@@ -122,6 +122,13 @@ class LocalProcessLauncher:
     launched it for: a sandbox killed or crashed before its final report is noticed
     at once, not a heartbeat window later. Nothing is told once the launcher stops
     (the stack is going away), and each thread ends with its process.
+
+    It can also run the AWS-style pool of standby runners (``services/standby.py``,
+    docs/standby.md) when the embedded stack is asked to: ``start_standby`` starts a
+    runner with only the pool's variables (its ticket, where to claim, how long to
+    wait) and its engine confined as any sandbox's; it claims its phase over HTTP
+    like a Fargate task. ``assigned`` tells it which attempt the pool gave one, so
+    its exit is told as a launched runner's is.
     """
 
     def __init__(
@@ -152,6 +159,11 @@ class LocalProcessLauncher:
         # The engine UIDs this launcher holds, with the descriptor of each one's lock.
         self._reserved: dict[int, int] = {}
         self._stopped = False
+        # What each runner was launched for (run, phase, attempt, sandbox), by
+        # reference: a pool standby's only once the pool assigned it.
+        self._launched: dict[str, tuple[str, str, str, str]] = {}
+        self.pool_standbys: list[str] = []
+        """The references of the pool standbys started, in order (``start_standby``)."""
 
     def launch(self, request: LaunchRequest) -> str:
         uid = self._engine_uid()
@@ -164,22 +176,64 @@ class LocalProcessLauncher:
         reference = f"pid:{process.pid}"
         self.processes.append(process)
         self.sandboxes[reference] = workdir
+        self.assigned(reference, request)
+        self._watch(process, workdir, reference, uid)
+        self._refill()
+        return reference
+
+    def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str:
+        """A runner of the standby pool: started with ``environment`` (the pool's
+        variables, nothing of any run) and its engine confined as any sandbox's; it
+        claims its phase from the control plane over HTTP."""
+        uid = self._engine_uid()
+        env = {**environment, **self._confinement_environment(uid)}
+        try:
+            process, workdir = self._start(f"{standby_id}-", env, standby=False)
+        except BaseException:
+            self._free_uid(uid)
+            raise
+        reference = f"pid:{process.pid}"
+        self.processes.append(process)
+        self.sandboxes[reference] = workdir
+        self.pool_standbys.append(reference)
+        self._watch(process, workdir, reference, uid)
+        return reference
+
+    def assigned(self, reference: str, request: LaunchRequest) -> None:
+        """What the notice of ``reference``'s end names: what the control plane
+        launched it for, never anything the sandbox writes (its handles stay out)."""
+        with self._guard:
+            self._launched[reference] = (
+                request.run_id,
+                request.phase,
+                request.attempt_id,
+                request.sandbox_id,
+            )
+
+    def ended(self, references: Sequence[str]) -> set[str]:
+        """Which of ``references`` have exited, or were never this launcher's."""
+        running = {f"pid:{p.pid}" for p in self.processes if p.poll() is None}
+        return {reference for reference in references if reference not in running}
+
+    def _watch(
+        self,
+        process: subprocess.Popen[bytes],
+        workdir: Path,
+        reference: str,
+        uid: int | None,
+    ) -> None:
+        """Its engine user held while it runs; a thread waits for its end."""
         if uid is not None:
             with self._guard:
                 self._engine_uids[reference] = uid
-        # What the notice of its end names: what the control plane launched it for,
-        # never anything the sandbox writes (its handles stay out of the thread).
-        launched = (request.run_id, request.phase, request.attempt_id, request.sandbox_id)
         reaper = threading.Thread(
             target=self._remove_when_done,
-            args=(process, workdir, reference, launched),
+            args=(process, workdir, reference),
             name=f"reap-{reference}",
             daemon=True,
         )
         reaper.start()
         self._reapers.append(reaper)
-        self._refill()
-        return reference
 
     def _started(
         self, sandbox_id: str, run_env: dict[str, str]
@@ -239,7 +293,6 @@ class LocalProcessLauncher:
         process: subprocess.Popen[bytes],
         workdir: Path,
         reference: str,
-        launched: tuple[str, str, str, str],
     ) -> None:
         returncode = process.wait()
         uid = self._engine_uids.get(reference)
@@ -247,7 +300,10 @@ class LocalProcessLauncher:
             # Whatever the engine left running (a runner killed mid-command) ends here,
             # before the run is told its sandbox stopped.
             kill_user_processes(uid)
-        self._tell_exit(launched, reference, returncode)
+        with self._guard:
+            launched = self._launched.pop(reference, None)
+        if launched is not None:  # a pool standby never assigned ran nothing
+            self._tell_exit(launched, reference, returncode)
         shutil.rmtree(workdir, ignore_errors=True)
         self._free_uid(uid, reference)
 
@@ -526,6 +582,10 @@ class EcsFargateLauncher:
         """A standby runner's task (services/standby.py): the same task definition,
         started with its ticket and nothing of any run."""
         return self._run_task(environment, standby_id)
+
+    def assigned(self, reference: str, request: LaunchRequest) -> None:
+        """Nothing to note: ECS names a stopped task by its ARN, which the launch
+        records for the attempt (services/sandbox_exits.py)."""
 
     def ended(self, references: Sequence[str]) -> set[str]:
         """Which of these tasks stopped, or are unknown to ECS (DescribeTasks, 100 a call)."""

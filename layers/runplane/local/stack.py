@@ -177,10 +177,15 @@ class LocalGitHubApp:
 # The audit export's step, registered beside the sweep (in AWS: its own rule and Lambda,
 # infra/constructs/audit_export.py).
 AUDIT_EXPORT_SCHEDULE = {"export": "audit"}
+# The standby pool's top-up, when the stack keeps one (in AWS: infra/constructs/standby.py).
+STANDBY_TOP_UP_SCHEDULE = {"standby": "top-up"}
+STANDBY_TOP_UP_RATE = "rate(5 minutes)"
 
 
 def _fire_schedule(payload: dict[str, Any]) -> Any:
     """What EventBridge Scheduler's Lambda target receives, delivered in-process."""
+    if payload == STANDBY_TOP_UP_SCHEDULE:
+        return _top_up_standbys()
     if payload == AUDIT_EXPORT_SCHEDULE:
         from functions.audit_export.handler import export
 
@@ -190,6 +195,13 @@ def _fire_schedule(payload: dict[str, Any]) -> Any:
 
     with acting_as("functions.scheduler.handler.fire"):
         return fire(payload, None)
+
+
+def _top_up_standbys() -> Any:
+    from functions.sandboxes.handler import top_up
+
+    with acting_as("functions.sandboxes.handler.top_up"):
+        return top_up({}, None)
 
 
 def is_dashboard(path: str) -> bool:
@@ -325,6 +337,7 @@ class EmbeddedStack:
         github_api_url: str | None = None,
         scheduler_poll_seconds: float = 20.0,
         sandbox_network: bool = False,
+        runner_standby: int = 0,
     ) -> None:
         self.data_dir = data_dir
         self._host = host
@@ -352,6 +365,10 @@ class EmbeddedStack:
         self.sandbox_network = sandbox_network
         self.scheduler: LocalScheduler | None = None
         self.relay: StreamRelay | None = None
+        # The AWS-style pool of standby runners (docs/standby.md), when above 0; else
+        # the launcher's own standby (one runner handed its run on standard input).
+        self._runner_standby = runner_standby
+        self._top_up_scheduled = False
 
     def start(self) -> Credentials:
         from moto.server import ThreadedMotoServer
@@ -416,6 +433,7 @@ class EmbeddedStack:
             gitlab_allow_http=True,
             # The audit export writes JSON lines under <data_dir>/audit/ (docs/audit.md).
             audit_export_directory=str(self.data_dir),
+            runner_standby=self._runner_standby,
         )
         arn = self._provision(settings, definition)
         settings = settings.model_copy(
@@ -443,14 +461,7 @@ class EmbeddedStack:
                 "organization. See docs/security.md.",
                 file=sys.stderr,
             )
-        self.services = build_services(
-            settings, verifier=self.issuer.verifier(), launcher=self.launcher
-        )
-        # moto issues credentials for any role: this STS first refuses what AWS would.
-        self.services.role_sessions = RoleSessions(
-            trust_checking_sts(endpoint, self.services.workload_identity.jwks),
-            endpoint_url=endpoint,
-        )
+        self.services = self._build_services(settings)
         # A sandbox that ends before its runner's result is noticed as it ends.
         self.launcher.on_exit = self._sandbox_stopped
         self.activate()
@@ -478,9 +489,56 @@ class EmbeddedStack:
             poll_seconds=self._scheduler_poll,
         )
         self.scheduler.start()
+        self._fill_standby_pool()
         self.credentials = self._bootstrap(url)
         self._write_client_files(self.credentials)
         return self.credentials
+
+    def _build_services(self, settings: Settings) -> Services:
+        assert self.issuer is not None
+        endpoint = settings.aws_endpoint_url
+        assert endpoint is not None
+        services = build_services(settings, verifier=self.issuer.verifier(), launcher=self.launcher)
+        # moto issues credentials for any role: this STS first refuses what AWS would.
+        services.role_sessions = RoleSessions(
+            trust_checking_sts(endpoint, services.workload_identity.jwks),
+            endpoint_url=endpoint,
+        )
+        return services
+
+    def _fill_standby_pool(self) -> None:
+        """With a pool: its top-up schedule, and a first top-up now (in AWS the
+        schedule's first run fills it)."""
+        assert self.services is not None
+        if not self.services.settings.runner_standby:
+            return
+        if not self._top_up_scheduled:
+            self.services.schedule_registry.put_own(
+                "standby-top-up", STANDBY_TOP_UP_RATE, STANDBY_TOP_UP_SCHEDULE
+            )
+            self._top_up_scheduled = True
+        _top_up_standbys()
+
+    def use_standby_pool(self, size: int, *, poll_seconds: int | None = None) -> None:
+        """Keep ``size`` standby runners in the AWS-style pool from now on (0: none),
+        each claiming every ``poll_seconds``, on a running stack: its services are
+        built again with the settings, as a deployment's functions are after
+        ``runnerStandby`` changes, and the previous pool's waiting standbys are
+        retired (a run already assigned one goes on)."""
+        assert self.services is not None
+        previous = self.services
+        changed: dict[str, int] = {"runner_standby": size}
+        if poll_seconds is not None:
+            changed["runner_standby_poll_seconds"] = poll_seconds
+        settings = Settings.model_validate({**previous.settings.model_dump(), **changed})
+        self.services = self._build_services(settings)
+        # One run-event queue per stack: deliveries already queued go on in it.
+        self.services.event_queue = previous.event_queue
+        self.activate()
+        if previous.standby_pool is not None:
+            with acting_as("functions.sandboxes.handler.top_up"):
+                previous.standby_pool.retire()
+        self._fill_standby_pool()
 
     @property
     def isolates_tenants(self) -> bool:

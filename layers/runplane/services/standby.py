@@ -83,6 +83,11 @@ class StandbyTasks(Protocol):
 
     def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str: ...
 
+    def assigned(self, reference: str, request: LaunchRequest) -> None:
+        """The standby ``reference`` now runs ``request``'s phase (a launcher that
+        names a sandbox's exit by what it was launched for notes it)."""
+        ...
+
     def ended(self, references: Sequence[str]) -> set[str]:
         """Which of ``references`` stopped (or are unknown)."""
         ...
@@ -131,6 +136,7 @@ class StandbyPool:
         if assigned is None:
             # The pool never blocks a run: none waiting, the phase starts as always.
             return self._tasks.launch(request)
+        self._tasks.assigned(assigned, request)
         try:
             self.start_one()
         except Exception as error:  # the schedule's top-up starts it later
@@ -214,6 +220,19 @@ class StandbyPool:
             self.start_one()
             started_now += 1
         return {"cleared": cleared, "live": live, "started": started_now}
+
+    def retire(self) -> int:
+        """Stop every standby not assigned (the pool is turned off or replaced): its
+        record goes first, so no launch assigns it meanwhile, and a standby still
+        starting then finds its ticket refused and exits. The number retired."""
+        retired = 0
+        for standby in self._store.pool():
+            if standby.status is StandbyStatus.ASSIGNED or not self._store.remove(standby):
+                continue
+            if standby.task:
+                self._tasks.stop(standby.task)
+            retired += 1
+        return retired
 
 
 class StandbyClaims:
