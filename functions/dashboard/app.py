@@ -115,8 +115,10 @@ def workspaces(request: Request) -> Page:
     if not session.principal.may_somewhere(Permission.WORKSPACE_READ):
         # Signed in, but no team or role gives a workspace yet: say so, not a 403.
         return render(200, "workspaces.html", session=session, rows=[], no_access=True)
-    rows = services().workspace_overview.rows(session.principal)
-    return render(200, "workspaces.html", session=session, rows=rows)
+    shown = services().workspace_overview.page(
+        session.principal, workspace_page.page_number(request, "page")
+    )
+    return render(200, "workspaces.html", session=session, rows=shown.items, listing=shown)
 
 
 def workspace(request: Request, workspace_id: str) -> Page:

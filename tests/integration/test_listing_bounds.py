@@ -19,6 +19,7 @@ from runplane.domain.identity import Permission, Principal
 from runplane.domain.ids import IdKind
 from runplane.domain.run import RunKind, RunStatus
 from runplane.services.runs import LISTED_RUNS
+from runplane.services.workspace_overview import PAGE_SIZE
 from tests.integration.conftest import TABLE, Stack
 
 SEEDED = 2_000
@@ -102,3 +103,36 @@ def test_run_listings_examine_only_their_page_with_thousands_of_runs_stored(
     # And no request scanned, none examined more items than the longest read asked for
     assert "Scan" not in {operation for operation, _ in examined.requests}
     assert examined.most() <= LISTED_RUNS + 1
+
+
+def test_the_workspace_list_reads_the_latest_runs_of_its_own_page_only(
+    stack: Stack,
+    org: Organization,
+    workspace: Workspace,
+    admin: Principal,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given more workspaces than a page of the dashboard's list shows, one with runs
+    for n in range(PAGE_SIZE + 9):
+        stack.tenancy.create_workspace(org.id, f"app-{n:03}")
+    _seed(stack, org, workspace, 3)
+    overview = stack.services.workspace_overview
+    examined = ItemsExamined(monkeypatch)
+
+    # When the first page, the second and one past the last are read
+    first = overview.page(admin, 1)
+    first_requests = list(examined.requests)
+    second = overview.page(admin, 2)
+    beyond = overview.page(admin, 9)
+
+    # Then each page holds its workspaces by name, the last one the rest (with the runs'
+    # workspace), and a page past the end is the last
+    names = [row.workspace.name for row in first.items + second.items]
+    assert names == sorted(names)
+    assert len(first.items) == PAGE_SIZE
+    assert (first.total, first.pages, len(second.items)) == (PAGE_SIZE + 10, 2, 10)
+    assert second.items[-1].latest_run is not None
+    assert [row.workspace.id for row in beyond.items] == [row.workspace.id for row in second.items]
+    # And a page queried the latest run of its own workspaces only, one query each
+    queries = [examined for operation, examined in first_requests if operation == "Query"]
+    assert len(queries) <= PAGE_SIZE + 1

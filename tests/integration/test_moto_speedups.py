@@ -19,7 +19,7 @@ import requests
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from runplane.local import moto_inprocess, moto_query_window, moto_speedups
+from runplane.local import moto_index_window, moto_inprocess, moto_query_window, moto_speedups
 from runplane.local.stack import free_port
 from runplane.store.provision import create_table
 from tests.integration.server_connections import accepted_connections
@@ -652,3 +652,247 @@ def test_the_head_of_a_long_queue_is_read_without_visiting_the_queue(
     # walk of the queue (moto's own path sorts all 2,000 items)
     assert long - short <= 40
     assert long < 100
+
+
+def _index_conditions() -> list[tuple[str, dict[str, Any]]]:
+    """The range key conditions above, on the index's keys."""
+    return [
+        (expression.replace("PK =", "GSI1PK =").replace("SK", "GSI1SK"), values)
+        for expression, values in _STRING_CONDITIONS
+    ]
+
+
+def _run_every_index_query(
+    client: Any, partition: str
+) -> dict[tuple[int, bool, int | None, bool], list[dict[str, Any]]]:
+    runs = {}
+    for at, (expression, values) in enumerate(_index_conditions()):
+        for forward in (True, False):
+            for limit in (None, 1, 2, 5):
+                for filtered in (False, True):
+                    query: dict[str, Any] = {
+                        "TableName": TABLE,
+                        "IndexName": "GSI1",
+                        "KeyConditionExpression": expression,
+                        "ExpressionAttributeValues": {":pk": {"S": partition}, **values},
+                        "ScanIndexForward": forward,
+                    }
+                    if limit is not None:
+                        query["Limit"] = limit
+                    if filtered:
+                        query["FilterExpression"] = "attribute_exists(odd)"
+                    runs[at, forward, limit, filtered] = _every_page(client, **query)
+    return runs
+
+
+def _indexed(pk: str, sk: str, partition: str, sort: str, **extra: Any) -> dict[str, Any]:
+    return _item(pk, sk, GSI1PK={"S": partition}, GSI1SK={"S": sort}, **extra)
+
+
+def _set_index_keys(partition: str, sort: str) -> dict[str, Any]:
+    return {
+        "UpdateExpression": "SET GSI1PK = :p, GSI1SK = :s",
+        "ExpressionAttributeValues": {":p": {"S": partition}, ":s": {"S": sort}},
+    }
+
+
+def test_index_queries_answer_as_moto_does_through_every_kind_of_write(moto: Moto) -> None:
+    # Given an index partition (a workspace's runs and waiters, some sort keys shared by
+    # several items) beside another partition and items outside the index
+    client = moto.dynamodb
+    for n in range(10):
+        odd = {"odd": {"BOOL": True}} if n % 2 else {}
+        client.put_item(
+            TableName=TABLE, Item=_indexed(f"RUN#{n}", "RUN", "WS#q", f"WAIT#{n:04}", **odd)
+        )
+        client.put_item(
+            TableName=TABLE, Item=_indexed(f"RUN#{n}", "PART", "WS#q", f"QUEUED#{n // 3:04}")
+        )
+        client.put_item(TableName=TABLE, Item=_indexed(f"RUN#{n}", "X", "WS#other", f"WAIT#{n:04}"))
+        client.put_item(TableName=TABLE, Item=_item(f"RUN#{n}", "PLAIN"))
+    first = _run_every_index_query(client, "WS#q")
+
+    # When the partition changes through every kind of write, its index already built:
+    # puts (new and overwriting), updates that move an item within it, out of it and
+    # into it, drop its index key or create the item, a delete, a batch, a transaction,
+    # and a cancelled transaction whose update had already moved an item
+    client.put_item(
+        TableName=TABLE, Item=_indexed("RUN#a", "RUN", "WS#q", "WAIT#0004x", odd={"BOOL": True})
+    )
+    client.put_item(
+        TableName=TABLE, Item=_indexed("RUN#3", "RUN", "WS#q", "WAIT#0003", odd={"BOOL": True})
+    )
+    client.put_item(TableName=TABLE, Item=_indexed("RUN#4", "RUN", "WS#other", "WAIT#0004"))
+    client.update_item(
+        TableName=TABLE, Key=_item("RUN#5", "RUN"), **_set_index_keys("WS#q", "WAIT#0000")
+    )
+    client.update_item(
+        TableName=TABLE, Key=_item("RUN#6", "RUN"), **_set_index_keys("WS#other", "A")
+    )
+    client.update_item(
+        TableName=TABLE, Key=_item("RUN#6", "X"), **_set_index_keys("WS#q", "WAIT#0006")
+    )
+    client.update_item(TableName=TABLE, Key=_item("RUN#7", "RUN"), UpdateExpression="REMOVE GSI1SK")
+    client.update_item(
+        TableName=TABLE, Key=_item("RUN#b", "RUN"), **_set_index_keys("WS#q", "WAIT#0011")
+    )
+    client.delete_item(TableName=TABLE, Key=_item("RUN#0", "RUN"))
+    client.batch_write_item(
+        RequestItems={
+            TABLE: [
+                {"PutRequest": {"Item": _indexed("RUN#c", "RUN", "WS#q", "QUEUED#0001")}},
+                {"DeleteRequest": {"Key": _item("RUN#1", "PART")}},
+            ]
+        }
+    )
+    client.transact_write_items(
+        TransactItems=[
+            {"Delete": {"TableName": TABLE, "Key": _item("RUN#2", "PART")}},
+            {"Put": {"TableName": TABLE, "Item": _indexed("RUN#d", "RUN", "WS#q", "WAIT#0012")}},
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": _item("RUN#8", "RUN"),
+                    **_set_index_keys("WS#q", "QUEUED#0002"),
+                }
+            },
+        ]
+    )
+    with pytest.raises(ClientError) as cancelled:
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": _item("RUN#9", "RUN"),
+                        **_set_index_keys("WS#other", "Z"),
+                    }
+                },
+                {"Delete": {"TableName": TABLE, "Key": _item("RUN#3", "PART")}},
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": _item("RUN#1", "PLAIN"),
+                        "ConditionExpression": "attribute_not_exists(PK)",
+                    }
+                },
+            ]
+        )
+    after = _run_every_index_query(client, "WS#q")
+    elsewhere = _run_every_index_query(client, "WS#other")
+
+    # Then every query, page and order matched moto's own path (checked per request),
+    # and the answers are the partition's as the writes left it
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert len(_keys(first[0, True, None, False], "GSI1SK")) == 20
+    waiters = _keys(after[9, True, 1, False], "GSI1SK")
+    assert waiters == [
+        "WAIT#0000",
+        "WAIT#0001",
+        "WAIT#0002",
+        "WAIT#0003",
+        "WAIT#0004x",
+        "WAIT#0006",
+        "WAIT#0009",
+        "WAIT#0011",
+        "WAIT#0012",
+    ]
+    queued = [
+        (item["GSI1SK"]["S"], item["PK"]["S"], item["SK"]["S"])
+        for page in after[10, False, 2, False]
+        for item in page["Items"]
+    ]
+    assert [sort for sort, _, _ in queued] == ["QUEUED#0003"] + ["QUEUED#0002"] * 4 + [
+        "QUEUED#0001"
+    ] * 4 + ["QUEUED#0000"]
+    # (items sharing an index sort key follow in the table's key order, here reversed)
+    assert queued[1:5] == [
+        ("QUEUED#0002", "RUN#8", "RUN"),
+        ("QUEUED#0002", "RUN#8", "PART"),
+        ("QUEUED#0002", "RUN#7", "PART"),
+        ("QUEUED#0002", "RUN#6", "PART"),
+    ]
+    assert "A" in _keys(elsewhere[0, True, None, False], "GSI1SK")
+    assert "Z" not in _keys(elsewhere[0, True, None, False], "GSI1SK")
+
+
+def test_an_index_query_that_differs_from_motos_path_is_reported(moto: Moto) -> None:
+    # Given an index partition whose kept entries have lost one (as a missed write would)
+    client = moto.dynamodb
+    for sk in ("A", "B", "C"):
+        client.put_item(TableName=TABLE, Item=_indexed(f"RUN#{sk}", "RUN", "WS#q", sk))
+    query = {
+        "TableName": TABLE,
+        "IndexName": "GSI1",
+        "KeyConditionExpression": "GSI1PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": "WS#q"}},
+    }
+    client.query(**query)
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table = dynamodb_backends["123456789012"]["us-east-1"].tables[TABLE]
+    index = moto_index_window._indexes(table)
+    assert index is not None
+    index.by_name["GSI1"].partitions[DynamoType({"S": "WS#q"})].entries.pop(1)
+
+    # When it is queried with replies checked, then the difference is reported
+    with pytest.raises(ClientError) as failed:
+        client.query(**query)
+    assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+
+
+def _comparisons_to_read_the_newest(runs: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many key comparisons moto makes to answer a workspace's newest run, with
+    ``runs`` runs in the table (half of them the workspace's)."""
+    from moto import mock_aws
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        for n in range(runs):
+            workspace = "WS#a" if n % 2 else "WS#b"
+            client.put_item(
+                TableName=TABLE, Item=_indexed(f"RUN#{n:06}", "RUN", workspace, f"{n:06}")
+            )
+            client.put_item(TableName=TABLE, Item=_item(f"RUN#{n:06}", "PART"))
+        newest: dict[str, Any] = {
+            "TableName": TABLE,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "GSI1PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": "WS#a"}},
+            "ScanIndexForward": False,
+            "Limit": 1,
+        }
+        client.query(**newest)
+        client.put_item(TableName=TABLE, Item=_indexed("RUN#new", "RUN", "WS#a", "999999"))
+        counted = [0]
+        with monkeypatch.context() as patch:
+            for name in ("__lt__", "__eq__", "__ne__"):
+                compare = getattr(DynamoType, name)
+
+                def counting(a: Any, b: Any, compare: Any = compare) -> Any:
+                    counted[0] += 1
+                    return compare(a, b)
+
+                patch.setattr(DynamoType, name, counting)
+            found = client.query(**newest)
+        assert [i["PK"]["S"] for i in found["Items"]] == ["RUN#new"]
+        return counted[0]
+
+
+def test_a_workspaces_newest_run_is_read_without_visiting_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the speedups, and tables of 20 and of 2,000 runs
+    moto_speedups.install()
+
+    # When a workspace's newest run is read from the index, after a run was added
+    short = _comparisons_to_read_the_newest(20, monkeypatch)
+    long = _comparisons_to_read_the_newest(2000, monkeypatch)
+
+    # Then the bigger table costs no more comparisons (moto's own path sorts all 4,000
+    # items and compares each one's index key)
+    assert long == short
+    assert long < 50

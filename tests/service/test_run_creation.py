@@ -423,3 +423,31 @@ def test_each_organizations_schedule_creates_runs_only_in_its_own_workspace(
         tier.runs.get(globex, created[mine.id])
     with pytest.raises(NotFound):
         tier.runs.review(acme, created[their.id])
+
+
+def test_a_dependent_whose_newest_runs_are_speculative_runs_its_last_configuration(
+    tier: Tier, lists: InMemoryRunTriggers
+) -> None:
+    # Given A a source of B, whose one real run is older than many speculative plans
+    admin, [a, b] = _org(tier, "acme", "a", "b")
+    source = _run_in(tier, admin, a)
+    ran = _run_in(tier, admin, b)
+    for _ in range(25):
+        tier.runs.create(
+            admin,
+            b.id,
+            kind=RunKind.SPECULATIVE,
+            configuration_version_id=f"cv-{b.id}",
+            engine_version=None,
+            variables={},
+        )
+    triggers = _triggers(tier, lists)
+    triggers.add(admin, b.id, a.id)
+    # When A's applied event is handled
+    triggers.on_event(_applied(source))
+    # Then B runs the configuration of its last real run, found past the newest runs
+    (queued,) = [
+        r for r in _runs_of(tier, b.id) if r.kind is RunKind.PLAN_AND_APPLY and r.id != ran.id
+    ]
+    review = tier.runs.review(admin, queued.id)
+    assert review["input"]["configuration_version_id"] == f"cv-{b.id}"

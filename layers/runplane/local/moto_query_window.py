@@ -196,7 +196,7 @@ def _stretch(table: Any, partition: SortedPartition, query: dict[str, Any]) -> l
         matches, following = first - end, end
     if limit is not None and matches >= limit:
         span = limit + 1
-    elif following and _may_fill_a_page(partition, keys, first, matches, forward):
+    elif following and may_fill_a_page(lambda at: partition[keys[at]], first, matches, forward):
         span = matches + following
     else:
         span = matches
@@ -243,16 +243,16 @@ def _key_condition(table: Any, keys: list[Any], query: dict[str, Any]) -> tuple[
     return start, outside
 
 
-def _may_fill_a_page(
-    partition: SortedPartition, keys: list[Any], first: int, matches: int, forward: bool
-) -> bool:
-    """Whether an item after the matches could take moto's page over its size limit."""
+def may_fill_a_page(item_at: Callable[[int], Any], first: int, matches: int, forward: bool) -> bool:
+    """Whether an item after the matches could take moto's page over its size limit
+    (``item_at``: the item at a place in the partition's order; the matches run from
+    ``first`` on, or down from ``first`` when reading backwards)."""
     from moto.dynamodb.models.table import RESULT_SIZE_LIMIT
 
     room = RESULT_SIZE_LIMIT - _ITEM_SIZE_LIMIT
     found = 0
     for offset in range(matches):
-        found += partition[keys[first + offset if forward else first - 1 - offset]].size()
+        found += item_at(first + offset if forward else first - 1 - offset).size()
         if found > room:
             return True
     return False

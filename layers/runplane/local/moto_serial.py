@@ -33,6 +33,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from runplane.local import moto_index_window
+
 _PATCHED: dict[str, threading.RLock] = {}
 _GUARD = threading.Lock()
 # Requests served per service and action, for benchmarks (cost per run).
@@ -179,6 +181,8 @@ def _put_back(table: Any, hash_value: Any, range_value: Any, item: Any) -> None:
         table.items[hash_value] = item
     else:
         table.items[hash_value][range_value] = item
+        # The restored copy takes the place of the item the index has filed.
+        moto_index_window.refile(table, hash_value, range_value)
 
 
 def forget_tracked_instances() -> None:

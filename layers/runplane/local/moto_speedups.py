@@ -26,6 +26,12 @@ in moto's own machinery rather than in the work a request asks for:
   order (``moto_query_window``: a queue's head is one item, however long the queue).
   With replies checked, each such query is also answered by moto's own path and the
   two compared.
+- **Index queries.** A ``Query`` of the global index does the same with the whole
+  table (lists and sorts every item, keeps the index partition's): each table keeps
+  its index partitions live through every write, and a query's table lists only the
+  stretch of its index partition moto's loop would look at (``moto_index_window``: a
+  workspace's newest runs are a page, however many runs the table holds). With
+  replies checked, each is also answered by moto's own path and the two compared.
 - **Expressions.** Every write parses its condition's text and its update
   expression's text afresh (an update in a transaction twice: once to check its
   names, once to apply it), some 5-10 ms of a status move's transaction. What the
@@ -294,9 +300,10 @@ def partition_queries() -> None:
 
     from moto.dynamodb.models.table import Table
 
-    from runplane.local import moto_query_window
+    from runplane.local import moto_index_window, moto_query_window
 
     moto_query_window.install()
+    moto_index_window.install()
     every_item: Callable[[Any], list[Any]] = Table.all_items
     query: Callable[..., Any] = Table.query
     signature = inspect.signature(query)
@@ -313,9 +320,14 @@ def partition_queries() -> None:
 
     def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         named = signature.bind(self, hash_key, *args, **kwargs).arguments
-        if named.get("index_name") or hash_key is None:
+        if named.get("index_name"):
+            window = moto_index_window.stretch(self, named)
+            if window is None:
+                return query(self, hash_key, *args, **kwargs)
+        elif hash_key is None:
             return query(self, hash_key, *args, **kwargs)
-        window = moto_query_window.stretch(self, hash_key, named)
+        else:
+            window = moto_query_window.stretch(self, hash_key, named)
         _QUERYING.scope = (self, hash_key, window)
         try:
             found = query(self, hash_key, *args, **kwargs)

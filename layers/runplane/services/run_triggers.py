@@ -59,6 +59,8 @@ _TRIGGER_PERMISSIONS = frozenset(
 )
 # The event-queue message of a trigger retried after a refused launch.
 RETRY = "trigger"
+# A trigger looks for the configuration to run among this many of the newest runs first.
+_NEWEST_RUNS = 20
 
 
 class RunTriggers:
@@ -290,12 +292,16 @@ class RunTriggers:
         return run_id
 
     def _latest_configuration(self, workspace: Workspace) -> str | None:
-        runs: list[Run] = sorted(
-            self._reader.runs_of_workspace(workspace.id),
-            key=lambda r: r.created_at,
-            reverse=True,
-        )
-        for run in runs:
+        # The newest runs first; the whole history only if none of those has one (a
+        # workspace of speculative plans), so a trigger costs the same at any age.
+        newest = self._reader.runs_of_workspace(workspace.id, _NEWEST_RUNS)
+        found = self._configuration_among(newest)
+        if found is not None or len(newest) < _NEWEST_RUNS:
+            return found
+        return self._configuration_among(self._reader.runs_of_workspace(workspace.id))
+
+    def _configuration_among(self, runs: list[Run]) -> str | None:
+        for run in sorted(runs, key=lambda r: r.created_at, reverse=True):
             if run.kind is RunKind.SPECULATIVE:
                 continue
             snapshot = self._reader.parts(run.id).get("input")
