@@ -18,6 +18,7 @@ from runplane.domain.web_session import Grant, WebSession, new_secret
 from runplane.store import recovery as recovery_store
 from runplane.store import web_sessions as web_store
 from tests.e2e.conftest import Local
+from tests.e2e.dashboard_listing import every_listing_page
 from tests.e2e.test_managed_runs import HELLO, PARTIAL, config, new_workspace, writer_of
 
 _HIDDEN = re.compile(r'<input type="hidden" name="([a-z0-9_]+)" value="([^"]*)">')
@@ -231,7 +232,7 @@ def test_another_organizations_run_and_workspace_are_not_found(local: Local) -> 
         assert answer.status_code == 404
         assert "NOT_FOUND" in answer.text
     # And its own workspace list does not show the other organization's workspace
-    assert ws not in browser.get(f"{local.url}/", timeout=30).text
+    assert ws not in every_listing_page(browser, local.url)
     local.client.watch(run["id"], timeout=180)
 
 

@@ -19,6 +19,7 @@ from runplane.domain.identity import Permission
 from runplane.settings import Settings
 from runplane.wiring import build_services, install
 from tests.e2e.conftest import Local, unique
+from tests.e2e.dashboard_listing import every_listing_page
 from tests.e2e.test_dashboard import form_fields
 from tests.fake_cognito import FakeCognito, User
 
@@ -193,11 +194,10 @@ def test_hosted_ui_sign_in_lands_on_the_users_own_organization(hosted_ui: Hosted
     assert cognito.redeemed == 1
 
     # And the workspace list shows her organization's workspaces only
-    page = browser.get(f"{local.url}/", allow_redirects=False, timeout=30)
-    assert page.status_code == 200
-    assert mine in page.text
-    assert theirs not in page.text
-    assert "User alice (dashboard)" in page.text
+    listing = every_listing_page(browser, local.url)
+    assert mine in listing
+    assert theirs not in listing
+    assert "User alice (dashboard)" in listing
 
     # And the session carries her organization, her roles' permissions, and the time
     # she authenticated at the hosted UI (what step-up rules read)
@@ -210,12 +210,11 @@ def test_hosted_ui_sign_in_lands_on_the_users_own_organization(hosted_ui: Hosted
     # When Bob, of the other organization, signs in
     bobs, callback = authorized(hosted_ui, bob)
     assert bobs.get(callback, allow_redirects=False, timeout=30).status_code == 200
-    page = bobs.get(f"{local.url}/", allow_redirects=False, timeout=30)
+    listing = every_listing_page(bobs, local.url)
 
     # Then he sees his organization's workspace, not Alice's
-    assert page.status_code == 200
-    assert theirs in page.text
-    assert mine not in page.text
+    assert theirs in listing
+    assert mine not in listing
 
 
 def test_a_callback_whose_state_does_not_match_is_refused(hosted_ui: HostedUi) -> None:

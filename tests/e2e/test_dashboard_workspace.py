@@ -12,6 +12,7 @@ import requests
 
 from runplane.domain.identity import ROLES, Permission
 from tests.e2e.conftest import Local
+from tests.e2e.dashboard_listing import every_listing_page
 from tests.e2e.test_dashboard import form_fields, signed_in, signed_in_as
 from tests.e2e.test_dashboard_cloud import page_of
 from tests.e2e.test_managed_runs import config, new_workspace
@@ -155,7 +156,7 @@ def test_the_page_shows_the_current_state_without_sensitive_values_and_downloads
     assert crossed.status_code == 404, crossed.text
 
     # And the workspace list shows the workspace's latest run and its resources
-    listing = admin.get(f"{local.url}/", timeout=30).text
+    listing = every_listing_page(admin, local.url)
     row = listing[listing.index(f'id="ws-{ws}"') :]
     row = row[: row.index("</tr>")]
     assert 'data-status="succeeded"' in row

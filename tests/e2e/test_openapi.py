@@ -76,10 +76,12 @@ def test_the_document_declares_models_errors_and_security(local: Local) -> None:
             assert {"400", "422"} <= statuses, where
             error = operation["responses"]["422"]["content"]["application/json"]["schema"]
             assert error == {"$ref": "#/components/schemas/ErrorBody"}, where
-            # Public routes carry their own proof (a bootstrap handle, a signature).
-            # The CLI's sign-in configuration is read before any credential exists.
+            # Public routes carry their own proof (a bootstrap handle, a standby's
+            # ticket, a signature). The CLI's sign-in configuration is read before any
+            # credential exists.
             if path not in {
                 "/api/v1/runner/sessions",
+                "/api/v1/runner/standby/claim",
                 "/webhooks/github",
                 "/webhooks/gitlab",
                 "/api/v1/sign-in/config",

@@ -585,6 +585,8 @@ _RUNNER_BODIES: dict[str, dict[str, Any]] = {
         "phase": "plan",
         "sandbox_id": "sbx-x",
     },
+    # A standby's claim carries its ticket (no bearer); one no standby holds is refused.
+    "/api/v1/runner/standby/claim": {"ticket": "rsb_sby-x." + "A" * 43},
     "/api/v1/runner/uploads": {"kind": "plan"},
     "/api/v1/runner/uploads/register": {
         "uploads": [{"ticket": "t", "size": 0, "sha256": "0" * 64, "artifact_id": "art-x"}]

@@ -434,6 +434,9 @@ def create_workspace(
         tag_names=valid_tags(tags, TAGS_POINTER),
         execution_mode=ExecutionMode(execution_mode).value,
         preview_of=preview_of,
+        # Counted from its creation (its destinations and dependents are none yet).
+        destination_count=0,
+        dependent_count=0,
     )
     directory.create_workspace(workspace)
     return workspace
