@@ -69,3 +69,31 @@ def test_the_workspace_page_and_list_read_well_at_desktop_and_phone_widths(
     shoot("workspace-desktop")
     # And no page logged an error
     assert errors == []
+
+
+def test_the_workspace_list_pages_and_its_links_fit_a_phone(
+    local: Local, page: Page, shoot: Shoot
+) -> None:
+    # Given an organization with more workspaces than a page shows (50)
+    for number in range(50):
+        local.client.create_workspace(f"zz-paging-{number:02d}")
+    page.goto(local.stack.login_link())
+    page.set_viewport_size({"width": PHONE, "height": 900})
+    # When the list is read on a phone
+    page.goto("/")
+    pages = page.locator('nav[aria-label="Workspace pages"]')
+    # Then it says which page of how many, with a link to the next that fits
+    expect(pages).to_contain_text("Page 1 of")
+    assert_fits(page, PHONE, pages.locator("a"))
+    shoot("list-paging-phone")
+    # When the last page is opened from its links
+    while page.locator('a[rel="next"]').count():
+        page.click('a[rel="next"]')
+    # Then the last workspaces by name are there, with a link back that fits
+    expect(page.locator("main")).to_contain_text("zz-paging-49")
+    assert_fits(page, PHONE, pages.locator("a"))
+    # And at desktop width too
+    page.set_viewport_size({"width": DESKTOP, "height": 900})
+    page.reload()
+    assert_fits(page, DESKTOP, pages.locator("a"))
+    shoot("list-paging-desktop")
