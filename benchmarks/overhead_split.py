@@ -129,6 +129,28 @@ class Timeline:
     sandboxes: list[Sandbox] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Seconds spent serving each route (by caller: sandbox or person) and in each
+    # workflow task's handler, summed over the measured runs.
+    route_seconds: dict[str, float] = field(default_factory=dict)
+    task_seconds: dict[str, float] = field(default_factory=dict)
+
+    def _add(self, table: dict[str, float], key: str, seconds: float) -> None:
+        with self.lock:
+            table[key] = table.get(key, 0.0) + seconds
+
+    def time_tasks(self, handlers: dict[str, Any]) -> None:
+        """Time each workflow task's handler (the embedded stack reads ``handlers``
+        when it starts: call this before)."""
+        for name, handler in list(handlers.items()):
+
+            def timed(event: Any, context: Any, _name: str = name, _fn: Any = handler) -> Any:
+                started = time.perf_counter()
+                try:
+                    return _fn(event, context)
+                finally:
+                    self._add(self.task_seconds, _name, time.perf_counter() - started)
+
+            handlers[name] = timed
 
     def install(self) -> None:
         launch = LocalProcessLauncher.launch
@@ -156,13 +178,21 @@ class Timeline:
             auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
             path = target.split("?", 1)[0]
             runner = auth.startswith("Bearer rps_") or path == "/api/v1/runner/sessions"
+            route = f"{method} {_IDS.sub('/:id', path)}"
             if runner:
                 with timeline.lock:
                     pending = [s for s in timeline.sandboxes if s.first_request is None]
                     if pending and path == "/api/v1/runner/sessions":
                         pending[0].first_request = time.perf_counter()
-                    timeline.calls[f"{method} {_IDS.sub('/:id', path)}"] += 1
-            return handle(gateway, method, target, headers, *rest)
+                    timeline.calls[route] += 1
+            started = time.perf_counter()
+            try:
+                return handle(gateway, method, target, headers, *rest)
+            finally:
+                who = "sandbox" if runner else "person"
+                timeline._add(
+                    timeline.route_seconds, f"{who} {route}", time.perf_counter() - started
+                )
 
         setattr(LocalProcessLauncher, "launch", launched)  # noqa: B010
         setattr(Gateway, "handle", handled)  # noqa: B010

@@ -187,6 +187,9 @@ def main() -> None:
     args = parser.parse_args()
     _count_call_sites()
     TIMELINE.install()
+    from functions.tasks.handlers import HANDLERS
+
+    TIMELINE.time_tasks(HANDLERS)
     engine = REPO / ".venv" / "engine" / "terraform"
     if not engine.exists():
         raise SystemExit("run `make engine` first")
@@ -204,6 +207,8 @@ def main() -> None:
             CALL_SITES.clear()
             SITE_SECONDS.clear()
             TIMELINE.calls.clear()
+            TIMELINE.route_seconds.clear()
+            TIMELINE.task_seconds.clear()
             sampler = Sampler()
             sampler.start()
             try:
@@ -272,6 +277,12 @@ def main() -> None:
     for route, n in TIMELINE.calls.most_common():
         print(f"{n / len(rows):>7.1f}  {route}")
     if args.sites:
+        print("time per run in each workflow task's handler (ms):")
+        for name, seconds in sorted(TIMELINE.task_seconds.items(), key=lambda kv: -kv[1]):
+            print(f"{1000 * seconds / len(rows):>9.1f}  {name}")
+        print("time per run serving each route, as the gateway saw it (ms):")
+        for route, seconds in sorted(TIMELINE.route_seconds.items(), key=lambda kv: -kv[1]):
+            print(f"{1000 * seconds / len(rows):>9.1f}  {route}")
         print(f"DynamoDB requests per run by call site, with their time (top {args.sites}):")
         for site, n in CALL_SITES.most_common(args.sites):
             ms = 1000 * SITE_SECONDS[site] / len(rows)
