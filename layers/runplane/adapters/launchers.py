@@ -166,35 +166,39 @@ class LocalProcessLauncher:
         """The references of the pool standbys started, in order (``start_standby``)."""
 
     def launch(self, request: LaunchRequest) -> str:
-        uid = self._engine_uid()
-        run_env = {**runner_environment(request), **self._confinement_environment(uid)}
-        try:
-            process, workdir = self._started(request.sandbox_id, run_env)
-        except BaseException:
-            self._free_uid(uid)
-            raise
-        reference = f"pid:{process.pid}"
-        self.processes.append(process)
-        self.sandboxes[reference] = workdir
+        reference, process, workdir, uid = self._confined(
+            runner_environment(request), lambda env: self._started(request.sandbox_id, env)
+        )
         self.assigned(reference, request)
         self._watch(process, workdir, reference, uid)
         self._refill()
         return reference
 
-    def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str:
-        """A runner of the standby pool: started with ``environment`` (the pool's
-        variables, nothing of any run) and its engine confined as any sandbox's; it
-        claims its phase from the control plane over HTTP."""
+    def _confined(
+        self,
+        environment: Mapping[str, str],
+        start: Callable[[dict[str, str]], tuple[subprocess.Popen[bytes], Path]],
+    ) -> tuple[str, subprocess.Popen[bytes], Path, int | None]:
+        """A runner process started by ``start`` with ``environment`` and its engine's
+        confinement (an engine user of its own, when there is one), and recorded."""
         uid = self._engine_uid()
-        env = {**environment, **self._confinement_environment(uid)}
         try:
-            process, workdir = self._start(f"{standby_id}-", env, standby=False)
+            process, workdir = start({**environment, **self._confinement_environment(uid)})
         except BaseException:
             self._free_uid(uid)
             raise
         reference = f"pid:{process.pid}"
         self.processes.append(process)
         self.sandboxes[reference] = workdir
+        return reference, process, workdir, uid
+
+    def start_standby(self, standby_id: str, environment: Mapping[str, str]) -> str:
+        """A runner of the standby pool: started with ``environment`` (the pool's
+        variables, nothing of any run) and its engine confined as any sandbox's; it
+        claims its phase from the control plane over HTTP."""
+        reference, process, workdir, uid = self._confined(
+            environment, lambda env: self._start(f"{standby_id}-", env, standby=False)
+        )
         self.pool_standbys.append(reference)
         self._watch(process, workdir, reference, uid)
         return reference

@@ -34,24 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runplane.local.moto_query_window import may_fill_a_page
+from runplane.local.moto_query_window import OPERATORS, may_fill_a_page
 
 # The attribute under which a table keeps its index partitions (copied with the table).
 _STATE = "_runplane_index_partitions"
-_OPERATORS = {
-    "=": "EQ",
-    "EQ": "EQ",
-    "<": "LT",
-    "LT": "LT",
-    "<=": "LE",
-    "LE": "LE",
-    ">": "GT",
-    "GT": "GT",
-    ">=": "GE",
-    "GE": "GE",
-    "BETWEEN": "BETWEEN",
-    "BEGINS_WITH": "BEGINS_WITH",
-}
 
 # An entry: (index range value, table hash value, table range value) as moto compares
 # them, then the item's table keys (DynamoType) to find it. The first three are unique
@@ -307,7 +293,7 @@ def _key_condition(
     conditions = query.get("range_key_conditions") or []
     if len(conditions) > 1 or (conditions and conditions[0][0] != index.range_attr):
         return None
-    operator = _OPERATORS.get(str(comparison).upper())
+    operator = OPERATORS.get(str(comparison).upper())
     objects = list(query.get("range_objs") or [])
     arity = 2 if operator == "BETWEEN" else 1
     if operator is None or len(objects) != arity:

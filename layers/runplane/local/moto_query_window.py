@@ -31,7 +31,8 @@ from typing import Any
 # moto's own bounds (moto.dynamodb.models.table and dynamo_type): a page is at most
 # RESULT_SIZE_LIMIT bytes, an item at most _ITEM_SIZE_LIMIT.
 _ITEM_SIZE_LIMIT = 405_000
-_OPERATORS = {
+# A key condition's comparison, as moto names it, by each spelling a request may use.
+OPERATORS = {
     "=": "EQ",
     "EQ": "EQ",
     "<": "LT",
@@ -212,7 +213,7 @@ def _key_condition(table: Any, keys: list[Any], query: dict[str, Any]) -> tuple[
     conditions = query.get("range_key_conditions") or []
     if len(conditions) > 1 or (conditions and conditions[0][0] != table.range_key_attr):
         return None
-    operator = _OPERATORS.get(str(comparison).upper())
+    operator = OPERATORS.get(str(comparison).upper())
     values = list(query.get("range_objs") or [])
     arity = 2 if operator == "BETWEEN" else 1
     if operator is None or len(values) != arity:
