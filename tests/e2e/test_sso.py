@@ -28,6 +28,7 @@ from runplane.local.stack import LOCAL_AUDIENCE, free_port
 from runplane.settings import Settings
 from runplane.wiring import build_services, install, services
 from tests.e2e.conftest import Local, unique
+from tests.e2e.dashboard_listing import every_listing_page
 from tests.e2e.test_dashboard_sign_in import web_sessions
 from tests.fake_oidc import FakeOidcProvider, OidcUser
 from tests.fake_saml import EMAIL, GROUPS, FakeSamlProvider, SamlUser
@@ -193,9 +194,9 @@ def test_an_oidc_user_lands_in_the_providers_organization_with_mapped_roles(sso:
     assert principal.permissions == ROLES["admin"]
     assert set(principal.groups) == {"platform-admins", "dev"}
     assert principal.user == "Okta_alice"
-    page = browser.get(f"{sso.local.url}/", timeout=30)
-    assert mine in page.text
-    assert theirs not in page.text
+    listing = every_listing_page(browser, sso.local.url)
+    assert mine in listing
+    assert theirs not in listing
 
 
 def test_a_saml_user_lands_in_the_providers_organization_whatever_it_asserts(sso: Sso) -> None:
