@@ -20,12 +20,8 @@ $(STAMP): pyproject.toml
 # overlaps well even on two cores (the CDK tests stay on one worker, see
 # tests/conftest.py). The slowest tests are listed at the end, to keep the
 # suite's time in view.
-# The IAM tier (tests/iam) runs in a process of its own: it turns moto's IAM
-# enforcement on for the process's embedded stack, which every other e2e test of that
-# process shares, so it starts from a stack no other test has used.
 test: $(STAMP) engine browser-deps sandbox-deps
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=25 -m "not iam"
-	$(BIN)/python -m pytest -q -p no:xdist tests/iam
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=25
 
 # The inner loop: every tier but the end-to-end tests and the CDK synth (about a minute).
 test-fast: $(STAMP)

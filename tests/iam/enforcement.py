@@ -183,8 +183,13 @@ def _secret(secret_id: str) -> str:
     return str(backend.describe_secret(secret_id).arn)
 
 
-# Operations whose IAM action has another name.
-_IAM_ACTIONS = {"lambda:Invoke": "lambda:InvokeFunction"}
+# Operations whose IAM action has another name (moto names some by the operation:
+# since 5.2.6, a HeadObject as s3:HeadObject, which AWS authorizes as s3:GetObject).
+_IAM_ACTIONS = {
+    "lambda:Invoke": "lambda:InvokeFunction",
+    "s3:HeadObject": "s3:GetObject",
+    "s3:HeadBucket": "s3:ListBucket",
+}
 
 
 def requested(response: Any, action: str, resource: str) -> list[tuple[str, str, Context]]:
