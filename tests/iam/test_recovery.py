@@ -39,6 +39,8 @@ def test_a_sandbox_lost_mid_apply_and_its_recovery_need_nothing_their_roles_do_n
     watch(enforced, run["id"], until=["awaiting_approval"])
     client.decide(run["id"], "approve")
     pid = started_sandbox(enforced, run["id"], "apply")
+    # (its apply start proven: killed before it, the run's start would be uncertain)
+    watch(enforced, run["id"], until=["applying"])
     scenario = Scenario(enforced)
 
     # When its whole sandbox is killed mid-apply
