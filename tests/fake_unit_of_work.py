@@ -29,6 +29,7 @@ from runplane.domain.errors import (
     Conflict,
     NotFound,
     NotWriter,
+    PartTokenChanged,
     StaleDriftFinding,
     StaleFence,
 )
@@ -135,11 +136,18 @@ class _Change:
     body: Mapping[str, Any] | None
     token: str | Keep | None
     on_refused: Refused | None
+    expected_token: str | Keep | None = KEEP
 
     def apply(self, ledger: InMemoryRunLedger) -> None:
         current = ledger.parts(self.run_id).get(self.name)
-        if current is None or current.state not in self.expected:
+        if (
+            current is None
+            or current.state not in self.expected
+            or (not isinstance(self.expected_token, Keep) and current.token != self.expected_token)
+        ):
             held = None if current is None else current.state
+            if current is not None and held in self.expected:
+                raise PartTokenChanged(self.run_id, self.name, current.token)
             if self.on_refused is not None:
                 raise self.on_refused(held)
             raise ConcurrentChange(
@@ -285,6 +293,7 @@ class InMemoryRunParts:
         state: str | None = None,
         body: Mapping[str, Any] | None = None,
         token: str | Keep | None = KEEP,
+        expected_token: str | Keep | None = KEEP,
         on_refused: Refused | None = None,
     ) -> None:
         expected = (
@@ -293,7 +302,9 @@ class InMemoryRunParts:
             else tuple(str(s) for s in expected_state)
         )
         body = None if body is None else dict(body)
-        self._intents.append(_Change(run_id, name, expected, now, state, body, token, on_refused))
+        self._intents.append(
+            _Change(run_id, name, expected, now, state, body, token, on_refused, expected_token)
+        )
 
     def put(
         self,

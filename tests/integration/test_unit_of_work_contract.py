@@ -19,6 +19,7 @@ from runplane.domain.errors import (
     ConcurrentChange,
     IllegalPartMove,
     IllegalTransition,
+    PartTokenChanged,
     TransitionRejected,
 )
 from runplane.domain.parts import ApplyRecordState, AttemptState, RunPart
@@ -284,6 +285,54 @@ def test_a_change_from_another_state_is_refused_with_its_error_and_writes_nothin
             uow.commit()
     # And nothing was written
     assert units.held() == before
+
+
+def test_a_change_expecting_a_token_is_refused_naming_the_token_held(units: Units) -> None:
+    # Given a run whose approval waits, holding token t1
+    units.run()
+    before = units.held()
+    # When a unit of work changes it expecting no token, or another token
+    for expected in (None, "t2"):
+        with units.new() as uow:
+            uow.parts.change(
+                "run-1",
+                "approval",
+                expected_state="waiting",
+                expected_token=expected,
+                state="approved",
+                now=LATER,
+                on_refused=lambda held: AlreadyDecided("run-1", RunStatus.QUEUED, held),
+            )
+            # Then the commit is refused naming the token the part holds, writing nothing
+            with pytest.raises(PartTokenChanged) as refused:
+                uow.commit()
+            assert refused.value.token == "t1"
+    assert units.held() == before
+    # And a change expecting a token from another state is refused as that state is
+    with units.new() as uow:
+        uow.parts.change(
+            "run-1",
+            "approval",
+            expected_state="approved",
+            expected_token="t1",
+            state="rejected",
+            now=LATER,
+            on_refused=lambda held: AlreadyDecided("run-1", RunStatus.QUEUED, held),
+        )
+        with pytest.raises(AlreadyDecided, match="its approval is waiting"):
+            uow.commit()
+    # And expecting the token it holds, the change is made
+    with units.new() as uow:
+        uow.parts.change(
+            "run-1",
+            "approval",
+            expected_state="waiting",
+            expected_token="t1",
+            state="approved",
+            now=LATER,
+        )
+        uow.commit()
+    assert units.reader.parts("run-1")["approval"].state == "approved"
 
 
 def test_a_put_of_a_part_the_run_has_is_refused_and_writes_nothing(units: Units) -> None:

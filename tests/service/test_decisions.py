@@ -157,6 +157,19 @@ def test_a_decision_that_loses_the_race_after_its_read_is_already_decided(tier: 
     assert tier.workflow.resumed == [("tok-1", {"decision": "approve"})]
 
 
+def test_a_decision_before_the_wait_resumes_nothing_and_reads_once(tier: Tier) -> None:
+    # Given a run awaiting approval whose workflow has not stored its wait's token yet
+    run = _awaiting(tier, token=None)
+    # When bob approves it
+    decided = tier.runs.decide(APPROVER, run.id, "approve", None)
+    # Then it commits once and resumes nothing: the wait finds the decision when it starts
+    assert decided.token is None
+    assert [uow.commits for uow in tier.units] == [1]
+    assert tier.workflow.resumed == []
+    assert tier.steps.wait_for_approval(run.id, "tok-wait") == {"waiting": False}
+    assert tier.workflow.resumed == [("tok-wait", {"decision": "approve"})]
+
+
 def test_a_decision_after_the_deadline_is_expired_and_writes_nothing(tier: Tier) -> None:
     # Given a run whose approval deadline passed (the workflow has not expired it yet)
     run = _awaiting(tier)

@@ -95,6 +95,15 @@ class ConcurrentChange(Conflict):
     code = "CONCURRENT_CHANGE"
 
 
+class PartTokenChanged(ConcurrentChange):
+    """A run part's change expected a token (or none) and found another, its state as
+    expected: what it holds now is ``token``."""
+
+    def __init__(self, run_id: str, name: str, token: str | None) -> None:
+        super().__init__(f"run {run_id}: the token of its {name} changed meanwhile")
+        self.token = token
+
+
 class SameApprover(RunplaneError):
     """The second approval a run needs came from the person who gave the first."""
 

@@ -23,6 +23,7 @@ from runplane.domain.errors import (
     Conflict,
     InvalidInput,
     NotFound,
+    PartTokenChanged,
     PolicyOverrideRequired,
     SeparationOfDuties,
     TransitionRejected,
@@ -111,6 +112,11 @@ class Decision:
     @property
     def run_id(self) -> str:
         return self.run.id
+
+
+# A decision is written again when the workflow's wait stored its token between its read
+# and its write (once per wait; one more try to spare).
+_DECIDE_TRIES = 3
 
 
 class Runs:
@@ -459,61 +465,65 @@ class Runs:
             principal.require(Permission.RUN_APPROVE, run.workspace_id)
             now = self._clock.now()
             approval = _decidable(run, parts["approval"], now, binding)
+            policy = parts["policy"] if decision == "approve" else None
             if decision == "approve":
                 _check_separation(principal, run, approval)
+                if policy is not None and policy.state == SOFT_FAILED:
+                    raise PolicyOverrideRequired(run.id)
             state, body = approval_after(
                 run.id, approval.state, approval.body, decision, principal.ref, now, comment
             )
-            uow.parts.change(
+            record = AuditRecord.of(
+                principal,
+                AuditAction.RUN_APPROVED if decision == "approve" else AuditAction.RUN_REJECTED,
+                "run",
                 run.id,
-                "approval",
-                # Conditioned on the state read: a concurrent first approval that
-                # committed first makes this one lose, never overwrite it.
-                expected_state=approval.state,
-                state=state,
-                body=body,
-                now=now,
-                on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
+                at=now,
+                id=self._ids.new(IdKind.AUDIT_EVENT),
+                details={"workspace_id": run.workspace_id, "approval": state.value},
             )
-            if decision == "approve":
-                policy = parts["policy"]
-                if policy is not None and policy.state == SOFT_FAILED:
-                    raise PolicyOverrideRequired(run.id)
+            token = approval.token
+            for _ in range(_DECIDE_TRIES):
+                uow.parts.change(
+                    run.id,
+                    "approval",
+                    # Conditioned on the state read: a concurrent first approval that
+                    # committed first makes this one lose, never overwrite it. And on the
+                    # wait's token as known: the decision then knows whether it has a
+                    # wait to resume without reading the approval again.
+                    expected_state=approval.state,
+                    expected_token=token,
+                    state=state,
+                    body=body,
+                    now=now,
+                    on_refused=lambda held: AlreadyDecided(run.id, run.status, held),
+                )
                 if policy is not None and state is ApprovalState.APPROVED:
                     # The approval holds only for the policy evidence the reviewer saw.
                     uow.parts.change(run.id, "policy", expected_state=policy.state, now=now)
+                if decision == "reject":
+                    uow.runs.move(run, RunStatus.REJECTED, actor=principal.ref, reason="rejected")
+                uow.audit.security(record)
+                try:
+                    moved = uow.commit()
+                    break
+                except PartTokenChanged as changed:
+                    # The workflow stored its wait's token after the read (the refused
+                    # commit wrote nothing): write again, naming that token.
+                    token = changed.token
+                except (AlreadyDecided, ConcurrentChange, TransitionRejected):
+                    raise self._decided_meanwhile(run.id) from None
             else:
-                uow.runs.move(run, RunStatus.REJECTED, actor=principal.ref, reason="rejected")
-            uow.audit.security(
-                AuditRecord.of(
-                    principal,
-                    AuditAction.RUN_APPROVED if decision == "approve" else AuditAction.RUN_REJECTED,
-                    "run",
-                    run.id,
-                    at=now,
-                    id=self._ids.new(IdKind.AUDIT_EVENT),
-                    details={"workspace_id": run.workspace_id, "approval": state.value},
-                )
-            )
-            try:
-                moved = uow.commit()
-            except (AlreadyDecided, ConcurrentChange, TransitionRejected):
-                raise self._decided_meanwhile(run.id) from None
-            if state is ApprovalState.WAITING_SECOND:
-                # The workflow's wait goes on: nothing is resumed until the last approval.
-                return Decision(run, "approve_first", None)
-            decided = run
-            if moved is not None:
-                hand_off(self._workflow, moved.handoff)
-                decided = moved.run
-            token = approval.token
-            if token is None:
-                # The workflow may have stored its wait's token after the read above; had
-                # it stored it after the decision, it would have resumed itself instead.
-                stored = uow.parts.get(run.id, "approval")
-                if stored is None:
-                    raise NotFound("approval of run", run.id)
-                token = stored.token
+                raise self._decided_meanwhile(run.id)
+        if state is ApprovalState.WAITING_SECOND:
+            # The workflow's wait goes on: nothing is resumed until the last approval.
+            return Decision(run, "approve_first", None)
+        decided = run
+        if moved is not None:
+            hand_off(self._workflow, moved.handoff)
+            decided = moved.run
+        # Exactly the token the write was conditioned on: a wait that stores its token after
+        # the decision finds it decided and resumes itself.
         if token:
             self._workflow.resume(token, {"decision": decision})
         return Decision(decided, decision, token)

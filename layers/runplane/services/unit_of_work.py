@@ -53,7 +53,8 @@ class RunPartIntents(Protocol):
       absent), read together; ``all_of`` is every part the run has, by name.
     - ``change`` intends to change part ``name`` only if it is in ``expected_state``
       (one state or any of several): ``state`` when given, ``body`` (replacing the
-      document) when given, the token (``None`` removes it, ``KEEP`` leaves it).
+      document) when given, the token (``None`` removes it, ``KEEP`` leaves it); with
+      ``expected_token``, only if the part holds exactly that token (None: none).
     - ``put`` intends a new part, only if the run has none of that name (parts are
       created once).
     A refused intent raises ``on_refused(state held)`` at commit; without one,
@@ -76,6 +77,7 @@ class RunPartIntents(Protocol):
         state: str | None = None,
         body: Mapping[str, Any] | None = None,
         token: str | Keep | None = KEEP,
+        expected_token: str | Keep | None = KEEP,
         on_refused: Refused | None = None,
     ) -> None: ...
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from runplane.domain.errors import ConcurrentChange, NotFound
+from runplane.domain.errors import ConcurrentChange, NotFound, PartTokenChanged
 from runplane.domain.parts import OPEN_ATTEMPT, AttemptBody, AttemptState, PlanEvidence, RunPart
 from runplane.store.models import PART_PREFIX, RunPartItem, run_part_key
 from runplane.store.prefetch import IdentityMap
@@ -140,10 +140,12 @@ def change(
     state: str | None = None,
     body: Mapping[str, Any] | None = None,
     token: str | object | None = _KEEP,
+    expected_token: str | object | None = _KEEP,
     now: datetime,
     on_refused: OnRefused | None = None,
 ) -> Transaction:
-    """Change a part iff it is in ``expected_state``; ``body`` replaces the document."""
+    """Change a part iff it is in ``expected_state`` (and, given ``expected_token``, holds
+    exactly that token, or none for None); ``body`` replaces the document."""
     expected = (
         (str(expected_state),)
         if isinstance(expected_state, str)
@@ -161,13 +163,24 @@ def change(
 
     def refused(current: Item | None) -> Exception:
         held = current.get("state") if current else "missing"
+        if expected_token is not _KEEP and current is not None and held in expected:
+            # Its state as expected: the token is what moved.
+            token = current.get("token")
+            return PartTokenChanged(run_id, name, None if token is None else str(token))
+        if on_refused is not None:
+            return on_refused(current)
         return ConcurrentChange(f"run {run_id}: {name} is {held}, expected {'/'.join(expected)}")
 
+    condition = RunPartItem.state.is_in(*expected)
+    if expected_token is None:
+        condition &= RunPartItem.token.does_not_exist()
+    elif expected_token is not _KEEP:
+        condition &= RunPartItem.token == str(expected_token)
     return Transaction().update(
         RunPartItem(*run_part_key(run_id, name)),
         actions,
-        condition=RunPartItem.state.is_in(*expected),
-        on_refused=on_refused or refused,
+        condition=condition,
+        on_refused=refused,
     )
 
 

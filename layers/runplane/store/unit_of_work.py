@@ -129,9 +129,12 @@ class DynamoRunParts:
         state: str | None = None,
         body: Mapping[str, Any] | None = None,
         token: str | Keep | None = KEEP,
+        expected_token: str | Keep | None = KEEP,
         on_refused: Refused | None = None,
     ) -> None:
-        kept = {} if isinstance(token, Keep) else {"token": token}
+        kept: dict[str, str | None] = {} if isinstance(token, Keep) else {"token": token}
+        if not isinstance(expected_token, Keep):
+            kept["expected_token"] = expected_token
         self._writes.append(
             run_parts.change(
                 run_id,
