@@ -29,6 +29,7 @@ from runplane.domain.errors import (
     WorkspaceNotLocked,
 )
 from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.publications import publication_of
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.state import (
     FINALIZED,
@@ -390,6 +391,8 @@ def test_a_user_publishes_under_her_lock(seams: Seams) -> None:
     assert (current.current_state_version_id, current.current_serial) == ("sv-1", 1)
     assert current.current_lineage == "lin-1"
     assert seams.version("sv-1") == version
+    # And the workspace carries its publication facts, exactly as reading it gives them
+    assert current.current_publication == publication_of(version)
     assert seams.published() == [(seams.workspace_id, "sv-1", "user:ada")]
     # And the next one names it as its predecessor
     following = replace(_version(seams, "sv-2", 2), predecessor_id="sv-1")
@@ -397,6 +400,9 @@ def test_a_user_publishes_under_her_lock(seams: Seams) -> None:
         following, replace(authority, predecessor_id="sv-1"), event_id="ev-2", guard=None
     )
     assert seams.workspace().current_state_version_id == "sv-2"
+    stored = seams.version("sv-2")
+    assert stored is not None
+    assert seams.workspace().current_publication == publication_of(stored)
 
 
 @pytest.mark.parametrize(
@@ -453,12 +459,34 @@ def test_a_version_id_is_published_once(seams: Seams) -> None:
 def test_a_run_publishes_while_it_applies_under_its_lock_and_fence(seams: Seams) -> None:
     # Given a run applying under its apply lock
     run, authority = seams.applying_run()
-    # When it publishes with its guard
-    version = _version(seams, "sv-1", 1, by="runner")
+    # When it publishes with its guard, stamped with its attempt
+    version = replace(
+        _version(seams, "sv-1", 1, by="runner"),
+        provenance={
+            "run_id": run.id,
+            "attempt_id": "att-1",
+            "sandbox_id": "sbx-1",
+            "fence": authority.fence,
+        },
+        lock_id=authority.lock_id,
+    )
     seams.publication.publish(version, authority, event_id="ev-1", guard=ApplyGuard(run.id))
     # Then the version is current
     assert seams.workspace().current_state_version_id == "sv-1"
     assert seams.published() == [(seams.workspace_id, "sv-1", "runner")]
+    # And the workspace's facts of it are its stamp, exactly as reading it gives them
+    stored = seams.version("sv-1")
+    assert stored is not None
+    facts = seams.workspace().current_publication
+    assert facts == publication_of(stored)
+    assert facts is not None
+    assert (facts.run_id, facts.attempt_id, facts.sandbox_id, facts.lock_id, facts.fence) == (
+        run.id,
+        "att-1",
+        "sbx-1",
+        "lock-run",
+        authority.fence,
+    )
 
 
 def test_a_run_s_publication_under_a_stale_fence_writes_nothing(seams: Seams) -> None:
@@ -537,6 +565,7 @@ def test_an_upload_finalizes_once_with_its_token(seams: Seams) -> None:
         12,
     )
     assert seams.workspace().current_state_version_id == "sv-1"
+    assert seams.workspace().current_publication == publication_of(finalized)
     assert seams.publication.upload_token("h-state") == UploadToken("sv-1", "state", later, True)
     # And the token cannot be used again
     before = seams.written("sv-1", tokens=("h-state",))
