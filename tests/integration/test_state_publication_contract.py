@@ -50,6 +50,7 @@ from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryStateVersions, InMemoryWorkspaces
 from tests.fakes_state import InMemoryStatePublication, InMemoryWorkspaceLocks
+from tests.integration.conftest import Stack
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 ORG = "org-acme"
@@ -672,3 +673,33 @@ def test_a_json_state_is_attached_once_and_claims_a_pending_version(seams: Seams
             "sv-1", token_hash="h-json", artifact_id="art-2", now=AT + timedelta(seconds=1)
         )
     assert seams.written("sv-1", tokens=("h-json",)) == before
+
+
+def test_the_publishing_process_knows_which_artifact_holds_the_version_s_state(
+    stack: Stack, workspace: Workspace
+) -> None:
+    # Given ada's lock on the workspace
+    locks = DynamoWorkspaceLocks(RunRepository(FakeClock(AT), stack.ids))
+    locks.acquire(workspace.id, ADA, lock_id="lock-ada", observed_fence=0, reason=None, now=AT)
+    authority = Authority(workspace.id, ADA.ref, "lock-ada", None)
+    version = replace(
+        StateVersion(
+            id="sv-noted",
+            workspace_id=workspace.id,
+            organization_id=workspace.organization_id,
+            serial=1,
+            lineage="lin-1",
+            md5="0" * 32,
+            status=FINALIZED,
+            created_at=AT,
+            created_by=ADA.ref,
+        ),
+        artifact_id="art-noted",
+        sha256="1" * 64,
+        size=10,
+    )
+    # When she publishes a version
+    DynamoStatePublication().publish(version, authority, event_id="ev-noted", guard=None)
+    # Then this process names its artifact to the next engine start's read ahead, with no
+    # read of the version (the apply's result checks it from the workspace's facts)
+    assert state_versions.known_state_artifact("sv-noted") == "art-noted"

@@ -246,6 +246,10 @@ def _event(version: StateVersion, event_id: str, now: datetime, type: str) -> Tr
 
 def publish(version: StateVersion, authority: Authority, event_id: str) -> Transaction:
     """A finalized version and the pointer move, with its audit event: one transaction."""
+    # Noted as ``finalize`` notes it: the next engine start this process serves names the
+    # artifact in its read ahead (the apply's result, which checks the version from the
+    # workspace's facts, no longer reads it).
+    _note_artifact(version.id, version.artifact_id, version.status)
     return (
         Transaction()
         .put_new(_item(version))
