@@ -482,6 +482,7 @@ class InMemoryWriter:
                     "current_state_version_id": sv_id,
                     "current_serial": serial,
                     "current_lineage": lineage,
+                    "current_publication": None,
                 }
             self._directory.workspaces[observed.id] = replace(
                 self._directory.workspaces[observed.id],

@@ -30,6 +30,7 @@ from runplane.domain.errors import (
     WorkspaceNotLocked,
 )
 from runplane.domain.parts import OPEN_ATTEMPT, RunPart
+from runplane.domain.publications import publication_of
 from runplane.domain.run import RunStatus
 from runplane.domain.state import (
     FINALIZED,
@@ -221,6 +222,7 @@ class InMemoryStatePublication:
             current_state_version_id=version.id,
             current_serial=version.serial,
             current_lineage=version.lineage,
+            current_publication=publication_of(version),
         )
 
     def _record(self, version: StateVersion, event_id: str, at: datetime) -> None:

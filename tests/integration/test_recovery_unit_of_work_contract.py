@@ -15,6 +15,7 @@ import pytest
 from runplane.domain.capabilities import Binding, Phase, RunnerSession
 from runplane.domain.entities import AuditEvent, Run, Workspace
 from runplane.domain.errors import ConcurrentChange, Conflict, NotWriter
+from runplane.domain.publications import Publication, publication_of
 from runplane.domain.recovery import Recovery, RecoveryRefused, RecoveryState
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.state import FINALIZED, PENDING, StateVersion
@@ -22,8 +23,10 @@ from runplane.services.repositories import RunLedger
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.store import audit, state_versions
 from runplane.store import capabilities as capability_store
+from runplane.store.models import WorkspaceItem, workspace_key
 from runplane.store.runs import RunRepository
 from runplane.store.unit_of_work import DynamoUnitOfWork
+from runplane.store.workspaces import publication_record
 from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
 from tests.fake_unit_of_work import (
@@ -58,6 +61,8 @@ class Units:
     revoked: Callable[[str], bool]
     # The organization's audit events other than runs' creations.
     org_events: Callable[[], list[tuple[str, str, str]]]
+    # Make a version current with its publication facts, as a publication leaves it.
+    make_current: Callable[[Publication], None]
 
     def run(self, run_id: str = "run-1") -> Run:
         run = Run(
@@ -145,6 +150,7 @@ def units(request: pytest.FixtureRequest) -> Units:
             ).commit(),
             lambda key: bool((found := capability_store.get_session(key)) and found.revoked),
             _dynamo_events,
+            lambda facts: _dynamo_make_current(workspace.id, facts),
         )
     ledger, queue, sandboxes = (
         InMemoryRunLedger(clock, ids),
@@ -157,6 +163,15 @@ def units(request: pytest.FixtureRequest) -> Units:
         InMemoryRecoveries(),
     )
     directory.workspaces["ws-1"] = empty_workspace("ws-1", ORG, AT)
+
+    def make_current(facts: Publication) -> None:
+        directory.workspaces["ws-1"] = replace(
+            directory.workspaces["ws-1"],
+            current_state_version_id=facts.id,
+            current_serial=facts.serial,
+            current_lineage=facts.lineage,
+            current_publication=facts,
+        )
 
     def start_session(key: str, attempt_id: str) -> None:
         sandboxes.sessions[key] = None
@@ -178,6 +193,18 @@ def units(request: pytest.FixtureRequest) -> Units:
         start_session,
         lambda key: sandboxes.sessions.get(key) is not None,
         lambda: [(e.type, e.subject_id, e.actor) for e in recoveries.org_audit],
+        make_current,
+    )
+
+
+def _dynamo_make_current(workspace_id: str, facts: Publication) -> None:
+    WorkspaceItem(*workspace_key(workspace_id)).update(
+        actions=[
+            WorkspaceItem.current_sv_id.set(facts.id),
+            WorkspaceItem.current_serial.set(facts.serial),
+            WorkspaceItem.current_lineage.set(facts.lineage),
+            WorkspaceItem.current_publication.set(publication_record(facts)),
+        ]
     )
 
 
@@ -300,6 +327,32 @@ def test_recovering_the_writer_advances_the_fence_and_hands_it_to_the_oldest_wai
         uow.writer.recover(observed, "run-1", None, LATER)
         with pytest.raises(NotWriter):
             uow.commit()
+
+
+@pytest.mark.parametrize("new_state", [("sv-9", 9, "lin-9"), None])
+def test_recovery_leaves_facts_only_of_the_version_still_current(
+    units: Units, new_state: tuple[str, int, str] | None
+) -> None:
+    # Given run-1 holding the writer, its version current with its publication facts
+    units.reserve(units.run(), "t-1")
+    facts = publication_of(replace(_version(units, "sv-1", status=FINALIZED), serial=1))
+    units.make_current(facts)
+    with units.new() as uow:
+        observed = uow.writer.workspace(units.workspace_id)
+    assert observed.current_publication == facts
+    # When recovery ends its authority, making another version current or not
+    with units.new() as uow:
+        uow.writer.recover(observed, "run-1", None, LATER, new_state)
+        uow.commit()
+    # Then facts stay only while their version does: a new current version has none
+    # (a result checking it reads it)
+    with units.new() as uow:
+        after = uow.writer.workspace(units.workspace_id)
+    if new_state is None:
+        assert (after.current_state_version_id, after.current_publication) == ("sv-1", facts)
+    else:
+        assert (after.current_state_version_id, after.current_publication) == ("sv-9", None)
+        assert (after.current_serial, after.current_lineage) == (9, "lin-9")
 
 
 def test_recovering_the_writer_from_a_stale_observation_is_refused(units: Units) -> None:

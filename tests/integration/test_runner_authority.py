@@ -34,8 +34,10 @@ from runplane.store import workspaces as workspace_store
 from runplane.store.models import (
     RunnerSessionItem,
     StateVersionItem,
+    WorkspaceItem,
     session_key,
     state_version_key,
+    workspace_key,
 )
 from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import (
@@ -265,19 +267,30 @@ def test_the_state_check_and_the_apply_result_confirm_the_attempt_s_own_publicat
     assert status == S.SUCCEEDED
 
 
+@pytest.mark.parametrize("facts", ["carried", "absent"])
 def test_a_version_stamped_under_another_fence_is_not_the_attempt_s_for_either_check(
-    arena: Arena,
+    arena: Arena, facts: str
 ) -> None:
     # Given an applying run whose current state carries its attempt and sandbox, but
-    # another fence than the attempt was granted
-    ws_id, _ = with_state(arena, "other-fence")
-    _, run_id = applying(arena, "other-fence", workspace_id=ws_id)
+    # another fence than the attempt was granted: so stamped on the version and on the
+    # workspace's facts of it, or on a workspace that carries none
+    ws_id, _ = with_state(arena, f"other-fence-{facts}")
+    _, run_id = applying(arena, f"other-fence-{facts}", workspace_id=ws_id)
     runner = arena.runner(run_id, "apply")
     version = try_publish(arena, runner, ws_id, 2)
     item = StateVersionItem.get(*state_version_key(version.id))  # type: ignore[attr-defined]
     stamped = dict(item.provenance)
     stamped["fence"] = int(stamped["fence"]) + 1
     item.update(actions=[StateVersionItem.provenance.set(stamped)])
+    workspace = WorkspaceItem.get(*workspace_key(ws_id))
+    carried = {**workspace.current_publication, "fence": stamped["fence"]}
+    workspace.update(
+        actions=[
+            WorkspaceItem.current_publication.set(carried)
+            if facts == "carried"
+            else WorkspaceItem.current_publication.remove()
+        ]
+    )
     attempt = run_parts.require(run_id, "attempt#apply").body["attempt_id"]
 
     # When the runner checks the state and reports that it applied

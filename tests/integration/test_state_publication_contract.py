@@ -29,6 +29,7 @@ from runplane.domain.errors import (
     WorkspaceNotLocked,
 )
 from runplane.domain.parts import AttemptState, RunPart
+from runplane.domain.publications import publication_of
 from runplane.domain.run import RunKind, RunStatus
 from runplane.domain.state import (
     FINALIZED,
@@ -49,6 +50,7 @@ from runplane.store.writer import DynamoWriterAuthority
 from runplane.wiring import run_lifecycle
 from tests.fakes import FakeClock, InMemoryRunLedger, InMemoryStateVersions, InMemoryWorkspaces
 from tests.fakes_state import InMemoryStatePublication, InMemoryWorkspaceLocks
+from tests.integration.conftest import Stack
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 ORG = "org-acme"
@@ -390,6 +392,8 @@ def test_a_user_publishes_under_her_lock(seams: Seams) -> None:
     assert (current.current_state_version_id, current.current_serial) == ("sv-1", 1)
     assert current.current_lineage == "lin-1"
     assert seams.version("sv-1") == version
+    # And the workspace carries its publication facts, exactly as reading it gives them
+    assert current.current_publication == publication_of(version)
     assert seams.published() == [(seams.workspace_id, "sv-1", "user:ada")]
     # And the next one names it as its predecessor
     following = replace(_version(seams, "sv-2", 2), predecessor_id="sv-1")
@@ -397,6 +401,9 @@ def test_a_user_publishes_under_her_lock(seams: Seams) -> None:
         following, replace(authority, predecessor_id="sv-1"), event_id="ev-2", guard=None
     )
     assert seams.workspace().current_state_version_id == "sv-2"
+    stored = seams.version("sv-2")
+    assert stored is not None
+    assert seams.workspace().current_publication == publication_of(stored)
 
 
 @pytest.mark.parametrize(
@@ -453,12 +460,34 @@ def test_a_version_id_is_published_once(seams: Seams) -> None:
 def test_a_run_publishes_while_it_applies_under_its_lock_and_fence(seams: Seams) -> None:
     # Given a run applying under its apply lock
     run, authority = seams.applying_run()
-    # When it publishes with its guard
-    version = _version(seams, "sv-1", 1, by="runner")
+    # When it publishes with its guard, stamped with its attempt
+    version = replace(
+        _version(seams, "sv-1", 1, by="runner"),
+        provenance={
+            "run_id": run.id,
+            "attempt_id": "att-1",
+            "sandbox_id": "sbx-1",
+            "fence": authority.fence,
+        },
+        lock_id=authority.lock_id,
+    )
     seams.publication.publish(version, authority, event_id="ev-1", guard=ApplyGuard(run.id))
     # Then the version is current
     assert seams.workspace().current_state_version_id == "sv-1"
     assert seams.published() == [(seams.workspace_id, "sv-1", "runner")]
+    # And the workspace's facts of it are its stamp, exactly as reading it gives them
+    stored = seams.version("sv-1")
+    assert stored is not None
+    facts = seams.workspace().current_publication
+    assert facts == publication_of(stored)
+    assert facts is not None
+    assert (facts.run_id, facts.attempt_id, facts.sandbox_id, facts.lock_id, facts.fence) == (
+        run.id,
+        "att-1",
+        "sbx-1",
+        "lock-run",
+        authority.fence,
+    )
 
 
 def test_a_run_s_publication_under_a_stale_fence_writes_nothing(seams: Seams) -> None:
@@ -537,6 +566,7 @@ def test_an_upload_finalizes_once_with_its_token(seams: Seams) -> None:
         12,
     )
     assert seams.workspace().current_state_version_id == "sv-1"
+    assert seams.workspace().current_publication == publication_of(finalized)
     assert seams.publication.upload_token("h-state") == UploadToken("sv-1", "state", later, True)
     # And the token cannot be used again
     before = seams.written("sv-1", tokens=("h-state",))
@@ -643,3 +673,33 @@ def test_a_json_state_is_attached_once_and_claims_a_pending_version(seams: Seams
             "sv-1", token_hash="h-json", artifact_id="art-2", now=AT + timedelta(seconds=1)
         )
     assert seams.written("sv-1", tokens=("h-json",)) == before
+
+
+def test_the_publishing_process_knows_which_artifact_holds_the_version_s_state(
+    stack: Stack, workspace: Workspace
+) -> None:
+    # Given ada's lock on the workspace
+    locks = DynamoWorkspaceLocks(RunRepository(FakeClock(AT), stack.ids))
+    locks.acquire(workspace.id, ADA, lock_id="lock-ada", observed_fence=0, reason=None, now=AT)
+    authority = Authority(workspace.id, ADA.ref, "lock-ada", None)
+    version = replace(
+        StateVersion(
+            id="sv-noted",
+            workspace_id=workspace.id,
+            organization_id=workspace.organization_id,
+            serial=1,
+            lineage="lin-1",
+            md5="0" * 32,
+            status=FINALIZED,
+            created_at=AT,
+            created_by=ADA.ref,
+        ),
+        artifact_id="art-noted",
+        sha256="1" * 64,
+        size=10,
+    )
+    # When she publishes a version
+    DynamoStatePublication().publish(version, authority, event_id="ev-noted", guard=None)
+    # Then this process names its artifact to the next engine start's read ahead, with no
+    # read of the version (the apply's result checks it from the workspace's facts)
+    assert state_versions.known_state_artifact("sv-noted") == "art-noted"

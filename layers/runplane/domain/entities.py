@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runplane.domain.errors import InvalidInput
+from runplane.domain.publications import Publication
 from runplane.domain.run import RunKind, RunStatus, Stage, StageStatus
 from runplane.domain.second_approval import SecondApprovalRule
 
@@ -80,6 +81,10 @@ class Workspace:
     current_state_version_id: str | None = None
     current_serial: int | None = None
     current_lineage: str | None = None
+    # The publication check's facts of the current version, written with the pointer
+    # (None on a workspace last moved before they were, or by recovery): see
+    # ``publication_at``.
+    current_publication: Publication | None = None
     terraform_version: str | None = None
     description: str | None = None
     tag_names: tuple[str, ...] = ()
@@ -103,6 +108,15 @@ class Workspace:
     @property
     def locked(self) -> bool:
         return self.lock_id is not None
+
+    def publication_at(self, sv_id: str | None) -> Publication | None:
+        """Version ``sv_id``'s publication facts if this workspace carries them: only for
+        its current version, and only when they name it (a version's facts never change,
+        so facts naming the pointer are that version's; any others are not used)."""
+        facts = self.current_publication
+        if facts is None or sv_id is None or facts.id != sv_id:
+            return None
+        return facts if sv_id == self.current_state_version_id else None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runplane.domain.state import FINALIZED, StateVersion
+
 
 @dataclass(frozen=True)
 class ApplyIdentity:
@@ -38,6 +40,24 @@ class Publication:
     fence: int | None
     serial: int
     lineage: str
+
+
+def publication_of(version: StateVersion) -> Publication:
+    """What the publication check sees of ``version``."""
+    provenance = version.provenance or {}
+    fence = provenance.get("fence")
+    return Publication(
+        id=version.id,
+        predecessor_id=version.predecessor_id,
+        finalized=version.status == FINALIZED,
+        run_id=provenance.get("run_id"),
+        attempt_id=provenance.get("attempt_id"),
+        sandbox_id=provenance.get("sandbox_id"),
+        lock_id=version.lock_id,
+        fence=None if fence is None else int(fence),
+        serial=version.serial,
+        lineage=version.lineage,
+    )
 
 
 def published_by(version: Publication, apply: ApplyIdentity) -> bool:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from runplane.domain.entities import Run
 from runplane.domain.parts import AttemptBody
-from runplane.domain.publications import ApplyIdentity, Publication
-from runplane.domain.state import FINALIZED, StateVersion
+from runplane.domain.publications import ApplyIdentity, publication_of
+
+# ``publication_of`` is the domain's (the store writes a workspace's copy of its current
+# version's with the pointer); kept importable from here for the services that use it.
+__all__ = ["apply_identity", "publication_of"]
 
 
 def apply_identity(run: Run, attempt: AttemptBody | None) -> ApplyIdentity:
@@ -18,21 +21,4 @@ def apply_identity(run: Run, attempt: AttemptBody | None) -> ApplyIdentity:
         lock_id=attempt.lock_id if attempt else None,
         fence=attempt.fence if attempt else None,
         predecessor_id=run.predecessor_sv_id,
-    )
-
-
-def publication_of(version: StateVersion) -> Publication:
-    provenance = version.provenance or {}
-    fence = provenance.get("fence")
-    return Publication(
-        id=version.id,
-        predecessor_id=version.predecessor_id,
-        finalized=version.status == FINALIZED,
-        run_id=provenance.get("run_id"),
-        attempt_id=provenance.get("attempt_id"),
-        sandbox_id=provenance.get("sandbox_id"),
-        lock_id=version.lock_id,
-        fence=None if fence is None else int(fence),
-        serial=version.serial,
-        lineage=version.lineage,
     )

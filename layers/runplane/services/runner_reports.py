@@ -41,7 +41,7 @@ from runplane.domain.parts import (
     check_move,
     required_part,
 )
-from runplane.domain.publications import published_by
+from runplane.domain.publications import Publication, published_by
 from runplane.domain.report_evidence import apply_start_refusal, named_by, refusal
 from runplane.domain.run import RunStatus
 from runplane.domain.runner_reports import (
@@ -433,7 +433,9 @@ class RunnerReports(WorkflowService):
         Confirmed means the current version, and every version back to the run's
         pinned predecessor, was published by this attempt (``published_by``: an apply
         may publish intermediate snapshots, at most ``MAX_PUBLICATIONS`` of them).
-        Published means the current version is this run's, confirmed or not.
+        Published means the current version is this run's, confirmed or not. The
+        current version's facts come with the workspace when it carries them
+        (``Workspace.publication_at``); the others are read.
         """
         pointer = workspace.current_state_version_id
         if pointer is None or pointer == run.predecessor_sv_id:
@@ -444,17 +446,27 @@ class RunnerReports(WorkflowService):
         for _ in range(MAX_PUBLICATIONS):
             if cursor == run.predecessor_sv_id:
                 return published, published, pointer
-            try:
-                version = uow.state_versions.get(cursor or "")
-            except NotFound:
+            version = _publication_at(uow, workspace, cursor)
+            if version is None:
                 return False, published, pointer
-            ours = published_by(publication_of(version), identity)
             if cursor == pointer:
-                published = (version.provenance or {}).get("run_id") == run.id
-            if not ours:
+                published = version.run_id == run.id
+            if not published_by(version, identity):
                 return False, published, pointer
             cursor = version.predecessor_id
         return False, published, pointer
+
+
+def _publication_at(uow: UnitOfWork, workspace: Workspace, sv_id: str | None) -> Publication | None:
+    """Version ``sv_id`` as the publication check sees it: the workspace's facts of its
+    current version, or the version read (None if there is none)."""
+    carried = workspace.publication_at(sv_id)
+    if carried is not None:
+        return carried
+    try:
+        return publication_of(uow.state_versions.get(sv_id or ""))
+    except NotFound:
+        return None
 
 
 def _apply_outcome(report: RunnerReport, confirmed: bool) -> tuple[RunStatus, str | None]:

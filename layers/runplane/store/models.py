@@ -175,6 +175,10 @@ class WorkspaceItem(TableItem):
     current_sv_id = UnicodeAttribute(null=True)
     current_serial = NumberAttribute(null=True)
     current_lineage = UnicodeAttribute(null=True)
+    # The current version's publication facts (``domain.publications.Publication`` as
+    # JSON), set by the same conditional write that moves ``current_sv_id``; absent on a
+    # workspace last moved before they were, or by recovery.
+    current_publication = JSONAttribute(null=True)
     terraform_version = UnicodeAttribute(null=True)
     description = UnicodeAttribute(null=True)
     approval_window_seconds = NumberAttribute(null=True)

@@ -18,6 +18,7 @@ from runplane.domain.errors import (
     WorkspaceHeldByRun,
     WorkspaceLocked,
 )
+from runplane.domain.publications import publication_of
 from runplane.domain.state import FINALIZED, PENDING, Authority, StateVersion, UploadToken
 from runplane.store import audit
 from runplane.store.models import (
@@ -31,7 +32,7 @@ from runplane.store.models import (
 )
 from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Item, Transaction
-from runplane.store.workspaces import is_exactly
+from runplane.store.workspaces import is_exactly, publication_record
 
 RETENTION = timedelta(days=1)
 
@@ -179,7 +180,10 @@ def list_for_workspace(workspace_id: str) -> list[StateVersion]:
 
 
 def _move_pointer(version: StateVersion, authority: Authority) -> Transaction:
-    """Make ``version`` current, iff the workspace is exactly as authorized."""
+    """Make ``version`` current, iff the workspace is exactly as authorized. ``version``
+    is exactly as its item stands once the transaction commits; the workspace takes its
+    publication facts with the pointer (a version's never change after that), so the
+    apply's result checks it without reading it."""
     ws = WorkspaceItem(*workspace_key(authority.workspace_id))
     condition: Condition = (
         (WorkspaceItem.lock_id == authority.lock_id)
@@ -213,6 +217,7 @@ def _move_pointer(version: StateVersion, authority: Authority) -> Transaction:
             WorkspaceItem.current_sv_id.set(version.id),
             WorkspaceItem.current_serial.set(version.serial),
             WorkspaceItem.current_lineage.set(version.lineage),
+            WorkspaceItem.current_publication.set(publication_record(publication_of(version))),
         ],
         condition=condition,
         on_refused=refused,
@@ -241,6 +246,10 @@ def _event(version: StateVersion, event_id: str, now: datetime, type: str) -> Tr
 
 def publish(version: StateVersion, authority: Authority, event_id: str) -> Transaction:
     """A finalized version and the pointer move, with its audit event: one transaction."""
+    # Noted as ``finalize`` notes it: the next engine start this process serves names the
+    # artifact in its read ahead (the apply's result, which checks the version from the
+    # workspace's facts, no longer reads it).
+    _note_artifact(version.id, version.artifact_id, version.status)
     return (
         Transaction()
         .put_new(_item(version))

@@ -8,6 +8,7 @@ facts they were built on; services compose them into one transaction.
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute
@@ -16,6 +17,7 @@ from pynamodb.expressions.update import Action
 
 from runplane.domain.entities import AuditEvent, Organization, Workspace
 from runplane.domain.errors import AlreadyExists, ConcurrentChange, NotFound
+from runplane.domain.publications import Publication
 from runplane.domain.second_approval import SecondApprovalRule
 from runplane.store import audit
 from runplane.store.models import (
@@ -273,6 +275,7 @@ def to_workspace(item: WorkspaceItem) -> Workspace:
         current_state_version_id=item.current_sv_id,
         current_serial=None if item.current_serial is None else int(item.current_serial),
         current_lineage=item.current_lineage,
+        current_publication=stored_publication(item.current_publication),
         terraform_version=item.terraform_version,
         description=item.description,
         tag_names=tuple(item.tag_names or ()),
@@ -308,3 +311,19 @@ def count_change(attribute: NumberAttribute, workspace_id: str, by: int) -> Tran
 
 def _ws(workspace_id: str) -> WorkspaceItem:
     return WorkspaceItem(*workspace_key(workspace_id))
+
+
+_PUBLICATION_FIELDS = frozenset(field.name for field in fields(Publication))
+
+
+def publication_record(publication: Publication) -> dict[str, Any]:
+    """The workspace item's ``current_publication`` for ``publication``."""
+    return asdict(publication)
+
+
+def stored_publication(record: object) -> Publication | None:
+    """The publication facts a workspace item holds; None if it holds none, or none of
+    this shape (a reader then reads the version)."""
+    if not isinstance(record, dict) or set(record) != _PUBLICATION_FIELDS:
+        return None
+    return Publication(**record)

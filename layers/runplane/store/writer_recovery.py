@@ -26,7 +26,8 @@ def recover_writer(
     """End ``run_id``'s writer authority after recovery, in one update of the workspace
     exactly as ``observed``: the fence advances (so nothing the run was granted is
     valid again), its lock and reservation are released (handed to the oldest
-    waiter), and ``new_state`` (ID, serial, lineage) becomes current if given."""
+    waiter), and ``new_state`` (ID, serial, lineage) becomes current if given (without
+    publication facts: a result checking it reads the version)."""
 
     def refused(current: Item | None) -> Exception:
         current = current or {}
@@ -50,5 +51,8 @@ def recover_writer(
             WorkspaceItem.current_sv_id.set(sv_id),
             WorkspaceItem.current_serial.set(serial),
             WorkspaceItem.current_lineage.set(lineage),
+            # The facts of the version it replaces name another ID, and are unused:
+            # removed all the same, so that they only ever describe the pointer.
+            WorkspaceItem.current_publication.remove(),
         ]
     return _pass_reservation(observed.id, condition, actions, handoff_to, now, refused)
