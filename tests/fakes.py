@@ -794,11 +794,18 @@ class InMemoryNotifications:
 
 class InMemoryPolicySets:
     """A ``PolicySetStore`` in dicts: heads by (organization, name), versions by
-    (organization, name, digest) holding their artifact and number."""
+    (organization, name, digest) holding their artifact and number, and each
+    organization's tally (none for an organization older than tallies: set one to 0 for
+    a new organization, as its creation does)."""
 
     def __init__(self) -> None:
         self.heads: dict[tuple[str, str], PolicySetHead] = {}
         self.versions: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self.tallies: dict[str, int] = {}
+
+    def counted_none(self, org_id: str) -> bool:
+        # As if every request had read the tally ahead: an absent one is not none.
+        return self.tallies.get(org_id) == 0
 
     def get(self, org_id: str, name: str) -> PolicySetHead:
         if (org_id, name) not in self.heads:
@@ -840,6 +847,11 @@ class InMemoryPolicySets:
         number = count if version_exists else count + 1
         if not version_exists:
             self.versions[(org_id, name, digest)] = (artifact_id, number)
+        if previous is None:
+            counted = self.tallies.get(org_id)
+            if counted is None:
+                counted = sum(1 for o, _ in self.heads if o == org_id)
+            self.tallies[org_id] = counted + 1
         self.heads[(org_id, name)] = PolicySetHead(
             org_id=org_id,
             name=name,
@@ -1252,6 +1264,7 @@ def no_read_ahead(
     workspace_id: str | None = None,
     control_scopes: Sequence[str] = (),
     artifact_ids: Sequence[str] = (),
+    policy_tally_of: str | None = None,
 ) -> AbstractContextManager[None]:
     """A ``ReadsAhead`` with nothing to read ahead: each read goes to the fakes when asked."""
     return nullcontext()

@@ -22,7 +22,8 @@ from runplane.domain.policy import load_policy_set_dir
 from runplane.domain.run import RunStatus
 from runplane.services.policy import Policies
 from runplane.services.workspaces import create_workspace
-from runplane.store import run_parts
+from runplane.store import policy_sets, run_parts
+from runplane.store.models import PolicySetTallyItem, policy_set_tally_key
 from runplane.store.prefetch import IdentityMap
 from tests.integration.arena import Arena, plan_complete, planning, show_json
 from tests.integration.conftest import Stack
@@ -60,7 +61,12 @@ def evaluated(arena: Arena, document: dict[str, Any] | None, name: str, plan: by
     if document is not None:
         attach_to(arena, document, ws.id)
     _, run_id = plan_complete(arena, name, plan, workspace_id=ws.id)
-    arena.orchestration.evaluate_policy(run_id)
+    # As the workflow runs it: the run, its parts, its workspace, the plan JSON's record
+    # and the organization's policy-set tally read ahead together
+    plan_json = run_parts.require(run_id, "plan").body["plan_json_artifact_id"]
+    arena.orchestration.evaluate_policy(
+        run_id, arena.scope_of(run_id), plan_json_artifact_id=plan_json
+    )
     return run_id
 
 
@@ -281,6 +287,42 @@ def test_a_hard_mandatory_failure_fails_the_run_with_digest_bound_evidence(arena
     assert check.body["result_digest"].startswith("sha256:")
 
 
+def test_a_set_created_in_an_organization_that_had_none_judges_its_next_run(
+    arena: Arena,
+) -> None:
+    # Given an organization that has no policy set (its tally, read ahead, counts none)
+    assert policy_sets.tally(arena.org.id) == 0
+    none = evaluated(arena, None, "before-any", show_json(("gone", ["delete"])))
+    assert arena.runs.get(arena.admin, none).status is S.POLICY_PASSED
+    # When it publishes a hard-mandatory set and attaches it
+    document = load_policy_set_dir(EXAMPLES / "deny-delete").to_document()
+    run_id = evaluated(arena, document, "after-one", show_json(("gone", ["delete"])))
+    # Then the next run's policy step read it, and it failed the run
+    assert policy_sets.tally(arena.org.id) == 1
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED
+    assert [s["name"] for s in run_parts.require(run_id, "policy").body["policy_sets"]] == [
+        "deny-delete"
+    ]
+
+
+def test_an_organization_older_than_tallies_still_has_its_sets_evaluated(arena: Arena) -> None:
+    # Given a hard-mandatory set attached to a workspace, in an organization whose tally
+    # does not exist (created before tallies)
+    ws = arena.stack.tenancy.create_workspace(arena.org.id, "legacy-ws")
+    attach_to(arena, load_policy_set_dir(EXAMPLES / "deny-delete").to_document(), ws.id)
+    PolicySetTallyItem(*policy_set_tally_key(arena.org.id)).delete()
+    # When a run of it deletes a resource and reaches its policy step (the missing tally
+    # read ahead with the run)
+    _, run_id = plan_complete(arena, "legacy", show_json(("gone", ["delete"])), workspace_id=ws.id)
+    arena.orchestration.evaluate_policy(run_id, arena.scope_of(run_id))
+    # Then the set judged it, and failed it
+    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_FAILED
+    assert run_parts.require(run_id, "policy").body["outcome"] == "hard_failed"
+    # And the organization's next set counts both into a new tally
+    arena.policies.publish(arena.admin, one_policy("second", "advisory", "deny := []"))
+    assert policy_sets.tally(arena.org.id) == 2
+
+
 def test_an_advisory_failure_only_warns(arena: Arena) -> None:
     run_id = evaluated(
         arena,
@@ -395,7 +437,7 @@ def test_a_set_attached_to_a_bound_workspace_judges_its_pull_request_previews(
     _, run_id = plan_complete(
         arena, "preview", show_json(("a", ["create"])), workspace_id=preview.id
     )
-    arena.orchestration.evaluate_policy(run_id)
+    arena.orchestration.evaluate_policy(run_id, arena.scope_of(run_id))
 
     # Then the bound workspace's set judged it, and failed it
     check = run_parts.require(run_id, "policy")

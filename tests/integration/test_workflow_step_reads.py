@@ -28,7 +28,7 @@ def reads(operations: list[str]) -> list[str]:
 def test_the_policy_step_reads_its_run_and_parts_together(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a run whose plan was reported, with no policy set attached
+    # Given a run whose plan was reported, in an organization with no policy set
     _, run_id = plan_complete(arena, "policy-step-reads")
     plan_json = run_parts.require(run_id, "plan").body["plan_json_artifact_id"]
     requests = DynamoDBRequests(monkeypatch)
@@ -44,9 +44,9 @@ def test_the_policy_step_reads_its_run_and_parts_together(
     assert outcome == {"next": "approval"}
     assert arena.stack.lifecycle.runs.get(run_id).status.value == "policy_passed"
     assert run_parts.require(run_id, "policy").state == "passed"
-    # And it read the run with its parts, its workspace and the plan JSON's record in
-    # one request, then the attached policy sets: nothing twice
-    assert reads(sent) == ["BatchGetItem", "Query"]
+    # And it read the run with its parts, its workspace, the plan JSON's record and the
+    # organization's policy-set tally in one request: counting none, no sets' query
+    assert reads(sent) == ["BatchGetItem"]
     # And wrote twice: the move to evaluating with the bind, then the results with the
     # move on (a cancel between them refuses the second)
     assert sent.count("TransactWriteItems") == 2

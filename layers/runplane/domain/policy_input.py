@@ -272,6 +272,9 @@ class PolicyInputs:
         # The workspaces whose attached sets judge the run, when the caller knows more
         # than its own: a pull request's preview's bound workspace (never in a document).
         self.governing = governing
+        # Whether the run's organization had no policy set when the request read the
+        # run (its tally, read ahead with it): the evaluation then reads no set.
+        self.no_policy_sets = False
         self._documents: dict[str, dict[str, Any]] = {}
         self._digests: dict[str, str] = {}
         self._canonical: dict[str, bytes] = {}

@@ -340,7 +340,11 @@ class Policies:
         secrets = sensitive_values(
             self._artifacts.read, run.organization_id, input_part.body if input_part else {}
         )
-        return PolicyInputs(without_secrets(json.loads(plan_json), secrets), meta, governing)
+        inputs = PolicyInputs(without_secrets(json.loads(plan_json), secrets), meta, governing)
+        # Asked here, among the run's first reads: the organization's tally is served
+        # only where it was read ahead with the run, before the step's first write.
+        inputs.no_policy_sets = self._sets.counted_none(run.organization_id)
+        return inputs
 
     def run_origin(self, run: Run, snapshot: RunPart | None = None) -> RunOrigin:
         """The run's message, whether a drift schedule created it, and the commit it came
@@ -400,8 +404,9 @@ class Policies:
     def evaluate(
         self, run: Run, policy_input: PolicyInputs | dict[str, Any], digest: str | None = None
     ) -> Evaluation:
-        """Evaluate every policy set attached to the run's workspace, as published now,
-        each against the document of its input shape. ``digest`` is the ``runplane``
+        """Evaluate every policy set attached to the run's workspace, as published now
+        (or, for an organization that had none, when the step read its run), each against
+        the document of its input shape. ``digest`` is the ``runplane``
         document's digest if the caller has it already; a plain document stands for the
         ``runplane`` shape (the others are derived from the run's plan)."""
         if isinstance(policy_input, PolicyInputs):
@@ -409,10 +414,12 @@ class Policies:
         else:
             inputs = self.policy_inputs(run)
             inputs.preset("runplane", policy_input)
-        # A pull request's preview is governed by its bound workspace's sets too.
+        # A pull request's preview is governed by its bound workspace's sets too (of the
+        # same organization, which had none when the step read its run: no query).
+        published = [] if inputs.no_policy_sets else self._sets.all_of(run.organization_id)
         heads = [
             h
-            for h in self._sets.all_of(run.organization_id)
+            for h in published
             if any(h.applies_to(w) for w in inputs.governing or (run.workspace_id,))
         ]
         evaluator = self._evaluator()

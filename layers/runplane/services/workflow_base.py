@@ -71,9 +71,10 @@ def _unended(run: Run) -> Run:
 
 class ReadsAhead(Protocol):
     """Reads the run, its parts ``names``, the workspace, the launch controls of
-    ``control_scopes`` and the records of ``artifact_ids`` in one consistent request, and
-    serves each (found or absent) to the block's first read of it: once each, and none
-    after a write (the request's identity map, ``store.run_batch.reading_ahead``)."""
+    ``control_scopes``, the records of ``artifact_ids`` and the policy-set tally of the
+    organization ``policy_tally_of`` in one consistent request, and serves each (found
+    or absent) to the block's first read of it: once each, and none after a write (the
+    request's identity map, ``store.run_batch.reading_ahead``)."""
 
     def __call__(
         self,
@@ -83,6 +84,7 @@ class ReadsAhead(Protocol):
         workspace_id: str | None = None,
         control_scopes: Sequence[str] = (),
         artifact_ids: Sequence[str] = (),
+        policy_tally_of: str | None = None,
     ) -> AbstractContextManager[None]: ...
 
 

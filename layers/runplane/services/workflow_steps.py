@@ -120,6 +120,7 @@ class WorkflowSteps(WorkflowService):
                 names,
                 workspace_id=scope.workspace_id,
                 artifact_ids=[plan_json_artifact_id] if plan_json_artifact_id else (),
+                policy_tally_of=scope.organization_id,
             )
         with ahead:
             run, parts = self._active_with(run_id, names)

@@ -615,6 +615,19 @@ class PolicySetVersionItem(TableItem):
     published_by = UnicodeAttribute()
 
 
+def policy_set_tally_key(org_id: str) -> tuple[str, str]:
+    """How many policy sets an organization has (its sort key is outside ``SET#``)."""
+    return f"POLICY#{org_id}", "TALLY"
+
+
+class PolicySetTallyItem(TableItem):
+    """Changed in the transaction of every head's creation; an organization created
+    before it existed has none until its next set's creation counts them."""
+
+    org_id = UnicodeAttribute()
+    sets = NumberAttribute()
+
+
 LOG_CHUNK_PREFIX = "LOGCHUNK#"
 
 

@@ -3,6 +3,13 @@
 The head names the current version and where the set is attached; it moves by
 one conditional write naming the head version it replaces. Reads are strongly
 consistent queries of the organization's partition (no index involved).
+
+The organization's tally counts its heads, in the same transaction as each head's
+creation (sets are never deleted), so a request that read it ahead and found it
+counting none skips the query. An organization created before the tally existed has
+none, which is never read as none: its sets are queried, and its next set's creation
+counts its heads into a new tally (conditioned on there being none yet; a creation
+that loses to another's increments it instead).
 """
 
 from __future__ import annotations
@@ -14,11 +21,25 @@ from runplane.domain.errors import ConcurrentChange, NotFound
 from runplane.domain.published_policy_sets import PolicySetHead
 from runplane.store.models import (
     PolicySetItem,
+    PolicySetTallyItem,
     PolicySetVersionItem,
     policy_set_key,
+    policy_set_tally_key,
     policy_set_version_key,
 )
+from runplane.store.prefetch import IdentityMap
 from runplane.store.transaction import Transaction
+
+SET_PREFIX = "SET#"
+
+
+class TallyMissing(ConcurrentChange):
+    """A creation's increment found no tally (an organization older than tallies):
+    count the heads and create it."""
+
+
+class TallyPresent(ConcurrentChange):
+    """A creation's new tally found one created meanwhile: increment it."""
 
 
 def _head(item: PolicySetItem) -> PolicySetHead:
@@ -70,10 +91,72 @@ def find(org_id: str, name: str) -> PolicySetHead | None:
         return None
 
 
-def all_of(org_id: str) -> list[PolicySetHead]:
+def all_of(org_id: str, *, reads: IdentityMap) -> list[PolicySetHead]:
+    """The organization's sets by name; none, without a query, when ``counted_none``."""
+    if counted_none(org_id, reads=reads):
+        return []
     pk, _ = policy_set_key(org_id, "")
-    items = PolicySetItem.query(pk, PolicySetItem.sk.startswith("SET#"), consistent_read=True)
+    items = PolicySetItem.query(pk, PolicySetItem.sk.startswith(SET_PREFIX), consistent_read=True)
     return sorted((_head(item) for item in items), key=lambda head: head.name)
+
+
+def counted_none(org_id: str, *, reads: IdentityMap) -> bool:
+    """Whether the request read the organization's tally ahead (``reads``, once) and it
+    counts no set. Never reads anything itself; a tally not read ahead, absent or
+    unreadable is not none."""
+    known, raw = reads.take_known(policy_set_tally_key(org_id))
+    if not known or raw is None:
+        return False
+    sets = PolicySetTallyItem.from_raw_data(raw).sets
+    return sets is not None and int(sets) == 0
+
+
+def tally(org_id: str) -> int | None:
+    """How many sets the organization's tally counts; None if it has none."""
+    try:
+        item = PolicySetTallyItem.get(*policy_set_tally_key(org_id), consistent_read=True)
+    except PolicySetTallyItem.DoesNotExist:
+        return None
+    return int(item.sets)
+
+
+def count_heads(org_id: str) -> int:
+    """The organization's heads, counted by a strongly consistent query."""
+    pk, _ = policy_set_key(org_id, "")
+    return int(
+        PolicySetItem.count(pk, PolicySetItem.sk.startswith(SET_PREFIX), consistent_read=True)
+    )
+
+
+def new_organization(org_id: str) -> Transaction:
+    """The tally of an organization being created, counting none (in its creation's
+    transaction)."""
+    return Transaction().put_new(
+        PolicySetTallyItem(*policy_set_tally_key(org_id), org_id=org_id, sets=0),
+        on_refused=lambda current: ConcurrentChange(
+            f"organization {org_id} has policy sets already; nothing was written"
+        ),
+    )
+
+
+def _one_more(org_id: str, counted: int | None) -> Transaction:
+    """The tally with one set more: the existing tally incremented (``counted`` None), or
+    a new one counting the ``counted`` heads found and the one being created."""
+    if counted is None:
+        return Transaction().update(
+            PolicySetTallyItem(*policy_set_tally_key(org_id)),
+            [PolicySetTallyItem.sets.add(1)],
+            condition=PolicySetTallyItem.pk.exists() & (PolicySetTallyItem.sets >= 0),
+            on_refused=lambda current: TallyMissing(
+                f"organization {org_id} has no policy set tally"
+            ),
+        )
+    return Transaction().put_new(
+        PolicySetTallyItem(*policy_set_tally_key(org_id), org_id=org_id, sets=counted + 1),
+        on_refused=lambda current: TallyPresent(
+            f"organization {org_id}'s policy set tally was created meanwhile"
+        ),
+    )
 
 
 def version(org_id: str, name: str, digest: str) -> PolicySetVersionItem | None:
@@ -96,9 +179,13 @@ def publish(
     by: str,
     now: datetime,
     version_exists: bool = False,
+    counted: int | None = None,
 ) -> Transaction:
     """The new version (refused if that digest exists) and the head moved to it; for
-    content published before, only the head moves back to it."""
+    content published before, only the head moves back to it. A new head (``previous``
+    None) counts in the organization's tally: incremented, or, for an organization with
+    none, created from the ``counted`` heads (``TallyMissing`` and ``TallyPresent`` say
+    which the commit needs instead, after the head's own refusal)."""
     count = previous.versions if previous else 0
     number = count if version_exists else count + 1
     stale = ConcurrentChange(f"policy set {name} was published meanwhile; publish again")
@@ -134,7 +221,8 @@ def publish(
             published_by=by,
         )
         writes.put_new(version_item, on_refused=lambda current: stale)
-    return writes.put(head, condition=condition, on_refused=lambda current: stale)
+    writes.put(head, condition=condition, on_refused=lambda current: stale)
+    return writes if previous else writes.extend([_one_more(org_id, counted)])
 
 
 def attach(

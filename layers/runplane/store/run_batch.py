@@ -19,6 +19,7 @@ from runplane.store.models import (
     cloud_settings_key,
     configuration_version_key,
     launch_controls_key,
+    policy_set_tally_key,
     run_key,
     run_part_key,
     sandbox_count_key,
@@ -76,12 +77,14 @@ def reading_ahead(
     workspace_id: str | None = None,
     control_scopes: Sequence[str] = (),
     artifact_ids: Sequence[str] = (),
+    policy_tally_of: str | None = None,
     scope: RequestScope = REQUEST,
 ) -> Iterator[None]:
     """Read the run, its parts ``names``, the workspace, the launch controls of
-    ``control_scopes`` and the records of ``artifact_ids`` in one consistent request,
-    and serve each (found or absent) to the block's first read of it (in the identity
-    map of ``scope``'s request: once each, and none after a write).
+    ``control_scopes``, the records of ``artifact_ids`` and the policy-set tally of the
+    organization ``policy_tally_of`` in one consistent request, and serve each (found or
+    absent) to the block's first read of it (in the identity map of ``scope``'s request:
+    once each, and none after a write).
 
     A key the block never reads costs nothing more; one it reads under another ID (a
     workspace that is not the run's) is read as it would have been."""
@@ -90,6 +93,8 @@ def reading_ahead(
         keys.append(workspace_key(workspace_id))
     keys += [launch_controls_key(control) for control in control_scopes]
     keys += [artifact_key(artifact_id) for artifact_id in artifact_ids]
+    if policy_tally_of is not None:
+        keys.append(policy_set_tally_key(policy_tally_of))
     with _ahead(keys, scope):
         yield
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from runplane.domain.audit import AuditRecord
 from runplane.domain.entities import AuditEvent, Organization, Workspace
 from runplane.domain.second_approval import SecondApprovalRule
+from runplane.store import policy_sets
 from runplane.store import workspaces as store
 from runplane.store.request_reads import REQUEST, RequestScope
 from runplane.store.security_records import security_record
@@ -19,7 +20,9 @@ class DynamoWorkspaceDirectory:
         self._scope = scope
 
     def create_organization(self, org: Organization) -> None:
-        store.create_organization(org).commit()
+        # Its policy sets' tally counts none from the start: its runs' policy steps
+        # skip the sets' query until it has one.
+        store.create_organization(org).extend([policy_sets.new_organization(org.id)]).commit()
 
     def get_organization(self, org_id: str) -> Organization:
         return store.get_organization(org_id)

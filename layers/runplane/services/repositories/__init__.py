@@ -329,6 +329,10 @@ class PolicySetStore(Protocol):
     - ``get`` raises ``NotFound``; ``find`` returns None. Both read the organization's
       own sets only: another organization's set of the same name is absent.
     - ``all_of`` is in name order.
+    - ``counted_none`` is True only when the request read the organization's tally ahead
+      and it counts no set (a new set's creation counts in the same write); it reads
+      nothing itself, and an organization with no tally (created before tallies) is
+      never counted none. ``all_of`` answers none without a query then.
     - ``version_artifact_id`` is the artifact of content published before under this
       name and digest, or None.
     - ``publish`` writes the version (numbered ``previous.versions + 1``) and moves the
@@ -349,6 +353,8 @@ class PolicySetStore(Protocol):
     def find(self, org_id: str, name: str) -> PolicySetHead | None: ...
 
     def all_of(self, org_id: str) -> list[PolicySetHead]: ...
+
+    def counted_none(self, org_id: str) -> bool: ...
 
     def version_artifact_id(self, org_id: str, name: str, digest: str) -> str | None: ...
 
