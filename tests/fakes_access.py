@@ -123,10 +123,12 @@ class InMemoryRunnerSessions:
     def capability_read(
         self, handle_hash: str, run_id: str, part: str, also: Sequence[Read] = ()
     ) -> CapabilityRead:
+        ahead = self._ahead([Read.run_part(run_id, part), *also])
         return CapabilityRead(
             self.capabilities.get(handle_hash),
             self.parts.get((run_id, part)),
-            self._ahead([Read.run_part(run_id, part), *also]),
+            ahead,
+            *self._run_and_versions(ahead, run_id),
         )
 
     def session(self, secret_hash: str) -> RunnerSession | None:
@@ -140,6 +142,13 @@ class InMemoryRunnerSessions:
             self.sessions.get(secret_hash),
             self.parts.get((run_id, part)),
             ahead,
+            *self._run_and_versions(ahead, run_id),
+        )
+
+    def _run_and_versions(
+        self, ahead: ReadAhead, run_id: str
+    ) -> tuple[Run | None, tuple[StateVersion, ...]]:
+        return (
             self.runs.get(run_id) if Read.run(run_id) in ahead.found else None,
             tuple(
                 self.versions[read.id]

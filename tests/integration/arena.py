@@ -102,6 +102,7 @@ class Arena:
             phase=phase,
             sandbox_id=attempt["sandbox_id"],
             inputs=request.inputs,
+            state_version=request.state_version,
         )
 
     def apply_start_request(self, run_id: str) -> tuple[str, Binding, dict[str, str]]:

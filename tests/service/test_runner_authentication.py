@@ -5,6 +5,7 @@ and is served to the call is on moto: tests/integration/test_prefetched_reads.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from runplane.domain.capabilities import (
     CapabilityKind,
     CapabilityRecord,
     Phase,
+    RunnerSession,
     handle_hash,
 )
 from runplane.domain.entities import Run
@@ -23,11 +25,12 @@ from runplane.domain.identity import Permission, PrincipalKind, Unauthenticated
 from runplane.domain.parts import AttemptBody, AttemptState, RunPart
 from runplane.domain.read_ahead import Read
 from runplane.domain.run import RunKind, RunStatus
+from runplane.domain.session_tokens import SessionHints
 from runplane.domain.state import FINALIZED, StateVersion
-from runplane.services.capabilities import RunnerSessions, SessionGrant
+from runplane.services.capabilities import RunnerSessions, SessionGrant, session_secret
 from runplane.services.identity import Identity
 from tests.fakes import FakeClock, InMemoryRuns, SeededIds
-from tests.fakes_access import InMemoryApiTokens, InMemoryRunnerSessions
+from tests.fakes_access import InMemoryApiTokens, InMemoryRunnerSessions, Redemption
 
 BINDING = Binding("run-1", "att-1", Phase.APPLY, "sbx-1")
 PART = "attempt#apply"
@@ -198,3 +201,119 @@ def test_a_handle_whose_session_was_claimed_otherwise_is_consumed(tier: Tier) ->
 
     # Then nothing was written
     assert tier.store.redemptions == {}
+
+
+# -- what a session's token names -----------------------------------------------------------
+
+NAMED = SessionHints(
+    "run-1",
+    "att-1",
+    Phase.APPLY,
+    workspace_id="ws-1",
+    pinned_sv_id="sv-1",
+    state_artifact_id="art-9",
+)
+
+
+def _pinned_state(tier: Tier) -> None:
+    tier.runs.runs["run-1"] = _run()
+    tier.store.runs["run-1"] = _run()
+    tier.store.versions["sv-1"] = _version()
+
+
+def _elsewhere(tier: Tier) -> Identity:
+    """Another process's authentication over the same store: it never saw a session."""
+    sessions = RunnerSessions(tier.clock, tier.ids, tier.store)
+    return Identity(tier.clock, tier.ids, tier.tokens, lambda: sessions, lambda: tier.runs)
+
+
+def test_a_session_s_first_call_anywhere_reads_what_its_token_names(tier: Tier) -> None:
+    # Given a session whose token names its run's workspace, pinned version and its artifact
+    tier.open_attempt()
+    grant = tier.sessions.start(tier.bootstrap(), BINDING, hints=NAMED)
+    _pinned_state(tier)
+
+    # When its first call is authenticated in a process that never saw it
+    principal, ahead = _elsewhere(tier).authenticate_request(f"Bearer {grant.token}")
+
+    # Then that one read brought its run, attempt and apply record, and its workspace,
+    # pinned version and that version's artifact
+    assert (principal.run_id, principal.workspace_id) == ("run-1", "ws-1")
+    assert ahead.reads() == {
+        Read.run("run-1"),
+        Read.run_part("run-1", PART),
+        Read.run_part("run-1", "apply"),
+        Read.workspace("ws-1"),
+        Read.state_version("sv-1"),
+        Read.artifact("art-9"),
+    }
+
+
+@pytest.mark.parametrize(
+    "altered",
+    [
+        lambda token: token.replace(".ws-1.", ".ws-2."),
+        lambda token: token.replace(".art-9.", ".art-8."),
+        lambda token: token.replace(".apply.", ".plan."),
+        lambda token: token.replace("rps_2.run-1.", "rps_2.run-2."),
+    ],
+)
+def test_a_token_whose_names_were_altered_is_an_unknown_session(
+    tier: Tier, altered: Callable[[str], str]
+) -> None:
+    # Given a session's token, its names altered (another workspace, artifact, phase or run)
+    tier.open_attempt()
+    grant = tier.sessions.start(tier.bootstrap(), BINDING, hints=NAMED)
+    _pinned_state(tier)
+    forged = altered(grant.token)
+    assert forged != grant.token
+
+    # When it authenticates, here or in a process that never saw the session
+    # Then it is refused: no session is stored under it
+    for identity in (tier.identity, _elsewhere(tier)):
+        with pytest.raises(Unauthenticated):
+            identity.authenticate_request(f"Bearer {forged}")
+    # And the true token still authenticates
+    assert tier.identity.authenticate(f"Bearer {grant.token}").run_id == "run-1"
+
+
+def test_a_token_of_the_first_form_still_authenticates_reading_as_before(tier: Tier) -> None:
+    # Given a session issued before tokens named their reads (stored under its secret)
+    tier.open_attempt()
+    plain = session_secret("rpc_old", "jti-0")
+    tier.store.sessions[handle_hash(plain)] = RunnerSession(
+        "ses-0", "org-acme", "jti-0", BINDING, (), tier.clock.now() + timedelta(hours=1)
+    )
+    _pinned_state(tier)
+    bearer = f"Bearer {plain}"
+
+    # When it calls three times in a process that never saw it
+    identity = _elsewhere(tier)
+    first, second, third = (identity.authenticate_request(bearer) for _ in range(3))
+
+    # Then all are its session's calls, read as before: the first on its own, nothing
+    # ahead; the next with its run, attempt and workspace; then its pinned version too
+    assert first[0].run_id == second[0].run_id == third[0].run_id == "run-1"
+    assert not first[1]
+    assert Read.workspace("ws-1") in second[1].reads()
+    assert Read.state_version("sv-1") not in second[1].reads()
+    assert Read.state_version("sv-1") in third[1].reads()
+
+
+def test_a_replay_recovers_a_session_whose_token_was_of_the_first_form(tier: Tier) -> None:
+    # Given a bootstrap handle redeemed, before tokens named their reads, for a session
+    # of the first form
+    tier.open_attempt()
+    handle = tier.bootstrap()
+    tier.store.redemptions[handle_hash(handle)] = Redemption("jti-1")
+    plain = session_secret(handle, "jti-1")
+    session = RunnerSession(
+        "ses-0", "org-acme", "jti-1", BINDING, (), tier.clock.now() + timedelta(hours=1)
+    )
+    tier.store.sessions[handle_hash(plain)] = session
+
+    # When its sandbox replays the start
+    replay = tier.sessions.start(handle, BINDING, hints=NAMED)
+
+    # Then it gets that session and its token back
+    assert (replay.session, replay.token) == (session, plain)

@@ -239,6 +239,8 @@ def test_a_plan_phase_starts_once_and_a_retry_replays_it(start: Start) -> None:
     [launched] = start.tier.launcher.launched
     assert started == {"attempt_id": launched.attempt_id, "replayed": False}
     assert launched.inputs == ("art-config-run-1",)
+    # And told the version it pinned, for its session's token to name
+    assert launched.state_version == "sv-ws-org-acme"
     # And its attempt started in that sandbox, holding a slot in each scope, waiting
     # with the step's token
     attempt = start.part(run.id, "attempt#plan")

@@ -31,6 +31,9 @@ class SessionStart(BaseModel):
     # The artifacts the phase reads, as its launch named them: only what is read with the
     # bootstrap (what is granted is what the bootstrap names).
     inputs: list[Annotated[str, Field(max_length=64)]] = Field(default=[], max_length=3)
+    # The state version its run pinned, as its launch named it: only read with the
+    # bootstrap (the session's token names what the run says it pinned).
+    state_version: str | None = Field(default=None, max_length=64)
 
 
 class UploadStart(BaseModel):
@@ -210,6 +213,7 @@ def runner_session(body: SessionStart) -> Reply:
         phase=body.phase,
         sandbox_id=body.sandbox_id,
         inputs=body.inputs,
+        state_version=body.state_version,
     )
     return json_reply(201, SessionStarted.model_validate(started))
 

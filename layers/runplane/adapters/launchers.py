@@ -47,6 +47,9 @@ class LaunchRequest:
     # The artifacts the phase reads (IDs, not secrets): its session start reads their
     # records with the bootstrap.
     inputs: tuple[str, ...] = ()
+    # The state version the run pinned (an ID, not a secret): its session start reads it
+    # with the bootstrap, for the session's token to name its artifact.
+    state_version: str | None = None
 
 
 class Launcher(Protocol):
@@ -75,6 +78,8 @@ def runner_environment(request: LaunchRequest) -> dict[str, str]:
         env["RUNPLANE_CREDENTIALS"] = request.credentials
     if request.inputs:
         env["RUNPLANE_INPUTS"] = ",".join(request.inputs)
+    if request.state_version:
+        env["RUNPLANE_STATE_VERSION"] = request.state_version
     return env
 
 

@@ -29,8 +29,12 @@ class SessionRead:
 @dataclass(frozen=True)
 class CapabilityRead:
     """A capability, the attempt it is redeemed for and what its redemption reads next,
-    as one consistent read found them."""
+    as one consistent read found them: ``ahead`` for the redemption to be served, and,
+    among them, the run (when asked for and found) and the state versions found, for
+    what the redemption names from them."""
 
     capability: CapabilityRecord | None
     attempt: RunPart | None
     ahead: ReadAhead = NOTHING_READ
+    run: Run | None = None
+    versions: tuple[StateVersion, ...] = ()

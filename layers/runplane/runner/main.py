@@ -309,6 +309,12 @@ class Runner:
                 "sandbox_id": self.sandbox_id,
                 # Read with the bootstrap: one request for the session and its manifest.
                 "inputs": [i for i in self.env.get("RUNPLANE_INPUTS", "").split(",") if i],
+                # Read with it too: the session's token then names its state's artifact.
+                **(
+                    {"state_version": self.env["RUNPLANE_STATE_VERSION"]}
+                    if self.env.get("RUNPLANE_STATE_VERSION")
+                    else {}
+                ),
             },
         )
         self.api.token = started["token"]

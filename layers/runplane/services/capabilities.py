@@ -46,6 +46,13 @@ from runplane.domain.errors import (
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.read_ahead import Read
 from runplane.domain.runner_reads import SessionRead
+from runplane.domain.session_tokens import (
+    HINTED,
+    MalformedToken,
+    SessionHints,
+    hinted_token,
+    hints_of,
+)
 from runplane.services.attempts import attempt_part, open_or_none
 from runplane.services.unit_of_work import UnitOfWork, UnitsOfWork
 
@@ -71,7 +78,22 @@ def session_secret(handle: str, jti: str) -> str:
     a replay with the same handle recovers the same session, and only the
     hash of either secret is ever persisted."""
     mac = hmac.new(handle.encode("ascii"), f"runplane/session/v1/{jti}".encode(), hashlib.sha256)
-    return SESSION_PREFIX + base64.urlsafe_b64encode(mac.digest()).decode("ascii").rstrip("=")
+    return SESSION_PREFIX + _text(mac.digest())
+
+
+def session_token(handle: str, jti: str, hints: SessionHints) -> str:
+    """The session token a bootstrap handle yields, naming ``hints`` (what its calls
+    read) ahead of its secret part, derived as ``session_secret`` is (over the names
+    too). Names a token cannot carry give the first form, ``session_secret``."""
+    if not hints.sayable():
+        return session_secret(handle, jti)
+    context = f"runplane/session/v2/{jti}/{hints.text()}".encode()
+    mac = hmac.new(handle.encode("ascii"), context, hashlib.sha256)
+    return hinted_token(hints, _text(mac.digest()))
+
+
+def _text(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
 @contextmanager
@@ -314,27 +336,45 @@ class RunnerSessions:
         self._bindings_lock = threading.Lock()
 
     def start(
-        self, handle: str, binding: Binding, record: CapabilityRecord | None = None
+        self,
+        handle: str,
+        binding: Binding,
+        record: CapabilityRecord | None = None,
+        hints: SessionHints | None = None,
     ) -> SessionGrant:
         """Redeem a bootstrap handle for a session; an exact replay returns the same one.
-        ``record`` is the handle's record if the caller has read it already."""
+        ``record`` is the handle's record if the caller has read it already; ``hints``
+        what the session's token names for its calls to read (the binding's run,
+        attempt and phase, and whatever facts the caller read: ``SessionHints``)."""
+        hints = hints or SessionHints.of(binding)
+        if not hints.names(binding):
+            raise ValueError("a session's token names its own binding")
         with _audited("bootstrap redemption", binding):
-            return self._start(handle, binding, record)
+            return self._start(handle, binding, record, hints)
 
     def _start(
-        self, handle: str, binding: Binding, record: CapabilityRecord | None
+        self,
+        handle: str,
+        binding: Binding,
+        record: CapabilityRecord | None,
+        hints: SessionHints,
     ) -> SessionGrant:
         for _ in range(3):
             try:
-                return self._create(handle, binding, self._clock.now(), record)
+                return self._create(handle, binding, self._clock.now(), record, hints)
             except AlreadyRedeemed as redeemed:
-                return self._replay(handle, redeemed.jti)
+                return self._replay(handle, redeemed.jti, hints)
             except ConcurrentChange:
                 continue
         raise TooMuchContention("the bootstrap handle is being redeemed concurrently")
 
     def _create(
-        self, handle: str, binding: Binding, now: datetime, record: CapabilityRecord | None
+        self,
+        handle: str,
+        binding: Binding,
+        now: datetime,
+        record: CapabilityRecord | None,
+        hints: SessionHints,
     ) -> SessionGrant:
         # The record only supplies the session's contents (none of which changes);
         # whether the handle may be redeemed is decided by the conditional write below,
@@ -342,7 +382,7 @@ class RunnerSessions:
         record = record or self._store.capability(handle_hash(handle))
         if record is None or record.kind is not CapabilityKind.BOOTSTRAP:
             raise UnknownCapability()
-        secret = session_secret(handle, record.jti)
+        secret = session_token(handle, record.jti, hints)
         session = RunnerSession(
             id=self._ids.new(IdKind.SESSION),
             organization_id=record.organization_id,
@@ -354,35 +394,52 @@ class RunnerSessions:
         self._store.open_session(
             handle_hash(handle), handle_hash(secret), session, attempt_part(binding.phase), now
         )
-        # The sandbox's next call (in this process) can read its attempt with it.
-        self._remember(handle_hash(secret), binding)
+        if not secret.startswith(SESSION_PREFIX + HINTED):
+            # A token naming nothing: the sandbox's next call (in this process) can
+            # read its attempt with it.
+            self._remember(handle_hash(secret), binding)
         return SessionGrant(session, secret)
 
-    def _replay(self, handle: str, jti: str) -> SessionGrant:
-        secret = session_secret(handle, jti)
-        session = self._store.session(handle_hash(secret))
-        if session is None:
+    def _replay(self, handle: str, jti: str, hints: SessionHints) -> SessionGrant:
+        # The token the same start derives; else the first form's, of a session
+        # created before tokens named their reads.
+        for secret in dict.fromkeys(
+            [session_token(handle, jti, hints), session_secret(handle, jti)]
+        ):
+            session = self._store.session(handle_hash(secret))
+            if session is not None:
+                break
+        else:
             raise CapabilityConsumed(jti, "it was redeemed without creating a session")
         if session.revoked:
             raise SessionRefused("it was revoked")
         return SessionGrant(session, secret)
 
     def authenticate_open(
-        self, token: str, also: Callable[[Binding], Sequence[Read]] = lambda binding: ()
+        self, token: str, also: Callable[[SessionHints], Sequence[Read]] = lambda hints: ()
     ) -> SessionRead:
         """``authenticate``, and refused too once the session's attempt has closed.
 
-        Both are read in one consistent request once this process has seen the
-        token: a session's binding never changes, so it tells which attempt to
-        read along with the session, and which items of its run ``also`` names
-        for the call to read next (in the read's ``ahead``, for that call).
-        Revocation stays immediate: nothing here is remembered but the binding."""
+        Both are read in one consistent request, with the items of its run ``also``
+        names for the call to read next (in the read's ``ahead``, for that call), from
+        what the token names (``SessionHints``): its binding, which tells which attempt
+        to read, and the facts its calls read. Any process can: the token carries them,
+        and a token whose names were altered is an unknown session (stored under the
+        hash of the whole token). A token of the first form names nothing: it is read
+        so once this process has seen it (its binding remembered), and otherwise read
+        on its own first. Revocation stays immediate: every call reads the session."""
         if not token.startswith(SESSION_PREFIX):
             raise SessionRefused("malformed token")
+        try:
+            hints = hints_of(token)
+        except MalformedToken:
+            raise SessionRefused("malformed token") from None
         secret_hash = handle_hash(token)
-        with self._bindings_lock:
-            binding = self._bindings.get(secret_hash)
-        if binding is None:
+        if hints is None:
+            with self._bindings_lock:
+                binding = self._bindings.get(secret_hash)
+            hints = None if binding is None else SessionHints.of(binding)
+        if hints is None:
             session = self.authenticate(token)
             # Not known yet: read as a read of its own, with nothing ahead.
             read = self._store.session_read(
@@ -392,9 +449,12 @@ class RunnerSessions:
             read = SessionRead(session, read.attempt)
         else:
             read = self._store.session_read(
-                secret_hash, binding.run_id, attempt_part(binding.phase), also(binding)
+                secret_hash, hints.run_id, attempt_part(hints.phase), also(hints)
             )
             session = self._valid(read.session)
+            if not hints.names(session.binding):
+                # Cannot be issued (the token is the session's key): refused all the same.
+                raise SessionRefused("its token names another binding")
         if open_or_none(session.binding, read.attempt) is None:
             raise SessionAttemptEnded()
         return read

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from runplane.adapters.jwt import JwtRejected, JwtVerifier, VerifiedClaims
 from runplane.domain.audit import AuditAction, AuditRecord
-from runplane.domain.capabilities import SESSION_PREFIX, Binding, Phase, handle_hash
+from runplane.domain.capabilities import SESSION_PREFIX, Phase, handle_hash
 from runplane.domain.clock import Clock
 from runplane.domain.errors import (
     InvalidInput,
@@ -44,6 +44,7 @@ from runplane.domain.identity import (
 )
 from runplane.domain.ids import IdGenerator, IdKind
 from runplane.domain.read_ahead import NOTHING_READ, Read, ReadAhead
+from runplane.domain.session_tokens import SessionHints
 from runplane.domain.state import FINALIZED
 
 if TYPE_CHECKING:
@@ -220,9 +221,7 @@ class Identity:
         # calls read next, come in the same request.
         try:
             sessions = self._sessions()
-            read = sessions.authenticate_open(
-                secret, lambda binding: self._call_reads(binding, route)
-            )
+            read = sessions.authenticate_open(secret, lambda hints: self._call_reads(hints, route))
             self._remember_pin(read)
         except SessionAttemptEnded:
             raise Unauthenticated("the runner session's attempt has ended") from None
@@ -249,21 +248,24 @@ class Identity:
             inputs=session.inputs,
         ), read.ahead
 
-    def _call_reads(self, binding: Binding, route: str = "") -> list[Read]:
-        """What a runner's call reads next: its run (an apply's with its apply record)
-        and, once known, its workspace, the state version its run pinned and that
-        version's artifact record; and what an apply's start and result read first."""
+    def _call_reads(self, hints: SessionHints, route: str = "") -> list[Read]:
+        """What a runner's call reads next: its run (an apply's with its apply record),
+        its workspace, the state version its run pinned and that version's artifact
+        record, as its token names them (else as this process learnt them from an
+        earlier call); and what an apply's start and result read first."""
         with self._workspaces_lock:
-            workspace_id = self._workspace_by_run.get(binding.run_id)
-            pinned = self._pin_by_attempt.get(binding.attempt_id)
-            artifact_id = None if pinned is None else self._artifact_by_version.get(pinned)
-        reads = [Read.run(binding.run_id)]
-        if binding.phase is Phase.APPLY:
+            workspace_id = hints.workspace_id or self._workspace_by_run.get(hints.run_id)
+            pinned = hints.pinned_sv_id or self._pin_by_attempt.get(hints.attempt_id)
+            artifact_id = hints.state_artifact_id or (
+                None if pinned is None else self._artifact_by_version.get(pinned)
+            )
+        reads = [Read.run(hints.run_id)]
+        if hints.phase is Phase.APPLY:
             # Its result reads the apply record with its run and attempt.
-            reads.append(Read.run_part(binding.run_id, "apply"))
+            reads.append(Read.run_part(hints.run_id, "apply"))
             if route.endswith(_APPLY_START):
                 # Deciding the start reads the plan it presents and the approval.
-                reads += [Read.run_part(binding.run_id, name) for name in ("plan", "approval")]
+                reads += [Read.run_part(hints.run_id, name) for name in ("plan", "approval")]
             elif route.endswith(_RESULT) and workspace_id is not None:
                 # A success clears the workspace's drift record, if it has one.
                 reads.append(Read.drift(workspace_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,10 @@ from runplane.domain.parts import AttemptBody, required_part
 from runplane.domain.publications import published_by
 from runplane.domain.read_ahead import Read
 from runplane.domain.run_options import RunOptions
+from runplane.domain.runner_reads import CapabilityRead
 from runplane.domain.runner_reports import RunnerReport
+from runplane.domain.session_tokens import SessionHints
+from runplane.domain.state import FINALIZED
 from runplane.domain.tfe_runs import REMOTE_OPERATION
 from runplane.services.artifacts import (
     DownloadGrant,
@@ -96,20 +100,24 @@ class RunnerApi:
         phase: str,
         sandbox_id: str,
         inputs: Sequence[str] = (),
+        state_version: str | None = None,
     ) -> dict[str, Any]:
         """Redeem the bootstrap handle; returns the session secret and the manifest.
         ``inputs``: the artifacts the launch said the phase reads, whose records are read
-        with the handle's (what the session may read is what the handle names)."""
+        with the handle's (what the session may read is what the handle names);
+        ``state_version``: the state version the launch said the run pinned, read with
+        them for the session's token to name its artifact (only if the run pins it)."""
         try:
             binding = Binding(run_id, attempt_id, Phase(phase), sandbox_id)
         except ValueError:
             raise InvalidInput("phase must be plan or apply", "/phase") from None
         # The handle's record, the attempt it is for, and what the manifest reads (the run,
-        # its parts, its inputs' records), in one read.
+        # its parts, its inputs' records) and the session's token names, in one read.
         manifest_reads = [
             Read.run(run_id),
             *(Read.run_part(run_id, name) for name in _manifest_parts(binding.phase)),
             *(Read.artifact(artifact_id) for artifact_id in inputs[:MAX_INPUTS]),
+            *([Read.state_version(state_version)] if state_version else []),
         ]
         read = self._session_store.capability_read(
             handle_hash(bootstrap), run_id, attempt_part(binding.phase), manifest_reads
@@ -117,7 +125,7 @@ class RunnerApi:
         if open_or_none(binding, read.attempt) is None:
             # Refused before the handle is looked at: nothing is redeemed or written.
             raise SessionRefused("its attempt has ended")
-        grant = self._sessions.start(bootstrap, binding, read.capability)
+        grant = self._sessions.start(bootstrap, binding, read.capability, _hints(binding, read))
         # Served although read before the session's write: that write changes none of
         # them (it adds the session, and notes it on the attempt).
         with self._serving.serving(read.ahead):
@@ -252,6 +260,32 @@ class RunnerApi:
         else:
             status = self._orchestration.report_apply(run_id, attempt_id, report, checked)
         return {"status": status}
+
+
+def _hints(binding: Binding, read: CapabilityRead) -> SessionHints:
+    """What the session's token names for its calls to read: its binding, and, as the
+    run read with the handle says, its workspace and the state version it pinned, with
+    that version's artifact if the version read with them is that one, finalized. The
+    sandbox's ``state_version`` only chose what was read: what is named is the run's
+    (and a redemption for another run writes nothing, so names nothing)."""
+    run = read.run
+    if run is None or run.id != binding.run_id:
+        return SessionHints.of(binding)
+    pinned = run.predecessor_sv_id
+    artifact_id = next(
+        (
+            version.artifact_id
+            for version in read.versions
+            if version.id == pinned and version.status == FINALIZED
+        ),
+        None,
+    )
+    return replace(
+        SessionHints.of(binding),
+        workspace_id=run.workspace_id,
+        pinned_sv_id=pinned,
+        state_artifact_id=artifact_id,
+    )
 
 
 def _registered_reply(artifact: Artifact) -> dict[str, Any]:

@@ -88,10 +88,11 @@ class RunnerStart(WorkflowService):
                 run, token, now, binding, attempt_body, clearance, tuple(inputs), credentials
             )
             if stage is Phase.PLAN:
-                bootstrap, attempt_body = self._start_plan(uow, launch)
+                bootstrap, attempt_body, pinned = self._start_plan(uow, launch)
                 apply_start = None
         if stage is Phase.APPLY:
             bootstrap, apply_start, attempt_body = self._start_apply(launch)
+            pinned = run.predecessor_sv_id
         reference = self._launcher.launch(
             LaunchRequest(
                 run_id=run.id,
@@ -104,6 +105,7 @@ class RunnerStart(WorkflowService):
                 credentials=bootstrap.credentials.handle if bootstrap.credentials else None,
                 heartbeat_seconds=_heartbeat_interval(self._timing.runner_heartbeat),
                 inputs=launch.inputs,
+                state_version=pinned,
             )
         )
         recorded_at = self._clock.now()
@@ -152,9 +154,12 @@ class RunnerStart(WorkflowService):
         slots = uow.sandboxes.take_slots(launch.clearance)
         return _Handles(bootstrap, credentials), replace(launch.attempt, slots=tuple(slots))
 
-    def _start_plan(self, uow: UnitOfWork, launch: _Launch) -> tuple[_Handles, AttemptBody]:
+    def _start_plan(
+        self, uow: UnitOfWork, launch: _Launch
+    ) -> tuple[_Handles, AttemptBody, str | None]:
         """Record the plan attempt with its capability and slots, and move the run to
-        ``planning`` pinned to the current state: one commit."""
+        ``planning`` pinned to the current state: one commit. Returns the capability,
+        the attempt's body and the state version pinned."""
         run = launch.run
         pinned = uow.writer.workspace(run.workspace_id).current_state_version_id
         bootstrap, body = self._launching(uow, launch)
@@ -168,7 +173,7 @@ class RunnerStart(WorkflowService):
         )
         uow.runs.move(run, S.PLANNING, actor=WORKFLOW, run_updates={"predecessor_sv_id": pinned})
         uow.commit()
-        return bootstrap, body
+        return bootstrap, body, pinned
 
     def _start_apply(self, launch: _Launch) -> tuple[_Handles, Minted, AttemptBody]:
         """Take the apply lock with the next fence, record the attempt with its apply

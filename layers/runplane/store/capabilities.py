@@ -18,6 +18,7 @@ from runplane.domain.capabilities import (
     Phase,
     RunnerSession,
 )
+from runplane.domain.entities import Run
 from runplane.domain.errors import (
     CapabilityConsumed,
     CapabilityExpired,
@@ -28,8 +29,9 @@ from runplane.domain.errors import (
     SessionRefused,
     UnknownCapability,
 )
-from runplane.domain.read_ahead import Read, ReadKind
+from runplane.domain.read_ahead import Read, ReadAhead, ReadKind
 from runplane.domain.runner_reads import CapabilityRead, SessionRead
+from runplane.domain.state import StateVersion
 from runplane.store import batch, prefetch, run_parts
 from runplane.store.models import (
     CapabilityItem,
@@ -106,15 +108,31 @@ def get_capability_and_part(
 ) -> CapabilityRead:
     """A capability, one part of a run (the attempt it is redeemed for) and ``also`` (for
     the call to read next, found or absent, with the part), in one consistent request
-    (those ``reads`` holds served from it)."""
+    (those ``reads`` holds served from it); with, among those, the run and the state
+    versions found."""
     capability, part_key = capability_key(handle_hash), run_part_key(run_id, part)
     found = batch.get_many([capability, part_key, *map(prefetch.key_of, also)], reads=reads)
     raw_capability, raw_part = found.pop(capability, None), found.get(part_key)
+    # The attempt too: the call may read it again.
+    ahead = prefetch.read_ahead([Read.run_part(run_id, part), *also], found)
     return CapabilityRead(
         _to_capability(CapabilityItem.from_raw_data(raw_capability)) if raw_capability else None,
         run_parts.from_raw(raw_part) if raw_part else None,
-        # The attempt too: the call may read it again.
-        prefetch.read_ahead([Read.run_part(run_id, part), *also], found),
+        ahead,
+        *_run_and_versions(ahead, run_id),
+    )
+
+
+def _run_and_versions(ahead: ReadAhead, run_id: str) -> tuple[Run | None, tuple[StateVersion, ...]]:
+    """The run ``run_id`` and the state versions ``ahead`` found, as records."""
+    raw_run = ahead.found.get(Read.run(run_id))
+    return (
+        to_run(RunItem.from_raw_data(dict(raw_run))) if raw_run else None,
+        tuple(
+            to_version(StateVersionItem.from_raw_data(dict(raw)))
+            for read, raw in ahead.found.items()
+            if read.kind is ReadKind.STATE_VERSION
+        ),
     )
 
 
@@ -247,17 +265,11 @@ def get_session_and_part(
     raw_session, raw_part = found.pop(session, None), found.get(part_key)
     # The attempt too: the call may read it again.
     ahead = prefetch.read_ahead([Read.run_part(run_id, part), *also], found)
-    raw_run = ahead.found.get(Read.run(run_id))
     return SessionRead(
         _to_session(RunnerSessionItem.from_raw_data(raw_session)) if raw_session else None,
         run_parts.from_raw(raw_part) if raw_part else None,
         ahead,
-        to_run(RunItem.from_raw_data(dict(raw_run))) if raw_run else None,
-        tuple(
-            to_version(StateVersionItem.from_raw_data(dict(raw)))
-            for read, raw in ahead.found.items()
-            if read.kind is ReadKind.STATE_VERSION
-        ),
+        *_run_and_versions(ahead, run_id),
     )
 
 
