@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Never
 
 import pytest
 
@@ -24,6 +25,7 @@ from tests.fakes import (
     InMemoryArtifactRecords,
     InMemoryArtifacts,
     InMemoryPolicySets,
+    InMemoryRunLedger,
     LexicalEvaluator,
     no_read_ahead,
 )
@@ -95,7 +97,7 @@ def ps(tier: Tier) -> PolicyStep:
     return PolicyStep(tier, steps, artifacts, before)
 
 
-def _not_here() -> None:
+def _not_here() -> Never:
     raise AssertionError("the policy step reached the launch controls")
 
 
@@ -269,12 +271,12 @@ class _LambdaLost(Exception):
     """The step's Lambda failed (timed out, say) between two of its writes."""
 
 
-def _fail_once_passed(ledger: object, run_id: str) -> Callable[[], None]:
+def _fail_once_passed(ledger: InMemoryRunLedger, run_id: str) -> Callable[[], None]:
     """Fail the step once, as it opens its first unit after the policy passed."""
     done: list[bool] = []
 
     def interrupt() -> None:
-        run = ledger.get_run(run_id)  # type: ignore[attr-defined]
+        run = ledger.get_run(run_id)
         if not done and run.status is RunStatus.POLICY_PASSED:
             done.append(True)
             raise _LambdaLost()
@@ -282,14 +284,14 @@ def _fail_once_passed(ledger: object, run_id: str) -> Callable[[], None]:
     return interrupt
 
 
-def _cancel_once_passed(ledger: object, run_id: str) -> Callable[[], None]:
+def _cancel_once_passed(ledger: InMemoryRunLedger, run_id: str) -> Callable[[], None]:
     """A person's cancel, landing once the policy passed (before the next unit opens)."""
     done: list[bool] = []
 
     def interrupt() -> None:
-        run = ledger.get_run(run_id)  # type: ignore[attr-defined]
+        run = ledger.get_run(run_id)
         if not done and run.status is RunStatus.POLICY_PASSED:
             done.append(True)
-            ledger.move(run, RunStatus.CANCELED, actor="user:ada")  # type: ignore[attr-defined]
+            ledger.move(run, RunStatus.CANCELED, actor="user:ada")
 
     return interrupt
