@@ -149,6 +149,8 @@ class WorkflowSteps(WorkflowService):
         if run.status is S.POLICY_PASSED and run.facts.has_something_to_apply:
             assert workspace is not None
             with self._units() as uow:
+                # Its event names the workspace's subscribers, as read with the run.
+                uow.writer.read_before(workspace)
                 run = self._ask_approval(uow, run, parts, workspace)
         if run.approval_expires_at is None:
             return {"next": "finish", "approval_timeout_seconds": None}
