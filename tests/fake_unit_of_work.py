@@ -430,6 +430,9 @@ class InMemoryWriter:
             queue_length=len(self._queue.waiting.get(workspace_id, [])),
         )
 
+    def read_before(self, workspace: Workspace) -> None:
+        pass  # the fake's moves read no workspace: their events name no subscribers
+
     def waiter_token(self, run: Run) -> str | None:
         return self._queue.waiter_token(run)
 

@@ -51,6 +51,7 @@ def finish_plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @observed
 def request_approval(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # Retired: the policy step asks for approval itself (see RETIRED).
     return services().orchestration.request_approval(event["run_id"], RunScope.of(event))
 
 
@@ -81,3 +82,8 @@ HANDLERS = {
     "ArbitrateExpiry": arbitrate_expiry,
     "FailRun": fail_run,
 }
+
+# Handlers no state of the current definition invokes, kept (deployed, and invocable by
+# the workflow's role) for executions started under an earlier one: a Standard execution
+# runs to its end, up to a year, on the definition it started with.
+RETIRED = frozenset({"RequestApproval"})

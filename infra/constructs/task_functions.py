@@ -40,15 +40,19 @@ TASK_ACCESS: dict[str, Access] = {
         ),
     ),
     # Reads the plan's JSON and the attached policy sets (encrypted artifacts); a
-    # failed policy check ends the run and hands the workspace to the next waiter.
+    # failed policy check ends the run and hands the workspace to the next waiter; a
+    # passed one asks for approval, with the deployment's default window.
     "EvaluatePolicy": Access(
         table=_STEP,
         object_prefixes=(ARTIFACTS_PREFIX,),
         object_actions=OBJECT_READ,
         key=KEY_UNWRAP,
         workflow=WORKFLOW_RESUME,
+        settings=("approval_window_seconds",),
     ),
     "FinishPlan": Access(table=_STEP, workflow=WORKFLOW_RESUME),
+    # Retired (functions/tasks/handlers.py): executions started before the policy step
+    # asked for approval still call it.
     "RequestApproval": Access(table=_STEP, settings=("approval_window_seconds",)),
     "WaitForApproval": Access(table=_STEP, workflow=WORKFLOW_RESUME),
     "ArbitrateExpiry": Access(table=_STEP, workflow=WORKFLOW_RESUME),

@@ -317,6 +317,16 @@ def test_the_runner_windows_reach_the_steps_that_use_them(custom_stack: Synthesi
     )
 
 
+def test_the_approval_window_reaches_the_steps_that_ask_for_approval(stack: Synthesized) -> None:
+    # Given the deployment's default approval window
+    window = str(stack.config.approval_window_seconds)
+    # Then the policy step (which asks for approval) and the retired request step (which
+    # executions started before it did still call) read it
+    for handler in ("evaluate_policy", "request_approval"):
+        env = stack.environment(f"functions.tasks.handlers.{handler}")
+        assert env["RUNPLANE_APPROVAL_WINDOW_SECONDS"] == window, handler
+
+
 def test_runs_may_only_ask_for_the_engine_the_image_pins(stack: Synthesized) -> None:
     env = stack.environment("functions.api.app.handler")
     assert env["RUNPLANE_ENGINE_VERSIONS"] == stack.config.engine_version

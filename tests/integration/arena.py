@@ -306,7 +306,6 @@ def to_approval(arena: Arena, run_id: str) -> None:
     """From plan_complete: policy passes and the run awaits approval."""
     o = arena.orchestration
     o.evaluate_policy(run_id)
-    o.request_approval(run_id, arena.scope_of(run_id))
     o.wait_for_approval(run_id, "token-approval")
 
 

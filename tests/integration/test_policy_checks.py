@@ -247,7 +247,7 @@ def test_only_the_row_reserved_by_a_committed_plan_can_be_bound(arena: Arena, st
 def test_no_attached_set_passes_with_a_bound_digest(arena: Arena) -> None:
     run_id = evaluated(arena, None, "none", show_json(("a", ["create"])))
     check = run_parts.require(run_id, "policy")
-    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert arena.runs.get(arena.admin, run_id).status is S.AWAITING_APPROVAL
     assert check.state == "passed"
     assert check.body["input_digest"].startswith("sha256:")
     assert check.body["results"] == []
@@ -331,7 +331,7 @@ def test_an_advisory_failure_only_warns(arena: Arena) -> None:
         show_json(("a", ["create"])),
     )
     check = run_parts.require(run_id, "policy")
-    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert arena.runs.get(arena.admin, run_id).status is S.AWAITING_APPROVAL
     assert check.state == "passed"
     assert check.body["results"][0]["outcome"] == "failed"
     assert check.body["results"][0]["messages"] == ["test_thing.a changes"]
@@ -340,16 +340,16 @@ def test_an_advisory_failure_only_warns(arena: Arena) -> None:
 def test_a_soft_mandatory_failure_waits_for_an_override_bound_into_the_approval(
     arena: Arena,
 ) -> None:
-    # Given a soft-mandatory policy that fails, and the run awaiting approval
+    # Given a soft-mandatory policy that fails, and the run awaiting approval (the policy
+    # step asked for it)
     run_id = evaluated(
         arena,
         one_policy("review", "soft_mandatory", EVERY_CHANGE),
         "soft",
         show_json(("a", ["create"])),
     )
-    assert arena.runs.get(arena.admin, run_id).status is S.POLICY_PASSED
+    assert arena.runs.get(arena.admin, run_id).status is S.AWAITING_APPROVAL
     assert run_parts.require(run_id, "policy").state == "soft_failed"
-    arena.orchestration.request_approval(run_id)
     run = arena.runs.get(arena.admin, run_id)
 
     # When it is approved without an override / Then that is refused

@@ -171,7 +171,7 @@ def _finish_scheduled_plan(arena: Arena, run_id: str, *, changes: bool) -> None:
     else:
         attempt = run_parts.require(run_id, "attempt#plan").body["attempt_id"]
         o.report_plan(run_id, attempt, planned(arena, run_id, PlanSummary(), show_json()))
-    assert o.evaluate_policy(run_id) == {"next": "finish"}
+    assert o.evaluate_policy(run_id) == {"next": "finish", "approval_timeout_seconds": None}
     o.finish_plan(run_id)
 
 

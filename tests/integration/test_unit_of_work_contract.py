@@ -571,3 +571,32 @@ def test_a_move_that_ends_an_applying_run_closes_its_open_apply_record(units: Un
     assert record.state == ApplyRecordState.UNCERTAIN
     assert record.body == {"n": 1, "reason": "canceled", "run_status": "apply_interrupted"}
     assert units.reader.get_run("run-1").status is RunStatus.APPLY_INTERRUPTED
+
+
+def test_a_workspace_read_before_the_unit_is_built_on_as_one_it_read(units: Units) -> None:
+    if units.workspace_id == "ws-1":
+        pytest.skip("the in-memory units read no workspace here, and announce no subscribers")
+    # Given two runs of a workspace, and the workspace as a step read it before its unit
+    first, second = units.run(run_id="run-1"), units.run(run_id="run-2")
+    with units.new() as reading:
+        workspace = reading.writer.workspace(units.workspace_id)
+    # When a unit told of that read cancels one run with its approval, and a unit that
+    # reads the workspace itself the other
+    with units.new() as told:
+        told.writer.read_before(workspace)
+        told.parts.change(
+            "run-1", "approval", expected_state="waiting", state="canceled", token=None, now=LATER
+        )
+        told.runs.move(first, RunStatus.CANCELED, actor="user:bob")
+        told.commit()
+    with units.new() as reads:
+        reads.writer.workspace(units.workspace_id)
+        reads.parts.change(
+            "run-2", "approval", expected_state="waiting", state="canceled", token=None, now=LATER
+        )
+        reads.runs.move(second, RunStatus.CANCELED, actor="user:bob")
+        reads.commit()
+    # Then both moves' events name the workspace's subscribers alike
+    [told_event], [read_event] = units.announced("run-1"), units.announced("run-2")
+    assert told_event.subscribers == read_event.subscribers
+    assert told_event.subscribers is not None

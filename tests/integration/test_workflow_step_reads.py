@@ -40,16 +40,19 @@ def test_the_policy_step_reads_its_run_and_parts_together(
     )
     sent = list(requests.operations)
 
-    # Then the run passed policy, bound to its input and recorded
-    assert outcome == {"next": "approval"}
-    assert arena.stack.lifecycle.runs.get(run_id).status.value == "policy_passed"
+    # Then the run passed policy, bound to its input and recorded, and awaits approval
+    assert outcome["next"] == "approval"
+    assert arena.stack.lifecycle.runs.get(run_id).status.value == "awaiting_approval"
     assert run_parts.require(run_id, "policy").state == "passed"
+    assert run_parts.require(run_id, "approval").state == "waiting"
     # And it read the run with its parts, its workspace, the plan JSON's record and the
-    # organization's policy-set tally in one request: counting none, no sets' query
+    # organization's policy-set tally in one request: counting none, no sets' query, and
+    # nothing again for the approval
     assert reads(sent) == ["BatchGetItem"]
-    # And wrote twice: the move to evaluating with the bind, then the results with the
-    # move on (a cancel between them refuses the second)
-    assert sent.count("TransactWriteItems") == 2
+    # And wrote three times: the move to evaluating with the bind, the results with the
+    # move on, the approval with the move to awaiting it (a cancel between two of them
+    # refuses the next)
+    assert sent.count("TransactWriteItems") == 3
 
 
 def test_the_policy_step_without_the_workflows_hints_reads_what_it_needs(
@@ -61,22 +64,23 @@ def test_the_policy_step_without_the_workflows_hints_reads_what_it_needs(
     requests = DynamoDBRequests(monkeypatch)
     # When the policy step runs with the run's ID alone
     outcome = arena.orchestration.evaluate_policy(run_id)
-    # Then it passes all the same, reading what it needs as it goes
-    assert outcome == {"next": "approval"}
+    # Then it passes all the same, reading what it needs as it goes, and asks for approval
+    assert outcome["next"] == "approval"
     assert run_parts.require(run_id, "policy").state == "passed"
-    assert requests.operations.count("TransactWriteItems") == 2
+    assert run_parts.require(run_id, "approval").state == "waiting"
+    assert requests.operations.count("TransactWriteItems") == 3
 
 
-def test_the_approval_steps_read_their_run_and_parts_together(
+def test_the_retired_approval_step_reads_its_run_and_parts_together(
     arena: Arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a run that passed policy
+    # Given a run whose policy step asked for approval
     _, run_id = plan_complete(arena, "approval-step-reads")
     arena.orchestration.evaluate_policy(run_id)
     requests = DynamoDBRequests(monkeypatch)
 
-    # When approval is requested (given the run's scope, as the workflow gives it) and
-    # its wait starts
+    # When an execution started before the policy step asked asks for approval (given
+    # the run's scope, as the workflow gives it) and its wait starts
     arena.orchestration.request_approval(run_id, arena.scope_of(run_id))
     waiting = arena.orchestration.wait_for_approval(run_id, "token-approval")
     sent = list(requests.operations)
@@ -84,9 +88,10 @@ def test_the_approval_steps_read_their_run_and_parts_together(
     # Then the run awaits approval with the wait's token stored
     assert waiting == {"waiting": True}
     assert run_parts.require(run_id, "approval").token == "token-approval"
-    # And each step read its run with the parts it needs in one request, the request
-    # step with the workspace (its approval window) in the same one
+    # And each step read its run with the parts it needs in one request (the request
+    # step with the workspace in the same one), the request step writing nothing
     assert reads(sent) == ["BatchGetItem", "BatchGetItem"]
+    assert sent.count("TransactWriteItems") == 1
 
 
 def test_the_writer_step_reads_its_run_and_workspace_together(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runplane.domain.artifacts import Artifact, ArtifactKind
 from runplane.domain.audit import AuditAction, AuditRecord
 from runplane.domain.clock import Clock
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     ArtifactCorrupt,
     Conflict,
@@ -308,12 +308,18 @@ class Policies:
     # -- a run's policy check ---------------------------------------------------------------
 
     def policy_inputs(
-        self, run: Run, plan_part: RunPart | None = None, input_part: RunPart | None = None
+        self,
+        run: Run,
+        plan_part: RunPart | None = None,
+        input_part: RunPart | None = None,
+        *,
+        workspace: Workspace | None = None,
     ) -> PolicyInputs:
         """Every input shape of the run's plan, sanitized: all the evaluator ever sees.
         The check binds the ``runplane`` document's digest; each set's results record
-        the digest of the document of its own shape. ``plan_part`` and ``input_part``
-        are the run's plan and input parts if the caller has read them already."""
+        the digest of the document of its own shape. ``plan_part``, ``input_part`` and
+        ``workspace`` are the run's plan and input parts and its workspace if the caller
+        has read them already."""
         if plan_part is None or input_part is None:
             with self._units() as uow:
                 parts = uow.parts.several(run.id, ["plan", "input"])
@@ -322,7 +328,8 @@ class Policies:
         plan = PlanEvidence.from_body(plan_part.body)
         options = RunInput.from_body(input_part.body).options if input_part else NO_OPTIONS
         plan_json = self._artifacts.read(run.organization_id, plan.plan_json_artifact_id)
-        workspace = self._directory.get_workspace(run.workspace_id)
+        if workspace is None:
+            workspace = self._directory.get_workspace(run.workspace_id)
         meta = RunMetadata(
             workspace=workspace.name,
             kind=run.kind.value,

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from runplane.domain.capabilities import Phase
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.errors import (
     ConcurrentChange,
     NotFound,
+    RunEnded,
     TransitionRejected,
 )
 from runplane.domain.intents import MovedRun
@@ -45,7 +47,7 @@ from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
 from runplane.services.attempts import attempt_part
-from runplane.services.policy import RESERVED, Policies
+from runplane.services.policy import FAILED, PASSED, RESERVED, SOFT_FAILED, Policies
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService, committed_move
 from runplane.services.writer import hand_off
@@ -102,15 +104,20 @@ class WorkflowSteps(WorkflowService):
         plan_json_artifact_id: str | None = None,
     ) -> dict[str, Any]:
         """Bind the reserved policy check to the sanitized plan's digest, evaluate the
-        attached policy sets, and record the results as the run moves on.
+        attached policy sets, and record the results as the run moves on; a run whose
+        policy passed with something to apply then asks for approval, in its own write.
 
         The run starts evaluating in the write that binds its check: a cancel that
-        commits before it refuses it, one after it refuses the results' write. With the
-        run's ``scope`` and its plan JSON's ID (the plan step's output), the run, its
-        parts, its workspace and that JSON's record are one read.
+        commits before it refuses it, one after it refuses the results' write, and one
+        after that the approval's. With the run's ``scope`` and its plan JSON's ID (the
+        plan step's output), the run, its parts, its workspace and that JSON's record are
+        one read, and the approval is asked from what the step holds: the run as its
+        last write left it, the check as just recorded, the plan, input and workspace
+        as read.
 
         A retry re-derives the same input (sanitization is deterministic); a bound
-        digest that no longer matches fails closed.
+        digest that no longer matches fails closed. A retry that finds the policy passed
+        asks for the approval; one that finds it asked only answers the wait's timeout.
         """
         names = ["plan", "policy", "apply", "input"]
         ahead: AbstractContextManager[None] = nullcontext()
@@ -125,20 +132,35 @@ class WorkflowSteps(WorkflowService):
         with ahead:
             run, parts = self._active_with(run_id, names)
             plan = required_part(parts, run.id, "plan")
+            # Read once, first: the policy's input names it and the approval keeps its
+            # window and second-approval rule.
+            workspace = self._workspace_of(run) if _may_ask_approval(run) else None
             if run.status is S.PLAN_COMPLETE:
                 policy_inputs: PolicyInputs | None = self._policies.policy_inputs(
-                    run, plan, parts["input"]
+                    run, plan, parts["input"], workspace=workspace
                 )
                 assert policy_inputs is not None
                 run, parts = self._start_evaluating(run, parts, plan, policy_inputs)
             else:
-                policy_inputs = self._evaluating(run, plan, parts["input"])
+                policy_inputs = self._evaluating(run, plan, parts["input"], workspace)
         if policy_inputs is not None:
-            moved = self._record_policy(run, parts, plan, policy_inputs)
+            moved, check = self._record_policy(run, parts, plan, policy_inputs)
             self._hand_off(moved)
-            run = moved.run
-        apply_next = run.status is S.POLICY_PASSED and run.facts.has_something_to_apply
-        return {"next": "approval" if apply_next else "finish"}
+            run, parts = moved.run, {**parts, "policy": check}
+        if run.status is S.POLICY_PASSED and run.facts.has_something_to_apply:
+            assert workspace is not None
+            with self._units() as uow:
+                # Its event names the workspace's subscribers, as read with the run.
+                uow.writer.read_before(workspace)
+                run = self._ask_approval(uow, run, parts, workspace)
+        if run.approval_expires_at is None:
+            return {"next": "finish", "approval_timeout_seconds": None}
+        return {"next": "approval", "approval_timeout_seconds": self._approval_wait(run)}
+
+    def _workspace_of(self, run: Run) -> Workspace:
+        """The run's workspace (from the step's read ahead, when it has one)."""
+        with self._units() as uow:
+            return uow.writer.workspace(run.workspace_id)
 
     def _start_evaluating(
         self,
@@ -170,9 +192,10 @@ class WorkflowSteps(WorkflowService):
         parts: dict[str, RunPart | None],
         plan: RunPart,
         policy_inputs: PolicyInputs,
-    ) -> MovedRun:
+    ) -> tuple[MovedRun, RunPart]:
         """Evaluate, and record the results as the run moves on: bound first (once) to the
-        input's digest, so the results are written only onto that binding."""
+        input's digest, so the results are written only onto that binding. The move, and
+        the check as it then reads."""
         digest = policy_inputs.digest("runplane")
         check = required_part(parts, run.id, "policy")
         if check.state == RESERVED:
@@ -195,15 +218,17 @@ class WorkflowSteps(WorkflowService):
                 actor=WORKFLOW,
                 reason=reason,
             )
-            return committed_move(uow.commit())
+            moved = committed_move(uow.commit())
+        recorded = evaluation.body(PolicyCheck.from_body(check.body)).to_body()
+        return moved, replace(check, state=_recorded_state(evaluation.outcome), body=recorded)
 
     def _evaluating(
-        self, run: Run, plan: RunPart, input_part: RunPart | None
+        self, run: Run, plan: RunPart, input_part: RunPart | None, workspace: Workspace | None
     ) -> PolicyInputs | None:
         """The policy inputs of a run evaluating its policy; None for a run that is not."""
         if run.status is not S.POLICY_EVALUATING:
             return None
-        return self._policies.policy_inputs(run, plan, input_part)
+        return self._policies.policy_inputs(run, plan, input_part, workspace=workspace)
 
     def _close_apply_record(self, uow: UnitOfWork, run_id: str, reason: str) -> None:
         """Intend the pending apply record's close: this run will apply nothing."""
@@ -241,61 +266,75 @@ class WorkflowSteps(WorkflowService):
         return {"status": run.status.value}
 
     def request_approval(self, run_id: str, scope: RunScope | None = None) -> dict[str, Any]:
+        """Ask for approval of a run whose policy passed (the policy step asks itself;
+        executions started before it did still call this step): a replay writes nothing
+        and answers the wait's timeout."""
         with self._reading_ahead(run_id, scope, ["policy", "plan", "input"], workspace=True):
             return self._request_approval(run_id)
 
     def _request_approval(self, run_id: str) -> dict[str, Any]:
-        """The approval, bound to the plan and policy results, and the run's move to
-        awaiting it with its deadline, in one unit of work; a replay writes nothing."""
         with self._units() as uow:
             run, parts = self._active_in(uow, run_id, ["policy", "plan", "input"])
             if run.status is S.POLICY_PASSED:
-                now = self._clock.now()
                 workspace = uow.writer.workspace(run.workspace_id)
-                window = workspace.approval_window_seconds
-                expires_at = now + (
-                    timedelta(seconds=window) if window else self._timing.approval_window
-                )
-                policy = PolicyCheck.from_body(required_part(parts, run.id, "policy").body)
-                plan = PlanEvidence.from_body(required_part(parts, run.id, "plan").body)
-                binding = ApprovalBinding(
-                    plan_sha256=plan.plan_sha256,
-                    predecessor_state_version_id=run.predecessor_sv_id,
-                    policy_input_digest=policy.input_digest,
-                    policy_result_digest=policy.result_digest,
-                )
-                # The two-person rule as the workspace has it now, for this plan: fixed
-                # for the approval's life, shown in the review.
-                snapshot = parts["input"]
-                options = RunInput.from_body(snapshot.body).options if snapshot else NO_OPTIONS
-                destroys = int(str(plan.summary.get("destroys") or 0))
-                rule = workspace.second_approval
-                body = ApprovalBody(
-                    expires_at.isoformat(),
-                    binding,
-                    approvals_required=rule.approvals_required(
-                        destroy=options.destroy, destroys=destroys
-                    ),
-                    second_approval_reason=rule.why(destroy=options.destroy, destroys=destroys),
-                    separation_of_duties=rule.separation_of_duties,
-                )
-                uow.parts.put(
-                    run.id, "approval", state=ApprovalState.WAITING, body=body.to_body(), now=now
-                )
-                uow.runs.move(
-                    run,
-                    S.AWAITING_APPROVAL,
-                    actor=WORKFLOW,
-                    run_updates={"approval_expires_at": expires_at},
-                )
-                moved = uow.commit()
-                assert moved is not None
-                run = moved.run
+                run = self._ask_approval(uow, run, parts, workspace)
+        return {"timeout_seconds": self._approval_wait(run)}
+
+    def _ask_approval(
+        self, uow: UnitOfWork, run: Run, parts: dict[str, RunPart | None], workspace: Workspace
+    ) -> Run:
+        """The approval, bound to the plan and policy results, and the run's move to
+        awaiting it with its deadline, in one commit of ``uow`` conditioned on ``run`` as
+        given: a run moved meanwhile (canceled, say) refuses it and nothing is written.
+        The run as the move wrote it."""
+        now = self._clock.now()
+        window = workspace.approval_window_seconds
+        expires_at = now + (timedelta(seconds=window) if window else self._timing.approval_window)
+        policy = PolicyCheck.from_body(required_part(parts, run.id, "policy").body)
+        plan = PlanEvidence.from_body(required_part(parts, run.id, "plan").body)
+        binding = ApprovalBinding(
+            plan_sha256=plan.plan_sha256,
+            predecessor_state_version_id=run.predecessor_sv_id,
+            policy_input_digest=policy.input_digest,
+            policy_result_digest=policy.result_digest,
+        )
+        # The two-person rule as the workspace has it now, for this plan: fixed for the
+        # approval's life, shown in the review.
+        snapshot = parts["input"]
+        options = RunInput.from_body(snapshot.body).options if snapshot else NO_OPTIONS
+        destroys = int(str(plan.summary.get("destroys") or 0))
+        rule = workspace.second_approval
+        body = ApprovalBody(
+            expires_at.isoformat(),
+            binding,
+            approvals_required=rule.approvals_required(destroy=options.destroy, destroys=destroys),
+            second_approval_reason=rule.why(destroy=options.destroy, destroys=destroys),
+            separation_of_duties=rule.separation_of_duties,
+        )
+        uow.parts.put(run.id, "approval", state=ApprovalState.WAITING, body=body.to_body(), now=now)
+        uow.runs.move(
+            run,
+            S.AWAITING_APPROVAL,
+            actor=WORKFLOW,
+            run_updates={"approval_expires_at": expires_at},
+        )
+        try:
+            return committed_move(uow.commit()).run
+        except TransitionRejected as refused:
+            ended = _ended_status(refused)
+            if ended is not None:
+                # Canceled since its last read: the workflow ends quietly, as a step that
+                # read it so would.
+                raise RunEnded(run.id, ended) from None
+            raise
+
+    def _approval_wait(self, run: Run) -> int:
+        """How long the approval's wait may last: until the persisted deadline, in whole
+        seconds rounded up with a second to spare, so that the wait never times out
+        before it (arbitration would find the approval pending)."""
         assert run.approval_expires_at is not None
         remaining = (run.approval_expires_at - self._clock.now()).total_seconds()
-        # Whole seconds, rounded up with a second to spare: the wait must never
-        # time out before the persisted deadline, or arbitration finds it pending.
-        return {"timeout_seconds": max(1, math.ceil(remaining) + 1)}
+        return max(1, math.ceil(remaining) + 1)
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
         """Store the approval wait's token; a decision already recorded resumes at once."""
@@ -441,6 +480,23 @@ class WorkflowSteps(WorkflowService):
         if moved is not None:
             hand_off(self._workflow, moved.handoff)
         return target
+
+
+def _may_ask_approval(run: Run) -> bool:
+    """Whether the policy step may evaluate or ask for approval: what reads the workspace."""
+    return run.status in {S.PLAN_COMPLETE, S.POLICY_EVALUATING, S.POLICY_PASSED}
+
+
+def _recorded_state(outcome: str) -> str:
+    """The check's state once results of ``outcome`` are recorded (``Policies.record``)."""
+    return {"passed": PASSED, "soft_failed": SOFT_FAILED}.get(outcome, FAILED)
+
+
+def _ended_status(refused: TransitionRejected) -> S | None:
+    """The status a refused move found, if the run has ended."""
+    found = str((refused.current or {}).get("status"))
+    status = S(found) if found in set(S) else None
+    return status if status is not None and status.is_terminal else None
 
 
 def _decision(approval: RunPart) -> str:

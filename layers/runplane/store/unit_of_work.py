@@ -199,6 +199,9 @@ class DynamoWriterQueue:
         self.read[workspace_id] = workspaces.get_workspace(workspace_id, reads=self._reads)
         return self.read[workspace_id]
 
+    def read_before(self, workspace: Workspace) -> None:
+        self.read[workspace.id] = workspace
+
     def waiter_token(self, run: Run) -> str | None:
         # As ``WriterAuthority.waiter_token``.
         if not run.kind.needs_writer_reservation:
