@@ -293,7 +293,8 @@ def test_a_set_created_in_an_organization_that_had_none_judges_its_next_run(
     # Given an organization that has no policy set (its tally, read ahead, counts none)
     assert policy_sets.tally(arena.org.id) == 0
     none = evaluated(arena, None, "before-any", show_json(("gone", ["delete"])))
-    assert arena.runs.get(arena.admin, none).status is S.POLICY_PASSED
+    # (it passed, and the policy step asked for its approval)
+    assert arena.runs.get(arena.admin, none).status is S.AWAITING_APPROVAL
     # When it publishes a hard-mandatory set and attaches it
     document = load_policy_set_dir(EXAMPLES / "deny-delete").to_document()
     run_id = evaluated(arena, document, "after-one", show_json(("gone", ["delete"])))
