@@ -401,14 +401,17 @@ class InMemoryRunMoves:
         )
 
     def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
+        self.expect_status(run.id, run.status, on_refused=on_refused)
+
+    def expect_status(self, run_id: str, status: RunStatus, *, on_refused: Refused) -> None:
         ledger = self._ledger
 
         def check() -> None:
-            current = ledger.runs.get(run.id)
-            if current is None or current.status is not run.status:
+            current = ledger.runs.get(run_id)
+            if current is None or current.status is not status:
                 raise on_refused(None if current is None else current.status.value)
 
-        self._intents.append(_Effect(("run", run.id), check))
+        self._intents.append(_Effect(("run", run_id), check))
 
 
 class InMemoryWriter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from runplane.domain.errors import RunEnded
 from runplane.domain.run import RunKind
 from runplane.domain.runner_reports import Failed
 from runplane.services.launch_controls import Controls
@@ -88,10 +89,43 @@ def test_the_retired_approval_step_reads_its_run_and_parts_together(
     # Then the run awaits approval with the wait's token stored
     assert waiting == {"waiting": True}
     assert run_parts.require(run_id, "approval").token == "token-approval"
-    # And each step read its run with the parts it needs in one request (the request
-    # step with the workspace in the same one), the request step writing nothing
-    assert reads(sent) == ["BatchGetItem", "BatchGetItem"]
+    # And the request step read its run with its parts and workspace in one request,
+    # writing nothing; the wait read nothing and wrote its token once
+    assert reads(sent) == ["BatchGetItem"]
     assert sent.count("TransactWriteItems") == 1
+
+
+def test_a_wait_that_starts_after_the_decision_reads_it_and_resumes(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run awaiting approval that was approved before its wait started
+    _, run_id = plan_complete(arena, "approval-decided-first")
+    arena.orchestration.evaluate_policy(run_id)
+    arena.runs.decide(arena.admin, run_id, "approve", None)
+    requests = DynamoDBRequests(monkeypatch)
+    # When the wait starts
+    waiting = arena.orchestration.wait_for_approval(run_id, "token-late")
+    sent = list(requests.operations)
+    # Then its token's write was refused (writing nothing), it read the decision and
+    # resumed itself with it
+    assert waiting == {"waiting": False}
+    assert run_parts.require(run_id, "approval").token is None
+    assert arena.workflow.resumed[-1] == "token-late"
+    assert sent == ["TransactWriteItems", "BatchGetItem"]
+
+
+def test_a_wait_of_a_run_that_ended_writes_nothing_and_ends(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run awaiting approval that was rejected before its wait started
+    _, run_id = plan_complete(arena, "approval-rejected-first")
+    arena.orchestration.evaluate_policy(run_id)
+    arena.runs.decide(arena.admin, run_id, "reject", None)
+    # When the wait starts
+    # Then it ends with the run, storing no token
+    with pytest.raises(RunEnded):
+        arena.orchestration.wait_for_approval(run_id, "token-late")
+    assert run_parts.require(run_id, "approval").token is None
 
 
 def test_the_writer_step_reads_its_run_and_workspace_together(

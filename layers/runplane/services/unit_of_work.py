@@ -147,6 +147,11 @@ class RunMoves(Protocol):
         commit (``on_refused(status held)`` otherwise), for a commit built on it."""
         ...
 
+    def expect_status(self, run_id: str, status: RunStatus, *, on_refused: Refused) -> None:
+        """Intend nothing but a condition: the run is in ``status`` at commit
+        (``on_refused(status held)`` otherwise), for a commit that did not read it."""
+        ...
+
 
 class AttemptIntents(Protocol):
     """A run's runner attempts (its ``attempt#<phase>`` parts, read through ``parts``),

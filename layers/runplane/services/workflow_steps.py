@@ -337,24 +337,33 @@ class WorkflowSteps(WorkflowService):
         return max(1, math.ceil(remaining) + 1)
 
     def wait_for_approval(self, run_id: str, token: str) -> dict[str, Any]:
-        """Store the approval wait's token; a decision already recorded resumes at once."""
+        """Store the approval wait's token; a decision already recorded resumes at once.
+
+        The token is written without a read first, conditioned on the run awaiting
+        approval and its approval undecided: the wait usually starts long before anyone
+        decides. A refused write wrote nothing and reads what happened instead: a
+        decision resumes the wait, an ended run ends it (``RunEnded``)."""
         with self._units() as uow:
+            uow.runs.expect_status(
+                run_id,
+                S.AWAITING_APPROVAL,
+                on_refused=lambda held: ConcurrentChange(
+                    f"run {run_id} is {held or 'missing'}, not awaiting approval"
+                ),
+            )
+            uow.parts.change(
+                run_id, "approval", expected_state=UNDECIDED, token=token, now=self._clock.now()
+            )
+            try:
+                uow.commit()
+                return {"waiting": True}
+            except ConcurrentChange:
+                pass
             _, parts = self._active_in(uow, run_id, ["approval"])
             approval = required_part(parts, run_id, "approval")
             if approval.state in UNDECIDED:
-                uow.parts.change(
-                    run_id,
-                    "approval",
-                    expected_state=UNDECIDED,
-                    token=token,
-                    now=self._clock.now(),
-                )
-                try:
-                    uow.commit()
-                    return {"waiting": True}
-                except ConcurrentChange:
-                    stored = uow.parts.several(run_id, ["approval"])
-                    approval = required_part(stored, run_id, "approval")
+                # Refused, yet undecided and not ended: the workflow retries the step.
+                raise ConcurrentChange(f"run {run_id}: its approval wait could not be stored")
         self._workflow.resume(token, {"decision": _decision(approval)})
         return {"waiting": False}
 

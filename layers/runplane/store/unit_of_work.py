@@ -391,9 +391,12 @@ class DynamoRunMoves:
         )
 
     def expect_unchanged(self, run: Run, *, on_refused: Refused) -> None:
+        self.expect_status(run.id, run.status, on_refused=on_refused)
+
+    def expect_status(self, run_id: str, status: RunStatus, *, on_refused: Refused) -> None:
         refused = _refusal(on_refused, "status")
         assert refused is not None
-        self._writes.append(expect_status(run.id, run.status, refused))
+        self._writes.append(expect_status(run_id, status, refused))
 
 
 class DynamoUnitOfWork:
