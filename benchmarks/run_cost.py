@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 import botocore.client
 
-from benchmarks.run_overhead import STATUS
+from benchmarks.run_overhead import STATUS, TIMELINE, workflow_steps
 from runplane.client import Client, Connection
 from runplane.local.stack import EmbeddedStack
 from runplane.store import run_parts
@@ -111,9 +111,12 @@ def _stored_bytes(s3: Any) -> Counter[str]:
     return total
 
 
-def _one_run(client: Client, workspace: str, config: Path, value: str, s3: Any) -> dict[str, Any]:
+def _one_run(
+    client: Client, workspace: str, config: Path, value: str, s3: Any, stack: EmbeddedStack
+) -> dict[str, Any]:
     with _LOCK:
         before = Counter(CALLS)
+    calls_before = sum(TIMELINE.calls.values())
     stored = _stored_bytes(s3)
     started = time.perf_counter()
     run = client.create_run(workspace, config, variables={"greeting": value})
@@ -124,20 +127,26 @@ def _one_run(client: Client, workspace: str, config: Path, value: str, s3: Any) 
     wall = time.perf_counter() - started
     if status != "succeeded":
         raise SystemExit(f"run {run['id']} ended {status}")
-    time.sleep(1)  # the workflow's last steps and the sandboxes' last uploads
+    transitions, lambdas = workflow_steps(stack, run["id"])
+    time.sleep(1)  # the sandboxes' last uploads
     with _LOCK:
         delta = Counter(CALLS) - before
+    sandbox_calls = sum(TIMELINE.calls.values()) - calls_before
     engine = sum(
         float(run_parts.require(run["id"], f"attempt#{phase}").body.get("engine_seconds") or 0)
         for phase in ("plan", "apply")
     )
-    # The benchmark's own listing is not the run's.
-    delta = Counter({k: v for k, v in delta.items() if not k.startswith("s3:List")})
+    # The benchmark's own listing and its reads of the workflow's history are not the run's.
+    own = ("s3:List", "stepfunctions:DescribeExecution", "stepfunctions:GetExecutionHistory")
+    delta = Counter({k: v for k, v in delta.items() if not k.startswith(own)})
     return {
         "wall_s": wall,
         "engine_s": engine,
         "requests": dict(delta),
         "stored": _stored_bytes(s3) - stored,
+        "transitions": transitions,
+        "lambda_invocations": lambdas,
+        "sandbox_calls": sandbox_calls,
     }
 
 
@@ -211,6 +220,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
     _count_requests()
+    TIMELINE.install()
     engine = REPO / ".venv" / "engine" / "terraform"
     with tempfile.TemporaryDirectory(prefix="runplane-cost-") as data:
         (Path(data) / "config").mkdir()
@@ -224,8 +234,10 @@ def main() -> None:
         try:
             client = Client(Connection(credentials.url, credentials.token))
             workspace = client.create_workspace("cost")["id"]
-            _one_run(client, workspace, config, "warmup", s3)
-            rows = [_one_run(client, workspace, config, f"v{i}", s3) for i in range(args.runs)]
+            _one_run(client, workspace, config, "warmup", s3, stack)
+            rows = [
+                _one_run(client, workspace, config, f"v{i}", s3, stack) for i in range(args.runs)
+            ]
         finally:
             stack.stop()
     requests: Counter[str] = Counter()
@@ -240,11 +252,10 @@ def main() -> None:
         "stored_bytes": int(statistics.median(r["stored"]["all"] for r in rows)),
         # The run's log as shipped to S3; CloudWatch gets the runner's stdout, the same lines.
         "log_bytes": int(statistics.median(r["stored"]["logs"] for r in rows)),
-        # From benchmarks.run_overhead on examples/hello (the workflow does not grow
-        # with the configuration): 12 transitions, 7 task Lambdas, 14 sandbox calls.
-        "transitions": 12,
-        "lambda_invocations": 7,
-        "sandbox_calls": 14,
+        # Measured: the workflow's history, the gateway's sandbox calls.
+        "transitions": statistics.mean(r["transitions"] for r in rows),
+        "lambda_invocations": statistics.mean(r["lambda_invocations"] for r in rows),
+        "sandbox_calls": statistics.mean(r["sandbox_calls"] for r in rows),
     }
     # Each sandbox's seconds: its share of the engine's, plus the runner's own ~0.2 s.
     engine_s = per_run["median_engine_s"]

@@ -375,21 +375,7 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
         float(run_parts.require(run["id"], f"attempt#{phase}").body.get("engine_seconds") or 0)
         for phase in ("plan", "apply")
     )
-    assert stack.services is not None
-    settings = stack.services.settings
-    sfn = boto3.client(
-        "stepfunctions", region_name=settings.region, endpoint_url=settings.aws_endpoint_url
-    )
-    arn = settings.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run['id']}"
-    # The run is succeeded before its workflow takes its last step: count that step too.
-    deadline = time.monotonic() + 30
-    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
-        if time.monotonic() > deadline:
-            raise SystemExit(f"the workflow of run {run['id']} did not end")
-        time.sleep(0.05)
-    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-    transitions = sum(1 for e in history if e["type"].endswith("StateEntered"))
-    lambdas = sum(1 for e in history if e["type"] == "TaskScheduled")
+    transitions, lambdas = workflow_steps(stack, run["id"])
     delta = after - before
     return {
         "total_s": total,
@@ -402,6 +388,27 @@ def _one_run(client: Client, workspace: str, value: str, stack: EmbeddedStack) -
         "transitions": transitions,
         "lambda_invocations": lambdas,
     }
+
+
+def workflow_steps(stack: EmbeddedStack, run_id: str) -> tuple[int, int]:
+    """The state transitions and task Lambda invocations of the run's workflow, from its
+    execution's history, once the execution ended."""
+    assert stack.services is not None
+    settings = stack.services.settings
+    sfn = boto3.client(
+        "stepfunctions", region_name=settings.region, endpoint_url=settings.aws_endpoint_url
+    )
+    arn = settings.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run_id}"
+    # The run is succeeded before its workflow takes its last step: count that step too.
+    deadline = time.monotonic() + 30
+    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the workflow of run {run_id} did not end")
+        time.sleep(0.05)
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    transitions = sum(1 for e in history if e["type"].endswith("StateEntered"))
+    lambdas = sum(1 for e in history if e["type"] == "TaskScheduled")
+    return transitions, lambdas
 
 
 if __name__ == "__main__":
