@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from runplane.domain.entities import Run
+from runplane.domain.entities import Run, Workspace
 from runplane.domain.identity import Permission, Principal
 from runplane.domain.parts import AttemptState, RunPart
 from runplane.domain.run import RunKind, RunStatus
@@ -73,6 +73,22 @@ def open_attempt(
     tier.sandboxes.active[slot] = tier.sandboxes.active.get(slot, 0) + 1
     tier.sandboxes.sessions[session] = None
     return attempt
+
+
+def approving_workspace(tier: Tier, window: int | None = None) -> None:
+    """``ws-1`` of ``org-acme``, free, whose approvals wait ``window`` seconds if set."""
+    tier.directory.workspaces["ws-1"] = Workspace(
+        id="ws-1",
+        organization_id="org-acme",
+        name="network",
+        created_at=tier.clock.now(),
+        fence=0,
+        writer_run_id=None,
+        lock_id=None,
+        lock_run_id=None,
+        queue_length=0,
+        approval_window_seconds=window,
+    )
 
 
 def settle(tier: Tier) -> None:

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from runplane.domain.entities import Run, Workspace
+from runplane.domain.entities import Run
 from runplane.domain.errors import RunEnded
 from runplane.domain.parts import ApprovalState, RunPart
 from runplane.domain.run import RunStatus
 from tests.service.conftest import Tier
-from tests.service.scenarios import run_at, settle, written
+from tests.service.scenarios import approving_workspace, run_at, settle, written
 
 PLAN = {
     "attempt_id": "att-plan",
@@ -35,18 +35,7 @@ def passed_policy(tier: Tier, window: int | None = None) -> Run:
     ledger.runs[run.id] = replace(run, predecessor_sv_id="sv-1")
     ledger.add_part(RunPart(run.id, "plan", "recorded", PLAN, None, now, now))
     ledger.add_part(RunPart(run.id, "policy", "passed", POLICY, None, now, now))
-    tier.directory.workspaces["ws-1"] = Workspace(
-        id="ws-1",
-        organization_id="org-acme",
-        name="network",
-        created_at=now,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-        approval_window_seconds=window,
-    )
+    approving_workspace(tier, window)
     settle(tier)
     return ledger.get_run(run.id)
 

@@ -12,7 +12,7 @@ from typing import Never
 
 import pytest
 
-from runplane.domain.entities import Run, Workspace
+from runplane.domain.entities import Run
 from runplane.domain.errors import RunEnded
 from runplane.domain.parts import ApplyRecordState, ApprovalState, RunPart
 from runplane.domain.run import RunStatus
@@ -31,7 +31,7 @@ from tests.fakes import (
 )
 from tests.fakes_operations import InMemorySourceRecords
 from tests.service.conftest import Tier
-from tests.service.scenarios import run_at, settle, written
+from tests.service.scenarios import approving_workspace, run_at, settle, written
 
 PLAN_JSON = b"""{
   "format_version": "0.2",
@@ -121,18 +121,7 @@ def planned(ps: PolicyStep, window: int | None = 3600) -> Run:
     ledger.add_part(RunPart(run.id, "plan", "committed", plan, None, now, now))
     ledger.add_part(RunPart(run.id, "policy", RESERVED, {"id": "pc-1"}, None, now, now))
     ledger.add_part(RunPart(run.id, "apply", ApplyRecordState.PENDING, {}, None, now, now))
-    tier.directory.workspaces["ws-1"] = Workspace(
-        id="ws-1",
-        organization_id="org-acme",
-        name="network",
-        created_at=now,
-        fence=0,
-        writer_run_id=None,
-        lock_id=None,
-        lock_run_id=None,
-        queue_length=0,
-        approval_window_seconds=window,
-    )
+    approving_workspace(tier, window)
     settle(tier)
     return ledger.get_run(run.id)
 
