@@ -13,7 +13,9 @@ from functools import partial
 
 from runplane.domain.errors import AlreadyDecided, RunplaneError, TooMuchContention
 from runplane.store import run_parts
-from tests.integration.arena import Arena, awaiting_approval
+from runplane.store import workspaces as workspace_store
+from runplane.store.prefetch import IdentityMap
+from tests.integration.arena import Arena, awaiting_approval, plan_complete
 from tests.integration.test_race_suite import SEED, race
 
 
@@ -64,3 +66,24 @@ def test_an_approval_between_the_expirys_read_and_write_wins_without_contention(
     assert outcome == {"decision": "approve"}
     assert run_parts.require(run_id, "approval").state == "approved"
     assert arena.runs.get(arena.admin, run_id).status.value == "awaiting_approval"
+
+
+def test_a_rejection_meeting_the_waits_token_is_written_again_and_resumes_it(
+    arena: Arena,
+) -> None:
+    # Given a run awaiting approval whose workflow has not stored its wait's token yet
+    ws, run_id = plan_complete(arena, "token-race")
+    arena.orchestration.evaluate_policy(run_id)
+    assert run_parts.require(run_id, "approval").token is None
+    # When a rejection reads it, and the wait stores its token before the rejection's write
+    arena.stack.clock.on_next_reading(
+        lambda: arena.orchestration.wait_for_approval(run_id, "token-late")
+    )
+    decided = arena.runs.decide(arena.admin, run_id, "reject", None)
+    # Then the first write was refused, writing nothing, and the second, naming the token,
+    # rejected the run, released its workspace and resumed the wait with the rejection
+    assert decided.token == "token-late"
+    assert decided.run.status.value == "rejected"
+    assert run_parts.require(run_id, "approval").state == "rejected"
+    assert workspace_store.get_workspace(ws, reads=IdentityMap()).writer_run_id is None
+    assert arena.workflow.resumed[-1] == "token-late"
