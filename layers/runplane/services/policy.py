@@ -451,9 +451,9 @@ class Policies:
     @staticmethod
     def record(
         parts: RunPartIntents, run: Run, check: RunPart, evaluation: Evaluation, now: datetime
-    ) -> None:
+    ) -> RunPart:
         """Intend the results, written only onto a row bound to exactly this input
-        digest."""
+        digest. The check as it reads once they are written."""
         bound = PolicyCheck.from_body(check.body)
         if check.state != BOUND or bound.input_digest != evaluation.input_digest:
             raise PolicyBindingRefused(
@@ -461,17 +461,19 @@ class Policies:
                 "their exact input digest"
             )
         state = {"passed": PASSED, "soft_failed": SOFT_FAILED}.get(evaluation.outcome, FAILED)
+        body = evaluation.body(bound).to_body()
         parts.change(
             run.id,
             "policy",
             expected_state=BOUND,
             state=state,
-            body=evaluation.body(bound).to_body(),
+            body=body,
             now=now,
             on_refused=lambda current: PolicyBindingRefused(
                 f"run {run.id}: the policy check changed meanwhile"
             ),
         )
+        return replace(check, state=state, body=body)
 
     def override(self, principal: Principal, run: Run, reason: str) -> None:
         """Override a soft-mandatory failure, with a reason, bound into the approval."""

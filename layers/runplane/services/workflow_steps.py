@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -47,7 +46,7 @@ from runplane.domain.run_scope import RunScope
 from runplane.domain.transitions import failure_outcome
 from runplane.services import drift
 from runplane.services.attempts import attempt_part
-from runplane.services.policy import FAILED, PASSED, RESERVED, SOFT_FAILED, Policies
+from runplane.services.policy import RESERVED, Policies
 from runplane.services.unit_of_work import UnitOfWork
 from runplane.services.workflow_base import WORKFLOW, S, WorkflowService, committed_move
 from runplane.services.writer import hand_off
@@ -209,7 +208,7 @@ class WorkflowSteps(WorkflowService):
             blocking = [f"{r.policy_set}/{r.policy}" for r in evaluation.results if r.blocking]
             reason = f"POLICY_FAILED: {', '.join(blocking) or 'a mandatory policy'}"[:200]
         with self._units() as uow:
-            Policies.record(uow.parts, run, check, evaluation, self._clock.now())
+            recorded = Policies.record(uow.parts, run, check, evaluation, self._clock.now())
             if not passed and parts["apply"] is not None:
                 self._close_apply_record(uow, run.id, "a mandatory policy failed")
             uow.runs.move(
@@ -218,9 +217,7 @@ class WorkflowSteps(WorkflowService):
                 actor=WORKFLOW,
                 reason=reason,
             )
-            moved = committed_move(uow.commit())
-        recorded = evaluation.body(PolicyCheck.from_body(check.body)).to_body()
-        return moved, replace(check, state=_recorded_state(evaluation.outcome), body=recorded)
+            return committed_move(uow.commit()), recorded
 
     def _evaluating(
         self, run: Run, plan: RunPart, input_part: RunPart | None, workspace: Workspace | None
@@ -494,11 +491,6 @@ class WorkflowSteps(WorkflowService):
 def _may_ask_approval(run: Run) -> bool:
     """Whether the policy step may evaluate or ask for approval: what reads the workspace."""
     return run.status in {S.PLAN_COMPLETE, S.POLICY_EVALUATING, S.POLICY_PASSED}
-
-
-def _recorded_state(outcome: str) -> str:
-    """The check's state once results of ``outcome`` are recorded (``Policies.record``)."""
-    return {"passed": PASSED, "soft_failed": SOFT_FAILED}.get(outcome, FAILED)
 
 
 def _ended_status(refused: TransitionRejected) -> S | None:

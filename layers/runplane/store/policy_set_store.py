@@ -28,7 +28,7 @@ class DynamoPolicySetStore:
         return store.find(org_id, name)
 
     def all_of(self, org_id: str) -> list[PolicySetHead]:
-        return store.all_of(org_id, reads=self._scope.reads())
+        return store.all_of(org_id)
 
     def counted_none(self, org_id: str) -> bool:
         return store.counted_none(org_id, reads=self._scope.reads())

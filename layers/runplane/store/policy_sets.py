@@ -91,10 +91,8 @@ def find(org_id: str, name: str) -> PolicySetHead | None:
         return None
 
 
-def all_of(org_id: str, *, reads: IdentityMap) -> list[PolicySetHead]:
-    """The organization's sets by name; none, without a query, when ``counted_none``."""
-    if counted_none(org_id, reads=reads):
-        return []
+def all_of(org_id: str) -> list[PolicySetHead]:
+    """The organization's sets by name."""
     pk, _ = policy_set_key(org_id, "")
     items = PolicySetItem.query(pk, PolicySetItem.sk.startswith(SET_PREFIX), consistent_read=True)
     return sorted((_head(item) for item in items), key=lambda head: head.name)
